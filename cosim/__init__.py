@@ -1,0 +1,19 @@
+"""cosim — co-simulation core: multibody DAE, ODE and LTI integrators behind
+communication steps with zero-order-hold inputs (numpy + scipy only)."""
+from . import errors
+from .errors import CosimError
+from .integrators import available_methods, make_integrator
+from .models import available_models, load_model
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name):  # lazy: the stepper pulls in more than the core needs
+    if name in ("Simulation",):
+        from .simulation import Simulation
+        return Simulation
+    raise AttributeError(f"module 'cosim' has no attribute {name!r}")
+
+
+__all__ = ["CosimError", "Simulation", "available_methods", "available_models", "errors",
+           "load_model", "make_integrator"]

@@ -1,0 +1,1 @@
+"""Subcommands of the ``cosim`` CLI, one module each with ``register(subparsers)``."""

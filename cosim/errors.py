@@ -1,0 +1,64 @@
+"""Exception types of cosim.
+
+Every error a user can trigger derives from :class:`CosimError`; bad input
+additionally derives from :class:`ValueError` so generic handlers work.
+Messages name the offending value.  A raised error never leaves a
+simulation or integrator half-updated (callers snapshot and restore).
+"""
+
+
+class CosimError(Exception):
+    """Base class of all cosim errors."""
+
+
+class InvalidInputError(CosimError, ValueError):
+    """A value has the wrong shape, is NaN/inf, or is out of range."""
+
+
+class UnknownModelError(CosimError, KeyError):
+    """A model name is not in the model library."""
+
+    def __str__(self):  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class UnknownMethodError(CosimError, KeyError):
+    """An integration method name is not registered."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
+
+
+class UnknownParameterError(CosimError, KeyError):
+    """A parameter (or input/output/option) name does not exist."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
+
+
+class InconsistentConstraintsError(CosimError):
+    """Constraints are contradictory or the IC projection did not converge."""
+
+
+class ConvergenceError(CosimError):
+    """A nonlinear solve or a step failed (Newton divergence, minimum step)."""
+
+    def __init__(self, message, *, t=None, h=None, cause=None):
+        super().__init__(message)
+        self.t, self.h, self.cause = t, h, cause
+
+
+class SingularMatrixError(ConvergenceError):
+    """An iteration matrix is numerically singular."""
+
+
+class StateError(CosimError, ValueError):
+    """A state snapshot or serialized blob is corrupt, foreign or mismatched."""
+
+
+class ChatteringError(CosimError):
+    """Too many events at (nearly) one time instant."""
+
+
+class ScenarioError(CosimError, ValueError):
+    """A scenario file is malformed."""

@@ -1,0 +1,210 @@
+"""Initial-condition analysis (seed 000 §1, Appendix Algorithm 1).
+
+1. redundant constraints: rank-revealing (column-pivoted) QR of C_qᵀ, i.e.
+   a full-pivot choice of the best-conditioned independent constraint set;
+2. singular initial configuration: repeat the rank test at perturbed
+   configurations and warn when the rank changes;
+3. weighted position projection, eqs. 6-7:  W(q − q0) + C_qᵀλ = 0, C(q) = 0;
+4. weighted velocity projection, eqs. 8-9 (plus nonholonomic rows);
+5. initial accelerations and multipliers, eq. 10.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.linalg as sla
+
+from .errors import InconsistentConstraintsError, InvalidInputError
+from .integrators.common import augmented_matrix, consistent_accelerations, lu_factor, lu_solve
+
+
+class ReducedConstraints:
+    """View of a multibody model keeping only the independent constraints."""
+
+    def __init__(self, model, keep):
+        self._model = model
+        self._keep = np.asarray(keep, dtype=int)
+        self.constraint_names = tuple(model.constraint_names[i] for i in self._keep)
+        self.removed_constraints = tuple(n for i, n in enumerate(model.constraint_names)
+                                         if i not in set(self._keep.tolist()))
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    @property
+    def n_c(self):
+        return len(self._keep)
+
+    @property
+    def full_model(self):
+        return self._model
+
+    def constraints(self, q, t):
+        return self._model.constraints(q, t)[self._keep]
+
+    def constraint_jacobian(self, q, t):
+        return self._model.constraint_jacobian(q, t)[self._keep]
+
+    def constraint_dt(self, q, t):
+        return self._model.constraint_dt(q, t)[self._keep]
+
+    def gamma(self, q, v, t):
+        return self._model.gamma(q, v, t)[self._keep]
+
+    def constraint_force_jacobian(self, q, lam, t):
+        full = np.zeros(self._model.n_c)
+        full[self._keep] = lam
+        return self._model.constraint_force_jacobian(q, full, t)
+
+    def residual_levels(self, t, y, qdd=None):
+        return type(self._model).residual_levels(self, t, y, qdd)
+
+    def energy(self, t, y, u=None):
+        return self._model.energy(t, y, u)
+
+
+@dataclass
+class ICReport:
+    model: object
+    q: np.ndarray
+    v: np.ndarray
+    qdd: np.ndarray
+    lam: np.ndarray
+    redundant_constraints: tuple = ()
+    position_change: float = 0.0
+    velocity_change: float = 0.0
+    position_iterations: int = 0
+    singular_configuration: bool = False
+    warnings: list = field(default_factory=list)
+
+    def summary(self):
+        lines = []
+        if self.redundant_constraints:
+            lines.append("redundant constraints removed: " + ", ".join(self.redundant_constraints))
+        if self.position_change > 0:
+            lines.append(f"positions repaired by {self.position_change:.3e} (max abs change)")
+        if self.velocity_change > 0:
+            lines.append(f"velocities repaired by {self.velocity_change:.3e} (max abs change)")
+        lines.extend(self.warnings)
+        return lines
+
+
+def independent_constraints(Cq, tol=1e-9):
+    """Indices of a maximal well-conditioned independent subset of C_q's rows."""
+    m = Cq.shape[0]
+    if m == 0:
+        return np.zeros(0, dtype=int)
+    _, R, piv = sla.qr(Cq.T, mode="economic", pivoting=True)
+    d = np.abs(np.diag(R))
+    if d.size == 0 or d[0] == 0.0:
+        return np.zeros(0, dtype=int)
+    rank = int(np.sum(d > tol * d[0]))
+    return np.sort(piv[:rank])
+
+
+def _weights(name, w, n):
+    if w is None:
+        return np.ones(n)
+    w = np.asarray(w, dtype=float).reshape(-1)
+    if w.size != n or not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise InvalidInputError(f"{name} must be {n} positive finite weights, got {w.tolist()}")
+    return w
+
+
+def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=None,
+                               tol=1e-12, max_iter=50, rank_tol=1e-9, check_singular=True):
+    """Algorithm 1: consistent q, v, q'', λ from estimates q0, v0 (see module doc)."""
+    q0 = np.asarray(q0, dtype=float).copy()
+    v0 = np.asarray(v0, dtype=float).copy()
+    n = model.n_q
+    Wq = _weights("weights_q", weights_q, n)
+    Wv = _weights("weights_v", weights_v, n)
+    report_warnings = []
+    full_model = model
+
+    # 1. redundant constraints
+    redundant = ()
+    if model.n_c:
+        keep = independent_constraints(model.constraint_jacobian(q0, t0), rank_tol)
+        if keep.size < model.n_c:
+            model = ReducedConstraints(full_model, keep)
+            redundant = model.removed_constraints
+            report_warnings.append("redundant constraints removed: " + ", ".join(redundant))
+
+    # 2. singular configuration: rank test at perturbed configurations
+    singular = False
+    if check_singular and full_model.n_c:
+        rng = np.random.default_rng(12345)
+        scale = 1e-3 * max(1.0, float(np.max(np.abs(q0))))
+        ranks = {keep.size if full_model.n_c else 0}
+        for _ in range(3):
+            qp = q0 + scale * rng.standard_normal(n)
+            ranks.add(independent_constraints(full_model.constraint_jacobian(qp, t0), rank_tol).size)
+        if len(ranks) > 1:
+            singular = True
+            msg = (f"initial configuration of {full_model.name!r} looks singular: constraint rank "
+                   f"changes under perturbation ({sorted(ranks)})")
+            report_warnings.append(msg)
+            warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+    # 3. position projection, eq. 7 (Newton with the Gauss-Newton matrix)
+    q = q0.copy()
+    iterations = 0
+    if model.n_c:
+        W = np.diag(Wq)
+        lam = np.zeros(model.n_c)
+        for iterations in range(1, max_iter + 1):
+            C = model.constraints(q, t0)
+            Cq = model.constraint_jacobian(q, t0)
+            F = np.concatenate([Wq * (q - q0) + Cq.T @ lam, C])
+            if np.max(np.abs(C)) <= tol * max(1.0, float(np.max(np.abs(q)))) and \
+                    np.max(np.abs(F[:n])) <= 1e-8 * max(1.0, float(np.max(Wq))):
+                break
+            K = augmented_matrix(W, Cq)
+            try:
+                step = lu_solve(lu_factor(K, "IC position projection matrix", t=t0), -F)
+            except Exception as exc:
+                raise InconsistentConstraintsError(
+                    f"initial position projection failed for {full_model.name!r}: {exc}") from None
+            q = q + step[:n]
+            lam = lam + step[n:]
+            if not np.all(np.isfinite(q)):
+                break
+        C = model.constraints(q, t0)
+        cmax = float(np.max(np.abs(C))) if np.all(np.isfinite(C)) else np.inf
+        if not cmax <= 1e-9 * max(1.0, float(np.max(np.abs(q)))):
+            names = [model.constraint_names[i] for i in np.flatnonzero(~(np.abs(C) <= 1e-9))]
+            raise InconsistentConstraintsError(
+                f"initial position projection of {full_model.name!r} did not converge in {max_iter} "
+                f"iterations: constraints {names} remain violated (max |C| = {cmax:.3e})")
+        if redundant:
+            Cfull = full_model.constraints(q, t0)
+            bad = np.abs(Cfull) > 1e-8 * max(1.0, float(np.max(np.abs(q))))
+            if bad.any():
+                names = [full_model.constraint_names[i] for i in np.flatnonzero(bad)]
+                raise InconsistentConstraintsError(
+                    f"contradictory constraints in {full_model.name!r}: {names} cannot be satisfied "
+                    f"together with the independent set")
+
+    # 4. velocity projection, eqs. 8-9 (with nonholonomic rows B v = -b)
+    v = v0.copy()
+    Cq = model.constraint_jacobian(q, t0)
+    rhs_c = -model.constraint_dt(q, t0)
+    if len(getattr(model, "nonholonomic_names", ())):
+        Cq = np.vstack([Cq, model.nonholonomic_matrix(q, t0)])
+        rhs_c = np.concatenate([rhs_c, -model.nonholonomic_offset(q, t0)])
+    if Cq.shape[0]:
+        K = augmented_matrix(np.diag(Wv), Cq)
+        sol = lu_solve(lu_factor(K, "IC velocity projection matrix", t=t0),
+                       np.concatenate([Wv * v0, rhs_c]))
+        v = sol[:n]
+
+    # 5. accelerations and multipliers, eq. 10
+    qdd, lam = consistent_accelerations(model, t0, q, v, u)
+    return ICReport(model=model, q=q, v=v, qdd=qdd, lam=lam, redundant_constraints=redundant,
+                    position_change=float(np.max(np.abs(q - q0))) if n else 0.0,
+                    velocity_change=float(np.max(np.abs(v - v0))) if n else 0.0,
+                    position_iterations=iterations, singular_configuration=singular,
+                    warnings=report_warnings)

@@ -1,0 +1,256 @@
+"""Integrator base class (DESIGN.md "Core contracts").
+
+An integrator advances one model from its current time to an exact target
+time in accepted steps, keeps dense output for the last step, counts
+statistics, and can capture/restore its complete state as plain data.
+
+Subclass contract
+-----------------
+* ``model_kinds``: which model kinds it integrates ("multibody", "first_order").
+* ``_initialize(t0, y0)``: set up the method's memory from a consistent start.
+* ``_step(t_limit)``: take ONE accepted step ending at or before ``t_limit``
+  (use :meth:`_clamp_step` so it lands exactly on ``t_limit`` when close).
+  Update ``self.t``, ``self.y``, ``self.t_prev``, ``self.y_prev`` only when
+  the step is accepted; raise :class:`ConvergenceError` (with t, h, cause)
+  after restoring nothing-changed semantics when it cannot proceed.
+* ``dense_output(t)``: y at t ∈ [t_prev, t].
+* ``_restart()``: forget history after a discontinuity at the current point
+  (inputs changed, event jump); multistep methods go back to order 1.
+* ``_method_state()`` / ``_restore_method_state(d)``: everything else the method
+  needs to continue bit-identically (history, controller memory, h_next).
+
+Fixed-step mode: pass ``h``; every step is ``h`` except where a target
+time cuts it.  Adaptive mode: ``rtol``/``atol`` control the local error.
+"""
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+
+from ..errors import ConvergenceError, InvalidInputError, StateError, UnknownParameterError
+from ..models.base import check_inputs
+from ..validation import finite_float
+
+STAT_KEYS = ("steps", "rejected", "newton_iterations", "residual_evaluations",
+             "jacobian_evaluations", "lu_factorizations")
+
+
+class Integrator:
+    name = "abstract"
+    description = ""
+    model_kinds: tuple[str, ...] = ("multibody",)
+    implicit = True
+    # Extra options accepted by the constructor: name -> default.
+    options: dict = {}
+
+    def __init__(self, model, *, rtol=1e-6, atol=1e-8, h=None, max_step=None,
+                 first_step=None, **options):
+        if model.kind not in self.model_kinds:
+            raise InvalidInputError(
+                f"method {self.name!r} integrates {', '.join(self.model_kinds)} models, "
+                f"model {model.name!r} is {model.kind}")
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            known = ", ".join(sorted(self.options)) or "none"
+            raise UnknownParameterError(
+                f"method {self.name!r} has no option {unknown[0]!r} (options: {known})")
+        self.model = model
+        self.rtol = finite_float("rtol", rtol, positive=True)
+        self.atol = finite_float("atol", atol, positive=True)
+        self.h_fixed = None if h is None else finite_float("h", h, positive=True)
+        self.max_step = math.inf if max_step is None else finite_float("max_step", max_step, positive=True)
+        self.first_step = None if first_step is None else finite_float("first_step", first_step, positive=True)
+        self.opts = {**self.options, **options}
+        self.check_options()
+        self.u = model.default_inputs()
+        self.stats = dict.fromkeys(STAT_KEYS, 0)
+        self.t = None
+        self.y = None
+        self.t_prev = None
+        self.y_prev = None
+        self.ic_report = None
+
+    def check_options(self):
+        """Validate ``self.opts`` (override); raise InvalidInputError naming the value."""
+
+    # -- public API ------------------------------------------------------------
+    def initialize(self, t0=0.0, y0=None, u=None, **ic_options):
+        """Start at ``t0`` from ``y0`` (default: the model's initial state).
+
+        Multibody integrators run the IC analysis (seed 000 Algorithm 1) and
+        keep its report in ``self.ic_report``.
+        """
+        t0 = finite_float("t0", t0)
+        if u is not None:
+            self.u = check_inputs(self.model, u)
+        y0 = self.model.initial_y() if y0 is None else np.array(y0, dtype=float)
+        if y0.shape != (self.model.n_y,):
+            raise InvalidInputError(f"y0 must have length {self.model.n_y}, got shape {y0.shape}")
+        if not np.all(np.isfinite(y0)):
+            raise InvalidInputError("y0 contains NaN/inf")
+        self._initialize(t0, y0, **ic_options)
+        self.t_prev, self.y_prev = self.t, self.y.copy()
+        return self.ic_report
+
+    def set_inputs(self, u):
+        """Hold ``u`` from now on (ZOH).  A changed value is a discontinuity."""
+        u = check_inputs(self.model, u)
+        if self.t is not None and not np.array_equal(u, self.u):
+            self.u = u
+            self.restart()
+        else:
+            self.u = u
+
+    def step(self, t_limit):
+        """One accepted step, ending at or before ``t_limit``; returns new t."""
+        t_limit = float(t_limit)
+        if not t_limit > self.t:
+            raise InvalidInputError(f"step target {t_limit!r} must be after t={self.t!r}")
+        self._step(t_limit)
+        return self.t
+
+    def advance(self, t_target):
+        """Integrate to exactly ``t_target``; on failure the state is unchanged."""
+        t_target = finite_float("t_target", t_target)
+        if t_target < self.t:
+            raise InvalidInputError(f"target time {t_target!r} is before t={self.t!r}")
+        if t_target == self.t:
+            return self.t
+        saved = self.state()
+        try:
+            while self.t < t_target:
+                self._step(t_target)
+        except BaseException:
+            self.restore(saved)
+            raise
+        return self.t
+
+    def restart(self):
+        """Forget the step history at the current point (after a discontinuity)."""
+        self._restart()
+        self.t_prev, self.y_prev = self.t, self.y.copy()
+
+    def reset_point(self, t, y):
+        """Continue from (t, y) — e.g. after an event's jump map — and restart."""
+        self.t = float(t)
+        self.y = np.array(y, dtype=float)
+        self._reset_point()
+        self.restart()
+
+    def dense_output(self, t):
+        raise NotImplementedError
+
+    # -- state -----------------------------------------------------------------
+    def state(self) -> dict:
+        """Complete integrator state as plain data (arrays, numbers, strings)."""
+        return {
+            "method": self.name,
+            "t": self.t, "y": self.y.copy(),
+            "t_prev": self.t_prev, "y_prev": self.y_prev.copy(),
+            "u": self.u.copy(),
+            "stats": dict(self.stats),
+            "method_state": copy.deepcopy(self._method_state()),
+        }
+
+    def restore(self, state: dict):
+        if state.get("method") != self.name:
+            raise StateError(f"state belongs to method {state.get('method')!r}, not {self.name!r}")
+        y = np.asarray(state["y"], dtype=float)
+        if y.shape != (self.model.n_y,):
+            raise StateError(f"state vector has shape {y.shape}, model {self.model.name!r} needs ({self.model.n_y},)")
+        self.t = float(state["t"])
+        self.y = y.copy()
+        self.t_prev = float(state["t_prev"])
+        self.y_prev = np.array(state["y_prev"], dtype=float)
+        self.u = np.array(state["u"], dtype=float)
+        self.stats = {k: int(v) for k, v in state["stats"].items()}
+        self._restore_method_state(copy.deepcopy(state["method_state"]))
+
+    # -- hooks -------------------------------------------------------------------
+    def _initialize(self, t0, y0, **ic_options):
+        raise NotImplementedError
+
+    def _step(self, t_limit):
+        raise NotImplementedError
+
+    def _restart(self):
+        """Default: nothing to forget."""
+
+    def _reset_point(self):
+        """Recompute derived quantities after ``t``/``y`` were replaced."""
+
+    def _method_state(self) -> dict:
+        return {}
+
+    def _restore_method_state(self, d: dict):
+        pass
+
+    # -- helpers -------------------------------------------------------------------
+    def _clamp_step(self, h, t_limit):
+        """Step size not crossing ``t_limit``; returns (h, lands_on_limit).
+
+        A step that would leave a sliver shorter than 1/4 of h before the
+        limit is stretched onto it (adaptive mode only), so no tiny steps.
+        """
+        h = min(h, self.max_step)
+        remaining = t_limit - self.t
+        if self.h_fixed is not None:
+            if h >= remaining * (1.0 - 1e-12):
+                return remaining, True
+            return h, False
+        if h >= remaining or remaining - h < 0.25 * h:
+            return remaining, True
+        return h, False
+
+    def _fail(self, message, h, cause):
+        raise ConvergenceError(f"{self.name}: {message} at t={self.t!r}, h={h!r} ({cause})",
+                               t=self.t, h=h, cause=cause)
+
+
+class MultibodyIntegrator(Integrator):
+    """Common part of integrators of index-3 multibody DAEs.
+
+    Keeps q, v, q'' and λ at the current point; ``initialize`` runs the IC
+    analysis and may replace ``self.model`` by a view without redundant
+    constraints.
+    """
+
+    model_kinds = ("multibody",)
+
+    def _ic(self, t0, y0, **ic_options):
+        from ..ic import analyse_initial_conditions
+        q0, v0 = self.model.split(y0)
+        report = analyse_initial_conditions(self.model, t0, q0, v0, self.u, **ic_options)
+        self.ic_report = report
+        self.model = report.model
+        self.t = t0
+        self.y = np.concatenate([report.q, report.v])
+        self.qdd = report.qdd
+        self.lam = report.lam
+        return report
+
+    @property
+    def q(self):
+        return self.y[: self.model.n_q]
+
+    @property
+    def v(self):
+        return self.y[self.model.n_q:]
+
+    def state(self):
+        d = super().state()
+        d["qdd"] = self.qdd.copy()
+        d["lam"] = self.lam.copy()
+        return d
+
+    def restore(self, state):
+        super().restore(state)
+        self.qdd = np.array(state["qdd"], dtype=float)
+        self.lam = np.array(state["lam"], dtype=float)
+
+    def _reset_point(self):
+        from .common import consistent_accelerations
+        q, v = self.model.split(self.y)
+        self.qdd, self.lam = consistent_accelerations(self.model, self.t, q, v, self.u)

@@ -1,0 +1,127 @@
+"""Shared numerical helpers: error weights and norms, finite-difference
+Jacobians, consistent accelerations (seed 000 eq. 10), LU with a
+singularity check."""
+import numpy as np
+import scipy.linalg as sla
+
+from ..errors import SingularMatrixError
+
+EPS = np.finfo(float).eps
+
+
+def error_weights(y, rtol, atol):
+    """W_k = RTOL·|y_k| + ATOL_k (seed 000 eq. 35)."""
+    return rtol * np.abs(y) + atol
+
+
+def weighted_max_norm(x, weights):
+    """‖x‖ = max_k |x_k| / W_k (seed 000 eq. 35)."""
+    if x.size == 0:
+        return 0.0
+    return float(np.max(np.abs(x) / weights))
+
+
+def weighted_rms_norm(x, weights):
+    if x.size == 0:
+        return 0.0
+    return float(np.sqrt(np.mean((x / weights) ** 2)))
+
+
+def fd_jacobian(fun, x, f0=None, scale=None):
+    """Forward-difference Jacobian of ``fun`` at ``x`` (one shared helper)."""
+    x = np.asarray(x, dtype=float)
+    if f0 is None:
+        f0 = fun(x)
+    f0 = np.asarray(f0, dtype=float)
+    n = x.size
+    jac = np.empty((f0.size, n))
+    sq = np.sqrt(EPS)
+    ref = np.abs(x) if scale is None else np.maximum(np.abs(x), scale)
+    for j in range(n):
+        h = sq * max(ref[j], 1e-3)
+        xp = x.copy()
+        xp[j] += h
+        h = xp[j] - x[j]  # exactly representable step
+        jac[:, j] = (np.asarray(fun(xp), dtype=float) - f0) / h
+    return jac
+
+
+def force_jacobians(model, q, v, t, u):
+    """(Q_q, Q_v) analytic if the model gives them, else forward differences."""
+    jac = model.force_jacobians(q, v, t, u)
+    if jac is not None:
+        return jac
+    Q0 = model.forces(q, v, t, u)
+    Qq = fd_jacobian(lambda qq: model.forces(qq, v, t, u), q, Q0)
+    Qv = fd_jacobian(lambda vv: model.forces(q, vv, t, u), v, Q0)
+    return Qq, Qv
+
+
+def constraint_force_jacobian(model, q, lam, t):
+    """(C_q^T λ)_q analytic if given, else forward differences."""
+    if lam.size == 0:
+        return np.zeros((q.size, q.size))
+    jac = model.constraint_force_jacobian(q, lam, t)
+    if jac is not None:
+        return jac
+    return fd_jacobian(lambda qq: model.constraint_jacobian(qq, t).T @ lam, q)
+
+
+def mass_term_jacobian(model, q, a, t):
+    """(M(q) a)_q: zero for constant mass, analytic if given, else differences."""
+    if model.constant_mass:
+        return None
+    jac = model.mass_jacobian_term(q, a, t)
+    if jac is not None:
+        return jac
+    return fd_jacobian(lambda qq: model.mass(qq, t) @ a, q)
+
+
+def lu_factor(matrix, what="iteration matrix", t=None, h=None):
+    """LU factorisation that raises :class:`SingularMatrixError` naming the matrix."""
+    if not np.all(np.isfinite(matrix)):
+        raise SingularMatrixError(f"{what} contains NaN/inf at t={t}, h={h}", t=t, h=h,
+                                  cause="non-finite matrix")
+    lu, piv = sla.lu_factor(matrix, check_finite=False)
+    d = np.abs(np.diag(lu))
+    if d.size and (d.min() <= 1e-14 * max(d.max(), 1e-300)):
+        raise SingularMatrixError(
+            f"{what} is numerically singular at t={t}, h={h} "
+            f"(pivot ratio {d.min() / max(d.max(), 1e-300):.1e})", t=t, h=h, cause="singular matrix")
+    return lu, piv
+
+
+def lu_solve(factor, rhs):
+    return sla.lu_solve(factor, rhs, check_finite=False)
+
+
+def augmented_matrix(M, Cq):
+    """[[M, C_qᵀ], [C_q, 0]]."""
+    n, m = M.shape[0], Cq.shape[0]
+    K = np.zeros((n + m, n + m))
+    K[:n, :n] = M
+    K[:n, n:] = Cq.T
+    K[n:, :n] = Cq
+    return K
+
+
+def consistent_accelerations(model, t, q, v, u):
+    """Solve [[M, C_qᵀ], [C_q, 0]] [q''; λ] = [Q; γ] (seed 000 eq. 10).
+
+    Nonholonomic constraints B v + b = 0 add rows B q'' = γ_G when the model
+    provides ``nonholonomic_gamma``.
+    """
+    M = model.mass(q, t)
+    Q = model.forces(q, v, t, u)
+    Cq = model.constraint_jacobian(q, t)
+    gam = model.gamma(q, v, t)
+    n_g = len(model.nonholonomic_names)
+    if n_g:
+        B = model.nonholonomic_matrix(q, t)
+        Cq = np.vstack([Cq, B])
+        gam = np.concatenate([gam, model.nonholonomic_gamma(q, v, t)])
+    n = q.size
+    K = augmented_matrix(M, Cq)
+    rhs = np.concatenate([Q, gam])
+    sol = lu_solve(lu_factor(K, "[[M, C_q^T], [C_q, 0]]", t=t), rhs)
+    return sol[:n], sol[n:]

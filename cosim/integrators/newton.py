@@ -1,0 +1,131 @@
+"""Quasi-Newton iteration with Jacobian/LU reuse (seed 000 §5.1, Algorithm 2).
+
+Shared by every implicit method.  The object keeps the LU factorisation of
+the last iteration matrix, the observed convergence rate σ and the step
+size the matrix was formed with, so an integrator can reuse it across steps
+and decide with the reuse test (Algorithm 3 g)
+
+    σ·ĥ_new/ĥ_old + |ĥ_new/ĥ_old − 1| ≤ 1/3
+
+whether the next step may keep it, with relaxation ν = 2ĥ_new/(ĥ_new + ĥ_old).
+"""
+import numpy as np
+
+from .common import lu_factor, lu_solve
+
+
+class NewtonResult:
+    __slots__ = ("delta", "converged", "iterations", "rate", "reason")
+
+    def __init__(self, delta, converged, iterations, rate, reason):
+        self.delta, self.converged = delta, converged
+        self.iterations, self.rate, self.reason = iterations, rate, reason
+
+
+class QuasiNewton:
+    """Algorithm 2.  ``solve(residual, jacobian, n, norm)`` returns a NewtonResult.
+
+    ``residual(delta)`` evaluates F at (predictor + delta); ``jacobian(delta)``
+    returns ∂F/∂x there; ``norm`` is the scaled norm in which convergence is
+    judged (1 ≈ the local error tolerance).  ``stats`` is the integrator's
+    statistics dict; iterations, residual and Jacobian evaluations and LU
+    factorisations are counted into it.
+    """
+
+    def __init__(self, stats, max_iter=25, tol=1e-4, err_tol=1e-3, what="Newton matrix"):
+        self.stats = stats
+        self.max_iter = max_iter
+        self.tol = tol          # ‖Δδ‖ below this: converged (Alg. 2 step 4)
+        self.err_tol = err_tol  # σ/(1−σ)‖Δδ‖ below this: converged (step 5b)
+        self.what = what
+        self.factor = None
+        self.sigma = 0.0
+        self.h_jac = None       # step size the factorisation belongs to
+        self.need_jac = True
+        self.relax = 1.0
+
+    # -- reuse across steps (Algorithm 3 g) ------------------------------------
+    def plan_reuse(self, h_new, h_old):
+        """Decide whether the next step may reuse the current LU."""
+        if self.factor is None or self.h_jac is None:
+            self.need_jac = True
+            self.relax = 1.0
+            return
+        r = h_new / self.h_jac
+        if self.sigma * r + abs(r - 1.0) <= 1.0 / 3.0:
+            self.need_jac = False
+            self.relax = 2.0 * h_new / (h_new + self.h_jac)
+        else:
+            self.need_jac = True
+            self.relax = 1.0
+
+    def invalidate(self):
+        self.need_jac = True
+        self.relax = 1.0
+
+    def state(self):
+        """Controller memory (the LU itself is rebuilt after a restore)."""
+        return {"sigma": float(self.sigma), "h_jac": -1.0 if self.h_jac is None else float(self.h_jac)}
+
+    def restore(self, state):
+        self.sigma = float(state["sigma"])
+        self.h_jac = None if state["h_jac"] < 0 else float(state["h_jac"])
+        self.factor = None
+        self.need_jac = True
+        self.relax = 1.0
+
+    # -- one nonlinear solve -----------------------------------------------------
+    def solve(self, residual, jacobian, n, norm, h=None, t=None):
+        stats = self.stats
+        delta = np.zeros(n)
+        old_norm = None
+        n_j = 0
+        err = np.inf
+        sigma = self.sigma
+        for it in range(1, self.max_iter + 1):
+            if self.need_jac or self.factor is None:
+                J = jacobian(delta)
+                stats["jacobian_evaluations"] += 1
+                self.factor = lu_factor(J, self.what, t=t, h=h)
+                stats["lu_factorizations"] += 1
+                self.h_jac = h
+                self.need_jac = False
+                self.relax = 1.0
+                n_j = 0
+                old_norm = None
+            F = residual(delta)
+            stats["residual_evaluations"] += 1
+            stats["newton_iterations"] += 1
+            if not np.all(np.isfinite(F)):
+                self.need_jac = True
+                self.sigma = sigma
+                return NewtonResult(delta, False, it, sigma, "residual is not finite")
+            dd = lu_solve(self.factor, F)
+            dd *= -self.relax
+            n_j += 1
+            delta += dd
+            dnorm = norm(dd)
+            if not np.isfinite(dnorm):
+                self.need_jac = True
+                return NewtonResult(delta, False, it, sigma, "Newton update is not finite")
+            if dnorm < self.tol:
+                self.sigma = sigma
+                return NewtonResult(delta, True, it, sigma, "converged")
+            if n_j == 1 or old_norm is None:
+                sigma = 0.0
+            elif dnorm > 0.9 * old_norm:
+                self.need_jac = True  # diverging or stalling: re-form J here
+            else:
+                sigma = max(0.5 * sigma, dnorm / old_norm)
+                err = sigma / (1.0 - sigma) * dnorm
+                if err < self.err_tol:
+                    self.sigma = sigma
+                    return NewtonResult(delta, True, it, sigma, "converged")
+                if n_j >= 5 or err * sigma ** (5 - n_j) > 0.5:
+                    self.need_jac = True
+            old_norm = dnorm
+        self.sigma = sigma
+        self.need_jac = True
+        ok = err <= 0.33
+        return NewtonResult(delta, ok, self.max_iter, sigma,
+                            "converged" if ok else f"no convergence in {self.max_iter} iterations")

@@ -1,0 +1,59 @@
+"""The model library.  ``load_model("andrews", **params)`` builds a model."""
+from .._registry import load_symbol, user_class_spec
+from ..errors import UnknownModelError
+from .base import Event, FirstOrderModel, Model, MultibodyModel, Parameter, Signal, check_inputs
+
+# name -> "module:Class" (relative to this package); imported on first use.
+MODEL_REGISTRY = {
+    "pendulum": ".pendulum:Pendulum",
+    "andrews": ".andrews:Andrews",
+    "two_link": ".two_link:TwoLink",
+    "double_pendulum_natural": ".double_pendulum_natural:DoublePendulumNatural",
+    "lti": ".lti:LTIModel",
+    "crank_slider": ".crank_slider:CrankSlider",
+    "bouncing_ball": ".bouncing_ball:BouncingBall",
+    "knife_edge": ".knife_edge:KnifeEdge",
+}
+
+
+def model_class(name):
+    """The class registered under ``name`` or given as ``package.module:Class``."""
+    if not isinstance(name, str):
+        raise UnknownModelError(f"model must be a name or a Model, got {name!r}")
+    if user_class_spec(name):
+        try:
+            cls = load_symbol(name)
+        except (ImportError, AttributeError) as exc:
+            raise UnknownModelError(f"cannot load user model {name!r}: {exc}") from None
+        if not (isinstance(cls, type) and issubclass(cls, Model)):
+            raise UnknownModelError(f"{name!r} is not a cosim Model subclass")
+        return cls
+    if name not in MODEL_REGISTRY:
+        raise UnknownModelError(
+            f"unknown model {name!r} (available: {', '.join(available_models())})")
+    return load_symbol(MODEL_REGISTRY[name], package=__name__)
+
+
+def available_models():
+    """Names of the library models whose module imports."""
+    names = []
+    for name in MODEL_REGISTRY:
+        try:
+            load_symbol(MODEL_REGISTRY[name], package=__name__)
+        except (ImportError, AttributeError):
+            continue
+        names.append(name)
+    return names
+
+
+def load_model(model, **params):
+    """A model instance from a name, a ``module:Class`` spec, or an instance."""
+    if isinstance(model, Model):
+        for key, value in params.items():
+            model.set_parameter(key, value)
+        return model
+    return model_class(model)(**params)
+
+
+__all__ = ["Event", "FirstOrderModel", "Model", "MultibodyModel", "Parameter", "Signal",
+           "MODEL_REGISTRY", "available_models", "check_inputs", "load_model", "model_class"]
