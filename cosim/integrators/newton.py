@@ -64,15 +64,28 @@ class QuasiNewton:
         self.relax = 1.0
 
     def state(self):
-        """Controller memory (the LU itself is rebuilt after a restore)."""
-        return {"sigma": float(self.sigma), "h_jac": -1.0 if self.h_jac is None else float(self.h_jac)}
+        """Controller memory plus the current LU factors (plain arrays), so a
+        restore continues bit-identically with the same iteration matrix."""
+        d = {"sigma": float(self.sigma), "h_jac": -1.0 if self.h_jac is None else float(self.h_jac)}
+        if self.factor is not None:
+            d["lu"] = self.factor[0].copy()
+            d["piv"] = self.factor[1].copy()
+            d["need_jac"] = bool(self.need_jac)
+            d["relax"] = float(self.relax)
+        return d
 
     def restore(self, state):
         self.sigma = float(state["sigma"])
         self.h_jac = None if state["h_jac"] < 0 else float(state["h_jac"])
-        self.factor = None
-        self.need_jac = True
-        self.relax = 1.0
+        if "lu" in state:
+            self.factor = (np.array(state["lu"], dtype=float),
+                           np.array(state["piv"], dtype=np.int32))
+            self.need_jac = bool(state["need_jac"])
+            self.relax = float(state["relax"])
+        else:  # older snapshots: the LU is rebuilt on the next solve
+            self.factor = None
+            self.need_jac = True
+            self.relax = 1.0
 
     # -- one nonlinear solve -----------------------------------------------------
     def solve(self, residual, jacobian, n, norm, h=None, t=None):

@@ -1,0 +1,286 @@
+"""Generalized-α method for index-3 multibody DAEs (seed 000 §3, Appendix
+Algorithm 3), adaptive or fixed step.
+
+Unknowns per step: the innovation x = a_{n+1} − a^{(0)}_{n+1} (an
+acceleration) and z = λ_{n+1} − λ_n.  With a^{(0)}_{n+1} = q''_n the
+corrector is (eqs. 26, 28, 29)
+
+    q''_{n+1} = q''^{(0)} + η x,   q'_{n+1} = q'^{(0)} + γ h x,
+    q_{n+1}   = q^{(0)} + β h² x,  a_{n+1} = q''_n + x,
+
+and the predictor (eq. 30, OCR typos corrected by deriving it from eqs. 26
+and 28 with a_{n+1} = q''_n):
+
+    q''^{(0)} = [α_m a_n + (1 − α_m − α_f) q''_n] / (1 − α_f)
+    q'^{(0)}  = q'_n + h (1 − γ) a_n + h γ q''_n
+    q^{(0)}   = q_n + h q'_n + h² (1/2 − β) a_n + h² β q''_n.
+
+Parameters (eq. 27, Chung & Hulbert 1993, Arnold & Brüls 2007):
+α_m = (2ρ∞ − 1)/(ρ∞ + 1), α_f = ρ∞/(ρ∞ + 1), γ = 1/2 − α_m + α_f,
+β = (1 − α_m + α_f)²/4, η = (1 − α_m)/(1 − α_f).
+"""
+import math
+
+import numpy as np
+
+from ..errors import InvalidInputError
+from .base import MultibodyIntegrator
+from .common import (consistent_accelerations, constraint_force_jacobian, error_weights,
+                     force_jacobians, mass_term_jacobian)
+from .newton import QuasiNewton
+
+SAFETY = 0.9        # eq. 36
+MAX_GROWTH = 2.0    # Algorithm 3 f
+MAX_REJECTIONS = 30  # consecutive rejections in one step before giving up
+
+
+def alpha_parameters(rho_inf):
+    """(α_m, α_f, γ, β, η) of the generalized-α method for ρ∞ (eq. 27)."""
+    r = float(rho_inf)
+    am = (2.0 * r - 1.0) / (r + 1.0)
+    af = r / (r + 1.0)
+    gamma = 0.5 - am + af
+    beta = 0.25 * (1.0 - am + af) ** 2
+    eta = (1.0 - am) / (1.0 - af)
+    return am, af, gamma, beta, eta
+
+
+class GeneralizedAlpha(MultibodyIntegrator):
+    """Adaptive (or fixed-step) index-3 generalized-α, seed 000 Algorithm 3.
+
+    Option ``rho_inf`` ∈ [0, 1]: spectral radius at infinite frequency.
+    Default 0.8: second order for any value; 0.8 damps the high-frequency
+    (constraint-induced) parasitic modes of the index-3 formulation enough to
+    keep λ and q'' free of persistent oscillation, while the physical low
+    frequencies are almost undamped (ρ∞ = 1 is the undamped trapezoidal rule,
+    ρ∞ = 0 annihilates high frequencies in one step but damps more in the
+    resolved range).
+    """
+
+    name = "generalized-alpha"
+    description = "generalized-alpha, index 3, adaptive step (seed 000 Alg. 3)"
+    options = {"rho_inf": 0.8}
+
+    def check_options(self):
+        rho = self.opts["rho_inf"]
+        try:
+            r = float(rho)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"rho_inf must be a number in [0, 1], got {rho!r}") from None
+        if not (0.0 <= r <= 1.0):  # also rejects NaN
+            raise InvalidInputError(f"rho_inf must be in [0, 1], got {rho!r}")
+        self.opts["rho_inf"] = r
+        self.alpha_m, self.alpha_f, self.gamma, self.beta, self.eta = alpha_parameters(r)
+
+    # -- set-up ------------------------------------------------------------------
+    def _initialize(self, t0, y0, **ic_options):
+        self._ic(t0, y0, **ic_options)
+        self.a = self.qdd.copy()          # Algorithm 3 step 1: a_0 = q''_0
+        self.h_last = 0.0                 # step size a belongs to (0: a = q'')
+        self.qdd_prev = self.qdd.copy()
+        self.newton = QuasiNewton(self.stats, what="generalized-alpha iteration matrix")
+        n, m = self.model.n_q, self.model.n_c + self._n_g()
+        self._J = np.zeros((n + m, n + m))
+        self.h_next = self._initial_step() if self.h_fixed is None else self.h_fixed
+
+    def _n_g(self):
+        return 0
+
+    def _initial_step(self):
+        if self.first_step is not None:
+            return min(self.first_step, self.max_step)
+        # Ξ³ ≈ h³‖q'''‖; without q''' take the step whose position change from
+        # the initial acceleration, h²‖q''‖/2, is 1/100 of the tolerance-scaled
+        # scale — cautious; the controller doubles it per step.
+        w = error_weights(self.q, self.rtol, self.atol)
+        acc = float(np.max(np.abs(self.qdd) / w)) if self.qdd.size else 0.0
+        h = math.sqrt(0.02 / acc) if acc > 0 else 1e-3
+        return min(max(h, 1e-10), 1e-2, self.max_step)
+
+    # -- restart / state -------------------------------------------------------------
+    def _restart(self):
+        q, v = self.model.split(self.y)
+        self.qdd, self.lam = consistent_accelerations(self.model, self.t, q, v, self.u)
+        self.a = self.qdd.copy()
+        self.h_last = 0.0
+        self.qdd_prev = self.qdd.copy()
+
+    def _method_state(self):
+        return {"a": self.a, "qdd_prev": self.qdd_prev, "h_next": float(self.h_next),
+                "h_last": float(self.h_last),
+                "newton": self.newton.state()}
+
+    def _restore_method_state(self, d):
+        self.a = np.array(d["a"], dtype=float)
+        self.qdd_prev = np.array(d["qdd_prev"], dtype=float)
+        self.h_next = float(d["h_next"])
+        self.h_last = float(d["h_last"])
+        self.newton.stats = self.stats
+        self.newton.restore(d["newton"])
+
+    # -- dense output -------------------------------------------------------------------
+    def dense_output(self, t):
+        """Cubic Hermite: q from (q, q') and q' from (q', q'') at both ends."""
+        t0, t1 = self.t_prev, self.t
+        n = self.model.n_q
+        if t1 == t0:
+            return self.y.copy()
+        h = t1 - t0
+        s = (float(t) - t0) / h
+        h00 = (1 + 2 * s) * (1 - s) ** 2
+        h10 = s * (1 - s) ** 2
+        h01 = s * s * (3 - 2 * s)
+        h11 = s * s * (s - 1)
+        q0, v0 = self.y_prev[:n], self.y_prev[n:]
+        q1, v1 = self.y[:n], self.y[n:]
+        q = h00 * q0 + h10 * h * v0 + h01 * q1 + h11 * h * v1
+        v = h00 * v0 + h10 * h * self.qdd_prev + h01 * v1 + h11 * h * self.qdd
+        return np.concatenate([q, v])
+
+    # -- one step --------------------------------------------------------------------------
+    def _predict(self, h):
+        """Predictor, eq. 30 (corrected) and eq. 31."""
+        am, af, g, b = self.alpha_m, self.alpha_f, self.gamma, self.beta
+        n = self.model.n_q
+        q, v, qdd, a = self.y[:n], self.y[n:], self.qdd, self.a
+        if self.h_last > 0.0 and h != self.h_last:
+            # a_n - q''_n ~ (α_m − α_f) h q''' belongs to the last step size;
+            # rescale it to h so a step change does not excite the parasitic
+            # root of the a-recursion (variable-step generalized-α).
+            a = qdd + (h / self.h_last) * (a - qdd)
+        qdd0 = (am * a + (1.0 - am - af) * qdd) / (1.0 - af)
+        v0 = v + h * ((1.0 - g) * a + g * qdd)
+        q0 = q + h * v + (h * h) * ((0.5 - b) * a + b * qdd)
+        return q0, v0, qdd0
+
+    def _attempt(self, h):
+        """Solve eq. 32 for (x, z) at step h; returns (result, q, v, qdd, lam, x)."""
+        model, t1, u = self.model, self.t + h, self.u
+        n, m = model.n_q, model.n_c
+        g, b, eta = self.gamma, self.beta, self.eta
+        bh2, gh = b * h * h, g * h
+        q0, v0, qdd0 = self._predict(h)
+        lam0 = self.lam
+        inv_bh2 = 1.0 / bh2
+        w = error_weights(self.y[:n], self.rtol, self.atol)
+        # Newton norm: the larger of the position change β h² Δx and the
+        # velocity change γ h Δx in the weighted norm eq. 35 (a velocity bias
+        # left by a loosely converged iteration accumulates over the steps).
+        scale = np.maximum(bh2 / w, gh / error_weights(self.y[n:], self.rtol, self.atol))
+        J = self._J
+
+        def unpack(delta):
+            x = delta[:n]
+            return q0 + bh2 * x, v0 + gh * x, qdd0 + eta * x, lam0 + delta[n:]
+
+        def residual(delta):  # eq. 32
+            q, v, qdd, lam = unpack(delta)
+            r1 = model.mass(q, t1) @ qdd - model.forces(q, v, t1, u)
+            if m:
+                r1 += model.constraint_jacobian(q, t1).T @ lam
+                return np.concatenate([r1, inv_bh2 * model.constraints(q, t1)])
+            return r1
+
+        def jacobian(delta):  # eq. 33
+            q, v, qdd, lam = unpack(delta)
+            Qq, Qv = force_jacobians(model, q, v, t1, u)
+            K = -Qq
+            if m:
+                K = K + constraint_force_jacobian(model, q, lam, t1)
+            Mq = mass_term_jacobian(model, q, qdd, t1)
+            if Mq is not None:
+                K = K + Mq
+            J[:n, :n] = eta * model.mass(q, t1) + bh2 * K - gh * Qv
+            if m:
+                Cq = model.constraint_jacobian(q, t1)
+                J[:n, n:] = Cq.T
+                J[n:, :n] = Cq
+            return J
+
+        if m:
+            # a change Δz of λ moves q by about β h²/η · M⁻¹ C_qᵀ Δz; measure it
+            # like Δx so that λ converges too (diagonal of M as the estimate)
+            d = np.abs(np.diagonal(model.mass(self.y[:n], self.t)))
+            d = np.where(d > 0.0, d, max(float(d.max()), 1.0))
+            lam_scale = scale / (eta * d)
+            CqT = model.constraint_jacobian(self.y[:n], self.t).T
+
+            def norm(dd):  # eq. 35 on the position change of the update
+                return max(float(np.max(np.abs(dd[:n]) * scale)),
+                           float(np.max(np.abs(CqT @ dd[n:]) * lam_scale)))
+        else:
+            def norm(dd):
+                return float(np.max(np.abs(dd) * scale)) if n else 0.0
+
+        res = self.newton.solve(residual, jacobian, n + m, norm, h=h, t=self.t)
+        q, v, qdd, lam = unpack(res.delta)
+        x = res.delta[:n]
+        return res, q, v, qdd, lam, x, w
+
+    def _step(self, t_limit):
+        nt = self.newton
+        saved = (nt.factor, nt.sigma, nt.h_jac, nt.need_jac, nt.relax, self.h_next)
+        try:
+            self._step_inner(t_limit)
+        except BaseException:
+            nt.factor, nt.sigma, nt.h_jac, nt.need_jac, nt.relax, self.h_next = saved
+            raise
+
+    def _step_inner(self, t_limit):
+        fixed = self.h_fixed is not None
+        h_prop = self.h_next
+        h, lands = self._clamp_step(h_prop, t_limit)
+        h_min = 1e-12 * max(1.0, abs(self.t))
+        failed_once = False
+        rejections = 0
+        n = self.model.n_q
+        while True:
+            self.newton.plan_reuse(h, None)  # Algorithm 3 g: reuse test for this h
+            res, q, v, qdd, lam, x, w = self._attempt(h)
+            if not res.converged:
+                # Newton failure: halve and retry with a fresh Jacobian.
+                self.stats["rejected"] += 1
+                self.newton.invalidate()
+                rejections += 1
+                if h * 0.5 < h_min or rejections > MAX_REJECTIONS:
+                    self._fail("Newton iteration failed", h, res.reason)
+                h *= 0.5
+                lands = False
+                continue
+            if fixed:
+                break
+            # error estimate, eq. 34: Ξ = (h² ‖x‖)^{1/3} ∝ h
+            err = h * h * float(np.max(np.abs(x) / w)) if n else 0.0
+            xi = err ** (1.0 / 3.0)
+            h_err = h * SAFETY / xi if xi > 0.0 else math.inf
+            h_new = min(h_err, MAX_GROWTH * h)  # eq. 36 with Algorithm 3 f
+            if xi <= 1.0:
+                break
+            # rejected: first failure retry with h_new, then halve (§3)
+            self.stats["rejected"] += 1
+            rejections += 1
+            h_try = h_new if not failed_once else 0.5 * h
+            failed_once = True
+            if h_try < h_min or rejections > MAX_REJECTIONS:
+                self._fail("local error test failed repeatedly", h,
+                           f"error ratio Xi={xi:.3g}")
+            h = h_try
+            lands = False
+        # accept
+        self.t_prev = self.t
+        self.y_prev = self.y
+        self.qdd_prev = self.qdd
+        self.a = self.qdd + x  # a_{n+1} = a^{(0)} + x with a^{(0)} = q''_n
+        self.h_last = h
+        self.t = t_limit if lands else self.t + h
+        self.y = np.concatenate([q, v])
+        self.qdd = qdd
+        self.lam = lam
+        self.stats["steps"] += 1
+        if fixed:
+            self.h_next = self.h_fixed
+        elif lands and h < h_prop:
+            # a landing step cut short by the target: keep the proposal
+            self.h_next = min(h_err, max(MAX_GROWTH * h, h_prop))
+        else:
+            self.h_next = h_new
