@@ -1,0 +1,354 @@
+"""Discrete-time blocks that run inside a :class:`cosim.Simulation`.
+
+Each block has a name, a sample time T and an offset; at each of its sample
+instants t_k = offset + k·T it reads its inputs, computes its outputs y_k and
+updates its state (``update``); between instants its outputs are held (zero-
+order hold) and feed the plant through the simulation's connections.  Seed
+000 §7 (controllers and discrete subsystems coupled to the multibody DAE) and
+seed 001 §3.5 (sampled-data inputs, gcd of sample times).
+
+Blocks provided: :class:`PID`, :class:`DiscreteStateSpace` (LTI difference
+form x_{k+1} = A x_k + B u_k, y_k = C x_k + D u_k), :class:`StateFeedback`
+(u = −K x + N r), :class:`SampleHold`, and :class:`UserBlock` (a Python callable
+or ``"module:function"``).  A block's state is plain data (floats, arrays) so
+it serializes without pickle.  A block may raise :class:`StopSimulation` from
+``update`` to stop the simulation at that instant (a terminal time event).
+"""
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+
+from ._registry import load_symbol
+from .errors import InvalidInputError, ScenarioError
+from .multirate import exact_time
+from .validation import finite_float
+
+
+class StopSimulation(Exception):
+    """Raised by a block's update to request a stop at the current instant."""
+
+    def __init__(self, reason="stop requested"):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _matrix(name, value, rows=None, cols=None):
+    arr = np.atleast_2d(np.array(value, dtype=float))
+    if arr.ndim != 2:
+        raise InvalidInputError(f"{name} must be a matrix, got shape {arr.shape}")
+    if (rows is not None and arr.shape[0] != rows) or (cols is not None and arr.shape[1] != cols):
+        raise InvalidInputError(f"{name} must have shape ({rows}, {cols}), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise InvalidInputError(f"{name} contains NaN/inf")
+    return arr
+
+
+def _names(what, names, default_prefix, n):
+    if names is None:
+        return tuple(f"{default_prefix}{i}" for i in range(n)) if n != 1 else (default_prefix,)
+    names = tuple(str(x) for x in names)
+    if len(names) != n:
+        raise InvalidInputError(f"{what} needs {n} names, got {len(names)}: {list(names)}")
+    return names
+
+
+class Block:
+    """Base class: name, sample time, offset, held outputs, plain-data state."""
+
+    type_name = "block"
+    input_names: tuple[str, ...] = ()
+    output_names: tuple[str, ...] = ()
+
+    def __init__(self, name, sample_time, offset=0.0, initial_outputs=None):
+        if not isinstance(name, str) or not name or "." in name or name.strip() != name:
+            raise InvalidInputError(f"block name must be a non-empty string without '.', got {name!r}")
+        self.name = name
+        self.sample_time = exact_time(sample_time, f"sample time of block {name!r}")
+        self.offset = exact_time(offset, f"offset of block {name!r}", positive=False, allow_zero=True)
+        n_out = len(self.output_names)
+        self.initial_outputs = (np.zeros(n_out) if initial_outputs is None else
+                                np.array(_vector(f"initial outputs of block {name!r}", initial_outputs, n_out)))
+        self.outputs = self.initial_outputs.copy()
+        self.reset_state()
+
+    # -- to override -------------------------------------------------------------
+    def reset_state(self):
+        """Set the internal state to its initial value."""
+
+    def _update(self, t, u):
+        """Outputs y_k from inputs u_k at instant t; update the internal state."""
+        raise NotImplementedError
+
+    def _get_state(self) -> dict:
+        return {}
+
+    def _set_state(self, d: dict):
+        pass
+
+    def describe(self) -> dict:
+        return {"type": self.type_name, "name": self.name, "sample_time": str(self.sample_time),
+                "offset": str(self.offset), "inputs": list(self.input_names),
+                "outputs": list(self.output_names)}
+
+    # -- used by the simulation -----------------------------------------------------
+    def reset(self):
+        self.outputs = self.initial_outputs.copy()
+        self.reset_state()
+
+    def update(self, t, u):
+        y = np.asarray(self._update(t, u), dtype=float).reshape(-1)
+        if y.size != len(self.output_names):
+            raise InvalidInputError(f"block {self.name!r} produced {y.size} outputs, "
+                                    f"declares {len(self.output_names)} {list(self.output_names)}")
+        if not np.all(np.isfinite(y)):
+            raise InvalidInputError(f"block {self.name!r} produced a non-finite output {y.tolist()} at t={t!r}")
+        self.outputs = y
+        return y
+
+    def state(self) -> dict:
+        return {"outputs": self.outputs.copy(), "internal": copy.deepcopy(self._get_state())}
+
+    def restore(self, d):
+        self.outputs = np.array(d["outputs"], dtype=float)
+        self._set_state(copy.deepcopy(d["internal"]))
+
+
+def _vector(name, value, n):
+    arr = np.array(value, dtype=float).reshape(-1)
+    if arr.size != n:
+        raise InvalidInputError(f"{name} must have length {n}, got {arr.size}")
+    if not np.all(np.isfinite(arr)):
+        raise InvalidInputError(f"{name} contains NaN/inf")
+    return arr
+
+
+class PID(Block):
+    """Discrete PID controller, inputs (reference, measurement), output u.
+
+    e_k = r_k − y_k;  P = kp·e_k;  I_k = I_{k−1} + ki·T·e_k (backward Euler,
+    frozen while the output saturates in the same direction — anti-windup);
+    D_k = (tf·D_{k−1} + kd·(e_k − e_{k−1})) / (tf + T) (backward-Euler filtered
+    derivative, tf = 0: plain difference; no derivative kick at the first
+    sample); u_k = clip(P + I_k + D_k, u_min, u_max).
+    """
+
+    type_name = "pid"
+    input_names = ("reference", "measurement")
+    output_names = ("u",)
+
+    def __init__(self, name, sample_time, kp=0.0, ki=0.0, kd=0.0, tf=0.0, offset=0.0,
+                 u_min=-math.inf, u_max=math.inf, initial_outputs=None):
+        self.kp = finite_float("kp", kp)
+        self.ki = finite_float("ki", ki)
+        self.kd = finite_float("kd", kd)
+        self.tf = finite_float("tf", tf, nonnegative=True)
+        self.u_min, self.u_max = float(u_min), float(u_max)
+        if math.isnan(self.u_min) or math.isnan(self.u_max) or not self.u_min < self.u_max:
+            raise InvalidInputError(f"PID limits need u_min < u_max, got {u_min!r}, {u_max!r}")
+        super().__init__(name, sample_time, offset, initial_outputs)
+        self._T = float(self.sample_time)
+
+    def reset_state(self):
+        self.integral = 0.0
+        self.derivative = 0.0
+        self.e_prev = None
+
+    def _update(self, t, u):
+        e = float(u[0] - u[1])
+        T = self._T
+        d_e = 0.0 if self.e_prev is None else e - self.e_prev
+        if self.kd != 0.0:
+            self.derivative = (self.tf * self.derivative + self.kd * d_e) / (self.tf + T)
+        integral = self.integral + self.ki * T * e
+        raw = self.kp * e + integral + self.derivative
+        out = min(max(raw, self.u_min), self.u_max)
+        if out != raw and (raw - out) * e > 0.0:  # saturated and integrating further: freeze I
+            integral = self.integral
+            out = min(max(self.kp * e + integral + self.derivative, self.u_min), self.u_max)
+        self.integral = integral
+        self.e_prev = e
+        return (out,)
+
+    def _get_state(self):
+        return {"integral": self.integral, "derivative": self.derivative, "e_prev": self.e_prev}
+
+    def _set_state(self, d):
+        self.integral, self.derivative, self.e_prev = d["integral"], d["derivative"], d["e_prev"]
+
+
+class DiscreteStateSpace(Block):
+    """LTI difference equations x_{k+1} = A x_k + B u_k, y_k = C x_k + D u_k."""
+
+    type_name = "discrete_state_space"
+
+    def __init__(self, name, sample_time, A=None, B=None, C=None, D=None, x0=None, offset=0.0,
+                 inputs=None, outputs=None, initial_outputs=None):
+        D_ = None if D is None else _matrix(f"D of block {name!r}", D)
+        n = 0 if A is None else _matrix(f"A of block {name!r}", A).shape[0]
+        m = (D_.shape[1] if D_ is not None else _matrix(f"B of block {name!r}", B).shape[1])
+        p = (D_.shape[0] if D_ is not None else _matrix(f"C of block {name!r}", C).shape[0])
+        self.A = _matrix(f"A of block {name!r}", A, n, n) if n else np.zeros((0, 0))
+        self.B = _matrix(f"B of block {name!r}", B, n, m) if n else np.zeros((0, m))
+        self.C = _matrix(f"C of block {name!r}", C, p, n) if n else np.zeros((p, 0))
+        self.D = D_ if D_ is not None else np.zeros((p, m))
+        if self.D.shape != (p, m):
+            raise InvalidInputError(f"D of block {name!r} must have shape ({p}, {m}), got {self.D.shape}")
+        self.x0 = np.zeros(n) if x0 is None else _vector(f"x0 of block {name!r}", x0, n)
+        self.input_names = _names(f"inputs of block {name!r}", inputs, "u", m)
+        self.output_names = _names(f"outputs of block {name!r}", outputs, "y", p)
+        super().__init__(name, sample_time, offset, initial_outputs)
+
+    def reset_state(self):
+        self.x = self.x0.copy()
+
+    def _update(self, t, u):
+        y = self.C @ self.x + self.D @ u
+        if self.x.size:
+            self.x = self.A @ self.x + self.B @ u
+        return y
+
+    def _get_state(self):
+        return {"x": self.x.copy()}
+
+    def _set_state(self, d):
+        self.x = np.array(d["x"], dtype=float)
+
+
+class StateFeedback(DiscreteStateSpace):
+    """Static discrete state feedback u_k = −K x_k + N r_k (inputs x…, then r…)."""
+
+    type_name = "state_feedback"
+
+    def __init__(self, name, sample_time, K, reference_gain=None, offset=0.0, inputs=None,
+                 outputs=None, initial_outputs=None):
+        K = _matrix(f"K of block {name!r}", K)
+        p, n = K.shape
+        N = np.zeros((p, 0)) if reference_gain is None else _matrix(f"reference_gain of block {name!r}",
+                                                                   reference_gain, p)
+        if inputs is None:
+            inputs = [f"x{i}" for i in range(n)] + ([f"r{i}" for i in range(N.shape[1])]
+                                                    if N.shape[1] != 1 else ["reference"])
+        super().__init__(name, sample_time, D=np.hstack([-K, N]), offset=offset, inputs=inputs,
+                         outputs=outputs, initial_outputs=initial_outputs)
+        self.K, self.N = K, N
+
+
+class SampleHold(Block):
+    """Sample-and-hold: y_k = u(t_k), held until the next instant."""
+
+    type_name = "sample_hold"
+
+    def __init__(self, name, sample_time, n=1, offset=0.0, inputs=None, outputs=None,
+                 initial_outputs=None):
+        n = int(n)
+        if n < 1:
+            raise InvalidInputError(f"sample-hold block {name!r} needs n >= 1, got {n}")
+        self.input_names = _names(f"inputs of block {name!r}", inputs, "u", n)
+        self.output_names = _names(f"outputs of block {name!r}", outputs, "y", n)
+        super().__init__(name, sample_time, offset, initial_outputs)
+
+    def _update(self, t, u):
+        return np.array(u, dtype=float)
+
+
+class UserBlock(Block):
+    """A block defined by ``function(t, inputs, state, params) -> outputs``.
+
+    ``function`` is a callable or a ``"package.module:function"`` spec;
+    ``inputs``/``state``: dicts (``state`` is mutable and must hold plain data
+    — numbers, lists, numpy arrays — so it serializes); ``outputs``: a mapping
+    name → value or a sequence in ``output_names`` order.
+    """
+
+    type_name = "user"
+
+    def __init__(self, name, sample_time, function, inputs=("u",), outputs=("y",), params=None,
+                 state=None, offset=0.0, initial_outputs=None):
+        if isinstance(function, str):
+            self.function_spec = function
+            try:
+                function = load_symbol(function)
+            except (ImportError, AttributeError, ValueError) as exc:
+                raise InvalidInputError(f"block {name!r}: cannot load function {self.function_spec!r}: {exc}") from None
+        else:
+            self.function_spec = f"{getattr(function, '__module__', '?')}:{getattr(function, '__qualname__', '?')}"
+        if not callable(function):
+            raise InvalidInputError(f"block {name!r}: {function!r} is not callable")
+        self.function = function
+        self.params = dict(params or {})
+        self.initial_state = copy.deepcopy(dict(state or {}))
+        self.input_names = tuple(str(x) for x in inputs)
+        self.output_names = tuple(str(x) for x in outputs)
+        super().__init__(name, sample_time, offset, initial_outputs)
+
+    def reset_state(self):
+        self.user_state = copy.deepcopy(self.initial_state)
+
+    def describe(self):
+        d = super().describe()
+        d["function"] = self.function_spec
+        return d
+
+    def _update(self, t, u):
+        result = self.function(t, dict(zip(self.input_names, u.tolist())), self.user_state, self.params)
+        if isinstance(result, dict):
+            unknown = set(result) - set(self.output_names)
+            if unknown:
+                raise InvalidInputError(f"block {self.name!r} returned unknown outputs {sorted(unknown)}")
+            return [float(result.get(k, self.outputs[i])) for i, k in enumerate(self.output_names)]
+        return np.asarray(result, dtype=float).reshape(-1)
+
+    def _get_state(self):
+        return self.user_state
+
+    def _set_state(self, d):
+        self.user_state = d
+
+
+BLOCK_TYPES = {"pid": PID, "discrete_state_space": DiscreteStateSpace, "state_feedback": StateFeedback,
+               "sample_hold": SampleHold, "user": UserBlock}
+
+
+def make_block(spec):
+    """A block from a dict ``{"type": ..., "name": ..., "sample_time": ..., ...}``."""
+    if isinstance(spec, Block):
+        return spec
+    if not isinstance(spec, dict):
+        raise ScenarioError(f"a block must be a mapping with a 'type', got {spec!r}")
+    spec = dict(spec)
+    kind = spec.pop("type", None)
+    if kind not in BLOCK_TYPES:
+        raise ScenarioError(f"unknown block type {kind!r} (types: {', '.join(BLOCK_TYPES)})")
+    try:
+        return BLOCK_TYPES[kind](**spec)
+    except TypeError as exc:
+        raise ScenarioError(f"block {spec.get('name')!r} of type {kind!r}: {exc}") from None
+
+
+# -- functions for user blocks (used by the shipped scenarios) -------------------------
+def supervisor(t, inputs, state, params):
+    """Reference scheduler with a safety limit (pendulum scenario supervisor).
+
+    Outputs ``reference`` = params["references"][i] after params["times"][i]
+    (piecewise constant), and ``limit`` = params["torque_limit"], dropped to 0
+    (torque off, counted in state["trips"]) when |angle| exceeds
+    params["angle_limit"].
+    """
+    ref = 0.0
+    for t_i, r_i in zip(params.get("times", ()), params.get("references", ())):
+        if t >= t_i:
+            ref = float(r_i)
+    limit = float(params.get("torque_limit", math.inf))
+    if abs(inputs.get("angle", 0.0)) > float(params.get("angle_limit", math.inf)):
+        state["trips"] = state.get("trips", 0) + 1
+        limit = 0.0
+    return {"reference": ref, "limit": limit}
+
+
+def saturate(t, inputs, state, params):
+    """y = clip(u, −limit, limit) (inputs ``u``, ``limit``)."""
+    lim = abs(inputs["limit"])
+    return {"y": min(max(inputs["u"], -lim), lim)}

@@ -1,0 +1,162 @@
+"""Exact zero-order-hold discretisation of LTI models (seed 001 §3.5).
+
+For x' = A x + B u with u constant over [t_k, t_k + h] (eq. 3.17) the exact
+solution is the recursion (eq. 3.19)
+
+    x(t_k + h) = Φ(h) x(t_k) + H(h) u(t_k),   Φ(h) = e^{A h} (3.20),
+    H(h) = ∫₀ʰ e^{A τ} dτ · B (3.21),
+
+for ANY step h.  Φ and H come from one block exponential (Van Loan 1978):
+
+    expm([[A, B], [0, 0]] · h) = [[Φ(h), H(h)], [0, I]],
+
+computed with ``scipy.linalg.expm`` once per distinct h and cached (an LRU of
+``cache_size`` entries; the cache holds only derived data, so it is not part
+of the integrator state and a restart in a fresh process recomputes the very
+same bits).  Dense output on [t_prev, t] evaluates Φ(τ), H(τ) directly.
+
+Signal generators (eq. after 3.22, example 3.4): a generator v' = F v, u = G v
+is appended to the plant, A* = [[A, B G], [0, F]], so sinusoidal (or any
+LTI-generated) inputs are also reproduced exactly — :func:`sine_generator`,
+:func:`augment_with_generators`.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import scipy.linalg as sla
+
+from ..errors import InvalidInputError
+from .base import Integrator
+
+
+def van_loan(A, B, h):
+    """(Φ(h), H(h)) from the block exponential of [[A, B], [0, 0]]·h."""
+    n, m = B.shape
+    M = np.zeros((n + m, n + m))
+    M[:n, :n] = A * h
+    M[:n, n:] = B * h
+    E = sla.expm(M)
+    return np.ascontiguousarray(E[:n, :n]), np.ascontiguousarray(E[:n, n:])
+
+
+class StateTransition(Integrator):
+    name = "state-transition"
+    description = "exact ZOH discretisation of LTI models: Phi=e^(Ah), H=int Phi B, cached (seed 001 §3.5)"
+    model_kinds = ("first_order",)
+    implicit = False
+    options = {"cache_size": 64}
+
+    def __init__(self, model, **kwargs):
+        super().__init__(model, **kwargs)
+        if not (hasattr(model, "A") and hasattr(model, "B")):
+            raise InvalidInputError(
+                f"method 'state-transition' needs an LTI model with matrices A, B; "
+                f"model {model.name!r} has none")
+        self._cache = OrderedDict()
+        self._A_ref = self._B_ref = None
+
+    def check_options(self):
+        size = self.opts["cache_size"]
+        if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
+            raise InvalidInputError(f"cache_size must be an integer >= 1, got {size!r}")
+
+    def _matrices(self, h):
+        A, B = self.model.A, self.model.B
+        if A is not self._A_ref or B is not self._B_ref:  # parameters changed: new matrices
+            self._cache.clear()
+            self._A_ref, self._B_ref = A, B
+            self._A = np.asarray(A, dtype=float)
+            self._B = np.asarray(B, dtype=float).reshape(self._A.shape[0], -1)
+        cache = self._cache
+        pair = cache.get(h)
+        if pair is None:
+            pair = van_loan(self._A, self._B, h)  # seed 001 eqs. 3.20-3.21
+            cache[h] = pair
+            if len(cache) > self.opts["cache_size"]:
+                cache.popitem(last=False)
+        return pair
+
+    def _initialize(self, t0, y0, **ic_options):
+        self.t = t0
+        self.y = y0.copy()
+
+    def _step(self, t_limit):
+        if self.h_fixed is None:
+            h, lands = self._clamp_step(t_limit - self.t, t_limit)
+        else:
+            h, lands = self._clamp_step(self.h_fixed, t_limit)
+        t_new = t_limit if lands else self.t + h
+        h = t_new - self.t
+        Phi, H = self._matrices(h)
+        y_new = Phi @ self.y  # seed 001 eq. 3.19
+        if self.u.size:
+            y_new += H @ self.u
+        self.t_prev, self.y_prev = self.t, self.y
+        self.t, self.y = t_new, y_new
+        self.stats["steps"] += 1
+
+    def dense_output(self, t):
+        tau = float(t) - self.t_prev
+        if tau == 0.0:
+            return self.y_prev.copy()
+        if tau == self.t - self.t_prev:
+            return self.y.copy()
+        self._matrices(self.t - self.t_prev)  # refresh A/B references
+        Phi, H = van_loan(self._A, self._B, tau)
+        y = Phi @ self.y_prev
+        if self.u.size:
+            y += H @ self.u
+        return y
+
+
+# -- signal generators as augmented LTI systems (seed 001 §3.5, example 3.4) -------------
+def sine_generator(amplitude, omega, phase=0.0):
+    """(F, G, v0) of u(t) = U0 sin(ω0 t + φ):  v = (u, u'), v' = [[0, 1], [−ω0², 0]] v,
+    u = (1 0) v, v(0) = (U0 sin φ, U0 ω0 cos φ).
+
+    (The seed prints v2(0) = U0 ω0 sin φ; from v2 = v1' it is U0 ω0 cos φ.)
+    """
+    U0, w, phi = float(amplitude), float(omega), float(phase)
+    F = np.array([[0.0, 1.0], [-w * w, 0.0]])
+    G = np.array([[1.0, 0.0]])
+    v0 = np.array([U0 * np.sin(phi), U0 * w * np.cos(phi)])
+    return F, G, v0
+
+
+def augment_with_generators(A, B, C, D, generators):
+    """Append signal generators to an LTI plant (seed 001 §3.5, fig. 3.11).
+
+    ``generators``: {input index j: (F, G, v0)} with G of shape (1, n_v).  The
+    generated inputs are removed from u; the rest stay inputs (same order).
+    Returns (A*, B*, C*, D*, v0_all) with x* = (x, v_1, v_2, ...):
+    A* = [[A, B_g G], [0, F]], B* = B with generated columns removed.
+    """
+    A = np.atleast_2d(np.asarray(A, dtype=float))
+    n = A.shape[0]
+    B = np.asarray(B, dtype=float).reshape(n, -1)
+    C = np.atleast_2d(np.asarray(C, dtype=float))
+    D = np.asarray(D, dtype=float).reshape(C.shape[0], B.shape[1])
+    keep = [j for j in range(B.shape[1]) if j not in generators]
+    blocks_F, v0s, couplings_A, couplings_C = [], [], [], []
+    for j, (F, G, v0) in sorted(generators.items()):
+        if not 0 <= j < B.shape[1]:
+            raise InvalidInputError(f"generator input index {j} out of range 0..{B.shape[1] - 1}")
+        F = np.atleast_2d(np.asarray(F, dtype=float))
+        G = np.asarray(G, dtype=float).reshape(1, F.shape[0])
+        blocks_F.append(F)
+        v0s.append(np.asarray(v0, dtype=float).reshape(-1))
+        couplings_A.append(B[:, [j]] @ G)
+        couplings_C.append(D[:, [j]] @ G)
+    Fs = sla.block_diag(*blocks_F) if blocks_F else np.zeros((0, 0))
+    nv = Fs.shape[0]
+    A_star = np.zeros((n + nv, n + nv))
+    A_star[:n, :n] = A
+    A_star[:n, n:] = np.hstack(couplings_A) if couplings_A else np.zeros((n, 0))
+    A_star[n:, n:] = Fs
+    B_star = np.vstack([B[:, keep], np.zeros((nv, len(keep)))])
+    C_star = np.hstack([C, np.hstack(couplings_C) if couplings_C else np.zeros((C.shape[0], 0))])
+    D_star = D[:, keep]
+    v0_all = np.concatenate(v0s) if v0s else np.zeros(0)
+    return A_star, B_star, C_star, D_star, v0_all

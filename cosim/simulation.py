@@ -1,0 +1,685 @@
+"""The co-simulation stepper: :class:`Simulation` (FMI co-simulation semantics).
+
+One continuous plant (a library model, a ``module:Class`` spec or a model
+instance) integrated by one method, plus optional discrete blocks (PID,
+state feedback, sample-and-hold, user functions; :mod:`cosim.blocks`), advanced
+in communication steps ``do_step(t, h)``.
+
+Semantics (DESIGN.md "Stepper"; seed 001 §3.5, §3.7; seed 000 §5.3, §7):
+
+* **Zero-order hold.** External inputs set with :meth:`set_inputs` and block
+  outputs are held constant until changed.  A changed plant input is a
+  discontinuity: the integrator is told (``Integrator.set_inputs`` restarts
+  the method), it never smooths across it.
+* **Multirate.** Each block has a sample time T and offset; the base step is
+  the exact gcd of all sample times (:mod:`cosim.multirate`, rational
+  arithmetic).  The integrator is advanced exactly onto every sample instant,
+  never across one.  Blocks execute at the *start* of the interval they
+  govern: at a sample instant t_s (including t_s equal to the communication
+  time at the start of a ``do_step``) the stepper (1) samples the plant
+  outputs at t_s with the inputs held so far, (2) executes every block due at
+  t_s in the order the blocks were given — a block reading another block's
+  output sees the value computed at this instant if that block is listed
+  earlier, else its held value — and (3) updates the plant inputs driven by
+  block outputs (ZOH from t_s on).  A sample instant that coincides with the
+  end of a communication step is executed at the start of the next step, after
+  the inputs for that step were set.
+* **State events.** The model's switching functions are evaluated after each
+  accepted integrator step; a sign change is located on the dense output
+  (:func:`cosim.events.locate`, Illinois with bisection safeguard) to
+  ``event_tolerance`` seconds; the integrator is rolled back to the start of
+  that step and advanced exactly to the event time (no step crosses an
+  event), the jump map ``model.apply_event`` is applied (several events
+  located at the same time: in index order), and the integrator restarts
+  (``reset_point``).  Every event is appended to :attr:`event_log` with its
+  time.  A *terminal* event (or a block raising
+  :class:`~cosim.blocks.StopSimulation`) stops the simulation: the current
+  ``do_step`` and all later ones complete with the state frozen at the stop
+  (``stopped`` is True, ``stop_time`` says when, the log ends with a
+  ``{"kind": "stop"}`` entry); communication time still advances.
+  Chattering (more than ``max_chattering_events`` events, each within
+  ``chattering_window`` s of the previous one) raises ChatteringError (state
+  unchanged) or, with ``on_chattering="stop"``, stops with a logged
+  ``"chattering"`` event.
+* **All or nothing.** A failing ``do_step``/``set_inputs``/``set_state``
+  raises a :mod:`cosim.errors` exception and leaves the simulation exactly as
+  before the call (``serialize_state()`` bytes identical).
+* **State.** ``get_state``/``set_state`` (in-memory, cheap) and
+  ``serialize_state``/``deserialize_state`` (versioned, checksummed, no
+  pickle; :mod:`cosim.serialization`) capture everything needed to continue
+  bit-identically: time, integrator state (incl. method history), inputs,
+  block states and sample counters, switching-function values, event log,
+  statistics, parameters.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from . import serialization
+from .blocks import Block, StopSimulation, make_block
+from .errors import (ChatteringError, ConvergenceError, CosimError, InvalidInputError, StateError,
+                     UnknownParameterError)
+from .events import ChatterMonitor, crossings, event_values, locate
+from .integrators import make_integrator
+from .models import load_model
+from .multirate import SampleClock, base_step, exact_time
+from .validation import finite_float, finite_vector
+
+_EPS = np.finfo(float).eps
+_TIME_MATCH = 1e-12  # relative tolerance for do_step's t against sim.time
+
+
+def _plain(value):
+    """JSON-able copy of a config value (arrays -> lists, unknown -> repr)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    return repr(value)
+
+
+def _same(a, b):
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(np.asarray(a), np.asarray(b))
+    try:
+        return bool(a == b)
+    except ValueError:
+        return np.array_equal(np.asarray(a), np.asarray(b))
+
+
+def _parse_connection(item):
+    if isinstance(item, str):
+        src, sep, dst = item.partition("->")
+        if not sep:
+            raise InvalidInputError(f"connection {item!r} must read 'source -> destination'")
+        return src.strip(), dst.strip()
+    if isinstance(item, Mapping):
+        try:
+            return str(item["from"]).strip(), str(item["to"]).strip()
+        except KeyError:
+            raise InvalidInputError(f"connection {dict(item)!r} needs 'from' and 'to'") from None
+    try:
+        src, dst = item
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"connection {item!r} must be (source, destination)") from None
+    return str(src).strip(), str(dst).strip()
+
+
+class Simulation:
+    """Co-simulation of one plant model with discrete blocks (see module docstring)."""
+
+    def __init__(self, model="pendulum", method="generalized-alpha", params=None, rtol=1e-6,
+                 atol=1e-8, h=None, method_options=None, blocks=(), connections=(), start_time=0.0,
+                 event_tolerance=1e-10, max_chattering_events=50, chattering_window=None,
+                 on_chattering="error"):
+        self.model = load_model(model, **dict(params or {}))
+        self.method = str(method)
+        self.method_options = dict(method_options or {})
+        self.rtol, self.atol, self.h = rtol, atol, h
+        self.start_time = finite_float("start_time", start_time)
+        self.event_tolerance = finite_float("event_tolerance", event_tolerance, positive=True)
+        self.chattering_window = (100.0 * self.event_tolerance if chattering_window is None else
+                                  finite_float("chattering_window", chattering_window, positive=True))
+        self.max_chattering_events = int(max_chattering_events)
+        if self.max_chattering_events < 1:
+            raise InvalidInputError(f"max_chattering_events must be >= 1, got {max_chattering_events!r}")
+        if on_chattering not in ("error", "stop"):
+            raise InvalidInputError(f"on_chattering must be 'error' or 'stop', got {on_chattering!r}")
+        self.on_chattering = on_chattering
+        self._initial_params = dict(self.model.params)
+        # make (and validate) the integrator once here so a bad method fails early
+        self.integrator = make_integrator(self.model, self.method, rtol=rtol, atol=atol, h=h,
+                                          **self.method_options)
+
+        self.blocks = tuple(make_block(b) for b in blocks)
+        names = [b.name for b in self.blocks]
+        if len(set(names)) != len(names):
+            raise InvalidInputError(f"block names must be unique, got {names}")
+        self._wire(connections)
+        if self.blocks:
+            self._base_step = base_step([b.sample_time for b in self.blocks],
+                                        [b.offset for b in self.blocks])
+        else:
+            self._base_step = None
+        self._event_directions = [int(e.direction) for e in self.model.events]
+        self._event_terminal = [bool(e.terminal) for e in self.model.events]
+        self._has_events = bool(self.model.events)
+        self._fast = not self.blocks and not self._has_events
+        self._block_out_slices = []
+        self._config = self._describe_config()
+        self._start(new_integrator=False)
+
+    # -- construction ------------------------------------------------------------------
+    def _wire(self, connections):
+        """Resolve connections into index maps (plant/block/external sources)."""
+        model = self.model
+        plant_out = {n: i for i, n in enumerate(model.output_names)}
+        plant_in = {n: i for i, n in enumerate(model.input_names)}
+        block_idx = {b.name: j for j, b in enumerate(self.blocks)}
+
+        def source(name):
+            base = name[6:] if name.startswith("plant.") else name
+            if base in plant_out and (name.startswith("plant.") or "." not in name):
+                return ("plant", plant_out[base])
+            blk, dot, sig = name.partition(".")
+            if dot and blk in block_idx and sig in self.blocks[block_idx[blk]].output_names:
+                return ("block", block_idx[blk], self.blocks[block_idx[blk]].output_names.index(sig))
+            raise InvalidInputError(
+                f"connection source {name!r} is neither a plant output {list(model.output_names)} "
+                f"nor a block output 'block.signal'")
+
+        def destination(name):
+            base = name[6:] if name.startswith("plant.") else name
+            if base in plant_in and (name.startswith("plant.") or "." not in name):
+                return ("plant", plant_in[base])
+            blk, dot, sig = name.partition(".")
+            if dot and blk in block_idx and sig in self.blocks[block_idx[blk]].input_names:
+                return ("block", block_idx[blk], self.blocks[block_idx[blk]].input_names.index(sig))
+            raise InvalidInputError(
+                f"connection destination {name!r} is neither a plant input {list(model.input_names)} "
+                f"nor a block input 'block.signal'")
+
+        driven = {}
+        self.connections = []
+        for item in connections or ():
+            src, dst = _parse_connection(item)
+            s, d = source(src), destination(dst)
+            if d in driven:
+                raise InvalidInputError(f"destination {dst!r} is driven twice ({driven[d]!r} and {src!r})")
+            driven[d] = src
+            self.connections.append((src, dst, s, d))
+
+        # external inputs: plant inputs and block inputs no connection drives
+        ext_names, self._model_from_ext, self._model_from_block = [], [], []
+        ext_defaults = []
+        defaults = model.default_inputs()
+        for i, name in enumerate(model.input_names):
+            d = ("plant", i)
+            if d in driven:
+                s = next(c[2] for c in self.connections if c[3] == d)
+                if s[0] != "block":
+                    raise InvalidInputError(
+                        f"plant input {name!r} can only be driven by a block output, got {driven[d]!r}")
+                self._model_from_block.append((i, s[1], s[2]))
+            else:
+                self._model_from_ext.append((i, len(ext_names)))
+                ext_names.append(name)
+                ext_defaults.append(defaults[i])
+        self._block_sources = []
+        for j, b in enumerate(self.blocks):
+            srcs = []
+            for k, sig in enumerate(b.input_names):
+                d = ("block", j, k)
+                if d in driven:
+                    srcs.append(next(c[2] for c in self.connections if c[3] == d))
+                else:
+                    srcs.append(("ext", len(ext_names)))
+                    ext_names.append(f"{b.name}.{sig}")
+                    ext_defaults.append(0.0)
+            self._block_sources.append(srcs)
+        self.input_names = tuple(ext_names)
+        self._input_index = {n: i for i, n in enumerate(ext_names)}
+        self._ext_defaults = np.array(ext_defaults, dtype=float)
+        self._m_ext = np.array([i for i, _ in self._model_from_ext], dtype=int)
+        self._e_ext = np.array([e for _, e in self._model_from_ext], dtype=int)
+        self.output_names = tuple(model.output_names) + tuple(
+            f"{b.name}.{sig}" for b in self.blocks for sig in b.output_names)
+
+    def _describe_config(self):
+        cls = type(self.model)
+        return {
+            "model": self.model.name, "model_class": f"{cls.__module__}:{cls.__qualname__}",
+            "kind": self.model.kind, "n_y": int(self.model.n_y), "method": self.method,
+            "rtol": _plain(self.rtol), "atol": _plain(self.atol), "h": _plain(self.h),
+            "method_options": _plain(self.method_options), "params": _plain(self._initial_params),
+            "start_time": self.start_time, "blocks": [b.describe() for b in self.blocks],
+            "connections": [[c[0], c[1]] for c in self.connections],
+            "input_names": list(self.input_names), "output_names": list(self.output_names),
+            "configuration": _plain(getattr(self.model, "configuration", None)),
+        }
+
+    def _start(self, new_integrator=True):
+        """(Re)initialise everything at start_time (used by __init__ and reset)."""
+        for key, value in self._initial_params.items():
+            if not _same(self.model.params[key], value):
+                self.model.set_parameter(key, value)
+        if new_integrator:
+            self.integrator = make_integrator(self.model, self.method, rtol=self.rtol, atol=self.atol,
+                                              h=self.h, **self.method_options)
+        for b in self.blocks:
+            b.reset()
+        start = exact_time(self.start_time, "start_time", positive=False)
+        self._clocks = [SampleClock(b.sample_time, b.offset, start) for b in self.blocks]
+        self._u_ext = self._ext_defaults.copy()
+        self._u = self._compose_inputs(self._u_ext)
+        self.integrator.initialize(self.start_time, u=self._u)
+        self._time = self.start_time
+        self._z = self._event_values()
+        self._event_log = []
+        self._n_comm = 0
+        self._n_events = 0
+        self._stopped = False
+        self._stop_time = None
+        self._chatter = ChatterMonitor(self.max_chattering_events, self.chattering_window)
+
+    # -- names / read-only views ---------------------------------------------------------
+    @property
+    def time(self):
+        return self._time
+
+    @property
+    def y(self):
+        return self.integrator.y.copy()
+
+    @property
+    def state_names(self):
+        return tuple(self.model.state_names)
+
+    @property
+    def coordinate_names(self):
+        if self.model.kind == "multibody":
+            return tuple(self.model.coordinates)
+        return tuple(self.model.state_names)
+
+    @property
+    def parameter_names(self):
+        return tuple(p.name for p in self.model.parameters)
+
+    @property
+    def base_step(self):
+        """Exact multirate base step (gcd of the sample times) in seconds, or None."""
+        return None if self._base_step is None else float(self._base_step)
+
+    @property
+    def base_step_exact(self):
+        """The base step as a :class:`fractions.Fraction` (or None)."""
+        return self._base_step
+
+    @property
+    def stopped(self):
+        return self._stopped
+
+    @property
+    def stop_time(self):
+        return self._stop_time
+
+    @property
+    def event_log(self):
+        return [dict(e) for e in self._event_log]
+
+    @property
+    def stats(self):
+        d = {k: int(v) for k, v in self.integrator.stats.items()}
+        d["communication_steps"] = self._n_comm
+        d["events"] = self._n_events
+        return d
+
+    # -- inputs ------------------------------------------------------------------------------
+    def _compose_inputs(self, u_ext):
+        u = np.empty(self.model.n_inputs)
+        if self._m_ext.size:
+            u[self._m_ext] = u_ext[self._e_ext]
+        for i, j, k in self._model_from_block:
+            u[i] = self.blocks[j].outputs[k]
+        return u
+
+    def set_inputs(self, values):
+        """Hold new external input values (a mapping name -> value, or a sequence in
+        ``input_names`` order) from the current time on (ZOH)."""
+        if isinstance(values, Mapping):
+            new = self._u_ext.copy()
+            for key, value in values.items():
+                idx = self._input_index.get(key)
+                if idx is None:
+                    raise InvalidInputError(
+                        f"unknown input {key!r} (inputs: {', '.join(self.input_names) or 'none'})")
+                new[idx] = finite_float(f"input {key!r}", value)
+        else:
+            new = finite_vector("inputs", values, len(self.input_names))
+        u = self._compose_inputs(new)
+        if not np.array_equal(u, self._u):
+            self.integrator.set_inputs(u)  # a discontinuity: the method restarts
+            self._u = u
+            self._z = self._event_values()
+        self._u_ext = new
+
+    def get_inputs(self):
+        """Current external input values in ``input_names`` order."""
+        return self._u_ext.copy()
+
+    # -- outputs -------------------------------------------------------------------------------
+    def get_outputs(self):
+        integ = self.integrator
+        out = np.asarray(self.model.output_values(integ.t, integ.y, self._u), dtype=float).reshape(-1)
+        if self.blocks:
+            out = np.concatenate([out, *(b.outputs for b in self.blocks)])
+        return out
+
+    def get_output_dict(self):
+        return dict(zip(self.output_names, self.get_outputs().tolist()))
+
+    def constraint_residuals(self):
+        """(position, velocity, acceleration) constraint residual norms; zeros for ODEs."""
+        if self.model.kind != "multibody":
+            return (0.0, 0.0, 0.0)
+        integ = self.integrator
+        pos, vel, acc = self.model.residual_levels(integ.t, integ.y, getattr(integ, "qdd", None))
+        return (float(pos), float(vel), float(acc))
+
+    # -- parameters ---------------------------------------------------------------------------
+    def set_parameter(self, name, value):
+        """Change a model parameter.  Before the first step any parameter may change
+        (the initial state is recomputed); afterwards only ``tunable`` ones, and the
+        change is a discontinuity (the integrator restarts)."""
+        spec = {p.name: p for p in self.model.parameters}
+        config_keys = tuple(getattr(self.model, "configuration", None) or ())
+        if name not in spec and name not in config_keys:
+            raise UnknownParameterError(
+                f"model {self.model.name!r} has no parameter {name!r} "
+                f"(parameters: {', '.join(list(spec) + list(config_keys)) or 'none'})")
+        at_start = self._n_comm == 0 and self._time == self.start_time
+        if not at_start and (name not in spec or not spec[name].tunable):
+            raise InvalidInputError(
+                f"parameter {name!r} of model {self.model.name!r} is not tunable after the start")
+        if at_start:
+            if name in spec:
+                old = self.model.params[name]
+            else:
+                old = self.model.configuration[name]
+            self.model.set_parameter(name, value)
+            if name in spec:
+                self._initial_params[name] = self.model.params[name]
+            try:
+                u_ext = self._u_ext.copy()
+                self._start(new_integrator=True)
+                self.set_inputs(u_ext)
+            except BaseException:
+                self.model.set_parameter(name, old)
+                if name in spec:
+                    self._initial_params[name] = old
+                self._start(new_integrator=True)
+                raise
+            self._config = self._describe_config()
+            return
+        self.model.set_parameter(name, value)
+        self.integrator.restart()
+        self._z = self._event_values()
+
+    # -- stepping -----------------------------------------------------------------------------
+    def do_step(self, t, h):
+        """Advance from ``t`` (= ``self.time``) to ``t + h``, landing exactly there.
+
+        Returns the new communication time.  On error the simulation is exactly
+        as before the call.
+        """
+        h = finite_float("communication step h", h, positive=True)
+        t = finite_float("communication time t", t)
+        if abs(t - self._time) > _TIME_MATCH * max(1.0, abs(self._time)):
+            raise InvalidInputError(f"do_step at t={t!r} but the simulation is at t={self._time!r}")
+        t_end = t + h
+        if not t_end > self._time:
+            raise InvalidInputError(f"communication step h={h!r} is too small at t={t!r}")
+        if self._stopped:  # terminal event happened: state frozen, time moves on
+            self._time = t_end
+            self._n_comm += 1
+            return t_end
+        if self._fast:
+            try:
+                self.integrator.advance(t_end)  # restores itself on failure
+            except CosimError:
+                raise
+            except Exception as exc:
+                raise ConvergenceError(f"do_step({t!r}, {h!r}) failed: {exc!r}", t=t, h=h,
+                                       cause=exc) from exc
+            self._time = t_end
+            self._n_comm += 1
+            return t_end
+        snapshot = self.get_state()
+        try:
+            self._run_until(t_end)
+        except BaseException as exc:
+            self._apply_state(snapshot)
+            if isinstance(exc, CosimError) or not isinstance(exc, Exception):
+                raise
+            raise ConvergenceError(f"do_step({t!r}, {h!r}) failed: {exc!r}", t=t, h=h,
+                                   cause=exc) from exc
+        self._time = t_end
+        self._n_comm += 1
+        return t_end
+
+    def _time_tol(self, t):
+        base = 0.0 if self._base_step is None else 1e-7 * float(self._base_step)
+        return max(base, 16.0 * _EPS * max(1.0, abs(t)))
+
+    def _run_until(self, t_end):
+        integ = self.integrator
+        tol = self._time_tol(t_end)
+        clocks = self._clocks
+        while not self._stopped:
+            if clocks:
+                self._fire_due_blocks(integ.t + tol)
+                if self._stopped:
+                    break
+                t_next = min(c.next_time for c in clocks)
+            else:
+                t_next = math.inf
+            target = t_next if t_next < t_end - tol else t_end
+            self._integrate(target)
+            if target == t_end:
+                break
+
+    def _fire_due_blocks(self, t_due):
+        """Execute the blocks whose sample instant is <= t_due (module docstring)."""
+        due = [j for j, c in enumerate(self._clocks) if c.next_time <= t_due]
+        if not due:
+            return
+        integ = self.integrator
+        plant_out = np.asarray(self.model.output_values(integ.t, integ.y, self._u), dtype=float).reshape(-1)
+        for j in due:
+            block, clock = self.blocks[j], self._clocks[j]
+            u_b = np.array([plant_out[s[1]] if s[0] == "plant" else
+                            self.blocks[s[1]].outputs[s[2]] if s[0] == "block" else
+                            self._u_ext[s[1]] for s in self._block_sources[j]], dtype=float)
+            t_s = clock.next_time
+            try:
+                block.update(t_s, u_b)
+            except StopSimulation as stop:
+                clock.advance()
+                self._log({"time": integ.t, "name": block.name, "kind": "time",
+                           "terminal": True, "reason": str(stop.reason)})
+                self._stop(integ.t, block.name)
+                break
+            clock.advance()
+        u = self._compose_inputs(self._u_ext)
+        if not np.array_equal(u, self._u):
+            integ.set_inputs(u)  # ZOH discontinuity: restart
+            self._u = u
+            self._z = self._event_values()
+
+    def _event_values(self):
+        if not self._has_events:
+            return np.zeros(0)
+        integ = self.integrator
+        return event_values(self.model, integ.t, integ.y, self._u)
+
+    def _integrate(self, target):
+        integ = self.integrator
+        if not self._has_events:
+            integ.advance(target)
+            return
+        model, u = self.model, self._u
+        while integ.t < target and not self._stopped:
+            saved = integ.state()
+            integ.step(target)
+            z_new = event_values(model, integ.t, integ.y, u)
+            hits = crossings(self._z, z_new, self._event_directions)
+            if not hits:
+                self._z = z_new
+                continue
+            # locate every crossing on the dense output of this step (seed 001 §3.7)
+            t_a, t_b = integ.t_prev, integ.t
+            tol = max(self.event_tolerance, 4.0 * _EPS * max(1.0, abs(t_b)))
+            located = []
+            for i in hits:
+                def z_i(tt, i=i):
+                    return event_values(model, tt, integ.dense_output(tt), u)[i]
+                t_i, _, iters = locate(z_i, t_a, self._z[i], t_b, z_new[i], tol)
+                located.append((t_i, i, iters))
+            t_ev = min(x[0] for x in located)
+            firing = sorted((i, it) for t_i, i, it in located if t_i <= t_ev + tol)
+            # roll back and land exactly on the event: no step crosses it
+            integ.restore(saved)
+            if t_ev > integ.t:
+                integ.advance(t_ev)
+            y = integ.y.copy()
+            terminal = False
+            for i, iters in firing:
+                y = np.asarray(model.apply_event(i, t_ev, y, u), dtype=float)
+                ev = model.events[i]
+                self._log({"time": t_ev, "name": ev.name, "kind": "state", "index": i,
+                           "terminal": bool(ev.terminal), "iterations": int(iters)})
+                terminal = terminal or bool(ev.terminal)
+                if self._chatter.add(t_ev):
+                    self._chattering(t_ev, ev.name)
+            if y.shape != (model.n_y,) or not np.all(np.isfinite(y)):
+                raise InvalidInputError(f"jump map of event {model.events[firing[0][0]].name!r} "
+                                        f"returned an invalid state {y!r}")
+            integ.reset_point(t_ev, y)
+            self._z = event_values(model, t_ev, integ.y, u)
+            if terminal:
+                self._stop(t_ev, ", ".join(model.events[i].name for i, _ in firing))
+                return
+
+    def _log(self, entry):
+        self._event_log.append(entry)
+        self._n_events += 1
+
+    def _stop(self, t, cause):
+        self._stopped = True
+        self._stop_time = t
+        self._event_log.append({"time": t, "name": "stop", "kind": "stop", "cause": cause})
+
+    def _chattering(self, t, name):
+        msg = (f"chattering: {self._chatter.count} events within {self.chattering_window:g} s "
+               f"of each other at t={t!r} (last: {name!r})")
+        if self.on_chattering == "error":
+            raise ChatteringError(msg)
+        self._event_log.append({"time": t, "name": name, "kind": "chattering", "message": msg})
+        self._stop(t, "chattering")
+
+    # -- state --------------------------------------------------------------------------------
+    def get_state(self):
+        """In-memory snapshot (independent of later changes; cheap)."""
+        return {
+            "time": self._time,
+            "integrator": self.integrator.state(),
+            "u_ext": self._u_ext.copy(),
+            "u": self._u.copy(),
+            "blocks": [b.state() for b in self.blocks],
+            "clocks": [c.next_index for c in self._clocks],
+            "z": self._z.copy(),
+            "event_log": tuple(self._event_log),
+            "communication_steps": self._n_comm,
+            "events": self._n_events,
+            "stopped": self._stopped,
+            "stop_time": self._stop_time,
+            "chatter": self._chatter.state(),
+            "params": dict(self.model.params),
+        }
+
+    def set_state(self, state):
+        """Restore a snapshot from :meth:`get_state` (rollback)."""
+        self._check_state(state)
+        previous = self.get_state()
+        try:
+            self._apply_state(state)
+        except BaseException as exc:
+            self._apply_state(previous)
+            if isinstance(exc, CosimError) or not isinstance(exc, Exception):
+                raise
+            raise StateError(f"cannot restore the state: {exc!r}") from exc
+
+    def _check_state(self, s):
+        if not isinstance(s, Mapping):
+            raise StateError(f"a simulation state must be a mapping, got {type(s).__name__}")
+        keys = ("time", "integrator", "u_ext", "u", "blocks", "clocks", "z", "event_log",
+                "communication_steps", "events", "stopped", "stop_time", "chatter", "params")
+        missing = [k for k in keys if k not in s]
+        if missing:
+            raise StateError(f"simulation state lacks {missing}")
+        if np.shape(s["u_ext"]) != self._u_ext.shape or np.shape(s["u"]) != self._u.shape:
+            raise StateError("simulation state has inputs of the wrong size for this simulation")
+        if len(s["blocks"]) != len(self.blocks) or len(s["clocks"]) != len(self._clocks):
+            raise StateError(f"simulation state has {len(s['blocks'])} blocks, this simulation "
+                             f"{len(self.blocks)}")
+        integ = s["integrator"]
+        if not isinstance(integ, Mapping) or integ.get("method") != self.integrator.name:
+            raise StateError(f"state belongs to method {integ.get('method') if isinstance(integ, Mapping) else None!r}, "
+                             f"not {self.integrator.name!r}")
+        if np.shape(integ.get("y")) != (self.model.n_y,):
+            raise StateError(f"state vector has shape {np.shape(integ.get('y'))}, model "
+                             f"{self.model.name!r} needs ({self.model.n_y},)")
+        if set(s["params"]) != set(self.model.params):
+            raise StateError("simulation state has parameters of a different model")
+
+    def _apply_state(self, s):
+        for key, value in s["params"].items():
+            if not _same(self.model.params[key], value):
+                self.model.set_parameter(key, value)
+        self.integrator.restore(s["integrator"])
+        self._time = float(s["time"])
+        self._u_ext = np.array(s["u_ext"], dtype=float)
+        self._u = np.array(s["u"], dtype=float)
+        for b, d in zip(self.blocks, s["blocks"]):
+            b.restore(d)
+        for c, k in zip(self._clocks, s["clocks"]):
+            c.set_index(k)
+        self._z = np.array(s["z"], dtype=float)
+        self._event_log = list(s["event_log"])
+        self._n_comm = int(s["communication_steps"])
+        self._n_events = int(s["events"])
+        self._stopped = bool(s["stopped"])
+        self._stop_time = None if s["stop_time"] is None else float(s["stop_time"])
+        self._chatter.restore(s["chatter"])
+
+    def serialize_state(self) -> bytes:
+        """Bytes: versioned, self-describing (config in the header), checksummed, no pickle."""
+        state = self.get_state()
+        state["event_log"] = [dict(e) for e in state["event_log"]]
+        return serialization.dumps(state, meta={"kind": "cosim.Simulation", "config": self._config})
+
+    def deserialize_state(self, blob):
+        """Restore from :meth:`serialize_state` bytes of a simulation built with the same
+        configuration.  Corrupt, truncated or foreign blobs raise StateError and change
+        nothing."""
+        meta, data = serialization.loads(blob)
+        if not isinstance(meta, Mapping) or meta.get("kind") != "cosim.Simulation":
+            raise StateError("state blob was not written by cosim.Simulation")
+        config = meta.get("config")
+        if not isinstance(config, Mapping):
+            raise StateError("state blob has no configuration")
+        for key, mine in self._config.items():
+            if config.get(key) != mine:
+                raise StateError(f"state blob is for a different simulation: {key} is "
+                                 f"{config.get(key)!r:.200}, this simulation has {mine!r:.200}")
+        self.set_state(data)
+
+    def reset(self):
+        """Back to the initial state: t = start_time, default inputs, IC analysis re-run."""
+        self._start(new_integrator=True)
+
+    def __repr__(self):
+        return (f"Simulation(model={self.model.name!r}, method={self.method!r}, t={self._time!r}, "
+                f"blocks={[b.name for b in self.blocks]})")
+
+
+__all__ = ["Simulation", "Block"]
