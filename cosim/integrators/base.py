@@ -197,7 +197,9 @@ class Integrator:
         h = min(h, self.max_step)
         remaining = t_limit - self.t
         if self.h_fixed is not None:
-            if h >= remaining * (1.0 - 1e-12):
+            # land when the rest would be a rounding-error sliver (t accumulates
+            # rounding over many fixed steps; a 1e-14 s step is ill-conditioned)
+            if h >= remaining - 1e-6 * h:
                 return remaining, True
             return h, False
         if h >= remaining or remaining - h < 0.25 * h:

@@ -3,6 +3,7 @@ Jacobians, consistent accelerations (seed 000 eq. 10), LU with a
 singularity check."""
 import numpy as np
 import scipy.linalg as sla
+from scipy.linalg.lapack import dgetrs as _getrs
 
 from ..errors import SingularMatrixError
 
@@ -92,7 +93,12 @@ def lu_factor(matrix, what="iteration matrix", t=None, h=None):
 
 
 def lu_solve(factor, rhs):
-    return sla.lu_solve(factor, rhs, check_finite=False)
+    """Solve with an ``lu_factor`` result.  Calls LAPACK getrs directly: same
+    numbers as ``scipy.linalg.lu_solve`` without its ~8 µs Python overhead."""
+    x, info = _getrs(factor[0], factor[1], rhs)
+    if info != 0:
+        raise ValueError(f"getrs failed with info={info}")
+    return x
 
 
 def augmented_matrix(M, Cq):

@@ -32,8 +32,15 @@ class QuasiNewton:
     factorisations are counted into it.
     """
 
-    def __init__(self, stats, max_iter=25, tol=1e-4, err_tol=1e-3, what="Newton matrix"):
+    def __init__(self, stats, max_iter=25, tol=1e-4, err_tol=1e-3, what="Newton matrix",
+                 prior_rate=False):
         self.stats = stats
+        # prior_rate: also accept after the FIRST iteration when the rate σ of
+        # the previous solve predicts σ/(1−σ)‖Δδ‖ < err_tol (Hairer & Wanner's
+        # RADAU5 test); σ is then relaxed towards 1 as σ ← σ^0.8 so that an
+        # unmeasured rate is re-measured every few steps.  Off by default
+        # (plain Algorithm 2).
+        self.prior_rate = prior_rate
         self.max_iter = max_iter
         self.tol = tol          # ‖Δδ‖ below this: converged (Alg. 2 step 4)
         self.err_tol = err_tol  # σ/(1−σ)‖Δδ‖ below this: converged (step 5b)
@@ -109,7 +116,7 @@ class QuasiNewton:
             F = residual(delta)
             stats["residual_evaluations"] += 1
             stats["newton_iterations"] += 1
-            if not np.all(np.isfinite(F)):
+            if not np.isfinite(F).all():
                 self.need_jac = True
                 self.sigma = sigma
                 return NewtonResult(delta, False, it, sigma, "residual is not finite")
@@ -123,6 +130,10 @@ class QuasiNewton:
                 return NewtonResult(delta, False, it, sigma, "Newton update is not finite")
             if dnorm < self.tol:
                 self.sigma = sigma
+                return NewtonResult(delta, True, it, sigma, "converged")
+            if it == 1 and self.prior_rate and 0.0 < sigma < 1.0 \
+                    and sigma / (1.0 - sigma) * dnorm < self.err_tol:
+                self.sigma = sigma ** 0.8
                 return NewtonResult(delta, True, it, sigma, "converged")
             if n_j == 1 or old_norm is None:
                 sigma = 0.0
