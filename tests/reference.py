@@ -54,8 +54,9 @@ def index1_rhs(model, u):
 
 def _key(model, t_end, rtol, atol, u, method):
     params = tuple(sorted(model.params.items()))
+    atol = tuple(float(x) for x in np.ravel(atol)) if np.ndim(atol) else float(atol)
     uu = tuple(float(x) for x in (model.default_inputs() if u is None else np.ravel(u)))
-    return (model.name, params, float(t_end), float(rtol), float(atol), uu, method)
+    return (model.name, params, float(t_end), float(rtol), atol, uu, method)
 
 
 @functools.lru_cache(maxsize=64)
@@ -67,6 +68,7 @@ def _solve_cached(name, params, t_end, rtol, atol, u, method):
     else:
         uu = np.array(u)
         rhs = lambda t, x: model.rhs(t, x, uu)  # noqa: E731
+    atol = np.array(atol) if isinstance(atol, tuple) else atol
     sol = solve_ivp(rhs, (0.0, t_end), y0, method=method, rtol=rtol, atol=atol,
                     dense_output=True)
     if not sol.success:
@@ -118,10 +120,22 @@ def double_pendulum_reference(t_end, **params):
     return index1_reference(load_model("double_pendulum_natural", **params), t_end)
 
 
-def crank_slider_reference(t_end=0.1, rtol=1e-10, atol=1e-10):
-    """(q, v) of the flexible crank-slider (stiff: Radau)."""
-    return index1_reference(load_model("crank_slider"), t_end, rtol=rtol, atol=atol,
-                            method="Radau")
+# typical magnitudes of the crank-slider state (elastic coordinates ~1e-5 m)
+CRANK_SLIDER_SCALE = (1, 1, 1, 1e-4, 1e-4, 1e-5, 1e-5, 100, 100, 10, 1e-1, 1e-2, 1e-3, 1e-3)
+
+
+def crank_slider_reference(t_end=0.1, rtol=1e-10):
+    """(q, v) of the flexible crank-slider (default data, consistent test-set state).
+
+    DOP853 with atol = rtol·(typical magnitude) per component: the elastic
+    coordinates are ~1e-5 m, so a scalar atol would not resolve them.  The
+    axial mode makes the problem mildly stiff (~4000 DOP853 steps over 0.1 s,
+    8-20 s of CPU); at rtol 1e-11 vs 1e-12 the end states agree to 2e-8
+    relative.  Against the IVP test-set reference at t = 0.1: φ2, x3 to 2e-10,
+    φ2', x3' to 1e-7, elastic q to 4e-6 and their rates to 1e-3 relative
+    (absolute: 3e-11 m and 6e-7 m/s)."""
+    atol = tuple(rtol * s for s in CRANK_SLIDER_SCALE)
+    return index1_reference(load_model("crank_slider"), t_end, rtol=rtol, atol=atol)
 
 
 def lti_zoh_reference(A, B, x0, u, h):
