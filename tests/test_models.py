@@ -148,6 +148,20 @@ def test_unknown_and_nan_parameters_rejected(name):
         assert model.params == before
 
 
+@pytest.mark.parametrize("name, key", [("andrews", "m3"), ("two_link", "l2"),
+                                       ("double_pendulum_natural", "m1"), ("crank_slider", "rho")])
+def test_nonpositive_physical_parameter_rejected_atomically(name, key):
+    with pytest.raises(InvalidInputError, match=key):
+        load_model(name, **{key: 0.0})
+    model = load_model(name)
+    before = dict(model.params)
+    with pytest.raises(InvalidInputError, match=key):
+        model.set_parameter(key, -1.0)
+    assert model.params == before
+    q, _ = model.initial_state()
+    assert np.all(np.isfinite(model.mass(q, 0.0)))
+
+
 @pytest.mark.parametrize("name", MULTIBODY)
 def test_outputs_have_declared_length(name):
     model = _model(name)

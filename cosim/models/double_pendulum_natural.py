@@ -146,6 +146,12 @@ class DoublePendulumNatural(MultibodyModel):
                 out += Mi
         return out
 
+    def natural_chain(self):
+        """Bodies as (index of x of the first point or None for O0, index of x of
+        the second point, length, J_G) — the hook the symplectic integrator reads."""
+        p = self.params
+        return [(None, 0, p["l1"], self.J[0]), (0, 2, p["l2"], self.J[1])]
+
     def gamma_R(self):
         """γ_R = mean moment of inertia (seed 003 eq. 31)."""
         return 0.5 * (self.J[0] + self.J[1])
