@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from .base import MultibodyIntegrator
-from .common import (consistent_accelerations, constraint_force_jacobian, error_weights,
+from .common import (EPS, consistent_accelerations, constraint_force_jacobian, error_weights,
                      force_jacobians, mass_term_jacobian)
 from .newton import QuasiNewton
 
@@ -37,6 +37,7 @@ MAX_GROWTH = 2.0    # Algorithm 3 f
 # sees as noise; fewer small changes give fewer rejections and LU updates
 # (Andrews, rtol 1e-6: 1935 -> 1538 steps, 1056 -> 387 LU).
 DEADBAND = 1.3
+TINY_STEP = 1e-5    # landing steps below this fraction of h: Taylor step
 MAX_REJECTIONS = 30  # consecutive rejections in one step before giving up
 
 
@@ -205,7 +206,12 @@ class GeneralizedAlpha(MultibodyIntegrator):
         # Newton norm: the larger of the position change β h² Δx and the
         # velocity change γ h Δx in the weighted norm eq. 35 (a velocity bias
         # left by a loosely converged iteration accumulates over the steps).
-        scale = np.maximum(bh2 / w, gh / error_weights(y[n:], self.rtol, self.atol))
+        # The velocity weights get a floor: rounding ε|q| of the positions
+        # (amplified by the 1/(β h²) constraint scaling) moves v by ~γ ε|q|/(β h),
+        # which no iteration can remove.
+        w_v = error_weights(y[n:], self.rtol, self.atol)
+        w_v += (100.0 * EPS * g / (b * h)) * max(1.0, float(np.abs(y[:n]).max()) if n else 1.0)
+        scale = np.maximum(bh2 / w, gh / w_v)
         J = self._J
 
         def unpack(delta):
@@ -265,10 +271,25 @@ class GeneralizedAlpha(MultibodyIntegrator):
             nt.factor, nt.sigma, nt.h_jac, nt.need_jac, nt.relax, self.h_next = saved
             raise
 
+    def _tiny_step(self, t_limit):
+        """A landing step far below the working step (e.g. a target a rounding
+        error away): the Newton system scaled by 1/(β h²) is ill-conditioned
+        there, and a second-order Taylor step is exact to O(h³) ≪ tolerance.
+        The method memory (a, h_last, h_next) is kept as it was."""
+        h = t_limit - self.t
+        n = self.model.n_q
+        q, v = self.y[:n], self.y[n:]
+        self.t_prev, self.y_prev, self.qdd_prev = self.t, self.y, self.qdd
+        self.y = np.concatenate([q + h * v + (0.5 * h * h) * self.qdd, v + h * self.qdd])
+        self.t = t_limit
+        self.stats["steps"] += 1
+
     def _step_inner(self, t_limit):
         fixed = self.h_fixed is not None
         h_prop = self.h_next
         h, lands = self._clamp_step(h_prop, t_limit)
+        if lands and h < TINY_STEP * h_prop:
+            return self._tiny_step(t_limit)
         h_min = 1e-12 * max(1.0, abs(self.t))
         failed_once = False
         rejections = 0
