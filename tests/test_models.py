@@ -280,6 +280,18 @@ def test_lti_bad_configuration_rejected(kwargs, match):
         load_model("lti", **kwargs)
 
 
+def test_lti_missing_pieces_default_by_size():
+    m = load_model("lti", A="[[0,1],[-9,-1]]")  # 2x2: the default plant's B, C, D, x0, names
+    assert m.input_names == ("force",) and np.allclose(m.x0, [1.0, 0.0])
+    m3 = load_model("lti", A=np.diag([-1.0, -2.0, -3.0]))  # 3x3: generic
+    assert m3.n_inputs == 0 and m3.B.shape == (3, 0) and np.array_equal(m3.C, np.eye(3))
+    assert m3.state_names == ("x1", "x2", "x3") and m3.output_names == ("y1", "y2", "y3")
+    x = np.array([1.0, 1.0, 1.0])
+    assert np.allclose(m3.rhs(0.0, x, np.zeros(0)), [-1, -2, -3])
+    assert np.allclose(m3.output_values(0.0, x, np.zeros(0)), x)
+    assert m3.configuration["B"] == [[], [], []]
+
+
 def test_lti_set_parameter_is_atomic():
     m = load_model("lti")
     with pytest.raises(InvalidInputError):

@@ -12,7 +12,12 @@ scalar parameters only).
 
 Default: damped mass-spring, m = 1 kg, k = 4 N/m, c = 0.4 N·s/m, states
 (position, velocity), input "force", outputs "position", "velocity",
-x0 = (1, 0).
+x0 = (1, 0).  Pieces not given are taken from this default plant when A is
+2×2 (and the sizes fit), else: B = no inputs (n×0), C = I, D = 0, x0 = 0,
+names x1.., u1.., y1...  So ``LTIModel(A=...)`` with a 2×2 A equals
+``LTIModel()`` followed by ``set_parameter("A", ...)``.  ``set_parameter``
+validates the whole new configuration (all or nothing), so a change of the
+state dimension needs the constructor (or consistent B, C, D, x0 first).
 
 The stepper's exact zero-order-hold method (seed 001 §3.5) reads
 ``self.A, self.B, self.C, self.D``.
@@ -119,13 +124,14 @@ class LTIModel(FirstOrderModel):
     # -- configuration -------------------------------------------------------------
     def _apply(self, cfg):
         """Validate the whole configuration, then commit it (all or nothing)."""
-        use_default = cfg["A"] is None
-        A = parse_matrix("A", _DEFAULT["A"] if use_default else cfg["A"])
+        A = parse_matrix("A", _DEFAULT["A"] if cfg["A"] is None else cfg["A"])
         if A.ndim == 0:
             A = A.reshape(1, 1)
         if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] == 0:
             raise InvalidInputError(f"matrix A must be square (n,n) with n >= 1, got shape {A.shape}")
         n = A.shape[0]
+        # missing pieces come from the default plant when it has the same size
+        use_default = n == len(_DEFAULT["x0"])
 
         def default(key):
             return _DEFAULT[key] if use_default else None
@@ -169,7 +175,7 @@ class LTIModel(FirstOrderModel):
         for key, size, prefix in (("state_names", n, "x"), ("input_names", m, "u"),
                                   ("output_names", p, "y")):
             value = cfg[key]
-            if value is None and use_default:
+            if value is None and use_default and len(_DEFAULT_NAMES[key]) == size:
                 value = _DEFAULT_NAMES[key]
             names[key] = _parse_names(key, value, size, prefix)
 
@@ -190,14 +196,6 @@ class LTIModel(FirstOrderModel):
                 f"{', '.join(MATRIX_KEYS + NAME_KEYS)})")
         cfg = dict(self._config)
         cfg[key] = value
-        if key == "A" and self._config["A"] is None:
-            # switching away from the default system: keep the other defaults explicit
-            for k in ("B", "C", "D", "x0"):
-                if cfg[k] is None:
-                    cfg[k] = _DEFAULT[k]
-            for k in NAME_KEYS:
-                if cfg[k] is None:
-                    cfg[k] = _DEFAULT_NAMES[k]
         self._apply(cfg)
 
     @property
