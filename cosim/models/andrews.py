@@ -222,21 +222,6 @@ class Andrews(MultibodyModel):
         return Qq, Qv
 
     # -- constraints (test set g, gp) --------------------------------------------
-    # Each constraint is a sum of terms a·cos(φ) or a·sin(φ) with φ a sum of
-    # coordinates, plus a constant.  (index set, coefficient, is_sine) per term:
-    def _terms(self):
-        rr, d, ss, e, zt, zf, u = self._rr, self._d, self._ss, self._e, self._zt, self._zf, self._u
-        base_x = (((0,), rr, False), ((0, 1), -d, False))
-        base_y = (((0,), rr, True), ((0, 1), -d, True))
-        return (
-            base_x + (((2,), -ss, True),),
-            base_y + (((2,), ss, False),),
-            base_x + (((3, 4), -e, True), ((4,), -zt, False)),
-            base_y + (((3, 4), e, False), ((4,), -zt, True)),
-            base_x + (((5, 6), -zf, False), ((6,), -u, True)),
-            base_y + (((5, 6), -zf, True), ((6,), u, False)),
-        )
-
     def constraints(self, q, t):
         b, th, ga, ph, de, om, ep = q
         rr, d = self._rr, self._d
@@ -299,17 +284,21 @@ class Andrews(MultibodyModel):
         ])
 
     def constraint_force_jacobian(self, q, lam, t):
-        # Σ_i λ_i ∇²C_i; a term a·f(c·q) has Hessian -a·f(c·q) c cᵀ.
+        # Σ_i λ_i ∇²C_i; a term a·f(c·q) of C_i has Hessian −a·f(c·q) c cᵀ.
+        b, th, ga, ph, de, om, ep = q
+        rr, d = self._rr, self._d
+        lx, ly = lam[0] + lam[2] + lam[4], lam[1] + lam[3] + lam[5]
         H = np.zeros((7, 7))
-        for lam_i, terms in zip(lam, self._terms()):
-            if lam_i == 0.0:
-                continue
-            for idx, a, is_sine in terms:
-                phi = sum(q[k] for k in idx)
-                val = -lam_i * a * (np.sin(phi) if is_sine else np.cos(phi))
-                for i in idx:
-                    for j in idx:
-                        H[i, j] += val
+        hbt = d * (lx * np.cos(b + th) + ly * np.sin(b + th))
+        H[0, 0] = hbt - rr * (lx * np.cos(b) + ly * np.sin(b))
+        H[0, 1] = H[1, 0] = H[1, 1] = hbt
+        H[2, 2] = self._ss * (lam[0] * np.sin(ga) - lam[1] * np.cos(ga))
+        hpd = self._e * (lam[2] * np.sin(ph + de) - lam[3] * np.cos(ph + de))
+        H[3, 3] = H[3, 4] = H[4, 3] = hpd
+        H[4, 4] = hpd + self._zt * (lam[2] * np.cos(de) + lam[3] * np.sin(de))
+        hoe = self._zf * (lam[4] * np.cos(om + ep) + lam[5] * np.sin(om + ep))
+        H[5, 5] = H[5, 6] = H[6, 5] = hoe
+        H[6, 6] = hoe + self._u * (lam[4] * np.sin(ep) - lam[5] * np.cos(ep))
         return H
 
     # -- outputs / energy -------------------------------------------------------------
