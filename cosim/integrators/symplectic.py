@@ -433,3 +433,4 @@ class PreadjustedSPARK(MultibodyIntegrator):
         self.h_last = None if d["h_last"] < 0 else float(d["h_last"])
         self.qdd_prev = np.array(d["qdd_prev"], dtype=float)
         self.newton.restore(d["newton"])
+        self.newton.stats = self.stats  # base restore() rebinds the statistics dict

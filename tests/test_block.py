@@ -1,0 +1,140 @@
+"""L-stable block methods (seed 004): construction, L-stability, order, DAE forms, state."""
+import numpy as np
+import pytest
+
+from cosim.errors import InvalidInputError
+from cosim.integrators import make_integrator
+from cosim.integrators.block import (NODE_FAMILIES, block_coefficients, block_nodes, check_l_stability,
+                                     classical_order, default_pade_k, pade_coefficients,
+                                     stability_function)
+from cosim.models import load_model
+
+
+@pytest.mark.parametrize("family", NODE_FAMILIES)
+@pytest.mark.parametrize("r", [2, 3, 4])
+def test_stability_function_is_pade_and_l_stable(family, r):
+    k = default_pade_k(r)
+    B, d = block_coefficients(block_nodes(r, family), k)
+    P, Q = pade_coefficients(k, r)
+    z = np.array([0.3 + 0.2j, -2.0, 5j, -7.0 + 1.0j, -40.0])
+    pade = np.polyval(P[::-1], z) / np.polyval(Q[::-1], z)
+    assert np.max(np.abs(stability_function(B, d, z) - pade)) < 1e-10
+    r_imag, r_inf = check_l_stability(B, d)
+    assert r_imag <= 1.0 + 1e-12          # |R(iy)| ≤ 1  ⇒ A-stable (maximum principle)
+    assert r_inf < 1e-5                  # R(−10⁶) ≈ 0  ⇒ L-stable
+    # left half plane sample (redundant with the max principle, but checks no pole there)
+    zz = -np.geomspace(1e-3, 1e4, 50)[:, None] + 1j * np.linspace(-50, 50, 21)[None, :]
+    assert np.max(np.abs(stability_function(B, d, zz.ravel()))) <= 1.0 + 1e-12
+
+
+def test_seed_pade_pairs_and_nodes():
+    assert default_pade_k(3) == 2 and default_pade_k(4) == 2   # seed: (2,3) for r=3, (2,4) for r=4
+    assert np.allclose(block_nodes(3, "equidistant"), [1 / 3, 2 / 3, 1])
+    assert np.allclose(block_nodes(3, "legendre"), [0.5 - np.sqrt(3) / 6, 0.5 + np.sqrt(3) / 6, 1])
+    for fam in NODE_FAMILIES:
+        c = block_nodes(5, fam)
+        assert c[-1] == 1.0 and np.all(np.diff(c) > 0) and c[0] > 0
+
+
+def _final(h, r, index, nodes="equidistant", T=0.4):
+    it = make_integrator(load_model("two_link"), "block-lstable", h=h, r=r, index=index, nodes=nodes,
+                         newton_tol=1e-12)
+    it.initialize(0.0)
+    it.advance(T)
+    return it
+
+
+@pytest.mark.parametrize("r,nodes", [(2, "equidistant"), (3, "legendre"), (3, "chebyshev")])
+def test_observed_order_index1(r, nodes):
+    ref = _final(0.4 / 200, 5, 1, "legendre").y     # order-8 method, error ≪ 1e-13
+    B, d = block_coefficients(block_nodes(r, nodes), default_pade_k(r))
+    p = classical_order(B, d)
+    assert p == r + 1
+    errs = [np.max(np.abs(_final(h, r, 1, nodes).y - ref)) for h in (0.05, 0.025)]
+    observed = np.log2(errs[0] / errs[1])
+    assert abs(observed - p) < 0.3, (errs, observed, p)
+
+
+@pytest.mark.parametrize("index", [1, 2, 3])
+def test_dae_forms_constraint_levels(index):
+    it = _final(0.01, 3, index, T=0.5)
+    pos, vel, acc = it.model.residual_levels(it.t, it.y, it.qdd)
+    if index == 3:
+        assert pos < 1e-12                  # position constraint enforced
+    elif index == 2:
+        assert vel < 1e-10 and pos < 1e-5   # velocity constraint enforced, small drift
+    else:
+        assert acc < 1e-7 and pos < 1e-5    # acceleration level enforced
+
+
+def _rk4_index1_energy_drift(model, h, n):
+    """Plain classical RK4 on the index-1 form (no projection), seed 004 Table 3."""
+    from cosim.integrators.common import consistent_accelerations
+    nq = model.n_q
+    u = model.default_inputs()
+
+    def f(y):
+        a, _ = consistent_accelerations(model, 0.0, y[:nq], y[nq:], u)
+        return np.concatenate([y[nq:], a])
+
+    y = model.initial_y()
+    E0 = model.energy(0, y)
+    for _ in range(n):
+        k1 = f(y)
+        k2 = f(y + 0.5 * h * k1)
+        k3 = f(y + 0.5 * h * k2)
+        k4 = f(y + h * k3)
+        y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return abs(model.energy(0, y) - E0)
+
+
+def test_energy_bounded_where_rk4_grows():
+    model = load_model("two_link")
+    h, T = 0.01, 3.0
+    it = make_integrator(load_model("two_link"), "block-lstable", h=h, r=4, index=1)
+    it.initialize(0.0)
+    E0 = it.model.energy(0, it.y)
+    drift = []
+    for k in range(1, int(T / h) + 1):
+        it.advance(k * h)
+        drift.append(abs(it.model.energy(0, it.y) - E0))
+    rk4 = _rk4_index1_energy_drift(model, h, int(T / h))
+    assert max(drift) < 1e-4
+    assert rk4 > 100 * max(drift), (rk4, max(drift))
+
+
+def test_restore_continue_bit_identical():
+    it = make_integrator(load_model("two_link"), "block-lstable", h=0.01, r=3, index=3, nodes="chebyshev",
+                         error_estimate=True)
+    it.initialize(0.0)
+    it.advance(0.2)
+    snap = it.state()
+    it.advance(0.5)
+    y1, qdd1, st1 = it.y.copy(), it.qdd.copy(), dict(it.stats)
+    dense1 = it.dense_output(0.495)
+    it.restore(snap)
+    it.advance(0.5)
+    assert np.array_equal(it.y, y1) and np.array_equal(it.qdd, qdd1) and it.stats == st1
+    assert np.array_equal(it.dense_output(0.495), dense1)
+    assert it.error_estimate > 0
+
+
+def test_dense_output_matches_endpoints_and_is_accurate():
+    it = make_integrator(load_model("two_link"), "block-lstable", h=0.02, r=4, index=1)
+    it.initialize(0.0)
+    it.advance(0.1)
+    assert np.allclose(it.dense_output(it.t), it.y, atol=1e-12)
+    assert np.allclose(it.dense_output(it.t_prev), it.y_prev, atol=1e-12)
+    fine = make_integrator(load_model("two_link"), "block-lstable", h=0.01, r=4, index=1)
+    fine.initialize(0.0)
+    fine.advance(0.09)
+    assert np.max(np.abs(it.dense_output(0.09) - fine.y)) < 1e-6
+
+
+@pytest.mark.parametrize("opts,match", [
+    ({"r": 1}, "r .*>= 2"), ({"r": 2.5}, "r "), ({"nodes": "gauss"}, "nodes"),
+    ({"index": 4}, "index"), ({"pade_k": 0, "r": 4}, "pade_k"), ({"newton_tol": float("nan")}, "newton_tol"),
+])
+def test_bad_options(opts, match):
+    with pytest.raises(InvalidInputError, match=match):
+        make_integrator(load_model("two_link"), "block-lstable", h=0.01, **opts)
