@@ -12,7 +12,7 @@ the short horizons used in tests (checked where it matters).
 Import from a test file (pytest puts ``tests/`` on ``sys.path`` because
 ``tests/`` has no ``__init__.py``)::
 
-    from reference import andrews_reference, index1_reference
+    from reference import andrews_reference, index1_reference, index1_trajectory
 
 Results are cached in memory (``functools.lru_cache``) per model name,
 parameter set, horizon, tolerance and input, so repeated use is free.
@@ -94,6 +94,23 @@ def index1_reference(model, t_end, rtol=1e-12, atol=1e-12, u=None, method="DOP85
         return y
     n = model.n_q
     return y[:n], y[n:]
+
+
+def index1_trajectory(model, times, rtol=1e-12, atol=1e-12, u=None, method="DOP853"):
+    """(Q, V) arrays of shape (len(times), n_q) from the dense output of the cached
+    solution over [0, max(times)] (DOP853's 7th-order interpolant; the end
+    point is the integrated value).  First-order models: X of shape (len(times), n)."""
+    if isinstance(model, str):
+        model = load_model(model)
+    times = np.atleast_1d(np.asarray(times, dtype=float))
+    t_end = float(times.max())
+    sol = index1_solution(model, t_end, rtol, atol, u, method)
+    Y = sol.sol(times).T
+    Y[times == t_end] = sol.y[:, -1]
+    if model.kind != "multibody":
+        return Y
+    n = model.n_q
+    return Y[:, :n], Y[:, n:]
 
 
 # -- named references ------------------------------------------------------------------
