@@ -362,3 +362,15 @@ def test_crank_slider_reference_matches_published_test_set_solution():
     assert np.allclose(v[1:3], REFERENCE_V[1:3], rtol=1e-6)
     assert np.allclose(q[3:], REFERENCE_Q[3:], rtol=2e-5, atol=0)
     assert np.allclose(v[3:], REFERENCE_V[3:], rtol=5e-3, atol=0)
+
+
+# -- pendulum reference against the exact period --------------------------------------------------
+def test_pendulum_reference_matches_exact_half_period():
+    from scipy.special import ellipk
+
+    from reference import pendulum_reference
+    phi0, l, g = np.pi / 4, 1.0, 9.81
+    half = 2.0 * np.sqrt(l / g) * ellipk(np.sin(phi0 / 2) ** 2)  # T/2, K(m) with m = k²
+    q, v = pendulum_reference(half, phi0=phi0, l=l, g=g)
+    assert np.allclose(q, [-l * np.sin(phi0), -l * np.cos(phi0)], atol=1e-10)
+    assert np.max(np.abs(v)) < 1e-9
