@@ -1,0 +1,147 @@
+"""Demo controller node: joint-space PD on the cosim plant's joint states.
+
+For every ``sensor_msgs/JointState`` received it answers once with
+
+    effort_i = feedforward_i + kp_i (target_i - position_i) - kd_i velocity_i
+
+(clipped to ±max_effort when max_effort > 0), either as a ``JointState``
+effort command stamped with the stamp of the state it answers
+(``command_type: joint_state``, the deterministic lock-step protocol: the
+plant matches the stamp to its current step) or as a
+``std_msgs/Float64MultiArray`` in ``joint_names`` order
+(``command_type: array``; the plant's ``command_inputs`` must list the
+inputs in the same order).
+
+Run: ``python -m ros_nodes.pd_controller --ros-args --params-file launch/pd_pendulum.yaml``.
+"""
+from __future__ import annotations
+
+import sys
+
+import rclpy
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, MultiArrayDimension
+
+from .sim_node import COMMAND_QOS, ConfigurationError, state_qos
+
+
+def _d(text, constraints=""):
+    return ParameterDescriptor(description=text, read_only=True, additional_constraints=constraints)
+
+
+class PDController(Node):
+    def __init__(self, node_name="pd_controller", **kwargs):
+        super().__init__(node_name, **kwargs)
+        p = self.declare_parameter
+        p("joint_names", Parameter.Type.STRING_ARRAY, _d("controlled joints (order of all arrays)"))
+        p("kp", Parameter.Type.DOUBLE_ARRAY, _d("proportional gains [N.m/rad or N/m]"))
+        p("kd", Parameter.Type.DOUBLE_ARRAY, _d("derivative gains [N.m.s/rad or N.s/m]"))
+        p("target_positions", Parameter.Type.DOUBLE_ARRAY, _d("set points [rad or m]"))
+        p("feedforward", Parameter.Type.DOUBLE_ARRAY, _d("constant efforts added (default 0)"))
+        p("max_effort", 0.0, _d("saturation |effort| <= max_effort; 0 = none"))
+        p("command_type", "joint_state", _d("joint_state (stamped) or array",
+                                            "one of joint_state, array"))
+        p("state_reliability", "reliable", _d(
+            "QoS reliability of the joint_states subscription: reliable (lock_step plant) or "
+            "best_effort (matches any plant)", "one of reliable, best_effort"))
+        p("topics.joint_states", "joint_states", _d("JointState input topic"))
+        p("topics.command", "command", _d("Float64MultiArray command topic"))
+        p("topics.joint_command", "joint_command", _d("JointState effort command topic"))
+
+        def arr(name, default=None):
+            try:
+                value = self.get_parameter(name).value
+            except rclpy.exceptions.ParameterUninitializedException:
+                value = None
+            return default if value is None else [float(v) for v in value]
+
+        self.joints = [str(j) for j in (self.get_parameter("joint_names").value or [])]
+        if not self.joints:
+            raise ConfigurationError("parameter 'joint_names' must list the controlled joints")
+        n = len(self.joints)
+        self.kp = arr("kp")
+        self.kd = arr("kd", [0.0] * n)
+        self.target = arr("target_positions", [0.0] * n)
+        self.feedforward = arr("feedforward", [0.0] * n)
+        for key, value in (("kp", self.kp), ("kd", self.kd), ("target_positions", self.target),
+                           ("feedforward", self.feedforward)):
+            if value is None or len(value) != n:
+                raise ConfigurationError(
+                    f"parameter {key!r} needs {n} values (one per joint {self.joints}), got {value!r}")
+        self.max_effort = float(self.get_parameter("max_effort").value)
+        self.command_type = self.get_parameter("command_type").value
+        if self.command_type not in ("joint_state", "array"):
+            raise ConfigurationError(f"parameter 'command_type' must be joint_state or array, "
+                                     f"got {self.command_type!r}")
+        reliability = self.get_parameter("state_reliability").value
+        if reliability not in ("reliable", "best_effort"):
+            raise ConfigurationError(f"parameter 'state_reliability' must be reliable or "
+                                     f"best_effort, got {reliability!r}")
+        self._index = None
+        self._names_seen = None
+        if self.command_type == "array":
+            self._pub = self.create_publisher(
+                Float64MultiArray, self.get_parameter("topics.command").value, COMMAND_QOS)
+            self._msg = Float64MultiArray()
+            self._msg.layout.dim = [MultiArrayDimension(label=",".join(self.joints), size=n, stride=n)]
+        else:
+            self._pub = self.create_publisher(
+                JointState, self.get_parameter("topics.joint_command").value, COMMAND_QOS)
+            self._msg = JointState()
+            self._msg.name = self.joints
+        qos = state_qos(reliability)
+        self.create_subscription(JointState, self.get_parameter("topics.joint_states").value,
+                                 self._on_state, qos if isinstance(qos, QoSProfile) else qos)
+        self.commands_sent = 0
+
+    def _on_state(self, msg):
+        if self._names_seen != msg.name:
+            try:
+                self._index = [list(msg.name).index(j) for j in self.joints]
+            except ValueError:
+                self.get_logger().error(
+                    f"joint state names {list(msg.name)} do not contain {self.joints}",
+                    throttle_duration_sec=5.0)
+                return
+            self._names_seen = list(msg.name)
+        pos, vel = msg.position, msg.velocity
+        efforts = []
+        for k, i in enumerate(self._index):
+            v = vel[i] if len(vel) > i else 0.0
+            u = self.feedforward[k] + self.kp[k] * (self.target[k] - pos[i]) - self.kd[k] * v
+            if self.max_effort > 0.0:
+                u = min(max(u, -self.max_effort), self.max_effort)
+            efforts.append(u)
+        if self.command_type == "array":
+            self._msg.data = efforts
+        else:
+            self._msg.header.stamp = msg.header.stamp
+            self._msg.effort = efforts
+        self._pub.publish(self._msg)
+        self.commands_sent += 1
+
+
+def main(args=None):
+    rclpy.init(args=sys.argv if args is None else args)
+    try:
+        node = PDController()
+    except (ConfigurationError, ValueError) as exc:
+        rclpy.logging.get_logger("pd_controller").fatal(f"cannot configure the controller: {exc}")
+        rclpy.try_shutdown()
+        return 2
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""Helpers for the ROS tests and benchmarks: isolated DDS domains on loopback,
+nodes in subprocesses (as users run them), recording, bounded waits."""
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zlib
+
+import rclpy
+import yaml
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAUNCH = os.path.join(REPO, "launch")
+
+_counter = itertools.count()
+
+RECORD_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5000,
+                        reliability=ReliabilityPolicy.RELIABLE)
+
+
+def unique_domain_id(label=""):
+    """A ROS_DOMAIN_ID in 1..100, different for each call in this process and
+    spread over processes (pid) so parallel sessions rarely meet."""
+    base = zlib.crc32(f"{os.getpid()}:{label}".encode()) % 100
+    return 1 + (base + 37 * next(_counter)) % 100
+
+
+def ros_environment(domain_id):
+    env = dict(os.environ)
+    env["ROS_DOMAIN_ID"] = str(domain_id)
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env.pop("ROS_LOCALHOST_ONLY", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["RCUTILS_LOGGING_BUFFERED_STREAM"] = "0"
+    return env
+
+
+class NodeProcess:
+    """``python -m <module> --ros-args --params-file <yaml> -p k:=v ...`` in a subprocess."""
+
+    def __init__(self, module, env, params_file=None, overrides=(), log_dir=None):
+        args = [sys.executable, "-m", module, "--ros-args"]
+        if params_file:
+            args += ["--params-file", params_file]
+        for key, value in dict(overrides).items():
+            args += ["-p", f"{key}:={_param_text(value)}"]
+        self.args = args
+        fd, self.log_path = tempfile.mkstemp(prefix=module.replace(".", "_") + "_", suffix=".log",
+                                             dir=log_dir)
+        self._log = os.fdopen(fd, "w")
+        self.proc = subprocess.Popen(args, env=env, cwd=REPO, stdout=self._log,
+                                     stderr=subprocess.STDOUT)
+
+    def log(self):
+        self._log.flush()
+        with open(self.log_path) as fh:
+            return fh.read()
+
+    def wait(self, timeout):
+        return self.proc.wait(timeout)
+
+    def stop(self, timeout=5.0):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout)
+        self._log.close()
+        return self.proc.returncode
+
+
+def _param_text(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_param_text(v) for v in value) + "]"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def load_parameters(path, node_name):
+    """The ``ros__parameters`` of ``node_name`` in a parameter YAML, flattened with dots."""
+    with open(path) as fh:
+        doc = yaml.safe_load(fh)
+    params = doc.get(node_name, doc.get("/**", {})).get("ros__parameters", {})
+    flat = {}
+
+    def walk(prefix, d):
+        for k, v in d.items():
+            if isinstance(v, dict):
+                walk(f"{prefix}{k}.", v)
+            else:
+                flat[f"{prefix}{k}"] = v
+    walk("", params)
+    return flat
+
+
+def simulation_kwargs(flat):
+    """cosim.Simulation keyword arguments equivalent to a plant parameter set."""
+    return {
+        "model": flat.get("model", "pendulum"),
+        "method": flat.get("method", "generalized-alpha"),
+        "params": {k[7:]: v for k, v in flat.items() if k.startswith("params.")},
+        "rtol": flat.get("rtol", 1e-6), "atol": flat.get("atol", 1e-8),
+        "h": flat.get("integrator_step", 0.0) or None,
+        "method_options": {k[15:]: v for k, v in flat.items() if k.startswith("method_options.")},
+        "start_time": flat.get("start_time", 0.0),
+    }
+
+
+class Spinner:
+    """An executor spinning in a background thread (stop() joins it)."""
+
+    def __init__(self, context, nodes, executor_class=None):
+        cls = executor_class or rclpy.executors.MultiThreadedExecutor
+        self.executor = cls(context=context)
+        for n in nodes:
+            self.executor.add_node(n)
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self):
+        try:
+            self.executor.spin()
+        except (rclpy.executors.ExternalShutdownException, KeyboardInterrupt):
+            pass
+
+    def stop(self):
+        self.executor.shutdown(timeout_sec=2.0)
+        self._thread.join(5.0)
+
+
+def wait_for(predicate, timeout, period=0.005, what="condition"):
+    """Poll ``predicate`` until true; bounded in time (and so in count)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(period)
+    raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
+
+
+def call_service(node, srv_type, name, timeout=10.0):
+    """Call a Trigger-like service from ``node`` (spun elsewhere); returns the response."""
+    client = node.create_client(srv_type, name)
+    try:
+        if not client.wait_for_service(timeout_sec=timeout):
+            raise TimeoutError(f"service {name} not available after {timeout} s")
+        future = client.call_async(srv_type.Request())
+        wait_for(future.done, timeout, what=f"service {name}")
+        return future.result()
+    finally:
+        node.destroy_client(client)
