@@ -1,0 +1,104 @@
+"""`cosim` command line: listings, simulate outputs, and bad input (exit code 2)."""
+import csv
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cosim
+from cosim import errors
+from cosim.cli import main
+
+
+def run_cli(*args):
+    proc = subprocess.run([sys.executable, "-m", "cosim", *args], capture_output=True, text=True,
+                          timeout=300)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_models_and_methods_list_what_exists(capsys):
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert "pendulum" in out and "seed 001" in out
+    assert main(["methods"]) == 0
+    out = capsys.readouterr().out
+    assert "generalized-alpha" in out
+
+
+def test_simulate_json_pendulum_conserves_energy_and_constraint(tmp_path, capsys):
+    csv_path, png_path = tmp_path / "p.csv", tmp_path / "p.png"
+    rc = main(["simulate", "pendulum", "--t-end", "1.0", "--rtol", "1e-8", "--atol", "1e-10",
+               "--json", "--out", str(csv_path), "--plot", str(png_path)])
+    assert rc == 0
+    result = json.loads(capsys.readouterr().out)
+    for key in ("model", "method", "t", "q", "v", "outputs", "stats", "wall_time_s"):
+        assert key in result
+    for key in ("steps", "rejected", "newton_iterations", "residual_evaluations",
+                "jacobian_evaluations", "lu_factorizations", "constraint_residuals", "wall_time_s"):
+        assert key in result["stats"]
+    assert result["t"] == pytest.approx(1.0, abs=1e-12)
+    assert set(result["stats"]["constraint_residuals"]) == {"position", "velocity", "acceleration"}
+    x, y = result["q"]
+    assert math.hypot(x, y) == pytest.approx(1.0, abs=1e-9)  # index-3 constraint held
+    assert abs(result["energy_drift"]) < 1e-4  # 1 kg, 1 m, ~7 J of energy scale
+    # the CSV has a time column and every coordinate and output by name
+    with open(csv_path) as fh:
+        header = next(csv.reader(fh))
+    assert header[0] == "time"
+    for name in ("x", "y", "dx", "dy", "angle", "angular_velocity", "rod_force"):
+        assert name in header
+    table = np.loadtxt(csv_path, delimiter=",", skiprows=1)
+    assert table[-1, 0] == pytest.approx(1.0, abs=1e-12)
+    assert png_path.stat().st_size > 10_000 and png_path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_simulate_matches_the_independent_pendulum_solution(capsys):
+    """Polar-coordinate ODE (seed 001 eq. 3.54) with scipy DOP853 as the reference."""
+    from scipy.integrate import solve_ivp
+
+    assert main(["simulate", "pendulum", "--t-end", "2.0", "--rtol", "1e-9", "--atol", "1e-11",
+                 "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    phi0 = math.pi / 4
+    ref = solve_ivp(lambda t, s: [s[1], -9.81 * math.sin(s[0])], (0, 2.0), [phi0, 0.0],
+                    method="DOP853", rtol=1e-13, atol=1e-13)
+    phi = ref.y[0, -1]
+    assert result["outputs"]["angle"] == pytest.approx(phi, abs=1e-5)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["simulate", "no_such_model"], "unknown model 'no_such_model'"),
+    (["simulate", "pendulum", "--param", "bogus=1"], "no parameter 'bogus'"),
+    (["simulate", "pendulum", "--param", "l=nan"], "parameter 'l' must be finite"),
+    (["simulate", "pendulum", "--t-end", "0"], "t_end must be > 0"),
+    (["simulate", "pendulum", "--t-end=-1"], "t_end must be > 0"),
+    (["simulate", "pendulum", "--rtol", "0"], "rtol must be > 0"),
+    (["simulate", "pendulum", "--rtol=-1e-6"], "rtol must be > 0"),
+    (["simulate", "pendulum", "--method", "nope"], "unknown method 'nope'"),
+])
+def test_bad_input_gives_one_line_error_and_exit_code_2(args, needle):
+    rc, out, err = run_cli(*args)
+    assert rc == 2, (out, err)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("cosim: error: ") and needle in lines[0], err
+
+
+def test_api_raises_specific_exception_types():
+    with pytest.raises(errors.UnknownModelError):
+        cosim.load_model("no_such_model")
+    with pytest.raises(errors.UnknownParameterError):
+        cosim.load_model("pendulum", bogus=1.0)
+    with pytest.raises(errors.InvalidInputError):
+        cosim.load_model("pendulum", l=float("nan"))
+    model = cosim.load_model("pendulum")
+    with pytest.raises(errors.InvalidInputError):
+        cosim.make_integrator(model, "generalized-alpha", rtol=0.0)
+    with pytest.raises(errors.UnknownMethodError):
+        cosim.make_integrator(model, "nope")
+    from cosim.commands.simulate import run_simulation
+    with pytest.raises(errors.InvalidInputError, match="t_end"):
+        run_simulation("pendulum", t_end=-1.0)
