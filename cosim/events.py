@@ -12,7 +12,7 @@ A crossing is located on the step's dense output by :func:`locate`: the secant
 (the seed writes it with z⁺, z⁻ for the values on either side), with the
 Illinois modification (halve the retained end's value when the same end is
 kept twice, so convergence is superlinear) and a bisection safeguard (a
-bisection step whenever the bracket did not shrink to half in two
+bisection step whenever the bracket did not shrink to half in three
 iterations), to an absolute time tolerance.  The located time is the right
 end of the final bracket, i.e. the first time known to be past the crossing,
 so the switching function has changed sign there (|z| ≤ ε in the seed's
@@ -61,8 +61,8 @@ def locate(fun, t_a, z_a, t_b, z_b, tol, max_iter=200):
         it += 1
         # secant point (seed 001 §3.7: h_s = h |z_a| / (|z_a| + |z_b|))
         t_c = t_a + (t_b - t_a) * abs(fa) / (abs(fa) + abs(fb))
-        if it % 2 == 1 and it > 1:
-            if t_b - t_a > 0.5 * width_ref:  # bisection safeguard: no halving in 2 iterations
+        if it % 3 == 1 and it > 1:
+            if t_b - t_a > 0.5 * width_ref:  # bisection safeguard: no halving in 3 iterations
                 t_c = 0.5 * (t_a + t_b)
             width_ref = t_b - t_a
         # keep the trial point strictly inside, at least tol/2 from both ends

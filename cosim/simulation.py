@@ -62,7 +62,7 @@ from . import serialization
 from .blocks import Block, StopSimulation, make_block
 from .errors import (ChatteringError, ConvergenceError, CosimError, InvalidInputError, StateError,
                      UnknownParameterError)
-from .events import ChatterMonitor, crossings, event_values, locate
+from .events import ChatterMonitor, crossed, crossings, event_values, locate
 from .integrators import make_integrator
 from .models import load_model
 from .multirate import SampleClock, base_step, exact_time
@@ -521,20 +521,42 @@ class Simulation:
             saved = integ.state()
             integ.step(target)
             z_new = event_values(model, integ.t, integ.y, u)
-            hits = crossings(self._z, z_new, self._event_directions)
-            if not hits:
+            z_old = self._z
+            hits = crossings(z_old, z_new, self._event_directions)
+            starting_at_zero = not hits and bool((z_old == 0.0).any())
+            if not hits and not starting_at_zero:
+                self._z = z_new
+                continue
+            t_a, t_b = integ.t_prev, integ.t
+            tol = max(self.event_tolerance, 4.0 * _EPS * max(1.0, abs(t_b)))
+
+            def z_at(tt, i):
+                return event_values(model, tt, integ.dense_output(tt), u)[i]
+
+            starts = {i: (t_a, z_old[i]) for i in hits}
+            immediate = []
+            # a switching function that starts the step exactly at zero (just after a
+            # jump, e.g. a ball leaving the ground): its sign is the one just after t_a;
+            # if it does not leave zero towards the pre-event side but ends the step on
+            # the post-event side, the event recurs at once (counted for chattering)
+            for i in np.flatnonzero(z_old == 0.0).tolist():
+                if i not in starts and z_new[i] != 0.0:
+                    t_d = t_a + min(tol, 0.5 * (t_b - t_a))
+                    z_d = z_at(t_d, i)
+                    direction = self._event_directions[i]
+                    if crossed(z_d, z_new[i], direction):
+                        starts[i] = (t_d, z_d)
+                    elif direction * z_new[i] > 0.0 and direction * z_d >= 0.0:
+                        immediate.append(i)
+            if not starts and not immediate:
                 self._z = z_new
                 continue
             # locate every crossing on the dense output of this step (seed 001 §3.7)
-            t_a, t_b = integ.t_prev, integ.t
-            tol = max(self.event_tolerance, 4.0 * _EPS * max(1.0, abs(t_b)))
-            located = []
-            for i in hits:
-                def z_i(tt, i=i):
-                    return event_values(model, tt, integ.dense_output(tt), u)[i]
-                t_i, _, iters = locate(z_i, t_a, self._z[i], t_b, z_new[i], tol)
+            located = [(t_a, i, 0) for i in immediate]
+            for i, (t_start, z_start) in sorted(starts.items()):
+                t_i, _, iters = locate(lambda tt, i=i: z_at(tt, i), t_start, z_start, t_b, z_new[i], tol)
                 located.append((t_i, i, iters))
-            t_ev = min(x[0] for x in located)
+            t_ev = float(min(x[0] for x in located))
             firing = sorted((i, it) for t_i, i, it in located if t_i <= t_ev + tol)
             # roll back and land exactly on the event: no step crosses it
             integ.restore(saved)

@@ -447,30 +447,30 @@ class SimulationNode(Node):
         received = time.monotonic()
         data = msg.data
         if len(data) != len(self.command_inputs):
-            self._reject(f"command has {len(data)} values but command_inputs "
+            self._reject(f"command on {self.config['topics']['command']!r} has {len(data)} "
+                         f"values but command_inputs "
                          f"{self.command_inputs} needs {len(self.command_inputs)}")
             return
         self._post(("command", dict(zip(self.command_inputs, data)), None, received,
-                    self.get_parameter_or_topic("command")))
+                    self.config["topics"]["command"]))
 
     def _on_joint_command(self, msg):
         received = time.monotonic()
         if len(msg.effort) != len(msg.name):
-            self._reject(f"joint command has {len(msg.name)} names but {len(msg.effort)} efforts")
+            self._reject(f"joint command on {self.config['topics']['joint_command']!r} has "
+                         f"{len(msg.name)} names but {len(msg.effort)} efforts")
             return
         values = {}
         for joint, effort in zip(msg.name, msg.effort):
             name = self.effort_inputs.get(joint)
             if name is None:
-                self._reject(f"joint command names unknown joint {joint!r} (joints with an "
+                self._reject(f"joint command on {self.config['topics']['joint_command']!r} names "
+                             f"unknown joint {joint!r} (joints with an "
                              f"effort input: {', '.join(self.effort_inputs) or 'none'})")
                 return
             values[name] = effort
         stamp = stamp_ns(msg.header.stamp) or None
-        self._post(("command", values, stamp, received, self.get_parameter_or_topic("joint_command")))
-
-    def get_parameter_or_topic(self, key):
-        return self.config["topics"][key]
+        self._post(("command", values, stamp, received, self.config["topics"]["joint_command"]))
 
     def _reject(self, text):
         self._rejected += 1
@@ -505,8 +505,10 @@ class SimulationNode(Node):
     def _service(self, fn):
         def callback(request, response):
             response.success, response.message = self._call(fn)
-            log = self.get_logger().info if response.success else self.get_logger().error
-            log(response.message)
+            if response.success:  # (rclpy: one severity per logging call site)
+                self.get_logger().info(response.message)
+            else:
+                self.get_logger().error(response.message)
             return response
         return callback
 
@@ -810,7 +812,7 @@ class SimulationNode(Node):
                 if done - deadline > max_lag:
                     self.get_logger().warning(
                         f"real time: {done - deadline:.4f} s behind at t={self.sim.time!r}, "
-                        f"re-anchoring the schedule")
+                        f"re-anchoring the schedule", throttle_duration_sec=1.0)
                     deadline = done
 
     # ------------------------------------------------------------------ diagnostics (executor)

@@ -39,7 +39,8 @@ class QuasiNewton:
         # the previous solve predicts σ/(1−σ)‖Δδ‖ < err_tol (Hairer & Wanner's
         # RADAU5 test); σ is then relaxed towards 1 as σ ← σ^0.8 so that an
         # unmeasured rate is re-measured every few steps.  Off by default
-        # (plain Algorithm 2).
+        # (plain Algorithm 2).  Only for a first update ‖Δδ‖ < 1 (inside the
+        # tolerance scale), so the nonlinear remainder is negligible too.
         self.prior_rate = prior_rate
         self.max_iter = max_iter
         self.tol = tol          # ‖Δδ‖ below this: converged (Alg. 2 step 4)
@@ -131,7 +132,7 @@ class QuasiNewton:
             if dnorm < self.tol:
                 self.sigma = sigma
                 return NewtonResult(delta, True, it, sigma, "converged")
-            if it == 1 and self.prior_rate and 0.0 < sigma < 1.0 \
+            if it == 1 and self.prior_rate and dnorm < 1.0 and 0.0 < sigma < 1.0 \
                     and sigma / (1.0 - sigma) * dnorm < self.err_tol:
                 self.sigma = sigma ** 0.8
                 return NewtonResult(delta, True, it, sigma, "converged")
