@@ -1,0 +1,319 @@
+"""Build an FMI 2.0 Co-Simulation FMU from a cosim model or scenario (pythonfmu).
+
+``build_fmu("pendulum", "Pendulum.fmu", params={"l": 2.0})`` validates the
+whole configuration by constructing the :class:`cosim.Simulation` once (an
+unknown model, method or parameter fails here with a :mod:`cosim.errors`
+exception), derives the FMI variables from it, and packs with pythonfmu's
+``FmuBuilder``:
+
+``resources/``
+    ``cosim/`` (the core, source only), ``fmu/slave.py`` (the slave runtime),
+    ``pythonfmu/`` (added by pythonfmu), ``cosim_fmu.json`` (simulation and
+    variable configuration), ``cosim_fmu_<Identifier>.py`` (the slave module),
+    and the package of a user model / user block function if one is used.
+``binaries/linux64``, ``binaries/win64``
+    pythonfmu's native wrapper that embeds the Python interpreter.
+
+Variable names are the model's input/output/parameter names (block signals
+``block.signal``), kept 1:1 when they are valid FMI structured names and
+otherwise sanitized (the description records the original name).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import cosim
+from cosim.errors import CosimError, InvalidInputError, ScenarioError
+
+from .slave import CONFIG_FILE, CONFIG_FORMAT
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SEGMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+EVENT_COUNTER = "event_count"
+SOLVER_PREFIX = "solver."
+
+
+class FmuBuildError(CosimError):
+    """Packing the FMU failed (pythonfmu reported a problem)."""
+
+
+def fmi_name(name):
+    """``name`` as a valid FMI 2.0 structured variable name (segments separated by '.')."""
+    segments = []
+    for seg in str(name).split("."):
+        clean = re.sub(r"[^A-Za-z0-9_]", "_", seg) or "_"
+        if not _SEGMENT.match(clean):
+            clean = "_" + clean
+        segments.append(clean)
+    return ".".join(segments)
+
+
+def _is_scenario(target):
+    text = str(target)
+    return text.endswith((".yaml", ".yml", ".json")) or (Path(text).is_file() and ":" not in text)
+
+
+def _scenario_spec(path):
+    """Simulation keyword arguments and experiment settings of a scenario file."""
+    try:
+        from cosim import scenario as scenario_module
+    except ImportError as exc:  # stepper's scenario module not available
+        raise ScenarioError(f"scenario support is not available in this cosim: {exc}") from None
+    return scenario_module.fmu_spec(path) if hasattr(scenario_module, "fmu_spec") else \
+        _scenario_spec_generic(scenario_module, path)
+
+
+def _scenario_spec_generic(scenario_module, path):
+    scen = scenario_module.load_scenario(path)
+    spec = scen.simulation_kwargs() if hasattr(scen, "simulation_kwargs") else dict(scen["simulation"])
+    experiment = {}
+    for key in ("t_end", "stop_time", "dt", "step_size"):
+        value = getattr(scen, key, None) if not isinstance(scen, dict) else scen.get(key)
+        if value is not None:
+            experiment[key] = value
+    return spec, experiment, getattr(scen, "name", None) or Path(path).stem
+
+
+def _user_modules(spec):
+    """Top-level importable names of user code referenced by ``module:attr`` specs."""
+    specs = []
+    model = spec.get("model")
+    if isinstance(model, str) and ":" in model:
+        specs.append(model)
+    for block in spec.get("blocks") or ():
+        fn = block.get("function") if isinstance(block, dict) else None
+        if isinstance(fn, str) and ":" in fn:
+            specs.append(fn)
+    tops = []
+    for item in specs:
+        top = item.partition(":")[0].split(".")[0]
+        if top and top not in ("cosim", "fmu") and top not in tops:
+            tops.append(top)
+    return tops
+
+
+def _copy_source(src, dst):
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo",
+                                                             ".*", "*.egg-info"))
+
+
+def _stage_user_module(top, stage):
+    spec = importlib.util.find_spec(top)
+    if spec is None or spec.origin in (None, "built-in", "frozen"):
+        raise InvalidInputError(f"cannot bundle user module {top!r}: it is not importable from source")
+    if spec.submodule_search_locations:
+        pkg_dir = Path(list(spec.submodule_search_locations)[0])
+        _copy_source(pkg_dir, stage / top)
+        return stage / top
+    shutil.copy2(spec.origin, stage / Path(spec.origin).name)
+    return stage / Path(spec.origin).name
+
+
+def _signal_meta(signals):
+    return {s.name: s for s in signals}
+
+
+def describe_variables(sim, numeric_options):
+    """FMI variable lists (JSON-able) for a constructed :class:`cosim.Simulation`."""
+    model = sim.model
+    inputs_meta, outputs_meta = _signal_meta(model.inputs), _signal_meta(model.outputs)
+    used = {}
+
+    def claim(cosim_name, role):
+        name = fmi_name(cosim_name)
+        if name in used:
+            raise InvalidInputError(
+                f"FMI variable name {name!r} for {role} {cosim_name!r} collides with "
+                f"{used[name]!r}; rename one of them")
+        used[name] = f"{role} {cosim_name!r}"
+        return name
+
+    def describe(text, cosim_name, name):
+        text = text or ""
+        if name != cosim_name:
+            text = f"{text} (cosim name {cosim_name!r})".strip()
+        return text
+
+    def unit_of(meta):
+        unit = getattr(meta, "unit", "") or ""
+        return None if unit in ("", "1", "-") else unit
+
+    start_inputs = sim.get_inputs().tolist()
+    inputs = []
+    for i, key in enumerate(sim.input_names):
+        meta = inputs_meta.get(key)
+        name = claim(key, "input")
+        text = meta.description if meta else f"input {key.partition('.')[2]!r} of block {key.partition('.')[0]!r}"
+        inputs.append({"name": name, "key": key, "unit": unit_of(meta), "start": float(start_inputs[i]),
+                       "description": describe(text, key, name)})
+    outputs = []
+    for key in sim.output_names:
+        meta = outputs_meta.get(key)
+        name = claim(key, "output")
+        text = meta.description if meta else f"output {key.partition('.')[2]!r} of block {key.partition('.')[0]!r}"
+        outputs.append({"name": name, "key": key, "unit": unit_of(meta),
+                        "description": describe(text, key, name)})
+    parameters = []
+    for p in model.parameters:
+        name = claim(p.name, "parameter")
+        parameters.append({"name": name, "key": p.name, "unit": unit_of(p),
+                           "start": float(model.params[p.name]), "tunable": bool(p.tunable),
+                           "description": describe(p.description, p.name, name)})
+    solver = [
+        {"name": claim(SOLVER_PREFIX + "method", "solver setting"), "key": "method", "type": "String",
+         "start": sim.method, "description": "integration method (cosim METHOD_REGISTRY name)"},
+        {"name": claim(SOLVER_PREFIX + "rtol", "solver setting"), "key": "rtol", "start": float(sim.rtol),
+         "description": "relative tolerance (adaptive step)"},
+        {"name": claim(SOLVER_PREFIX + "atol", "solver setting"), "key": "atol", "start": float(sim.atol),
+         "description": "absolute tolerance (adaptive step)"},
+        {"name": claim(SOLVER_PREFIX + "step", "solver setting"), "key": "step", "unit": "s",
+         "start": float(sim.h or 0.0), "description": "fixed integration step; 0 = adaptive"},
+    ]
+    for key, value in numeric_options.items():
+        solver.append({"name": claim(SOLVER_PREFIX + key, "method option"), "key": key,
+                       "start": float(value), "option": True,
+                       "description": f"method option {key!r} of {sim.method!r}"})
+    counter = EVENT_COUNTER if EVENT_COUNTER not in used else "cosim_" + EVENT_COUNTER
+    claim(counter, "event counter")
+    return {"inputs": inputs, "outputs": outputs, "parameters": parameters, "solver": solver,
+            "event_counter": counter}
+
+
+def _plain_json(value):
+    """JSON-able copy (tuples -> lists, numpy scalars -> Python)."""
+    if isinstance(value, dict):
+        return {str(k): _plain_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain_json(v) for v in value]
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def build_fmu(target, output=None, *, method="generalized-alpha", rtol=1e-6, atol=1e-8, step=None,
+              params=None, method_options=None, name=None, stop_time=None, step_size=None,
+              blocks=None, connections=None):
+    """Build ``output`` (an .fmu path; default ``<Identifier>.fmu``) and return its Path.
+
+    ``target``: a library model name, ``package.module:ClassName`` of a user
+    model, or a scenario file (plant + discrete blocks as one FMU).
+    ``step``: fixed integration step (None: adaptive with ``rtol``/``atol``).
+    ``stop_time``/``step_size``: the DefaultExperiment (defaults: the model's
+    usual horizon, 1/500 of it or the scenario's base step).
+    ``blocks``/``connections`` (Python API): discrete blocks for a model FMU,
+    as :class:`cosim.Simulation` takes them (dicts, see :func:`cosim.blocks.make_block`).
+    """
+    from cosim.commands.simulate import DEFAULT_T_END
+    from cosim.simulation import Simulation
+
+    params = dict(params or {})
+    method_options = dict(method_options or {})
+    experiment = {}
+    if _is_scenario(target):
+        if params or method_options:
+            raise InvalidInputError("--param/--option apply to model FMUs; set them in the scenario file")
+        spec, experiment, default_name = _scenario_spec(target)
+        spec = dict(spec)
+        spec.pop("start_time", None)
+        method = spec.pop("method", method)
+        rtol, atol = spec.pop("rtol", rtol), spec.pop("atol", atol)
+        step = spec.pop("h", step)
+        method_options = dict(spec.pop("method_options", None) or {})
+        params = dict(spec.pop("params", None) or {})
+    else:
+        spec = {"model": str(target)}
+        if blocks:
+            spec["blocks"] = [dict(b) for b in blocks]
+        if connections:
+            spec["connections"] = list(connections)
+        default_name = None
+    if step is not None:
+        from cosim.validation import finite_float
+        step = finite_float("--step", step, positive=True)
+
+    # validate everything by building the simulation once (clear cosim errors)
+    sim = Simulation(method=method, params=params, rtol=rtol, atol=atol, h=step,
+                     method_options=method_options, **spec)
+
+    identifier = name or default_name or type(sim.model).__name__
+    identifier = re.sub(r"[^A-Za-z0-9_]", "_", str(identifier)) if not name else str(name)
+    if not _IDENTIFIER.match(identifier):
+        raise InvalidInputError(f"FMU identifier must be a C identifier ([A-Za-z_][A-Za-z0-9_]*), "
+                                f"got {identifier!r}")
+    numeric_options = {k: v for k, v in method_options.items()
+                       if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    other_options = {k: v for k, v in method_options.items() if k not in numeric_options}
+    variables = describe_variables(sim, numeric_options)
+
+    t_end = stop_time if stop_time is not None else experiment.get("stop_time", experiment.get("t_end"))
+    if t_end is None:
+        t_end = DEFAULT_T_END.get(sim.model.name, 1.0)
+    dt = step_size if step_size is not None else experiment.get("step_size", experiment.get("dt"))
+    if dt is None:
+        dt = sim.base_step or float(t_end) / 500.0
+    description = getattr(sim.model, "description", "") or sim.model.name
+    if sim.blocks:
+        description += " + blocks " + ", ".join(b.name for b in sim.blocks)
+    config = {
+        "format": CONFIG_FORMAT, "version": 1, "identifier": identifier,
+        "description": description, "cosim_version": cosim.__version__,
+        "simulation": _plain_json(dict(spec, params=params, method_options=other_options)),
+        "variables": variables,
+        "default_experiment": {"start_time": 0.0, "stop_time": float(t_end), "step_size": float(dt),
+                               "tolerance": float(rtol)},
+    }
+    output = Path(output) if output is not None else Path(f"{identifier}.fmu")
+    if output.suffix != ".fmu":
+        raise InvalidInputError(f"output file must end in .fmu, got {str(output)!r}")
+    output = output.resolve()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    return _pack(identifier, config, _user_modules(spec), output)
+
+
+def _pack(identifier, config, user_modules, output):
+    from pythonfmu.builder import FmuBuilder
+
+    here = Path(__file__).resolve().parent
+    core = Path(cosim.__file__).resolve().parent
+    module = f"cosim_fmu_{identifier}"
+    with tempfile.TemporaryDirectory(prefix="cosim_fmu_") as tmp:
+        tmp = Path(tmp)
+        stage, script_dir = tmp / "stage", tmp / "script"
+        stage.mkdir()
+        script_dir.mkdir()
+        _copy_source(core, stage / "cosim")
+        _copy_source(here, stage / "fmu")  # slave runtime (+ examples; builder unused at run time)
+        (stage / CONFIG_FILE).write_text(json.dumps(config, indent=1))
+        project = [stage / "cosim", stage / "fmu", stage / CONFIG_FILE]
+        project += [_stage_user_module(top, stage) for top in user_modules]
+        script = script_dir / f"{module}.py"
+        script.write_text(
+            f'"""FMI 2.0 co-simulation slave {identifier} (generated by `cosim fmu build`)."""\n'
+            "from fmu.slave import CosimSlave, pin_module_dict\n\n\n"
+            f"class {identifier}(CosimSlave):\n"
+            f'    """{config["description"]}"""\n\n\n'
+            "pin_module_dict(globals())  # pythonfmu 0.7 loader workaround, see fmu/slave.py\n")
+        saved_path = list(sys.path)
+        try:
+            result = FmuBuilder.build_FMU(
+                script, dest=output, project_files=project,
+                canHandleVariableCommunicationStepSize=True, canInterpolateInputs=False,
+                canGetAndSetFMUstate=True, canSerializeFMUstate=True,
+                canBeInstantiatedOnlyOncePerProcess=False)
+        except CosimError:
+            raise
+        except Exception as exc:
+            raise FmuBuildError(f"pythonfmu could not build {output}: {exc}") from exc
+        finally:
+            sys.path[:] = saved_path
+            sys.modules.pop(module, None)
+    return Path(result)

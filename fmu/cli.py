@@ -1,0 +1,53 @@
+"""``cosim fmu build``: the command-line face of :func:`fmu.builder.build_fmu`.
+
+Loaded by ``cosim`` through the ``cosim.commands`` entry point; bad input
+raises :mod:`cosim.errors` exceptions, which the ``cosim`` CLI prints as one
+``cosim: error: ...`` line with exit code 2.
+"""
+
+
+def _cmd_build(args):
+    from cosim.commands.simulate import parse_assignments
+
+    from .builder import build_fmu
+
+    params = parse_assignments(args.param, "--param")
+    options = parse_assignments(args.option, "--option")
+    path = build_fmu(args.target, args.output, method=args.method, rtol=args.rtol, atol=args.atol,
+                     step=args.step, params=params, method_options=options, name=args.name,
+                     stop_time=args.stop_time, step_size=args.comm_step)
+    print(f"wrote {path}")
+    return 0
+
+
+def register(subparsers):
+    p = subparsers.add_parser("fmu", help="FMI 2.0 co-simulation FMUs (build)")
+    sub = p.add_subparsers(dest="fmu_command", metavar="FMU_COMMAND")
+    sub.required = True
+    b = sub.add_parser(
+        "build", help="build an FMI 2.0 Co-Simulation FMU of a model or a scenario",
+        description="Build an FMI 2.0 Co-Simulation FMU (pythonfmu) of a library model, a user "
+                    "model package.module:ClassName, or a scenario file (plant + discrete blocks). "
+                    "The FMU bundles the cosim core; the importer needs Python >= 3.11 with numpy "
+                    "and scipy.")
+    b.add_argument("target", metavar="MODEL|SCENARIO.yaml",
+                   help="library model name (see `cosim models`), package.module:ClassName, or a "
+                        "scenario file")
+    b.add_argument("-o", "--output", metavar="FILE.fmu", default=None,
+                   help="FMU file to write (default: <Identifier>.fmu)")
+    b.add_argument("--method", default="generalized-alpha", help="integration method (see `cosim methods`)")
+    b.add_argument("--rtol", type=float, default=1e-6, help="relative tolerance (adaptive mode)")
+    b.add_argument("--atol", type=float, default=1e-8, help="absolute tolerance (adaptive mode)")
+    b.add_argument("--step", type=float, default=None, metavar="H",
+                   help="fixed integration step [s] (default: adaptive)")
+    b.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="model parameter start value (repeatable)")
+    b.add_argument("--option", action="append", metavar="NAME=VALUE",
+                   help="method option, e.g. rho_inf=0.8 (repeatable; numeric ones become fixed "
+                        "parameters solver.NAME)")
+    b.add_argument("--name", default=None, metavar="IDENTIFIER",
+                   help="FMU model identifier (C identifier; default: the model class name)")
+    b.add_argument("--stop-time", type=float, default=None, help="DefaultExperiment stopTime [s]")
+    b.add_argument("--comm-step", type=float, default=None,
+                   help="DefaultExperiment stepSize [s] (communication step)")
+    b.set_defaults(func=_cmd_build)

@@ -1,0 +1,462 @@
+"""FMI 2.0 co-simulation FMUs built by `cosim fmu build`, checked with real importers.
+
+fmpy validates and simulates them (results equal cosim.Simulation driven the
+same way), rolls back and (de)serializes FMU states across processes, and
+libcosim (libcosimpy) co-simulates a plant FMU with a discrete-PD controller
+FMU.  Every FMU is built once per test session.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cosim
+from cosim.cli import main as cosim_main
+
+fmpy = pytest.importorskip("fmpy")
+pytest.importorskip("pythonfmu")
+from fmpy import extract, read_model_description, simulate_fmu  # noqa: E402
+from fmpy.fmi1 import FMICallException  # noqa: E402
+from fmpy.fmi2 import (FMU2Slave, defaultCallbacks, fmi2CallbackFunctions,  # noqa: E402
+                       fmi2CallbackLoggerTYPE, fmi2Discard)
+from fmpy.simulation import Input  # noqa: E402
+from fmpy.validation import validate_fmu  # noqa: E402
+
+pytestmark = pytest.mark.fmu
+
+REPO = Path(__file__).resolve().parents[1]
+T_PD = 0.01  # controller sample time = libcosim communication step
+PD_BLOCK = {"type": "state_feedback", "name": "pd", "sample_time": T_PD,
+            "K": [[40.0, 8.0]], "reference_gain": [[40.0]],
+            "inputs": ["angle", "angular_velocity", "reference"], "outputs": ["torque"]}
+FMI2_LAST_SUCCESSFUL_TIME = 2  # fmi2StatusKind
+
+
+@pytest.fixture(scope="session")
+def fmu_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("fmus")
+
+
+@pytest.fixture(scope="session")
+def pendulum_fmu(fmu_dir):
+    """Pendulum, adaptive generalized-alpha, built through the CLI."""
+    path = fmu_dir / "Pendulum.fmu"
+    assert cosim_main(["fmu", "build", "pendulum", "-o", str(path)]) == 0
+    return path
+
+
+@pytest.fixture(scope="session")
+def pendulum_fixed_fmu(fmu_dir):
+    """Pendulum with fixed integration step and a changed parameter."""
+    path = fmu_dir / "PendulumFixed.fmu"
+    assert cosim_main(["fmu", "build", "pendulum", "-o", str(path), "--step", "0.001",
+                       "--param", "l=1.5", "--name", "PendulumFixed"]) == 0
+    return path
+
+
+@pytest.fixture(scope="session")
+def ball_fmu(fmu_dir):
+    path = fmu_dir / "BouncingBall.fmu"
+    assert cosim_main(["fmu", "build", "bouncing_ball", "-o", str(path)]) == 0
+    return path
+
+
+@pytest.fixture(scope="session")
+def pd_fmu(fmu_dir):
+    """A discrete PD controller (state-feedback block) as its own FMU."""
+    from fmu.builder import build_fmu
+    return build_fmu("fmu.examples:NoPlant", fmu_dir / "PD.fmu", method="rk4", step=T_PD,
+                     blocks=[PD_BLOCK], name="PD", stop_time=2.0, step_size=T_PD)
+
+
+# -- helpers -------------------------------------------------------------------------------
+class Slave:
+    """An fmpy FMU2Slave with variable lookup and an optional message log."""
+
+    def __init__(self, path, name="instance", unzip=None, params=None, logging=False):
+        self.md = read_model_description(str(path))
+        self.unzip = unzip or extract(str(path))
+        self.vr = {v.name: v.valueReference for v in self.md.modelVariables}
+        self.messages = []
+        self.callbacks = None
+        if logging:
+            cb = fmi2CallbackFunctions()
+            cb.logger = fmi2CallbackLoggerTYPE(self._log)
+            cb.allocateMemory = defaultCallbacks.allocateMemory
+            cb.freeMemory = defaultCallbacks.freeMemory
+            self.callbacks = cb
+        self.fmu = FMU2Slave(guid=self.md.guid, unzipDirectory=self.unzip,
+                             modelIdentifier=self.md.coSimulation.modelIdentifier,
+                             instanceName=name)
+        self.fmu.instantiate(callbacks=self.callbacks, loggingOn=logging)
+        self.initialize(params)
+
+    def _log(self, env, instance, status, category, message):
+        self.messages.append((status, category.decode(), message.decode()))
+
+    def initialize(self, params=None):
+        self.fmu.setupExperiment(startTime=0.0)
+        for key, value in (params or {}).items():
+            self.fmu.setReal([self.vr[key]], [value])
+        self.fmu.enterInitializationMode()
+        self.fmu.exitInitializationMode()
+
+    def get(self, names):
+        return self.fmu.getReal([self.vr[n] for n in names])
+
+    def set(self, values):
+        self.fmu.setReal([self.vr[n] for n in values], list(values.values()))
+
+    def close(self):
+        self.fmu.terminate()
+        self.fmu.freeInstance()
+
+
+PENDULUM_OUT = ["angle", "angular_velocity", "rod_force"]
+
+
+def drive(slave, t, n, h=0.01):
+    """n steps of h with torque = sin(t); returns (t_end, outputs after every step)."""
+    rows = []
+    for _ in range(n):
+        slave.set({"torque": float(np.sin(3.0 * t))})
+        slave.fmu.doStep(t, h)
+        t += h
+        rows.append(slave.get(PENDULUM_OUT))
+    return t, np.array(rows)
+
+
+# -- modelDescription ------------------------------------------------------------------------
+def test_model_description_is_valid_and_complete(pendulum_fmu, pendulum_fixed_fmu, pd_fmu, ball_fmu):
+    for path in (pendulum_fmu, pendulum_fixed_fmu, pd_fmu, ball_fmu):
+        assert validate_fmu(str(path)) == [], path
+    md = read_model_description(str(pendulum_fixed_fmu))
+    cs = md.coSimulation
+    assert md.fmiVersion == "2.0" and cs.modelIdentifier == "PendulumFixed"
+    assert cs.canHandleVariableCommunicationStepSize and cs.canGetAndSetFMUstate
+    assert cs.canSerializeFMUstate and not cs.canInterpolateInputs
+    var = {v.name: v for v in md.modelVariables}
+    for name in ("torque", "fx", "fy"):  # every model input, continuous, with a start value
+        assert var[name].causality == "input" and var[name].variability == "continuous"
+        assert float(var[name].start) == 0.0
+    assert var["torque"].unit == "N.m" and var["torque"].description == "torque about the pivot"
+    for name in PENDULUM_OUT:
+        assert var[name].causality == "output"
+    assert var["l"].causality == "parameter" and var["l"].variability == "fixed"
+    assert float(var["l"].start) == 1.5 and var["l"].unit == "m"
+    assert float(var["solver.step"].start) == 0.001 and var["solver.step"].variability == "fixed"
+    assert var["solver.method"].start == "generalized-alpha" and var["solver.method"].type == "String"
+    assert var["event_count"].type == "Integer" and var["event_count"].causality == "output"
+    de = md.defaultExperiment
+    assert float(de.stopTime) == 5.0 and float(de.tolerance) == 1e-6
+    ball = {v.name: v for v in read_model_description(str(ball_fmu)).modelVariables}
+    assert ball["e"].variability == "tunable" and ball["h0"].variability == "fixed"
+    pd = {v.name: v for v in read_model_description(str(pd_fmu)).modelVariables}
+    assert pd["pd.reference"].causality == "input" and pd["pd.torque"].causality == "output"
+
+
+# -- fmpy simulation vs cosim.Simulation -------------------------------------------------------
+def test_fmpy_simulation_with_input_matches_simulation(pendulum_fmu):
+    t_end, dt = 1.0, 0.01
+    ts = np.linspace(0.0, t_end, 11)
+    signal = np.array([(t, 0.5 * np.sin(3.0 * t)) for t in ts], dtype=[("time", float), ("torque", float)])
+    res = simulate_fmu(str(pendulum_fmu), stop_time=t_end, output_interval=dt, input=signal,
+                       output=PENDULUM_OUT, validate=True)
+
+    # the same run through cosim.Simulation: fmpy's communication grid (t_n = n*dt) and
+    # fmpy's own input interpolation at each communication point (ZOH over the step)
+    sim = cosim.Simulation(model="pendulum", method="generalized-alpha", rtol=1e-6, atol=1e-8)
+    table = np.asarray(np.stack([signal["torque"]]), dtype=float)
+    rows, t, n = [sim.get_outputs()], 0.0, 0
+    while not (t > t_end or np.isclose(t, t_end)):
+        t_next = (n + 1) * dt
+        u, _ = Input.interpolate(time=t, t=signal["time"], table=table, discrete=False, after_event=True)
+        sim.set_inputs({"torque": float(u.flatten()[0])})
+        sim.do_step(t, t_next - t)
+        rows.append(sim.get_outputs())
+        t, n = t_next, n + 1
+    ref = np.array(rows)
+    assert len(res) == len(ref) == 101
+    np.testing.assert_allclose(res["time"][-1], t_end, rtol=0, atol=1e-12)
+    for j, name in enumerate(PENDULUM_OUT):
+        assert np.max(np.abs(res[name] - ref[:, j])) <= 1e-12, name
+    assert abs(res["angle"][-1] - res["angle"][0]) > 0.1  # it moved
+
+
+def test_fmu_matches_cosim_simulate_cli(pendulum_fixed_fmu, tmp_path):
+    """The FMU stepped on the CLI's communication grid equals `cosim simulate --out`."""
+    csv = tmp_path / "run.csv"
+    assert cosim_main(["simulate", "pendulum", "--h", "0.001", "--param", "l=1.5", "--t-end", "0.5",
+                       "--dt", "0.01", "--out", str(csv)]) == 0
+    table = np.genfromtxt(csv, delimiter=",", names=True)
+    slave = Slave(pendulum_fixed_fmu, "cli")
+    t, rows = 0.0, [slave.get(PENDULUM_OUT)]
+    for k in range(50):  # the CLI's grid: h = min(dt, t_end - t), t accumulated
+        h = min(0.01, 0.5 - t) if k < 49 else 0.5 - t
+        slave.fmu.doStep(t, h)
+        t = t + h
+        rows.append(slave.get(PENDULUM_OUT))
+    slave.close()
+    rows = np.array(rows)
+    for j, name in enumerate(PENDULUM_OUT):
+        assert np.max(np.abs(rows[:, j] - table[name])) <= 1e-12, name
+
+
+# -- FMU state: rollback, serialization across processes -------------------------------------------
+def test_rollback_with_get_set_fmu_state(pendulum_fmu):
+    slave = Slave(pendulum_fmu, "rollback")
+    t, _ = drive(slave, 0.0, 10)
+    state = slave.fmu.getFMUstate()
+    t1, first = drive(slave, t, 25)
+    slave.fmu.setFMUstate(state)
+    assert slave.get(["angle"]) != list(first[-1][:1])  # really back
+    t2, second = drive(slave, t, 25)
+    assert t1 == t2 and np.array_equal(first, second)  # bit for bit
+    slave.fmu.setFMUstate(state)  # a state can be restored again
+    _, third = drive(slave, t, 25)
+    assert np.array_equal(first, third)
+    slave.fmu.freeFMUstate(state)
+    slave.close()
+
+
+SUBPROCESS_CONTINUE = textwrap.dedent("""
+    import json, os, sys
+    # hide the development install: the FMU must run on the cosim bundled in its resources
+    sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in repr(f)]
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != {repo!r}]
+    assert "cosim" not in sys.modules
+    import numpy as np
+    from fmpy import extract, read_model_description
+    from fmpy.fmi2 import FMU2Slave
+    path, blob_file, t, n = {path!r}, {blob!r}, {t!r}, {n!r}
+    md = read_model_description(path)
+    unzip = extract(path)
+    vr = {{v.name: v.valueReference for v in md.modelVariables}}
+    fmu = FMU2Slave(guid=md.guid, unzipDirectory=unzip,
+                    modelIdentifier=md.coSimulation.modelIdentifier, instanceName="fresh")
+    fmu.instantiate()
+    fmu.setupExperiment(startTime=0.0)
+    fmu.enterInitializationMode()
+    fmu.exitInitializationMode()
+    state = fmu.deSerializeFMUstate(open(blob_file, "rb").read())
+    fmu.setFMUstate(state)
+    fmu.freeFMUstate(state)
+    rows = []
+    for _ in range(n):
+        fmu.setReal([vr["torque"]], [float(np.sin(3.0 * t))])
+        fmu.doStep(t, 0.01)
+        t += 0.01
+        rows.append(fmu.getReal([vr["angle"], vr["angular_velocity"], vr["rod_force"]]))
+    bundled = os.path.realpath(sys.modules["cosim"].__file__).startswith(os.path.realpath(unzip))
+    print(json.dumps({{"rows": rows, "bundled_cosim": bundled,
+                      "cosim_file": sys.modules["cosim"].__file__}}))
+""")
+
+
+def test_serialized_state_continues_in_a_new_process(pendulum_fmu, tmp_path):
+    slave = Slave(pendulum_fmu, "serialize")
+    t, _ = drive(slave, 0.0, 15)
+    state = slave.fmu.getFMUstate()
+    blob = slave.fmu.serializeFMUstate(state)
+    slave.fmu.freeFMUstate(state)
+    assert bytes(blob[:12]) == b"COSIM-STATE\x00"
+    _, expected = drive(slave, t, 20)
+    # round trip inside this process into the same instance
+    restored = slave.fmu.deSerializeFMUstate(blob)
+    slave.fmu.setFMUstate(restored)
+    _, again = drive(slave, t, 20)
+    assert np.array_equal(again, expected)
+    slave.close()
+
+    blob_file = tmp_path / "state.bin"
+    blob_file.write_bytes(bytes(blob))
+    script = SUBPROCESS_CONTINUE.format(repo=str(REPO), path=str(pendulum_fmu), blob=str(blob_file),
+                                        t=t, n=20)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["bundled_cosim"], result["cosim_file"]
+    assert np.array_equal(np.array(result["rows"]), expected)  # identical continuation
+
+
+# -- status and logging ----------------------------------------------------------------------------
+def test_nan_input_and_invalid_steps_are_discarded_state_unchanged(pendulum_fmu):
+    slave = Slave(pendulum_fmu, "bad-input", logging=True)
+    reference = Slave(pendulum_fmu, "reference")
+    t, _ = drive(slave, 0.0, 5)
+    drive(reference, 0.0, 5)
+    torque = float(np.sin(3.0 * t))
+    slave.set({"torque": torque})  # the valid input the master holds for the next step
+    state = slave.fmu.getFMUstate()
+    before = bytes(slave.fmu.serializeFMUstate(state))
+
+    cases = [({"torque": float("nan")}, t, 0.01, "must be finite"),
+             ({"torque": torque}, t, -0.01, "must be > 0"),
+             ({"torque": torque}, t, 0.0, "must be > 0"),
+             ({"torque": torque}, t + 0.5, 0.01, "but the simulation is at")]
+    for inputs, t_call, h, text in cases:
+        slave.messages.clear()
+        slave.set(inputs)
+        with pytest.raises(FMICallException) as info:
+            slave.fmu.doStep(t_call, h)
+        assert info.value.status == fmi2Discard
+        assert slave.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == t_call  # nothing completed
+        assert any(status == fmi2Discard and text in message for status, _, message in slave.messages), \
+            slave.messages
+    slave.set({"torque": torque})
+    after_state = slave.fmu.getFMUstate()
+    assert bytes(slave.fmu.serializeFMUstate(after_state)) == before  # state as before the calls
+    # and the run continues exactly like one that never saw the bad calls
+    _, got = drive(slave, t, 10)
+    _, want = drive(reference, t, 10)
+    assert np.array_equal(got, want)
+    for s in (state, after_state):
+        slave.fmu.freeFMUstate(s)
+    slave.close()
+    reference.close()
+
+
+def test_reset_and_independent_instances(pendulum_fmu):
+    a = Slave(pendulum_fmu, "a", params={"l": 2.0})
+    b = Slave(pendulum_fmu, "b")
+    initial_b = b.get(PENDULUM_OUT)
+    _, rows_a = drive(a, 0.0, 20)
+    assert b.get(PENDULUM_OUT) == initial_b  # stepping a leaves b alone
+    _, rows_b = drive(b, 0.0, 20)
+    for slave_rows, l in ((rows_a, 2.0), (rows_b, 1.0)):
+        sim = cosim.Simulation(model="pendulum", params={"l": l})
+        t, ref = 0.0, []
+        for _ in range(20):
+            sim.set_inputs({"torque": float(np.sin(3.0 * t))})
+            sim.do_step(t, 0.01)
+            t += 0.01
+            ref.append(sim.get_outputs())
+        assert np.array_equal(slave_rows, np.array(ref))
+    a.fmu.reset()  # fmi2Reset: back to the start values (l = 1 again)
+    a.initialize()
+    assert a.get(PENDULUM_OUT) == initial_b
+    _, again = drive(a, 0.0, 20)
+    assert np.array_equal(again, rows_b)
+    a.close()
+    b.close()
+
+
+def test_events_inside_a_step_are_handled_and_counted(ball_fmu):
+    res = simulate_fmu(str(ball_fmu), stop_time=3.0, output_interval=0.1,
+                       output=["height", "velocity", "event_count"])
+    sim = cosim.Simulation(model="bouncing_ball")
+    heights, counts = [sim.get_outputs()[0]], [0]
+    for n in range(30):
+        t = n * 0.1
+        sim.do_step(t, (n + 1) * 0.1 - t)
+        heights.append(sim.get_outputs()[0])
+        counts.append(sim.stats["events"])
+    assert np.array_equal(res["event_count"], counts)
+    assert np.max(np.abs(res["height"] - heights)) <= 1e-12
+    assert res["event_count"][-1] >= 3 and np.all(res["height"] >= -1e-9)  # bounced, never below
+    jumps = np.diff(res["event_count"])
+    assert jumps.max() >= 1 and res["time"][-1] == pytest.approx(3.0)  # steps completed with events
+
+
+# -- bad input at build time -----------------------------------------------------------------------
+def test_unknown_parameter_fails_the_build(tmp_path, capsys):
+    out = tmp_path / "bad.fmu"
+    assert cosim_main(["fmu", "build", "pendulum", "-o", str(out), "--param", "length=2"]) == 2
+    err = capsys.readouterr().err
+    assert "no parameter 'length'" in err and err.startswith("cosim: error:")
+    assert not out.exists()
+    assert cosim_main(["fmu", "build", "pendulum", "-o", str(out), "--name", "1bad"]) == 2
+    assert "C identifier" in capsys.readouterr().err
+    assert cosim_main(["fmu", "build", "no_such_model", "-o", str(out)]) == 2
+    assert "unknown model" in capsys.readouterr().err
+    proc = subprocess.run([sys.executable, "-m", "cosim", "fmu", "build", "pendulum", "-o", str(out),
+                           "--method", "no-such-method"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "unknown method 'no-such-method'" in proc.stderr
+    assert not out.exists()
+
+
+# -- libcosim co-simulation of two FMUs ------------------------------------------------------------
+LIBCOSIM_RUN = textwrap.dedent("""
+    import json
+    from libcosimpy.CosimEnums import CosimVariableType
+    from libcosimpy.CosimExecution import CosimExecution
+    from libcosimpy.CosimLogging import CosimLogLevel, log_output_level
+    from libcosimpy.CosimObserver import CosimObserver
+    from libcosimpy.CosimSlave import CosimLocalSlave
+    log_output_level(CosimLogLevel.ERROR)
+    plant_path, ctrl_path, step_ns, n = {plant!r}, {ctrl!r}, {step_ns!r}, {n!r}
+    ex = CosimExecution.from_step_size(step_ns)
+    plant = CosimLocalSlave(fmu_path=plant_path, instance_name="plant")
+    ctrl = CosimLocalSlave(fmu_path=ctrl_path, instance_name="controller")
+    ip, ic = ex.add_local_slave(plant), ex.add_local_slave(ctrl)
+    rp = {{v.name.decode(): v.reference for v in ex.slave_variables(ip)}}
+    rc = {{v.name.decode(): v.reference for v in ex.slave_variables(ic)}}
+    ex.connect_real_variables(ip, rp["angle"], ic, rc["pd.angle"])
+    ex.connect_real_variables(ip, rp["angular_velocity"], ic, rc["pd.angular_velocity"])
+    ex.connect_real_variables(ic, rc["pd.torque"], ip, rp["torque"])
+    ex.real_initial_value(ic, rc["pd.reference"], 0.8)
+    obs = CosimObserver.create_time_series()
+    ex.add_observer(obs)
+    obs.start_time_series(ip, rp["angle"], CosimVariableType.REAL)
+    obs.start_time_series(ic, rc["pd.torque"], CosimVariableType.REAL)
+    assert ex.step(n)
+    t_ns, steps, angle = obs.time_series_real_samples(ip, rp["angle"], 0, n + 2)
+    _, _, torque = obs.time_series_real_samples(ic, rc["pd.torque"], 0, n + 2)
+    print(json.dumps({{"t_ns": list(t_ns), "angle": angle, "torque": torque}}))
+""")
+
+
+def test_libcosim_closed_loop_plant_and_pd_controller_fmus(pendulum_fmu, pd_fmu, tmp_path):
+    step_ns, n = 10_000_000, 300  # 10 ms, 3 s
+    script = LIBCOSIM_RUN.format(plant=str(pendulum_fmu), ctrl=str(pd_fmu), step_ns=step_ns, n=n)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads(proc.stdout.strip().splitlines()[-1])
+    angle, torque = np.array(run["angle"]), np.array(run["torque"])
+    k = len(angle)
+    assert k >= n - 1 and run["t_ns"][:3] == [0, step_ns, 2 * step_ns]
+
+    # (1) exactly the same coupling with two cosim.Simulation objects: libcosim's fixed-step
+    # algorithm steps both slaves over [t_k, t_k+1] with the inputs transferred at t_k (Jacobi),
+    # t_k = k*step_ns/1e9 and h_k = t_k+1 - t_k as libcosim converts its integer nanoseconds.
+    plant = cosim.Simulation(model="pendulum")
+    ctrl = cosim.Simulation(model="fmu.examples:NoPlant", method="rk4", h=T_PD, blocks=[PD_BLOCK])
+    ctrl.set_inputs({"pd.reference": 0.8})
+    ref_angle, ref_torque = [plant.get_output_dict()["angle"]], [ctrl.get_output_dict()["pd.torque"]]
+    for j in range(k - 1):
+        po, co = plant.get_output_dict(), ctrl.get_output_dict()
+        ctrl.set_inputs({"pd.angle": po["angle"], "pd.angular_velocity": po["angular_velocity"],
+                         "pd.reference": 0.8})
+        plant.set_inputs({"torque": co["pd.torque"]})
+        t_j = (j * step_ns) / 1e9
+        h_j = ((j + 1) * step_ns) / 1e9 - t_j
+        plant.do_step(t_j, h_j)
+        ctrl.do_step(t_j, h_j)
+        ref_angle.append(plant.get_output_dict()["angle"])
+        ref_torque.append(ctrl.get_output_dict()["pd.torque"])
+    assert np.max(np.abs(angle - ref_angle)) <= 1e-12
+    assert np.max(np.abs(torque - ref_torque)) <= 1e-12
+
+    # (2) the closed loop behaves as the monolithic scenario (plant + the same discrete PD block
+    # inside one Simulation, as `cosim run` executes it).  The only difference is the coupling:
+    # across FMUs the controller output reaches the plant one communication step later.
+    mono = cosim.Simulation(model="pendulum", blocks=[PD_BLOCK],
+                            connections=["angle -> pd.angle", "angular_velocity -> pd.angular_velocity",
+                                         "pd.torque -> torque"])
+    mono.set_inputs({"pd.reference": 0.8})
+    mono_angle = [mono.get_output_dict()["angle"]]
+    for j in range(k - 1):
+        t_j = (j * step_ns) / 1e9
+        mono.do_step(t_j, ((j + 1) * step_ns) / 1e9 - t_j)
+        mono_angle.append(mono.get_output_dict()["angle"])
+    mono_angle = np.array(mono_angle)
+    assert np.max(np.abs(angle - mono_angle)) < 1e-2  # one-step (10 ms) loop delay
+    assert abs(angle[-1] - mono_angle[-1]) < 1e-3
+    assert abs(angle[0] - np.pi / 4) < 1e-15 and abs(angle[-1] - 0.8) < 0.2  # regulated towards 0.8
