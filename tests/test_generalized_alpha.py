@@ -1,0 +1,240 @@
+"""Generalized-α, index 3 (seed 000 §3, Algorithm 3): accuracy against
+independent references, order, invariants, restart and error handling."""
+import math
+
+import numpy as np
+import pytest
+from reference import andrews_reference, index1_solution, pendulum_reference
+
+from cosim.errors import ConvergenceError, InvalidInputError, UnknownParameterError
+from cosim.integrators import make_integrator
+from cosim.integrators.generalized_alpha import GeneralizedAlpha, alpha_parameters
+from cosim.models import load_model
+from cosim.models.pendulum import Pendulum
+
+
+def run(model, t_end, **options):
+    ig = GeneralizedAlpha(model, **options)
+    ig.initialize(0.0)
+    ig.advance(t_end)
+    return ig
+
+
+# -- parameters ------------------------------------------------------------------------
+@pytest.mark.parametrize("rho", [0.0, 0.5, 0.8, 1.0])
+def test_parameters_are_second_order_chung_hulbert(rho):
+    am, af, gamma, beta, eta = alpha_parameters(rho)
+    assert am == pytest.approx((2 * rho - 1) / (rho + 1))
+    assert af == pytest.approx(rho / (rho + 1))
+    assert gamma == pytest.approx(0.5 - am + af)          # second order
+    assert beta == pytest.approx(0.25 * (gamma + 0.5) ** 2)  # eq. 18
+    assert eta == pytest.approx((1 - am) / (1 - af))
+
+
+def test_registered_under_its_method_name():
+    ig = make_integrator(Pendulum(), "generalized-alpha", rho_inf=0.5)
+    assert isinstance(ig, GeneralizedAlpha) and ig.opts["rho_inf"] == 0.5
+
+
+# -- pendulum ---------------------------------------------------------------------------
+def test_pendulum_constraint_residual_stays_at_solver_tolerance():
+    m = Pendulum()
+    ig = GeneralizedAlpha(m, rtol=1e-6, atol=1e-8)
+    ig.initialize(0.0)
+    worst = 0.0
+    for k in range(1, 101):
+        ig.advance(0.02 * k)
+        worst = max(worst, abs(float(m.constraints(ig.q, ig.t)[0])))
+    # Newton stops when the position update is 1e-4 of W = rtol|q| + atol
+    assert worst < 1e-9, worst
+
+
+def test_pendulum_energy_drift_shrinks_as_rtol_tightens():
+    m = Pendulum()
+    e0 = m.energy(0.0, m.initial_y())
+    drifts = []
+    for rtol in (1e-4, 1e-6, 1e-8):
+        ig = GeneralizedAlpha(m, rtol=rtol, atol=rtol)
+        ig.initialize(0.0)
+        drift = 0.0
+        for k in range(1, 31):
+            ig.advance(0.1 * k)
+            drift = max(drift, abs(m.energy(ig.t, ig.y) - e0))
+        drifts.append(drift)
+    print("max energy drift over 3 s for rtol 1e-4, 1e-6, 1e-8:", drifts)
+    assert drifts[1] < drifts[0] / 3 and drifts[2] < drifts[1] / 3, drifts
+    assert drifts[2] < 1e-4
+
+
+def test_pendulum_fixed_step_converges_with_order_two():
+    m = Pendulum()
+    q_ref, v_ref = pendulum_reference(1.0)
+    steps = (0.02, 0.01, 0.005, 0.0025)
+    errors = []
+    for h in steps:
+        ig = run(m, 1.0, h=h, rtol=1e-10, atol=1e-10)
+        assert ig.stats["steps"] == round(1.0 / h) and ig.stats["rejected"] == 0
+        errors.append(float(np.max(np.abs(ig.q - q_ref))))
+    orders = [math.log2(errors[i] / errors[i + 1]) for i in range(len(errors) - 1)]
+    print("fixed-step errors", errors, "observed orders", orders)
+    for p in orders:
+        assert abs(p - 2.0) <= 0.2, orders
+
+
+def test_fixed_step_lands_exactly_and_keeps_h():
+    m = Pendulum()
+    ig = GeneralizedAlpha(m, h=1e-3)
+    ig.initialize(0.0)
+    ig.advance(0.0105)   # 10 steps of 1e-3 and one cut to 5e-4
+    assert ig.t == 0.0105
+    assert ig.stats["steps"] == 11
+    assert ig.h_next == 1e-3
+
+
+def test_pendulum_adaptive_matches_reference_and_dense_output():
+    m = Pendulum()
+    ig = GeneralizedAlpha(m, rtol=1e-8, atol=1e-8)
+    ig.initialize(0.0)
+    ig.advance(0.7)
+    q_ref, v_ref = pendulum_reference(0.7)
+    assert np.max(np.abs(ig.q - q_ref)) < 2e-6
+    assert np.max(np.abs(ig.v - v_ref)) < 2e-5
+    # dense output inside the last step against the reference
+    ig.step(10.0)
+    tm = 0.5 * (ig.t_prev + ig.t)
+    y = ig.dense_output(tm)
+    q_m, v_m = pendulum_reference(tm)
+    assert np.max(np.abs(y[:2] - q_m)) < 1e-5
+    assert np.max(np.abs(y[2:] - v_m)) < 1e-4
+    assert np.array_equal(ig.dense_output(ig.t), ig.y)
+
+
+def test_landing_on_targets_does_not_shrink_the_step():
+    m = Pendulum()
+    direct = run(m, 2.0, rtol=1e-6)
+    chunked = GeneralizedAlpha(m, rtol=1e-6)
+    chunked.initialize(0.0)
+    for k in range(1, 41):
+        chunked.advance(0.05 * k)
+    # every one of the 40 targets can cost at most one extra (landing) step
+    assert chunked.stats["steps"] <= direct.stats["steps"] + 40, (
+        chunked.stats["steps"], direct.stats["steps"])
+
+
+def test_restart_gives_consistent_accelerations_for_new_inputs():
+    m = Pendulum()
+    ig = GeneralizedAlpha(m, rtol=1e-6)
+    ig.initialize(0.0)
+    ig.advance(0.3)
+    ig.set_inputs([0.5, 1.0, 0.0])   # torque, fx, fy: a discontinuity
+    q, v, u = ig.q, ig.v, ig.u
+    Cq = m.constraint_jacobian(q, ig.t)
+    assert np.allclose(Cq @ ig.qdd, m.gamma(q, v, ig.t), atol=1e-10)
+    assert np.allclose(m.mass(q, ig.t) @ ig.qdd + Cq.T @ ig.lam, m.forces(q, v, ig.t, u), atol=1e-10)
+    assert np.array_equal(ig.a, ig.qdd)
+    ig.advance(0.6)
+    assert abs(m.constraints(ig.q, ig.t)[0]) < 1e-9
+
+
+# -- Andrews' squeezer -----------------------------------------------------------------------
+def test_andrews_positions_at_0_03_and_error_falls_with_rtol():
+    """Global error against the independent index-1 DOP853 solution, sampled
+    every millisecond (the integrator lands on each sample) up to t = 0.03."""
+    m = load_model("andrews")
+    sol = index1_solution(m, 0.03).sol
+    errors, end_errors = {}, {}
+    for rtol in (1e-4, 1e-6, 1e-8):
+        ig = GeneralizedAlpha(m, rtol=rtol, atol=rtol)
+        ig.initialize(0.0)
+        worst = 0.0
+        for k in range(1, 31):
+            ig.advance(0.001 * k)
+            q_ref = sol(ig.t)[:7]
+            worst = max(worst, float(np.max(np.abs(ig.q - q_ref) / np.maximum(1.0, np.abs(q_ref)))))
+            assert np.max(np.abs(m.constraints(ig.q, ig.t))) < 1e-9
+        errors[rtol] = worst
+        q_ref, _ = andrews_reference(0.03)
+        end_errors[rtol] = float(np.max(np.abs(ig.q - q_ref) / np.maximum(1.0, np.abs(q_ref))))
+    print("Andrews max error over t in (0, 0.03]:", errors, "at t = 0.03:", end_errors)
+    # stated tolerance (2nd-order method, local error control, ~1e3 steps):
+    # the global error stays below 500·rtol for rtol 1e-6 and 3000·rtol for 1e-8
+    assert errors[1e-6] < 5e-4 and end_errors[1e-6] < 5e-4
+    assert errors[1e-8] < 3e-5 and end_errors[1e-8] < 3e-5
+    assert errors[1e-4] > 5 * errors[1e-6] > 25 * errors[1e-8]
+
+
+def test_andrews_restore_and_continue_is_bit_identical():
+    m = load_model("andrews")
+    a = GeneralizedAlpha(m, rtol=1e-5, atol=1e-5)
+    a.initialize(0.0)
+    a.advance(0.011)
+    snap = a.state()
+    a.advance(0.02)
+    b = GeneralizedAlpha(load_model("andrews"), rtol=1e-5, atol=1e-5)
+    b.initialize(0.0)
+    b.restore(snap)
+    b.advance(0.02)
+    assert np.array_equal(a.y, b.y) and np.array_equal(a.lam, b.lam)
+    assert a.stats == b.stats and a.h_next == b.h_next
+    # and restoring into the same object again repeats it once more
+    a.restore(snap)
+    a.advance(0.02)
+    assert np.array_equal(a.y, b.y)
+
+
+@pytest.mark.parametrize("options", [{"rtol": 1e-6}, {"h": 2e-3}])
+def test_pendulum_restore_and_continue_is_bit_identical(options):
+    a = GeneralizedAlpha(Pendulum(), **options)
+    a.initialize(0.0)
+    a.advance(0.537)
+    snap = a.state()
+    a.advance(1.5)
+    b = GeneralizedAlpha(Pendulum(), **options)
+    b.initialize(0.0)
+    b.restore(snap)
+    b.advance(1.5)
+    assert np.array_equal(a.y, b.y) and np.array_equal(a.qdd, b.qdd)
+    assert a.stats == b.stats
+
+
+# -- errors ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [1.5, -0.1, float("nan"), float("inf"), "abc"])
+def test_bad_rho_inf_is_rejected_naming_the_value(bad):
+    with pytest.raises(InvalidInputError, match="rho_inf") as exc:
+        GeneralizedAlpha(Pendulum(), rho_inf=bad)
+    assert str(bad) in str(exc.value) or repr(bad) in str(exc.value)
+
+
+def test_unknown_option_is_rejected():
+    with pytest.raises(UnknownParameterError, match="rho"):
+        GeneralizedAlpha(Pendulum(), rho=0.5)
+
+
+class _BrokenPendulum(Pendulum):
+    """Forces turn NaN after t = 0.2: every step beyond must fail."""
+
+    def forces(self, q, v, t, u):
+        if t > 0.2:
+            return np.full(2, np.nan)
+        return super().forces(q, v, t, u)
+
+
+def test_failed_step_raises_with_t_h_cause_and_leaves_state_unchanged():
+    ig = GeneralizedAlpha(_BrokenPendulum(), rtol=1e-6)
+    ig.initialize(0.0)
+    ig.advance(0.2)
+    before = ig.state()
+    with pytest.raises(ConvergenceError) as exc:
+        ig.advance(0.5)
+    err = exc.value
+    assert err.t == pytest.approx(0.2) and err.h > 0 and "not finite" in err.cause
+    assert "t=" in str(err) and "h=" in str(err)
+    after = ig.state()
+    assert after["t"] == before["t"] and np.array_equal(after["y"], before["y"])
+    assert after["stats"] == before["stats"]
+    assert after["method_state"]["h_next"] == before["method_state"]["h_next"]
+    # a direct step() failure also leaves t, y and the step proposal alone
+    h_next = ig.h_next
+    with pytest.raises(ConvergenceError):
+        ig.step(0.5)
+    assert ig.t == before["t"] and np.array_equal(ig.y, before["y"]) and ig.h_next == h_next
