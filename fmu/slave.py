@@ -39,12 +39,16 @@ import weakref
 from xml.etree.ElementTree import Element, SubElement
 
 import numpy as np
+from cosim import serialization
+from cosim.errors import CosimError, InvalidInputError, StateError
+from cosim.validation import finite_float
 from pythonfmu import Fmi2Slave, Integer, Real, String
 from pythonfmu.default_experiment import DefaultExperiment
 from pythonfmu.enums import Fmi2Causality, Fmi2Initial, Fmi2Status, Fmi2Variability
 
 CONFIG_FILE = "cosim_fmu.json"
 _TIME_MATCH = 1e-12  # relative time match of fmi2DoStep's t, as in Simulation.do_step
+_INF = float("inf")
 CONFIG_FORMAT = "cosim-fmu-config"
 STATE_KIND = "cosim.fmu"
 
@@ -90,12 +94,10 @@ class _FmuState:
 
     def to_bytes(self):
         if self.blob is None:
-            from cosim import serialization
             sim_blob = self.sim_blob
             if sim_blob is None and self.sim_state is not None:
                 owner = self.owner() if self.owner is not None else None
                 if owner is None:
-                    from cosim.errors import StateError
                     raise StateError("cannot serialize an FMU state whose instance was freed")
                 sim_blob = owner._serialize_snapshot(self.sim_state)
             data = {
@@ -112,8 +114,6 @@ class _FmuState:
 
     @classmethod
     def from_bytes(cls, blob):
-        from cosim import serialization
-        from cosim.errors import StateError
         meta, data = serialization.loads(bytes(blob))
         if not isinstance(meta, dict) or meta.get("kind") != STATE_KIND:
             raise StateError("serialized FMU state was not written by a cosim FMU")
@@ -300,8 +300,6 @@ class CosimSlave(Fmi2Slave):
             self._sim = self._outputs = None
 
     def exit_initialization_mode(self):
-        from cosim.errors import CosimError
-
         sim = self._ensure_simulation()  # a bad fixed parameter raises here (fmi2Fatal)
         self._initialized = True
         if self._inputs_pending:
@@ -314,9 +312,6 @@ class CosimSlave(Fmi2Slave):
             self._refresh_outputs()
 
     def do_step(self, current_time, step_size):
-        from cosim.errors import CosimError, InvalidInputError
-        from cosim.validation import finite_float
-
         sim = self._sim
         if sim is None or not self._initialized:  # no initialization call: do it now
             self.exit_initialization_mode()
@@ -327,10 +322,12 @@ class CosimSlave(Fmi2Slave):
             # the step arguments are checked before the inputs are handed over, so that a
             # rejected call leaves everything (inputs included) as it was; same rules and
             # messages as Simulation.do_step
-            finite_float("communication step h", step_size, positive=True)
-            t = finite_float("communication time t", current_time)
-            if abs(t - sim.time) > _TIME_MATCH * max(1.0, abs(sim.time)):
-                raise InvalidInputError(f"do_step at t={t!r} but the simulation is at t={sim.time!r}")
+            now = sim.time
+            if not (0.0 < step_size < _INF
+                    and abs(current_time - now) <= _TIME_MATCH * max(1.0, abs(now))):
+                finite_float("communication step h", step_size, positive=True)
+                t = finite_float("communication time t", current_time)
+                raise InvalidInputError(f"do_step at t={t!r} but the simulation is at t={now!r}")
             if self._inputs_pending:
                 sim.set_inputs(self._inputs)  # validated: NaN/inf -> InvalidInputError, unchanged
                 self._inputs_pending = False
@@ -374,8 +371,6 @@ class CosimSlave(Fmi2Slave):
         return state
 
     def _set_fmu_state(self, state):
-        from cosim.errors import StateError
-
         if not isinstance(state, _FmuState):
             raise StateError(f"not an FMU state of a cosim FMU: {type(state).__name__}")
         if state.identifier != self.modelName:
