@@ -97,7 +97,7 @@ class Slave:
         self.initialize(params)
 
     def _log(self, env, instance, status, category, message):
-        self.messages.append((status, category.decode(), message.decode()))
+        self.messages.append((status, (category or b"").decode(), (message or b"").decode()))
 
     def initialize(self, params=None):
         self.fmu.setupExperiment(startTime=0.0)
@@ -460,3 +460,60 @@ def test_libcosim_closed_loop_plant_and_pd_controller_fmus(pendulum_fmu, pd_fmu,
     assert np.max(np.abs(angle - mono_angle)) < 1e-2  # one-step (10 ms) loop delay
     assert abs(angle[-1] - mono_angle[-1]) < 1e-3
     assert abs(angle[0] - np.pi / 4) < 1e-15 and abs(angle[-1] - 0.8) < 0.2  # regulated towards 0.8
+
+
+# -- parameters and solver settings through FMI --------------------------------------------------
+def test_tunable_parameter_and_solver_setting_through_fmi(ball_fmu, pendulum_fmu):
+    ball = Slave(ball_fmu, "ball")
+    sim = cosim.Simulation(model="bouncing_ball")
+    got, want = [], []
+    for n in range(20):
+        if n == 8:  # tunable: applied at the next communication point
+            ball.set({"e": 0.5})
+            sim.set_parameter("e", 0.5)
+        t = n * 0.1
+        ball.fmu.doStep(t, (n + 1) * 0.1 - t)
+        sim.do_step(t, (n + 1) * 0.1 - t)
+        got.append(ball.get(["height", "velocity"]))
+        want.append(sim.get_outputs()[:2])
+    assert ball.get(["e"]) == [0.5]
+    assert np.array_equal(np.array(got), np.array(want))
+    ball.close()
+
+    # fixed parameters and the method may change before initialization (String parameter)
+    slave = Slave(pendulum_fmu, "bdf-run", params={"m": 2.0}, logging=False)
+    slave.fmu.reset()
+    slave.fmu.setupExperiment(startTime=0.0)
+    slave.fmu.setString([slave.vr["solver.method"]], ["bdf"])
+    slave.fmu.setReal([slave.vr["m"], slave.vr["solver.rtol"]], [2.0, 1e-7])
+    slave.fmu.enterInitializationMode()
+    slave.fmu.exitInitializationMode()
+    _, rows = drive(slave, 0.0, 20)
+    sim = cosim.Simulation(model="pendulum", method="bdf", params={"m": 2.0}, rtol=1e-7)
+    t, ref = 0.0, []
+    for _ in range(20):
+        sim.set_inputs({"torque": float(np.sin(3.0 * t))})
+        sim.do_step(t, 0.01)
+        t += 0.01
+        ref.append(sim.get_outputs())
+    assert np.array_equal(rows, np.array(ref))
+    slave.close()
+
+
+def test_corrupt_serialized_state_is_refused_and_instance_continues(pendulum_fmu):
+    slave = Slave(pendulum_fmu, "corrupt", logging=True)
+    reference = Slave(pendulum_fmu, "corrupt-reference")
+    t, _ = drive(slave, 0.0, 3)
+    drive(reference, 0.0, 3)
+    state = slave.fmu.getFMUstate()
+    blob = bytearray(slave.fmu.serializeFMUstate(state))
+    slave.fmu.freeFMUstate(state)
+    blob[len(blob) // 2] ^= 0xFF
+    with pytest.raises(FMICallException):  # pythonfmu reports a Python exception as fmi2Fatal
+        slave.fmu.deSerializeFMUstate(bytes(blob))
+    assert any("checksum mismatch" in message for _, _, message in slave.messages)
+    _, got = drive(slave, t, 5)  # nothing was changed
+    _, want = drive(reference, t, 5)
+    assert np.array_equal(got, want)
+    slave.close()
+    reference.close()
