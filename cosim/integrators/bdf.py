@@ -1,0 +1,621 @@
+"""Variable-step, variable-order BDF integrators for multibody DAEs
+(seed 000 §4, Appendix Algorithm 4).
+
+Variable-step (divided-difference) formulation, eqs. 57-69.  With
+τ_j^n = t_n − t_{n−j} and the modified divided differences
+∇^j x_n = (∏_{i≤j} τ_i^n)[x_n, …, x_{n−j}], a step of order k and size h is
+
+    τ_1^{n+1} = h,  τ_{j+1}^{n+1} = h + τ_j^n                    (eq. 66)
+    ω_j = ∏_{i≤j} τ_i^{n+1}/τ_i^n,   c_j = Σ_{i≤j} h/τ_i^{n+1}    (eqs. 58, 64)
+    x^{(0)} = x_n + Σ_{j≤k} ω_j ∇^j x_n,  h ẋ^{(0)} = Σ_{j≤k} c_j ω_j ∇^j x_n   (eq. 69)
+    x_{n+1} = x^{(0)} + δ,  ẋ_{n+1} = ẋ^{(0)} + δ/ĥ,  ĥ = h/c_k    (eqs. 68, 71)
+
+with δ = ∇^{k+1} x_{n+1} and the local error c_e^k ‖δ‖, c_e^k = h/τ_{k+1}^{n+1}.
+After acceptance the differences are updated by eq. 59,
+∇^j x_{n+1} = ω_j ∇^j x_n + ∇^{j+1} x_{n+1}, and ∇^{k+2} x_{n+1} =
+δ − ω_{k+1}∇^{k+1} x_n gives the order k+1 estimate.  No rescaling is
+needed when h or k changes: the time vector carries the grid.
+
+Three formulations share this machinery (x = (q, v) in all of them):
+
+* :class:`BDFIndex3` ("bdf"): eqs. 73-79, unknowns δ and λ̂ = ĥ²λ; the
+  velocity error ε (eq. 76) is filtered by the projection of eq. 80 with the
+  LU already at hand before it enters the error test and the order choice.
+* :class:`BDFIndex2` ("bdf-i2"): the stabilised GGL form, eqs. 81-84,
+  unknowns (δ, ε, ĥλ, ĥμ).
+* :class:`BDFIndex1` ("bdf-i1"): q, v, a all index-1 variables (the system
+  after eq. 84), unknowns (δ, ε, a, λ, ĥτ, ĥμ).
+
+Order and step selection (§4 "变步长变阶", Algorithm 4 f-j): candidates
+k−1, k, k+1 with the safety factors of eq. 85, the maximum step ratio per
+order of Table 1 (Skelboe), Skelboe's instability test of Table 2 combined
+with the relaxed smoothness condition ‖∇^k‖ ≥ ‖∇^{k+1}‖ ≥ ‖∇^{k+2}‖ for
+raising the order.  Newton: :class:`~cosim.integrators.newton.QuasiNewton`
+(Algorithm 2) with the reuse test on ĥ (§5.1).
+"""
+import math
+
+import numpy as np
+
+from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
+from .base import MultibodyIntegrator
+from .common import (consistent_accelerations, constraint_force_jacobian, error_weights,
+                     fd_jacobian, force_jacobians, lu_factor, lu_solve, mass_term_jacobian)
+from .newton import QuasiNewton
+
+MAX_ORDER = 5
+SAFETY_DOWN, SAFETY_SAME, SAFETY_UP = 1.3, 1.2, 1.4        # eq. 85
+MAX_RATIO = (math.inf, math.inf, 2.6, 1.9, 1.5, 1.2)        # Table 1, index = order
+SKELBOE = (0.0, 0.0, 0.0, 0.59, 0.65, 0.89)                 # Table 2, index = order
+MIN_REJECT_FACTOR, MAX_REJECT_FACTOR = 0.2, 0.9            # step cut after an error failure
+MAX_GROWTH = 10.0            # overall cap on h_{n+1}/h_n (order 1 has none in Table 1)
+NEWTON_CUT = 0.25            # step cut after a Newton failure (as DASSL)
+MAX_FAILURES = 15            # failed attempts within one step before giving up
+NEWTON_MAX_ITER = 8
+
+
+class _BDF(MultibodyIntegrator):
+    """Machinery common to the three BDF formulations."""
+
+    options = {"max_order": MAX_ORDER}
+    filter_velocity = False   # index 3: projection filter of eq. 80
+
+    def check_options(self):
+        k = self.opts["max_order"]
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer, float)) or \
+                not float(k).is_integer() or not 1 <= int(k) <= MAX_ORDER:
+            raise InvalidInputError(f"max_order must be an integer 1..{MAX_ORDER}, got {k!r}")
+        self.opts["max_order"] = self.max_order = int(k)
+
+    # -- set-up ------------------------------------------------------------------
+    def _initialize(self, t0, y0, **ic_options):
+        if getattr(self.model, "nonholonomic_names", ()):
+            raise InvalidInputError(f"method {self.name!r} does not support nonholonomic "
+                                    f"constraints (model {self.model.name!r})")
+        self._ic(t0, y0, **ic_options)
+        self.newton = QuasiNewton(self.stats, max_iter=NEWTON_MAX_ITER,
+                                  what=f"{self.name} iteration matrix")
+        self._J = None            # matrix of the current LU (kept for restore)
+        self.order_history = []   # (t, k) per accepted step
+        self.newton_failures = 0  # rejected attempts by cause (diagnostics)
+        self.error_test_failures = 0
+        self.order_counts = [0] * (MAX_ORDER + 1)
+        ny = 2 * self.model.n_q
+        self._D = np.zeros((MAX_ORDER + 3, ny))   # row j = ∇^j y_n, j = 1..k+2
+        # the same differences of z = (q'', λ): predictor only, no error control
+        self._Dz = np.zeros((MAX_ORDER + 3, self.model.n_q + self.model.n_c))
+        self._tau = np.zeros(MAX_ORDER + 3)       # τ_j^n in slot j−1
+        self._start(self._initial_step())
+
+    def _initial_step(self):
+        if self.h_fixed is not None:
+            return self.h_fixed
+        if self.first_step is not None:
+            return min(self.first_step, self.max_step)
+        # order-1 error ≈ h²/2 ‖q''‖: take 1/50 of the tolerance in q.
+        w = error_weights(self.q, self.rtol, self.atol)
+        acc = float(np.max(np.abs(self.qdd) / w)) if self.qdd.size else 0.0
+        h = math.sqrt(0.04 / acc) if acc > 0 else 1e-3
+        return min(max(h, 1e-10), 1e-2, self.max_step)
+
+    def _start(self, h):
+        """Order 1 from the current point: D_0 = h ẏ_0, τ = (h, 2h) (Algorithm 4 step 3)."""
+        self._D[:] = 0.0
+        self._D[1] = h * np.concatenate([self.v, self.qdd])
+        self._Dz[:] = 0.0
+        self._tau[:] = 0.0
+        self._tau[0], self._tau[1] = h, 2.0 * h
+        self._k = 1            # order of the next step
+        self.order = 1         # order of the last accepted step
+        self._k_used = 1
+        self._valid = 1        # rows 1.._valid of D hold true differences
+        self._n_steps = 0      # accepted steps since the (re)start
+        self.h_next = h
+        self.h = h
+        self.newton.invalidate()
+
+    def _restart(self):
+        q, v = self.model.split(self.y)
+        self.qdd, self.lam = consistent_accelerations(self.model, self.t, q, v, self.u)
+        self._start(min(self._initial_step(), self.h_next))
+
+    # -- state -------------------------------------------------------------------------
+    def _method_state(self):
+        nt = self.newton
+        return {
+            "D": self._D.copy(), "Dz": self._Dz.copy(), "tau": self._tau.copy(), "k": self._k, "order": self.order,
+            "k_used": self._k_used, "valid": self._valid, "n_steps": self._n_steps,
+            "h_next": float(self.h_next), "h": float(self.h),
+            "order_counts": list(self.order_counts),
+            "newton": {**nt.state(), "need_jac": bool(nt.need_jac), "relax": float(nt.relax)},
+            "J": None if self._J is None or nt.factor is None else self._J.copy(),
+        }
+
+    def _restore_method_state(self, d):
+        self._D = np.array(d["D"], dtype=float)
+        self._Dz = np.array(d["Dz"], dtype=float)
+        self._tau = np.array(d["tau"], dtype=float)
+        self._k, self.order, self._k_used = int(d["k"]), int(d["order"]), int(d["k_used"])
+        self._valid, self._n_steps = int(d["valid"]), int(d["n_steps"])
+        self.h_next, self.h = float(d["h_next"]), float(d["h"])
+        self.order_counts = list(d["order_counts"])
+        self.order_history = [e for e in self.order_history if e[0] <= self.t]
+        nt = self.newton
+        nt.stats = self.stats
+        nt.restore(d["newton"])
+        self._J = None if d["J"] is None else np.array(d["J"], dtype=float)
+        if self._J is not None and nt.factor is None:
+            # refactorise the same matrix: identical LU, identical continuation
+            nt.factor = lu_factor(self._J, nt.what, t=self.t)
+        nt.need_jac = bool(d["newton"]["need_jac"])
+        nt.relax = float(d["newton"]["relax"])
+
+    # -- dense output ---------------------------------------------------------------------
+    def dense_output(self, t):
+        """Interpolating polynomial of the last step's order through y_{n+1}, …, y_{n+1−k}."""
+        if self.t == self.t_prev:
+            return self.y.copy()
+        s = float(t) - self.t
+        out = self.y.copy()
+        fac = 1.0
+        tau = self._tau
+        for j in range(1, self._k_used + 1):
+            fac *= (s + (tau[j - 2] if j > 1 else 0.0)) / tau[j - 1]
+            out += fac * self._D[j]
+        return out
+
+    # -- formulation hooks ---------------------------------------------------------------
+    def _solve(self, t1, h, hhat, y_pred, yd_pred, winv):
+        """Newton solve of the corrector; returns (result, Δy, qdd, lam)."""
+        raise NotImplementedError
+
+    # -- one step ------------------------------------------------------------------------------
+    def _coefficients(self, h, k):
+        """τ^{n+1}, ω_1..ω_{k+1}, c_1..c_k for step h at order k (eqs. 58, 64, 66)."""
+        tau_old = self._tau
+        tau = np.empty(MAX_ORDER + 3)
+        tau[0] = h
+        tau[1:] = h + tau_old[:-1]
+        kk = min(k + 1, self._valid)
+        omega = np.cumprod(tau[:kk] / tau_old[:kk])
+        c = np.cumsum(h / tau[:k])
+        return tau, omega, c
+
+    @property
+    def _z(self):
+        return np.concatenate([self.qdd, self.lam])
+
+    def _step(self, t_limit):
+        nt = self.newton
+        saved = (nt.factor, nt.sigma, nt.h_jac, nt.need_jac, nt.relax, self._J, dict(self.stats))
+        try:
+            self._step_inner(t_limit)
+        except BaseException:
+            (nt.factor, nt.sigma, nt.h_jac, nt.need_jac, nt.relax, self._J, stats) = saved
+            self.stats.clear()
+            self.stats.update(stats)
+            raise
+
+    def _step_inner(self, t_limit):
+        fixed = self.h_fixed is not None
+        k = self._k
+        h_prop = self.h_next
+        D = self._D
+        y_n = self.y
+        n_y = y_n.size
+        w = error_weights(y_n, self.rtol, self.atol)
+        winv = 1.0 / w
+        failures = 0
+        error_failures = 0
+        while True:
+            h, lands = self._clamp_step(float(h_prop), t_limit)
+            h = float(h)
+            h_min = 4.0 * np.finfo(float).eps * max(abs(self.t), abs(t_limit), 1e-300)
+            if not h > h_min:
+                self._fail("step size below the minimum", h, "minimum step reached")
+            tau, omega, c = self._coefficients(h, k)
+            hhat = h / c[k - 1]
+            Dk = D[1:k + 1]
+            y_pred = y_n + omega[:k] @ Dk                 # eq. 69
+            yd_pred = ((c * omega[:k]) @ Dk) / h
+            z_pred = self._z_pred = self._z + omega[:k] @ self._Dz[1:k + 1]
+            if not self.newton.need_jac:
+                self.newton.plan_reuse(hhat, None)        # §5.1 reuse test on ĥ
+                # The iteration matrices here are scaled so that they hardly
+                # depend on ĥ (M − ĥQ_v + ĥ²K, constraint rows C_q): the
+                # relaxation ν = 2ĥ/(ĥ + ĥ_old) of the unscaled eq. 79 would
+                # spoil the exact position update of the constraint rows, and
+                # v = q'^{(0)} + δ/ĥ amplifies that by 1/ĥ.
+                self.newton.relax = 1.0
+            try:
+                res, dy, qdd, lam = self._solve(self.t + h, h, hhat, y_pred, yd_pred, winv)
+            except SingularMatrixError as exc:
+                raise SingularMatrixError(
+                    f"{self.name}: singular iteration matrix at t={self.t!r}, h={h!r}, order {k} "
+                    f"({exc})", t=self.t, h=h, cause="singular iteration matrix") from None
+            except (ValueError, FloatingPointError, ArithmeticError) as exc:
+                raise ConvergenceError(
+                    f"{self.name}: model evaluation failed at t={self.t!r}, h={h!r} ({exc})",
+                    t=self.t, h=h, cause="model evaluation failed") from None
+            if not res.converged:
+                self.stats["rejected"] += 1
+                self.newton_failures += 1
+                failures += 1
+                if failures > MAX_FAILURES:
+                    self._fail("Newton iteration failed", h, res.reason)
+                self.newton.invalidate()
+                h_prop = NEWTON_CUT * h
+                if failures >= 3:
+                    k = 1
+                continue
+            # error estimates of orders k−1, k, k+1 (Algorithm 4 f)
+            ce = h / tau[:MAX_ORDER + 2]                   # c_e^j = h/τ_{j+1}, slot j
+            cols = [dy]                                    # ∇^{k+1} y_{n+1}
+            if k > 1:
+                cols.append(omega[k - 1] * D[k] + dy)     # ∇^k y_{n+1}
+            has_up = self._valid >= k + 1
+            if has_up:
+                cols.append(dy - omega[k] * D[k + 1])     # ∇^{k+2} y_{n+1}
+            errs = self._error_norms(cols, winv)
+            e_k = errs[0]
+            e_dn = errs[1] if k > 1 else math.inf
+            e_up = errs[-1] if has_up else math.inf
+            err = ce[k] * e_k
+            h_k = self._h_order(h, k, ce[k] * e_k, SAFETY_SAME)
+            h_dn = self._h_order(h, k - 1, ce[k - 1] * e_dn, SAFETY_DOWN) if k > 1 else 0.0
+            decr = k >= 3 and e_k > SKELBOE[k] * e_dn    # Table 2 (Skelboe)
+            if fixed or err <= 1.0:
+                break
+            # rejected (Algorithm 4 h i)
+            self.stats["rejected"] += 1
+            self.error_test_failures += 1
+            failures += 1
+            error_failures += 1
+            if failures > MAX_FAILURES:
+                self._fail("local error test failed repeatedly", h, f"error ratio {err:.3g}")
+            if decr:
+                k, h_new = k - 1, h_dn
+            else:
+                h_new = h_k
+            if error_failures >= 2:
+                h_new *= 0.5
+            if error_failures >= 3:
+                k = 1
+            h_prop = min(max(h_new, MIN_REJECT_FACTOR * h), MAX_REJECT_FACTOR * h)
+        self._accept(h, lands, t_limit, h_prop, k, tau, omega, y_pred + dy, dy, qdd, lam,
+                     e_k, e_dn, e_up, h_k, h_dn, decr, ce, fixed, failures > 0)
+
+    def _h_order(self, h, j, err, safety):
+        """Step of order j from its error estimate (eq. 85) capped by Table 1."""
+        if j < 1:
+            return 0.0
+        eps = err ** (1.0 / (j + 1)) if err > 0.0 else 0.0
+        h_j = h / (safety * eps) if eps > 0.0 else math.inf
+        return min(h_j, MAX_RATIO[j] * h, MAX_GROWTH * h)
+
+    def _error_norms(self, cols, winv):
+        return [float(np.max(np.abs(col) * winv)) for col in cols]
+
+    def _accept(self, h, lands, t_limit, h_prop, k, tau, omega, y1, dy, qdd, lam,
+                e_k, e_dn, e_up, h_k, h_dn, decr, ce, fixed, failed):
+        D = self._D
+        valid_old = self._valid
+        # difference update, eq. 59
+        if valid_old >= k + 1:
+            D[k + 2] = dy - omega[k] * D[k + 1]
+            self._valid = k + 2
+        else:
+            D[k + 2] = dy
+            self._valid = k + 1
+        D[k + 1] = dy
+        for j in range(k, 0, -1):
+            D[j] = omega[j - 1] * D[j] + D[j + 1]
+        D[k + 3:] = 0.0
+        Dz = self._Dz
+        z1 = np.concatenate([qdd, lam])
+        dz = z1 - self._z_pred
+        Dz[k + 2] = dz - omega[k] * Dz[k + 1] if valid_old >= k + 1 else dz
+        Dz[k + 1] = dz
+        for j in range(k, 0, -1):
+            Dz[j] = omega[j - 1] * Dz[j] + Dz[j + 1]
+        Dz[k + 3:] = 0.0
+        self._tau = tau
+        self.t_prev, self.y_prev = self.t, self.y
+        self.t = float(t_limit) if lands else float(self.t_prev + h)
+        self.y = y1
+        self.qdd, self.lam = qdd, lam
+        self.h = h
+        self._k_used = self.order = k
+        self._n_steps += 1
+        self.stats["steps"] += 1
+        self.order_counts[k] += 1
+        self.order_history.append((self.t, k))
+        # order and step for the next step (Algorithm 4 i-j)
+        kmax = self.max_order
+        if self._n_steps == 1:
+            k_new, h_new = k, h      # first step: keep order and step
+        else:
+            k_new, h_new = k, h_k
+            if k > 1 and h_dn >= h_new:
+                k_new, h_new = k - 1, h_dn
+            incr = (e_k <= e_dn) and (e_up <= e_k) and math.isfinite(e_up)   # relaxed smoothness
+            if incr and k < kmax and self._valid >= k + 2:
+                h_up = self._h_order(h, k + 1, ce[k + 1] * e_up, SAFETY_UP)
+                if h_up > h_new:
+                    k_new, h_new = k + 1, h_up
+            if decr:
+                k_new, h_new = k - 1, h_dn
+        k_new = min(k_new, kmax)
+        if failed:
+            # after a rejected attempt in this step do not grow again at once
+            # (as DASSL): avoids the reject/grow see-saw
+            h_new = min(h_new, h)
+        if fixed:
+            self.h_next = self.h_fixed
+        elif lands and h < h_prop:
+            # a landing step cut short by the target: keep the controller's proposal
+            self.h_next = min(max(h_new, h_prop), MAX_RATIO[k_new] * h_prop)
+        else:
+            self.h_next = h_new
+        self._k = k_new
+
+
+class BDFIndex3(_BDF):
+    """Index-3 BDF with the projection filter for the velocity error (eqs. 73-80)."""
+
+    name = "bdf"
+    description = "BDF variable step/order 1-5, index 3 with projection filter (seed 000 Alg. 4)"
+    filter_velocity = True
+
+    def _solve(self, t1, h, hhat, y_pred, yd_pred, winv):
+        model, u = self.model, self.u
+        n, m = model.n_q, model.n_c
+        qp, vp = y_pred[:n], y_pred[n:]
+        qdp, vdp = yd_pred[:n], yd_pred[n:]
+        h2 = hhat * hhat
+        a0 = vdp + (qdp - vp) / hhat          # eq. 77 without δ
+        lam_hat0 = h2 * self._z_pred[n:]
+        winv_q = winv[:n]
+        nt = self.newton
+
+        def residual(x):                     # eq. 78 scaled by ĥ²
+            d = x[:n]
+            q = qp + d
+            v = qdp + d / hhat                # eqs. 75-76: v = q'^{(0)} + δ/ĥ
+            a = a0 + d / h2
+            r = np.empty(n + m)
+            r1 = h2 * (model.mass(q, t1) @ a - model.forces(q, v, t1, u))
+            if m:
+                r1 += model.constraint_jacobian(q, t1).T @ (lam_hat0 + x[n:])
+                r[n:] = model.constraints(q, t1)
+            r[:n] = r1
+            return r
+
+        def jacobian(x):                     # eq. 79 times ĥ²
+            d = x[:n]
+            q = qp + d
+            v = qdp + d / hhat
+            a = a0 + d / h2
+            Qq, Qv = force_jacobians(model, q, v, t1, u)
+            K = -Qq
+            if m:
+                K = K + constraint_force_jacobian(model, q, (lam_hat0 + x[n:]) / h2, t1)
+            Mq = mass_term_jacobian(model, q, a, t1)
+            if Mq is not None:
+                K = K + Mq
+            J = np.zeros((n + m, n + m))
+            J[:n, :n] = model.mass(q, t1) - hhat * Qv + h2 * K
+            if m:
+                Cq = model.constraint_jacobian(q, t1)
+                J[:n, n:] = Cq.T
+                J[n:, :n] = Cq
+            self._J = J
+            return J
+
+        winv_v = winv[n:] / hhat
+
+        def norm(dx):                        # RMS of the q and v updates (as DASSL)
+            d = dx[:n]
+            return math.sqrt(0.5 * (float(np.mean((d * winv_q) ** 2)) +
+                                    float(np.mean((d * winv_v) ** 2)))) if n else 0.0
+
+        res = nt.solve(residual, jacobian, n + m, norm, h=hhat, t=self.t)
+        d = res.delta[:n]
+        eps = qdp - vp + d / hhat              # eq. 76
+        dy = np.concatenate([d, eps])
+        qdd = a0 + d / h2
+        lam = (lam_hat0 + res.delta[n:]) / h2
+        return res, dy, qdd, lam
+
+    def _error_norms(self, cols, winv):
+        """Projection filter, eq. 80: ε̂ solves J [ε̂; μ] = [M̂ ε; 0] with the LU at hand."""
+        n, m = self.model.n_q, self.model.n_c
+        if m == 0 or self.newton.factor is None:
+            return super()._error_norms(cols, winv)
+        Mhat = self._J[:n, :n]
+        wq, wv = winv[:n], winv[n:]
+        rhs = np.zeros(n + m)
+        out = []
+        for col in cols:
+            # one vector solve per column: a multi-column getrs is far slower
+            # for these tiny systems when BLAS threads compete for cores
+            rhs[:n] = Mhat @ col[n:]
+            p = lu_solve(self.newton.factor, rhs)[:n]
+            out.append(max(float(np.max(np.abs(col[:n]) * wq)), float(np.max(np.abs(p) * wv))))
+        return out
+
+
+def _cq_v_jacobian(model, q, v, t):
+    """∂(C_q v + C_t)/∂q by forward differences (the (C_q v)_q + C_tq block)."""
+    return fd_jacobian(lambda qq: model.constraint_jacobian(qq, t) @ v + model.constraint_dt(qq, t), q)
+
+
+class BDFIndex2(_BDF):
+    """Index-2 (GGL stabilised) BDF, eqs. 81-84: q and v both error-controlled.
+
+    Rows and unknowns are scaled to the size of a position so that the
+    iteration matrix stays well conditioned for small ĥ: unknowns
+    (δ, ĥε, ĥ²λ, ĥμ), rows (ĥ·dynamics, kinematics, C, ĥ·(C_q v + C_t)).
+    """
+
+    name = "bdf-i2"
+    description = "BDF variable step/order 1-5, stabilised index-2 (GGL) form (seed 000 eqs. 81-84)"
+
+    def _solve(self, t1, h, hhat, y_pred, yd_pred, winv):
+        model, u = self.model, self.u
+        n, m = model.n_q, model.n_c
+        qp, vp = y_pred[:n], y_pred[n:]
+        hqd0, hvd0 = hhat * yd_pred[:n], hhat * yd_pred[n:]
+        h2 = hhat * hhat
+        Lam0 = h2 * self._z_pred[n:]
+        N = 2 * n + 2 * m
+        i_l, i_m = 2 * n, 2 * n + m
+        winv_q, winv_v = winv[:n], winv[n:] / hhat
+
+        def unpack(x):
+            return qp + x[:n], vp + x[n:i_l] / hhat, Lam0 + x[i_l:i_m], x[i_m:]
+
+        def residual(x):                     # eq. 84, scaled
+            q, v, Lam, mu = unpack(x)
+            r = np.empty(N)
+            r[:n] = hhat * (model.mass(q, t1) @ (hvd0 + x[n:i_l] / hhat)) - h2 * model.forces(q, v, t1, u)
+            r[n:i_l] = hqd0 + x[:n] - hhat * v
+            if m:
+                Cq = model.constraint_jacobian(q, t1)
+                r[:n] += Cq.T @ Lam
+                r[n:i_l] += Cq.T @ mu
+                r[i_l:i_m] = model.constraints(q, t1)
+                r[i_m:] = hhat * (Cq @ v + model.constraint_dt(q, t1))
+            return r
+
+        def jacobian(x):                     # J_n after eq. 84, scaled
+            q, v, Lam, mu = unpack(x)
+            Qq, Qv = force_jacobians(model, q, v, t1, u)
+            K = -h2 * Qq
+            Mq = mass_term_jacobian(model, q, hvd0 + x[n:i_l] / hhat, t1)
+            if Mq is not None:
+                K = K + hhat * Mq
+            J = np.zeros((N, N))
+            J[:n, :n] = K
+            J[:n, n:i_l] = model.mass(q, t1) - hhat * Qv
+            J[n:i_l, :n] = np.eye(n)
+            J[n:i_l, n:i_l] = -np.eye(n)
+            if m:
+                Cq = model.constraint_jacobian(q, t1)
+                J[:n, :n] += constraint_force_jacobian(model, q, Lam, t1)
+                J[:n, i_l:i_m] = Cq.T
+                J[n:i_l, :n] += constraint_force_jacobian(model, q, mu, t1)
+                J[n:i_l, i_m:] = Cq.T
+                J[i_l:i_m, :n] = Cq
+                J[i_m:, :n] = hhat * _cq_v_jacobian(model, q, v, t1)
+                J[i_m:, n:i_l] = Cq
+            self._J = J
+            return J
+
+        def norm(dx):                        # RMS of the q and v updates (as DASSL)
+            if not n:
+                return 0.0
+            return math.sqrt(0.5 * (float(np.mean((dx[:n] * winv_q) ** 2)) +
+                                    float(np.mean((dx[n:i_l] * winv_v) ** 2))))
+
+        res = self.newton.solve(residual, jacobian, N, norm, h=hhat, t=self.t)
+        x = res.delta
+        eps = x[n:i_l] / hhat
+        dy = np.concatenate([x[:n], eps])
+        qdd = yd_pred[n:] + eps / hhat
+        lam = (Lam0 + x[i_l:i_m]) / h2
+        return res, dy, qdd, lam
+
+
+class BDFIndex1(_BDF):
+    """BDF with q, v, a all index-1 variables (seed 000 §4, system after eq. 84).
+
+    Scaled like :class:`BDFIndex2`: unknowns (δ, ĥε, ĥ²Δa, ĥ²Δλ, ĥ²τ, ĥμ),
+    rows (ĥ²·dynamics, ĥ·(ĥv' − ĥa + …), ĥq' − ĥv + …, C, ĥ·(C_q v + C_t),
+    ĥ²·(C_q a − γ)).
+    """
+
+    name = "bdf-i1"
+    description = "BDF variable step/order 1-5, q, v, a as index-1 variables (seed 000 §4)"
+
+    def _solve(self, t1, h, hhat, y_pred, yd_pred, winv):
+        model, u = self.model, self.u
+        n, m = model.n_q, model.n_c
+        qp, vp = y_pred[:n], y_pred[n:]
+        hqd0, hvd0 = hhat * yd_pred[:n], hhat * yd_pred[n:]
+        h2 = hhat * hhat
+        a0 = self._z_pred[:n]
+        lam0 = self._z_pred[n:]
+        N = 3 * n + 3 * m
+        i_a, i_l, i_t, i_m = 2 * n, 3 * n, 3 * n + m, 3 * n + 2 * m
+        winv_q, winv_v, winv_a = winv[:n], winv[n:] / hhat, winv[n:] / h2 * hhat
+
+        def unpack(x):
+            return (qp + x[:n], vp + x[n:i_a] / hhat, a0 + x[i_a:i_l] / h2,
+                    lam0 + x[i_l:i_t] / h2, x[i_t:i_m], x[i_m:])
+
+        def residual(x):
+            q, v, a, lam, tau, mu = unpack(x)
+            r = np.empty(N)
+            r[:n] = h2 * (model.mass(q, t1) @ a - model.forces(q, v, t1, u))
+            r[n:i_a] = hhat * (hvd0 + x[n:i_a] / hhat) - h2 * a
+            r[i_a:i_l] = hqd0 + x[:n] - hhat * v
+            if m:
+                Cq = model.constraint_jacobian(q, t1)
+                r[:n] += h2 * (Cq.T @ lam)
+                r[n:i_a] += Cq.T @ tau
+                r[i_a:i_l] += Cq.T @ mu
+                r[i_l:i_t] = model.constraints(q, t1)
+                r[i_t:i_m] = hhat * (Cq @ v + model.constraint_dt(q, t1))
+                r[i_m:] = h2 * (Cq @ a - model.gamma(q, v, t1))
+            return r
+
+        def jacobian(x):
+            q, v, a, lam, tau, mu = unpack(x)
+            Qq, Qv = force_jacobians(model, q, v, t1, u)
+            M = model.mass(q, t1)
+            J = np.zeros((N, N))
+            K = -Qq
+            Mq = mass_term_jacobian(model, q, a, t1)
+            if Mq is not None:
+                K = K + Mq
+            I = np.eye(n)
+            J[:n, n:i_a] = -hhat * Qv
+            J[:n, i_a:i_l] = M
+            J[n:i_a, n:i_a] = I
+            J[n:i_a, i_a:i_l] = -I
+            J[i_a:i_l, :n] = I
+            J[i_a:i_l, n:i_a] = -I
+            if m:
+                Cq = model.constraint_jacobian(q, t1)
+                K = K + constraint_force_jacobian(model, q, lam, t1)
+                J[:n, i_l:i_t] = Cq.T
+                J[n:i_a, :n] = constraint_force_jacobian(model, q, tau, t1)
+                J[n:i_a, i_t:i_m] = Cq.T
+                J[i_a:i_l, :n] += constraint_force_jacobian(model, q, mu, t1)
+                J[i_a:i_l, i_m:] = Cq.T
+                J[i_l:i_t, :n] = Cq
+                J[i_t:i_m, :n] = hhat * _cq_v_jacobian(model, q, v, t1)
+                J[i_t:i_m, n:i_a] = Cq
+                g0 = model.gamma(q, v, t1)
+                J[i_m:, :n] = h2 * fd_jacobian(
+                    lambda qq: model.constraint_jacobian(qq, t1) @ a - model.gamma(qq, v, t1), q)
+                J[i_m:, n:i_a] = -hhat * fd_jacobian(lambda vv: model.gamma(q, vv, t1), v, g0)
+                J[i_m:, i_a:i_l] = Cq
+            J[:n, :n] = h2 * K
+            self._J = J
+            return J
+
+        def norm(dx):                        # RMS of the q, v and a updates
+            if not n:
+                return 0.0
+            return math.sqrt((float(np.mean((dx[:n] * winv_q) ** 2)) +
+                              float(np.mean((dx[n:i_a] * winv_v) ** 2)) +
+                              float(np.mean((dx[i_a:i_l] * winv_a) ** 2))) / 3.0)
+
+        res = self.newton.solve(residual, jacobian, N, norm, h=hhat, t=self.t)
+        x = res.delta
+        dy = np.concatenate([x[:n], x[n:i_a] / hhat])
+        qdd = a0 + x[i_a:i_l] / h2
+        lam = lam0 + x[i_l:i_t] / h2
+        return res, dy, qdd, lam
