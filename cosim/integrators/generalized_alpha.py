@@ -25,8 +25,8 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from .base import MultibodyIntegrator
-from .common import (EPS, augmented_matrix, consistent_accelerations, constraint_force_jacobian, error_weights,
-                     force_jacobians, mass_term_jacobian)
+from .common import (EPS, augmented_matrix, consistent_accelerations, constraint_force_jacobian,
+                     error_weights, fd_jacobian, force_jacobians, mass_term_jacobian)
 from .newton import QuasiNewton
 
 SAFETY = 0.9        # eq. 36
@@ -39,6 +39,27 @@ MAX_GROWTH = 2.0    # Algorithm 3 f
 DEADBAND = 1.3
 TINY_STEP = 1e-5    # landing steps below this fraction of h: Taylor step
 MAX_REJECTIONS = 30  # consecutive rejections in one step before giving up
+
+
+def nonholonomic_force_jacobian(model, q, mu, t):
+    """(Bᵀ μ)_q: the model's ``nonholonomic_force_jacobian`` if it has one,
+    else forward differences."""
+    fun = getattr(model, "nonholonomic_force_jacobian", None)
+    jac = fun(q, mu, t) if fun is not None else None
+    if jac is not None:
+        return jac
+    return fd_jacobian(lambda qq: model.nonholonomic_matrix(qq, t).T @ mu, q)
+
+
+def nonholonomic_velocity_jacobian(model, q, v, t):
+    """(B v + b)_q: the model's ``nonholonomic_velocity_jacobian`` if it has
+    one, else forward differences."""
+    fun = getattr(model, "nonholonomic_velocity_jacobian", None)
+    jac = fun(q, v, t) if fun is not None else None
+    if jac is not None:
+        return jac
+    return fd_jacobian(lambda qq: model.nonholonomic_matrix(qq, t) @ v
+                       + model.nonholonomic_offset(qq, t), q)
 
 
 def _flag(name, value):
@@ -101,13 +122,11 @@ class GeneralizedAlpha(MultibodyIntegrator):
         self.qdd_prev = self.qdd.copy()
         self.newton = QuasiNewton(self.stats, what="generalized-alpha iteration matrix",
                                   prior_rate=True)
-        n, m = self.model.n_q, self.model.n_c + self._n_g()
+        self._n_g = len(getattr(self.model, "nonholonomic_names", ()))
+        n, m = self.model.n_q, self.model.n_c + self._n_g
         self._J = np.zeros((n + m, n + m))
         self._minv_diag = None
         self.h_next = self._initial_step() if self.h_fixed is None else self.h_fixed
-
-    def _n_g(self):
-        return 0
 
     def _initial_step(self):
         if self.first_step is not None:
@@ -192,9 +211,14 @@ class GeneralizedAlpha(MultibodyIntegrator):
         return q0, v0, qdd0
 
     def _attempt(self, h):
-        """Solve eq. 32 for (x, z) at step h; returns (result, q, v, qdd, lam, x, w)."""
+        """Solve eq. 32 (with the nonholonomic rows of seed 000 §7 when the
+        model has them) for the innovations (x, z) at step h.
+
+        Returns (result, q, v, q'', multipliers, x, Ξ) with Ξ from eq. 34
+        (None in fixed-step mode)."""
         model, t1, u = self.model, self.t + h, self.u
-        n, m = model.n_q, model.n_c
+        n, m, ng = model.n_q, model.n_c, self._n_g
+        mz = m + ng
         g, b, eta = self.gamma, self.beta, self.eta
         bh2, gh = b * h * h, g * h
         q0, v0, qdd0 = self._predict(h)
@@ -212,7 +236,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
         q0 = q0 + bh2 * x_hat
         v0 = v0 + gh * x_hat
         qdd0 = qdd0 + eta * x_hat
-        inv_bh2 = 1.0 / bh2
+        inv_bh2, inv_gh = 1.0 / bh2, 1.0 / gh
         y = self.y
         w = error_weights(y[:n], self.rtol, self.atol)
         # Newton norm: the larger of the position change β h² Δx and the
@@ -230,37 +254,55 @@ class GeneralizedAlpha(MultibodyIntegrator):
             x = delta[:n]
             return q0 + bh2 * x, v0 + gh * x, qdd0 + eta * x, lam_hat + delta[n:]
 
-        def residual(delta):  # eq. 32
-            x = delta[:n]
-            q = q0 + bh2 * x
-            r1 = model.mass(q, t1) @ (qdd0 + eta * x) - model.forces(q, v0 + gh * x, t1, u)
-            if m:
-                r1 += model.constraint_jacobian(q, t1).T @ (lam_hat + delta[n:])
-                return np.concatenate([r1, inv_bh2 * model.constraints(q, t1)])
-            return r1
+        if ng == 0:
+            def residual(delta):  # eq. 32
+                x = delta[:n]
+                q = q0 + bh2 * x
+                r1 = model.mass(q, t1) @ (qdd0 + eta * x) - model.forces(q, v0 + gh * x, t1, u)
+                if m:
+                    r1 += model.constraint_jacobian(q, t1).T @ (lam_hat + delta[n:])
+                    return np.concatenate([r1, inv_bh2 * model.constraints(q, t1)])
+                return r1
+        else:
+            def residual(delta):  # seed 000 §7: eq. 32 plus G/(γh) = 0
+                q, v, qdd, lam = unpack(delta)
+                B = model.nonholonomic_matrix(q, t1)
+                r1 = model.mass(q, t1) @ qdd - model.forces(q, v, t1, u) + B.T @ lam[m:]
+                G = inv_gh * (B @ v + model.nonholonomic_offset(q, t1))
+                if m:
+                    r1 += model.constraint_jacobian(q, t1).T @ lam[:m]
+                    return np.concatenate([r1, inv_bh2 * model.constraints(q, t1), G])
+                return np.concatenate([r1, G])
 
-        def jacobian(delta):  # eq. 33
+        def jacobian(delta):  # eq. 33 (and seed 000 §7)
             q, v, qdd, lam = unpack(delta)
             Qq, Qv = force_jacobians(model, q, v, t1, u)
             K = -Qq
             if m:
-                K = K + constraint_force_jacobian(model, q, lam, t1)
+                K = K + constraint_force_jacobian(model, q, lam[:m], t1)
+            if ng:
+                K = K + nonholonomic_force_jacobian(model, q, lam[m:], t1)
             Mq = mass_term_jacobian(model, q, qdd, t1)
             if Mq is not None:
                 K = K + Mq
             J[:n, :n] = eta * model.mass(q, t1) + bh2 * K - gh * Qv
             if m:
                 Cq = model.constraint_jacobian(q, t1)
-                J[:n, n:] = Cq.T
-                J[n:, :n] = Cq
+                J[:n, n:n + m] = Cq.T
+                J[n:n + m, :n] = Cq
+            if ng:
+                B = model.nonholonomic_matrix(q, t1)
+                J[:n, n + m:] = B.T
+                # d(G/(γh))/dx = B + (β/γ) h (B v + b)_q
+                J[n + m:, :n] = B + (b / g) * h * nonholonomic_velocity_jacobian(model, q, v, t1)
             return J
 
-        if m:
+        if mz:
             # a change Δz of λ moves q by about β h²/η · M⁻¹ C_qᵀ Δz (and v by
             # γ h/η · M⁻¹ C_qᵀ Δz); measure it like Δx so λ converges too
             # (diagonal of M as the estimate of M)
             lam_scale = scale * self._inv_mass_diag(y[:n]) / eta
-            CqT = model.constraint_jacobian(y[:n], self.t).T
+            CqT = self._constraint_rows(y[:n], self.t).T
 
             def norm(dd):
                 return max((np.abs(dd[:n]) * scale).max(),
@@ -269,10 +311,21 @@ class GeneralizedAlpha(MultibodyIntegrator):
             def norm(dd):
                 return (np.abs(dd) * scale).max() if n else 0.0
 
-        res = self.newton.solve(residual, jacobian, n + m, norm, h=h, t=self.t)
+        res = self.newton.solve(residual, jacobian, n + mz, norm, h=h, t=self.t)
         q, v, qdd, lam = unpack(res.delta)
         x = x_hat + res.delta[:n]
-        return res, q, v, qdd, lam, x, w
+        xi = None
+        if self.h_fixed is None:
+            # error estimate, eq. 34: Ξ = (h² ‖x‖)^{1/3} ∝ h
+            xi = (h * h * float(np.max(np.abs(x) / w))) ** (1.0 / 3.0) if n else 0.0
+        return res, q, v, qdd, lam, x, xi
+
+    def _constraint_rows(self, q, t):
+        """[C_q; B]: the rows the multipliers act through."""
+        Cq = self.model.constraint_jacobian(q, t)
+        if self._n_g:
+            return np.vstack([Cq, self.model.nonholonomic_matrix(q, t)])
+        return Cq
 
     def _step(self, t_limit):
         nt = self.newton
@@ -295,6 +348,9 @@ class GeneralizedAlpha(MultibodyIntegrator):
         model = self.model
         Cq = model.constraint_jacobian(q, t)
         r = Cq @ v + model.constraint_dt(q, t)
+        if self._n_g:  # keep B v + b = 0 while projecting
+            Cq = np.vstack([Cq, model.nonholonomic_matrix(q, t)])
+            r = np.concatenate([r, np.zeros(self._n_g)])
         K = augmented_matrix(model.mass(q, t), Cq)
         n = q.size
         rhs = np.zeros(K.shape[0]); rhs[n:] = -r
@@ -325,7 +381,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
         n = self.model.n_q
         while True:
             self.newton.plan_reuse(h, None)  # Algorithm 3 g: reuse test for this h
-            res, q, v, qdd, lam, x, w = self._attempt(h)
+            res, q, v, qdd, lam, x, xi = self._attempt(h)
             if not res.converged:
                 # Newton failure: halve and retry with a fresh Jacobian.
                 self.stats["rejected"] += 1
@@ -338,9 +394,6 @@ class GeneralizedAlpha(MultibodyIntegrator):
                 continue
             if fixed:
                 break
-            # error estimate, eq. 34: Ξ = (h² ‖x‖)^{1/3} ∝ h
-            err = h * h * float(np.max(np.abs(x) / w)) if n else 0.0
-            xi = err ** (1.0 / 3.0)
             h_err = h * SAFETY / xi if xi > 0.0 else math.inf
             h_new = min(h_err, MAX_GROWTH * h)  # eq. 36 with Algorithm 3 f
             if xi <= 1.0:
