@@ -159,7 +159,8 @@ def describe_variables(sim, numeric_options):
         name = claim(key, "output")
         text = meta.description if meta else f"output {key.partition('.')[2]!r} of block {key.partition('.')[0]!r}"
         outputs.append({"name": name, "key": key, "unit": unit_of(meta),
-                        "description": describe(text, key, name)})
+                        "description": describe(text, key, name),
+                        "discrete": meta is None})  # block outputs are piecewise constant
     parameters = []
     for p in model.parameters:
         name = claim(p.name, "parameter")

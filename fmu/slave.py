@@ -1,41 +1,50 @@
 """The FMI 2.0 co-simulation slave: a thin pythonfmu adapter over :class:`cosim.Simulation`.
 
-Every FMU built by ``cosim fmu build`` ships this module (``resources/fmu/``),
+Every FMU built by ``cosim fmu build`` ships this package (``resources/fmu/``),
 the ``cosim`` core and a JSON configuration (``resources/cosim_fmu.json``)
 describing the simulation and the FMI variables.  The generated slave module
 subclasses :class:`CosimSlave`; all numerics stay in ``cosim``.
 
-FMI behaviour (FMI 2.0 standard, §2.1.3 status codes and §4.2.2 fmi2DoStep):
+FMI behaviour (FMI 2.0 standard, §2.1.3 status codes, §4.2.2 fmi2DoStep):
 
-* ``fmi2DoStep`` that cannot be performed — NaN/inf input, step size <= 0 or
-  not finite, a ``currentCommunicationPoint`` different from the FMU time, a
-  rejected tunable parameter, a non-converging integrator — returns
-  **fmi2Discard** with a message through the logger callback (category
-  ``logStatusDiscard``).  The instance stays exactly as before the call, so
-  ``fmi2GetRealStatus(fmi2LastSuccessfulTime)`` reports the
-  ``currentCommunicationPoint`` (an empty completed sub-interval, which is
-  what fmi2Discard means for co-simulation) and the master may fix the
-  inputs, retry with a smaller step, or restore a saved FMU state.
-  fmi2Error is not used: per §2.1.3 it declares the instance unusable, which
-  is never the case here (and pythonfmu 0.7 maps every Python exception to
-  fmi2Fatal, so exceptions are kept for genuinely broken situations:
-  corrupt serialized states, invalid configuration at initialization).
+* An ``fmi2DoStep`` that cannot be performed — NaN/inf input, step size not
+  > 0 or not finite, a ``currentCommunicationPoint`` other than the FMU time,
+  a rejected tunable parameter, a failing/non-converging integration —
+  returns **fmi2Discard** with a message through the logger callback
+  (category ``logStatusDiscard``), and the instance stays exactly as before
+  the call: ``fmi2GetRealStatus(fmi2LastSuccessfulTime)`` reports the
+  ``currentCommunicationPoint`` (the slave completed an empty sub-interval,
+  which is what fmi2Discard means in co-simulation), and the master may fix
+  the inputs, retry with a smaller step or restore a saved FMU state.
+  fmi2Error is not used for these: per §2.1.3 it declares the instance
+  unusable (short of fmi2SetFMUstate/fmi2Reset), which is never the case.
+* pythonfmu 0.7 turns a Python exception in any callback into fmi2Fatal
+  *and releases the slave object* (``handle_py_exception`` → ``cleanPyObject``,
+  a use-after-free later), so no entry point here lets an exception escape.
+  Failures outside fmi2DoStep that FMI would report as fmi2Error — a bad
+  fixed parameter found at initialization, a corrupt or foreign serialized
+  FMU state, a wrong value reference — are logged with status fmi2Error and
+  put the instance in a *failed* state in which every fmi2DoStep returns
+  fmi2Discard with that message, until fmi2Reset or an fmi2SetFMUstate with a
+  valid state (the recovery FMI prescribes after fmi2Error).
+* Messages reach the logger only with debug logging on (``loggingOn`` at
+  instantiation or ``fmi2SetDebugLogging``), a pythonfmu 0.7 behaviour.
 * Inputs are held (zero-order hold) over a communication step;
   ``canInterpolateInputs="false"``.  Events inside a step are located and
   applied inside the step; the Integer output ``event_count`` counts them.
 * FMU state get/set/free and (de)serialization go through
   ``Simulation.get_state``/``set_state``/``serialize_state``/
-  ``deserialize_state`` (bit-identical continuation).  A serialized FMU state
+  ``deserialize_state`` (bit-identical continuation); a serialized FMU state
   is a :mod:`cosim.serialization` blob (versioned, checksummed, no pickle).
-* No module-level mutable simulation state: every instance owns its
-  configuration, its :class:`~cosim.Simulation`, its inputs and outputs.
+* No module-level simulation state: every instance owns its configuration,
+  its :class:`~cosim.Simulation`, its inputs and outputs.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
-import weakref
 from xml.etree.ElementTree import Element, SubElement
 
 import numpy as np
@@ -47,10 +56,10 @@ from pythonfmu.default_experiment import DefaultExperiment
 from pythonfmu.enums import Fmi2Causality, Fmi2Initial, Fmi2Status, Fmi2Variability
 
 CONFIG_FILE = "cosim_fmu.json"
-_TIME_MATCH = 1e-12  # relative time match of fmi2DoStep's t, as in Simulation.do_step
-_INF = float("inf")
 CONFIG_FORMAT = "cosim-fmu-config"
 STATE_KIND = "cosim.fmu"
+_TIME_MATCH = 1e-12  # relative match of fmi2DoStep's t with the FMU time, as Simulation.do_step
+_INF = math.inf
 
 # pythonfmu 0.7.0's native loader (findClass in PySlaveInstance.cpp) calls
 # Py_DECREF on the *borrowed* dict of the slave module once per fmi2Instantiate,
@@ -65,10 +74,6 @@ _PINNED_MODULE_DICTS = []
 def pin_module_dict(namespace):
     """Keep one extra reference to a slave module's globals (see above)."""
     _PINNED_MODULE_DICTS.append(namespace)
-
-
-def _causality(name):
-    return getattr(Fmi2Causality, name)
 
 
 class _UnitReal(Real):
@@ -86,20 +91,17 @@ class _UnitReal(Real):
 
 
 class _FmuState:
-    """An FMU state (fmi2FMUstate): a Simulation snapshot plus the FMU's own
-    input/output buffers.  Immutable once taken; serialized lazily (cached)."""
+    """An fmi2FMUstate: a Simulation snapshot plus the FMU's input buffer and
+    settings.  Immutable once taken; serialized lazily (and cached)."""
 
-    __slots__ = ("identifier", "sim_state", "sim_blob", "inputs", "params", "solver",
-                 "initialized", "start_time", "owner", "blob")
+    __slots__ = ("identifier", "sim", "sim_state", "sim_blob", "inputs", "params", "solver",
+                 "initialized", "start_time", "blob", "error")
 
     def to_bytes(self):
         if self.blob is None:
             sim_blob = self.sim_blob
             if sim_blob is None and self.sim_state is not None:
-                owner = self.owner() if self.owner is not None else None
-                if owner is None:
-                    raise StateError("cannot serialize an FMU state whose instance was freed")
-                sim_blob = owner._serialize_snapshot(self.sim_state)
+                sim_blob = _serialize_snapshot(self.sim, self.sim_state)
             data = {
                 "sim": None if sim_blob is None else np.frombuffer(sim_blob, dtype=np.uint8),
                 "inputs": np.array(self.inputs, dtype=float),
@@ -114,25 +116,37 @@ class _FmuState:
 
     @classmethod
     def from_bytes(cls, blob):
-        meta, data = serialization.loads(bytes(blob))
-        if not isinstance(meta, dict) or meta.get("kind") != STATE_KIND:
-            raise StateError("serialized FMU state was not written by a cosim FMU")
+        """Parse a serialized FMU state; a bad blob gives a state carrying ``error``."""
+        self = cls()
+        self.sim = self.sim_state = self.sim_blob = self.error = None
+        self.blob = bytes(blob)
         try:
-            self = cls()
+            meta, data = serialization.loads(self.blob)
+            if not isinstance(meta, dict) or meta.get("kind") != STATE_KIND:
+                raise StateError("serialized FMU state was not written by a cosim FMU")
             self.identifier = str(meta["identifier"])
             sim = data["sim"]
             self.sim_blob = None if sim is None else bytes(np.asarray(sim, dtype=np.uint8))
-            self.sim_state = None
             self.inputs = [float(x) for x in data["inputs"]]
             self.params = dict(data["params"])
             self.solver = dict(data["solver"])
             self.initialized = bool(data["initialized"])
             self.start_time = float(data["start_time"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StateError(f"serialized FMU state is malformed: {exc!r}") from None
-        self.owner = None
-        self.blob = bytes(blob)
+        except StateError as exc:
+            self.error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - malformed content of an intact blob
+            self.error = f"serialized FMU state is malformed: {exc!r}"
         return self
+
+
+def _serialize_snapshot(sim, sim_state):
+    """Bytes of a Simulation snapshot (the simulation's current state is kept)."""
+    current = sim.get_state()
+    try:
+        sim.set_state(sim_state)
+        return sim.serialize_state()
+    finally:
+        sim.set_state(current)
 
 
 class CosimSlave(Fmi2Slave):
@@ -155,13 +169,10 @@ class CosimSlave(Fmi2Slave):
         self.modelName = cfg["identifier"]
         self.description = cfg.get("description") or None
         self.version = cfg.get("cosim_version")
-        self.author = cfg.get("author")
         de = cfg.get("default_experiment") or {}
         self.default_experiment = DefaultExperiment(
             start_time=de.get("start_time"), stop_time=de.get("stop_time"),
             step_size=de.get("step_size"), tolerance=de.get("tolerance"))
-        self.log_categories = dict(Fmi2Slave.log_categories)
-        self.log_categories["logCosim"] = "Information from the cosim simulation (events, steps)."
 
         variables = cfg["variables"]
         self._input_vars = variables["inputs"]
@@ -170,7 +181,7 @@ class CosimSlave(Fmi2Slave):
         self._solver_vars = variables["solver"]
         self._inputs = [float(v["start"]) for v in self._input_vars]
         self._inputs_pending = True  # inputs not yet handed to the simulation
-        self._outputs = None
+        self._outputs = None  # cached output values at the current time
         self._params = {v["key"]: float(v["start"]) for v in self._param_vars}
         self._tunable = {v["key"] for v in self._param_vars if v.get("tunable")}
         self._pending_params = {}
@@ -178,6 +189,7 @@ class CosimSlave(Fmi2Slave):
         self._start_time = float(de.get("start_time") or 0.0)
         self._sim = None
         self._initialized = False
+        self._failure = None  # message of a failure that blocks fmi2DoStep (module docstring)
         self._real_get = {}
         self._real_set = {}
         self._register_all()
@@ -189,7 +201,8 @@ class CosimSlave(Fmi2Slave):
             self._add_real(v, C.input, V.continuous, getter=lambda i=i: self._inputs[i],
                            setter=lambda x, i=i: self._set_input(i, x))
         for i, v in enumerate(self._output_vars):
-            self._add_real(v, C.output, V.continuous, initial=Fmi2Initial.calculated,
+            variability = V.discrete if v.get("discrete") else V.continuous
+            self._add_real(v, C.output, variability, initial=Fmi2Initial.calculated,
                            getter=lambda i=i: self._output(i))
         for v in self._param_vars:
             key = v["key"]
@@ -224,22 +237,61 @@ class CosimSlave(Fmi2Slave):
         if setter is not None:
             self._real_set[var.value_reference] = setter
 
+    # -- error handling (no exception may reach pythonfmu, see module docstring) -------------
+    def _fail(self, what, exc):
+        self._failure = f"{what} failed: {type(exc).__name__}: {exc}"
+        self.log(f"{self._failure}; fmi2DoStep is refused (fmi2Discard) until fmi2Reset or "
+                 f"fmi2SetFMUstate with a valid state", Fmi2Status.error)
+
+    def _guarded(self, what, call, *args, default=None):
+        try:
+            return call(*args)
+        except Exception as exc:  # noqa: BLE001 - see module docstring
+            self._fail(what, exc)
+            return default
+
     # fast paths for the hot loop (the base class type-checks each variable)
     def get_real(self, vrs):
         get = self._real_get
         try:
             return [get[vr]() for vr in vrs]
-        except KeyError:
-            bad = next(vr for vr in vrs if vr not in get)
-            raise TypeError(f"variable with valueReference={bad} is not of type Real") from None
+        except Exception:  # noqa: BLE001 - unknown reference or a failing output evaluation
+            return [self._get_one(vr) for vr in vrs]
+
+    def _get_one(self, vr):
+        getter = self._real_get.get(vr)
+        if getter is None:
+            self._fail("fmi2GetReal", InvalidInputError(f"valueReference {vr} is not a Real variable"))
+            return math.nan
+        return self._guarded(f"fmi2GetReal(valueReference {vr})", getter, default=math.nan)
 
     def set_real(self, vrs, values):
         put = self._real_set
         for vr, value in zip(vrs, values):
             setter = put.get(vr)
             if setter is None:
-                raise TypeError(f"variable with valueReference={vr} is not a settable Real")
-            setter(value)
+                self._fail("fmi2SetReal", InvalidInputError(
+                    f"valueReference {vr} is not a settable Real variable"))
+                continue
+            self._guarded(f"fmi2SetReal(valueReference {vr})", setter, value)
+
+    def get_integer(self, vrs):
+        return self._guarded("fmi2GetInteger", super().get_integer, vrs, default=[0] * len(vrs))
+
+    def set_integer(self, vrs, values):
+        self._guarded("fmi2SetInteger", super().set_integer, vrs, values)
+
+    def get_boolean(self, vrs):
+        return self._guarded("fmi2GetBoolean", super().get_boolean, vrs, default=[False] * len(vrs))
+
+    def set_boolean(self, vrs, values):
+        self._guarded("fmi2SetBoolean", super().set_boolean, vrs, values)
+
+    def get_string(self, vrs):
+        return self._guarded("fmi2GetString", super().get_string, vrs, default=[""] * len(vrs))
+
+    def set_string(self, vrs, values):
+        self._guarded("fmi2SetString", super().set_string, vrs, values)
 
     def _set_input(self, i, value):
         # validated when handed to the simulation (fmi2DoStep); NaN -> fmi2Discard there
@@ -285,11 +337,14 @@ class CosimSlave(Fmi2Slave):
         if self._sim is None:
             self._sim = self._build_simulation()
             self._inputs_pending = True
-            self._refresh_outputs()
+            self._outputs = None
         return self._sim
 
-    def _refresh_outputs(self):
-        self._outputs = None  # recomputed from the simulation when first read
+    def _output(self, i):
+        out = self._outputs
+        if out is None:
+            out = self._outputs = self._ensure_simulation().get_outputs().tolist()
+        return out[i]
 
     def _events(self):
         return 0 if self._sim is None else self._sim.stats["events"]
@@ -300,8 +355,12 @@ class CosimSlave(Fmi2Slave):
             self._sim = self._outputs = None
 
     def exit_initialization_mode(self):
-        sim = self._ensure_simulation()  # a bad fixed parameter raises here (fmi2Fatal)
         self._initialized = True
+        try:
+            sim = self._ensure_simulation()  # a bad fixed parameter fails here
+        except Exception as exc:  # noqa: BLE001 - see module docstring
+            self._fail("fmi2ExitInitializationMode", exc)
+            return
         if self._inputs_pending:
             try:
                 sim.set_inputs(self._inputs)
@@ -309,13 +368,16 @@ class CosimSlave(Fmi2Slave):
                 self.log(f"inputs at initialization rejected: {exc}", Fmi2Status.warning)
                 return
             self._inputs_pending = False
-            self._refresh_outputs()
+            self._outputs = None
 
     def do_step(self, current_time, step_size):
-        sim = self._sim
-        if sim is None or not self._initialized:  # no initialization call: do it now
+        if self._sim is None or not self._initialized:  # no initialization call: do it now
             self.exit_initialization_mode()
-            sim = self._sim
+        sim = self._sim
+        if self._failure is not None or sim is None:
+            self.log(f"fmi2DoStep(currentCommunicationPoint={current_time!r}) refused: "
+                     f"{self._failure}", Fmi2Status.discard)
+            return False
         pending = self._pending_params
         snapshot = sim.get_state() if pending else None
         try:
@@ -334,7 +396,7 @@ class CosimSlave(Fmi2Slave):
             for key, value in pending.items():
                 sim.set_parameter(key, value)
             sim.do_step(current_time, step_size)  # all or nothing
-        except CosimError as exc:
+        except Exception as exc:  # noqa: BLE001 - cosim errors, and nothing may escape
             if snapshot is not None:
                 sim.set_state(snapshot)
                 self._inputs_pending = True  # re-applied next time (idempotent)
@@ -349,53 +411,52 @@ class CosimSlave(Fmi2Slave):
         self._outputs = None  # computed when first read
         return True
 
-    def _output(self, i):
-        out = self._outputs
-        if out is None:
-            out = self._outputs = self._ensure_simulation().get_outputs().tolist()
-        return out[i]
-
     # -- FMU state ------------------------------------------------------------------------
     def _get_fmu_state(self):
         state = _FmuState()
         state.identifier = self.modelName
+        state.sim = self._sim
         state.sim_state = None if self._sim is None else self._sim.get_state()
-        state.sim_blob = None
+        state.sim_blob = state.blob = state.error = None
         state.inputs = list(self._inputs)
         state.params = dict(self._params)
         state.solver = dict(self._solver)
         state.initialized = self._initialized
         state.start_time = self._start_time
-        state.owner = weakref.ref(self)
-        state.blob = None
         return state
 
     def _set_fmu_state(self, state):
+        try:
+            self._restore(state)
+        except Exception as exc:  # noqa: BLE001 - see module docstring; nothing was changed
+            self._fail("fmi2SetFMUstate", exc)
+
+    def _restore(self, state):
         if not isinstance(state, _FmuState):
             raise StateError(f"not an FMU state of a cosim FMU: {type(state).__name__}")
+        if state.error is not None:
+            raise StateError(state.error)
         if state.identifier != self.modelName:
             raise StateError(f"FMU state belongs to {state.identifier!r}, not {self.modelName!r}")
-        if state.sim_state is None and state.sim_blob is None:
-            sim = None  # taken before initialization
-        else:
+        sim = None  # a state taken before initialization has no simulation yet
+        if state.sim_state is not None or state.sim_blob is not None:
             same_config = (self._sim is not None and state.params == self._params
                            and state.solver == self._solver and state.start_time == self._start_time)
-            previous = (self._params, self._solver, self._start_time)
-            try:
-                if same_config:
-                    sim = self._sim
-                else:
+            if same_config:
+                sim = self._sim
+            else:
+                previous = (self._params, self._solver, self._start_time)
+                try:
                     self._params, self._solver = dict(state.params), dict(state.solver)
                     self._start_time = state.start_time
                     sim = self._build_simulation()
-                if state.sim_state is not None:
-                    sim.set_state(state.sim_state)
-                else:
-                    sim.deserialize_state(state.sim_blob)  # StateError if foreign/corrupt
-                    state.sim_state = sim.get_state()  # later restores are cheap
-            except Exception:
-                self._params, self._solver, self._start_time = previous
-                raise
+                finally:
+                    self._params, self._solver, self._start_time = previous
+            if state.sim_state is not None:
+                sim.set_state(state.sim_state)  # all or nothing
+            else:
+                sim.deserialize_state(state.sim_blob)  # StateError if foreign/corrupt, unchanged
+                state.sim_state, state.sim = sim.get_state(), sim  # later restores are cheap
         self._sim = sim
         self._params, self._solver = dict(state.params), dict(state.solver)
         self._start_time = state.start_time
@@ -404,20 +465,15 @@ class CosimSlave(Fmi2Slave):
         self._initialized = state.initialized
         self._pending_params = {}
         self._outputs = None
-
-    def _serialize_snapshot(self, sim_state):
-        """Bytes of a Simulation snapshot (restores the current state afterwards)."""
-        sim = self._sim
-        current = sim.get_state()
-        try:
-            sim.set_state(sim_state)
-            return sim.serialize_state()
-        finally:
-            sim.set_state(current)
+        self._failure = None
 
     @staticmethod
     def _fmu_state_to_bytes(state):
-        return state.to_bytes()
+        try:
+            return state.to_bytes()
+        except Exception as exc:  # noqa: BLE001 - an empty blob is refused by deserialization
+            state.error = f"serialization failed: {exc!r}"
+            return b""
 
     @staticmethod
     def _fmu_state_from_bytes(blob):
@@ -444,4 +500,3 @@ class CosimSlave(Fmi2Slave):
             for i in outputs:
                 SubElement(init, "Unknown", {"index": str(i)})
         return root
-

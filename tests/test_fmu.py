@@ -500,20 +500,141 @@ def test_tunable_parameter_and_solver_setting_through_fmi(ball_fmu, pendulum_fmu
     slave.close()
 
 
-def test_corrupt_serialized_state_is_refused_and_instance_continues(pendulum_fmu):
+def test_corrupt_serialized_state_is_refused_and_instance_recovers(pendulum_fmu):
     slave = Slave(pendulum_fmu, "corrupt", logging=True)
     reference = Slave(pendulum_fmu, "corrupt-reference")
     t, _ = drive(slave, 0.0, 3)
     drive(reference, 0.0, 3)
-    state = slave.fmu.getFMUstate()
-    blob = bytearray(slave.fmu.serializeFMUstate(state))
-    slave.fmu.freeFMUstate(state)
+    good = slave.fmu.getFMUstate()
+    blob = bytearray(slave.fmu.serializeFMUstate(good))
     blob[len(blob) // 2] ^= 0xFF
-    with pytest.raises(FMICallException):  # pythonfmu reports a Python exception as fmi2Fatal
-        slave.fmu.deSerializeFMUstate(bytes(blob))
-    assert any("checksum mismatch" in message for _, _, message in slave.messages)
-    _, got = drive(slave, t, 5)  # nothing was changed
+    # pythonfmu 0.7 cannot return fmi2Error here (a Python exception would free the slave):
+    # the state is refused with an fmi2Error message and fmi2DoStep is blocked until recovery
+    bad = slave.fmu.deSerializeFMUstate(bytes(blob))
+    slave.fmu.setFMUstate(bad)
+    slave.fmu.freeFMUstate(bad)
+    assert any(status == 3 and "checksum mismatch" in message for status, _, message in slave.messages)
+    with pytest.raises(FMICallException) as info:
+        slave.fmu.doStep(t, 0.01)
+    assert info.value.status == fmi2Discard
+    slave.fmu.setFMUstate(good)  # recovery as after fmi2Error
+    slave.fmu.freeFMUstate(good)
+    _, got = drive(slave, t, 5)
     _, want = drive(reference, t, 5)
     assert np.array_equal(got, want)
     slave.close()
     reference.close()
+
+
+FRAGILE_MODEL = textwrap.dedent('''
+    """A user model whose right-hand side fails for |u| > 10 (a stand-in for divergence)."""
+    import numpy as np
+    from cosim.models.base import FirstOrderModel, Parameter, Signal
+
+
+    class Fragile(FirstOrderModel):
+        name = "fragile"
+        states = ("x",)
+        parameters = (Parameter("k", 2.0, "1/s", "decay rate"),)
+        inputs = (Signal("u", "1", "drive"),)
+        outputs = (Signal("x", "1", "state"),)
+
+        def initial_state(self):
+            return np.array([1.0])
+
+        def rhs(self, t, x, u):
+            if abs(u[0]) > 10.0:
+                raise FloatingPointError(f"rhs undefined for u={float(u[0])!r}")
+            return -self.params["k"] * x + u[0]
+
+        def output_values(self, t, y, u):
+            return np.array([y[0]])
+''')
+
+SUBPROCESS_FRAGILE = textwrap.dedent("""
+    import json, os, sys
+    from fmpy import extract, read_model_description
+    from fmpy.fmi1 import FMICallException
+    from fmpy.fmi2 import (FMU2Slave, defaultCallbacks, fmi2CallbackFunctions,
+                           fmi2CallbackLoggerTYPE)
+    path = {path!r}
+    md = read_model_description(path)
+    unzip = extract(path)
+    vr = {{v.name: v.valueReference for v in md.modelVariables}}
+    messages = []
+    cb = fmi2CallbackFunctions()
+    cb.logger = fmi2CallbackLoggerTYPE(lambda e, i, s, c, m: messages.append((s, m.decode())))
+    cb.allocateMemory, cb.freeMemory = defaultCallbacks.allocateMemory, defaultCallbacks.freeMemory
+    def make(name):
+        f = FMU2Slave(guid=md.guid, unzipDirectory=unzip,
+                      modelIdentifier=md.coSimulation.modelIdentifier, instanceName=name)
+        f.instantiate(callbacks=cb, loggingOn=True)
+        f.setupExperiment(startTime=0.0)
+        f.enterInitializationMode()
+        f.exitInitializationMode()
+        return f
+    a, b = make("a"), make("b")
+    out = {{"statuses": [], "a": [], "b": []}}
+    t = 0.0
+    for k in range(10):
+        for f in (a, b):
+            f.setReal([vr["u"]], [1.0])
+        if k == 4:  # a diverging step on a only, then the master retries with a valid input
+            a.setReal([vr["u"]], [100.0])
+            try:
+                a.doStep(t, 0.1)
+                out["statuses"].append(0)
+            except FMICallException as exc:
+                out["statuses"].append(exc.status)
+            out["last_successful"] = a.getRealStatus(2)
+            a.setReal([vr["u"]], [1.0])
+        a.doStep(t, 0.1)
+        b.doStep(t, 0.1)
+        t += 0.1
+        out["a"].append(a.getReal([vr["x"]])[0])
+        out["b"].append(b.getReal([vr["x"]])[0])
+    out["t"] = t
+    out["messages"] = [m for s, m in messages]
+    out["model_file"] = sys.modules["fragile_model"].__file__
+    out["unzip"] = str(unzip)
+    print(json.dumps(out))
+""")
+
+
+def test_non_converging_step_is_discarded_and_user_model_is_bundled(tmp_path, monkeypatch):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "fragile_model.py").write_text(FRAGILE_MODEL)
+    monkeypatch.syspath_prepend(str(src))
+    out = tmp_path / "Fragile.fmu"
+    assert cosim_main(["fmu", "build", "fragile_model:Fragile", "-o", str(out), "--method", "dopri5",
+                       "--param", "k=3"]) == 0
+    assert validate_fmu(str(out)) == []
+    run_dir = tmp_path / "elsewhere"  # the user module is importable only from the FMU
+    run_dir.mkdir()
+    proc = subprocess.run([sys.executable, "-c", SUBPROCESS_FRAGILE.format(path=str(out))],
+                          capture_output=True, text=True, timeout=120, cwd=str(run_dir),
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["statuses"] == [fmi2Discard]
+    assert res["last_successful"] == pytest.approx(0.4, abs=1e-15)
+    assert any("ConvergenceError" in m and "u=100.0" in m for m in res["messages"]), res["messages"]
+    assert res["a"] == res["b"]  # the discarded step left no trace
+    assert os.path.realpath(res["model_file"]).startswith(os.path.realpath(res["unzip"]))
+    x_exact = 1.0 / 3.0 + (1.0 - 1.0 / 3.0) * np.exp(-3.0 * 1.0)  # x' = -3x + 1, x(0) = 1
+    assert res["a"][-1] == pytest.approx(x_exact, rel=1e-4)
+
+
+def test_bad_fixed_parameter_blocks_steps_until_reset(pendulum_fmu):
+    slave = Slave(pendulum_fmu, "bad-parameter", params={"g": float("nan")}, logging=True)
+    assert any(status == 3 and "fmi2ExitInitializationMode failed" in message and "'g' must be finite" in message
+               for status, _, message in slave.messages), slave.messages
+    with pytest.raises(FMICallException) as info:
+        slave.fmu.doStep(0.0, 0.01)
+    assert info.value.status == fmi2Discard
+    slave.fmu.reset()  # fmi2Reset recovers: start values again
+    slave.initialize()
+    _, rows = drive(slave, 0.0, 3)
+    assert np.all(np.isfinite(rows))
+    slave.close()
