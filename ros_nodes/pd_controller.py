@@ -129,7 +129,7 @@ def main(args=None):
     rclpy.init(args=sys.argv if args is None else args)
     try:
         node = PDController()
-    except (ConfigurationError, ValueError) as exc:
+    except (ConfigurationError, ValueError, rclpy.exceptions.ParameterException) as exc:
         rclpy.logging.get_logger("pd_controller").fatal(f"cannot configure the controller: {exc}")
         rclpy.try_shutdown()
         return 2

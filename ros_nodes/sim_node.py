@@ -54,7 +54,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
 from rclpy.clock import Clock, ClockType
 from rclpy.duration import Duration
-from rclpy.exceptions import ParameterUninitializedException
+from rclpy.exceptions import ParameterException, ParameterUninitializedException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.task import Future
@@ -325,19 +325,19 @@ class SimulationNode(Node):
         def lookup(key, name, table, kinds):
             if name not in table:
                 raise ConfigurationError(
-                    f"parameter {key!r}: {name!r} is not a {kinds} of model {sim.model.name!r} "
+                    f"parameter {key!r}: {name!r} is not {kinds} of model {sim.model.name!r} "
                     f"(known: {', '.join(table)})")
             return table[name]
 
-        self._pos_index = np.array([lookup("joint_positions", n, sources, "state or output")
+        self._pos_index = np.array([lookup("joint_positions", n, sources, "a state or output")
                                     for n in positions], dtype=int)
-        self._vel_index = np.array([lookup("joint_velocities", n, sources, "state or output")
+        self._vel_index = np.array([lookup("joint_velocities", n, sources, "a state or output")
                                     for n in velocities], dtype=int)
         effort_inputs = {}
         eff = []
         for joint, name in zip(names, efforts):
             if name:
-                eff.append(lookup("joint_efforts", name, input_pos, "input"))
+                eff.append(lookup("joint_efforts", name, input_pos, "an input"))
                 effort_inputs[joint] = name
             else:
                 eff.append(-1)
@@ -348,7 +348,7 @@ class SimulationNode(Node):
         self.effort_inputs = effort_inputs  # joint name -> input name
         cmd = cfg["command_inputs"] if cfg["command_inputs"] is not None else inputs
         for n in cmd:
-            lookup("command_inputs", n, {k: 0 for k in inputs}, "input")
+            lookup("command_inputs", n, {k: 0 for k in inputs}, "an input")
         self.command_inputs = list(cmd)
         self._commanded = sorted(set(self.command_inputs) | set(effort_inputs.values()))
         self.output_label = ",".join(outputs)
@@ -821,8 +821,9 @@ class SimulationNode(Node):
         wall = max(now - self._window_start, 1e-9)
         sim_time = self.sim.time
         samples = {}
-        for key in self._samples:
-            samples[key], self._samples[key] = self._samples[key], []
+        for key, lst in self._samples.items():  # the simulation thread appends meanwhile
+            samples[key] = lst[:]
+            del lst[:len(samples[key])]
             self._hist[key].add(samples[key])
         steps, self._steps_window = self._steps_window, 0
         overruns, self._overruns_window = self._overruns_window, 0
@@ -887,12 +888,13 @@ def main(args=None):
     rclpy.init(args=sys.argv if args is None else args)
     try:
         node = SimulationNode()
-    except (CosimError, ConfigurationError, ValueError) as exc:
+    except (CosimError, ConfigurationError, ValueError, ParameterException) as exc:
         rclpy.logging.get_logger("cosim_sim").fatal(f"cannot configure the simulation node: {exc}")
         rclpy.try_shutdown()
         return 2
+    # the simulation thread gets the GIL back quickly from the executor thread
+    sys.setswitchinterval(5e-5 if node.mode == "real_time" else 2e-4)
     if node.mode == "real_time":
-        sys.setswitchinterval(5e-5)  # the paced thread gets the GIL back quickly
         import gc
         gc.collect()
         gc.freeze()  # long-lived objects out of the collector's way
