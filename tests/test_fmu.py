@@ -638,3 +638,26 @@ def test_bad_fixed_parameter_blocks_steps_until_reset(pendulum_fmu):
     _, rows = drive(slave, 0.0, 3)
     assert np.all(np.isfinite(rows))
     slave.close()
+
+
+def test_variable_names_and_configuration_parameters(tmp_path):
+    from fmu.builder import fmi_name
+    assert fmi_name("angle") == "angle" and fmi_name("pd.torque") == "pd.torque"  # 1:1 when valid
+    assert fmi_name("joint angle") == "joint_angle" and fmi_name("2nd") == "_2nd"
+    assert fmi_name("a-b.c d") == "a_b.c_d"
+    # LTI matrices are configuration: given at build time, baked into the FMU
+    out = tmp_path / "Lti.fmu"
+    assert cosim_main(["fmu", "build", "lti", "-o", str(out), "--method", "state-transition",
+                       "--param", "A=[[0,1],[-9,-0.2]]", "--param", "x0=[0.5,0]"]) == 0
+    assert validate_fmu(str(out)) == []
+    res = simulate_fmu(str(out), stop_time=2.0, output_interval=0.01, output=["position", "velocity"])
+    sim = cosim.Simulation(model="lti", method="state-transition",
+                           params={"A": "[[0,1],[-9,-0.2]]", "x0": "[0.5,0]"})
+    rows = [sim.get_outputs()]
+    for n in range(200):
+        t = n * 0.01
+        sim.do_step(t, (n + 1) * 0.01 - t)
+        rows.append(sim.get_outputs())
+    rows = np.array(rows)
+    assert np.max(np.abs(res["position"] - rows[:, 0])) <= 1e-12
+    assert np.max(np.abs(res["velocity"] - rows[:, 1])) <= 1e-12
