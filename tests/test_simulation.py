@@ -201,14 +201,14 @@ def test_serialize_then_continue_in_a_fresh_process_is_bit_identical(tmp_path):
         for job in jobs:
             sim = t.make(job["kind"], job["method"])
             sim.deserialize_state(open(job["path"], "rb").read())
-            result[job["method"]] = [b.hex() for b in t.drive(sim, 6)]
+            result[job["kind"] + "/" + job["method"]] = [b.hex() for b in t.drive(sim, 6)]
         print(json.dumps(result))
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     for job in jobs:
-        assert result[job["method"]] == job["expected"], job["method"]
+        assert result[job["kind"] + "/" + job["method"]] == job["expected"], job["method"]
 
 
 def test_set_state_rejects_a_state_of_another_simulation():

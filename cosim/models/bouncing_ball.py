@@ -1,0 +1,114 @@
+"""Bouncing ball: a one-coordinate multibody model with impacts (seed 001 §3.7).
+
+q = (height,), m q'' = −m g + f (f: input force), no constraints.  Two
+switching functions on the height (falling zero crossing, seed 001 eq. 3.42):
+
+* ``impact``: active while the predicted rebound speed e·|v_impact| is at least
+  ``v_stop``; jump map v⁺ = −e v⁻ (Newton's restitution law), height set to 0;
+* ``stop`` (terminal): active once the predicted rebound speed is below
+  ``v_stop``; jump map: the ball comes to rest (height 0, v 0) and the
+  simulation stops.
+
+The predicted impact speed |v_impact| = sqrt(v² + 2 g h) is constant in
+free flight without input force, so the gate never switches inside a flight
+there; an inactive switching function is held at +1 (it cannot cross zero).
+
+With f = 0 the impact times are analytic (:meth:`impact_times`): t₁ = (v₀ +
+sqrt(v₀² + 2 g h₀))/g, then flights of 2 e^k v₁/g with v₁ = g t₁ − v₀.
+"""
+import math
+
+import numpy as np
+
+from .base import Event, MultibodyModel, Parameter, Signal
+
+
+class BouncingBall(MultibodyModel):
+    name = "bouncing_ball"
+    description = "ball bouncing on the ground: impact events with restitution and a terminal stop (seed 001 §3.7)"
+    coordinates = ("height",)
+    parameters = (
+        Parameter("m", 1.0, "kg", "mass"),
+        Parameter("g", 9.81, "m/s2", "gravitational acceleration"),
+        Parameter("e", 0.8, "1", "coefficient of restitution", tunable=True),
+        Parameter("h0", 1.0, "m", "initial height"),
+        Parameter("v0", 0.0, "m/s", "initial vertical velocity (up positive)"),
+        Parameter("v_stop", 0.1, "m/s", "rebound speed below which the ball stops", tunable=True),
+    )
+    inputs = (Signal("force", "N", "vertical force on the ball"),)
+    outputs = (Signal("height", "m"), Signal("velocity", "m/s"))
+    events = (Event("impact", direction=-1), Event("stop", direction=-1, terminal=True))
+    constant_mass = True
+
+    def _check_parameter(self, key, value):
+        x = super()._check_parameter(key, value)
+        if key in ("m", "g") and not x > 0:
+            raise_invalid(key, x, "> 0")
+        if key == "e" and not 0.0 <= x <= 1.0:
+            raise_invalid(key, x, "in [0, 1]")
+        if key in ("h0", "v_stop") and x < 0:
+            raise_invalid(key, x, ">= 0")
+        return x
+
+    def setup(self):
+        self._M = np.array([[self.params["m"]]])
+
+    def initial_state(self):
+        return np.array([self.params["h0"]]), np.array([self.params["v0"]])
+
+    def mass(self, q, t):
+        return self._M
+
+    def forces(self, q, v, t, u):
+        return np.array([-self.params["m"] * self.params["g"] + u[0]])
+
+    def force_jacobians(self, q, v, t, u):
+        return np.zeros((1, 1)), np.zeros((1, 1))
+
+    def gamma(self, q, v, t):
+        return np.zeros(0)
+
+    def outputs_qv(self, t, q, v, u):
+        return np.array([q[0], v[0]])
+
+    def potential_energy(self, q, t=0.0):
+        return self.params["m"] * self.params["g"] * q[0]
+
+    # -- events ---------------------------------------------------------------------
+    def _slow(self, h, v):
+        # energy conservation in free flight: v_ground² = v² + 2 g h (also below ground)
+        v_impact = math.sqrt(max(v * v + 2.0 * self.params["g"] * h, 0.0))
+        return self.params["e"] * v_impact < self.params["v_stop"]
+
+    def event_functions(self, t, y, u):
+        h, v = float(y[0]), float(y[1])
+        if self._slow(h, v):
+            return np.array([1.0, h])
+        return np.array([h, 1.0])
+
+    def apply_event(self, index, t, y, u):
+        y = np.array(y, dtype=float)
+        if index == 0:  # impact: Newton restitution
+            y[0] = 0.0
+            y[1] = -self.params["e"] * y[1]
+        else:  # stop: at rest on the ground
+            y[:] = 0.0
+        return y
+
+    # -- analytic reference (force-free) -------------------------------------------------
+    def impact_times(self, n_max=1000):
+        """[(t_k, impact speed), ...] of the force-free motion, ending with the stop."""
+        g, e, h0, v0 = (self.params[k] for k in ("g", "e", "h0", "v0"))
+        t = (v0 + math.sqrt(v0 * v0 + 2.0 * g * h0)) / g
+        speed = g * t - v0
+        out = [(t, speed)]
+        while e * speed >= self.params["v_stop"] and len(out) < n_max:
+            speed *= e
+            t += 2.0 * speed / g
+            out.append((t, speed))
+        return out
+
+
+def raise_invalid(key, value, what):
+    from ..errors import InvalidInputError
+    raise InvalidInputError(f"parameter {key!r} must be {what}, got {value!r}")
