@@ -138,6 +138,12 @@ class _BDF(MultibodyIntegrator):
         }
 
     def _restore_method_state(self, d):
+        if not hasattr(self, "newton"):   # restore into a never-initialised integrator
+            self.newton = QuasiNewton(self.stats, max_iter=NEWTON_MAX_ITER, tol=NEWTON_TOL,
+                                      err_tol=NEWTON_ERR_TOL, what=f"{self.name} iteration matrix",
+                                      prior_rate=True)
+            self.order_history = []
+            self.newton_failures = self.error_test_failures = 0
         self._D = np.array(d["D"], dtype=float)
         self._Dz = np.array(d["Dz"], dtype=float)
         self._tau = np.array(d["tau"], dtype=float)
