@@ -490,9 +490,7 @@ class SimulationNode(Node):
         def job():
             try:
                 box["result"] = fn()
-            except CosimError as exc:
-                box["result"] = (False, f"{type(exc).__name__}: {exc}")
-            except OSError as exc:
+            except Exception as exc:  # CosimError, OSError, ...: the thread lives on
                 box["result"] = (False, f"{type(exc).__name__}: {exc}")
             finally:
                 done.set()
@@ -630,7 +628,7 @@ class SimulationNode(Node):
                 continue
             try:
                 self.sim.set_inputs(values)  # validates (NaN/inf, names); atomic
-            except CosimError as exc:
+            except (CosimError, TypeError, ValueError) as exc:
                 self._reject(f"command on {topic!r}: {exc}")
                 continue
             self._last_command = received
@@ -678,7 +676,7 @@ class SimulationNode(Node):
         sim = self.sim
         try:
             sim.do_step(sim.time, self.step)
-        except CosimError as exc:
+        except Exception as exc:  # cosim leaves the state as before the call
             self._step_error = exc
             self.get_logger().error(
                 f"step at t={sim.time!r} failed, simulation paused (state unchanged; "

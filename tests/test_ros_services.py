@@ -189,6 +189,7 @@ def test_step_pause_save_load_reset_lock_step(harness, tmp_path):
     hs.wait_state(ns(h))
 
 
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
 def test_bad_messages_rejected_state_unchanged(harness):
     hs = harness()
     ref, h = reference()
@@ -228,6 +229,22 @@ def test_bad_messages_rejected_state_unchanged(harness):
     assert s[1] == (ref.get_output_dict()["angle"],) and s[3] == (1.5,)
     d = hs.plant.diagnostics_summary()
     assert d["rejected"] == len(bad)
+
+    # a finite but absurd input makes the step itself fail: logged, the simulation
+    # pauses with its state unchanged, and resumes after a sane command
+    before = hs.latest()
+    n_err = len(hs.errors())
+    hs.command([1e300])
+    wait_for(lambda: len(hs.errors()) > n_err, 10.0, what="logged step failure")
+    assert "failed, simulation paused" in hs.errors()[-1], hs.errors()[-1]
+    time.sleep(0.1)
+    assert hs.latest() == before
+    hs.command([-0.5])
+    assert hs.service("resume_simulation").success
+    ref.set_inputs({"torque": -0.5})
+    ref.do_step(ref.time, h)
+    s = hs.wait_state(round(ref.time * 1e9))
+    assert s[1] == (ref.get_output_dict()["angle"],) and s[3] == (-0.5,)
 
 
 def test_real_time_pause_and_stale_inputs(harness):
