@@ -6,6 +6,23 @@ raises :mod:`cosim.errors` exceptions, which the ``cosim`` CLI prints as one
 """
 
 
+def _parse_blocks(items):
+    import json
+
+    from cosim.errors import InvalidInputError
+
+    blocks = []
+    for item in items or ():
+        try:
+            spec = json.loads(item)
+        except ValueError as exc:
+            raise InvalidInputError(f"--block expects a JSON object, got {item!r}: {exc}") from None
+        if not isinstance(spec, dict):
+            raise InvalidInputError(f"--block expects a JSON object, got {item!r}")
+        blocks.append(spec)
+    return blocks
+
+
 def _cmd_build(args):
     from cosim.commands.simulate import parse_assignments
 
@@ -15,7 +32,8 @@ def _cmd_build(args):
     options = parse_assignments(args.option, "--option")
     path = build_fmu(args.target, args.output, method=args.method, rtol=args.rtol, atol=args.atol,
                      step=args.step, params=params, method_options=options, name=args.name,
-                     stop_time=args.stop_time, step_size=args.comm_step)
+                     stop_time=args.stop_time, step_size=args.comm_step,
+                     blocks=_parse_blocks(args.block), connections=args.connect or None)
     print(f"wrote {path}")
     return 0
 
@@ -47,6 +65,11 @@ def register(subparsers):
                         "parameters solver.NAME)")
     b.add_argument("--name", default=None, metavar="IDENTIFIER",
                    help="FMU model identifier (C identifier; default: the model class name)")
+    b.add_argument("--block", action="append", metavar="JSON",
+                   help='discrete block in the model FMU, e.g. \'{"type": "pid", "name": "pd", '
+                        '"sample_time": 0.01, "kp": 40, "kd": 8}\' (repeatable)')
+    b.add_argument("--connect", action="append", metavar="SRC->DST",
+                   help="signal connection for --block, e.g. 'angle -> pd.measurement' (repeatable)")
     b.add_argument("--stop-time", type=float, default=None, help="DefaultExperiment stopTime [s]")
     b.add_argument("--comm-step", type=float, default=None,
                    help="DefaultExperiment stepSize [s] (communication step)")

@@ -55,7 +55,7 @@ def pendulum_fixed_fmu(fmu_dir):
     """Pendulum with fixed integration step and a changed parameter."""
     path = fmu_dir / "PendulumFixed.fmu"
     assert cosim_main(["fmu", "build", "pendulum", "-o", str(path), "--step", "0.001",
-                       "--param", "l=1.5", "--name", "PendulumFixed"]) == 0
+                       "--param", "l=1.5", "--option", "rho_inf=0.6", "--name", "PendulumFixed"]) == 0
     return path
 
 
@@ -68,10 +68,12 @@ def ball_fmu(fmu_dir):
 
 @pytest.fixture(scope="session")
 def pd_fmu(fmu_dir):
-    """A discrete PD controller (state-feedback block) as its own FMU."""
-    from fmu.builder import build_fmu
-    return build_fmu("fmu.examples:NoPlant", fmu_dir / "PD.fmu", method="rk4", step=T_PD,
-                     blocks=[PD_BLOCK], name="PD", stop_time=2.0, step_size=T_PD)
+    """A discrete PD controller (a state-feedback block) as its own FMU, from the CLI."""
+    path = fmu_dir / "PD.fmu"
+    assert cosim_main(["fmu", "build", "fmu.examples:NoPlant", "-o", str(path), "--method", "rk4",
+                       "--step", str(T_PD), "--block", json.dumps(PD_BLOCK), "--name", "PD",
+                       "--stop-time", "2", "--comm-step", str(T_PD)]) == 0
+    return path
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -151,6 +153,7 @@ def test_model_description_is_valid_and_complete(pendulum_fmu, pendulum_fixed_fm
     assert float(var["l"].start) == 1.5 and var["l"].unit == "m"
     assert float(var["solver.step"].start) == 0.001 and var["solver.step"].variability == "fixed"
     assert var["solver.method"].start == "generalized-alpha" and var["solver.method"].type == "String"
+    assert float(var["solver.rho_inf"].start) == 0.6 and var["solver.rho_inf"].variability == "fixed"
     assert var["event_count"].type == "Integer" and var["event_count"].causality == "output"
     de = md.defaultExperiment
     assert float(de.stopTime) == 5.0 and float(de.tolerance) == 1e-6
@@ -192,7 +195,7 @@ def test_fmu_matches_cosim_simulate_cli(pendulum_fixed_fmu, tmp_path):
     """The FMU stepped on the CLI's communication grid equals `cosim simulate --out`."""
     csv = tmp_path / "run.csv"
     assert cosim_main(["simulate", "pendulum", "--h", "0.001", "--param", "l=1.5", "--t-end", "0.5",
-                       "--dt", "0.01", "--out", str(csv)]) == 0
+                       "--dt", "0.01", "--option", "rho_inf=0.6", "--out", str(csv)]) == 0
     table = np.genfromtxt(csv, delimiter=",", names=True)
     slave = Slave(pendulum_fixed_fmu, "cli")
     t, rows = 0.0, [slave.get(PENDULUM_OUT)]
