@@ -56,8 +56,7 @@ def fmi_name(name):
 
 
 def _is_scenario(target):
-    text = str(target)
-    return text.endswith((".yaml", ".yml", ".json")) or (Path(text).is_file() and ":" not in text)
+    return str(target).lower().endswith((".yaml", ".yml", ".json"))
 
 
 def _scenario_spec(path):
