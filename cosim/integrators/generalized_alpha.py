@@ -22,8 +22,10 @@ Parameters (eq. 27, Chung & Hulbert 1993, Arnold & Brüls 2007):
 import math
 
 import numpy as np
+from scipy.linalg.lapack import dgesv as _gesv
 
 from ..errors import InvalidInputError
+from ..validation import finite_float
 from .base import MultibodyIntegrator
 from .common import (EPS, augmented_matrix, consistent_accelerations, constraint_force_jacobian,
                      error_weights, fd_jacobian, force_jacobians, mass_term_jacobian)
@@ -327,6 +329,35 @@ class GeneralizedAlpha(MultibodyIntegrator):
             return np.vstack([Cq, self.model.nonholonomic_matrix(q, t)])
         return Cq
 
+    # -- advancing ------------------------------------------------------------------------
+    _SNAP = ("t", "y", "t_prev", "y_prev", "qdd", "lam", "a", "qdd_prev", "h_next", "h_last",
+             "x_last", "lam_prev")
+
+    def advance(self, t_target):
+        """As :meth:`Integrator.advance` (exact landing, state unchanged on
+        failure) with a cheap rollback: a step only rebinds arrays, never
+        writes into them, so references are a complete snapshot — no deep
+        copy per communication step."""
+        t_target = finite_float("t_target", t_target)
+        if t_target < self.t:
+            raise InvalidInputError(f"target time {t_target!r} is before t={self.t!r}")
+        if t_target == self.t:
+            return self.t
+        nt = self.newton
+        saved = ([getattr(self, k) for k in self._SNAP], dict(self.stats),
+                 (nt.factor, nt.sigma, nt.h_jac, nt.need_jac, nt.relax))
+        try:
+            while self.t < t_target:
+                self._step(t_target)
+        except BaseException:
+            for k, val in zip(self._SNAP, saved[0]):
+                setattr(self, k, val)
+            self.stats.clear()
+            self.stats.update(saved[1])
+            nt.factor, nt.sigma, nt.h_jac, nt.need_jac, nt.relax = saved[2]
+            raise
+        return self.t
+
     def _step(self, t_limit):
         nt = self.newton
         saved = (nt.factor, nt.sigma, nt.h_jac, nt.need_jac, nt.relax, self.h_next)
@@ -353,8 +384,12 @@ class GeneralizedAlpha(MultibodyIntegrator):
             r = np.concatenate([r, np.zeros(self._n_g)])
         K = augmented_matrix(model.mass(q, t), Cq)
         n = q.size
-        rhs = np.zeros(K.shape[0]); rhs[n:] = -r
-        return v + np.linalg.solve(K, rhs)[:n]
+        rhs = np.zeros(K.shape[0])
+        rhs[n:] = -r
+        _lu, _piv, sol, info = _gesv(K, rhs)
+        if info != 0 or not np.isfinite(sol).all():
+            return v   # singular configuration: keep the unprojected velocity
+        return v + sol[:n]
 
     def _tiny_step(self, t_limit):
         """A landing step far below the working step (e.g. a target a rounding
@@ -381,7 +416,13 @@ class GeneralizedAlpha(MultibodyIntegrator):
         n = self.model.n_q
         while True:
             self.newton.plan_reuse(h, None)  # Algorithm 3 g: reuse test for this h
+            fresh = self.newton.need_jac or self.newton.factor is None
             res, q, v, qdd, lam, x, xi = self._attempt(h)
+            if res.converged and not fresh and res.iterations >= 4:
+                # the kept matrix has become slow (σ large but below the 1/3 of
+                # the reuse test): refresh it for the next step — cheaper than
+                # 4+ quasi-Newton iterations per step (σ = 1 fails the reuse test)
+                self.newton.sigma = 1.0
             if not res.converged:
                 # Newton failure: halve and retry with a fresh Jacobian.
                 self.stats["rejected"] += 1
