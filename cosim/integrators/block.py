@@ -262,12 +262,9 @@ class LStableBlock(MultibodyIntegrator):
         self.newton = QuasiNewton(self.stats, max_iter=25, tol=1.0, err_tol=1.0, what="block iteration matrix")
         self.h_last = None
         self.error_estimate = 0.0
-        n = self.model.n_q
         self.stage_q = np.tile(self.q, (self.r, 1))
         self.stage_v = np.tile(self.v, (self.r, 1))
         self.stage_t0 = self.t
-        self.y_start = self.y.copy()
-        _ = n
 
     # -- residual and iteration matrix ----------------------------------------------------------
     def _stages(self, z, q0, v0, a0, h):

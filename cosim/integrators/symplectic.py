@@ -22,24 +22,29 @@ gradient ∂(½ u̇ᵀ(I − ṽṽᵀ)u̇)/∂x = −(ṽ·u̇) D_i2ᵀ u̇.  F
 I − S is the orthogonal projector onto the row space of A,
 I − S = Aᵀ(AAᵀ)⁻¹A (eq. 7), with gradient formed from (C_qᵀ w)_q.
 
-Discretisation: the Lobatto IIIA-IIIB partitioned Runge-Kutta method for
-Hamiltonian systems with holonomic constraints (Jay 1996; Hairer, Lubich &
-Wanner, Geometric Numerical Integration, §VII.1.4), written for H = T_γ + V
-with the stage velocities V_i = H_p(Q_i, P_i) as unknowns:
+Discretisation (option ``scheme``), written for H = T_γ + V with the stage
+velocities V_i = H_p(Q_i, P_i) as unknowns and
+f(q, v) = ∂T_γ/∂q + Q(q, v) (seed 003 eq. 9):
 
-    P_i = M_γ(Q_i) V_i = p_n + h Σ_j â_ij f(Q_j, V_j, Λ_j),        i = 1..S
-    Q_i = q_n + h Σ_j a_ij V_j,                                      0 = C(Q_i)
-    p_{n+1} = p_n + h Σ_j b_j f(Q_j, V_j, Λ_j),   C_q(q_{n+1}) v_{n+1} + C_t = 0,
-    f(q, v, Λ) = ∂T_γ/∂q + Q(q, v) − C_qᵀ Λ                      (seed 003 eq. 9)
+* "gauss-lobatto" (default, the seed's method, Jay 2007): s Gauss stages for
+  the dynamics and s + 1 Lobatto stages for the constraints,
 
-with S = s + 1 Lobatto points, (a) Lobatto IIIA and (â) Lobatto IIIB
-(b_i â_ij + b_j a_ji = b_i b_j, the symplecticity condition).  It is
-symplectic, keeps C = 0 and C_q q' = 0 at every step end, and has order 2s
-for s = 1..4 — the orders of the seed's Gauss-Lobatto SPARK (s, s) methods.
-For s = 1 it is RATTLE (generalised to a configuration-dependent mass).
-Lobatto IIIA-IIIB belongs to Jay's SPARK family (2007), but for s ≥ 2 its
-coefficients are not those of the Gauss-Lobatto SPARK (s, s) of the seed, so
-errors of the same order but different constants are to be expected.
+      M_γ(Q_i) V_i = p_n + h Σ_j a_ij f(Q_j, V_j) − h Σ_j ã_ij C_q(Q̃_j)ᵀ Λ_j,   i = 1..s
+      Q_i = q_n + h Σ_j a_ij V_j,   Q̃_j = q_n + h Σ_i â_ji V_i,   0 = C(Q̃_j), j = 2..s+1
+      q_{n+1} = Q̃_{s+1},  p_{n+1} = p_n + h Σ b_i f_i − h Σ_j b̃_j C_q(Q̃_j)ᵀ Λ_j,
+      C_q(q_{n+1}) v_{n+1} + C_t = 0,
+
+  (a, b) Gauss, (c̃, b̃) Lobatto, â_ji = ∫_0^{c̃_j} ℓ_i, ã_ij = b̃_j (1 − â_ji/b_i)
+  (b_i ã_ij + b̃_j â_ji = b_i b̃_j: symplectic; it is what the discrete
+  variational principle with Gauss quadrature of L and Lobatto quadrature of
+  λᵀC gives).  Order 2s.  With it our E|δx|, E|δy|, E|δH| reproduce seed 003
+  Table 1 to the printed digits (benchmarks/seed003.py).
+* "lobatto": the Lobatto IIIA-IIIB partitioned Runge-Kutta method (Jay 1996;
+  Hairer, Lubich & Wanner, GNI §VII.1.4) with s + 1 Lobatto stages, order 2s;
+  for s = 1 it is RATTLE (generalised to a configuration-dependent mass).
+
+Both are symplectic and keep C = 0 and C_q q' + C_t = 0 at every step end (the
+last constraint impulse comes from a linear solve with [[M_γ, C_qᵀ], [C_q, 0]]).
 
 Choice of γ: ``gamma`` = a number, "0", "T" (γ_T of seed 003 eqs. 31-32, from
 the model's ``gamma_T()``), or "opt": the a-posteriori optimum of
@@ -82,6 +87,31 @@ def lobatto_iiia_iiib(n_points):
     b = (1.0 / (k + 1)) @ L
     ahat = b[None, :] * (1.0 - a.T / b[:, None])
     return c, a, ahat, b
+
+
+def gauss_lobatto_spark(s):
+    """Coefficients of the s-stage Gauss-Lobatto SPARK method (Jay 2007).
+
+    Dynamics at the s Gauss points (c, A, b: Gauss-Legendre), constraint
+    stages at the s + 1 Lobatto points (c̃, b̃), Q̃_j = q_n + h Σ_i Â_ji V_i with
+    Â_ji = ∫_0^{c̃_j} ℓ_i (Gauss Lagrange basis), and constraint impulses in the
+    momentum stages with Ã_ij = b̃_j (1 − Â_ji / b_i), the symplecticity
+    condition b_i Ã_ij + b̃_j Â_ji = b_i b̃_j (what the variational derivation with
+    Gauss quadrature for L and Lobatto quadrature for λᵀg gives)."""
+    x, wq = np.polynomial.legendre.leggauss(s)
+    c, b = 0.5 * (x + 1.0), 0.5 * wq
+    L = np.linalg.inv(np.vander(c, s, increasing=True))
+    k = np.arange(s)
+
+    def integrals(points):
+        return (points[:, None] ** (k + 1)[None, :] / (k + 1)[None, :]) @ L
+
+    A = integrals(c)
+    c_lob = lobatto_nodes(s + 1)
+    b_lob = lobatto_iiia_iiib(s + 1)[3]
+    Ahat = integrals(c_lob)
+    Atilde = b_lob[None, :] * (1.0 - Ahat.T / b[:, None])
+    return c, A, b, c_lob, b_lob, Ahat, Atilde
 
 
 # -- γ handling ------------------------------------------------------------------
@@ -174,9 +204,10 @@ def optimal_gamma(model, stages, h, steps, gamma2, t0=0.0, y0=None, u=None, refi
 
 
 class PreadjustedSPARK(MultibodyIntegrator):
-    """Parameter-preadjusted symplectic Lobatto IIIA-IIIB / RATTLE (seed 003), fixed step.
+    """Parameter-preadjusted symplectic Gauss-Lobatto SPARK / Lobatto IIIA-IIIB (seed 003), fixed step.
 
-    Options: ``stages`` s ∈ {1, 2, 3, 4} (order 2s; s = 1 is RATTLE),
+    Options: ``stages`` s ∈ {1, 2, 3, 4} (order 2s), ``scheme``
+    ("gauss-lobatto" | "lobatto"; the latter with s = 1 is RATTLE),
     ``gamma`` ('0' | 'T' | 'opt' | number), ``newton_tol`` (relative
     tolerance of the stage solve), ``opt_h`` / ``opt_steps`` / ``gamma_ref``
     (calibration run of gamma='opt': step, number of steps, and γ2 — default
@@ -185,9 +216,9 @@ class PreadjustedSPARK(MultibodyIntegrator):
     """
 
     name = "spark"
-    description = "parameter-preadjusted symplectic Lobatto IIIA-IIIB / RATTLE, fixed step (seed 003)"
-    options = {"stages": 1, "gamma": "0", "newton_tol": 1e-12, "opt_h": None, "opt_steps": 10,
-               "gamma_ref": None}
+    description = "parameter-preadjusted symplectic Gauss-Lobatto SPARK (or Lobatto IIIA-IIIB/RATTLE), fixed step (seed 003)"
+    options = {"stages": 1, "gamma": "0", "scheme": "gauss-lobatto", "newton_tol": 1e-12, "opt_h": None,
+               "opt_steps": 10, "gamma_ref": None}
 
     def check_options(self):
         s = self.opts["stages"]
@@ -222,9 +253,17 @@ class PreadjustedSPARK(MultibodyIntegrator):
         n = self.opts["opt_steps"]
         if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1):
             raise InvalidInputError(f"opt_steps must be an integer >= 1, got {n!r}")
+        scheme = self.opts["scheme"]
+        if scheme not in ("gauss-lobatto", "lobatto"):
+            raise InvalidInputError(f"scheme must be 'gauss-lobatto' or 'lobatto', got {scheme!r}")
+        self.scheme = scheme
         self.stages = s_int
         self.order = 2 * s_int
-        self.c, self.A, self.Ahat, self.b = lobatto_iiia_iiib(s_int + 1)
+        if scheme == "lobatto":
+            self.c, self.A, self.Ahat, self.b = lobatto_iiia_iiib(s_int + 1)
+        else:
+            (self.c, self.A, self.b, self.c_lob, self.b_lob,
+             self.Ahat, self.Atilde) = gauss_lobatto_spark(s_int)
         self.h = self.h_fixed if self.h_fixed is not None else (self.first_step or DEFAULT_H)
 
     # -- set-up --------------------------------------------------------------------
@@ -326,44 +365,71 @@ class PreadjustedSPARK(MultibodyIntegrator):
         return self._kinetic_gradient(q, v, t) + self.model.forces(q, v, t, self.u)
 
     # -- one step -----------------------------------------------------------------------
-    def _stage_residual(self, z, q0, p0, t0, h):
+    def _stage_residual(self, z, q0, p0, t0, h, final=False):
+        """Stage residual; with ``final`` the end point q_{n+1} and p_{n+1} without
+        the last constraint impulse (added by the velocity-constraint solve)."""
         model = self.model
-        n, m, S = model.n_q, model.n_c, self.c.size
-        V = z[:S * n].reshape(S, n)
-        hL = z[S * n:].reshape(S - 1, m)          # unknowns h·Λ_j, j = 1..S−1
+        n, m, s = model.n_q, model.n_c, self.stages
+        nv = self.c.size
+        V = z[:nv * n].reshape(nv, n)
+        hL = z[nv * n:].reshape(s, m)                 # unknowns h·Λ_j, j = 1..s
+        F = np.empty((nv, n))
+        res_c = np.empty((s, m))
+        if self.scheme == "lobatto":
+            # Lobatto IIIA-IIIB: S = s + 1 stages at the Lobatto points
+            Q = q0 + h * (self.A @ V)
+            Q[0] = q0
+            for j in range(nv - 1):
+                tj = t0 + self.c[j] * h
+                F[j] = h * self._force(Q[j], V[j], tj) - model.constraint_jacobian(Q[j], tj).T @ hL[j]
+            if final:
+                t1 = t0 + h
+                return Q[-1].copy(), p0 + self.b[:-1] @ F[:-1] + h * self.b[-1] * self._force(Q[-1], V[-1], t1)
+            res_p = np.empty((nv, n))
+            for i in range(nv):
+                ti = t0 + self.c[i] * h
+                res_p[i] = self._mass_gamma(Q[i], ti) @ V[i] - p0 - self.Ahat[i, :-1] @ F[:-1]
+                if i > 0:
+                    res_c[i - 1] = model.constraints(Q[i], ti) / h
+            return np.concatenate([res_p.ravel(), res_c.ravel()])
+        # Gauss-Lobatto SPARK: s Gauss stages for the dynamics, s + 1 Lobatto stages for the constraints
         Q = q0 + h * (self.A @ V)
-        Q[0] = q0
-        F = np.empty((S - 1, n))
-        res_c = np.empty((S - 1, m))
-        for j in range(S - 1):
-            tj = t0 + self.c[j] * h
-            F[j] = h * self._force(Q[j], V[j], tj) - model.constraint_jacobian(Q[j], tj).T @ hL[j]
-        res_p = np.empty((S, n))
-        for i in range(S):
+        Qt = q0 + h * (self.Ahat @ V)
+        Qt[0] = q0
+        GL = np.empty((s, n))
+        for j in range(s):
+            tj = t0 + self.c_lob[j] * h
+            GL[j] = model.constraint_jacobian(Qt[j], tj).T @ hL[j]
+        for i in range(nv):
+            F[i] = h * self._force(Q[i], V[i], t0 + self.c[i] * h)
+        if final:
+            return Qt[-1].copy(), p0 + self.b @ F - self.b_lob[:-1] @ GL
+        res_p = np.empty((nv, n))
+        for i in range(nv):
             ti = t0 + self.c[i] * h
-            res_p[i] = self._mass_gamma(Q[i], ti) @ V[i] - p0 - self.Ahat[i, :S - 1] @ F
-            if i > 0:
-                res_c[i - 1] = model.constraints(Q[i], ti) / h
-        return np.concatenate([res_p.ravel(), res_c.ravel()]), Q, V, F
+            res_p[i] = self._mass_gamma(Q[i], ti) @ V[i] - p0 - self.A[i] @ F + self.Atilde[i, :-1] @ GL
+        for j in range(1, s + 1):
+            res_c[j - 1] = model.constraints(Qt[j], t0 + self.c_lob[j] * h) / h
+        return np.concatenate([res_p.ravel(), res_c.ravel()])
 
     def _step(self, t_limit):
         h, _ = self._clamp_step(self.h, t_limit)
         model = self.model
-        n, m, S = model.n_q, model.n_c, self.c.size
+        n = model.n_q
         t0 = self.t
         q0, v0 = self.y[:n].copy(), self.y[n:].copy()
         p0 = self._mass_gamma(q0, t0) @ v0
         # predictor: V_i ≈ v_n + c_i h q''_n, hΛ ≈ h λ_n
         z0 = np.concatenate([(v0[None, :] + (self.c * h)[:, None] * self.qdd[None, :]).ravel(),
-                             np.tile(h * self.lam, S - 1)])
+                             np.tile(h * self.lam, self.stages)])
         w = self.opts["newton_tol"] * (1.0 + float(np.max(np.abs(z0))))
 
         def residual(delta):
-            return self._stage_residual(z0 + delta, q0, p0, t0, h)[0]
+            return self._stage_residual(z0 + delta, q0, p0, t0, h)
 
         def jacobian(delta):
             x = z0 + delta
-            return fd_jacobian(lambda zz: self._stage_residual(zz, q0, p0, t0, h)[0], x,
+            return fd_jacobian(lambda zz: self._stage_residual(zz, q0, p0, t0, h), x,
                                scale=np.full(x.size, 1e-3 * (1.0 + float(np.max(np.abs(x))))))
 
         def norm(dd):
@@ -382,11 +448,9 @@ class PreadjustedSPARK(MultibodyIntegrator):
             self.stats.update({k: v for k, v in stats_before.items() if k != "rejected"})
             self._fail("stage equations did not converge", h, result.reason)
         z = z0 + result.delta
-        _, Q, V, F = self._stage_residual(z, q0, p0, t0, h)
         t1 = t0 + h
-        q1 = Q[-1].copy()
-        # p_{n+1} without the last constraint impulse, then the velocity constraint (linear)
-        p_tilde = p0 + self.b[:S - 1] @ F + h * self.b[-1] * self._force(q1, V[-1], t1)
+        # q_{n+1}, p_{n+1} without the last constraint impulse, then the velocity constraint (linear)
+        q1, p_tilde = self._stage_residual(z, q0, p0, t0, h, final=True)
         Mg = self._mass_gamma(q1, t1)
         Cq = model.constraint_jacobian(q1, t1)
         K = augmented_matrix(Mg, Cq)
