@@ -417,8 +417,11 @@ class DormandPrince(ExplicitRungeKutta):
 
     def dense_output(self, t):
         t0, t1 = self.t_prev, self.t
-        if t1 == t0 or self._dense is None:
+        t = float(t)
+        if t1 == t0 or self._dense is None or t == t1:
             return self.y.copy()
+        if t == t0:
+            return self.y_prev.copy()
         theta = (float(t) - t0) / (t1 - t0)
         d = self._dense
         p = np.array([theta, theta ** 2, theta ** 3, theta ** 4])
@@ -470,8 +473,11 @@ class RK4(ExplicitRungeKutta):
 
     def dense_output(self, t):
         t0, t1 = self.t_prev, self.t
-        if t1 == t0 or self._dense is None:
+        t = float(t)
+        if t1 == t0 or self._dense is None or t == t1:
             return self.y.copy()
+        if t == t0:
+            return self.y_prev.copy()
         h = t1 - t0
         s = (float(t) - t0) / h
         d = self._dense

@@ -265,8 +265,11 @@ class LocalEquivalentIndex1(MultibodyIntegrator):
     # -- dense output / state ---------------------------------------------------------------
     def dense_output(self, t):
         t0, t1 = self.t_prev, self.t
-        if t1 == t0 or self._dense is None:
+        t = float(t)
+        if t1 == t0 or self._dense is None or t == t1:
             return self.y.copy()
+        if t == t0:
+            return self.y_prev.copy()
         h = t1 - t0
         s = (float(t) - t0) / h
         d = self._dense

@@ -364,8 +364,11 @@ class RKCPenalty(MultibodyIntegrator):
     def dense_output(self, t):
         """Cubic Hermite from y and f at both ends of the last step."""
         t0, t1 = self.t_prev, self.t
-        if t1 == t0 or self._dense is None:
+        t = float(t)
+        if t1 == t0 or self._dense is None or t == t1:
             return self.y.copy()
+        if t == t0:
+            return self.y_prev.copy()
         h = t1 - t0
         s = (float(t) - t0) / h
         d = self._dense
