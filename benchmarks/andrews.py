@@ -5,7 +5,9 @@ rtol 1e-6; BDF 568 at rtol 1e-4; explicit 946), our steps, rejected steps,
 Newton iterations, LU factorisations, wall time and the error at t = 0.03 s
 against the IVP test-set reference (PSIDE, tol 1e-14), for rtol = atol
 = 1e-4 ... 1e-8.  Two variants: the default (velocity projection after each
-step) and without it (``project_velocities=False``, closest to seed Algorithm 3).
+step), without it (``project_velocities=False``, closest to seed Algorithm 3),
+and the index-2 GGL variant (seed eqs. 37-39, first-order error estimate,
+so it is run at looser tolerances).
 
     python benchmarks/andrews.py            # rtol 1e-4 ... 1e-8
     python benchmarks/andrews.py --quick    # rtol 1e-4 ... 1e-6
@@ -16,13 +18,14 @@ import time
 import numpy as np
 
 from cosim.integrators.generalized_alpha import GeneralizedAlpha
+from cosim.integrators.generalized_alpha_i2 import GeneralizedAlphaIndex2
 from cosim.models.andrews import REFERENCE_Q, REFERENCE_T, Andrews
 
 SEED_TABLE5 = {"generalized-alpha": (3148, 1e-6), "BDF": (568, 1e-4), "explicit": (946, None)}
 
 
-def run(rtol, **options):
-    ig = GeneralizedAlpha(Andrews(), rtol=rtol, atol=rtol, **options)
+def run(rtol, cls=GeneralizedAlpha, **options):
+    ig = cls(Andrews(), rtol=rtol, atol=rtol, **options)
     ig.initialize(0.0)
     t0 = time.perf_counter()
     ig.advance(REFERENCE_T)
@@ -44,11 +47,13 @@ def main(argv=None):
           "against the IVP test-set reference")
     header = (f"{'variant':<22s} {'rtol':>7s} {'steps':>6s} {'seed':>6s} {'rej':>5s} {'newton':>7s} "
               f"{'LU':>6s} {'wall[s]':>8s} {'err abs':>9s} {'err rel':>9s}")
-    for label, options in (("default (v-projection)", {}),
-                           ("no v-projection", {"project_velocities": False})):
+    rtols_i2 = [1e-3, 1e-4] if args.quick else [1e-3, 1e-4, 1e-5]
+    for label, options, tols in (("default (v-projection)", {}, rtols),
+                                 ("no v-projection", {"project_velocities": False}, rtols),
+                                 ("index-2 GGL", {"cls": GeneralizedAlphaIndex2}, rtols_i2)):
         print()
         print(header)
-        for rtol in rtols:
+        for rtol in tols:
             st, wall, ea, er = run(rtol, **options)
             seed = "3148" if rtol == 1e-6 else ""
             print(f"{label:<22s} {rtol:7.0e} {st['steps']:6d} {seed:>6s} {st['rejected']:5d} "
