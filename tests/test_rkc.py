@@ -61,7 +61,7 @@ def test_stage_count_grows_with_penalty_as_sqrt():
 
 def test_order_two():
     model = _pendulum()
-    T = 1.0
+    T = 0.5
     q, v = index1_reference(model, T)
     ref = np.concatenate([q, v])
     hs = [0.004, 0.002, 0.001]
