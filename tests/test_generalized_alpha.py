@@ -238,3 +238,17 @@ def test_failed_step_raises_with_t_h_cause_and_leaves_state_unchanged():
     with pytest.raises(ConvergenceError):
         ig.step(0.5)
     assert ig.t == before["t"] and np.array_equal(ig.y, before["y"]) and ig.h_next == h_next
+
+
+@pytest.mark.parametrize("method", ["generalized-alpha", "generalized-alpha-i2"])
+def test_restore_into_a_fresh_uninitialised_integrator(method):
+    """A snapshot continues in a new object that never ran initialize()."""
+    a = make_integrator(Pendulum(), method, rtol=1e-4)
+    a.initialize(0.0)
+    a.advance(0.3)
+    snap = a.state()
+    a.advance(0.6)
+    b = make_integrator(Pendulum(), method, rtol=1e-4)
+    b.restore(snap)
+    b.advance(0.6)
+    assert np.array_equal(a.y, b.y) and a.stats == b.stats

@@ -123,13 +123,19 @@ class GeneralizedAlpha(MultibodyIntegrator):
         self.x_last = np.zeros_like(self.a)   # last innovation (Newton start only)
         self.lam_prev = self.lam.copy()
         self.qdd_prev = self.qdd.copy()
-        self.newton = QuasiNewton(self.stats, what="generalized-alpha iteration matrix",
-                                  prior_rate=True)
-        self._n_g = len(getattr(self.model, "nonholonomic_names", ()))
-        n, m = self.model.n_q, self.model.n_c + self._n_g
-        self._J = np.zeros((n + m, n + m))
-        self._minv_diag = None
+        self._setup_work()
         self.h_next = self._initial_step() if self.h_fixed is None else self.h_fixed
+
+    def _setup_work(self):
+        """Newton object and work arrays (also for a restore into a fresh object)."""
+        self.newton = QuasiNewton(self.stats, what=f"{self.name} iteration matrix", prior_rate=True)
+        self._n_g = len(getattr(self.model, "nonholonomic_names", ()))
+        n = self.model.n_q
+        self._J = np.zeros(self._matrix_shape(n, self.model.n_c, self._n_g))
+        self._minv_diag = None
+
+    def _matrix_shape(self, n, m, ng):
+        return (n + m + ng, n + m + ng)
 
     def _initial_step(self):
         if self.first_step is not None:
@@ -165,6 +171,8 @@ class GeneralizedAlpha(MultibodyIntegrator):
         self.h_last = float(d["h_last"])
         self.x_last = np.array(d["x_last"], dtype=float)
         self.lam_prev = np.array(d["lam_prev"], dtype=float)
+        if getattr(self, "newton", None) is None:
+            self._setup_work()
         self.newton.stats = self.stats
         self.newton.restore(d["newton"])
 

@@ -37,10 +37,8 @@ class GeneralizedAlphaIndex2(GeneralizedAlpha):
         super().check_options()
         del self.opts["project_velocities"]
 
-    def _initialize(self, t0, y0, **ic_options):
-        super()._initialize(t0, y0, **ic_options)
-        n, m, ng = self.model.n_q, self.model.n_c, self._n_g
-        self._J = np.zeros((2 * n + 2 * m + ng, 2 * n + 2 * m + ng))
+    def _matrix_shape(self, n, m, ng):
+        return (2 * n + 2 * m + ng, 2 * n + 2 * m + ng)
 
     def _attempt(self, h):
         model, t1, u = self.model, self.t + h, self.u
