@@ -62,7 +62,11 @@ NEWTON_ERR_TOL = 1e-3
 class _BDF(MultibodyIntegrator):
     """Machinery common to the three BDF formulations."""
 
-    options = {"max_order": MAX_ORDER}
+    # velocity_error: include v in the local error test (seed Algorithm 4 f:
+    # e^j = ‖(∇^{j+1}q; ∇̂^{j+1}v)‖).  False controls q only, as the index-3
+    # generalized-α estimate does: on wide-band models (crank-slider) the
+    # unresolved stiff velocities then no longer dictate the step.
+    options = {"max_order": MAX_ORDER, "velocity_error": True}
     filter_velocity = False   # index 3: projection filter of eq. 80
 
     def check_options(self):
@@ -71,6 +75,17 @@ class _BDF(MultibodyIntegrator):
                 not float(k).is_integer() or not 1 <= int(k) <= MAX_ORDER:
             raise InvalidInputError(f"max_order must be an integer 1..{MAX_ORDER}, got {k!r}")
         self.opts["max_order"] = self.max_order = int(k)
+        ve = self.opts["velocity_error"]
+        words = {"true": True, "yes": True, "on": True, "1": True,
+                 "false": False, "no": False, "off": False, "0": False}
+        if isinstance(ve, str) and ve.strip().lower() in words:   # from the command line
+            ve = words[ve.strip().lower()]
+        elif isinstance(ve, (int, float, np.integer, np.floating)) and not isinstance(ve, bool) \
+                and ve in (0, 1):
+            ve = bool(ve)
+        if not isinstance(ve, (bool, np.bool_)):
+            raise InvalidInputError(f"velocity_error must be true or false, got {ve!r}")
+        self.opts["velocity_error"] = self.velocity_error = bool(ve)
 
     # -- set-up ------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
@@ -306,6 +321,10 @@ class _BDF(MultibodyIntegrator):
         return min(h_j, MAX_RATIO[j] * h, MAX_GROWTH * h)
 
     def _error_norms(self, cols, winv):
+        if not self.velocity_error:
+            n = self.model.n_q
+            winv = winv[:n]
+            return [float(np.max(np.abs(col[:n]) * winv)) for col in cols]
         return [float(np.max(np.abs(col) * winv)) for col in cols]
 
     def _accept(self, h, lands, t_limit, h_prop, k, tau, omega, y1, dy, qdd, lam,
@@ -442,7 +461,7 @@ class BDFIndex3(_BDF):
     def _error_norms(self, cols, winv):
         """Projection filter, eq. 80: ε̂ solves J [ε̂; μ] = [M̂ ε; 0] with the LU at hand."""
         n, m = self.model.n_q, self.model.n_c
-        if m == 0 or self.newton.factor is None:
+        if m == 0 or self.newton.factor is None or not self.velocity_error:
             return super()._error_norms(cols, winv)
         Mhat = self._J[:n, :n]
         wq, wv = winv[:n], winv[n:]
