@@ -288,8 +288,11 @@ class _BDF(MultibodyIntegrator):
             e_dn = errs[1] if k > 1 else math.inf
             e_up = errs[-1] if has_up else math.inf
             err = ce[k] * e_k
-            h_k = self._h_order(h, k, ce[k] * e_k, SAFETY_SAME)
-            h_dn = self._h_order(h, k - 1, ce[k - 1] * e_dn, SAFETY_DOWN) if k > 1 else 0.0
+            # a landing step cut short by the target does not shrink the
+            # history: its successor's ratio caps refer to the proposal h_prop
+            h_base = h_prop if lands and h < h_prop else h
+            h_k = self._h_order(h, k, ce[k] * e_k, SAFETY_SAME, h_base)
+            h_dn = self._h_order(h, k - 1, ce[k - 1] * e_dn, SAFETY_DOWN, h_base) if k > 1 else 0.0
             decr = k >= 3 and e_k > SKELBOE[k] * e_dn    # Table 2 (Skelboe)
             if fixed or err <= 1.0:
                 break
@@ -309,16 +312,18 @@ class _BDF(MultibodyIntegrator):
             if error_failures >= 3:
                 k = 1
             h_prop = min(max(h_new, MIN_REJECT_FACTOR * h), MAX_REJECT_FACTOR * h)
-        self._accept(h, lands, t_limit, h_prop, k, tau, omega, y_pred + dy, dy, qdd, lam,
+        self._accept(h, h_base, lands, t_limit, k, tau, omega, y_pred + dy, dy, qdd, lam,
                      e_k, e_dn, e_up, h_k, h_dn, decr, ce, fixed, failures > 0)
 
-    def _h_order(self, h, j, err, safety):
-        """Step of order j from its error estimate (eq. 85) capped by Table 1."""
+    def _h_order(self, h, j, err, safety, h_base=None):
+        """Step of order j from its error estimate (eq. 85) capped by Table 1
+        (ratio to ``h_base``, default h)."""
         if j < 1:
             return 0.0
+        h_base = h if h_base is None else h_base
         eps = err ** (1.0 / (j + 1)) if err > 0.0 else 0.0
         h_j = h / (safety * eps) if eps > 0.0 else math.inf
-        return min(h_j, MAX_RATIO[j] * h, MAX_GROWTH * h)
+        return min(h_j, MAX_RATIO[j] * h_base, MAX_GROWTH * h_base)
 
     def _error_norms(self, cols, winv):
         if not self.velocity_error:
@@ -327,7 +332,7 @@ class _BDF(MultibodyIntegrator):
             return [float(np.max(np.abs(col[:n]) * winv)) for col in cols]
         return [float(np.max(np.abs(col) * winv)) for col in cols]
 
-    def _accept(self, h, lands, t_limit, h_prop, k, tau, omega, y1, dy, qdd, lam,
+    def _accept(self, h, h_base, lands, t_limit, k, tau, omega, y1, dy, qdd, lam,
                 e_k, e_dn, e_up, h_k, h_dn, decr, ce, fixed, failed):
         D = self._D
         valid_old = self._valid
@@ -364,14 +369,14 @@ class _BDF(MultibodyIntegrator):
         # order and step for the next step (Algorithm 4 i-j)
         kmax = self.max_order
         if self._n_steps == 1:
-            k_new, h_new = k, h      # first step: keep order and step
+            k_new, h_new = k, h_base  # first step: keep order and step
         else:
             k_new, h_new = k, h_k
             if k > 1 and h_dn >= h_new:
                 k_new, h_new = k - 1, h_dn
             incr = (e_k <= e_dn) and (e_up <= e_k) and math.isfinite(e_up)   # relaxed smoothness
             if incr and k < kmax and self._valid >= k + 2:
-                h_up = self._h_order(h, k + 1, ce[k + 1] * e_up, SAFETY_UP)
+                h_up = self._h_order(h, k + 1, ce[k + 1] * e_up, SAFETY_UP, h_base)
                 if h_up > h_new:
                     k_new, h_new = k + 1, h_up
             if decr:
@@ -380,14 +385,8 @@ class _BDF(MultibodyIntegrator):
         if failed:
             # after a rejected attempt in this step do not grow again at once
             # (as DASSL): avoids the reject/grow see-saw
-            h_new = min(h_new, h)
-        if fixed:
-            self.h_next = self.h_fixed
-        elif lands and h < h_prop:
-            # a landing step cut short by the target: keep the controller's proposal
-            self.h_next = min(max(h_new, h_prop), MAX_RATIO[k_new] * h_prop)
-        else:
-            self.h_next = h_new
+            h_new = min(h_new, h_base)
+        self.h_next = self.h_fixed if fixed else h_new
         self._k = k_new
 
 
