@@ -133,6 +133,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
         n = self.model.n_q
         self._J = np.zeros(self._matrix_shape(n, self.model.n_c, self._n_g))
         self._minv_diag = None
+        self._minv_exact = None
 
     def _matrix_shape(self, n, m, ng):
         return (n + m + ng, n + m + ng)
@@ -391,6 +392,14 @@ class GeneralizedAlpha(MultibodyIntegrator):
         if self._n_g:  # keep B v + b = 0 while projecting
             Cq = np.vstack([Cq, model.nonholonomic_matrix(q, t)])
             r = np.concatenate([r, np.zeros(self._n_g)])
+        minv = self._diagonal_mass_inverse(q, t)
+        if minv is not None:
+            # constant diagonal M: Δv = −M⁻¹C_qᵀ (C_q M⁻¹ C_qᵀ)⁻¹ r, an m×m solve
+            CM = Cq * minv
+            _lu, _piv, mult, info = _gesv(CM @ Cq.T, r)
+            if info != 0 or not np.isfinite(mult).all():
+                return v
+            return v - mult @ CM
         K = augmented_matrix(model.mass(q, t), Cq)
         n = q.size
         rhs = np.zeros(K.shape[0])
@@ -399,6 +408,15 @@ class GeneralizedAlpha(MultibodyIntegrator):
         if info != 0 or not np.isfinite(sol).all():
             return v   # singular configuration: keep the unprojected velocity
         return v + sol[:n]
+
+    def _diagonal_mass_inverse(self, q, t):
+        """1/diag(M) when M is constant and diagonal (checked once), else None."""
+        if self._minv_exact is None:
+            M = self.model.mass(q, t)
+            d = np.diagonal(M)
+            ok = self.model.constant_mass and np.array_equal(M, np.diag(d)) and np.all(d > 0)
+            self._minv_exact = (1.0 / d) if ok else False
+        return None if self._minv_exact is False else self._minv_exact
 
     def _tiny_step(self, t_limit):
         """A landing step far below the working step (e.g. a target a rounding
