@@ -23,6 +23,9 @@ time, and the wall time divided by IDA's wall time at the same error
 extrapolation beyond IDA's measured error range, 'n/a' more than a decade
 beyond it).
 
+Wall times are the best of up to ``--repeat`` runs (default 3; runs over 2 s
+are not repeated) because the machine may be shared.
+
 Run:  python benchmarks/peers.py [--quick] [--problem andrews|pendulum|crank_slider]
 """
 import argparse
@@ -88,6 +91,19 @@ def reference(name, t_end):
 def atol_for(name, rtol):
     atol = PROBLEMS[name][1]
     return rtol if atol is None else atol
+
+
+def best_of(fn, repeat):
+    """Run ``fn`` up to ``repeat`` times (once if it takes > 2 s); keep the
+    fastest wall time.  The machine is shared: the minimum is the honest figure."""
+    best = fn()
+    for _ in range(repeat - 1):
+        if best["wall"] > 2.0:
+            break
+        r = fn()
+        if r["wall"] < best["wall"]:
+            best = r
+    return best
 
 
 def run_ours(name, method, rtol, t_end, q_ref, label=None, **options):
@@ -189,25 +205,34 @@ def main(argv=None):
                    help="problem(s) to run (default: all)")
     p.add_argument("--skip-explicit", action="store_true",
                    help="skip DOP853 (slow on the stiff crank-slider)")
+    p.add_argument("--repeat", type=int, default=None,
+                   help="best-of-N wall time (default 3, 1 with --quick)")
     args = p.parse_args(argv)
+    if args.repeat is None:
+        args.repeat = 1 if args.quick else 3
     for name in args.problem or list(PROBLEMS):
         t_end, _, rtols, ga_rtols = PROBLEMS[name]
         if args.quick:
             rtols, ga_rtols = QUICK[name]
         q_ref = reference(name, t_end)
         rows = []
-        ida_rows = [run_ida(name, r, t_end, q_ref) for r in rtols]
+        rep = args.repeat
+
+        def timed(fn, *a, **k):
+            return best_of(lambda: fn(*a, **k), rep)
+
+        ida_rows = [timed(run_ida, name, r, t_end, q_ref) for r in rtols]
         for method in ("bdf", "bdf-i2"):
-            rows += [run_ours(name, method, r, t_end, q_ref) for r in rtols]
+            rows += [timed(run_ours, name, method, r, t_end, q_ref) for r in rtols]
         # index-3 BDF with the local error test on q only (like generalized-α's)
-        rows += [run_ours(name, "bdf", r, t_end, q_ref, label="bdf[q-err]", velocity_error=False)
-                 for r in rtols]
-        rows += [run_ours(name, "generalized-alpha", r, t_end, q_ref) for r in ga_rtols]
+        rows += [timed(run_ours, name, "bdf", r, t_end, q_ref, label="bdf[q-err]",
+                       velocity_error=False) for r in rtols]
+        rows += [timed(run_ours, name, "generalized-alpha", r, t_end, q_ref) for r in ga_rtols]
         rows += ida_rows
         for method in SCIPY_METHODS:
             if method == "DOP853" and (args.skip_explicit or (args.quick and name == "crank_slider")):
                 continue
-            rows += [run_scipy(name, method, r, t_end, q_ref) for r in rtols]
+            rows += [timed(run_scipy, name, method, r, t_end, q_ref) for r in rtols]
         print_table(name, rows, ida_rows)
 
 
