@@ -152,7 +152,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
     # -- restart / state -------------------------------------------------------------
     def _restart(self):
         q, v = self.model.split(self.y)
-        self.qdd, self.lam = consistent_accelerations(self.model, self.t, q, v, self.u)
+        self.qdd, self.lam = self._consistent_accelerations(q, v)
         self.a = self.qdd.copy()
         self.h_last = 0.0
         self.x_last = np.zeros_like(self.a)
@@ -408,6 +408,26 @@ class GeneralizedAlpha(MultibodyIntegrator):
         if info != 0 or not np.isfinite(sol).all():
             return v   # singular configuration: keep the unprojected velocity
         return v + sol[:n]
+
+    def _consistent_accelerations(self, q, v):
+        """Eq. 10 (common.consistent_accelerations); for a constant diagonal M
+        through the m×m system C_q M⁻¹ C_qᵀ λ = C_q M⁻¹ Q − γ — the stepper
+        restarts after every input change, so this is on the hot path."""
+        model, t = self.model, self.t
+        minv = self._diagonal_mass_inverse(q, t) if getattr(self, "newton", None) else None
+        if minv is None or model.n_c + self._n_g == 0:
+            return consistent_accelerations(model, t, q, v, self.u)
+        Q = model.forces(q, v, t, self.u)
+        Cq = model.constraint_jacobian(q, t)
+        gam = model.gamma(q, v, t)
+        if self._n_g:
+            Cq = np.vstack([Cq, model.nonholonomic_matrix(q, t)])
+            gam = np.concatenate([gam, model.nonholonomic_gamma(q, v, t)])
+        CM = Cq * minv
+        _lu, _piv, lam, info = _gesv(CM @ Cq.T, CM @ Q - gam)
+        if info != 0 or not np.isfinite(lam).all():
+            return consistent_accelerations(model, t, q, v, self.u)  # raises a clear error
+        return minv * (Q - lam @ Cq), lam
 
     def _diagonal_mass_inverse(self, q, t):
         """1/diag(M) when M is constant and diagonal (checked once), else None."""
