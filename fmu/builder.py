@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 import cosim
-from cosim.errors import CosimError, InvalidInputError, ScenarioError
+from cosim.errors import CosimError, InvalidInputError
 
 from .slave import CONFIG_FILE, CONFIG_FORMAT
 
@@ -60,24 +60,30 @@ def _is_scenario(target):
 
 
 def _scenario_spec(path):
-    """Simulation keyword arguments and experiment settings of a scenario file."""
-    try:
-        from cosim import scenario as scenario_module
-    except ImportError as exc:  # stepper's scenario module not available
-        raise ScenarioError(f"scenario support is not available in this cosim: {exc}") from None
-    return scenario_module.fmu_spec(path) if hasattr(scenario_module, "fmu_spec") else \
-        _scenario_spec_generic(scenario_module, path)
+    """What a scenario file (cosim.scenario) contributes to an FMU.
 
+    Returns ``(spec, settings, experiment, name, description, input_starts)``:
+    Simulation keyword arguments (plant, blocks, connections, event options),
+    integrator settings, the DefaultExperiment (start, stop, communication
+    step), the scenario name, its description, and start values for the
+    external inputs (the scenario signal's value at the start time; in the FMU
+    the importer drives these inputs).
+    """
+    from cosim.scenario import Scenario
 
-def _scenario_spec_generic(scenario_module, path):
-    scen = scenario_module.load_scenario(path)
-    spec = scen.simulation_kwargs() if hasattr(scen, "simulation_kwargs") else dict(scen["simulation"])
-    experiment = {}
-    for key in ("t_end", "stop_time", "dt", "step_size"):
-        value = getattr(scen, key, None) if not isinstance(scen, dict) else scen.get(key)
-        if value is not None:
-            experiment[key] = value
-    return spec, experiment, getattr(scen, "name", None) or Path(path).stem
+    scen = Scenario.load(path)
+    data = scen.data
+    spec = {"model": scen.model, "blocks": list(scen.blocks), "connections": list(scen.connections)}
+    for key in ("event_tolerance", "on_chattering", "max_chattering_events"):
+        if data.get(key) is not None:
+            spec[key] = data[key]
+    settings = {"method": scen.method, "params": dict(scen.params), "rtol": data.get("rtol"),
+                "atol": data.get("atol"), "h": data.get("h"),
+                "method_options": dict(data.get("method_options") or {})}
+    experiment = {"start_time": scen.start_time, "stop_time": scen.stop_time,
+                  "step_size": float(scen.communication_step)}
+    starts = {name: float(sig.value_at(scen.start_time)) for name, sig in scen.signals.items()}
+    return spec, settings, experiment, scen.name, scen.description, starts
 
 
 def _user_modules(spec):
@@ -199,36 +205,40 @@ def _plain_json(value):
     return str(value)
 
 
-def build_fmu(target, output=None, *, method="generalized-alpha", rtol=1e-6, atol=1e-8, step=None,
-              params=None, method_options=None, name=None, stop_time=None, step_size=None,
-              blocks=None, connections=None):
+def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=None, params=None,
+              method_options=None, name=None, stop_time=None, step_size=None, blocks=None,
+              connections=None):
     """Build ``output`` (an .fmu path; default ``<Identifier>.fmu``) and return its Path.
 
     ``target``: a library model name, ``package.module:ClassName`` of a user
-    model, or a scenario file (plant + discrete blocks as one FMU).
-    ``step``: fixed integration step (None: adaptive with ``rtol``/``atol``).
+    model, or a scenario file (``.yaml``: plant + discrete blocks as one FMU;
+    its method/tolerances/step are used unless given here, its input signals
+    give the start values of the FMU inputs, its stop time and communication
+    step the DefaultExperiment).
+    ``method`` (default generalized-alpha), ``rtol``/``atol`` (1e-6/1e-8),
+    ``step``: fixed integration step (None: adaptive).
     ``stop_time``/``step_size``: the DefaultExperiment (defaults: the model's
-    usual horizon, 1/500 of it or the scenario's base step).
-    ``blocks``/``connections`` (Python API): discrete blocks for a model FMU,
-    as :class:`cosim.Simulation` takes them (dicts, see :func:`cosim.blocks.make_block`).
+    usual horizon and 1/500 of it, or the blocks' base step).
+    ``blocks``/``connections``: discrete blocks for a model FMU, as
+    :class:`cosim.Simulation` takes them (dicts, see :func:`cosim.blocks.make_block`).
     """
     from cosim.commands.simulate import DEFAULT_T_END
     from cosim.simulation import Simulation
+    from cosim.validation import finite_float
 
     params = dict(params or {})
     method_options = dict(method_options or {})
-    experiment = {}
+    experiment, input_starts, description = {}, {}, ""
     if _is_scenario(target):
-        if params or method_options:
-            raise InvalidInputError("--param/--option apply to model FMUs; set them in the scenario file")
-        spec, experiment, default_name = _scenario_spec(target)
-        spec = dict(spec)
-        spec.pop("start_time", None)
-        method = spec.pop("method", method)
-        rtol, atol = spec.pop("rtol", rtol), spec.pop("atol", atol)
-        step = spec.pop("h", step)
-        method_options = dict(spec.pop("method_options", None) or {})
-        params = dict(spec.pop("params", None) or {})
+        if params or method_options or blocks or connections:
+            raise InvalidInputError("--param/--option/--block/--connect apply to model FMUs; "
+                                    "set them in the scenario file")
+        spec, settings, experiment, default_name, description, input_starts = _scenario_spec(target)
+        method = method if method is not None else settings["method"]
+        rtol = rtol if rtol is not None else settings["rtol"]
+        atol = atol if atol is not None else settings["atol"]
+        step = step if step is not None else settings["h"]
+        params, method_options = settings["params"], settings["method_options"]
     else:
         spec = {"model": str(target)}
         if blocks:
@@ -236,13 +246,17 @@ def build_fmu(target, output=None, *, method="generalized-alpha", rtol=1e-6, ato
         if connections:
             spec["connections"] = list(connections)
         default_name = None
+    method = "generalized-alpha" if method is None else str(method)
+    rtol = 1e-6 if rtol is None else finite_float("rtol", rtol, positive=True)
+    atol = 1e-8 if atol is None else finite_float("atol", atol, positive=True)
     if step is not None:
-        from cosim.validation import finite_float
         step = finite_float("--step", step, positive=True)
 
     # validate everything by building the simulation once (clear cosim errors)
     sim = Simulation(method=method, params=params, rtol=rtol, atol=atol, h=step,
                      method_options=method_options, **spec)
+    if input_starts:
+        sim.set_inputs(input_starts)
 
     identifier = name or default_name or type(sim.model).__name__
     identifier = re.sub(r"[^A-Za-z0-9_]", "_", str(identifier)) if not name else str(name)
@@ -254,22 +268,28 @@ def build_fmu(target, output=None, *, method="generalized-alpha", rtol=1e-6, ato
     other_options = {k: v for k, v in method_options.items() if k not in numeric_options}
     variables = describe_variables(sim, numeric_options)
 
-    t_end = stop_time if stop_time is not None else experiment.get("stop_time", experiment.get("t_end"))
+    t_start = float(experiment.get("start_time", 0.0))
+    t_end = stop_time if stop_time is not None else experiment.get("stop_time")
     if t_end is None:
-        t_end = DEFAULT_T_END.get(sim.model.name, 1.0)
-    dt = step_size if step_size is not None else experiment.get("step_size", experiment.get("dt"))
+        t_end = t_start + DEFAULT_T_END.get(sim.model.name, 1.0)
+    t_end = finite_float("--stop-time", t_end)
+    if not t_end > t_start:
+        raise InvalidInputError(f"--stop-time {t_end!r} must be after the start time {t_start!r}")
+    dt = step_size if step_size is not None else experiment.get("step_size")
     if dt is None:
-        dt = sim.base_step or float(t_end) / 500.0
-    description = getattr(sim.model, "description", "") or sim.model.name
-    if sim.blocks:
-        description += " + blocks " + ", ".join(b.name for b in sim.blocks)
+        dt = sim.base_step or (t_end - t_start) / 500.0
+    dt = finite_float("--comm-step", dt, positive=True)
+    if not description:
+        description = getattr(sim.model, "description", "") or sim.model.name
+        if sim.blocks:
+            description += " + blocks " + ", ".join(b.name for b in sim.blocks)
     config = {
         "format": CONFIG_FORMAT, "version": 1, "identifier": identifier,
         "description": description, "cosim_version": cosim.__version__,
         "simulation": _plain_json(dict(spec, params=params, method_options=other_options)),
         "variables": variables,
-        "default_experiment": {"start_time": 0.0, "stop_time": float(t_end), "step_size": float(dt),
-                               "tolerance": float(rtol)},
+        "default_experiment": {"start_time": t_start, "stop_time": t_end, "step_size": dt,
+                               "tolerance": rtol},
     }
     output = Path(output) if output is not None else Path(f"{identifier}.fmu")
     if output.suffix != ".fmu":

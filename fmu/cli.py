@@ -53,9 +53,11 @@ def register(subparsers):
                         "scenario file")
     b.add_argument("-o", "--output", metavar="FILE.fmu", default=None,
                    help="FMU file to write (default: <Identifier>.fmu)")
-    b.add_argument("--method", default="generalized-alpha", help="integration method (see `cosim methods`)")
-    b.add_argument("--rtol", type=float, default=1e-6, help="relative tolerance (adaptive mode)")
-    b.add_argument("--atol", type=float, default=1e-8, help="absolute tolerance (adaptive mode)")
+    b.add_argument("--method", default=None,
+                   help="integration method (see `cosim methods`; default generalized-alpha or the "
+                        "scenario's)")
+    b.add_argument("--rtol", type=float, default=None, help="relative tolerance (default 1e-6)")
+    b.add_argument("--atol", type=float, default=None, help="absolute tolerance (default 1e-8)")
     b.add_argument("--step", type=float, default=None, metavar="H",
                    help="fixed integration step [s] (default: adaptive)")
     b.add_argument("--param", action="append", metavar="NAME=VALUE",
