@@ -447,21 +447,25 @@ def test_libcosim_closed_loop_plant_and_pd_controller_fmus(pendulum_fmu, pd_fmu,
     assert np.max(np.abs(angle - ref_angle)) <= 1e-12
     assert np.max(np.abs(torque - ref_torque)) <= 1e-12
 
-    # (2) the closed loop behaves as the monolithic scenario (plant + the same discrete PD block
-    # inside one Simulation, as `cosim run` executes it).  The only difference is the coupling:
+    # (2) the closed loop behaves as the monolithic scenario (plant + the same discrete PD block in
+    # one Simulation, run by cosim.scenario as `cosim run` does; its grid float(k/100) equals
+    # libcosim's k*1e7/1e9, both correctly rounded).  The only difference is the coupling:
     # across FMUs the controller output reaches the plant one communication step later.
-    mono = cosim.Simulation(model="pendulum", blocks=[PD_BLOCK],
-                            connections=["angle -> pd.angle", "angular_velocity -> pd.angular_velocity",
-                                         "pd.torque -> torque"])
-    mono.set_inputs({"pd.reference": 0.8})
-    mono_angle = [mono.get_output_dict()["angle"]]
-    for j in range(k - 1):
-        t_j = (j * step_ns) / 1e9
-        mono.do_step(t_j, ((j + 1) * step_ns) / 1e9 - t_j)
-        mono_angle.append(mono.get_output_dict()["angle"])
-    mono_angle = np.array(mono_angle)
+    scenario_file = tmp_path / "closed_loop.yaml"
+    scenario_file.write_text(json.dumps({
+        "name": "closed_loop", "model": "pendulum", "stop_time": (k - 1) * step_ns / 1e9,
+        "communication_step": T_PD, "blocks": [PD_BLOCK],
+        "connections": ["angle -> pd.angle", "angular_velocity -> pd.angular_velocity",
+                        "pd.torque -> torque"],
+        "inputs": {"pd.reference": {"type": "constant", "value": 0.8}}}))
+    from cosim.scenario import Scenario
+    result = Scenario.load(scenario_file).run()
+    mono_angle = result.outputs[:, list(result.sim.output_names).index("angle")]
+    assert len(mono_angle) == k
+    print(f"libcosim vs scenario: max abs angle difference {np.max(np.abs(angle - mono_angle)):.3e} rad, "
+          f"final {abs(angle[-1] - mono_angle[-1]):.3e} rad")
     assert np.max(np.abs(angle - mono_angle)) < 1e-2  # one-step (10 ms) loop delay
-    assert abs(angle[-1] - mono_angle[-1]) < 1e-3
+    assert abs(angle[-1] - mono_angle[-1]) < 1e-4  # same equilibrium
     assert abs(angle[0] - np.pi / 4) < 1e-15 and abs(angle[-1] - 0.8) < 0.2  # regulated towards 0.8
 
 
