@@ -168,8 +168,13 @@ def test_fmpy_simulation_with_input_matches_simulation(pendulum_fmu):
     t_end, dt = 1.0, 0.01
     ts = np.linspace(0.0, t_end, 11)
     signal = np.array([(t, 0.5 * np.sin(3.0 * t)) for t in ts], dtype=[("time", float), ("torque", float)])
+    calls = []
     res = simulate_fmu(str(pendulum_fmu), stop_time=t_end, output_interval=dt, input=signal,
-                       output=PENDULUM_OUT, validate=True)
+                       output=PENDULUM_OUT, validate=True, fmi_call_logger=calls.append)
+    statuses = [c.rsplit("->", 1)[1].strip() for c in calls
+                if "->" in c and not c.startswith("fmi2Instantiate")]
+    assert len(statuses) > 300 and set(statuses) == {"OK"}  # every FMI call succeeded
+    assert sum(c.startswith("fmi2SetReal") for c in calls) >= 100  # the input signal was applied
 
     # the same run through cosim.Simulation: fmpy's communication grid (t_n = n*dt) and
     # fmpy's own input interpolation at each communication point (ZOH over the step)
