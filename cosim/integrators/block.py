@@ -53,7 +53,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from .base import MultibodyIntegrator
-from .common import (constraint_force_jacobian, error_weights, force_jacobians, mass_term_jacobian,
+from .common import (EPS, constraint_force_jacobian, error_weights, force_jacobians, mass_term_jacobian,
                      weighted_rms_norm)
 from .newton import QuasiNewton
 
@@ -197,15 +197,16 @@ class LStableBlock(MultibodyIntegrator):
 
     Options: ``nodes`` ("equidistant" | "chebyshev" | "legendre"), ``r`` ≥ 2,
     ``index`` (1 | 2 | 3), ``pade_k`` (numerator degree, r−2 or r−1; default
-    as in the seed's examples), ``newton_tol`` (relative stage-solve
-    tolerance), ``error_estimate`` (compute ``self.error_estimate`` each step:
+    as in the seed's examples), ``newton_tol`` (stage solve: the velocity
+    change h·ΔA of the last update must be below newton_tol·(1 + |v|); index 3
+    adds the round-off floor 1e3·eps·(1 + |q|)/h), ``error_estimate`` (compute ``self.error_estimate`` each step:
     weighted RMS of y_{k+1} minus a quadrature of order r on the nodes
     0, c_1..c_{r−1}).  Fixed step: pass ``h`` (else ``first_step`` or 0.01).
     """
 
     name = "block-lstable"
     description = "L-stable block implicit one-step method, Padé (k, r), index 1/2/3 (seed 004)"
-    options = {"nodes": "equidistant", "r": 4, "index": 3, "pade_k": None, "newton_tol": 1e-10,
+    options = {"nodes": "equidistant", "r": 4, "index": 3, "pade_k": None, "newton_tol": 1e-12,
                "error_estimate": False}
 
     def check_options(self):
@@ -325,7 +326,15 @@ class LStableBlock(MultibodyIntegrator):
         q0, v0 = self.y[:n].copy(), self.y[n:].copy()
         a0, lam0 = self.qdd.copy(), self.lam.copy()
         z0 = np.concatenate([np.tile(a0, r), np.tile(lam0, r)])
-        w = self.opts["newton_tol"] * (1.0 + float(np.max(np.abs(z0))))
+        # Convergence is judged on the velocity change the update causes over the
+        # step: h·ΔA for the accelerations and h·ΔΛ/m for the multipliers (m: the
+        # largest mass entry), relative to 1 + |v|.  The index-3 multipliers carry
+        # an O(eps/h²) round-off floor that a test on Λ itself would never pass.
+        v_scale = self.opts["newton_tol"] * (1.0 + float(np.max(np.abs(v0))))
+        if self.index == 3:  # round-off floor of C(Q)/h² seen as a velocity change
+            v_scale = max(v_scale, 1e3 * EPS * (1.0 + float(np.max(np.abs(q0)))) / h)
+        m_scale = float(np.max(np.abs(np.diag(model.mass(q0, t0)))))
+        w = np.concatenate([np.full(r * n, v_scale / h), np.full(r * model.n_c, v_scale * m_scale / h)])
 
         def residual(delta):
             return self._residual(z0 + delta, q0, v0, a0, t0, h)
@@ -334,7 +343,7 @@ class LStableBlock(MultibodyIntegrator):
             return self._iteration_matrix(q0, v0, a0, lam0, t0, h)
 
         def norm(dd):
-            return float(np.max(np.abs(dd))) / w
+            return float(np.max(np.abs(dd) / w))
 
         newton = self.newton
         newton.plan_reuse(h, self.h_last if self.h_last is not None else h)
