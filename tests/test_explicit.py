@@ -184,3 +184,16 @@ def test_bad_options_raise_clear_errors(method):
     with pytest.raises(InvalidInputError, match="before t"):
         it.advance(-1.0)
     assert np.array_equal(it.y, before["y"])
+
+
+@pytest.mark.parametrize("method,opts", [("dopri5", {"rtol": 1e-8, "atol": 1e-10}), ("rk4", {"h": 0.01})])
+def test_nonholonomic_constraint_held_by_projection(method, opts):
+    """Knife edge (seed 000 §7): B q'' = γ_G in eq. 88 and B v + b = 0 in the projection."""
+    model = load_model("knife_edge")
+    it = make_integrator(model, method, **opts)
+    it.initialize()
+    while it.t < 1.0:
+        it.step(1.0)
+        q, v = model.split(it.y)
+        G = model.nonholonomic_matrix(q, it.t) @ v + model.nonholonomic_offset(q, it.t)
+        assert np.max(np.abs(G)) < 1e-13, (it.t, G)

@@ -136,34 +136,46 @@ class LocalEquivalentIndex1(MultibodyIntegrator):
         return consistent_accelerations(self.model, t, q, v, self.u)
 
     def _f(self, q, v, t):
+        """f(x) of eq. 2.7 (plus nonholonomic rows B v + b, seed 000 eq. 93)."""
         model = self.model
-        return np.concatenate([model.constraints(q, t),
-                               model.constraint_jacobian(q, t) @ v + model.constraint_dt(q, t)])
+        parts = [model.constraints(q, t),
+                 model.constraint_jacobian(q, t) @ v + model.constraint_dt(q, t)]
+        if self._n_g:
+            parts.append(model.nonholonomic_matrix(q, t) @ v + model.nonholonomic_offset(q, t))
+        return np.concatenate(parts)
+
+    @property
+    def _n_g(self):
+        return len(getattr(self.model, "nonholonomic_names", ()))
 
     def _attempt(self, h, t1):
         model, n = self.model, self.model.n_q
         t0 = self.t
         qk, vk, ak = self.q, self.v, self.qdd
-        Vb = NULLSPACE[self.opts["nullspace"]](model.constraint_jacobian(qk, t0))
-        A = Vb.T @ model.mass(qk, t0)          # eq. 4.4: A_kᵀ = diag(VᵀM, VᵀM) at x_k
-        p = A.shape[0]
+        basis = NULLSPACE[self.opts["nullspace"]]
+        Mk = model.mass(qk, t0)
+        Cqk = model.constraint_jacobian(qk, t0)
+        Aq = basis(Cqk).T @ Mk                 # eq. 4.4: A_kᵀ = diag(VᵀM, VᵀM) at x_k
+        if self._n_g:                          # velocity rows: V ⊥ [C_q; B]
+            Av = basis(np.vstack([Cqk, model.nonholonomic_matrix(qk, t0)])).T @ Mk
+        else:
+            Av = Aq
+        pq, pv = Aq.shape[0], Av.shape[0]
         # Heun predictor
         qe, ve = qk + h * vk, vk + h * ak
         ae, _ = self._g(t1, qe, ve)
         q_pred = qk + 0.5 * h * (vk + ve)
         v_pred = vk + 0.5 * h * (ak + ae)
         x_pred = np.concatenate([q_pred, v_pred])
-        cache = {}
 
         def unpack(delta):
             return q_pred + delta[:n], v_pred + delta[n:]
 
         def residual(delta):                   # eq. 3.7
             q, v = unpack(delta)
-            a, lam = self._g(t1, q, v)
-            cache["a"], cache["lam"], cache["delta"] = a, lam, delta.copy()
-            return np.concatenate([A @ (q - qk - 0.5 * h * (v + vk)),
-                                   A @ (v - vk - 0.5 * h * (a + ak)),
+            a, _ = self._g(t1, q, v)
+            return np.concatenate([Aq @ (q - qk - 0.5 * h * (v + vk)),
+                                   Av @ (v - vk - 0.5 * h * (a + ak)),
                                    self._f(q, v, t1)])
 
         def jacobian(delta):                   # eq. 4.5 (or the full Newton matrix)
@@ -171,21 +183,26 @@ class LocalEquivalentIndex1(MultibodyIntegrator):
             Cq = model.constraint_jacobian(q, t1)
             m = Cq.shape[0]
             J = np.zeros((2 * n, 2 * n))
+            r = pq + pv
             D = fd_jacobian(lambda qq: model.constraint_jacobian(qq, t1) @ v
                             + model.constraint_dt(qq, t1), q)
-            J[2 * p:2 * p + m, :n] = Cq
-            J[2 * p + m:, :n] = D
-            J[2 * p + m:, n:] = Cq
+            J[r:r + m, :n] = Cq
+            J[r + m:r + 2 * m, :n] = D
+            J[r + m:r + 2 * m, n:] = Cq
+            if self._n_g:
+                J[r + 2 * m:, :n] = fd_jacobian(lambda qq: model.nonholonomic_matrix(qq, t1) @ v
+                                                + model.nonholonomic_offset(qq, t1), q)
+                J[r + 2 * m:, n:] = model.nonholonomic_matrix(q, t1)
             if self.opts["iteration"] == "seed":
-                J[:p, :n] = A
-                J[p:2 * p, n:] = A
+                J[:pq, :n] = Aq
+                J[pq:r, n:] = Av
             else:
                 a_q = fd_jacobian(lambda qq: self._g(t1, qq, v)[0], q)
                 a_v = fd_jacobian(lambda vv: self._g(t1, q, vv)[0], v)
-                J[:p, :n] = A
-                J[:p, n:] = -0.5 * h * A
-                J[p:2 * p, :n] = -0.5 * h * (A @ a_q)
-                J[p:2 * p, n:] = A - 0.5 * h * (A @ a_v)
+                J[:pq, :n] = Aq
+                J[:pq, n:] = -0.5 * h * Aq
+                J[pq:r, :n] = -0.5 * h * (Av @ a_q)
+                J[pq:r, n:] = Av - 0.5 * h * (Av @ a_v)
             return J
 
         w = self.rtol * np.abs(x_pred) + self.atol
