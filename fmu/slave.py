@@ -179,7 +179,7 @@ class CosimSlave(Fmi2Slave):
         self._output_vars = variables["outputs"]
         self._param_vars = variables["parameters"]
         self._solver_vars = variables["solver"]
-        self._inputs = [float(v["start"]) for v in self._input_vars]
+        self._inputs = np.array([float(v["start"]) for v in self._input_vars], dtype=float)
         self._inputs_pending = True  # inputs not yet handed to the simulation
         self._outputs = None  # cached output values at the current time
         self._params = {v["key"]: float(v["start"]) for v in self._param_vars}
@@ -198,7 +198,7 @@ class CosimSlave(Fmi2Slave):
     def _register_all(self):
         C, V = Fmi2Causality, Fmi2Variability
         for i, v in enumerate(self._input_vars):
-            self._add_real(v, C.input, V.continuous, getter=lambda i=i: self._inputs[i],
+            self._add_real(v, C.input, V.continuous, getter=lambda i=i: float(self._inputs[i]),
                            setter=lambda x, i=i: self._set_input(i, x))
         for i, v in enumerate(self._output_vars):
             variability = V.discrete if v.get("discrete") else V.continuous
@@ -418,7 +418,7 @@ class CosimSlave(Fmi2Slave):
         state.sim = self._sim
         state.sim_state = None if self._sim is None else self._sim.get_state()
         state.sim_blob = state.blob = state.error = None
-        state.inputs = list(self._inputs)
+        state.inputs = self._inputs.tolist()
         state.params = dict(self._params)
         state.solver = dict(self._solver)
         state.initialized = self._initialized
@@ -460,7 +460,7 @@ class CosimSlave(Fmi2Slave):
         self._sim = sim
         self._params, self._solver = dict(state.params), dict(state.solver)
         self._start_time = state.start_time
-        self._inputs = list(state.inputs)
+        self._inputs = np.array(state.inputs, dtype=float)
         self._inputs_pending = True
         self._initialized = state.initialized
         self._pending_params = {}
