@@ -17,6 +17,7 @@ domain, for a bounded time, and reads the node's whole-run statistics from
     python benchmarks/ros_rt.py            # 10 s per scenario
     python benchmarks/ros_rt.py --quick    # 4 s per scenario
     python benchmarks/ros_rt.py --events   # plant spun by rclpy's EventsExecutor
+    python benchmarks/ros_rt.py --priority 50   # real-time plant at SCHED_FIFO 50 (root)
 """
 import argparse
 import os
@@ -102,12 +103,15 @@ def main():
     ap.add_argument("--quick", action="store_true", help="4 s per scenario")
     ap.add_argument("--duration", type=float, default=None)
     ap.add_argument("--events", action="store_true", help="use rclpy's EventsExecutor in the plant")
+    ap.add_argument("--priority", type=int, default=0,
+                    help="SCHED_FIFO priority of plant and controller (needs root); 0 = normal")
     args = ap.parse_args()
     duration = args.duration or (4.0 if args.quick else 10.0)
     rt_yaml = os.path.join(LAUNCH, "two_link_real_time.yaml")
     ls_yaml = os.path.join(LAUNCH, "two_link_lock_step.yaml")
     pd_yaml = os.path.join(LAUNCH, "pd_two_link.yaml")
     extra = {"use_events_executor": bool(args.events)}
+    extra["sched_priority"] = args.priority
 
     print(f"machine: {os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.2f}")
     p50, p99, pmax = bare_step_cost(rt_yaml)
@@ -124,7 +128,11 @@ def main():
     rate = np.mean([float(w["achieved_rate_hz"]) for w in steady])
     rtf = np.mean([float(w["achieved_real_time_factor"]) for w in steady])
     print(f"\nreal-time mode, two_link, 1 kHz, RTF 1, {duration:.0f} s "
-          f"(load {load[0]:.2f}, executor {'events' if args.events else 'single-threaded'})")
+          f"(load {load[0]:.2f}, executor {'events' if args.events else 'single-threaded'}, "
+          f"SCHED_FIFO {args.priority or 'off'})")
+    if args.priority and not any("SCHED_FIFO priority" in log and "cannot" not in log
+                                 for log in logs):
+        print("  (SCHED_FIFO could not be set: see the plant log)")
     print(f"  achieved rate          {rate:9.1f} Hz   (target 1000; real-time factor {rtf:.3f})")
     print(f"  steps                  {fmt(last, 'latency_total_count'):>9}")
     print(f"  overruns               {fmt(last, 'overruns_total'):>9}")
@@ -135,7 +143,8 @@ def main():
 
     # --- lock-step round trip plant -> controller -> plant
     def lock_step_procs(env):
-        ctl = NodeProcess("ros_nodes.pd_controller", env, pd_yaml)
+        ctl = NodeProcess("ros_nodes.pd_controller", env, pd_yaml,
+                          {"sched_priority": args.priority})
         time.sleep(1.0)
         return [ctl, NodeProcess("ros_nodes.sim_node", env, ls_yaml, extra)]
     last, windows, logs, load = collect(duration, lock_step_procs, "lockstep")
@@ -145,11 +154,15 @@ def main():
     steady = windows[2:] or windows
     rate = np.mean([float(w["achieved_rate_hz"]) for w in steady])
     print(f"\nlock-step mode, two_link + PD controller (separate processes), {duration:.0f} s "
-          f"(load {load[0]:.2f})")
+          f"(load {load[0]:.2f}, SCHED_FIFO {args.priority or 'off'})")
     print(f"  lock-step rate         {rate:9.1f} steps/s (simulated {fmt(last, 'sim_time')} s)")
     print(f"  {'':22s} {'p50':>9} {'p99':>9} {'max':>9}   (us)")
-    print(f"  {'round trip':22s} {fmt(last, 'round_trip_total_p50_us'):>9} "
-          f"{fmt(last, 'round_trip_total_p99_us'):>9} {fmt(last, 'round_trip_total_max_us'):>9}")
+    for key, name in (("round_trip", "round trip"), ("turnaround", "plant turnaround")):
+        print(f"  {name:22s} {fmt(last, key + '_total_p50_us'):>9} "
+              f"{fmt(last, key + '_total_p99_us'):>9} {fmt(last, key + '_total_max_us'):>9}")
+    print("  (round trip: state published -> its command received by the plant, i.e. DDS both\n"
+          "   ways + controller; turnaround: command received -> next state published, i.e.\n"
+          "   thread hand-over + do_step + publish)")
     return 0
 
 

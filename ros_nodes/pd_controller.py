@@ -26,7 +26,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
-from .sim_node import COMMAND_QOS, ConfigurationError, state_qos
+from .sim_node import COMMAND_QOS, ConfigurationError, set_real_time_priority, state_qos
 
 
 def _d(text, constraints=""):
@@ -48,6 +48,7 @@ class PDController(Node):
         p("state_reliability", "reliable", _d(
             "QoS reliability of the joint_states subscription: reliable (lock_step plant) or "
             "best_effort (matches any plant)", "one of reliable, best_effort"))
+        p("sched_priority", 0, _d("SCHED_FIFO priority 1..99 when run by main(); 0 = normal"))
         p("topics.joint_states", "joint_states", _d("JointState input topic"))
         p("topics.command", "command", _d("Float64MultiArray command topic"))
         p("topics.joint_command", "joint_command", _d("JointState effort command topic"))
@@ -133,6 +134,9 @@ def main(args=None):
         rclpy.logging.get_logger("pd_controller").fatal(f"cannot configure the controller: {exc}")
         rclpy.try_shutdown()
         return 2
+    priority = int(node.get_parameter("sched_priority").value)
+    if priority > 0:
+        set_real_time_priority(priority, node.get_logger())
     try:
         rclpy.spin(node)
     except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):

@@ -222,6 +222,9 @@ class SimulationNode(Node):
         p("real_time.max_lag", 0.1, _descriptor(
             "real_time: re-anchor the schedule when behind by more than this (wall s)",
             float_range=(0.0, 1e3)))
+        p("sched_priority", 0, _descriptor(
+            "SCHED_FIFO priority 1..99 for all threads of the process when run by main() "
+            "(needs root or CAP_SYS_NICE; for real_time / hardware-in-the-loop); 0 = normal"))
         p("use_events_executor", False, _descriptor(
             "spin with rclpy.experimental.EventsExecutor (lower latency) when run by main()"))
 
@@ -258,7 +261,8 @@ class SimulationNode(Node):
             "communication_step", "end_time", "shutdown_at_end", "mode", "real_time_factor",
             "input_timeout", "stale_input_policy", "start_paused", "lock_step_republish_period",
             "state_file", "frame_id", "state_reliability", "publish_clock", "diagnostics_period",
-            "real_time.spin_threshold", "real_time.max_lag", "use_events_executor")}
+            "real_time.spin_threshold", "real_time.max_lag", "sched_priority",
+            "use_events_executor")}
         for key in ("joint_names", "joint_positions", "joint_velocities", "joint_efforts",
                     "command_inputs"):
             value = g(key, None)
@@ -412,7 +416,14 @@ class SimulationNode(Node):
         self._steps_window = 0
         self._window_start = time.monotonic()
         self._window_sim_start = self.sim.time
-        self._samples = {"jitter": [], "latency": [], "round_trip": []}
+        # telemetry (seconds): real_time jitter = publication - deadline, latency = step +
+        # message preparation; lock_step round_trip = state published -> its command
+        # received, turnaround = command received -> next state published
+        self._samples = {"jitter": [], "latency": [], "round_trip": [], "turnaround": []}
+        self._command_wall = None
+        self._last_pub = time.monotonic()
+        self._sim_lock = threading.Lock()  # lock step: callbacks may step (see _post)
+        self._inline = self.mode == "lock_step"
         self._hist = {k: _Histogram() for k in self._samples}
 
     # ------------------------------------------------------------------ life cycle
@@ -478,7 +489,13 @@ class SimulationNode(Node):
 
     def _post(self, item):
         self._jobs.append(item)
-        self._wake.set()
+        if self._inline and self._thread is not None and self._sim_lock.acquire(blocking=False):
+            try:  # lock step, simulation thread idle: do the work here, no hand-over
+                self._lock_step_once()
+            finally:
+                self._sim_lock.release()
+        else:
+            self._wake.set()
 
     def _call(self, fn, timeout=10.0):
         """Run ``fn`` on the simulation thread; returns (success, message)."""
@@ -637,6 +654,7 @@ class SimulationNode(Node):
                 self.get_logger().info(f"commands resumed at t={self.sim.time!r}")
             if self.mode == "lock_step":
                 self._command_ready = True
+                self._command_wall = received
                 if self._pub_wall is not None:
                     self._samples["round_trip"].append(received - self._pub_wall)
                     self._pub_wall = None
@@ -716,29 +734,44 @@ class SimulationNode(Node):
         return self._js_pub.get_subscription_count() + sum(
             s.get_publisher_count() for s in self._cmd_subs)
 
+    def _lock_step_once(self):
+        """Apply queued work; take one step if the command for this step is in.
+        Caller holds ``_sim_lock``.  True when it stepped (or tried to)."""
+        self._drain()
+        if not (self._command_ready and self._runnable()):
+            return False
+        if self._advance():
+            self._publish_state()
+            self._last_pub = self._pub_wall
+            if self._command_wall is not None:
+                self._samples["turnaround"].append(self._last_pub - self._command_wall)
+                self._command_wall = None
+        return True
+
     def _run_lock_step(self):
+        """Lock step.  The step normally runs right in the command callback
+        (``_post``: no thread hand-over on the critical path); this loop covers
+        what arrives while that is busy, stale inputs, and republishing."""
         republish = float(self.config["lock_step_republish_period"])
-        self._publish_state()
-        last_pub, peers = time.monotonic(), self._subscriber_count()
+        with self._sim_lock:
+            self._publish_state()
+            self._last_pub, peers = time.monotonic(), self._subscriber_count()
         while not self._stop.is_set():
-            self._drain()
-            if self._runnable() and self._command_ready:
-                if self._advance():
-                    self._publish_state()
-                    last_pub = time.monotonic()
-                continue
-            now = time.monotonic()
-            if self._runnable() and self._check_stale(now) and self.stale_policy != "pause":
-                if self._advance():  # hold / zero: step with the held (or zeroed) inputs
-                    self._publish_state()
-                    last_pub = now
-                    self._last_command = now  # one step per timeout period
-                continue
-            count = self._subscriber_count()
-            if count > peers or (republish > 0.0 and now - last_pub > republish):
-                self._send_state()  # discovery race or lost message: same state again
-                last_pub = now
-            peers = count
+            with self._sim_lock:
+                if self._lock_step_once():
+                    continue
+                now = time.monotonic()
+                if self._runnable() and self._check_stale(now) and self.stale_policy != "pause":
+                    if self._advance():  # hold / zero: step with the held (or zeroed) inputs
+                        self._publish_state()
+                        self._last_pub = now
+                        self._last_command = now  # one step per timeout period
+                    continue
+                count = self._subscriber_count()
+                if count > peers or (republish > 0.0 and now - self._last_pub > republish):
+                    self._send_state()  # discovery race or lost message: same state again
+                    self._last_pub = self._pub_wall = now
+                peers = count
             self._wake.wait(0.05)
             self._wake.clear()
 
@@ -874,6 +907,19 @@ class SimulationNode(Node):
         return out
 
 
+def set_real_time_priority(priority, logger):
+    """SCHED_FIFO for every thread of this process (Linux); logs the outcome."""
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+        for tid in tids:
+            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(int(priority)))
+    except (OSError, AttributeError) as exc:
+        logger.warning(f"cannot set SCHED_FIFO priority {priority}: {exc}; running unprivileged")
+        return False
+    logger.info(f"SCHED_FIFO priority {priority} for {len(tids)} threads")
+    return True
+
+
 def make_executor(node):
     if node.config["use_events_executor"]:
         from rclpy.experimental import EventsExecutor
@@ -898,6 +944,8 @@ def main(args=None):
         gc.freeze()  # long-lived objects out of the collector's way
     executor = make_executor(node)
     executor.add_node(node)
+    if node.config["sched_priority"] > 0:  # inherited by the simulation thread
+        set_real_time_priority(node.config["sched_priority"], node.get_logger())
     node.start()
     try:
         executor.spin_until_future_complete(node.finished)

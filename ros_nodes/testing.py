@@ -150,14 +150,17 @@ def wait_for(predicate, timeout, period=0.005, what="condition"):
     raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
 
 
+_clients = {}
+
+
 def call_service(node, srv_type, name, timeout=10.0):
-    """Call a Trigger-like service from ``node`` (spun elsewhere); returns the response."""
-    client = node.create_client(srv_type, name)
-    try:
-        if not client.wait_for_service(timeout_sec=timeout):
-            raise TimeoutError(f"service {name} not available after {timeout} s")
-        future = client.call_async(srv_type.Request())
-        wait_for(future.done, timeout, what=f"service {name}")
-        return future.result()
-    finally:
-        node.destroy_client(client)
+    """Call a Trigger-like service from ``node`` (spun elsewhere); returns the response.
+    Clients are kept (destroying one while an executor spins races with it)."""
+    client = _clients.get((node, name))
+    if client is None:
+        client = _clients[(node, name)] = node.create_client(srv_type, name)
+    if not client.wait_for_service(timeout_sec=timeout):
+        raise TimeoutError(f"service {name} not available after {timeout} s")
+    future = client.call_async(srv_type.Request())
+    wait_for(future.done, timeout, what=f"service {name}")
+    return future.result()

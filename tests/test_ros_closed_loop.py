@@ -17,10 +17,12 @@ rclpy = pytest.importorskip("rclpy")
 from rosgraph_msgs.msg import Clock as ClockMsg  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
 
 import cosim  # noqa: E402
-from ros_nodes.testing import (LAUNCH, RECORD_QOS, NodeProcess, Spinner, load_parameters,  # noqa: E402
-                               ros_environment, simulation_kwargs, unique_domain_id, wait_for)
+from ros_nodes.testing import (LAUNCH, RECORD_QOS, NodeProcess, Spinner, call_service,  # noqa: E402
+                               load_parameters, ros_environment, simulation_kwargs,
+                               unique_domain_id, wait_for)
 
 pytestmark = pytest.mark.ros
 
@@ -47,21 +49,25 @@ def run_closed_loop(tmp_path, label):
         timed = rclpy.create_node("sim_time_user", context=ctx,
                                   parameter_overrides=[rclpy.parameter.Parameter("use_sim_time",
                                                                                  value=True)])
-        node.create_subscription(JointState, "joint_states", lambda m: rec["js"].append(
-            (_ns(m.header.stamp), tuple(m.position), tuple(m.velocity), tuple(m.effort))), RECORD_QOS)
-        node.create_subscription(Float64MultiArray, "outputs", lambda m: rec["out"].append(
-            (m.layout.dim[0].label, tuple(m.data))), RECORD_QOS)
+        subs = [node.create_subscription(JointState, "joint_states", lambda m: rec["js"].append(
+            (_ns(m.header.stamp), tuple(m.position), tuple(m.velocity), tuple(m.effort))), RECORD_QOS)]
+        subs.append(node.create_subscription(Float64MultiArray, "outputs", lambda m: rec["out"].append(
+            (m.layout.dim[0].label, tuple(m.data))), RECORD_QOS))
         cmd_sub = node.create_subscription(JointState, "joint_command", lambda m: rec["cmd"].append(
             (_ns(m.header.stamp), tuple(m.name), tuple(m.effort))), RECORD_QOS)
-        node.create_subscription(ClockMsg, "/clock", lambda m: rec["clock"].append(_ns(m.clock)),
-                                 RECORD_QOS)
+        subs.append(node.create_subscription(ClockMsg, "/clock", lambda m: rec["clock"].append(
+            _ns(m.clock)), RECORD_QOS))
         spinner = Spinner(ctx, [node, timed])
         # controller first, so this recorder has matched its command writer
         # before the plant starts the loop (volatile topics: no history)
         controller = NodeProcess("ros_nodes.pd_controller", env, PD_YAML, log_dir=tmp_path)
         wait_for(lambda: cmd_sub.get_publisher_count() > 0, 20.0, what="the controller")
+        # the plant starts paused until everyone has matched everyone, then runs
         plant = NodeProcess("ros_nodes.sim_node", env, PLANT_YAML,
-                            {"end_time": END_TIME}, log_dir=tmp_path)
+                            {"end_time": END_TIME, "start_paused": True}, log_dir=tmp_path)
+        wait_for(lambda: all(sub.get_publisher_count() > 0 for sub in subs) and
+                 node.count_subscribers("joint_states") >= 2, 30.0, what="discovery")
+        assert call_service(node, Trigger, "resume_simulation", timeout=30.0).success
         wait_for(lambda: rec["js"] and rec["js"][-1][0] == END_NS, 40.0, what="the final state")
         assert plant.proc.poll() is None, plant.log()  # the plant idles at end_time
         wait_for(lambda: timed.get_clock().now().nanoseconds == END_NS, 5.0,
