@@ -24,9 +24,15 @@ def _parse_blocks(items):
 
 
 def _cmd_build(args):
+    import os
+    import sys
+
     from cosim.commands.simulate import parse_assignments
 
     from .builder import build_fmu
+
+    if os.getcwd() not in sys.path:  # a user model module:Class in the current directory
+        sys.path.append(os.getcwd())
 
     params = parse_assignments(args.param, "--param")
     options = parse_assignments(args.option, "--option")
