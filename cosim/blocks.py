@@ -330,22 +330,20 @@ def make_block(spec):
 
 # -- functions for user blocks (used by the shipped scenarios) -------------------------
 def supervisor(t, inputs, state, params):
-    """Reference scheduler with a safety limit (pendulum scenario supervisor).
+    """Reference scheduler with a watchdog (the pendulum scenario's supervisor).
 
-    Outputs ``reference`` = params["references"][i] after params["times"][i]
-    (piecewise constant), and ``limit`` = params["torque_limit"], dropped to 0
-    (torque off, counted in state["trips"]) when |angle| exceeds
-    params["angle_limit"].
+    Output ``reference`` = params["references"][i] from params["times"][i] on
+    (piecewise constant, 0 before the first time); ``alarm`` = 1 while
+    |angle| > params["angle_limit"] (counted in state["alarms"]), else 0.
     """
     ref = 0.0
     for t_i, r_i in zip(params.get("times", ()), params.get("references", ())):
         if t >= t_i:
             ref = float(r_i)
-    limit = float(params.get("torque_limit", math.inf))
-    if abs(inputs.get("angle", 0.0)) > float(params.get("angle_limit", math.inf)):
-        state["trips"] = state.get("trips", 0) + 1
-        limit = 0.0
-    return {"reference": ref, "limit": limit}
+    alarm = abs(inputs.get("angle", 0.0)) > float(params.get("angle_limit", math.inf))
+    if alarm:
+        state["alarms"] = state.get("alarms", 0) + 1
+    return {"reference": ref, "alarm": 1.0 if alarm else 0.0}
 
 
 def saturate(t, inputs, state, params):

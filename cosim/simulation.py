@@ -514,7 +514,9 @@ class Simulation:
     def _integrate(self, target):
         integ = self.integrator
         if not self._has_events:
-            integ.advance(target)
+            # do_step holds a snapshot of everything: no second one (advance() would take it)
+            while integ.t < target:
+                integ.step(target)
             return
         model, u = self.model, self._u
         while integ.t < target and not self._stopped:

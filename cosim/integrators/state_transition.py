@@ -78,6 +78,13 @@ class StateTransition(Integrator):
                 cache.popitem(last=False)
         return pair
 
+    def state(self):
+        # the base class deep-copies _method_state(); this method has none (the
+        # cache is derived data), so a snapshot is just the arrays (cheap rollback)
+        return {"method": self.name, "t": self.t, "y": self.y.copy(), "t_prev": self.t_prev,
+                "y_prev": self.y_prev.copy(), "u": self.u.copy(), "stats": dict(self.stats),
+                "method_state": {}}
+
     def _initialize(self, t0, y0, **ic_options):
         self.t = t0
         self.y = y0.copy()

@@ -1,0 +1,66 @@
+"""``cosim run SCENARIO.yaml``: run a co-simulation scenario (plant + discrete blocks).
+
+A thin wrapper over :class:`cosim.scenario.Scenario` / :class:`cosim.Simulation`.
+``--json`` prints one object: scenario, model, method, t, communication_step,
+base_step (seconds, the exact gcd of the sample times; null without blocks),
+base_step_exact ("p/q"), blocks, stopped, stop_time, state, outputs, events
+(the event log), stats, wall_time_s, real_time_factor.
+"""
+import json
+import sys
+
+from ..scenario import Scenario
+
+
+def _cmd(args):
+    scenario = Scenario.load(args.scenario)
+    show = (not args.json) and sys.stderr.isatty()
+    stop = args.t_end if args.t_end is not None else scenario.stop_time
+
+    def progress(t):
+        pct = int(100 * (t - scenario.start_time) / (stop - scenario.start_time))
+        sys.stderr.write(f"\r[{'#' * (pct // 4):<25s}] {pct:3d}%  t={t:.6g}")
+
+    result = scenario.run(stop_time=args.t_end, progress=progress if show else None)
+    if show:
+        sys.stderr.write("\n")
+    summary = result.summary()
+    if args.out:
+        result.write_csv(args.out)
+    if args.plot:
+        result.write_plot(args.plot)
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    print(f"scenario {summary['scenario']}: model {summary['model']}  method {summary['method']}  "
+          f"t = {summary['t']:.6g} s  wall {summary['wall_time_s']:.3f} s  "
+          f"(real-time factor {summary['real_time_factor']:.3g})")
+    if summary["base_step"] is not None:
+        blocks = ", ".join(f"{b['name']} ({b['type']}) T={b['sample_time']:g}" for b in summary["blocks"])
+        print(f"  base step {summary['base_step']:g} s = {summary['base_step_exact']} s;  blocks: {blocks}")
+    for name, value in summary["outputs"].items():
+        print(f"  {name:>20s} = {value: .10e}")
+    st = summary["stats"]
+    print("  communication steps {communication_steps}  integrator steps {steps}  rejected {rejected}  "
+          "newton {newton_iterations}  events {events}".format(**st))
+    for ev in summary["events"]:
+        extra = "  (terminal)" if ev.get("terminal") else ""
+        print(f"  event t={ev['time']:.12g}  {ev['kind']:>10s}  {ev['name']}{extra}")
+    if summary["stopped"]:
+        print(f"  stopped at t={summary['stop_time']:.12g}")
+    if args.out:
+        print(f"  wrote {args.out}")
+    if args.plot:
+        print(f"  wrote {args.plot}")
+    return 0
+
+
+def register(sub):
+    p = sub.add_parser("run", help="run a co-simulation scenario (YAML)")
+    p.add_argument("scenario", help="scenario file (see scenarios/*.yaml) or a shipped scenario name")
+    p.add_argument("--t-end", type=float, default=None, help="override the scenario's stop time [s]")
+    p.add_argument("--out", metavar="FILE.csv", help="write time, states, outputs and inputs")
+    p.add_argument("--plot", metavar="FILE.png", help="plot outputs and inputs with the events")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (base_step, events, stats, ...) on stdout")
+    p.set_defaults(func=_cmd)
