@@ -138,3 +138,9 @@ def test_dense_output_matches_endpoints_and_is_accurate():
 def test_bad_options(opts, match):
     with pytest.raises(InvalidInputError, match=match):
         make_integrator(load_model("two_link"), "block-lstable", h=0.01, **opts)
+
+
+def test_fixed_step_without_h_says_so():
+    with pytest.warns(UserWarning, match="fixed-step method"):
+        it = make_integrator(load_model("two_link"), "block-lstable", rtol=1e-6)
+    assert it.h == 0.01

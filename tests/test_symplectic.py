@@ -219,3 +219,9 @@ def test_step_map_is_symplectic_on_the_manifold(stages, gamma):
     # the check discriminates: the L-stable block method (dissipative) is not symplectic
     if stages == 1 and gamma == "0":
         assert _symplectic_defect("block-lstable", r=2, index=3) > 1e-4   # measured 1.6e-3
+
+
+def test_fixed_step_without_h_says_so():
+    with pytest.warns(UserWarning, match="fixed-step method"):
+        it = make_integrator(load_model("pendulum"), "spark", rtol=1e-6)
+    assert it.h == 0.01

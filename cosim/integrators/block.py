@@ -48,6 +48,7 @@ the step start, reused across steps by the reuse test).  a_{k+1} = A_r,
 λ_{k+1} = Λ_r.
 """
 import math
+import warnings
 
 import numpy as np
 
@@ -256,6 +257,9 @@ class LStableBlock(MultibodyIntegrator):
         V = np.vander(nodes_hat, r_int, increasing=True).T
         self.b_hat = np.linalg.solve(V, 1.0 / np.arange(1, r_int + 1))
         self.h = self.h_fixed if self.h_fixed is not None else (self.first_step or DEFAULT_H)
+        if self.h_fixed is None:
+            warnings.warn(f"{self.name} is a fixed-step method without error control: no h given, "
+                          f"using h={self.h!r} (rtol/atol only weight the optional error estimate)", stacklevel=3)
 
     # -- set-up ------------------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):

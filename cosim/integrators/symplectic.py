@@ -53,6 +53,7 @@ seed 003 eq. 11, γ_opt = (γ1 δW2 − γ2 δW1)/(δW2 − δW1) with γ1 = 0, 
 ``opt_h``) against a reference at ``opt_h``/100.
 """
 import math
+import warnings
 
 import numpy as np
 
@@ -265,6 +266,9 @@ class PreadjustedSPARK(MultibodyIntegrator):
             (self.c, self.A, self.b, self.c_lob, self.b_lob,
              self.Ahat, self.Atilde) = gauss_lobatto_spark(s_int)
         self.h = self.h_fixed if self.h_fixed is not None else (self.first_step or DEFAULT_H)
+        if self.h_fixed is None:
+            warnings.warn(f"{self.name} is a fixed-step method without error control: no h given, "
+                          f"using h={self.h!r} (rtol/atol are ignored)", stacklevel=3)
 
     # -- set-up --------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
