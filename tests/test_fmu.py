@@ -722,3 +722,104 @@ def test_scenario_fmu_plant_with_controller_matches_scenario_run(tmp_path):
     slave.close()
     assert np.max(np.abs(np.array(rows) - result.outputs)) <= 1e-12
     assert abs(result.outputs[-1, 0] - 0.8) < 0.2  # regulated towards the reference
+
+
+C_HOST = r"""
+/* Minimal FMI 2.0 co-simulation host without Python: dlopen the FMU binary, step it. */
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef void *fmi2Component;
+typedef unsigned int fmi2ValueReference;
+typedef void (*logger_t)(void *, const char *, int, const char *, const char *, ...);
+typedef struct {
+    logger_t logger;
+    void *(*allocateMemory)(size_t, size_t);
+    void (*freeMemory)(void *);
+    void *stepFinished;
+    void *componentEnvironment;
+} fmi2CallbackFunctions;
+
+static void logger(void *env, const char *name, int status, const char *cat, const char *msg, ...) {
+    va_list ap; va_start(ap, msg);
+    fprintf(stderr, "[%s status=%d %s] ", name, status, cat ? cat : "");
+    vfprintf(stderr, msg, ap); fprintf(stderr, "\n"); va_end(ap);
+}
+
+typedef fmi2Component (*instantiate_t)(const char *, int, const char *, const char *,
+                                       const fmi2CallbackFunctions *, int, int);
+typedef int (*setup_t)(fmi2Component, int, double, double, int, double);
+typedef int (*plain_t)(fmi2Component);
+typedef int (*step_t)(fmi2Component, double, double, int);
+typedef int (*getreal_t)(fmi2Component, const fmi2ValueReference *, size_t, double *);
+typedef void (*free_t)(fmi2Component);
+#define LOAD(type, name) type name = (type)dlsym(lib, #name); if (!name) { fprintf(stderr, "missing %s\n", #name); return 2; }
+
+int main(int argc, char **argv) {
+    /* argv: library guid resourceURI n h vr_out */
+    if (argc < 7) return 2;
+    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 2; }
+    LOAD(instantiate_t, fmi2Instantiate)
+    LOAD(setup_t, fmi2SetupExperiment)
+    LOAD(plain_t, fmi2EnterInitializationMode)
+    LOAD(plain_t, fmi2ExitInitializationMode)
+    LOAD(step_t, fmi2DoStep)
+    LOAD(getreal_t, fmi2GetReal)
+    LOAD(plain_t, fmi2Terminate)
+    LOAD(free_t, fmi2FreeInstance)
+    fmi2CallbackFunctions cb = {logger, calloc, free, NULL, NULL};
+    fmi2Component c = fmi2Instantiate("chost", 1, argv[2], argv[3], &cb, 0, 1);
+    if (!c) { fprintf(stderr, "instantiate failed\n"); return 3; }
+    int n = atoi(argv[4]); double h = atof(argv[5]); fmi2ValueReference vr = (fmi2ValueReference)atoi(argv[6]);
+    if (fmi2SetupExperiment(c, 0, 0.0, 0.0, 0, 0.0) || fmi2EnterInitializationMode(c) || fmi2ExitInitializationMode(c)) return 4;
+    double t = 0.0, y;
+    for (int k = 0; k < n; k++) {
+        int s = fmi2DoStep(c, t, h, 1);
+        if (s) { fprintf(stderr, "doStep status %d\n", s); return 5; }
+        t += h;
+        fmi2GetReal(c, &vr, 1, &y);
+        printf("%.17g\n", y);
+    }
+    fmi2Terminate(c);
+    fmi2FreeInstance(c);
+    return 0;
+}
+"""
+
+
+def test_fmu_runs_in_a_c_host_with_libpython_preloaded(pendulum_fmu, tmp_path):
+    """A non-Python importer: a small C program loads the FMU binary; it needs libpython
+    loaded globally (LD_PRELOAD) and PYTHONHOME/PYTHONPATH of a Python with numpy + scipy."""
+    import shutil
+    import sysconfig
+    import zipfile
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    libdir, ldlibrary = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("LDLIBRARY")
+    libpython = Path(libdir or "", ldlibrary or "")
+    if not gcc or not str(ldlibrary).endswith(".so") or not libpython.exists():
+        pytest.skip("needs a C compiler and a shared libpython")
+    (tmp_path / "host.c").write_text(C_HOST)
+    subprocess.run([gcc, "-O1", "-o", str(tmp_path / "host"), str(tmp_path / "host.c"), "-ldl"],
+                   check=True, capture_output=True, timeout=120)
+    unzip = tmp_path / "fmu"
+    zipfile.ZipFile(pendulum_fmu).extractall(unzip)
+    md = read_model_description(str(pendulum_fmu))
+    vr = {v.name: v.valueReference for v in md.modelVariables}
+    site = os.pathsep.join(dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]))
+    env = {"PATH": os.environ.get("PATH", ""), "LD_PRELOAD": str(libpython),
+           "PYTHONHOME": sys.base_prefix, "PYTHONPATH": site}  # numpy/scipy only; no cosim here
+    args = [str(tmp_path / "host"), str(unzip / "binaries" / "linux64" / "Pendulum.so"), md.guid,
+            (unzip / "resources").as_uri(), "20", "0.01", str(vr["angle"])]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = [float(x) for x in proc.stdout.split()]
+    sim = cosim.Simulation(model="pendulum")
+    t, want = 0.0, []
+    for _ in range(20):
+        sim.do_step(t, 0.01)
+        t += 0.01
+        want.append(sim.get_output_dict()["angle"])
+    assert got == want  # bit-identical to cosim.Simulation
