@@ -18,7 +18,8 @@ def test_lobatto_tableaux_symplectic_condition():
     for S in (2, 3, 4, 5):
         c, a, ahat, b = lobatto_iiia_iiib(S)
         assert np.allclose(a.sum(axis=1), c)
-        assert np.allclose(b[:, None] * ahat + (b[:, None] * a).T, np.outer(b, b))  # b_i â_ij + b_j a_ji = b_i b_j
+        # symplecticity: b_i â_ij + b_j a_ji = b_i b_j
+        assert np.allclose(b[:, None] * ahat + (b[:, None] * a).T, np.outer(b, b))
         assert np.allclose(a[-1], b) and np.allclose(ahat[:, -1], 0.0)
         assert abs(b @ c ** (2 * S - 3) - 1.0 / (2 * S - 2)) < 1e-13   # quadrature order 2S − 2
 

@@ -200,8 +200,8 @@ class LStableBlock(MultibodyIntegrator):
     ``index`` (1 | 2 | 3), ``pade_k`` (numerator degree, r−2 or r−1; default
     as in the seed's examples), ``newton_tol`` (stage solve: the velocity
     change h·ΔA of the last update must be below newton_tol·(1 + |v|); index 3
-    adds the round-off floor 1e3·eps·(1 + |q|)/h), ``error_estimate`` (compute ``self.error_estimate`` each step:
-    weighted RMS of y_{k+1} minus a quadrature of order r on the nodes
+    adds the round-off floor 1e2·eps·(1 + |q|)/h), ``error_estimate``
+    (compute ``self.error_estimate`` each step: weighted RMS of y_{k+1} minus a quadrature of order r on the nodes
     0, c_1..c_{r−1}).  Fixed step: pass ``h`` (else ``first_step`` or 0.01).
     """
 
@@ -336,7 +336,7 @@ class LStableBlock(MultibodyIntegrator):
         # an O(eps/h²) round-off floor that a test on Λ itself would never pass.
         v_scale = self.opts["newton_tol"] * (1.0 + float(np.max(np.abs(v0))))
         if self.index == 3:  # round-off floor of C(Q)/h² seen as a velocity change
-            v_scale = max(v_scale, 1e3 * EPS * (1.0 + float(np.max(np.abs(q0)))) / h)
+            v_scale = max(v_scale, 1e2 * EPS * (1.0 + float(np.max(np.abs(q0)))) / h)
         m_scale = float(np.max(np.abs(np.diag(model.mass(q0, t0)))))
         w = np.concatenate([np.full(r * n, v_scale / h), np.full(r * model.n_c, v_scale * m_scale / h)])
 

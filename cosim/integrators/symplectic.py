@@ -217,7 +217,8 @@ class PreadjustedSPARK(MultibodyIntegrator):
     """
 
     name = "spark"
-    description = "parameter-preadjusted symplectic Gauss-Lobatto SPARK (or Lobatto IIIA-IIIB/RATTLE), fixed step (seed 003)"
+    description = ("parameter-preadjusted symplectic Gauss-Lobatto SPARK (or Lobatto IIIA-IIIB/RATTLE), "
+                   "fixed step (seed 003)")
     options = {"stages": 1, "gamma": "0", "scheme": "gauss-lobatto", "newton_tol": 1e-12, "opt_h": None,
                "opt_steps": 10, "gamma_ref": None}
 
@@ -296,7 +297,7 @@ class PreadjustedSPARK(MultibodyIntegrator):
         return A.T @ np.linalg.solve(A @ A.T, A)
 
     def _modification_gradient(self, q, v, t):
-        """∂(½ vᵀ Aᵀ(AAᵀ)⁻¹A v)/∂q = K(w)ᵀ (v − Aᵀw), w = (AAᵀ)⁻¹Av, K(w) = (C_qᵀw)_q."""
+        """∂(½ vᵀAᵀ(AAᵀ)⁻¹Av)/∂q = K(w)ᵀ(v − Aᵀw), w = (AAᵀ)⁻¹Av, K(w) = (C_qᵀw)_q."""
         A = self.model.constraint_jacobian(q, t)
         if A.shape[0] == 0:
             return np.zeros(q.size)
