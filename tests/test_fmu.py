@@ -228,6 +228,11 @@ def test_rollback_with_get_set_fmu_state(pendulum_fmu):
     slave.fmu.setFMUstate(state)  # a state can be restored again
     _, third = drive(slave, t, 25)
     assert np.array_equal(first, third)
+    slave.fmu.reset()  # and into the fresh slave object fmi2Reset creates
+    slave.initialize()
+    slave.fmu.setFMUstate(state)
+    _, fourth = drive(slave, t, 25)
+    assert np.array_equal(first, fourth)
     slave.fmu.freeFMUstate(state)
     slave.close()
 
