@@ -20,8 +20,8 @@ test-set reference value (crank-slider, t = 0.1).  Columns: steps, residual
 (right-hand side) evaluations, Jacobian evaluations, LU factorisations, wall
 time, and the wall time divided by IDA's wall time at the same error
 (log-log interpolation of IDA's work-precision curve; '~' marks
-extrapolation beyond IDA's measured error range, 'n/a' more than a decade
-beyond it).
+extrapolation beyond IDA's measured error range, 'n/a' more than a factor 3
+beyond it or when IDA's errors span less than a decade).
 
 Wall times are the best of up to ``--repeat`` runs (default 3; runs over 2 s
 are not repeated) because the machine may be shared.
@@ -175,8 +175,9 @@ def ida_ratio(row, ida_rows):
     lw = np.log([p[1] for p in pts])
     x = math.log(row["err"])
     extrap = x < le[0] or x > le[-1]
-    if x < le[0] - math.log(10.0) or x > le[-1] + math.log(10.0):
-        return "n/a"      # more than a decade outside IDA's measured errors
+    if extrap and (le[-1] - le[0] < math.log(10.0)
+                   or x < le[0] - math.log(3.0) or x > le[-1] + math.log(3.0)):
+        return "n/a"      # IDA's curve too short, or the error too far outside it
     if extrap:  # linear extrapolation from the two nearest points
         i = 0 if x < le[0] else len(le) - 2
         slope = (lw[i + 1] - lw[i]) / (le[i + 1] - le[i]) if le[i + 1] != le[i] else 0.0

@@ -52,6 +52,7 @@ MAX_GROWTH = 10.0            # overall cap on h_{n+1}/h_n (order 1 has none in T
 NEWTON_CUT = 0.25            # step cut after a Newton failure (as DASSL)
 MAX_FAILURES = 15            # failed attempts within one step before giving up
 NEWTON_MAX_ITER = 8
+REUSE_LIMIT = 1.0 / 3.0   # §5.1 reuse test bound (tighter: more LUs, fewer iterations)
 # Algorithm 2 thresholds in the error-weighted RMS norm (1 = the local tolerance)
 # (looser values, e.g. 1e-3 / 1e-2, save ~20% of the iterations but make the
 # index-3 velocities, hence the Andrews global error, visibly noisier)
@@ -248,6 +249,11 @@ class _BDF(MultibodyIntegrator):
             z_pred = self._z_pred = self._z + omega[:k] @ self._Dz[1:k + 1]
             if not self.newton.need_jac:
                 self.newton.plan_reuse(hhat, None)        # §5.1 reuse test on ĥ
+                nt_ = self.newton
+                if REUSE_LIMIT < 1.0 / 3.0 and not nt_.need_jac:
+                    r = hhat / nt_.h_jac
+                    if nt_.sigma * r + abs(r - 1.0) > REUSE_LIMIT:
+                        nt_.invalidate()
                 # The iteration matrices here are scaled so that they hardly
                 # depend on ĥ (M − ĥQ_v + ĥ²K, constraint rows C_q): the
                 # relaxation ν = 2ĥ/(ĥ + ĥ_old) of the unscaled eq. 79 would
