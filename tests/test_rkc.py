@@ -104,7 +104,7 @@ def test_adaptive_accuracy_and_auto_penalty():
     assert max(model.residual_levels(it.t, it.y)[:2]) < 1e-5
 
 
-@pytest.mark.parametrize("opts", [{}, {"h": 1e-3, "penalty": 1e4}])
+@pytest.mark.parametrize("opts", [{}, {"h": 1e-3, "penalty": 1e4}, {"formulation": "bayo"}])
 def test_restore_and_continue_bit_identical(opts):
     model = _pendulum()
     base = {"rtol": 1e-5, "atol": 1e-5}
@@ -146,3 +146,48 @@ def test_fixed_step_beyond_max_stages_fails_clearly():
     with pytest.raises(ConvergenceError, match="max_stages"):
         it.advance(0.1)
     assert np.array_equal(it.y, y0) and it.t == 0.0
+
+
+# -- Bayo penalty form: M q'' + C_qᵀ α (C̈ + 2ξωĊ + ω²C) = Q --------------------------------
+def test_bayo_form_order_two():
+    model = _pendulum()
+    T = 0.5
+    q, v = index1_reference(model, T)
+    ref = np.concatenate([q, v])
+    hs = [0.002, 0.001, 0.0005]
+    errs = []
+    for h in hs:
+        it = make_integrator(model, "rkc-penalty", h=h, formulation="bayo", omega=50.0)
+        it.initialize()
+        it.advance(T)
+        errs.append(np.max(np.abs(it.y - ref)))
+    order = np.polyfit(np.log(hs), np.log(errs), 1)[0]
+    assert abs(order - 2.0) <= 0.3, errs
+
+
+def test_bayo_stage_count_follows_omega():
+    """Constraint modes c̈ + 2ξωċ + ω²c = 0 (ξ = 1): ρ ≈ ω, s grows like √ω."""
+    model = _pendulum()
+    h = 1e-3
+    stages = {}
+    for omega in (1e4, 1e5, 1e6):
+        it = make_integrator(model, "rkc-penalty", h=h, formulation="bayo", omega=omega)
+        it.initialize()
+        it.advance(0.01)
+        assert it.rho == pytest.approx(1.2 * omega, rel=0.25)
+        assert stability_boundary(it.last_stages) >= h * it.rho
+        stages[omega] = it.last_stages
+    for lo, hi in ((1e4, 1e5), (1e5, 1e6)):
+        ratio = stages[hi] / stages[lo]
+        assert 0.75 * math.sqrt(10) <= ratio <= 1.25 * math.sqrt(10), stages
+
+
+@pytest.mark.parametrize("opts,match", [
+    ({"formulation": "baumgarte"}, "formulation must be 'seed' or 'bayo', got 'baumgarte'"),
+    ({"formulation": "bayo", "alpha": 0.0}, "alpha must be finite and > 0, got 0.0"),
+    ({"formulation": "bayo", "omega": float("nan")}, "omega must be finite and > 0"),
+    ({"formulation": "bayo", "xi": -1.0}, "xi must be finite and > 0, got -1.0"),
+])
+def test_bayo_bad_options(opts, match):
+    with pytest.raises(InvalidInputError, match=match):
+        make_integrator(_pendulum(), "rkc-penalty", **opts)

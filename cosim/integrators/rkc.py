@@ -24,10 +24,18 @@ eigenvector, refreshed every ``rho_interval`` steps and after a rejection).
 Hence s grows like √(h χ) with the penalty factor.  Error estimate and
 controller as in RKC: est = 0.8 (y_n − y_{n+1}) + 0.4 h (f_n + f_{n+1}).
 
-Note on the seed: the OCR'd eqs. 90-92 use one penalty factor χ (the brief
-also mentions the Bayo form M q'' + C_qᵀ α (C̈ + 2ξωĊ + ω²C) = Q; in that
-form the constraint modes have the frequency ω whatever α is, so the
-stiffness would not follow α).  We implement the seed's χ form.
+Formulations (option ``formulation``):
+
+* "seed" (default): eqs. 91-92 above with the penalty factor ``penalty`` = χ.
+* "bayo": the augmented-Lagrangian penalty form of Bayo et al. (1988),
+  M q'' + C_qᵀ α (C̈ + 2ξω Ċ + ω² C) = Q, i.e. with q' = v
+  (M + α C_qᵀC_q) v' = Q + α C_qᵀ (γ − 2ξω (C_q v + C_t) − ω² C),
+  options ``alpha`` (penalty factor), ``xi`` (damping ratio), ``omega``
+  (rad/s).  For large α the constraint violation obeys c̈ + 2ξωċ + ω²c = 0,
+  so the added eigenvalues are −ξω ± ω√(ξ² − 1): the stiffness (and the
+  stage count) follows ω, while α only sets how closely the constraint
+  dynamics are enforced (and the conditioning of M + α C_qᵀC_q).  ξ ≥ 1 keeps
+  these eigenvalues real, where RKC's stability interval lies.
 """
 import math
 
@@ -35,7 +43,7 @@ import numpy as np
 
 from ..errors import InvalidInputError, SingularMatrixError
 from .base import MultibodyIntegrator
-from .common import lu_solve
+from .common import lu_factor, lu_solve
 from .explicit import IndexOneRHS, rms_norm
 
 MAX_REJECTIONS = 60
@@ -111,17 +119,45 @@ def stages_for(h_rho, max_stages):
 
 
 class PenaltyRHS(IndexOneRHS):
-    """y' of eqs. 91-92 with the factor of J (eq. 89) shared by both solves."""
+    """y' of eqs. 91-92 with the factor of J (eq. 89) shared by both solves
+    (or of the Bayo form when ``alpha`` is set)."""
 
-    def __init__(self, model, stats, penalty):
+    def __init__(self, model, stats, penalty, alpha=None, xi=1.0):
         super().__init__(model, stats)
-        self.chi = penalty
+        self.chi = penalty          # χ (seed form) or ω (Bayo form)
+        self.alpha = alpha
+        self.xi = xi
         self.rhs2 = np.zeros((self.K.shape[0], 2))
+
+    def _bayo(self, t, q, v, u):
+        """(M + α C_qᵀC_q) v' = Q + α C_qᵀ (γ − 2ξω Ċ − ω² C)."""
+        model, n, m = self.model, self.n, self.m
+        M = model.mass(q, t)
+        Q = model.forces(q, v, t, u)
+        if m:
+            Cq = model.constraint_jacobian(q, t)
+            w = self.chi
+            c_dot = Cq @ v + model.constraint_dt(q, t)
+            r = model.gamma(q, v, t) - 2.0 * self.xi * w * c_dot - w * w * model.constraints(q, t)
+            A = M + self.alpha * (Cq.T @ Cq)
+            rhs = Q + self.alpha * (Cq.T @ r)
+        else:
+            A, rhs, r, Cq = M, Q, None, None
+        self.factor = lu_factor(A, "M + alpha C_q^T C_q (Bayo penalty form)", t=t)
+        self.stats["lu_factorizations"] += 1
+        a = lu_solve(self.factor, rhs)
+        self.lam = self.alpha * (Cq @ a - r) if m else np.zeros(0)
+        f = np.empty(2 * n)
+        f[:n] = v
+        f[n:] = a
+        return f
 
     def __call__(self, t, y, u):
         n, m, model = self.n, self.m, self.model
         q, v = y[:n], y[n:]
         self.stats["residual_evaluations"] += 1
+        if self.alpha is not None:
+            return self._bayo(t, q, v, u)
         self.factorize(q, t)
         M = self.K[:n, :n]
         R = self.rhs2
@@ -149,9 +185,11 @@ class PenaltyRHS(IndexOneRHS):
 class RKCPenalty(MultibodyIntegrator):
     """Penalty formulation (seed 000 eqs. 90-92) + 2nd-order Runge-Kutta-Chebyshev.
 
-    Options: ``penalty`` χ > 0 in 1/s, or "auto" (10 × the spectral radius of the
-    unpenalised system at the start, at least 100/s — seed 000 §6: χ must be far
-    above the largest eigenvalue); ``damping`` ε ∈ [0, 1] (RKC: 2/13);
+    Options: ``formulation`` "seed" | "bayo" (module doc); ``penalty`` χ > 0 in
+    1/s (seed form), or "auto" (10 × the spectral radius of the unpenalised
+    system at the start, at least 100/s — seed 000 §6: χ must be far above the
+    largest eigenvalue); Bayo form: ``alpha`` > 0 or "auto" (α C_qᵀC_q ≈ 1e7 M),
+    ``xi`` > 0, ``omega`` > 0 rad/s or "auto" (as χ); ``damping`` ε ∈ [0, 1] (RKC: 2/13);
     ``max_stages`` s_max ≥ 2; ``rho_interval`` steps between spectral-radius
     estimates.  With ``h=`` the step is fixed and s follows h ρ.
     """
@@ -159,10 +197,31 @@ class RKCPenalty(MultibodyIntegrator):
     name = "rkc-penalty"
     description = "penalty formulation (seed 000 eqs. 90-92) + Runge-Kutta-Chebyshev (RKC2)"
     implicit = False
-    options = {"penalty": "auto", "damping": 2.0 / 13.0, "max_stages": 400, "rho_interval": 25}
+    options = {"formulation": "seed", "penalty": "auto", "alpha": "auto", "xi": 1.0, "omega": "auto",
+               "damping": 2.0 / 13.0, "max_stages": 400, "rho_interval": 25}
 
     def check_options(self):
         o = self.opts
+        if o["formulation"] not in ("seed", "bayo"):
+            raise InvalidInputError(f"formulation must be 'seed' or 'bayo', got {o['formulation']!r}")
+        for key in ("alpha", "omega"):
+            val = o[key]
+            if isinstance(val, str) and val == "auto":
+                continue
+            try:
+                x = float(val)
+            except (TypeError, ValueError):
+                raise InvalidInputError(f"{key} must be a number > 0 or 'auto', got {val!r}") from None
+            if not (math.isfinite(x) and x > 0.0):
+                raise InvalidInputError(f"{key} must be finite and > 0, got {val!r}")
+            o[key] = x
+        try:
+            xi = float(o["xi"])
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"xi must be a number > 0, got {o['xi']!r}") from None
+        if not (math.isfinite(xi) and xi > 0.0):
+            raise InvalidInputError(f"xi must be finite and > 0, got {o['xi']!r}")
+        o["xi"] = xi
         chi = o["penalty"]
         if not (isinstance(chi, str) and chi == "auto"):
             try:
@@ -189,8 +248,20 @@ class RKCPenalty(MultibodyIntegrator):
     def _initialize(self, t0, y0, **ic_options):
         self._ic(t0, y0, **ic_options)
         self.n = self.model.n_q
-        chi = self.opts["penalty"]
-        self._rhs = PenaltyRHS(self.model, self.stats, 0.0 if chi == "auto" else chi)
+        o = self.opts
+        bayo = o["formulation"] == "bayo"
+        chi = o["omega"] if bayo else o["penalty"]
+        alpha = None
+        if bayo:
+            alpha = o["alpha"]
+            if alpha == "auto":   # α C_qᵀC_q ≈ 1e7 × M on the diagonal
+                q0 = self.q
+                M0 = np.abs(np.diag(self.model.mass(q0, t0)))
+                Cq0 = self.model.constraint_jacobian(q0, t0)
+                cc = np.diag(Cq0.T @ Cq0) if Cq0.size else np.zeros(0)
+                alpha = 1e7 * float(M0.max()) / float(cc.max()) if cc.size and cc.max() > 0 else 1.0
+        self._rhs = PenaltyRHS(self.model, self.stats, 0.0 if chi == "auto" else chi,
+                               alpha=alpha, xi=o["xi"])
         self.eigvec = None
         self.f_cur = None
         self._dense = None
@@ -395,6 +466,7 @@ class RKCPenalty(MultibodyIntegrator):
                 "dense": None if self._dense is None else {k: np.array(v) for k, v in self._dense.items()},
                 "rho": float(self.rho), "eigvec": None if self.eigvec is None else self.eigvec.copy(),
                 "steps_since_rho": int(self.steps_since_rho), "penalty": float(self._rhs.chi),
+                "alpha": -1.0 if self._rhs.alpha is None else float(self._rhs.alpha),
                 "h_last": float(self.h_last), "err_last": float(self.err_last),
                 "last_stages": int(self.last_stages), "max_stages_used": int(self.max_stages_used)}
 
@@ -407,6 +479,7 @@ class RKCPenalty(MultibodyIntegrator):
         self.eigvec = None if d["eigvec"] is None else np.array(d["eigvec"], dtype=float)
         self.steps_since_rho = int(d["steps_since_rho"])
         self._rhs.chi = self.penalty = float(d["penalty"])
+        self._rhs.alpha = None if d["alpha"] < 0 else float(d["alpha"])
         self.h_last = float(d["h_last"])
         self.err_last = float(d["err_last"])
         self.last_stages = int(d["last_stages"])
