@@ -32,6 +32,17 @@ order of Table 1 (Skelboe), Skelboe's instability test of Table 2 combined
 with the relaxed smoothness condition ‖∇^k‖ ≥ ‖∇^{k+1}‖ ≥ ‖∇^{k+2}‖ for
 raising the order.  Newton: :class:`~cosim.integrators.newton.QuasiNewton`
 (Algorithm 2) with the reuse test on ĥ (§5.1).
+
+Choices beyond the seed's text (each commented where it is made):
+* the unknowns and rows are scaled to position size, so the iteration
+  matrices hardly depend on ĥ; the reuse relaxation ν is therefore 1;
+* q'' and λ get the same difference-array predictor as (q, v) (better
+  Newton start, far fewer Jacobian refreshes);
+* Newton convergence is judged in the weighted RMS norm (as DASSL), the
+  local error test and order choice in the weighted max norm of eq. 35;
+* after an error-test failure the next step does not grow (as DASSL);
+  h_{n+1}/h_n ≤ 10 overall (Table 1 has no cap for order 1);
+* option ``velocity_error`` (default True = Algorithm 4) — False tests q only.
 """
 import math
 
@@ -68,7 +79,6 @@ class _BDF(MultibodyIntegrator):
     # generalized-α estimate does: on wide-band models (crank-slider) the
     # unresolved stiff velocities then no longer dictate the step.
     options = {"max_order": MAX_ORDER, "velocity_error": True}
-    filter_velocity = False   # index 3: projection filter of eq. 80
 
     def check_options(self):
         k = self.opts["max_order"]
@@ -230,7 +240,6 @@ class _BDF(MultibodyIntegrator):
         h_prop = self.h_next
         D = self._D
         y_n = self.y
-        n_y = y_n.size
         w = error_weights(y_n, self.rtol, self.atol)
         winv = 1.0 / w
         failures = 0
@@ -246,14 +255,14 @@ class _BDF(MultibodyIntegrator):
             Dk = D[1:k + 1]
             y_pred = y_n + omega[:k] @ Dk                 # eq. 69
             yd_pred = ((c * omega[:k]) @ Dk) / h
-            z_pred = self._z_pred = self._z + omega[:k] @ self._Dz[1:k + 1]
+            self._z_pred = self._z + omega[:k] @ self._Dz[1:k + 1]   # (q'', λ) predictor
             if not self.newton.need_jac:
                 self.newton.plan_reuse(hhat, None)        # §5.1 reuse test on ĥ
-                nt_ = self.newton
-                if REUSE_LIMIT < 1.0 / 3.0 and not nt_.need_jac:
-                    r = hhat / nt_.h_jac
-                    if nt_.sigma * r + abs(r - 1.0) > REUSE_LIMIT:
-                        nt_.invalidate()
+                nt = self.newton
+                if REUSE_LIMIT < 1.0 / 3.0 and not nt.need_jac:
+                    r = hhat / nt.h_jac
+                    if nt.sigma * r + abs(r - 1.0) > REUSE_LIMIT:
+                        nt.invalidate()
                 # The iteration matrices here are scaled so that they hardly
                 # depend on ĥ (M − ĥQ_v + ĥ²K, constraint rows C_q): the
                 # relaxation ν = 2ĥ/(ĥ + ĥ_old) of the unscaled eq. 79 would
@@ -401,7 +410,6 @@ class BDFIndex3(_BDF):
 
     name = "bdf"
     description = "BDF variable step/order 1-5, index 3 with projection filter (seed 000 Alg. 4)"
-    filter_velocity = True
 
     def _solve(self, t1, h, hhat, y_pred, yd_pred, winv):
         model, u = self.model, self.u
