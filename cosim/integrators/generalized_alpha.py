@@ -137,8 +137,10 @@ class GeneralizedAlpha(MultibodyIntegrator):
         self._ic(t0, y0, **ic_options)
         self.a = self.qdd.copy()          # Algorithm 3 step 1: a_0 = q''_0
         self.h_last = 0.0                 # step size a belongs to (0: a = q'')
-        self.x_last = np.zeros_like(self.a)   # last innovation (Newton start only)
-        self.lam_prev = self.lam.copy()
+        # innovation and multiplier change per unit step of the last step:
+        # only used to start the Newton iteration (kept through a restart)
+        self.x_rate = np.zeros_like(self.a)
+        self.lam_rate = np.zeros_like(self.lam)
         self.qdd_prev = self.qdd.copy()
         self._setup_work()
         self.h_next = self._initial_step() if self.h_fixed is None else self.h_fixed
@@ -172,14 +174,13 @@ class GeneralizedAlpha(MultibodyIntegrator):
         self.qdd, self.lam = self._consistent_accelerations(q, v)
         self.a = self.qdd.copy()
         self.h_last = 0.0
-        self.x_last = np.zeros_like(self.a)
-        self.lam_prev = self.lam.copy()
+        self.lam_rate = np.zeros_like(self.lam)   # λ jumps here; x_rate stays a fair guess
         self.qdd_prev = self.qdd.copy()
 
     def _method_state(self):
         return {"a": self.a, "qdd_prev": self.qdd_prev, "h_next": float(self.h_next),
-                "h_last": float(self.h_last), "x_last": self.x_last,
-                "lam_prev": self.lam_prev,
+                "h_last": float(self.h_last), "x_rate": self.x_rate,
+                "lam_rate": self.lam_rate,
                 "newton": self.newton.state()}
 
     def _restore_method_state(self, d):
@@ -187,8 +188,8 @@ class GeneralizedAlpha(MultibodyIntegrator):
         self.qdd_prev = np.array(d["qdd_prev"], dtype=float)
         self.h_next = float(d["h_next"])
         self.h_last = float(d["h_last"])
-        self.x_last = np.array(d["x_last"], dtype=float)
-        self.lam_prev = np.array(d["lam_prev"], dtype=float)
+        self.x_rate = np.array(d["x_rate"], dtype=float)
+        self.lam_rate = np.array(d["lam_rate"], dtype=float)
         if getattr(self, "newton", None) is None:
             self._setup_work()
         self.newton.stats = self.stats
@@ -255,13 +256,8 @@ class GeneralizedAlpha(MultibodyIntegrator):
         # Newton starting guess (does not change the solution or the error
         # estimate): x ≈ h·q⁽³⁾ is smooth, so extrapolate the last
         # innovation and λ linearly; the iteration then starts O(h²) close.
-        if self.h_last > 0.0:
-            r = h / self.h_last
-            x_hat = r * self.x_last
-            lam_hat = lam0 + r * (lam0 - self.lam_prev)
-        else:
-            x_hat = np.zeros(n)
-            lam_hat = lam0
+        x_hat = h * self.x_rate
+        lam_hat = lam0 + h * self.lam_rate
         q0 = q0 + bh2 * x_hat
         v0 = v0 + gh * x_hat
         qdd0 = qdd0 + eta * x_hat
@@ -358,7 +354,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
 
     # -- advancing ------------------------------------------------------------------------
     _SNAP = ("t", "y", "t_prev", "y_prev", "qdd", "lam", "a", "qdd_prev", "h_next", "h_last",
-             "x_last", "lam_prev")
+             "x_rate", "lam_rate")
 
     def advance(self, t_target):
         """As :meth:`Integrator.advance` (exact landing, state unchanged on
@@ -521,8 +517,8 @@ class GeneralizedAlpha(MultibodyIntegrator):
         self.qdd_prev = self.qdd
         self.a = self.qdd + x  # a_{n+1} = a^{(0)} + x with a^{(0)} = q''_n
         self.h_last = h
-        self.x_last = x
-        self.lam_prev = self.lam
+        self.x_rate = x / h
+        self.lam_rate = (lam - self.lam) / h
         self.t = t_limit if lands else self.t + h
         if fixed:
             self.h_next = self.h_fixed

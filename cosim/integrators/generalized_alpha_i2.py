@@ -48,13 +48,8 @@ class GeneralizedAlphaIndex2(GeneralizedAlpha):
         q0, v0, qdd0 = self._predict(h)
         lam0 = self.lam
         # Newton start (as in the index-3 method): extrapolated innovations
-        if self.h_last > 0.0:
-            r = h / self.h_last
-            y_hat = r * self.x_last
-            lam_hat = lam0 + r * (lam0 - self.lam_prev)
-        else:
-            y_hat = np.zeros(n)
-            lam_hat = lam0
+        y_hat = h * self.x_rate
+        lam_hat = lam0 + h * self.lam_rate
         x_hat = h * y_hat
         qs = q0 + bh * x_hat
         qds = v0 + g * x_hat
