@@ -16,7 +16,6 @@ domain, for a bounded time, and reads the node's whole-run statistics from
 
     python benchmarks/ros_rt.py            # 10 s per scenario
     python benchmarks/ros_rt.py --quick    # 4 s per scenario
-    python benchmarks/ros_rt.py --events   # plant spun by rclpy's EventsExecutor
     python benchmarks/ros_rt.py --priority 50   # real-time plant at SCHED_FIFO 50 (root)
 """
 import argparse
@@ -33,7 +32,7 @@ from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 
 import cosim  # noqa: E402
 from ros_nodes.testing import (LAUNCH, NodeProcess, load_parameters, ros_environment,  # noqa: E402
-                               simulation_kwargs, unique_domain_id, wait_for)
+                               simulation_kwargs, unique_domain_id)
 
 
 def collect(duration, procs_factory, label):
@@ -102,7 +101,6 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="4 s per scenario")
     ap.add_argument("--duration", type=float, default=None)
-    ap.add_argument("--events", action="store_true", help="use rclpy's EventsExecutor in the plant")
     ap.add_argument("--priority", type=int, default=0,
                     help="SCHED_FIFO priority of plant and controller (needs root); 0 = normal")
     args = ap.parse_args()
@@ -110,7 +108,7 @@ def main():
     rt_yaml = os.path.join(LAUNCH, "two_link_real_time.yaml")
     ls_yaml = os.path.join(LAUNCH, "two_link_lock_step.yaml")
     pd_yaml = os.path.join(LAUNCH, "pd_two_link.yaml")
-    extra = {"use_events_executor": bool(args.events)}
+    extra = {}
     extra["sched_priority"] = args.priority
 
     print(f"machine: {os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.2f}")
@@ -128,7 +126,7 @@ def main():
     rate = np.mean([float(w["achieved_rate_hz"]) for w in steady])
     rtf = np.mean([float(w["achieved_real_time_factor"]) for w in steady])
     print(f"\nreal-time mode, two_link, 1 kHz, RTF 1, {duration:.0f} s "
-          f"(load {load[0]:.2f}, executor {'events' if args.events else 'single-threaded'}, "
+          f"(load {load[0]:.2f}, "
           f"SCHED_FIFO {args.priority or 'off'})")
     if args.priority and not any("SCHED_FIFO priority" in log and "cannot" not in log
                                  for log in logs):

@@ -22,7 +22,6 @@ import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
@@ -72,7 +71,8 @@ class PDController(Node):
                            ("feedforward", self.feedforward)):
             if value is None or len(value) != n:
                 raise ConfigurationError(
-                    f"parameter {key!r} needs {n} values (one per joint {self.joints}), got {value!r}")
+                    f"parameter {key!r} needs {n} values (one per joint {self.joints}), "
+                    f"got {value!r}")
         self.max_effort = float(self.get_parameter("max_effort").value)
         self.command_type = self.get_parameter("command_type").value
         if self.command_type not in ("joint_state", "array"):
@@ -88,15 +88,15 @@ class PDController(Node):
             self._pub = self.create_publisher(
                 Float64MultiArray, self.get_parameter("topics.command").value, COMMAND_QOS)
             self._msg = Float64MultiArray()
-            self._msg.layout.dim = [MultiArrayDimension(label=",".join(self.joints), size=n, stride=n)]
+            self._msg.layout.dim = [MultiArrayDimension(label=",".join(self.joints), size=n,
+                                                        stride=n)]
         else:
             self._pub = self.create_publisher(
                 JointState, self.get_parameter("topics.joint_command").value, COMMAND_QOS)
             self._msg = JointState()
             self._msg.name = self.joints
-        qos = state_qos(reliability)
         self.create_subscription(JointState, self.get_parameter("topics.joint_states").value,
-                                 self._on_state, qos if isinstance(qos, QoSProfile) else qos)
+                                 self._on_state, state_qos(reliability))
         self.commands_sent = 0
 
     def _on_state(self, msg):

@@ -161,7 +161,8 @@ class SimulationNode(Node):
         p = self.declare_parameter
         p("model", "pendulum", _descriptor(
             "cosim model: library name (pendulum, two_link, ...) or 'package.module:Class'"))
-        p("method", "generalized-alpha", _descriptor("integration method (cosim METHOD_REGISTRY name)"))
+        p("method", "generalized-alpha", _descriptor(
+            "integration method (cosim METHOD_REGISTRY name)"))
         p("rtol", 1e-6, _descriptor("integrator relative tolerance", float_range=(0.0, 1.0)))
         p("atol", 1e-8, _descriptor("integrator absolute tolerance", float_range=(0.0, 1e3)))
         p("integrator_step", 0.0, _descriptor(
@@ -225,8 +226,6 @@ class SimulationNode(Node):
         p("sched_priority", 0, _descriptor(
             "SCHED_FIFO priority 1..99 for all threads of the process when run by main() "
             "(needs root or CAP_SYS_NICE; for real_time / hardware-in-the-loop); 0 = normal"))
-        p("use_events_executor", False, _descriptor(
-            "spin with rclpy.experimental.EventsExecutor (lower latency) when run by main()"))
 
         # model parameters and integrator options: names depend on the model/method
         overrides = getattr(self, "_parameter_overrides", {}) or {}
@@ -261,8 +260,7 @@ class SimulationNode(Node):
             "communication_step", "end_time", "shutdown_at_end", "mode", "real_time_factor",
             "input_timeout", "stale_input_policy", "start_paused", "lock_step_republish_period",
             "state_file", "frame_id", "state_reliability", "publish_clock", "diagnostics_period",
-            "real_time.spin_threshold", "real_time.max_lag", "sched_priority",
-            "use_events_executor")}
+            "real_time.spin_threshold", "real_time.max_lag", "sched_priority")}
         for key in ("joint_names", "joint_positions", "joint_velocities", "joint_efforts",
                     "command_inputs"):
             value = g(key, None)
@@ -356,6 +354,7 @@ class SimulationNode(Node):
         self.command_inputs = list(cmd)
         self._commanded = sorted(set(self.command_inputs) | set(effort_inputs.values()))
         self.output_label = ",".join(outputs)
+        self._out_slice = slice(n_y, n_y + len(outputs))
 
     def _create_interfaces(self, cfg):
         topics = cfg["topics"]
@@ -364,7 +363,8 @@ class SimulationNode(Node):
                            if cfg["publish_clock"] else None)
         self._js_pub = self.create_publisher(JointState, topics["joint_states"], sqos)
         self._out_pub = self.create_publisher(Float64MultiArray, topics["outputs"], sqos)
-        self._diag_pub = self.create_publisher(DiagnosticArray, topics["diagnostics"], DIAGNOSTICS_QOS)
+        self._diag_pub = self.create_publisher(DiagnosticArray, topics["diagnostics"],
+                                               DIAGNOSTICS_QOS)
         self._cmd_subs = []
         if topics["command"]:
             self._cmd_subs.append(self.create_subscription(
@@ -593,7 +593,8 @@ class SimulationNode(Node):
 
     def _do_step_service(self):
         if self.mode != "lock_step" and not self.paused:
-            return False, f"step_simulation needs mode lock_step or a paused simulation (mode {self.mode})"
+            return False, (f"step_simulation needs mode lock_step or a paused simulation "
+                           f"(mode {self.mode})")
         if self.sim.time + 0.5 * self.step > self.end_time:
             return False, f"end_time {self.end_time!r} reached at t={self.sim.time!r}"
         t0 = self.sim.time
@@ -639,7 +640,8 @@ class SimulationNode(Node):
                 item[1]()
                 continue
             _, values, stamp, received, topic = item
-            if self.mode == "lock_step" and stamp is not None and stamp != time_to_ns(self.sim.time):
+            if (self.mode == "lock_step" and stamp is not None
+                    and stamp != time_to_ns(self.sim.time)):
                 self.get_logger().debug(
                     f"ignored command stamped {stamp} ns for another step (t={self.sim.time!r})")
                 continue
@@ -716,7 +718,7 @@ class SimulationNode(Node):
             eff = values[self._eff_index]
             eff[self._eff_missing] = float("nan")
             js.effort = eff.tolist()
-        self._out_msg.data = values[len(sim.state_names):len(values) - len(sim.input_names)].tolist()
+        self._out_msg.data = values[self._out_slice].tolist()
         time_to_msg(sim.time, self._clock_msg.clock)
 
     def _send_state(self):
@@ -920,13 +922,6 @@ def set_real_time_priority(priority, logger):
     return True
 
 
-def make_executor(node):
-    if node.config["use_events_executor"]:
-        from rclpy.experimental import EventsExecutor
-        return EventsExecutor(context=node.context)
-    return rclpy.executors.SingleThreadedExecutor(context=node.context)
-
-
 def main(args=None):
     """Console script ``cosim-ros``: ``cosim-ros --ros-args --params-file plant.yaml``."""
     rclpy.init(args=sys.argv if args is None else args)
@@ -942,7 +937,7 @@ def main(args=None):
         import gc
         gc.collect()
         gc.freeze()  # long-lived objects out of the collector's way
-    executor = make_executor(node)
+    executor = rclpy.executors.SingleThreadedExecutor(context=node.context)
     executor.add_node(node)
     if node.config["sched_priority"] > 0:  # inherited by the simulation thread
         set_real_time_priority(node.config["sched_priority"], node.get_logger())
