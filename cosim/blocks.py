@@ -83,10 +83,11 @@ class Block:
         raise NotImplementedError
 
     def _get_state(self) -> dict:
+        """The internal state as plain data, independent of later updates (a copy)."""
         return {}
 
     def _set_state(self, d: dict):
-        pass
+        """Restore from ``_get_state`` data (must not keep references into ``d``)."""
 
     def describe(self) -> dict:
         return {"type": self.type_name, "name": self.name, "sample_time": str(self.sample_time),
@@ -103,17 +104,17 @@ class Block:
         if y.size != len(self.output_names):
             raise InvalidInputError(f"block {self.name!r} produced {y.size} outputs, "
                                     f"declares {len(self.output_names)} {list(self.output_names)}")
-        if not np.all(np.isfinite(y)):
+        if not np.isfinite(y).all():
             raise InvalidInputError(f"block {self.name!r} produced a non-finite output {y.tolist()} at t={t!r}")
         self.outputs = y
         return y
 
     def state(self) -> dict:
-        return {"outputs": self.outputs.copy(), "internal": copy.deepcopy(self._get_state())}
+        return {"outputs": self.outputs.copy(), "internal": self._get_state()}
 
     def restore(self, d):
         self.outputs = np.array(d["outputs"], dtype=float)
-        self._set_state(copy.deepcopy(d["internal"]))
+        self._set_state(d["internal"])
 
 
 def _vector(name, value, n):
@@ -302,10 +303,10 @@ class UserBlock(Block):
         return np.asarray(result, dtype=float).reshape(-1)
 
     def _get_state(self):
-        return self.user_state
+        return copy.deepcopy(self.user_state)
 
     def _set_state(self, d):
-        self.user_state = d
+        self.user_state = copy.deepcopy(d)
 
 
 BLOCK_TYPES = {"pid": PID, "discrete_state_space": DiscreteStateSpace, "state_feedback": StateFeedback,

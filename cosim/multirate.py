@@ -87,15 +87,21 @@ class SampleClock:
     """Sample instants t_k = offset + k·T of one discrete block, exact.
 
     ``next_index`` is the index of the next instant not yet executed;
-    ``next_time`` its float value (computed from the Fraction, so every
-    instant is the same float in every run and process).
+    ``next_time`` its float value.  With offset = o/D and T = p/D over a common
+    denominator D, t_k = (o + k·p)/D is an integer ratio, and Python's int/int
+    division is correctly rounded: every instant is the float nearest the exact
+    rational, the same in every run and process, at the cost of two integer
+    operations (no Fraction arithmetic on the hot path).
     """
 
-    __slots__ = ("period", "offset", "next_index", "next_time")
+    __slots__ = ("period", "offset", "next_index", "next_time", "_o", "_p", "_d")
 
     def __init__(self, period, offset=0, start=0):
         self.period = exact_time(period, "sample time")
         self.offset = exact_time(offset, "sample offset", positive=False, allow_zero=True)
+        self._d = math.lcm(self.period.denominator, self.offset.denominator)
+        self._p = self.period.numerator * (self._d // self.period.denominator)
+        self._o = self.offset.numerator * (self._d // self.offset.denominator)
         self.seek(start)
 
     def seek(self, start):
@@ -105,8 +111,8 @@ class SampleClock:
         self.set_index(max(k, 0))
 
     def set_index(self, k):
-        self.next_index = int(k)
-        self.next_time = float(self.offset + self.next_index * self.period)
+        self.next_index = k = int(k)
+        self.next_time = (self._o + k * self._p) / self._d
 
     def advance(self):
         self.set_index(self.next_index + 1)

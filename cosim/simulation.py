@@ -63,7 +63,7 @@ from .blocks import Block, StopSimulation, make_block
 from .errors import (ChatteringError, ConvergenceError, CosimError, InvalidInputError, StateError,
                      UnknownParameterError)
 from .events import ChatterMonitor, crossed, crossings, event_values, locate
-from .integrators import make_integrator
+from .integrators import Integrator, make_integrator
 from .models import load_model
 from .multirate import SampleClock, base_step, exact_time
 from .validation import finite_float, finite_vector
@@ -150,6 +150,7 @@ class Simulation:
                                         [b.offset for b in self.blocks])
         else:
             self._base_step = None
+        self._grid_tol = 0.0 if self._base_step is None else 1e-7 * float(self._base_step)
         self._event_directions = [int(e.direction) for e in self.model.events]
         self._event_terminal = [bool(e.terminal) for e in self.model.events]
         self._has_events = bool(self.model.events)
@@ -231,6 +232,10 @@ class Simulation:
         self._ext_defaults = np.array(ext_defaults, dtype=float)
         self._m_ext = np.array([i for i, _ in self._model_from_ext], dtype=int)
         self._e_ext = np.array([e for _, e in self._model_from_ext], dtype=int)
+        self._inputs_identity = (not self._model_from_block and
+                                 self._m_ext.tolist() == list(range(model.n_inputs)) and
+                                 self._e_ext.tolist() == list(range(model.n_inputs)) and
+                                 len(ext_names) == model.n_inputs)
         self.output_names = tuple(model.output_names) + tuple(
             f"{b.name}.{sig}" for b in self.blocks for sig in b.output_names)
 
@@ -255,6 +260,7 @@ class Simulation:
         if new_integrator:
             self.integrator = make_integrator(self.model, self.method, rtol=self.rtol, atol=self.atol,
                                               h=self.h, **self.method_options)
+        self._plain_set_inputs = type(self.integrator).set_inputs is Integrator.set_inputs
         for b in self.blocks:
             b.reset()
         start = exact_time(self.start_time, "start_time", positive=False)
@@ -265,6 +271,7 @@ class Simulation:
         self._time = self.start_time
         self._z = self._event_values()
         self._event_log = []
+        self._log_tuple = None
         self._n_comm = 0
         self._n_events = 0
         self._stopped = False
@@ -325,6 +332,8 @@ class Simulation:
 
     # -- inputs ------------------------------------------------------------------------------
     def _compose_inputs(self, u_ext):
+        if self._inputs_identity:
+            return u_ext.copy()
         u = np.empty(self.model.n_inputs)
         if self._m_ext.size:
             u[self._m_ext] = u_ext[self._e_ext]
@@ -344,13 +353,29 @@ class Simulation:
                         f"unknown input {key!r} (inputs: {', '.join(self.input_names) or 'none'})")
                 new[idx] = finite_float(f"input {key!r}", value)
         else:
-            new = finite_vector("inputs", values, len(self.input_names))
+            try:  # fast path for a well-formed vector; errors are phrased by finite_vector
+                new = np.array(values, dtype=float)
+                ok = new.shape == self._u_ext.shape and np.isfinite(new).all()
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                new = finite_vector("inputs", values, len(self.input_names))
         u = self._compose_inputs(new)
-        if not np.array_equal(u, self._u):
-            self.integrator.set_inputs(u)  # a discontinuity: the method restarts
-            self._u = u
-            self._z = self._event_values()
+        if u.tolist() != self._u.tolist():
+            self._hold_plant_inputs(u)
         self._u_ext = new
+
+    def _hold_plant_inputs(self, u):
+        """New plant inputs from now on: a discontinuity, the integrator restarts."""
+        integ = self.integrator
+        if self._plain_set_inputs:  # Integrator.set_inputs minus re-validating checked values
+            integ.u = u
+            integ.restart()
+        else:
+            integ.set_inputs(u)
+        self._u = u
+        if self._has_events:
+            self._z = self._event_values()
 
     def get_inputs(self):
         """Current external input values in ``input_names`` order."""
@@ -457,8 +482,8 @@ class Simulation:
         return t_end
 
     def _time_tol(self, t):
-        base = 0.0 if self._base_step is None else 1e-7 * float(self._base_step)
-        return max(base, 16.0 * _EPS * max(1.0, abs(t)))
+        """Sample instants this close to a communication point coincide with it."""
+        return max(self._grid_tol, 16.0 * _EPS * max(1.0, abs(t)))
 
     def _run_until(self, t_end):
         integ = self.integrator
@@ -500,10 +525,8 @@ class Simulation:
                 break
             clock.advance()
         u = self._compose_inputs(self._u_ext)
-        if not np.array_equal(u, self._u):
-            integ.set_inputs(u)  # ZOH discontinuity: restart
-            self._u = u
-            self._z = self._event_values()
+        if u.tolist() != self._u.tolist():
+            self._hold_plant_inputs(u)  # ZOH discontinuity: restart
 
     def _event_values(self):
         if not self._has_events:
@@ -583,21 +606,29 @@ class Simulation:
                 self._stop(t_ev, ", ".join(model.events[i].name for i, _ in firing))
                 return
 
-    def _log(self, entry):
+    def _log(self, entry, count=True):
         self._event_log.append(entry)
-        self._n_events += 1
+        self._log_tuple = None
+        if count:
+            self._n_events += 1
+
+    def _event_log_snapshot(self):
+        # the log only grows between snapshots: reuse the tuple until it changes
+        if self._log_tuple is None:
+            self._log_tuple = tuple(self._event_log)
+        return self._log_tuple
 
     def _stop(self, t, cause):
         self._stopped = True
         self._stop_time = t
-        self._event_log.append({"time": t, "name": "stop", "kind": "stop", "cause": cause})
+        self._log({"time": t, "name": "stop", "kind": "stop", "cause": cause}, count=False)
 
     def _chattering(self, t, name):
         msg = (f"chattering: {self._chatter.count} events within {self.chattering_window:g} s "
                f"of each other at t={t!r} (last: {name!r})")
         if self.on_chattering == "error":
             raise ChatteringError(msg)
-        self._event_log.append({"time": t, "name": name, "kind": "chattering", "message": msg})
+        self._log({"time": t, "name": name, "kind": "chattering", "message": msg}, count=False)
         self._stop(t, "chattering")
 
     # -- state --------------------------------------------------------------------------------
@@ -611,7 +642,7 @@ class Simulation:
             "blocks": [b.state() for b in self.blocks],
             "clocks": [c.next_index for c in self._clocks],
             "z": self._z.copy(),
-            "event_log": tuple(self._event_log),
+            "event_log": self._event_log_snapshot(),
             "communication_steps": self._n_comm,
             "events": self._n_events,
             "stopped": self._stopped,
@@ -669,6 +700,7 @@ class Simulation:
             c.set_index(k)
         self._z = np.array(s["z"], dtype=float)
         self._event_log = list(s["event_log"])
+        self._log_tuple = None
         self._n_comm = int(s["communication_steps"])
         self._n_events = int(s["events"])
         self._stopped = bool(s["stopped"])
