@@ -219,3 +219,19 @@ def test_in_simulation_events_and_serialized_restart(method):
     for k in range(10, 20):
         sim2.do_step(k * 0.1, 0.1)
     assert np.array_equal(sim2.y, sim.y)
+
+
+@pytest.mark.parametrize("method", ["dopri5", "rk4"])
+def test_failed_fixed_step_leaves_state_unchanged(method):
+    from cosim.errors import ConvergenceError
+    model = load_model("andrews")
+    it = make_integrator(model, method, h=5e-3)   # far beyond the stability limit
+    it.initialize()
+    before = it.state()
+    with pytest.raises(ConvergenceError, match=f"{method}: explicit step failed at t=.*, h=0.005 .*projection"):
+        for _ in range(20):
+            it.step(1.0)
+            before = it.state()   # (if a step survives, compare with the last good state)
+    after = it.state()
+    assert after["t"] == before["t"] and np.array_equal(after["y"], before["y"])
+    assert after["stats"] == before["stats"]

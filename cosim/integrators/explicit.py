@@ -282,6 +282,15 @@ class ExplicitRungeKutta(MultibodyIntegrator):
         raise NotImplementedError
 
     def _step(self, t_limit):
+        saved = (dict(self.stats), self.projection_iterations)
+        try:
+            self._step_inner(t_limit)
+        except BaseException:
+            self.stats.update(saved[0])
+            self.projection_iterations = saved[1]
+            raise
+
+    def _step_inner(self, t_limit):
         t, y = self.t, self.y
         f0 = self._derivative_at_current()
         fixed = self.h_fixed is not None

@@ -353,6 +353,16 @@ class RKCPenalty(MultibodyIntegrator):
         return yjm1
 
     def _step(self, t_limit):
+        saved = (dict(self.stats), self.rho, None if self.eigvec is None else self.eigvec.copy(),
+                 self.steps_since_rho)
+        try:
+            self._step_inner(t_limit)
+        except BaseException:
+            self.stats.update(saved[0])
+            self.rho, self.eigvec, self.steps_since_rho = saved[1:]
+            raise
+
+    def _step_inner(self, t_limit):
         t, y = self.t, self.y
         f0 = self._derivative_at_current()
         fixed = self.h_fixed is not None
