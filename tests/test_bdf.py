@@ -117,17 +117,24 @@ def test_crank_slider_agrees_with_generalized_alpha_and_reference(crank_runs):
     assert np.max(np.abs(ga.q - qr)) < 2e-4
 
 
-def test_crank_slider_position_error_control_takes_large_low_order_steps():
+@pytest.mark.parametrize("method", ["bdf", "bdf-i2"])
+def test_crank_slider_position_error_control_settles_at_order_two(method):
     """With the local error test on q only (velocity_error=False, like the
-    generalized-α estimate) the unresolved stiff velocities no longer dictate
-    the step: few steps at orders 2-4, positions as accurate as generalized-α."""
+    generalized-α estimate; the Skelboe / smoothness tests still watch q and
+    v) the unresolved stiff velocities no longer dictate the step: the order
+    settles at 2 by itself (seed Fig. 7), few rejections (seed: ~10 %), fewer
+    steps than generalized-α, positions as accurate (seed Table 6)."""
     from cosim.models.crank_slider import REFERENCE_Q as qr
-    bdf = run("crank_slider", "bdf", 0.1, rtol=1e-3, atol=1e-3, velocity_error=False)
+    bdf = run("crank_slider", method, 0.1, rtol=1e-3, atol=1e-3, velocity_error=False)
     ga = run("crank_slider", "generalized-alpha", 0.1, rtol=1e-3, atol=1e-3)
+    assert bdf.max_order == 5
+    late = [k for t, k in bdf.order_history if t > 0.02]
+    assert sum(1 for k in late if k == 2) > 0.6 * len(late)
+    assert max(late) <= 3
+    assert bdf.stats["rejected"] < 0.1 * bdf.stats["steps"]
     assert bdf.stats["steps"] < ga.stats["steps"]
-    assert bdf.stats["rejected"] < 0.3 * bdf.stats["steps"]
-    assert max(k for t, k in bdf.order_history if t > 0.02) <= 4
-    assert np.max(np.abs(bdf.q - qr)) < 2e-5
+    assert np.max(np.abs(bdf.q - qr)) < 1e-4
+    assert np.max(np.abs(bdf.q - ga.q)) < 1e-4
 
 
 # -- index-3 spikes vs smooth index-2 / index-1 multipliers -----------------------------

@@ -42,7 +42,8 @@ Choices beyond the seed's text (each commented where it is made):
   local error test and order choice in the weighted max norm of eq. 35;
 * after an error-test failure the next step does not grow (as DASSL);
   h_{n+1}/h_n ≤ 10 overall (Table 1 has no cap for order 1);
-* option ``velocity_error`` (default True = Algorithm 4) — False tests q only.
+* option ``velocity_error`` (default True = Algorithm 4) — False tests q only
+  for the error and step size; the order-stability tests still use q and v.
 """
 import math
 
@@ -75,9 +76,11 @@ class _BDF(MultibodyIntegrator):
     """Machinery common to the three BDF formulations."""
 
     # velocity_error: include v in the local error test (seed Algorithm 4 f:
-    # e^j = ‖(∇^{j+1}q; ∇̂^{j+1}v)‖).  False controls q only, as the index-3
-    # generalized-α estimate does: on wide-band models (crank-slider) the
-    # unresolved stiff velocities then no longer dictate the step.
+    # e^j = ‖(∇^{j+1}q; ∇̂^{j+1}v)‖).  False tests q only, as the index-3
+    # generalized-α estimate does, while the Skelboe / smoothness order tests
+    # keep watching q and v: on wide-band models (crank-slider) the
+    # unresolved stiff velocities then no longer dictate the step and the
+    # order settles at 2 (seed Fig. 7).
     options = {"max_order": MAX_ORDER, "velocity_error": True}
 
     def check_options(self):
@@ -298,17 +301,22 @@ class _BDF(MultibodyIntegrator):
             has_up = self._valid >= k + 1
             if has_up:
                 cols.append(dy - omega[k] * D[k + 1])     # ∇^{k+2} y_{n+1}
-            errs = self._error_norms(cols, winv)
+            errs = self._error_norms(cols, winv, self.velocity_error)
             e_k = errs[0]
             e_dn = errs[1] if k > 1 else math.inf
             e_up = errs[-1] if has_up else math.inf
+            # stability / smoothness tests always look at q and v: with the
+            # error test on q only, an unstable stiff velocity shows there first
+            st = errs if self.velocity_error else self._error_norms(cols, winv, True)
+            s_k, s_dn = st[0], (st[1] if k > 1 else math.inf)
+            s_up = st[-1] if has_up else math.inf
             err = ce[k] * e_k
             # a landing step cut short by the target does not shrink the
             # history: its successor's ratio caps refer to the proposal h_prop
             h_base = h_prop if lands and h < h_prop else h
             h_k = self._h_order(h, k, ce[k] * e_k, SAFETY_SAME, h_base)
             h_dn = self._h_order(h, k - 1, ce[k - 1] * e_dn, SAFETY_DOWN, h_base) if k > 1 else 0.0
-            decr = k >= 3 and e_k > SKELBOE[k] * e_dn    # Table 2 (Skelboe)
+            decr = k >= 3 and s_k > SKELBOE[k] * s_dn    # Table 2 (Skelboe)
             if fixed or err <= 1.0:
                 break
             # rejected (Algorithm 4 h i)
@@ -328,7 +336,8 @@ class _BDF(MultibodyIntegrator):
                 k = 1
             h_prop = min(max(h_new, MIN_REJECT_FACTOR * h), MAX_REJECT_FACTOR * h)
         self._accept(h, h_base, lands, t_limit, k, tau, omega, y_pred + dy, dy, qdd, lam,
-                     e_k, e_dn, e_up, h_k, h_dn, decr, ce, fixed, failures > 0)
+                     (e_k, s_k), (e_dn, s_dn), (e_up, s_up), h_k, h_dn, decr, ce, fixed,
+                     failures > 0)
 
     def _h_order(self, h, j, err, safety, h_base=None):
         """Step of order j from its error estimate (eq. 85) capped by Table 1
@@ -340,8 +349,8 @@ class _BDF(MultibodyIntegrator):
         h_j = h / (safety * eps) if eps > 0.0 else math.inf
         return min(h_j, MAX_RATIO[j] * h_base, MAX_GROWTH * h_base)
 
-    def _error_norms(self, cols, winv):
-        if not self.velocity_error:
+    def _error_norms(self, cols, winv, velocity=True):
+        if not velocity:
             n = self.model.n_q
             winv = winv[:n]
             return [float(np.max(np.abs(col[:n]) * winv)) for col in cols]
@@ -349,6 +358,7 @@ class _BDF(MultibodyIntegrator):
 
     def _accept(self, h, h_base, lands, t_limit, k, tau, omega, y1, dy, qdd, lam,
                 e_k, e_dn, e_up, h_k, h_dn, decr, ce, fixed, failed):
+        (e_k, s_k), (e_dn, s_dn), (e_up, s_up) = e_k, e_dn, e_up
         D = self._D
         valid_old = self._valid
         # difference update, eq. 59
@@ -389,7 +399,7 @@ class _BDF(MultibodyIntegrator):
             k_new, h_new = k, h_k
             if k > 1 and h_dn >= h_new:
                 k_new, h_new = k - 1, h_dn
-            incr = (e_k <= e_dn) and (e_up <= e_k) and math.isfinite(e_up)   # relaxed smoothness
+            incr = (s_k <= s_dn) and (s_up <= s_k) and math.isfinite(s_up)   # relaxed smoothness
             if incr and k < kmax and self._valid >= k + 2:
                 h_up = self._h_order(h, k + 1, ce[k + 1] * e_up, SAFETY_UP, h_base)
                 if h_up > h_new:
@@ -471,11 +481,11 @@ class BDFIndex3(_BDF):
         lam = (lam_hat0 + res.delta[n:]) / h2
         return res, dy, qdd, lam
 
-    def _error_norms(self, cols, winv):
+    def _error_norms(self, cols, winv, velocity=True):
         """Projection filter, eq. 80: ε̂ solves J [ε̂; μ] = [M̂ ε; 0] with the LU at hand."""
         n, m = self.model.n_q, self.model.n_c
-        if m == 0 or self.newton.factor is None or not self.velocity_error:
-            return super()._error_norms(cols, winv)
+        if m == 0 or self.newton.factor is None or not velocity:
+            return super()._error_norms(cols, winv, velocity)
         Mhat = self._J[:n, :n]
         wq, wv = winv[:n], winv[n:]
         rhs = np.zeros(n + m)
