@@ -143,7 +143,7 @@ class Scenario:
         self.model = model
         # default method: generalized-alpha for multibody plants, the exact
         # state-transition method for LTI plants, dopri5 for other ODEs
-        self.method = None if data.get("method") is None else str(data["method"])
+        self.method = default_method(model, source) if data.get("method") is None else str(data["method"])
         try:
             self.start_time = finite_float("start_time", data.get("start_time", 0.0))
             self.stop_time = finite_float("stop_time", data.get("stop_time", 1.0))
@@ -183,13 +183,7 @@ class Scenario:
             if d.get(key) is not None:
                 kwargs[key] = d[key]
         try:
-            model, params = self.model, self.params
-            if self.method is None:
-                from .models import load_model
-                model, params = load_model(model, **params), {}
-                self.method = ("generalized-alpha" if model.kind == "multibody" else
-                               "state-transition" if hasattr(model, "A") else "dopri5")
-            sim = Simulation(model=model, method=self.method, params=params,
+            sim = Simulation(model=self.model, method=self.method, params=self.params,
                              method_options=d.get("method_options") or {}, blocks=self.blocks,
                              connections=self.connections, start_time=self.start_time, **kwargs)
         except CosimError as exc:
@@ -319,6 +313,19 @@ class ScenarioResult:
         fig.tight_layout()
         fig.savefig(path, dpi=110)
         plt.close(fig)
+
+
+def default_method(model, source="<scenario>"):
+    """generalized-alpha (multibody), state-transition (LTI), dopri5 (other ODEs)."""
+    from .models import Model, model_class
+    from .models.lti import LTIModel
+    try:
+        cls = type(model) if isinstance(model, Model) else model_class(model)
+    except CosimError as exc:
+        raise ScenarioError(f"{source}: {exc}") from None
+    if cls.kind == "multibody":
+        return "generalized-alpha"
+    return "state-transition" if issubclass(cls, LTIModel) else "dopri5"
 
 
 def resolve(path):

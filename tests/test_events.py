@@ -168,3 +168,25 @@ def test_chattering_is_detected_and_reported_not_hung():
         stop.do_step(stop.time, 0.05)
     assert stop.stopped and stop.event_log[-2]["kind"] == "chattering"
     assert stop.stop_time == pytest.approx(t_zeno, abs=1e-6)
+
+
+def test_state_events_and_sample_instants_together():
+    """A sample-and-hold of the height at 7 ms runs while impacts are located: the
+    held value at each instant is the height there, impacts are unchanged."""
+    from cosim.blocks import SampleHold
+    plain, _, _ = run_ball("generalized-alpha", t_end=2.0)
+    sim = cosim.Simulation(model="bouncing_ball", method="generalized-alpha", rtol=1e-8, atol=1e-10,
+                           blocks=[SampleHold("hold", 0.007)], connections=["height -> hold.u"])
+    held = []
+    while sim.time < 2.0 - 1e-9:
+        sim.do_step(sim.time, 0.01)
+        held.append((sim.time, sim.get_output_dict()["hold.y"]))
+    impacts = [e["time"] for e in sim.event_log]
+    assert impacts == pytest.approx([e["time"] for e in plain.event_log], abs=1e-9)
+    g, h0 = 9.81, 1.0
+    t1 = math.sqrt(2 * h0 / g)
+    for t, value in held:
+        k = math.floor((t - 1e-9) / 0.007)  # last instant executed before the end of this step
+        ts = k * 0.007
+        if ts < t1:  # first fall: h = h0 - g t²/2
+            assert value == pytest.approx(h0 - 0.5 * g * ts * ts, abs=1e-9)

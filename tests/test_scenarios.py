@@ -155,3 +155,9 @@ def test_cli_reports_bad_files_with_exit_code_2(tmp_path, capsys):
 def test_input_signal_rejects_frequency_and_omega_together():
     with pytest.raises(ScenarioError, match="not both"):
         InputSignal("u", {"type": "sine", "frequency": 1.0, "omega": 2.0})
+
+
+def test_default_method_follows_the_model_kind():
+    assert Scenario({"model": "lti"}).method == "state-transition"
+    assert Scenario({"model": "pendulum"}).method == "generalized-alpha"
+    assert Scenario({"model": "lti", "method": "dopri5"}).method == "dopri5"
