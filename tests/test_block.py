@@ -144,3 +144,13 @@ def test_fixed_step_without_h_says_so():
     with pytest.warns(UserWarning, match="fixed-step method"):
         it = make_integrator(load_model("two_link"), "block-lstable", rtol=1e-6)
     assert it.h == 0.01
+
+
+@pytest.mark.parametrize("index,h,T", [(1, 0.04, 1.0), (2, 0.04, 1.0), (3, 5e-5, 0.01)])
+def test_stage_solve_robust_at_large_and_small_steps(index, h, T):
+    """Large steps (fast links, simplified Jacobian far from the solution) and tiny
+    index-3 steps (round-off floor of C/h²) both converge."""
+    it = make_integrator(load_model("two_link"), "block-lstable", h=h, r=3, index=index)
+    it.initialize(0.0)
+    it.advance(T)
+    assert it.t == T and np.all(np.isfinite(it.y))

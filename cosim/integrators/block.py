@@ -54,8 +54,8 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from .base import MultibodyIntegrator
-from .common import (EPS, constraint_force_jacobian, error_weights, force_jacobians, mass_term_jacobian,
-                     weighted_rms_norm)
+from .common import (EPS, constraint_force_jacobian, error_weights, fd_jacobian, force_jacobians,
+                     mass_term_jacobian, weighted_rms_norm)
 from .newton import QuasiNewton
 
 NODE_FAMILIES = ("equidistant", "chebyshev", "legendre")
@@ -316,9 +316,16 @@ class LStableBlock(MultibodyIntegrator):
         if self.index == 3:
             J[r * n:, :r * n] = np.kron(self.B2, Cq)
         elif self.index == 2:
-            J[r * n:, :r * n] = np.kron(self.B, Cq)
+            # (C_q V + C_t)/h:  C_q B + h B² (C_q v)_q
+            Hq = fd_jacobian(lambda qq: model.constraint_jacobian(qq, t0) @ v0
+                             + model.constraint_dt(qq, t0), q0)
+            J[r * n:, :r * n] = np.kron(self.B, Cq) + h * np.kron(self.B2, Hq)
         else:
-            J[r * n:, :r * n] = np.kron(np.eye(r), Cq)
+            # C_q A − γ:  C_q + h² B² ((C_q a)_q − γ_q) − h B γ_v
+            Gq = fd_jacobian(lambda qq: model.constraint_jacobian(qq, t0) @ a0 - model.gamma(qq, v0, t0), q0)
+            Gv = fd_jacobian(lambda vv: -model.gamma(q0, vv, t0), v0)
+            J[r * n:, :r * n] = (np.kron(np.eye(r), Cq) + h * h * np.kron(self.B2, Gq)
+                                 + h * np.kron(self.B, Gv))
         return J
 
     # -- one step --------------------------------------------------------------------------------
@@ -356,6 +363,12 @@ class LStableBlock(MultibodyIntegrator):
         if not result.converged:
             newton.invalidate()
             result = newton.solve(residual, jacobian, z0.size, norm, h=h, t=t0)
+        if not result.converged:
+            # last resort: the full Jacobian of the stage residual by differences
+            newton.invalidate()
+            result = newton.solve(residual, lambda delta: fd_jacobian(residual, delta), z0.size, norm,
+                                  h=h, t=t0)
+            newton.invalidate()  # do not keep the difference Jacobian for the next step
         if not result.converged:
             newton.restore(saved)
             self._fail("block stage equations did not converge", h, result.reason)
