@@ -22,7 +22,9 @@ A scenario file (see ``scenarios/*.yaml``)::
 Input signals are held over each communication step (zero-order hold, the
 value at the step's start): ``constant`` (value), ``step`` (time, before,
 after), ``ramp`` (start_time, slope, initial), ``sine`` (amplitude, frequency
-[Hz] or omega [rad/s], phase, offset), ``table`` (times, values; ZOH).  The
+[Hz] or omega [rad/s], phase, offset; ``exact: true`` on an LTI plant input
+appends the sine as an LTI signal generator to the plant, seed 001 example 3.4,
+so it is reproduced exactly instead of held), ``table`` (times, values; ZOH).  The
 instants where a step or table changes are added to the communication grid,
 so these scheduled input changes are hit exactly (time events).  Sample times
 and the communication step are read as exact decimals (``cosim.multirate``).
@@ -83,6 +85,9 @@ class InputSignal:
             self.initial = num("initial", 0.0)
             self.breakpoints = [self.start]
         elif self.kind == "sine":
+            self.exact = spec.pop("exact", False)
+            if not isinstance(self.exact, bool):
+                raise ScenarioError(f"input {name!r}: 'exact' must be true or false, got {self.exact!r}")
             self.amplitude = num("amplitude", 1.0)
             if "omega" in spec and "frequency" in spec:
                 raise ScenarioError(f"input {name!r}: give frequency [Hz] or omega [rad/s], not both")
@@ -105,6 +110,11 @@ class InputSignal:
             self.breakpoints = list(self.times)
         if spec:
             raise ScenarioError(f"input {name!r} ({self.kind}): unknown keys {sorted(spec)}")
+
+    def generator(self, t0):
+        """(F, G, v0) of this sine as an LTI signal generator started at t0."""
+        from .integrators.state_transition import sine_generator
+        return sine_generator(self.amplitude, self.omega, self.omega * t0 + self.phase, self.offset)
 
     def value_at(self, t):
         k = self.kind
@@ -182,19 +192,47 @@ class Scenario:
         for key in ("rtol", "atol", "h", "event_tolerance", "on_chattering", "max_chattering_events"):
             if d.get(key) is not None:
                 kwargs[key] = d[key]
+        model, params = self.model, self.params
+        exact = {n: sig for n, sig in self.signals.items() if getattr(sig, "exact", False)}
+        if exact:
+            model, params = self._augmented_plant(exact), {}
         try:
-            sim = Simulation(model=self.model, method=self.method, params=self.params,
+            sim = Simulation(model=model, method=self.method, params=params,
                              method_options=d.get("method_options") or {}, blocks=self.blocks,
                              connections=self.connections, start_time=self.start_time, **kwargs)
         except CosimError as exc:
             if isinstance(exc, ScenarioError):
                 raise
             raise ScenarioError(f"{self.source}: {exc}") from None
-        unknown = sorted(set(self.signals) - set(sim.input_names))
+        unknown = sorted(set(self.signals) - set(exact) - set(sim.input_names))
         if unknown:
             raise ScenarioError(f"{self.source}: inputs {unknown} are not external inputs of the "
                                 f"simulation (external inputs: {', '.join(sim.input_names) or 'none'})")
         return sim
+
+    def _augmented_plant(self, exact):
+        """LTI plant with the exact sine inputs appended as signal generators
+        (seed 001 §3.5, example 3.4): these inputs are then reproduced exactly, not
+        held over communication steps."""
+        from .integrators.state_transition import augment_model
+        from .models import load_model
+        from .models.lti import LTIModel
+        try:
+            plant = load_model(self.model, **self.params)
+        except CosimError as exc:
+            raise ScenarioError(f"{self.source}: {exc}") from None
+        if not isinstance(plant, LTIModel):
+            raise ScenarioError(f"{self.source}: 'exact' sine inputs {sorted(exact)} need an LTI plant, "
+                                f"model {plant.name!r} is not one")
+        driven = {str(c).partition("->")[2].strip() if isinstance(c, str) else None for c in self.connections}
+        for name in exact:
+            if name not in plant.input_names or name in driven:
+                raise ScenarioError(f"{self.source}: exact sine input {name!r} must be an undriven plant "
+                                    f"input (plant inputs: {', '.join(plant.input_names)})")
+        try:
+            return augment_model(plant, {n: sig.generator(self.start_time) for n, sig in exact.items()})
+        except CosimError as exc:
+            raise ScenarioError(f"{self.source}: {exc}") from None
 
     def communication_points(self, stop_time=None):
         """Exact grid start + k·dt up to stop_time, plus the signals' breakpoints."""
@@ -220,7 +258,8 @@ class Scenario:
             if not stop_time > self.start_time:
                 raise ScenarioError(f"stop time {stop_time!r} must be after start_time {self.start_time!r}")
         sim = sim or self.build()
-        signals = [(sim.input_names.index(n), s) for n, s in self.signals.items()]
+        signals = [(sim.input_names.index(n), s) for n, s in self.signals.items()
+                   if not getattr(s, "exact", False)]
         u = sim.get_inputs()
 
         def apply_inputs(t):

@@ -161,3 +161,31 @@ def test_default_method_follows_the_model_kind():
     assert Scenario({"model": "lti"}).method == "state-transition"
     assert Scenario({"model": "pendulum"}).method == "generalized-alpha"
     assert Scenario({"model": "lti", "method": "dopri5"}).method == "dopri5"
+
+
+def test_exact_sine_input_is_an_lti_signal_generator():
+    """x' = -a x + b u, u = 1 + 1.5 sin(3 t + 0.4) with `exact: true` (seed 001 example 3.4):
+    machine precision at 0.5 s communication steps; the held (ZOH) version is visibly off."""
+    a, b, U0, w, phi, c, x0 = 0.7, 2.0, 1.5, 3.0, 0.4, 1.0, 0.3
+    spec = {"model": "lti", "stop_time": 4.0, "communication_step": 0.5,
+            "params": {"A": [[-a]], "B": [[b]], "C": [[1.0]], "x0": [x0], "input_names": ["u"],
+                       "output_names": ["x"], "state_names": ["x"]},
+            "inputs": {"u": {"type": "sine", "amplitude": U0, "omega": w, "phase": phi, "offset": c,
+                             "exact": True}}}
+
+    def exact(t):
+        amp = b * U0 / (a * a + w * w)
+        xp = amp * (a * np.sin(w * t + phi) - w * np.cos(w * t + phi)) + b * c / a
+        xp0 = amp * (a * np.sin(phi) - w * np.cos(phi)) + b * c / a
+        return xp + (x0 - xp0) * np.exp(-a * t)
+
+    res = Scenario(spec).run()
+    assert res.sim.input_names == () and res.sim.state_names == ("x", "u.v1", "u.v2", "u.v3")
+    assert np.max(np.abs(res.outputs[:, 0] - exact(res.time))) < 1e-13
+    spec["inputs"]["u"]["exact"] = False
+    held = Scenario(spec).run()
+    assert np.max(np.abs(held.outputs[:, 0] - exact(held.time))) > 1e-2
+    spec["model"], spec["params"] = "pendulum", {}
+    spec["inputs"] = {"torque": {"type": "sine", "omega": 1.0, "exact": True}}
+    with pytest.raises(ScenarioError, match="need an LTI plant"):
+        Scenario(spec).build()

@@ -119,16 +119,23 @@ class StateTransition(Integrator):
 
 
 # -- signal generators as augmented LTI systems (seed 001 §3.5, example 3.4) -------------
-def sine_generator(amplitude, omega, phase=0.0):
-    """(F, G, v0) of u(t) = U0 sin(ω0 t + φ):  v = (u, u'), v' = [[0, 1], [−ω0², 0]] v,
-    u = (1 0) v, v(0) = (U0 sin φ, U0 ω0 cos φ).
+def sine_generator(amplitude, omega, phase=0.0, offset=0.0):
+    """(F, G, v0) of u(t) = U0 sin(ω0 t + φ) [+ offset] (seed 001 example 3.4):
+    v = (u, u'), v' = [[0, 1], [−ω0², 0]] v, u = (1 0) v,
+    v(0) = (U0 sin φ, U0 ω0 cos φ); a non-zero offset adds a constant state
+    (v3' = 0, v3(0) = offset, u = v1 + v3).
 
     (The seed prints v2(0) = U0 ω0 sin φ; from v2 = v1' it is U0 ω0 cos φ.)
+    Time is measured from the start of the simulation (t = 0 at v0).
     """
-    U0, w, phi = float(amplitude), float(omega), float(phase)
+    U0, w, phi, c = float(amplitude), float(omega), float(phase), float(offset)
     F = np.array([[0.0, 1.0], [-w * w, 0.0]])
     G = np.array([[1.0, 0.0]])
     v0 = np.array([U0 * np.sin(phi), U0 * w * np.cos(phi)])
+    if c != 0.0:
+        F = sla.block_diag(F, np.zeros((1, 1)))
+        G = np.array([[1.0, 0.0, 1.0]])
+        v0 = np.append(v0, c)
     return F, G, v0
 
 
@@ -167,3 +174,28 @@ def augment_with_generators(A, B, C, D, generators):
     D_star = D[:, keep]
     v0_all = np.concatenate(v0s) if v0s else np.zeros(0)
     return A_star, B_star, C_star, D_star, v0_all
+
+
+def augment_model(model, generators):
+    """An LTIModel with signal generators appended (seed 001 fig. 3.11, example 3.4).
+
+    ``model``: an LTI model (``A, B, C, D``, ``x0``, names); ``generators``:
+    {input name: (F, G, v0)} (e.g. from :func:`sine_generator`).  The generated
+    inputs disappear from the inputs; the generator states are appended to the
+    state as ``"<input>.v1", "<input>.v2", ...``; outputs are unchanged.
+    """
+    from ..models.lti import LTIModel
+
+    names = list(model.input_names)
+    by_index = {}
+    for name, gen in generators.items():
+        if name not in names:
+            raise InvalidInputError(f"generator for unknown input {name!r} (inputs: {names})")
+        by_index[names.index(name)] = gen
+    As, Bs, Cs, Ds, v0 = augment_with_generators(model.A, model.B, model.C, model.D, by_index)
+    extra = [f"{name}.v{i + 1}" for name, (F, _, _) in sorted(generators.items(), key=lambda kv: names.index(kv[0]))
+             for i in range(np.atleast_2d(F).shape[0])]
+    kept = [n for j, n in enumerate(names) if j not in by_index]
+    return LTIModel(A=As, B=Bs, C=Cs, D=Ds, x0=np.concatenate([model.x0, v0]),
+                    state_names=list(model.state_names) + extra, input_names=kept,
+                    output_names=list(model.output_names))
