@@ -154,3 +154,19 @@ def test_stage_solve_robust_at_large_and_small_steps(index, h, T):
     it.initialize(0.0)
     it.advance(T)
     assert it.t == T and np.all(np.isfinite(it.y))
+
+
+def test_serialized_state_continues_bit_identically_in_a_fresh_simulation():
+    import cosim
+    opts = {"r": 3, "index": 3, "nodes": "chebyshev", "error_estimate": True}
+    sim = cosim.Simulation(model="two_link", method="block-lstable", h=0.01, method_options=opts)
+    for _ in range(5):
+        sim.do_step(sim.time, 0.02)
+    blob = sim.serialize_state()
+    for _ in range(5):
+        sim.do_step(sim.time, 0.02)
+    fresh = cosim.Simulation(model="two_link", method="block-lstable", h=0.01, method_options=opts)
+    fresh.deserialize_state(blob)
+    for _ in range(5):
+        fresh.do_step(fresh.time, 0.02)
+    assert fresh.time == sim.time and np.array_equal(fresh.y, sim.y)

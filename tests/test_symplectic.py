@@ -226,3 +226,19 @@ def test_fixed_step_without_h_says_so():
     with pytest.warns(UserWarning, match="fixed-step method"):
         it = make_integrator(load_model("pendulum"), "spark", rtol=1e-6)
     assert it.h == 0.01
+
+
+def test_serialized_state_continues_bit_identically_in_a_fresh_simulation():
+    import cosim
+    opts = {"stages": 2, "gamma": "T"}
+    sim = cosim.Simulation(model="double_pendulum_natural", method="spark", h=0.01, method_options=opts)
+    for _ in range(5):
+        sim.do_step(sim.time, 0.02)
+    blob = sim.serialize_state()
+    for _ in range(5):
+        sim.do_step(sim.time, 0.02)
+    fresh = cosim.Simulation(model="double_pendulum_natural", method="spark", h=0.01, method_options=opts)
+    fresh.deserialize_state(blob)
+    for _ in range(5):
+        fresh.do_step(fresh.time, 0.02)
+    assert fresh.time == sim.time and np.array_equal(fresh.y, sim.y)
