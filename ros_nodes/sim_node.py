@@ -598,7 +598,9 @@ class SimulationNode(Node):
         if self.sim.time + 0.5 * self.step > self.end_time:
             return False, f"end_time {self.end_time!r} reached at t={self.sim.time!r}"
         t0 = self.sim.time
-        self._advance()
+        if not self._advance():
+            return False, (f"step at t={t0!r} failed (state unchanged): "
+                           f"{type(self._step_error).__name__}: {self._step_error}")
         self._publish_state()
         return True, f"stepped from t={t0!r} to t={self.sim.time!r}"
 

@@ -2,6 +2,7 @@
 nodes in subprocesses (as users run them), recording, bounded waits."""
 from __future__ import annotations
 
+import fcntl
 import itertools
 import os
 import signal
@@ -25,11 +26,30 @@ RECORD_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5000,
                         reliability=ReliabilityPolicy.RELIABLE)
 
 
+_LOCK_DIR = os.path.join(tempfile.gettempdir(), "cosim_ros_domains")
+_held = {}  # domain id -> open locked file descriptor (released when the process exits)
+
+
 def unique_domain_id(label=""):
-    """A ROS_DOMAIN_ID in 1..100, different for each call in this process and
-    spread over processes (pid) so parallel sessions rarely meet."""
-    base = zlib.crc32(f"{os.getpid()}:{label}".encode()) % 100
-    return 1 + (base + 37 * next(_counter)) % 100
+    """A ROS_DOMAIN_ID in 1..100 that no other cooperating process on this
+    machine holds (an flock on a file per id, kept until this process exits),
+    and different for each call in this process: concurrent test sessions and
+    benchmarks never share a DDS domain."""
+    os.makedirs(_LOCK_DIR, exist_ok=True)
+    start = zlib.crc32(f"{os.getpid()}:{label}:{next(_counter)}".encode()) % 100
+    for k in range(100):
+        domain = 1 + (start + k) % 100
+        if domain in _held:
+            continue
+        fd = os.open(os.path.join(_LOCK_DIR, f"{domain}.lock"), os.O_CREAT | os.O_RDWR, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        _held[domain] = fd
+        return domain
+    raise RuntimeError("no free ROS domain id in 1..100 on this machine")
 
 
 def ros_environment(domain_id):
