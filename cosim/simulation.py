@@ -727,7 +727,12 @@ class Simulation:
             if config.get(key) != mine:
                 raise StateError(f"state blob is for a different simulation: {key} is "
                                  f"{config.get(key)!r:.200}, this simulation has {mine!r:.200}")
-        self.set_state(data)
+        try:
+            self.set_state(data)
+        except StateError:
+            raise
+        except CosimError as exc:  # e.g. a parameter value the model rejects
+            raise StateError(f"state blob content is invalid: {exc}") from exc
 
     def reset(self):
         """Back to the initial state: t = start_time, default inputs, IC analysis re-run."""
