@@ -59,31 +59,25 @@ def _is_scenario(target):
     return str(target).lower().endswith((".yaml", ".yml", ".json"))
 
 
-def _scenario_spec(path):
-    """What a scenario file (cosim.scenario) contributes to an FMU.
-
-    Returns ``(spec, settings, experiment, name, description, input_starts)``:
-    Simulation keyword arguments (plant, blocks, connections, event options),
-    integrator settings, the DefaultExperiment (start, stop, communication
-    step), the scenario name, its description, and start values for the
-    external inputs (the scenario signal's value at the start time; in the FMU
-    the importer drives these inputs).
-    """
+def _load_scenario(path, method, rtol, atol, step):
+    """A scenario file as JSON-able data with the command-line overrides applied,
+    the Simulation it builds, and its DefaultExperiment / input start values."""
     from cosim.scenario import Scenario
 
     scen = Scenario.load(path)
-    data = scen.data
-    spec = {"model": scen.model, "blocks": list(scen.blocks), "connections": list(scen.connections)}
-    for key in ("event_tolerance", "on_chattering", "max_chattering_events"):
-        if data.get(key) is not None:
-            spec[key] = data[key]
-    settings = {"method": scen.method, "params": dict(scen.params), "rtol": data.get("rtol"),
-                "atol": data.get("atol"), "h": data.get("h"),
-                "method_options": dict(data.get("method_options") or {})}
+    data = _plain_json(scen.data)
+    data["method"] = str(method) if method is not None else scen.method
+    for key, value in (("rtol", rtol), ("atol", atol), ("h", step)):
+        if value is not None:
+            data[key] = value
+    scen = Scenario(data, source=str(path))
+    sim = scen.build()  # the scenario's own construction (e.g. exact sine generators)
     experiment = {"start_time": scen.start_time, "stop_time": scen.stop_time,
                   "step_size": float(scen.communication_step)}
-    starts = {name: float(sig.value_at(scen.start_time)) for name, sig in scen.signals.items()}
-    return spec, settings, experiment, scen.name, scen.description, starts
+    starts = {name: float(sig.value_at(scen.start_time)) for name, sig in scen.signals.items()
+              if name in sim.input_names}
+    refs = {"model": scen.model if isinstance(scen.model, str) else None, "blocks": scen.blocks}
+    return data, sim, experiment, scen.name, scen.description, starts, refs
 
 
 def _user_modules(spec):
@@ -228,35 +222,33 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
 
     params = dict(params or {})
     method_options = dict(method_options or {})
-    experiment, input_starts, description = {}, {}, ""
+    if step is not None:
+        step = finite_float("--step", step, positive=True)
+    for key, value in (("rtol", rtol), ("atol", atol)):
+        if value is not None:
+            finite_float(key, value, positive=True)
     if _is_scenario(target):
         if params or method_options or blocks or connections:
             raise InvalidInputError("--param/--option/--block/--connect apply to model FMUs; "
                                     "set them in the scenario file")
-        spec, settings, experiment, default_name, description, input_starts = _scenario_spec(target)
-        method = method if method is not None else settings["method"]
-        rtol = rtol if rtol is not None else settings["rtol"]
-        atol = atol if atol is not None else settings["atol"]
-        step = step if step is not None else settings["h"]
-        params, method_options = settings["params"], settings["method_options"]
+        data, sim, experiment, default_name, description, input_starts, refs = \
+            _load_scenario(target, method, rtol, atol, step)
+        sim.set_inputs(input_starts)
+        spec = {"scenario": data}
+        method_options = dict(data.get("method_options") or {})
     else:
         spec = {"model": str(target)}
         if blocks:
             spec["blocks"] = [dict(b) for b in blocks]
         if connections:
             spec["connections"] = list(connections)
-        default_name = None
-    method = "generalized-alpha" if method is None else str(method)
-    rtol = 1e-6 if rtol is None else finite_float("rtol", rtol, positive=True)
-    atol = 1e-8 if atol is None else finite_float("atol", atol, positive=True)
-    if step is not None:
-        step = finite_float("--step", step, positive=True)
-
-    # validate everything by building the simulation once (clear cosim errors)
-    sim = Simulation(method=method, params=params, rtol=rtol, atol=atol, h=step,
-                     method_options=method_options, **spec)
-    if input_starts:
-        sim.set_inputs(input_starts)
+        refs, experiment, default_name, description = spec, {}, None, ""
+        # validate everything by building the simulation once (clear cosim errors)
+        sim = Simulation(method=method or "generalized-alpha", params=params,
+                         rtol=1e-6 if rtol is None else rtol, atol=1e-8 if atol is None else atol,
+                         h=step, method_options=method_options, **spec)
+        spec = dict(spec, params=params)
+    rtol = float(sim.rtol)
 
     identifier = name or default_name or type(sim.model).__name__
     identifier = re.sub(r"[^A-Za-z0-9_]", "_", str(identifier)) if not name else str(name)
@@ -286,7 +278,8 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
     config = {
         "format": CONFIG_FORMAT, "version": 1, "identifier": identifier,
         "description": description, "cosim_version": cosim.__version__,
-        "simulation": _plain_json(dict(spec, params=params, method_options=other_options)),
+        "simulation": _plain_json(dict(spec, method_options=other_options)
+                                  if "scenario" not in spec else spec),
         "variables": variables,
         "default_experiment": {"start_time": t_start, "stop_time": t_end, "step_size": dt,
                                "tolerance": rtol},
@@ -296,7 +289,7 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
         raise InvalidInputError(f"output file must end in .fmu, got {str(output)!r}")
     output = output.resolve()
     output.parent.mkdir(parents=True, exist_ok=True)
-    return _pack(identifier, config, _user_modules(spec), output)
+    return _pack(identifier, config, _user_modules(refs), output)
 
 
 def _pack(identifier, config, user_modules, output):

@@ -318,20 +318,30 @@ class CosimSlave(Fmi2Slave):
 
     # -- simulation ----------------------------------------------------------------------
     def _build_simulation(self):
+        spec = dict(self._cfg["simulation"])
+        solver = self._solver
+        options = {v["key"]: solver[v["key"]] for v in self._solver_vars if v.get("option")}
+        step = float(solver["step"])
+        h = step if step > 0.0 else None
+        if "scenario" in spec:  # plant + blocks built by cosim.scenario (as `cosim run` does)
+            from cosim.scenario import Scenario
+
+            data = dict(spec["scenario"])
+            data["params"] = dict(data.get("params") or {}, **self._params)
+            data["method_options"] = dict(data.get("method_options") or {}, **options)
+            data.update(method=str(solver["method"]), rtol=float(solver["rtol"]),
+                        atol=float(solver["atol"]), h=h, start_time=self._start_time)
+            if not float(data.get("stop_time", 0.0)) > self._start_time:
+                data["stop_time"] = self._start_time + 1.0  # the master decides when to stop
+            return Scenario(data, source=f"FMU {self.modelName}").build()
         from cosim.simulation import Simulation
 
-        spec = dict(self._cfg["simulation"])
         params = dict(spec.pop("params", None) or {})
         params.update(self._params)
-        solver = self._solver
-        options = dict(spec.pop("method_options", None) or {})
-        for v in self._solver_vars:
-            if v.get("option"):
-                options[v["key"]] = solver[v["key"]]
-        step = float(solver["step"])
+        options = dict(spec.pop("method_options", None) or {}, **options)
         return Simulation(params=params, method=str(solver["method"]), rtol=float(solver["rtol"]),
-                          atol=float(solver["atol"]), h=step if step > 0.0 else None,
-                          method_options=options, start_time=self._start_time, **spec)
+                          atol=float(solver["atol"]), h=h, method_options=options,
+                          start_time=self._start_time, **spec)
 
     def _ensure_simulation(self):
         if self._sim is None:
