@@ -15,6 +15,7 @@ from rosgraph_msgs.msg import Clock as ClockMsg  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
+from cosim.errors import CosimError  # noqa: E402
 from ros_nodes.sim_node import ConfigurationError, SimulationNode  # noqa: E402
 from ros_nodes.testing import (LAUNCH, RECORD_QOS, NodeProcess, Spinner, call_service,  # noqa: E402
                                load_parameters, ros_environment, unique_domain_id, wait_for)
@@ -72,13 +73,15 @@ def test_free_run_plant_alone_clock_and_sim_time(tmp_path):
     ({"joint_efforts": ["fx", "fy"]}, "'joint_efforts' has 2 entries but joint_names has 1"),
     ({"command_inputs": ["thrust"]}, "'thrust' is not an input"),
     ({"communication_step": -0.1}, "communication_step out of range"),
+    ({"method_options.bogus": 1.0}, "bogus"),
+    ({"method_options.rho_inf": 1.5}, "rho_inf must be in [0, 1], got 1.5"),
 ])
 def test_configuration_errors_name_the_parameter(monkeypatch, overrides, text):
     monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     ctx = rclpy.Context()
     rclpy.init(context=ctx, domain_id=unique_domain_id("config"))
     try:
-        with pytest.raises((ConfigurationError, ValueError, ParameterException)) as err:
+        with pytest.raises((ConfigurationError, CosimError, ValueError, ParameterException)) as err:
             SimulationNode(context=ctx, cli_args=[
                 "--ros-args", "--params-file", os.path.join(LAUNCH, "pendulum_lock_step.yaml")],
                 parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
