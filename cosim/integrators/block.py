@@ -207,7 +207,7 @@ class LStableBlock(MultibodyIntegrator):
 
     name = "block-lstable"
     description = "L-stable block implicit one-step method, Padé (k, r), index 1/2/3 (seed 004)"
-    options = {"nodes": "equidistant", "r": 4, "index": 3, "pade_k": None, "newton_tol": 1e-12,
+    options = {"nodes": "equidistant", "r": 4, "index": 3, "pade_k": None, "newton_tol": 1e-14,
                "error_estimate": False}
 
     def check_options(self):
