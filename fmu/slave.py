@@ -381,8 +381,8 @@ class CosimSlave(Fmi2Slave):
             self._outputs = None
 
     def do_step(self, current_time, step_size):
-        if self._sim is None or not self._initialized:  # no initialization call: do it now
-            self.exit_initialization_mode()
+        if self._failure is None and (self._sim is None or not self._initialized):
+            self.exit_initialization_mode()  # fmi2DoStep without initialization: do it now
         sim = self._sim
         if self._failure is not None or sim is None:
             self.log(f"fmi2DoStep(currentCommunicationPoint={current_time!r}) refused: "
@@ -408,7 +408,8 @@ class CosimSlave(Fmi2Slave):
             sim.do_step(current_time, step_size)  # all or nothing
         except Exception as exc:  # noqa: BLE001 - cosim errors, and nothing may escape
             if snapshot is not None:
-                sim.set_state(snapshot)
+                self._guarded("restoring the state after a failed fmi2DoStep", sim.set_state,
+                              snapshot)
                 self._inputs_pending = True  # re-applied next time (idempotent)
             self.log(f"fmi2DoStep(currentCommunicationPoint={current_time!r}, "
                      f"communicationStepSize={step_size!r}) discarded, state unchanged at "
