@@ -235,3 +235,18 @@ def test_failed_fixed_step_leaves_state_unchanged(method):
     after = it.state()
     assert after["t"] == before["t"] and np.array_equal(after["y"], before["y"])
     assert after["stats"] == before["stats"]
+
+
+@pytest.mark.parametrize("method,per_step", [("rk4", 4), ("dopri5", 6)])
+def test_fixed_step_cost_is_constant_per_step(method, per_step):
+    """Real-time use: a fixed number of right-hand sides (and LUs) per step; the
+    projection reuses the last factor and needs no refactorisation here."""
+    model = load_model("andrews")
+    it = make_integrator(model, method, h=1e-5)
+    it.initialize()
+    it.advance(1e-3)
+    n = it.stats["steps"]
+    assert n == 100
+    assert it.stats["residual_evaluations"] == per_step * n + 1   # +1: f at the start
+    assert it.stats["lu_factorizations"] == it.stats["residual_evaluations"]
+    assert it.stats["newton_iterations"] == 0
