@@ -481,11 +481,16 @@ def test_libcosim_closed_loop_plant_and_pd_controller_fmus(pendulum_fmu, pd_fmu,
 
 # -- parameters and solver settings through FMI --------------------------------------------------
 def test_tunable_parameter_and_solver_setting_through_fmi(ball_fmu, pendulum_fmu):
-    ball = Slave(ball_fmu, "ball")
+    ball = Slave(ball_fmu, "ball", logging=True)
     sim = cosim.Simulation(model="bouncing_ball")
     got, want = [], []
     for n in range(20):
         if n == 8:  # tunable: applied at the next communication point
+            ball.set({"e": float("nan")})  # rejected: discarded, nothing changes
+            with pytest.raises(FMICallException) as info:
+                ball.fmu.doStep(n * 0.1, 0.1)
+            assert info.value.status == fmi2Discard
+            assert any("'e' must be finite" in m for _, _, m in ball.messages), ball.messages
             ball.set({"e": 0.5})
             sim.set_parameter("e", 0.5)
         t = n * 0.1
