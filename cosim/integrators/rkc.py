@@ -15,8 +15,10 @@ axis — what a Runge-Kutta-Chebyshev method is made for (seed 000 Fig. 1).
 
 Integrator: the second-order RKC method of Sommeijer, Shampine & Verwer
 (1997, "RKC: an explicit solver for parabolic PDEs"), damping ε = 2/13
-(option ``damping``), whose real stability interval is β(s) ≈ (2 − 4ε/3)s²
-≈ 0.65 s².  The stage count is the smallest s with β(s) ≥ h ρ,
+(option ``damping``), whose real stability interval is β(s) = (1 + w0)/w1
+≈ (2/3)(1 − 2ε/15) s² ≈ 0.65 s² (:func:`stability_boundary`).  The seed
+recommends the 4th-order ROCK4 of Abdulle [40]; we use the 2nd-order RKC
+(same recursive Chebyshev idea, simpler coefficients).  The stage count is the smallest s with β(s) ≥ h ρ,
 s = 1 + ⌊√(1 + 1.54 h ρ)⌋, where ρ is the spectral radius of the Jacobian of
 the right-hand side (penalty stiffness included), estimated by the nonlinear
 power method of RKC (finite differences of f, warm-started from the last
@@ -34,8 +36,14 @@ Formulations (option ``formulation``):
   (rad/s).  For large α the constraint violation obeys c̈ + 2ξωċ + ω²c = 0,
   so the added eigenvalues are −ξω ± ω√(ξ² − 1): the stiffness (and the
   stage count) follows ω, while α only sets how closely the constraint
-  dynamics are enforced (and the conditioning of M + α C_qᵀC_q).  ξ ≥ 1 keeps
-  these eigenvalues real, where RKC's stability interval lies.
+  dynamics are enforced (and the conditioning of M + α C_qᵀC_q); the DAE
+  solution is reproduced up to O(1/(α ω²)).  ξ ≥ 1 keeps these eigenvalues
+  real, where RKC's stability interval lies.
+
+Limits: RKC's stability region hugs the negative real axis; lightly damped
+physical oscillations (eigenvalues near the imaginary axis) still restrict h,
+as the seed says ("在虚轴上收敛区域有限") — e.g. Andrews' squeezer needs
+thousands of steps (benchmarks/seed000.py --with-rkc).
 """
 import math
 
