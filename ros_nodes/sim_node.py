@@ -81,7 +81,7 @@ RELIABLE_STATE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10,
 DIAGNOSTICS_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10,
                              reliability=ReliabilityPolicy.RELIABLE)
 
-_HIST_BINS = 100_000  # 1 µs bins up to 100 ms for whole-run percentiles
+_HIST_BINS = 10_000  # 1 µs bins up to 10 ms (last bin: longer) for whole-run percentiles
 
 
 def state_qos(reliability):
@@ -119,27 +119,29 @@ class ConfigurationError(ValueError):
 
 
 class _Histogram:
-    """Whole-run latency histogram with 1 µs bins (telemetry only)."""
+    """Whole-run latency histogram, 1 µs bins up to 10 ms (telemetry only)."""
 
     def __init__(self):
         self.counts = np.zeros(_HIST_BINS, dtype=np.int64)
         self.n = 0
         self.max = 0.0
 
-    def add(self, seconds):
-        if not seconds:
+    def add(self, us):
+        """Add samples given in µs (a sorted or unsorted float array)."""
+        if us.size == 0:
             return
-        us = np.asarray(seconds, dtype=float) * 1e6
         self.max = max(self.max, float(us.max()))
-        idx = np.clip(us.astype(np.int64), 0, _HIST_BINS - 1)
-        self.counts += np.bincount(idx, minlength=_HIST_BINS)
+        self.counts += np.bincount(np.minimum(us.astype(np.int64), _HIST_BINS - 1),
+                                   minlength=_HIST_BINS)
         self.n += us.size
 
-    def percentile(self, p):
+    def percentiles(self, ps):
+        """Upper edges (µs) of the bins holding the given percentiles."""
         if self.n == 0:
-            return float("nan")
-        rank = math.ceil(p / 100.0 * self.n)
-        return float(np.searchsorted(np.cumsum(self.counts), max(rank, 1)))
+            return [float("nan")] * len(ps)
+        cum = np.cumsum(self.counts)
+        ranks = [max(math.ceil(p / 100.0 * self.n), 1) for p in ps]
+        return [float(np.searchsorted(cum, r) + 1) for r in ranks]
 
 
 class SimulationNode(Node):
@@ -859,7 +861,6 @@ class SimulationNode(Node):
         for key, lst in self._samples.items():  # the simulation thread appends meanwhile
             samples[key] = lst[:]
             del lst[:len(samples[key])]
-            self._hist[key].add(samples[key])
         steps, self._steps_window = self._steps_window, 0
         overruns, self._overruns_window = self._overruns_window, 0
         sim_dt = sim_time - self._window_sim_start
@@ -886,14 +887,16 @@ class SimulationNode(Node):
         for key, data in samples.items():
             hist = self._hist[key]
             if data:
-                arr = np.asarray(data) * 1e6
-                values[f"{key}_p50_us"] = f"{np.percentile(arr, 50):.1f}"
-                values[f"{key}_p99_us"] = f"{np.percentile(arr, 99):.1f}"
-                values[f"{key}_max_us"] = f"{arr.max():.1f}"
+                arr = np.sort(np.asarray(data)) * 1e6
+                hist.add(arr)
+                values[f"{key}_p50_us"] = f"{arr[(arr.size - 1) // 2]:.1f}"
+                values[f"{key}_p99_us"] = f"{arr[math.ceil(0.99 * arr.size) - 1]:.1f}"
+                values[f"{key}_max_us"] = f"{arr[-1]:.1f}"
             if hist.n:
+                p50, p99 = hist.percentiles((50, 99))
                 values[f"{key}_total_count"] = str(hist.n)
-                values[f"{key}_total_p50_us"] = f"{hist.percentile(50):.0f}"
-                values[f"{key}_total_p99_us"] = f"{hist.percentile(99):.0f}"
+                values[f"{key}_total_p50_us"] = f"{p50:.0f}"
+                values[f"{key}_total_p99_us"] = f"{p99:.0f}"
                 values[f"{key}_total_max_us"] = f"{hist.max:.1f}"
         for key, value in self.sim.stats.items():
             values[f"sim_{key}"] = str(value)
@@ -906,8 +909,8 @@ class SimulationNode(Node):
         """Whole-run telemetry as a dict (for in-process use and benchmarks)."""
         out = {"overruns": self._overruns, "rejected": self._rejected}
         for key, hist in self._hist.items():
-            out[key] = {"count": hist.n, "p50_us": hist.percentile(50),
-                        "p99_us": hist.percentile(99), "max_us": hist.max}
+            p50, p99 = hist.percentiles((50, 99))
+            out[key] = {"count": hist.n, "p50_us": p50, "p99_us": p99, "max_us": hist.max}
         return out
 
 
