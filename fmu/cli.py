@@ -28,8 +28,12 @@ def _cmd_build(args):
     import sys
 
     from cosim.commands.simulate import parse_assignments
+    from cosim.errors import CosimError
 
-    from .builder import build_fmu
+    try:
+        from .builder import build_fmu
+    except ImportError as exc:
+        raise CosimError(f"cosim fmu build needs pythonfmu (pip install 'cosim[fmu]'): {exc}") from None
 
     if os.getcwd() not in sys.path:  # a user model module:Class in the current directory
         sys.path.append(os.getcwd())
