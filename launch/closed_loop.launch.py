@@ -31,6 +31,6 @@ def generate_launch_description():
         Node(executable="cosim-ros", name="cosim_sim", output="screen", emulate_tty=True,
              parameters=[LaunchConfiguration("plant_params")]),
         Node(executable=sys.executable, arguments=["-m", "ros_nodes.pd_controller"],
-             name="pd_controller", output="screen", emulate_tty=True,
+             name="pd_controller", exec_name="pd_controller", output="screen", emulate_tty=True,
              parameters=[LaunchConfiguration("controller_params"), {"use_sim_time": True}]),
     ])
