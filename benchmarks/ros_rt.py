@@ -140,7 +140,7 @@ def main():
     print(f"  overruns               {fmt(last, 'overruns_total'):>9}   per 1 s window: "
           f"{' '.join(w['overruns_window'] for w in windows)}")
     print(f"  jitter p99 per window  {' '.join(w.get('jitter_p99_us', '-') for w in windows)} us")
-    print(f"  {'':22s} {'p50':>9} {'p99':>9} {'max':>9}   (us)")
+    print(f"  {'':22s} {'p50':>9} {'p99':>9} {'max':>9}   (us; 1 us bins, inf = beyond 10 ms)")
     for key, name in (("jitter", "publication jitter"), ("latency", "step latency")):
         print(f"  {name:22s} {fmt(last, key + '_total_p50_us'):>9} "
               f"{fmt(last, key + '_total_p99_us'):>9} {fmt(last, key + '_total_max_us'):>9}")

@@ -141,7 +141,9 @@ class _Histogram:
             return [float("nan")] * len(ps)
         cum = np.cumsum(self.counts)
         ranks = [max(math.ceil(p / 100.0 * self.n), 1) for p in ps]
-        return [float(np.searchsorted(cum, r) + 1) for r in ranks]
+        # the last bin collects everything longer: report it as inf
+        return [float(i + 1) if i < _HIST_BINS - 1 else math.inf
+                for i in (int(np.searchsorted(cum, r)) for r in ranks)]
 
 
 class SimulationNode(Node):
@@ -895,7 +897,7 @@ class SimulationNode(Node):
             if hist.n:
                 p50, p99 = hist.percentiles((50, 99))
                 values[f"{key}_total_count"] = str(hist.n)
-                values[f"{key}_total_p50_us"] = f"{p50:.0f}"
+                values[f"{key}_total_p50_us"] = f"{p50:.0f}"  # 'inf': beyond 10 ms
                 values[f"{key}_total_p99_us"] = f"{p99:.0f}"
                 values[f"{key}_total_max_us"] = f"{hist.max:.1f}"
         for key, value in self.sim.stats.items():
