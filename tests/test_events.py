@@ -190,3 +190,46 @@ def test_state_events_and_sample_instants_together():
         ts = k * 0.007
         if ts < t1:  # first fall: h = h0 - g t²/2
             assert value == pytest.approx(h0 - 0.5 * g * ts * ts, abs=1e-9)
+
+
+class Tank(cosim.models.FirstOrderModel):
+    """Draining tank x' = -k x (first order) with a refill jump at x = 0.25 and a terminal
+    event at t = 1.9 (switching function of time): analytic event times ln(4)/k, 2 ln(4)/k."""
+
+    name = "tank"
+    states = ("level",)
+    parameters = (cosim.models.Parameter("k", 2.0),)
+    outputs = (cosim.models.Signal("level"),)
+    events = (cosim.models.Event("refill", direction=-1), cosim.models.Event("end", direction=+1, terminal=True))
+
+    def initial_state(self):
+        return np.array([1.0])
+
+    def rhs(self, t, x, u):
+        return -self.params["k"] * x
+
+    def output_values(self, t, y, u):
+        return y.copy()
+
+    def event_functions(self, t, y, u):
+        return np.array([y[0] - 0.25, t - 1.9])
+
+    def apply_event(self, index, t, y, u):
+        return np.array([1.0]) if index == 0 else y
+
+
+FIRST_ORDER_METHODS = [m for m in available_methods()
+                       if "first_order" in method_class(m).model_kinds and m != "state-transition"]
+
+
+@pytest.mark.parametrize("method", FIRST_ORDER_METHODS)
+def test_events_of_a_first_order_model(method):
+    sim = cosim.Simulation(model=Tank(), method=method, rtol=1e-10, atol=1e-12)
+    while sim.time < 3.0 - 1e-9:
+        sim.do_step(sim.time, 0.1)
+    log = sim.event_log
+    assert [e["name"] for e in log] == ["refill", "refill", "end", "stop"]
+    assert log[0]["time"] == pytest.approx(math.log(4) / 2, abs=1e-8)
+    assert log[1]["time"] == pytest.approx(math.log(4), abs=1e-8)
+    assert log[2]["time"] == pytest.approx(1.9, abs=1e-9) and sim.stopped
+    assert sim.y[0] == pytest.approx(math.exp(-2 * (1.9 - math.log(4))), abs=1e-7)
