@@ -189,6 +189,10 @@ class SimulationNode(Node):
             "pause (stop time until a command arrives)", read_only=False,
             constraints="one of hold, zero, pause"))
         p("start_paused", False, _descriptor("start with the simulation paused"))
+        p("lock_step_match_stamps", True, _descriptor(
+            "lock_step: a JointState command is for the step whose state it answers, so its "
+            "header.stamp must equal the current simulation time (others are ignored; a zero "
+            "stamp means t=0); false: every JointState command is for the current step"))
         p("lock_step_republish_period", 0.5, _descriptor(
             "lock_step: republish the current state after this many wall seconds without a "
             "command (covers discovery races); 0 = never", float_range=(0.0, 1e6)))
@@ -263,6 +267,7 @@ class SimulationNode(Node):
             "model", "method", "rtol", "atol", "integrator_step", "start_time",
             "communication_step", "end_time", "shutdown_at_end", "mode", "real_time_factor",
             "input_timeout", "stale_input_policy", "start_paused", "lock_step_republish_period",
+            "lock_step_match_stamps",
             "state_file", "frame_id", "state_reliability", "publish_clock", "diagnostics_period",
             "real_time.spin_threshold", "real_time.max_lag", "sched_priority")}
         for key in ("joint_names", "joint_positions", "joint_velocities", "joint_efforts",
@@ -428,6 +433,7 @@ class SimulationNode(Node):
         self._last_pub = time.monotonic()
         self._sim_lock = threading.Lock()  # lock step: callbacks may step (see _post)
         self._inline = self.mode == "lock_step"
+        self._match_stamps = bool(cfg["lock_step_match_stamps"])
         self._hist = {k: _Histogram() for k in self._samples}
 
     # ------------------------------------------------------------------ life cycle
@@ -484,7 +490,7 @@ class SimulationNode(Node):
                              f"effort input: {', '.join(self.effort_inputs) or 'none'})")
                 return
             values[name] = effort
-        stamp = stamp_ns(msg.header.stamp) or None
+        stamp = stamp_ns(msg.header.stamp) if self._match_stamps else None
         self._post(("command", values, stamp, received, self.config["topics"]["joint_command"]))
 
     def _reject(self, text):
