@@ -131,7 +131,7 @@ class _Histogram:
         if us.size == 0:
             return
         self.max = max(self.max, float(us.max()))
-        self.counts += np.bincount(np.minimum(us.astype(np.int64), _HIST_BINS - 1),
+        self.counts += np.bincount(np.clip(us.astype(np.int64), 0, _HIST_BINS - 1),
                                    minlength=_HIST_BINS)
         self.n += us.size
 
@@ -502,6 +502,8 @@ class SimulationNode(Node):
         if self._inline and self._thread is not None and self._sim_lock.acquire(blocking=False):
             try:  # lock step, simulation thread idle: do the work here, no hand-over
                 self._lock_step_once()
+            except Exception as exc:  # never let it escape into the executor
+                self.get_logger().error(f"lock step failed: {exc!r}")
             finally:
                 self._sim_lock.release()
         else:
@@ -669,9 +671,9 @@ class SimulationNode(Node):
             if self.mode == "lock_step":
                 self._command_ready = True
                 self._command_wall = received
-                if self._pub_wall is not None:
+                if self._pub_wall is not None and received > self._pub_wall:
                     self._samples["round_trip"].append(received - self._pub_wall)
-                    self._pub_wall = None
+                self._pub_wall = None
 
     def _check_stale(self, now):
         """True when inputs are stale; applies the zero policy once and logs transitions."""
@@ -745,7 +747,9 @@ class SimulationNode(Node):
         self._pub_wall = time.monotonic()
 
     def _subscriber_count(self):
-        return self._js_pub.get_subscription_count() + sum(
+        """Matched peers of the state topics and commands (a new one: republish)."""
+        pubs = (self._js_pub, self._out_pub, self._clock_pub)
+        return sum(p.get_subscription_count() for p in pubs if p is not None) + sum(
             s.get_publisher_count() for s in self._cmd_subs)
 
     def _lock_step_once(self):
@@ -768,8 +772,9 @@ class SimulationNode(Node):
         what arrives while that is busy, stale inputs, and republishing."""
         republish = float(self.config["lock_step_republish_period"])
         with self._sim_lock:
-            self._publish_state()
-            self._last_pub, peers = time.monotonic(), self._subscriber_count()
+            peers = self._subscriber_count()  # before publishing: a peer matched meanwhile
+            self._publish_state()             # is seen as new and gets the state again
+            self._last_pub = time.monotonic()
         while not self._stop.is_set():
             with self._sim_lock:
                 if self._lock_step_once():
@@ -862,6 +867,12 @@ class SimulationNode(Node):
 
     # ------------------------------------------------------------------ diagnostics (executor)
     def _publish_diagnostics(self):
+        try:
+            self._diagnostics()
+        except Exception as exc:  # telemetry must never stop the node
+            self.get_logger().error(f"diagnostics failed: {exc!r}", throttle_duration_sec=10.0)
+
+    def _diagnostics(self):
         now = time.monotonic()
         wall = max(now - self._window_start, 1e-9)
         sim_time = self.sim.time

@@ -67,6 +67,8 @@ def run_closed_loop(tmp_path, label):
                             {"end_time": END_TIME, "start_paused": True}, log_dir=tmp_path)
         wait_for(lambda: all(sub.get_publisher_count() > 0 for sub in subs) and
                  node.count_subscribers("joint_states") >= 2, 30.0, what="discovery")
+        # the paused plant republishes its initial state to new peers (and every 0.5 s)
+        wait_for(lambda: rec["js"] and rec["out"], 30.0, what="the initial state")
         assert call_service(node, Trigger, "resume_simulation", timeout=30.0).success
         wait_for(lambda: rec["js"] and rec["js"][-1][0] == END_NS, 40.0, what="the final state")
         assert plant.proc.poll() is None, plant.log()  # the plant idles at end_time
@@ -74,6 +76,12 @@ def run_closed_loop(tmp_path, label):
                  what="the use_sim_time node to see the final /clock")
         rec["plant_log"] = plant.log()
         return rec
+    except BaseException:  # show what the nodes said
+        for proc in (plant, controller):
+            if proc is not None:
+                print(" ".join(proc.args), f"(returncode {proc.proc.poll()}):\n{proc.log()}")
+        print("last states:", rec["js"][-3:], "last commands:", rec["cmd"][-3:])
+        raise
     finally:
         for proc in (controller, plant):
             if proc is not None:
@@ -139,15 +147,17 @@ def test_closed_loop_lock_step_pd_pendulum(tmp_path):
         assert states[k + 1][3] == (commands[stamps[k]],), k
         assert outputs[k + 1] == tuple(sim.get_outputs()), k
 
-    # --- /clock: monotonic, and exactly the published simulation times
+    # --- /clock: monotonic, only the published simulation times, ends at end_time
+    # (keep-last 1: a time superseded before delivery may be skipped, by design)
     clock = first["clock"]
     assert all(b >= a for a, b in zip(clock, clock[1:]))
-    assert sorted(set(clock)) == stamps
+    assert set(clock) <= set(stamps) and clock[-1] == END_NS
+    assert len(set(clock)) > n_steps // 2
 
     # --- a second run (new processes, new domain) is identical
     second = run_closed_loop(tmp_path, "closed_loop_b")
     assert unique_by_stamp(second["js"]) == states
-    assert sorted(set(second["clock"])) == stamps
+    assert set(second["clock"]) <= set(stamps) and second["clock"][-1] == END_NS
     again = []
     for row in second["out"]:
         if not again or again[-1] != row[1]:

