@@ -59,6 +59,7 @@ def ros_environment(domain_id):
     env.pop("ROS_LOCALHOST_ONLY", None)
     env["PYTHONUNBUFFERED"] = "1"
     env["RCUTILS_LOGGING_BUFFERED_STREAM"] = "0"
+    env.setdefault("RCUTILS_CONSOLE_OUTPUT_FORMAT", "[{severity}] [{time}] [{name}]: {message}")
     return env
 
 
