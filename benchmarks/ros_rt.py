@@ -16,7 +16,8 @@ domain, for a bounded time, and reads the node's whole-run statistics from
 
     python benchmarks/ros_rt.py            # 10 s per scenario
     python benchmarks/ros_rt.py --quick    # 4 s per scenario
-    python benchmarks/ros_rt.py --priority 50   # real-time plant at SCHED_FIFO 50 (root)
+    python benchmarks/ros_rt.py --priority 50   # plant and controller at SCHED_FIFO 50 (root)
+    python benchmarks/ros_rt.py --priority 50 --spin 0.001   # busy-wait whole periods
 """
 import argparse
 import os
@@ -105,6 +106,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="4 s per scenario")
     ap.add_argument("--duration", type=float, default=None)
+    ap.add_argument("--spin", type=float, default=None,
+                    help="real_time.spin_threshold in s (busy-wait before each deadline; "
+                         "0.001 = the whole period)")
     ap.add_argument("--priority", type=int, default=0,
                     help="SCHED_FIFO priority of plant and controller (needs root); 0 = normal")
     args = ap.parse_args()
@@ -114,6 +118,9 @@ def main():
     pd_yaml = os.path.join(LAUNCH, "pd_two_link.yaml")
     extra = {}
     extra["sched_priority"] = args.priority
+    rt_extra = dict(extra)
+    if args.spin is not None:
+        rt_extra["real_time.spin_threshold"] = args.spin
 
     print(f"machine: {os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.2f}")
     p50, p99, pmax = bare_step_cost(rt_yaml)
@@ -122,7 +129,7 @@ def main():
 
     # --- real-time mode, 1 kHz
     last, windows, logs, load = collect(
-        duration, lambda env: [NodeProcess("ros_nodes.sim_node", env, rt_yaml, extra)], "rt")
+        duration, lambda env: [NodeProcess("ros_nodes.sim_node", env, rt_yaml, rt_extra)], "rt")
     if not last:
         print("real time: no diagnostics received\n" + "\n".join(logs))
         return 1
@@ -131,7 +138,8 @@ def main():
     rtf = np.mean([float(w["achieved_real_time_factor"]) for w in steady])
     print(f"\nreal-time mode, two_link, 1 kHz, RTF 1, {duration:.0f} s "
           f"(load {load[0]:.2f}, "
-          f"SCHED_FIFO {args.priority or 'off'})")
+          f"SCHED_FIFO {args.priority or 'off'}, busy-wait "
+          f"{(args.spin if args.spin is not None else 2e-4) * 1e6:.0f} us)")
     if args.priority and not any("SCHED_FIFO priority" in log and "cannot" not in log
                                  for log in logs):
         print("  (SCHED_FIFO could not be set: see the plant log)")

@@ -90,6 +90,8 @@ class Harness:
     def close(self):
         self.plant.stop()
         self.spinner.stop()
+        for node in (self.plant, self.node):
+            node.destroy_node()
         rclpy.try_shutdown(context=self.ctx)
 
 
