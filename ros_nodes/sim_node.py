@@ -19,10 +19,20 @@ input check, state snapshot and serialisation is a call into cosim.  It
   jitter statistics on ``/diagnostics`` at 1 Hz) or ``free_run`` (as fast as
   possible).
 
-Threads: the executor thread runs the (short) callbacks, which only check the
-message structure and queue work; one simulation thread owns the
-``cosim.Simulation`` object and does all stepping, input application, service
-work and state publishing.  No lock is needed around the simulation.
+Lock-step protocol: after publishing the state at time t the node waits for
+the command for t.  A ``JointState`` command answers the state whose stamp it
+carries (header.stamp = t; answers to other states are ignored, so duplicates
+after a republish are harmless); a ``Float64MultiArray`` command has no stamp
+and is taken as the command for the current step (the controller must answer
+each state once).  The current state is republished to newly matched peers
+and after ``lock_step_republish_period`` without a command.
+
+Threads: the executor thread runs the callbacks, which check the message
+structure and queue the work; a simulation thread applies it, steps, paces
+(real time) and publishes.  In lock step the command callback applies and
+steps itself when the simulation thread is idle (no thread hand-over on the
+round-trip path); a lock serialises the two.  Everything numerical is a call
+into ``cosim.Simulation``.
 
 QoS (chosen on purpose):
 
