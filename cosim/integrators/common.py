@@ -133,3 +133,14 @@ def consistent_accelerations(model, t, q, v, u):
     rhs = np.concatenate([Q, gam])
     sol = lu_solve(lu_factor(K, "[[M, C_q^T], [C_q, 0]]", t=t), rhs)
     return sol[:n], sol[n:]
+
+
+def hermite_interpolate(t, t0, t1, y0, f0, y1, f1):
+    """Cubic Hermite interpolant on [t0, t1] from values y and slopes f at both ends."""
+    h = t1 - t0
+    s = (float(t) - t0) / h
+    h00 = (1 + 2 * s) * (1 - s) ** 2
+    h10 = s * (1 - s) ** 2
+    h01 = s * s * (3 - 2 * s)
+    h11 = s * s * (s - 1)
+    return h00 * y0 + h10 * h * f0 + h01 * y1 + h11 * h * f1

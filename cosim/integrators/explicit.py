@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import ConvergenceError, SingularMatrixError
 from .base import MultibodyIntegrator
-from .common import EPS, lu_factor, lu_solve
+from .common import EPS, hermite_interpolate, lu_factor, lu_solve
 
 SAFETY = 0.9
 MIN_FACTOR = 0.2
@@ -487,11 +487,5 @@ class RK4(ExplicitRungeKutta):
             return self.y.copy()
         if t == t0:
             return self.y_prev.copy()
-        h = t1 - t0
-        s = (float(t) - t0) / h
         d = self._dense
-        h00 = (1 + 2 * s) * (1 - s) ** 2
-        h10 = s * (1 - s) ** 2
-        h01 = s * s * (3 - 2 * s)
-        h11 = s * s * (s - 1)
-        return h00 * self.y_prev + h10 * h * d["f0"] + h01 * self.y + h11 * h * d["f1"]
+        return hermite_interpolate(t, t0, t1, self.y_prev, d["f0"], self.y, d["f1"])

@@ -41,7 +41,7 @@ import scipy.linalg as sla
 
 from ..errors import InvalidInputError, SingularMatrixError
 from .base import MultibodyIntegrator
-from .common import consistent_accelerations, fd_jacobian
+from .common import consistent_accelerations, fd_jacobian, hermite_interpolate
 from .newton import QuasiNewton
 
 SAFETY = 0.9
@@ -287,14 +287,8 @@ class LocalEquivalentIndex1(MultibodyIntegrator):
             return self.y.copy()
         if t == t0:
             return self.y_prev.copy()
-        h = t1 - t0
-        s = (float(t) - t0) / h
         d = self._dense
-        h00 = (1 + 2 * s) * (1 - s) ** 2
-        h10 = s * (1 - s) ** 2
-        h01 = s * s * (3 - 2 * s)
-        h11 = s * s * (s - 1)
-        return h00 * self.y_prev + h10 * h * d["g0"] + h01 * self.y + h11 * h * d["g1"]
+        return hermite_interpolate(t, t0, t1, self.y_prev, d["g0"], self.y, d["g1"])
 
     def _restart(self):
         q, v = self.model.split(self.y)

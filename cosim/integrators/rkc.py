@@ -51,7 +51,7 @@ import numpy as np
 
 from ..errors import InvalidInputError, SingularMatrixError
 from .base import MultibodyIntegrator
-from .common import lu_factor, lu_solve
+from .common import hermite_interpolate, lu_factor, lu_solve
 from .explicit import IndexOneRHS, rms_norm
 
 MAX_REJECTIONS = 60
@@ -458,14 +458,8 @@ class RKCPenalty(MultibodyIntegrator):
             return self.y.copy()
         if t == t0:
             return self.y_prev.copy()
-        h = t1 - t0
-        s = (float(t) - t0) / h
         d = self._dense
-        h00 = (1 + 2 * s) * (1 - s) ** 2
-        h10 = s * (1 - s) ** 2
-        h01 = s * s * (3 - 2 * s)
-        h11 = s * s * (s - 1)
-        return h00 * self.y_prev + h10 * h * d["f0"] + h01 * self.y + h11 * h * d["f1"]
+        return hermite_interpolate(t, t0, t1, self.y_prev, d["f0"], self.y, d["f1"])
 
     def _restart(self):
         self.f_cur = None
