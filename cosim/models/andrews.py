@@ -18,7 +18,6 @@ eq. 1); Q contains the torque, the spring force and the velocity-dependent
 """
 import numpy as np
 
-from ..errors import InvalidInputError
 from .base import MultibodyModel, Parameter, Signal
 
 # (name, default, unit, description) — the IVP test-set data set
@@ -106,12 +105,11 @@ class Andrews(MultibodyModel):
     )
     constant_mass = False
 
+    positive_parameters = ("m1", "m2", "m3", "m4", "m5", "m6", "m7", "i1", "i2", "i3", "i4", "i5",
+                           "i6", "i7", "c0", "l0")
+
     def setup(self):
         p = self.params
-        for key in ("m1", "m2", "m3", "m4", "m5", "m6", "m7", "i1", "i2", "i3", "i4", "i5", "i6",
-                    "i7", "c0", "l0"):
-            if not p[key] > 0.0:
-                raise InvalidInputError(f"parameter {key!r} must be > 0, got {p[key]!r}")
         for key, value in p.items():
             setattr(self, "_" + key, value)
         # velocity-term coefficients of Q and q-dependent mass entries

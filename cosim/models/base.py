@@ -63,6 +63,8 @@ class Model:
     inputs: tuple[Signal, ...] = ()
     outputs: tuple[Signal, ...] = ()
     events: tuple[Event, ...] = ()
+    # Parameters that must be > 0 (masses, lengths, stiffnesses).
+    positive_parameters: tuple[str, ...] = ()
 
     def __init__(self, **params):
         spec = {p.name: p for p in self.parameters}
@@ -73,12 +75,15 @@ class Model:
                 raise UnknownParameterError(
                     f"model {self.name!r} has no parameter {key!r} (parameters: {known})")
             values[key] = self._check_parameter(key, value)
+        for key in self.positive_parameters:
+            if not values[key] > 0.0:
+                raise InvalidInputError(f"parameter {key!r} must be > 0, got {values[key]!r}")
         self.params = values
         self.setup()
 
     # -- parameters --------------------------------------------------------
     def _check_parameter(self, key, value):
-        return finite_float(f"parameter {key!r}", value)
+        return finite_float(f"parameter {key!r}", value, positive=key in self.positive_parameters)
 
     def setup(self):
         """Derive cached quantities from ``self.params`` (override)."""

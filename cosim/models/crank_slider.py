@@ -44,7 +44,6 @@ default 0 (not in the benchmark).
 """
 import numpy as np
 
-from ..errors import InvalidInputError
 from .base import MultibodyModel, Parameter, Signal
 
 PI_TESTSET = 3.1415927  # crank.f's value of π
@@ -106,11 +105,11 @@ class CrankSlider(MultibodyModel):
     typical_magnitudes = (1.0, 1.0, 1.0, 1e-4, 1e-4, 1e-5, 1e-5,
                           100.0, 100.0, 10.0, 1e-1, 1e-2, 1e-3, 1e-3)
 
+    positive_parameters = ("m2", "m3", "l1", "l2", "j1", "j2", "youngs_modulus", "width", "height",
+                           "rho")
+
     def setup(self):
         p = self.params
-        for key in ("m2", "m3", "l1", "l2", "j1", "j2", "youngs_modulus", "width", "height", "rho"):
-            if not p[key] > 0.0:
-                raise InvalidInputError(f"parameter {key!r} must be > 0, got {p[key]!r}")
         pi = PI_TESTSET
         bb, hh, l2, rho, E = p["width"], p["height"], p["l2"], p["rho"], p["youngs_modulus"]
         facm, fack, facb = rho * bb * hh * l2, E * bb * hh / l2, bb * hh * l2

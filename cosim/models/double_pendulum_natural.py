@@ -27,7 +27,6 @@ i.e. both links hanging down and rotating at −3π rad/s.
 """
 import numpy as np
 
-from ..errors import InvalidInputError
 from .base import MultibodyModel, Parameter, Signal
 
 
@@ -55,11 +54,10 @@ class DoublePendulumNatural(MultibodyModel):
     )
     constant_mass = True
 
+    positive_parameters = ("m1", "m2", "l1", "l2")
+
     def setup(self):
         p = self.params
-        for key in ("m1", "m2", "l1", "l2"):
-            if not p[key] > 0.0:
-                raise InvalidInputError(f"parameter {key!r} must be > 0, got {p[key]!r}")
         m1, m2, g = p["m1"], p["m2"], p["g"]
         I2 = np.eye(2)
         M = np.zeros((4, 4))

@@ -32,6 +32,7 @@ class Pendulum(MultibodyModel):
         Signal("rod_force", "N", "tension in the rod (from the multiplier)"),
     )
     constant_mass = True
+    positive_parameters = ("m", "l")
 
     def setup(self):
         m = self.params["m"]

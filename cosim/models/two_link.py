@@ -17,7 +17,6 @@ Inputs: joint torques τ1 (ground → link 1) and τ2 (link 1 → link 2).
 """
 import numpy as np
 
-from ..errors import InvalidInputError
 from .base import MultibodyModel, Parameter, Signal
 
 
@@ -51,11 +50,10 @@ class TwoLink(MultibodyModel):
     )
     constant_mass = True
 
+    positive_parameters = ("m1", "m2", "l1", "l2")
+
     def setup(self):
         p = self.params
-        for key in ("m1", "m2", "l1", "l2"):
-            if not p[key] > 0.0:
-                raise InvalidInputError(f"parameter {key!r} must be > 0, got {p[key]!r}")
         m1, m2, l1, l2 = p["m1"], p["m2"], p["l1"], p["l2"]
         self._M = np.diag([m1, m1, m1 * l1 * l1 / 12.0, m2, m2, m2 * l2 * l2 / 12.0])
         self._gravity = np.array([0.0, -m1 * p["g"], 0.0, 0.0, -m2 * p["g"], 0.0])
