@@ -4,6 +4,8 @@ In one process and on the same problems (Andrews' squeezer on [0, 0.03],
 the Cartesian pendulum on [0, 10], the flexible crank-slider on [0, 0.1]):
 
 * ours: ``bdf`` (index 3 + projection filter), ``bdf-i2`` (GGL),
+  ``bdf[v-wts]`` (= ``bdf`` with ``velocity_weights="velocity"``: velocities
+  weighted by RTOL|v_k| + ATOL as in DASSL / IDA instead of the seed's W_q^k),
   ``bdf[q-err]`` (= ``bdf`` with ``velocity_error=False``: local error test on
   q only) and ``generalized-alpha`` (index 3), driven through
   ``Integrator.advance``;
@@ -225,6 +227,10 @@ def main(argv=None):
         ida_rows = [timed(run_ida, name, r, t_end, q_ref) for r in rtols]
         for method in ("bdf", "bdf-i2"):
             rows += [timed(run_ours, name, method, r, t_end, q_ref) for r in rtols]
+        # index-3 BDF with velocities weighted by RTOL|v_k| + ATOL (DASSL / IDA
+        # convention) instead of the seed's position weights W_q^k (eq. 35)
+        rows += [timed(run_ours, name, "bdf", r, t_end, q_ref, label="bdf[v-wts]",
+                       velocity_weights="velocity") for r in rtols]
         # index-3 BDF with the local error test on q only (like generalized-α's)
         rows += [timed(run_ours, name, "bdf", r, t_end, q_ref, label="bdf[q-err]",
                        velocity_error=False) for r in rtols]

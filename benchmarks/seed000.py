@@ -81,6 +81,12 @@ def andrews(quick, with_rkc=False):
             continue
         stats, wall, q = run("andrews", method, REFERENCE_T, rtol=rtol, atol=rtol)
         print(row(label, seed, rtol, rtol, stats, wall, [float(np.max(np.abs(q - REFERENCE_Q)))]))
+    # the DASSL / IDA weighting of the velocities (RTOL|v_k| + ATOL instead of W_q^k)
+    for rtol in (1e-4,) if quick else (1e-4, 1e-7):
+        stats, wall, q = run("andrews", "bdf", REFERENCE_T, rtol=rtol, atol=rtol,
+                             velocity_weights="velocity")
+        print(row("bdf [velocity weights]", None, rtol, rtol, stats, wall,
+                  [float(np.max(np.abs(q - REFERENCE_Q)))]))
 
 
 def crank_slider(quick):
