@@ -44,6 +44,13 @@ Choices beyond the seed's text (each commented where it is made):
   h_{n+1}/h_n ≤ 10 overall (Table 1 has no cap for order 1);
 * option ``velocity_error`` (default True = Algorithm 4) — False tests q only
   for the error and step size; the order-stability tests still use q and v.
+* option ``velocity_weights``: "position" (default) measures the velocity
+  parts of the error test and of the Newton norm in the weights W_q^k of the
+  coordinate they belong to, as the seed's norm (eq. 35) on the stacked
+  (∇^{j+1}q; ∇̂^{j+1}v) reads; "velocity" uses RTOL·|v_k| + ATOL (DASSL / IDA).
+  On Andrews, "velocity" at rtol 1e-4 takes 191 steps with error 8.7e-3 (like
+  IDA's 2.5e-2 and scipy BDF's 1.4e-2); "position" takes 480 steps with error
+  9.3e-6, the seed's Table 5 (568 steps, as accurate as generalized-α at 1e-6).
 """
 import math
 
