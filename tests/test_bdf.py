@@ -73,12 +73,24 @@ def test_andrews_error_falls_with_rtol(method, andrews_ref):
     # measured (q, max abs), rtol 1e-3 ... 1e-8:
     #   bdf    2.2e-4 9.3e-6 4.4e-6 6.5e-6 7.7e-7 7.9e-7
     #   bdf-i2 1.8e-5 4.5e-6 3.0e-6 1.4e-6 9.7e-7 7.1e-7
-    # (below ~7e-7 every implicit method here meets a tolerance-independent
-    # floor, generalized-α and local-index1 included; dopri5 reaches 1e-9)
+    # (below ~7e-7 the error is set by atol = 1e-8 on the near-zero coordinates:
+    # rtol 1e-8 with atol 1e-10 gives 9.8e-8)
     for tighter, looser in zip(errs[1:], errs[:-1]):
         assert tighter < 2.0 * looser
     assert errs[-1] < errs[0] / 20
     assert errs[-1] < 2e-6
+
+
+@pytest.mark.parametrize("method", BDF_METHODS)
+def test_tiny_atol_from_rest(method, andrews_ref):
+    """atol 1e-12 with every velocity zero at t = 0: the index-3 v = q'^{(0)} + δ/ĥ
+    would ask Newton for less than roundoff without the velocity-weight floor
+    (it failed at t = 8.6e-9 with h = 7.9e-18 before)."""
+    qr, _ = andrews_ref
+    integ = run("andrews", method, 0.03, rtol=1e-5, atol=1e-12)
+    assert integ.t == 0.03
+    # measured: bdf 9.7e-6, bdf-i2 2.6e-6, bdf-i1 3.1e-6
+    assert np.max(np.abs(integ.q - qr)) < 5e-5
 
 
 @pytest.mark.parametrize("method", BDF_METHODS)

@@ -58,7 +58,7 @@ import numpy as np
 
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
 from .base import MultibodyIntegrator
-from .common import (consistent_accelerations, constraint_force_jacobian, error_weights,
+from .common import (EPS, consistent_accelerations, constraint_force_jacobian, error_weights,
                      fd_jacobian, force_jacobians, lu_factor, lu_solve, mass_term_jacobian)
 from .newton import QuasiNewton
 
@@ -76,6 +76,7 @@ REUSE_LIMIT = 1.0 / 3.0   # §5.1 reuse test bound (tighter: more LUs, fewer ite
 # (looser values, e.g. 1e-3 / 1e-2, save ~20% of the iterations but make the
 # index-3 velocities, hence the Andrews global error, visibly noisier)
 NEWTON_TOL = 1e-4
+ROUNDOFF_FLOOR = 1e3          # velocity weights ≥ this × ε_mach·‖q‖∞/ĥ (index 3)
 NEWTON_ERR_TOL = 1e-3
 
 
@@ -488,7 +489,11 @@ class BDFIndex3(_BDF):
             return J
 
         # RMS over q and v = δ/ĥ of the update (as DASSL): one weight per δ
-        w2 = (winv_q * winv_q + (winv[n:] / hhat) ** 2) * (0.5 / max(n, 1))
+        # v = q'^{(0)} + δ/ĥ carries δ's roundoff (≈ ε_mach·‖q‖) times 1/ĥ: the
+        # velocity weights get that floor, or a tiny ATOL (1e-12 on a body at
+        # rest) asks Newton for an accuracy below roundoff at small ĥ
+        w_v = np.maximum(1.0 / winv[n:], ROUNDOFF_FLOOR * EPS * float(np.max(np.abs(qp))) / hhat)
+        w2 = (winv_q * winv_q + (1.0 / (w_v * hhat)) ** 2) * (0.5 / max(n, 1))
 
         def norm(dx):
             d = dx[:n]
