@@ -144,3 +144,17 @@ def hermite_interpolate(t, t0, t1, y0, f0, y1, f1):
     h01 = s * s * (3 - 2 * s)
     h11 = s * s * (s - 1)
     return h00 * y0 + h10 * h * f0 + h01 * y1 + h11 * h * f1
+
+
+def last_step_dense_output(integ, t, slope0, slope1):
+    """Dense output over an integrator's last step [t_prev, t]: its end values
+    at the ends, else the cubic Hermite from the slopes ``integ._dense[slope0]``
+    and ``integ._dense[slope1]`` stored by the step."""
+    t0, t1 = integ.t_prev, integ.t
+    t = float(t)
+    if t1 == t0 or integ._dense is None or t == t1:
+        return integ.y.copy()
+    if t == t0:
+        return integ.y_prev.copy()
+    d = integ._dense
+    return hermite_interpolate(t, t0, t1, integ.y_prev, d[slope0], integ.y, d[slope1])

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import ConvergenceError, SingularMatrixError
 from .base import MultibodyIntegrator
-from .common import EPS, hermite_interpolate, lu_factor, lu_solve
+from .common import EPS, last_step_dense_output, lu_factor, lu_solve
 
 SAFETY = 0.9
 MIN_FACTOR = 0.2
@@ -481,11 +481,4 @@ class RK4(ExplicitRungeKutta):
             self.lam = lam
 
     def dense_output(self, t):
-        t0, t1 = self.t_prev, self.t
-        t = float(t)
-        if t1 == t0 or self._dense is None or t == t1:
-            return self.y.copy()
-        if t == t0:
-            return self.y_prev.copy()
-        d = self._dense
-        return hermite_interpolate(t, t0, t1, self.y_prev, d["f0"], self.y, d["f1"])
+        return last_step_dense_output(self, t, "f0", "f1")

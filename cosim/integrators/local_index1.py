@@ -41,7 +41,7 @@ import scipy.linalg as sla
 
 from ..errors import InvalidInputError, SingularMatrixError
 from .base import MultibodyIntegrator
-from .common import consistent_accelerations, fd_jacobian, hermite_interpolate
+from .common import consistent_accelerations, fd_jacobian, last_step_dense_output
 from .newton import QuasiNewton
 
 SAFETY = 0.9
@@ -281,14 +281,7 @@ class LocalEquivalentIndex1(MultibodyIntegrator):
 
     # -- dense output / state ---------------------------------------------------------------
     def dense_output(self, t):
-        t0, t1 = self.t_prev, self.t
-        t = float(t)
-        if t1 == t0 or self._dense is None or t == t1:
-            return self.y.copy()
-        if t == t0:
-            return self.y_prev.copy()
-        d = self._dense
-        return hermite_interpolate(t, t0, t1, self.y_prev, d["g0"], self.y, d["g1"])
+        return last_step_dense_output(self, t, "g0", "g1")
 
     def _restart(self):
         q, v = self.model.split(self.y)

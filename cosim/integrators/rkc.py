@@ -51,7 +51,7 @@ import numpy as np
 
 from ..errors import InvalidInputError, SingularMatrixError
 from .base import MultibodyIntegrator
-from .common import hermite_interpolate, lu_factor, lu_solve
+from .common import last_step_dense_output, lu_factor, lu_solve
 from .explicit import IndexOneRHS, rms_norm
 
 MAX_REJECTIONS = 60
@@ -452,14 +452,7 @@ class RKCPenalty(MultibodyIntegrator):
     # -- dense output / restart / state -------------------------------------------------
     def dense_output(self, t):
         """Cubic Hermite from y and f at both ends of the last step."""
-        t0, t1 = self.t_prev, self.t
-        t = float(t)
-        if t1 == t0 or self._dense is None or t == t1:
-            return self.y.copy()
-        if t == t0:
-            return self.y_prev.copy()
-        d = self._dense
-        return hermite_interpolate(t, t0, t1, self.y_prev, d["f0"], self.y, d["f1"])
+        return last_step_dense_output(self, t, "f0", "f1")
 
     def _restart(self):
         self.f_cur = None
