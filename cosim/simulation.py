@@ -63,7 +63,8 @@ from .blocks import Block, StopSimulation, make_block
 from .errors import (ChatteringError, ConvergenceError, CosimError, InvalidInputError, StateError,
                      UnknownParameterError)
 from .events import ChatterMonitor, crossed, crossings, event_values, locate
-from .integrators import Integrator, make_integrator
+from .integrators import Integrator, make_integrator, resolve_backend
+from .jit import check_backend
 from .models import load_model
 from .multirate import SampleClock, base_step, exact_time
 from .validation import finite_float, finite_vector
@@ -120,8 +121,11 @@ class Simulation:
     def __init__(self, model="pendulum", method="generalized-alpha", params=None, rtol=1e-6,
                  atol=1e-8, h=None, method_options=None, blocks=(), connections=(), start_time=0.0,
                  event_tolerance=1e-10, max_chattering_events=50, chattering_window=None,
-                 on_chattering="error"):
+                 on_chattering="error", backend="auto"):
         self.model = load_model(model, **dict(params or {}))
+        # "auto": the compiled (numba) twin where it exists for this method and
+        # model, else the Python reference (cosim.jit); results agree to 1e-10
+        self.requested_backend = check_backend(backend)
         self.method = str(method)
         self.method_options = dict(method_options or {})
         self.rtol, self.atol, self.h = rtol, atol, h
@@ -137,8 +141,9 @@ class Simulation:
         self.on_chattering = on_chattering
         self._initial_params = dict(self.model.params)
         # make (and validate) the integrator once here so a bad method fails early
+        self.backend = resolve_backend(self.method, self.model, self.requested_backend)
         self.integrator = make_integrator(self.model, self.method, rtol=rtol, atol=atol, h=h,
-                                          **self.method_options)
+                                          backend=self.backend, **self.method_options)
 
         self.blocks = tuple(make_block(b) for b in blocks)
         names = [b.name for b in self.blocks]
@@ -259,7 +264,7 @@ class Simulation:
                 self.model.set_parameter(key, value)
         if new_integrator:
             self.integrator = make_integrator(self.model, self.method, rtol=self.rtol, atol=self.atol,
-                                              h=self.h, **self.method_options)
+                                              h=self.h, backend=self.backend, **self.method_options)
         self._plain_set_inputs = type(self.integrator).set_inputs is Integrator.set_inputs
         for b in self.blocks:
             b.reset()

@@ -60,13 +60,14 @@ class _Progress:
 
 
 def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rtol=1e-6,
-                   atol=1e-8, h=None, params=None, method_options=None, progress=False):
+                   atol=1e-8, h=None, params=None, method_options=None, progress=False,
+                   backend="auto"):
     """Run ``model`` to ``t_end`` in communication steps ``dt``; returns a result dict
     with time series (``time``, ``y``, ``outputs``, ``residuals``, ``order``)."""
     from ..simulation import Simulation
 
     sim = Simulation(model=model, method=method, params=params or {}, rtol=rtol, atol=atol, h=h,
-                     method_options=method_options or {})
+                     method_options=method_options or {}, backend=backend)
     name = sim.model.name if hasattr(sim, "model") else str(model)
     if t_end is None:
         t_end = DEFAULT_T_END.get(name, 1.0)
@@ -117,7 +118,8 @@ def summary_dict(result):
                                          "acceleration": float(peak[2])}
     stats["wall_time_s"] = result["wall_time_s"]
     out = {
-        "model": result["model"], "method": result["method"], "t": float(result["time"][-1]),
+        "model": result["model"], "method": result["method"], "backend": sim.backend,
+        "t": float(result["time"][-1]),
         "coordinates": list(sim.coordinate_names),
         "q": [float(x) for x in (y[:n_q] if multibody else y)],
         "v": [float(x) for x in y[n_q:]] if multibody else [],
@@ -183,7 +185,7 @@ def _cmd(args):
     result = run_simulation(
         args.model, args.method, t_end=args.t_end, dt=args.dt, rtol=args.rtol, atol=args.atol,
         h=args.h, params=parse_assignments(args.param), method_options=method_options,
-        progress=(not args.json) and sys.stderr.isatty())
+        progress=(not args.json) and sys.stderr.isatty(), backend=args.backend)
     summary = summary_dict(result)
     if args.out:
         write_csv(args.out, result)
@@ -193,7 +195,8 @@ def _cmd(args):
         print(json.dumps(summary))
         return 0
     st = summary["stats"]
-    print(f"model {summary['model']}  method {summary['method']}  t = {summary['t']:.6g} s  "
+    print(f"model {summary['model']}  method {summary['method']} ({summary['backend']})  "
+          f"t = {summary['t']:.6g} s  "
           f"wall {summary['wall_time_s']:.3f} s")
     for name, value in zip(summary["coordinates"], summary["q"]):
         print(f"  {name:>12s} = {value: .10e}")
@@ -232,4 +235,8 @@ def register(sub):
     p.add_argument("--out", metavar="FILE.csv", help="write time, state, outputs, residuals")
     p.add_argument("--plot", metavar="FILE.png", help="plot coordinates and constraint residuals")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--backend", choices=("auto", "numba", "python"), default="auto",
+                   help="auto (default): compiled numba kernels where the method and model have them, "
+                        "else the Python reference; numba: ask for them (a warning says when they "
+                        "cannot run); python: the reference")
     p.set_defaults(func=_cmd)

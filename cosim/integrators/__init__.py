@@ -1,4 +1,5 @@
 """Integration methods.  ``make_integrator(model, "generalized-alpha", rtol=...)``."""
+from .. import jit
 from .._registry import load_symbol
 from ..errors import UnknownMethodError
 from .base import STAT_KEYS, Integrator, MultibodyIntegrator
@@ -19,6 +20,34 @@ METHOD_REGISTRY = {
     "spark": ".symplectic:PreadjustedSPARK",
     "block-lstable": ".block:LStableBlock",
 }
+
+
+# methods with a compiled (numba) twin of the Python reference
+COMPILED_REGISTRY = {
+    "generalized-alpha": ".ga_compiled:CompiledGeneralizedAlpha",
+}
+
+
+def compiled_unavailable(method, model):
+    """Why ``method`` cannot run ``model`` on the numba backend (None: it can)."""
+    if method not in COMPILED_REGISTRY:
+        return f"method {method!r} has no compiled kernel yet"
+    if not jit.numba_available():
+        return f"numba is not importable ({jit.unavailable_reason()})"
+    from .ga_compiled import supports
+    return supports(model)
+
+
+def resolve_backend(method, model, backend="auto"):
+    """The backend a run of ``method`` on ``model`` gets: "numba" or "python"
+    (with an announcement when "numba" was asked for and cannot run)."""
+    backend = jit.check_backend(backend)
+    if backend == "python":
+        return "python"
+    reason = compiled_unavailable(method, model)
+    if reason is None:
+        return "numba"
+    return jit.fall_back(backend, reason)
 
 
 def method_class(name):
@@ -42,9 +71,15 @@ def available_methods():
     return names
 
 
-def make_integrator(model, method, **options):
-    return method_class(method)(model, **options)
+def make_integrator(model, method, backend="python", **options):
+    """An integrator of ``method`` for ``model``; ``backend`` "python" (the
+    reference, default here), "numba" or "auto" (see :mod:`cosim.jit`)."""
+    cls = method_class(method)
+    if resolve_backend(method, model, backend) == "numba":
+        cls = load_symbol(COMPILED_REGISTRY[method], package=__name__)
+    return cls(model, **options)
 
 
-__all__ = ["STAT_KEYS", "Integrator", "MultibodyIntegrator", "METHOD_REGISTRY",
+__all__ = ["STAT_KEYS", "Integrator", "MultibodyIntegrator", "METHOD_REGISTRY", "COMPILED_REGISTRY",
+           "compiled_unavailable", "resolve_backend",
            "available_methods", "make_integrator", "method_class"]

@@ -6,10 +6,57 @@ Input: a torque about the pivot (N·m) applied as the tangential force
 """
 import numpy as np
 
-from .base import MultibodyModel, Parameter, Signal
+from .base import Parameter, Signal
+from .kernels import KernelModel, MultibodyKernels, no_mass_jacobian
+
+# -- kernels: p = (m, l, g); outputs arrive zero-filled ------------------------
 
 
-class Pendulum(MultibodyModel):
+def mass(q, t, p, M):
+    M[0, 0] = M[1, 1] = p[0]
+
+
+def forces(q, v, t, u, p, Q):
+    """Gravity, the pivot torque τ as the tangential force τ/l² (−y, x), bob forces."""
+    s = u[0] / (p[1] * p[1])
+    Q[0] = u[1] - s * q[1]
+    Q[1] = u[2] - p[0] * p[2] + s * q[0]
+
+
+def force_jacobians(q, v, t, u, p, Qq, Qv):
+    s = u[0] / (p[1] * p[1])
+    Qq[0, 1] = -s
+    Qq[1, 0] = s
+
+
+def constraints(q, t, p, C):
+    """Eq. 3.48 of seed 001: x² + y² − l² = 0."""
+    C[0] = q[0] * q[0] + q[1] * q[1] - p[1] * p[1]
+
+
+def constraint_jacobian(q, t, p, G):
+    G[0, 0] = 2.0 * q[0]
+    G[0, 1] = 2.0 * q[1]
+
+
+def constraint_dt(q, t, p, Ct):
+    """Scleronomic: C_t = 0."""
+
+
+def gamma(q, v, t, p, g):
+    """C_q q'' = −(C_q v)_q v = −2 v·v (seed 000 eq. 5)."""
+    g[0] = -2.0 * (v[0] * v[0] + v[1] * v[1])
+
+
+def constraint_force_jacobian(q, lam, t, p, H):
+    H[0, 0] = H[1, 1] = 2.0 * lam[0]
+
+
+KERNELS = MultibodyKernels(mass, forces, constraints, constraint_jacobian, constraint_dt, gamma,
+                           force_jacobians, constraint_force_jacobian, no_mass_jacobian)
+
+
+class Pendulum(KernelModel):
     name = "pendulum"
     description = "ideal planar pendulum, Cartesian coordinates, index-3 DAE (seed 001 §3.8)"
     coordinates = ("x", "y")
@@ -32,48 +79,18 @@ class Pendulum(MultibodyModel):
         Signal("rod_force", "N", "tension in the rod (from the multiplier)"),
     )
     constant_mass = True
+    kernel_set = KERNELS
     positive_parameters = ("m", "l")
 
-    def setup(self):
-        m = self.params["m"]
-        self._M = np.diag([m, m])
+    def kernel_parameters(self):
+        p = self.params
+        return [p["m"], p["l"], p["g"]]
 
     def initial_state(self):
         l, phi, w = self.params["l"], self.params["phi0"], self.params["omega0"]
         q = np.array([l * np.sin(phi), -l * np.cos(phi)])
         v = np.array([l * w * np.cos(phi), l * w * np.sin(phi)])
         return q, v
-
-    def mass(self, q, t):
-        return self._M
-
-    def forces(self, q, v, t, u):
-        m, g, l = self.params["m"], self.params["g"], self.params["l"]
-        tau, fx, fy = u[0], u[1], u[2]
-        s = tau / (l * l)
-        return np.array([fx - s * q[1], fy - m * g + s * q[0]])
-
-    def force_jacobians(self, q, v, t, u):
-        l = self.params["l"]
-        s = u[0] / (l * l)
-        return np.array([[0.0, -s], [s, 0.0]]), np.zeros((2, 2))
-
-    def constraints(self, q, t):
-        l = self.params["l"]
-        return np.array([q[0] * q[0] + q[1] * q[1] - l * l])
-
-    def constraint_jacobian(self, q, t):
-        return np.array([[2.0 * q[0], 2.0 * q[1]]])
-
-    def constraint_dt(self, q, t):
-        return np.zeros(1)
-
-    def gamma(self, q, v, t):
-        # C_q q'' = -(C_q v)_q v = -2 v·v
-        return np.array([-2.0 * (v[0] * v[0] + v[1] * v[1])])
-
-    def constraint_force_jacobian(self, q, lam, t):
-        return 2.0 * lam[0] * np.eye(2)
 
     def outputs_qv(self, t, q, v, u):
         l = self.params["l"]

@@ -15,12 +15,88 @@ m1 = m2 = 1 kg, θ1 = θ2 = 0, i.e. q0 = [0.5, 0, 0, 2, 0, 0] — pass
 ``m2=1, theta1_0=0, theta2_0=0``).
 Inputs: joint torques τ1 (ground → link 1) and τ2 (link 1 → link 2).
 """
+import math
+
 import numpy as np
 
-from .base import MultibodyModel, Parameter, Signal
+from .base import Parameter, Signal
+from .kernels import KernelModel, MultibodyKernels, no_mass_jacobian
+
+# -- kernels: p = (m1, m2, l1, l2, g); outputs arrive zero-filled --------------
 
 
-class TwoLink(MultibodyModel):
+def mass(q, t, p, M):
+    """M = diag(m1, m1, m1 l1²/12, m2, m2, m2 l2²/12)."""
+    M[0, 0] = M[1, 1] = p[0]
+    M[2, 2] = p[0] * p[2] * p[2] / 12.0
+    M[3, 3] = M[4, 4] = p[1]
+    M[5, 5] = p[1] * p[3] * p[3] / 12.0
+
+
+def forces(q, v, t, u, p, Q):
+    """Gravity along −y; joint torques τ1 (ground → link 1), τ2 (link 1 → link 2)."""
+    Q[1] = -p[0] * p[4]
+    Q[2] = u[0] - u[1]
+    Q[4] = -p[1] * p[4]
+    Q[5] = u[1]
+
+
+def force_jacobians(q, v, t, u, p, Qq, Qv):
+    """Q does not depend on q or v."""
+
+
+def constraints(q, t, p, C):
+    l1, l2 = p[2], p[3]
+    c1, s1, c2, s2 = math.cos(q[2]), math.sin(q[2]), math.cos(q[5]), math.sin(q[5])
+    C[0] = q[0] - 0.5 * l1 * c1
+    C[1] = q[1] - 0.5 * l1 * s1
+    C[2] = q[3] - l1 * c1 - 0.5 * l2 * c2
+    C[3] = q[4] - l1 * s1 - 0.5 * l2 * s2
+
+
+def constraint_jacobian(q, t, p, G):
+    l1, l2 = p[2], p[3]
+    c1, s1, c2, s2 = math.cos(q[2]), math.sin(q[2]), math.cos(q[5]), math.sin(q[5])
+    G[0, 0] = 1.0
+    G[0, 2] = 0.5 * l1 * s1
+    G[1, 1] = 1.0
+    G[1, 2] = -0.5 * l1 * c1
+    G[2, 2] = l1 * s1
+    G[2, 3] = 1.0
+    G[2, 5] = 0.5 * l2 * s2
+    G[3, 2] = -l1 * c1
+    G[3, 4] = 1.0
+    G[3, 5] = -0.5 * l2 * c2
+
+
+def constraint_dt(q, t, p, Ct):
+    """Scleronomic: C_t = 0."""
+
+
+def gamma(q, v, t, p, g):
+    """Seed 000 eq. 5: γ = −(C_q v)_q v."""
+    l1, l2 = p[2], p[3]
+    c1, s1, c2, s2 = math.cos(q[2]), math.sin(q[2]), math.cos(q[5]), math.sin(q[5])
+    w1, w2 = v[2] * v[2], v[5] * v[5]
+    g[0] = -0.5 * l1 * c1 * w1
+    g[1] = -0.5 * l1 * s1 * w1
+    g[2] = -l1 * c1 * w1 - 0.5 * l2 * c2 * w2
+    g[3] = -l1 * s1 * w1 - 0.5 * l2 * s2 * w2
+
+
+def constraint_force_jacobian(q, lam, t, p, H):
+    """(C_qᵀ λ)_q: only the angle columns of C_q depend on q."""
+    l1, l2 = p[2], p[3]
+    c1, s1, c2, s2 = math.cos(q[2]), math.sin(q[2]), math.cos(q[5]), math.sin(q[5])
+    H[2, 2] = 0.5 * l1 * (c1 * lam[0] + s1 * lam[1]) + l1 * (c1 * lam[2] + s1 * lam[3])
+    H[5, 5] = 0.5 * l2 * (c2 * lam[2] + s2 * lam[3])
+
+
+KERNELS = MultibodyKernels(mass, forces, constraints, constraint_jacobian, constraint_dt, gamma,
+                           force_jacobians, constraint_force_jacobian, no_mass_jacobian)
+
+
+class TwoLink(KernelModel):
     name = "two_link"
     description = "planar two-link manipulator, absolute coordinates (seeds 002, 004)"
     coordinates = ("x1", "y1", "theta1", "x2", "y2", "theta2")
@@ -49,15 +125,13 @@ class TwoLink(MultibodyModel):
         Signal("tip_y", "m", "end-effector y"),
     )
     constant_mass = True
+    kernel_set = KERNELS
 
     positive_parameters = ("m1", "m2", "l1", "l2")
 
-    def setup(self):
+    def kernel_parameters(self):
         p = self.params
-        m1, m2, l1, l2 = p["m1"], p["m2"], p["l1"], p["l2"]
-        self._M = np.diag([m1, m1, m1 * l1 * l1 / 12.0, m2, m2, m2 * l2 * l2 / 12.0])
-        self._gravity = np.array([0.0, -m1 * p["g"], 0.0, 0.0, -m2 * p["g"], 0.0])
-        self._zero_v = np.zeros((6, 6))
+        return [p["m1"], p["m2"], p["l1"], p["l2"], p["g"]]
 
     def initial_state(self):
         p = self.params
@@ -69,54 +143,6 @@ class TwoLink(MultibodyModel):
         v = np.array([-0.5 * l1 * s1 * w1, 0.5 * l1 * c1 * w1, w1,
                       -l1 * s1 * w1 - 0.5 * l2 * s2 * w2, l1 * c1 * w1 + 0.5 * l2 * c2 * w2, w2])
         return q, v
-
-    def mass(self, q, t):
-        return self._M
-
-    def forces(self, q, v, t, u):
-        Q = self._gravity.copy()
-        Q[2] += u[0] - u[1]
-        Q[5] += u[1]
-        return Q
-
-    def force_jacobians(self, q, v, t, u):
-        return self._zero_v, self._zero_v
-
-    def constraints(self, q, t):
-        l1, l2 = self.params["l1"], self.params["l2"]
-        c1, s1, c2, s2 = np.cos(q[2]), np.sin(q[2]), np.cos(q[5]), np.sin(q[5])
-        return np.array([q[0] - 0.5 * l1 * c1, q[1] - 0.5 * l1 * s1,
-                         q[3] - l1 * c1 - 0.5 * l2 * c2, q[4] - l1 * s1 - 0.5 * l2 * s2])
-
-    def constraint_jacobian(self, q, t):
-        l1, l2 = self.params["l1"], self.params["l2"]
-        c1, s1, c2, s2 = np.cos(q[2]), np.sin(q[2]), np.cos(q[5]), np.sin(q[5])
-        return np.array([
-            [1.0, 0.0, 0.5 * l1 * s1, 0.0, 0.0, 0.0],
-            [0.0, 1.0, -0.5 * l1 * c1, 0.0, 0.0, 0.0],
-            [0.0, 0.0, l1 * s1, 1.0, 0.0, 0.5 * l2 * s2],
-            [0.0, 0.0, -l1 * c1, 0.0, 1.0, -0.5 * l2 * c2],
-        ])
-
-    def constraint_dt(self, q, t):
-        return np.zeros(4)
-
-    def gamma(self, q, v, t):
-        # seed 000 eq. 5: γ = −(C_q v)_q v
-        l1, l2 = self.params["l1"], self.params["l2"]
-        c1, s1, c2, s2 = np.cos(q[2]), np.sin(q[2]), np.cos(q[5]), np.sin(q[5])
-        w1, w2 = v[2] * v[2], v[5] * v[5]
-        return np.array([-0.5 * l1 * c1 * w1, -0.5 * l1 * s1 * w1,
-                         -l1 * c1 * w1 - 0.5 * l2 * c2 * w2,
-                         -l1 * s1 * w1 - 0.5 * l2 * s2 * w2])
-
-    def constraint_force_jacobian(self, q, lam, t):
-        l1, l2 = self.params["l1"], self.params["l2"]
-        c1, s1, c2, s2 = np.cos(q[2]), np.sin(q[2]), np.cos(q[5]), np.sin(q[5])
-        H = np.zeros((6, 6))
-        H[2, 2] = 0.5 * l1 * (c1 * lam[0] + s1 * lam[1]) + l1 * (c1 * lam[2] + s1 * lam[3])
-        H[5, 5] = 0.5 * l2 * (c2 * lam[2] + s2 * lam[3])
-        return H
 
     def outputs_qv(self, t, q, v, u):
         l1, l2 = self.params["l1"], self.params["l2"]

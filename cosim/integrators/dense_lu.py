@@ -1,0 +1,94 @@
+"""Small dense LU with partial pivoting for compiled kernels.
+
+Same pivot choice (first largest |a_ik| of the column) and pivot format as
+LAPACK ``dgetrf`` through scipy (0-based row interchanges, applied in order),
+so a factorisation stored by one backend can be used by the other.  Written
+as plain loops so numba compiles it: no BLAS call, hence no BLAS threads and
+the same bits whatever ``OPENBLAS_NUM_THREADS`` says (issue 13, item 6).
+
+These functions are jitted by :mod:`cosim.jit`; they also run as plain Python
+(slowly), which the tests use to check them against LAPACK.
+"""
+import math
+
+
+def lu_factor_inplace(A, piv):
+    """Overwrite the n×n matrix ``A`` with L (unit lower, below the diagonal)
+    and U, ``piv[k]`` = row swapped with row k.  Returns LAPACK's ``info``:
+    0, or k+1 when column k has no nonzero pivot (then A is left partly
+    factored, as ``dgetrf`` would leave it)."""
+    n = A.shape[0]
+    for k in range(n):
+        p = k
+        amax = abs(A[k, k])
+        for i in range(k + 1, n):
+            ai = abs(A[i, k])
+            if ai > amax:
+                amax = ai
+                p = i
+        piv[k] = p
+        if amax == 0.0:
+            return k + 1
+        if p != k:
+            for j in range(n):
+                tmp = A[k, j]
+                A[k, j] = A[p, j]
+                A[p, j] = tmp
+        inv = 1.0 / A[k, k]
+        for i in range(k + 1, n):
+            A[i, k] *= inv
+        for i in range(k + 1, n):
+            lik = A[i, k]
+            if lik != 0.0:
+                for j in range(k + 1, n):
+                    A[i, j] -= lik * A[k, j]
+    return 0
+
+
+def lu_solve_inplace(LU, piv, b):
+    """Solve A x = b with the factors of :func:`lu_factor_inplace`; b is
+    overwritten with x."""
+    n = LU.shape[0]
+    for k in range(n):
+        p = piv[k]
+        if p != k:
+            tmp = b[k]
+            b[k] = b[p]
+            b[p] = tmp
+    for i in range(n):
+        s = b[i]
+        for j in range(i):
+            s -= LU[i, j] * b[j]
+        b[i] = s
+    for i in range(n - 1, -1, -1):
+        s = b[i]
+        for j in range(i + 1, n):
+            s -= LU[i, j] * b[j]
+        b[i] = s / LU[i, i]
+
+
+def pivot_ratio(LU):
+    """min |u_kk| / max |u_kk| (the singularity test of common.lu_factor)."""
+    n = LU.shape[0]
+    dmin = math.inf
+    dmax = 0.0
+    for k in range(n):
+        d = abs(LU[k, k])
+        if d < dmin:
+            dmin = d
+        if d > dmax:
+            dmax = d
+    if n == 0:
+        return 1.0
+    return dmin / max(dmax, 1e-300)
+
+
+def pivots_valid(piv, n):
+    """True when ``piv`` is a legal interchange sequence for n rows (k ≤ piv[k] < n):
+    what a restored state must satisfy before a compiled solve indexes with it."""
+    if piv.shape[0] != n:
+        return False
+    for k in range(n):
+        if piv[k] < k or piv[k] >= n:
+            return False
+    return True

@@ -1,0 +1,389 @@
+"""Generalized-α on the compiled (numba) backend: a thin wrapper around
+:mod:`cosim.integrators.ga_kernel`.
+
+The wrapper owns what the kernel does not: the API, validation, the IC
+analysis (Python, once), dense output, events, state capture and error
+messages.  Its method memory lives in the kernel's record (``S``, ``I``,
+``LU``); the attributes the reference class uses (``t``, ``y``, ``a``,
+``newton.factor``, ``stats`` …) are views of that record, so the reference's
+``state()``/``restore()``/``dense_output`` work unchanged and a state
+captured on one backend restores on the other.
+
+The whole step loop to a target time runs in one compiled call; snapshot and
+rollback are three array copies.
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import MutableMapping
+
+import numpy as np
+
+from .. import jit
+from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError, StateError
+from ..validation import finite_float
+from . import ga_kernel as K
+from .base import STAT_KEYS
+from .dense_lu import pivots_valid
+from .generalized_alpha import GeneralizedAlpha
+from .newton import QuasiNewton
+
+_NEWTON_REASONS = {K.R_RESIDUAL: "residual is not finite", K.R_UPDATE: "Newton update is not finite",
+                   K.R_NO_CONVERGENCE: f"no convergence in {K.NEWTON_MAX_ITER} iterations"}
+MAX_STEPS_PER_CALL = 1_000_000
+
+
+def _model_entries(model):
+    """(advance, restart) of the kernel for this model's kernel set (compiled
+    once per model, cached on disk; see cosim.jit.model_entry_points)."""
+    from . import dense_lu  # noqa: PLC0415
+    return jit.model_entry_points(K, model.kernels().functions(), model.name, "generalized-alpha",
+                                  helpers=(dense_lu,))
+
+
+def supports(model):
+    """Why the compiled generalized-α cannot run ``model`` (None: it can)."""
+    kernels = getattr(model, "kernels", None)
+    if kernels is None or kernels() is None:
+        return f"model {model.name!r} has no compiled kernels"
+    from ..models.kernels import KernelModel  # noqa: PLC0415
+    overridden = [name for name in KernelModel.DERIVED
+                  if getattr(type(model), name, None) is not getattr(KernelModel, name)]
+    if overridden:
+        # a subclass changed the Python equations: the kernels no longer describe it
+        return f"model {model.name!r} overrides {', '.join(overridden)} of its kernels"
+    if getattr(model, "nonholonomic_names", ()):
+        return f"model {model.name!r} has nonholonomic constraints (not in the compiled kernel yet)"
+    return None
+
+
+# -- views of the record ------------------------------------------------------------------------
+class _Scalar:
+    def __init__(self, slot, none=None):
+        self.slot, self.none = slot, none
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        value = float(obj._S[self.slot])
+        if self.none is not None and value == self.none:
+            return None
+        return value
+
+    def __set__(self, obj, value):
+        obj._S[self.slot] = self.none if value is None else float(value)
+
+
+class _Array:
+    """A slice of S, returned as a copy (the reference never mutates its arrays,
+    so nobody relies on aliasing) and written by copy."""
+
+    def __init__(self, index):
+        self.index = index  # position in ga_kernel.offsets()
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        if not obj._has_state:
+            return None
+        start, length = obj._slices[self.index]
+        return obj._S[start:start + length].copy()
+
+    def __set__(self, obj, value):
+        if value is None:
+            return
+        start, length = obj._slices[self.index]
+        arr = np.asarray(value, dtype=float).reshape(-1)
+        if arr.shape != (length,):
+            raise StateError(f"state array has {arr.size} entries, the record slot holds {length}")
+        obj._S[start:start + length] = arr
+
+
+class _Stats(MutableMapping):
+    """The statistics counters in the record, as the dict the reference expects."""
+
+    def __init__(self, owner):
+        self._owner = owner
+
+    def __getitem__(self, key):
+        return int(self._owner._I[K.STATS + STAT_KEYS.index(key)])
+
+    def __setitem__(self, key, value):
+        if key not in STAT_KEYS:
+            raise KeyError(key)
+        self._owner._I[K.STATS + STAT_KEYS.index(key)] = int(value)
+
+    def __delitem__(self, key):
+        raise TypeError("statistics keys are fixed")
+
+    def __iter__(self):
+        return iter(STAT_KEYS)
+
+    def __len__(self):
+        return len(STAT_KEYS)
+
+
+class _RecordNewton(QuasiNewton):
+    """QuasiNewton whose controller memory and LU live in the integrator's record."""
+
+    def __init__(self, owner, **kw):
+        self._owner = owner
+        super().__init__(owner.stats, **kw)
+
+    @property
+    def sigma(self):
+        return float(self._owner._S[K.SIGMA])
+
+    @sigma.setter
+    def sigma(self, value):
+        self._owner._S[K.SIGMA] = float(value)
+
+    @property
+    def h_jac(self):
+        v = float(self._owner._S[K.H_JAC])
+        return None if v < 0.0 else v
+
+    @h_jac.setter
+    def h_jac(self, value):
+        self._owner._S[K.H_JAC] = -1.0 if value is None else float(value)
+
+    @property
+    def need_jac(self):
+        return bool(self._owner._I[K.NEED_JAC])
+
+    @need_jac.setter
+    def need_jac(self, value):
+        self._owner._I[K.NEED_JAC] = 1 if value else 0
+
+    @property
+    def relax(self):
+        return float(self._owner._S[K.RELAX])
+
+    @relax.setter
+    def relax(self, value):
+        self._owner._S[K.RELAX] = float(value)
+
+    @property
+    def factor(self):
+        o = self._owner
+        if not o._I[K.HAS_FACTOR]:
+            return None
+        N = o._N
+        return o._LU.copy(), o._I[K.PIV:K.PIV + N].astype(np.int32)
+
+    @factor.setter
+    def factor(self, value):
+        o = self._owner
+        if value is None:
+            o._I[K.HAS_FACTOR] = 0
+            return
+        lu, piv = value
+        N = o._N
+        lu = np.asarray(lu, dtype=float)
+        piv = np.asarray(piv)
+        # a restored factorisation is indexed by compiled code: check it first
+        if lu.shape != (N, N) or not np.isfinite(lu).all():
+            raise StateError(f"iteration-matrix LU must be a finite {N}x{N} array, got shape {lu.shape}")
+        if piv.shape != (N,) or piv.dtype.kind not in "iu" or not pivots_valid(piv.astype(np.int64), N):
+            raise StateError(f"iteration-matrix pivots must be {N} row indices k <= piv[k] < {N}")
+        o._LU[:, :] = lu
+        o._I[K.PIV:K.PIV + N] = piv
+        o._I[K.HAS_FACTOR] = 1
+
+
+class CompiledGeneralizedAlpha(GeneralizedAlpha):
+    """Generalized-α, index 3, whose step loop runs compiled (numba)."""
+
+    backend = "numba"
+
+    t = _Scalar(K.T, none=math.nan)
+    t_prev = _Scalar(K.T_PREV, none=math.nan)
+    h_next = _Scalar(K.H_NEXT)
+    h_last = _Scalar(K.H_LAST)
+    y = _Array(0)
+    y_prev = _Array(1)
+    qdd = _Array(2)
+    qdd_prev = _Array(3)
+    lam = _Array(4)
+    a = _Array(5)
+    x_rate = _Array(6)
+    lam_rate = _Array(7)
+
+    def __init__(self, model, **kwargs):
+        reason = supports(model)
+        if reason is not None:
+            raise InvalidInputError(f"backend 'numba': {reason}")
+        self._advance_fn, self._restart_fn = _model_entries(model)
+        self._allocate(model.n_q, model.n_c)
+        super().__init__(model, **kwargs)
+
+    # -- the record ----------------------------------------------------------------------
+    def _allocate(self, n, m):
+        old_stats = dict(self._stats_view) if hasattr(self, "_stats_view") else None
+        offs = K.offsets(n, m)
+        lengths = (2 * n, 2 * n, n, n, m, n, n, m)
+        self._slices = [(offs[i], lengths[i]) for i in range(8)]
+        self._N = n + m
+        self._S = np.zeros(offs[-1])
+        self._S[K.T] = self._S[K.T_PREV] = math.nan
+        self._S[K.H_JAC] = -1.0
+        self._S[K.RELAX] = 1.0
+        self._I = np.zeros(K.int_length(n, m), dtype=np.int64)
+        self._I[K.I_N], self._I[K.I_M] = n, m
+        self._I[K.NEED_JAC] = 1
+        self._I[K.MINV_EXACT] = -1
+        self._LU = np.zeros((n + m, n + m))
+        self._has_state = False
+        self._stats_view = _Stats(self)
+        if old_stats is not None:
+            self.stats = old_stats
+
+    @property
+    def stats(self):
+        return self._stats_view
+
+    @stats.setter
+    def stats(self, value):
+        if not hasattr(self, "_stats_view"):
+            return
+        for key in STAT_KEYS:
+            self._stats_view[key] = int(dict(value).get(key, 0))
+
+    def _sync_parameters(self):
+        """Method constants and options into the record (after check_options)."""
+        S, I = self._S, self._I
+        S[K.RTOL], S[K.ATOL] = self.rtol, self.atol
+        S[K.H_FIXED] = 0.0 if self.h_fixed is None else self.h_fixed
+        S[K.MAX_STEP] = self.max_step
+        S[K.ALPHA_M], S[K.ALPHA_F], S[K.GAMMA], S[K.BETA], S[K.ETA] = (
+            self.alpha_m, self.alpha_f, self.gamma, self.beta, self.eta)
+        I[K.PROJECT] = 1 if self._project else 0
+        I[K.CONST_MASS] = 1 if self.model.constant_mass else 0
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _initialize(self, t0, y0, **ic_options):
+        original = self.model
+        self._ic(t0, y0, **ic_options)
+        if self.model is not original:
+            # redundant constraints removed: the kernels describe the full model
+            raise InvalidInputError(
+                f"backend 'numba': model {original.name!r} has redundant constraints "
+                f"({', '.join(self.ic_report.redundant) if getattr(self.ic_report, 'redundant', None) else 'removed by the IC analysis'})")
+        report = self.ic_report
+        q, v, qdd, lam = report.q, report.v, report.qdd, report.lam
+        self._allocate(self.model.n_q, self.model.n_c)
+        self._has_state = True
+        self._sync_parameters()
+        self.t = t0
+        self.y = np.concatenate([q, v])
+        self.qdd = qdd
+        self.lam = lam
+        self.a = qdd
+        self.h_last = 0.0
+        self.qdd_prev = qdd
+        self._setup_work()
+        self.h_next = self._initial_step() if self.h_fixed is None else self.h_fixed
+
+    def initialize(self, t0=0.0, y0=None, u=None, **ic_options):
+        report = super().initialize(t0, y0, u, **ic_options)
+        return report
+
+    def _setup_work(self):
+        self.newton = _RecordNewton(self, what=f"{self.name} iteration matrix", prior_rate=True)
+        self._n_g = 0
+        self._J = np.zeros((self._N, self._N))
+
+    @property
+    def _minv_diag(self):
+        return None
+
+    @_minv_diag.setter
+    def _minv_diag(self, value):
+        pass
+
+    @property
+    def _minv_exact(self):
+        return None
+
+    @_minv_exact.setter
+    def _minv_exact(self, value):
+        pass
+
+    def _restore_method_state(self, d):
+        if getattr(self, "newton", None) is None:
+            self._setup_work()
+        super()._restore_method_state(d)
+
+    # -- stepping ---------------------------------------------------------------------------------
+    def _snapshot(self):
+        return self._S.copy(), self._I.copy(), self._LU.copy()
+
+    def _rollback(self, snap):
+        self._S[:], self._I[:], self._LU[:, :] = snap
+
+    def _u_array(self):
+        u = self.u
+        if not (isinstance(u, np.ndarray) and u.dtype == np.float64 and u.flags.c_contiguous):
+            u = np.ascontiguousarray(u, dtype=float)
+        return u
+
+    def _run(self, t_target, max_steps):
+        snap = self._snapshot()
+        try:
+            status = self._advance_fn(self._S, self._I, self._LU, self._u_array(), self.model._p,
+                                      float(t_target), max_steps)
+        except BaseException:
+            self._rollback(snap)
+            raise
+        if status != K.OK:
+            S, I = self._S, self._I
+            h, info, t_fail = float(S[K.F_H]), float(S[K.F_INFO]), float(S[K.F_T])
+            reason = int(I[K.REASON])
+            self._rollback(snap)
+            self._raise(status, t_fail, h, info, reason)
+
+    def _raise(self, status, t, h, info, reason):
+        name = self.name
+        if status == K.NEWTON_FAILED:
+            cause = _NEWTON_REASONS.get(reason, "Newton iteration failed")
+            raise ConvergenceError(f"{name}: Newton iteration failed at t={t!r}, h={h!r} ({cause})",
+                                   t=t, h=h, cause=cause)
+        if status == K.ERROR_TEST_FAILED:
+            cause = f"error ratio Xi={info:.3g}"
+            raise ConvergenceError(f"{name}: local error test failed repeatedly at t={t!r}, h={h!r} ({cause})",
+                                   t=t, h=h, cause=cause)
+        what = f"{name} iteration matrix"
+        if status == K.NONFINITE_MATRIX:
+            raise SingularMatrixError(f"{what} contains NaN/inf at t={t}, h={h}", t=t, h=h,
+                                      cause="non-finite matrix")
+        raise SingularMatrixError(f"{what} is numerically singular at t={t}, h={h} "
+                                  f"(pivot ratio {info:.1e})", t=t, h=h, cause="singular matrix")
+
+    def advance(self, t_target):
+        t_target = finite_float("t_target", t_target)
+        t = self.t
+        if t_target < t:
+            raise InvalidInputError(f"target time {t_target!r} is before t={t!r}")
+        if t_target == t:
+            return t
+        self._run(t_target, MAX_STEPS_PER_CALL)
+        while self._S[K.T] < t_target:  # more than MAX_STEPS_PER_CALL steps
+            self._run(t_target, MAX_STEPS_PER_CALL)
+        return self.t
+
+    def _step(self, t_limit):
+        self._run(t_limit, 1)
+
+    def _restart(self):
+        status = self._restart_fn(self._S, self._I, self._u_array(), self.model._p)
+        if status != K.OK:
+            super()._restart()  # the reference raises its clear error
+
+    def restart(self):
+        snap = self._snapshot()
+        try:
+            self._restart()
+        except BaseException:
+            self._rollback(snap)
+            raise

@@ -1,0 +1,648 @@
+"""Generalized-α (index 3) as pure functions on one flat state record — the
+compiled twin of :class:`~cosim.integrators.generalized_alpha.GeneralizedAlpha`.
+
+Same algorithm, step for step (seed 000 §3, Algorithm 3, with the
+departures listed in that class's docstring): predictor eq. 30-31, Newton on
+eq. 32 with the iteration matrix eq. 33 and Algorithm 2's quasi-Newton reuse,
+error estimate eq. 34, step control eq. 36 with the deadband, velocity
+projection (eq. 8-9 with W = M), consistent accelerations eq. 10 on restart.
+The Python class is the reference; ``tests/test_backends.py`` holds the two
+to the same step, rejection, iteration and LU counts and to 1e-10.
+
+The model enters as its kernels (:mod:`cosim.models.kernels`), a tuple in
+``MultibodyKernels`` field order; :func:`cosim.jit.model_entry_points`
+compiles one entry module per model with this tuple bound, cached on disk.  Everything the method remembers lives in three
+arrays, so a snapshot or rollback is three array copies:
+
+* ``S`` float64: scalars (offsets below) then y, y_prev, q'', q''_prev, λ, a,
+  x_rate, λ_rate, 1/|diag M| (norm scale), 1/diag M (exact, for projection);
+* ``I`` int64: sizes, flags, statistics, the LU pivots;
+* ``LU`` float64 (n+m)²: the kept iteration-matrix factors.
+
+No exceptions inside: every function returns a status code that the thin
+wrapper (:mod:`cosim.integrators.ga_compiled`) turns into the reference's
+error messages.
+"""
+import math
+
+import numpy as np
+
+from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
+
+EPS = 2.220446049250313e-16
+
+# -- algorithm constants (the same names and values as generalized_alpha.py) --
+SAFETY = 0.9
+MAX_GROWTH = 2.0
+DEADBAND = 1.3
+REFRESH_AFTER = 4
+TINY_STEP = 1e-5
+MAX_REJECTIONS = 30
+NEWTON_MAX_ITER = 25
+NEWTON_TOL = 1e-4
+NEWTON_ERR_TOL = 1e-3
+
+# -- status codes ---------------------------------------------------------------
+OK = 0
+NEWTON_FAILED = 1        # "Newton iteration failed" (reason in I[REASON])
+ERROR_TEST_FAILED = 2    # "local error test failed repeatedly" (Ξ in S[F_INFO])
+SINGULAR = 3             # iteration matrix numerically singular (ratio in S[F_INFO])
+NONFINITE_MATRIX = 4     # iteration matrix has NaN/inf
+RESTART_FAILED = 5       # consistent accelerations: singular [[M, C_qᵀ], [C_q, 0]]
+# Newton failure reasons
+R_RESIDUAL = 1           # "residual is not finite"
+R_UPDATE = 2             # "Newton update is not finite"
+R_NO_CONVERGENCE = 3     # "no convergence in 25 iterations"
+
+# -- scalar slots of S ---------------------------------------------------------
+T, T_PREV, H_NEXT, H_LAST, SIGMA, H_JAC, RELAX, RTOL, ATOL, H_FIXED, MAX_STEP = range(11)
+ALPHA_M, ALPHA_F, GAMMA, BETA, ETA, F_H, F_INFO, F_T = range(11, 19)
+N_SCALARS = 20
+# -- slots of I ----------------------------------------------------------------------
+I_N, I_M, NEED_JAC, HAS_FACTOR, PROJECT, CONST_MASS, MINV_EXACT, MINV_DIAG, FIXED, REASON = range(10)
+STATS = 10               # steps, rejected, newton_iterations, residual_evaluations,
+N_STATS = 6              # jacobian_evaluations, lu_factorizations (base.STAT_KEYS order)
+ST_STEPS, ST_REJ, ST_NEWTON, ST_RES, ST_JAC, ST_LU = range(STATS, STATS + N_STATS)
+PIV = STATS + N_STATS
+
+
+def offsets(n, m):
+    """Start of each array in S: y, y_prev, qdd, qdd_prev, lam, a, x_rate,
+    lam_rate, minv_diag, minv_exact, and the total length."""
+    o_y = N_SCALARS
+    o_yp = o_y + 2 * n
+    o_qdd = o_yp + 2 * n
+    o_qddp = o_qdd + n
+    o_lam = o_qddp + n
+    o_a = o_lam + m
+    o_xr = o_a + n
+    o_lr = o_xr + n
+    o_mid = o_lr + m
+    o_mix = o_mid + n
+    return o_y, o_yp, o_qdd, o_qddp, o_lam, o_a, o_xr, o_lr, o_mid, o_mix, o_mix + n
+
+
+def int_length(n, m):
+    return PIV + n + m
+
+
+# ---------------------------------------------------------------------------------
+# model terms
+# ---------------------------------------------------------------------------------
+def _inv_mass_diag(fns, S, I, q, t, p, o_mid, n):
+    """1/|diag M| (zeros replaced by max(max|diag M|, 1)), cached for constant M:
+    only scales the multiplier part of the Newton norm."""
+    if I[MINV_DIAG] == 1:
+        return S[o_mid:o_mid + n].copy()
+    M = np.zeros((n, n))
+    fns[0](q, t, p, M)
+    d = np.empty(n)
+    dmax = 0.0
+    for i in range(n):
+        d[i] = abs(M[i, i])
+        if d[i] > dmax:
+            dmax = d[i]
+    fill = max(dmax, 1.0) if n > 0 else 1.0
+    out = np.empty(n)
+    for i in range(n):
+        out[i] = 1.0 / (d[i] if d[i] > 0.0 else fill)
+    if I[CONST_MASS] == 1:
+        S[o_mid:o_mid + n] = out
+        I[MINV_DIAG] = 1
+    return out
+
+
+def _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
+    """1/diag M when M is constant and diagonal (checked once), else None
+    (signalled by returning False in the first slot)."""
+    if I[MINV_EXACT] < 0:
+        M = np.zeros((n, n))
+        fns[0](q, t, p, M)
+        ok = I[CONST_MASS] == 1
+        for i in range(n):
+            for j in range(n):
+                if i != j and M[i, j] != 0.0:
+                    ok = False
+            if not M[i, i] > 0.0:
+                ok = False
+        if ok:
+            for i in range(n):
+                S[o_mix + i] = 1.0 / M[i, i]
+            I[MINV_EXACT] = 1
+        else:
+            I[MINV_EXACT] = 0
+    return I[MINV_EXACT] == 1
+
+
+def _mv(A, x):
+    """A @ x as plain loops: no BLAS call (no threads, the same bits on every CPU)."""
+    r, c = A.shape
+    out = np.zeros(r)
+    for i in range(r):
+        s = 0.0
+        for j in range(c):
+            s += A[i, j] * x[j]
+        out[i] = s
+    return out
+
+
+def _mtv(A, x):
+    """A.T @ x as plain loops."""
+    r, c = A.shape
+    out = np.zeros(c)
+    for i in range(r):
+        xi = x[i]
+        for j in range(c):
+            out[j] += A[i, j] * xi
+    return out
+
+
+def _abt(A, B):
+    """A @ B.T as plain loops."""
+    ra, c = A.shape
+    rb = B.shape[0]
+    out = np.zeros((ra, rb))
+    for i in range(ra):
+        for k in range(rb):
+            s = 0.0
+            for j in range(c):
+                s += A[i, j] * B[k, j]
+            out[i, k] = s
+    return out
+
+
+def _gesv(A, b, piv):
+    """Solve A x = b in place (b becomes x); returns LAPACK-style info."""
+    info = lu_factor_inplace(A, piv)
+    if info != 0:
+        return info
+    lu_solve_inplace(A, piv, b)
+    return 0
+
+
+def _all_finite(x):
+    for i in range(x.shape[0]):
+        if not math.isfinite(x[i]):
+            return False
+    return True
+
+
+def consistent_accelerations(fns, S, I, q, v, t, u, p, qdd_out, lam_out):
+    """Eq. 10: [[M, C_qᵀ], [C_q, 0]] [q''; λ] = [Q; γ]; for a constant diagonal
+    M the m×m system C_q M⁻¹ C_qᵀ λ = C_q M⁻¹ Q − γ (as the reference).
+    Returns OK or RESTART_FAILED."""
+    n, m = I[I_N], I[I_M]
+    o_mix = offsets(n, m)[9]
+    Q = np.zeros(n)
+    fns[1](q, v, t, u, p, Q)
+    if m > 0 and _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
+        minv = S[o_mix:o_mix + n]
+        Cq = np.zeros((m, n))
+        fns[3](q, t, p, Cq)
+        gam = np.zeros(m)
+        fns[5](q, v, t, p, gam)
+        CM = Cq * minv
+        A = _abt(CM, Cq)
+        rhs = _mv(CM, Q) - gam
+        piv = np.empty(m, dtype=np.int64)
+        info = _gesv(A, rhs, piv)
+        if info == 0 and _all_finite(rhs):
+            for i in range(n):
+                s = Q[i]
+                for k in range(m):
+                    s -= rhs[k] * Cq[k, i]
+                qdd_out[i] = minv[i] * s
+            lam_out[:] = rhs
+            return OK
+    # general case: the augmented system with the singularity test of common.lu_factor
+    K = np.zeros((n + m, n + m))
+    M = np.zeros((n, n))
+    fns[0](q, t, p, M)
+    K[:n, :n] = M
+    rhs = np.zeros(n + m)
+    rhs[:n] = Q
+    if m > 0:
+        Cq = np.zeros((m, n))
+        fns[3](q, t, p, Cq)
+        gam = np.zeros(m)
+        fns[5](q, v, t, p, gam)
+        K[:n, n:] = Cq.T
+        K[n:, :n] = Cq
+        rhs[n:] = gam
+    for i in range(n + m):
+        for j in range(n + m):
+            if not math.isfinite(K[i, j]):
+                return RESTART_FAILED
+    piv = np.empty(n + m, dtype=np.int64)
+    info = lu_factor_inplace(K, piv)
+    if info != 0 or pivot_ratio(K) <= 1e-14:
+        return RESTART_FAILED
+    lu_solve_inplace(K, piv, rhs)
+    qdd_out[:] = rhs[:n]
+    lam_out[:] = rhs[n:]
+    return OK
+
+
+def restart(fns, S, I, u, p):
+    """Forget the step history at the current point (inputs changed, event
+    jump): q'' and λ from eq. 10, a = q'', h_last = 0, λ_rate = 0; the
+    innovation rate x_rate is kept (a fair Newton start).  Also t_prev = t,
+    y_prev = y (Integrator.restart)."""
+    n, m = I[I_N], I[I_M]
+    o_y, o_yp, o_qdd, o_qddp, o_lam, o_a, o_xr, o_lr, o_mid, o_mix, _ = offsets(n, m)
+    q = S[o_y:o_y + n].copy()
+    v = S[o_y + n:o_y + 2 * n].copy()
+    qdd = np.empty(n)
+    lam = np.empty(m)
+    status = consistent_accelerations(fns, S, I, q, v, S[T], u, p, qdd, lam)
+    if status != OK:
+        return status
+    S[o_qdd:o_qdd + n] = qdd
+    S[o_lam:o_lam + m] = lam
+    S[o_a:o_a + n] = qdd
+    S[H_LAST] = 0.0
+    S[o_lr:o_lr + m] = 0.0
+    S[o_qddp:o_qddp + n] = qdd
+    S[T_PREV] = S[T]
+    S[o_yp:o_yp + 2 * n] = S[o_y:o_y + 2 * n]
+    return OK
+
+
+# ---------------------------------------------------------------------------------
+# one Newton solve (Algorithm 2, as newton.QuasiNewton.solve with prior_rate)
+# ---------------------------------------------------------------------------------
+def _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F):
+    """Eq. 32: [M(q) q'' − Q(q, q') + C_qᵀ λ ;  C(q)/(β h²)] at predictor + δ."""
+    q = q0 + bh2 * delta[:n]
+    v = v0 + gh * delta[:n]
+    qdd = qdd0 + eta * delta[:n]
+    M = np.zeros((n, n))
+    fns[0](q, t1, p, M)
+    Q = np.zeros(n)
+    fns[1](q, v, t1, u, p, Q)
+    r1 = _mv(M, qdd) - Q
+    if m > 0:
+        Cq = np.zeros((m, n))
+        fns[3](q, t1, p, Cq)
+        lam = lam_hat + delta[n:]
+        r1 += _mtv(Cq, lam)
+        C = np.zeros(m)
+        fns[2](q, t1, p, C)
+        F[:n] = r1
+        F[n:] = (1.0 / bh2) * C
+    else:
+        F[:n] = r1
+
+
+def _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_mass, delta, J):
+    """Eq. 33: [[η M + β h² (−Q_q + (C_qᵀλ)_q + (M a)_q) − γ h Q_v, C_qᵀ], [C_q, 0]]."""
+    q = q0 + bh2 * delta[:n]
+    v = v0 + gh * delta[:n]
+    qdd = qdd0 + eta * delta[:n]
+    Qq = np.zeros((n, n))
+    Qv = np.zeros((n, n))
+    fns[6](q, v, t1, u, p, Qq, Qv)
+    K = -Qq
+    if m > 0:
+        lam = lam_hat + delta[n:]
+        H = np.zeros((n, n))
+        fns[7](q, lam, t1, p, H)
+        K = K + H
+    if not const_mass:
+        Mq = np.zeros((n, n))
+        fns[8](q, qdd, t1, p, Mq)
+        K = K + Mq
+    M = np.zeros((n, n))
+    fns[0](q, t1, p, M)
+    J[:n, :n] = eta * M + bh2 * K - gh * Qv
+    if m > 0:
+        Cq = np.zeros((m, n))
+        fns[3](q, t1, p, Cq)
+        J[:n, n:] = Cq.T
+        J[n:, :n] = Cq
+        J[n:, n:] = 0.0
+
+
+def _norm(dd, n, m, scale, CqT, lam_scale):
+    """The Newton norm of the reference: position/velocity change of Δx, and
+    the multipliers' effect C_qᵀ Δz on q, in the weighted norm eq. 35."""
+    r = 0.0
+    for i in range(n):
+        x = abs(dd[i]) * scale[i]
+        if x > r or x != x:
+            r = x
+    if m > 0:
+        r2 = 0.0
+        for i in range(n):
+            s = 0.0
+            for k in range(m):
+                s += CqT[i, k] * dd[n + k]
+            x = abs(s) * lam_scale[i]
+            if x > r2 or x != x:
+                r2 = x
+        if r2 > r or r2 != r2:
+            r = r2
+    return r
+
+
+def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, eta, scale, CqT,
+            lam_scale, delta, F, Jw):
+    """Returns (converged, iterations, status); δ in ``delta``."""
+    N = n + m
+    piv = I[PIV:PIV + N]
+    const_mass = I[CONST_MASS] == 1
+    old_norm = -1.0
+    n_j = 0
+    err = math.inf
+    sigma = S[SIGMA]
+    delta[:] = 0.0
+    for it in range(1, NEWTON_MAX_ITER + 1):
+        if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
+            _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_mass, delta, Jw)
+            I[ST_JAC] += 1
+            for i in range(N):
+                for j in range(N):
+                    if not math.isfinite(Jw[i, j]):
+                        return False, it, NONFINITE_MATRIX
+            LU[:, :] = Jw
+            info = lu_factor_inplace(LU, piv)
+            ratio = 0.0 if info != 0 else pivot_ratio(LU)
+            if ratio <= 1e-14:
+                I[HAS_FACTOR] = 0
+                S[F_INFO] = ratio
+                return False, it, SINGULAR
+            I[HAS_FACTOR] = 1
+            I[ST_LU] += 1
+            S[H_JAC] = h
+            I[NEED_JAC] = 0
+            S[RELAX] = 1.0
+            n_j = 0
+            old_norm = -1.0
+        _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F)
+        I[ST_RES] += 1
+        I[ST_NEWTON] += 1
+        if not _all_finite(F):
+            I[NEED_JAC] = 1
+            S[SIGMA] = sigma
+            I[REASON] = R_RESIDUAL
+            return False, it, NEWTON_FAILED
+        lu_solve_inplace(LU, piv, F)
+        relax = S[RELAX]
+        for i in range(N):
+            F[i] *= -relax
+        n_j += 1
+        delta += F
+        dnorm = _norm(F, n, m, scale, CqT, lam_scale)
+        if not math.isfinite(dnorm):
+            I[NEED_JAC] = 1
+            I[REASON] = R_UPDATE
+            return False, it, NEWTON_FAILED
+        if dnorm < NEWTON_TOL:
+            S[SIGMA] = sigma
+            return True, it, OK
+        if it == 1 and dnorm < 1.0 and 0.0 < sigma < 1.0 \
+                and sigma / (1.0 - sigma) * dnorm < NEWTON_ERR_TOL:
+            S[SIGMA] = sigma ** 0.8
+            return True, it, OK
+        if n_j == 1 or old_norm < 0.0:
+            sigma = 0.0
+        elif dnorm > 0.9 * old_norm:
+            I[NEED_JAC] = 1
+        else:
+            sigma = max(0.5 * sigma, dnorm / old_norm)
+            err = sigma / (1.0 - sigma) * dnorm
+            if err < NEWTON_ERR_TOL:
+                S[SIGMA] = sigma
+                return True, it, OK
+            if n_j >= 5 or err * sigma ** (5 - n_j) > 0.5:
+                I[NEED_JAC] = 1
+        old_norm = dnorm
+    S[SIGMA] = sigma
+    I[NEED_JAC] = 1
+    if err <= 0.33:
+        return True, NEWTON_MAX_ITER, OK
+    I[REASON] = R_NO_CONVERGENCE
+    return False, NEWTON_MAX_ITER, NEWTON_FAILED
+
+
+# ---------------------------------------------------------------------------------
+# one step
+# ---------------------------------------------------------------------------------
+def _project_velocity(fns, S, I, p, n, m, q, v, t):
+    """M-orthogonal projection of v onto C_q v + C_t = 0 (seed 000 eq. 8-9, W = M);
+    v is left as it was in a singular configuration."""
+    o_mix = offsets(n, m)[9]
+    Cq = np.zeros((m, n))
+    fns[3](q, t, p, Cq)
+    Ct = np.zeros(m)
+    fns[4](q, t, p, Ct)
+    r = _mv(Cq, v) + Ct
+    if _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
+        minv = S[o_mix:o_mix + n]
+        CM = Cq * minv
+        A = _abt(CM, Cq)
+        piv = np.empty(m, dtype=np.int64)
+        info = _gesv(A, r, piv)
+        if info != 0 or not _all_finite(r):
+            return v
+        return v - _mtv(CM, r)
+    K = np.zeros((n + m, n + m))
+    M = np.zeros((n, n))
+    fns[0](q, t, p, M)
+    K[:n, :n] = M
+    K[:n, n:] = Cq.T
+    K[n:, :n] = Cq
+    rhs = np.zeros(n + m)
+    rhs[n:] = -r
+    piv = np.empty(n + m, dtype=np.int64)
+    info = _gesv(K, rhs, piv)
+    if info != 0 or not _all_finite(rhs):
+        return v
+    return v + rhs[:n]
+
+
+def _clamp(S, h, t_limit):
+    """Integrator._clamp_step: (h, lands)."""
+    h = min(h, S[MAX_STEP])
+    remaining = t_limit - S[T]
+    if S[H_FIXED] > 0.0:
+        if h >= remaining - 1e-6 * h:
+            return remaining, True
+        return h, False
+    if h >= remaining or remaining - h < 0.25 * h:
+        return remaining, True
+    return h, False
+
+
+def step(fns, S, I, LU, u, p, t_limit):
+    """One accepted step ending at or before ``t_limit`` (GeneralizedAlpha._step_inner).
+    Returns a status code; on failure S[F_H] is the step size tried."""
+    n, m = I[I_N], I[I_M]
+    N = n + m
+    o_y, o_yp, o_qdd, o_qddp, o_lam, o_a, o_xr, o_lr, o_mid, o_mix, _ = offsets(n, m)
+    am, af, g, b, eta = S[ALPHA_M], S[ALPHA_F], S[GAMMA], S[BETA], S[ETA]
+    fixed = S[H_FIXED] > 0.0
+    t = S[T]
+    q = S[o_y:o_y + n].copy()
+    v = S[o_y + n:o_y + 2 * n].copy()
+    qdd = S[o_qdd:o_qdd + n].copy()
+    h_prop = S[H_NEXT]
+    h, lands = _clamp(S, h_prop, t_limit)
+    if lands and h < TINY_STEP * h_prop:
+        # landing sliver: second-order Taylor step, method memory kept
+        h = t_limit - t
+        S[o_yp:o_yp + 2 * n] = S[o_y:o_y + 2 * n]
+        S[o_qddp:o_qddp + n] = qdd
+        S[T_PREV] = t
+        S[o_y:o_y + n] = q + h * v + (0.5 * h * h) * qdd
+        S[o_y + n:o_y + 2 * n] = v + h * qdd
+        S[T] = t_limit
+        I[ST_STEPS] += 1
+        return OK
+    rtol, atol = S[RTOL], S[ATOL]
+    h_min = 1e-12 * max(1.0, abs(t))
+    failed_once = False
+    rejections = 0
+    a_old = S[o_a:o_a + n].copy()
+    lam_old = S[o_lam:o_lam + m].copy()
+    x_rate = S[o_xr:o_xr + n].copy()
+    lam_rate = S[o_lr:o_lr + m].copy()
+    h_last = S[H_LAST]
+    w = rtol * np.abs(q) + atol
+    qmax = 1.0
+    for i in range(n):
+        if abs(q[i]) > qmax:
+            qmax = abs(q[i])
+    # work arrays
+    delta = np.zeros(N)
+    F = np.zeros(N)
+    Jw = np.zeros((N, N))
+    CqT = np.zeros((n, m))
+    lam_scale = np.zeros(n)
+    minv_d = np.zeros(n)
+    if m > 0:
+        Cq0 = np.zeros((m, n))
+        fns[3](q, t, p, Cq0)
+        CqT = np.ascontiguousarray(Cq0.T)
+        minv_d = _inv_mass_diag(fns, S, I, q, t, p, o_mid, n)
+    h_err = math.inf
+    h_new = h
+    xi = 0.0
+    while True:
+        # Algorithm 3 g: reuse test for this h (QuasiNewton.plan_reuse)
+        if I[HAS_FACTOR] == 0 or S[H_JAC] < 0.0:
+            I[NEED_JAC] = 1
+            S[RELAX] = 1.0
+        else:
+            r = h / S[H_JAC]
+            if S[SIGMA] * r + abs(r - 1.0) <= 1.0 / 3.0:
+                I[NEED_JAC] = 0
+                S[RELAX] = 2.0 * h / (h + S[H_JAC])
+            else:
+                I[NEED_JAC] = 1
+                S[RELAX] = 1.0
+        fresh = I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0
+        # predictor (eq. 30 corrected, eq. 31), a rescaled to h
+        t1 = t + h
+        bh2, gh = b * h * h, g * h
+        a = a_old
+        if h_last > 0.0 and h != h_last:
+            a = qdd + (h / h_last) * (a_old - qdd)
+        qdd0 = (am * a + (1.0 - am - af) * qdd) / (1.0 - af)
+        v0 = v + h * ((1.0 - g) * a + g * qdd)
+        q0 = q + h * v + (h * h) * ((0.5 - b) * a + b * qdd)
+        x_hat = h * x_rate
+        lam_hat = lam_old + h * lam_rate
+        q0 = q0 + bh2 * x_hat
+        v0 = v0 + gh * x_hat
+        qdd0 = qdd0 + eta * x_hat
+        w_v = rtol * np.abs(v) + atol
+        w_v += (100.0 * EPS * g / (b * h)) * qmax
+        scale = np.maximum(bh2 / w, gh / w_v)
+        if m > 0:
+            lam_scale = scale * minv_d / eta
+        converged, iters, status = _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat,
+                                           bh2, gh, eta, scale, CqT, lam_scale, delta, F, Jw)
+        if status == SINGULAR or status == NONFINITE_MATRIX:
+            S[F_H] = h
+            return status
+        if converged and not fresh and iters >= REFRESH_AFTER:
+            S[SIGMA] = 1.0
+        if not converged:
+            I[ST_REJ] += 1
+            I[NEED_JAC] = 1
+            S[RELAX] = 1.0
+            rejections += 1
+            if h * 0.5 < h_min or rejections > MAX_REJECTIONS:
+                S[F_H] = h
+                return NEWTON_FAILED
+            h *= 0.5
+            lands = False
+            continue
+        x = x_hat + delta[:n]
+        if fixed:
+            break
+        # error estimate eq. 34 and step control eq. 36 with Algorithm 3 f
+        xm = 0.0
+        for i in range(n):
+            e = abs(x[i]) / w[i]
+            if e > xm:
+                xm = e
+        xi = (h * h * xm) ** (1.0 / 3.0) if n > 0 else 0.0
+        h_err = h * SAFETY / xi if xi > 0.0 else math.inf
+        h_new = min(h_err, MAX_GROWTH * h)
+        if xi <= 1.0:
+            if h < h_new < DEADBAND * h:
+                h_new = h
+            break
+        I[ST_REJ] += 1
+        rejections += 1
+        h_try = h_new if not failed_once else 0.5 * h
+        failed_once = True
+        if h_try < h_min or rejections > MAX_REJECTIONS:
+            S[F_H] = h
+            S[F_INFO] = xi
+            return ERROR_TEST_FAILED
+        h = h_try
+        lands = False
+    # accept
+    q1 = q0 + bh2 * delta[:n]
+    v1 = v0 + gh * delta[:n]
+    qdd1 = qdd0 + eta * delta[:n]
+    lam1 = lam_hat + delta[n:]
+    S[T_PREV] = t
+    S[o_yp:o_yp + 2 * n] = S[o_y:o_y + 2 * n]
+    S[o_qddp:o_qddp + n] = qdd
+    S[o_a:o_a + n] = qdd + x
+    S[H_LAST] = h
+    S[o_xr:o_xr + n] = x / h
+    S[o_lr:o_lr + m] = (lam1 - lam_old) / h
+    S[T] = t_limit if lands else t + h
+    if fixed:
+        S[H_NEXT] = S[H_FIXED]
+    elif lands and h < h_prop:
+        S[H_NEXT] = min(h_err, max(MAX_GROWTH * h, h_prop))
+    else:
+        S[H_NEXT] = h_new
+    if I[PROJECT] == 1 and m > 0:
+        v1 = _project_velocity(fns, S, I, p, n, m, q1, v1, S[T])
+    S[o_y:o_y + n] = q1
+    S[o_y + n:o_y + 2 * n] = v1
+    S[o_qdd:o_qdd + n] = qdd1
+    S[o_lam:o_lam + m] = lam1
+    I[ST_STEPS] += 1
+    return OK
+
+
+def advance(fns, S, I, LU, u, p, t_target, max_steps):
+    """Steps until t = t_target (exactly) or ``max_steps`` steps were taken.
+    Returns a status code; the caller restores its snapshot on failure."""
+    k = 0
+    while S[T] < t_target and k < max_steps:
+        status = step(fns, S, I, LU, u, p, t_target)
+        if status != OK:
+            S[F_T] = S[T]
+            return status
+        k += 1
+    return OK
+

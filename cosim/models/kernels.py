@@ -1,0 +1,140 @@
+"""Model kernels: the equations of a multibody model as plain functions of
+flat arrays, ``(q, v, t, u, p)`` with ``p`` a flat parameter vector
+(DESIGN.md "Compiled path").
+
+A model that has kernels returns a :class:`MultibodyKernels` from
+``kernels()`` and its parameter vector from ``kernel_parameters()``; the
+compiled integrators fuse them into their residual and iteration matrix, and
+:class:`KernelModel` derives the model's Python methods from the same
+functions, so the equations are written once.
+
+Every kernel writes its result into the output array(s) passed last, which
+arrive zero-filled.  Kernels use only what numba compiles: scalar math,
+``math``/``numpy`` functions on scalars, indexing.  Signatures:
+
+    mass(q, t, p, M)                       M: (n, n)
+    forces(q, v, t, u, p, Q)               Q: (n,)   applied + quadratic-velocity forces
+    constraints(q, t, p, C)                C: (m,)   seed 000 eq. 2
+    constraint_jacobian(q, t, p, Cq)       Cq: (m, n)
+    constraint_dt(q, t, p, Ct)             Ct: (m,)  eq. 3
+    gamma(q, v, t, p, g)                   g: (m,)   eq. 5, C_q q'' = γ
+    force_jacobians(q, v, t, u, p, Qq, Qv) (n, n) each
+    constraint_force_jacobian(q, lam, t, p, H)   H = (C_qᵀ λ)_q: (n, n)
+    mass_jacobian_term(q, a, t, p, J)      J = (M(q) a)_q: (n, n); None for constant mass
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Callable, Optional
+
+import numpy as np
+
+from .base import MultibodyModel
+
+
+@dataclass(frozen=True)
+class MultibodyKernels:
+    mass: Callable
+    forces: Callable
+    constraints: Callable
+    constraint_jacobian: Callable
+    constraint_dt: Callable
+    gamma: Callable
+    force_jacobians: Callable
+    constraint_force_jacobian: Callable
+    mass_jacobian_term: Optional[Callable] = None
+
+    def functions(self):
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+
+def no_mass_jacobian(q, a, t, p, J):
+    """(M a)_q of a constant mass matrix: zero (J arrives zero-filled)."""
+
+
+class KernelModel(MultibodyModel):
+    """A multibody model whose Python methods are derived from its kernels.
+
+    Subclasses define ``kernel_set`` (a :class:`MultibodyKernels`) and
+    ``kernel_parameters()``; everything the integrators call on a
+    :class:`MultibodyModel` then comes from the kernels.
+    """
+
+    kernel_set: MultibodyKernels = None
+    # the methods derived from the kernels; a subclass that overrides one of
+    # them is integrated by the Python reference (its kernels would be wrong)
+    DERIVED = ("mass", "forces", "constraints", "constraint_jacobian", "constraint_dt", "gamma",
+               "force_jacobians", "constraint_force_jacobian", "mass_jacobian_term")
+
+    def kernels(self):
+        return self.kernel_set
+
+    def kernel_parameters(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def setup(self):
+        self._p = np.ascontiguousarray(self.kernel_parameters(), dtype=float)
+        self._M_const = None
+        if self.constant_mass:
+            n = self.n_q
+            M = np.zeros((n, n))
+            self.kernel_set.mass(np.zeros(n), 0.0, self._p, M)
+            M.flags.writeable = False
+            self._M_const = M
+
+    @staticmethod
+    def _f(x):
+        return np.asarray(x, dtype=float)
+
+    def mass(self, q, t):
+        if self._M_const is not None:
+            return self._M_const
+        n = self.n_q
+        M = np.zeros((n, n))
+        self.kernel_set.mass(self._f(q), float(t), self._p, M)
+        return M
+
+    def forces(self, q, v, t, u):
+        Q = np.zeros(self.n_q)
+        self.kernel_set.forces(self._f(q), self._f(v), float(t), self._f(u), self._p, Q)
+        return Q
+
+    def constraints(self, q, t):
+        C = np.zeros(self.n_c)
+        self.kernel_set.constraints(self._f(q), float(t), self._p, C)
+        return C
+
+    def constraint_jacobian(self, q, t):
+        Cq = np.zeros((self.n_c, self.n_q))
+        self.kernel_set.constraint_jacobian(self._f(q), float(t), self._p, Cq)
+        return Cq
+
+    def constraint_dt(self, q, t):
+        Ct = np.zeros(self.n_c)
+        self.kernel_set.constraint_dt(self._f(q), float(t), self._p, Ct)
+        return Ct
+
+    def gamma(self, q, v, t):
+        g = np.zeros(self.n_c)
+        self.kernel_set.gamma(self._f(q), self._f(v), float(t), self._p, g)
+        return g
+
+    def force_jacobians(self, q, v, t, u):
+        n = self.n_q
+        Qq, Qv = np.zeros((n, n)), np.zeros((n, n))
+        self.kernel_set.force_jacobians(self._f(q), self._f(v), float(t), self._f(u), self._p, Qq, Qv)
+        return Qq, Qv
+
+    def constraint_force_jacobian(self, q, lam, t):
+        n = self.n_q
+        H = np.zeros((n, n))
+        self.kernel_set.constraint_force_jacobian(self._f(q), self._f(lam), float(t), self._p, H)
+        return H
+
+    def mass_jacobian_term(self, q, a, t):
+        if self.constant_mass:
+            return None
+        n = self.n_q
+        J = np.zeros((n, n))
+        self.kernel_set.mass_jacobian_term(self._f(q), self._f(a), float(t), self._p, J)
+        return J
