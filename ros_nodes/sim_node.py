@@ -196,7 +196,8 @@ class SimulationNode(Node):
         return True
 
     def destroy_node(self):
-        self.states.close()
+        if getattr(self, "states", None) is not None:  # (a failed __init__ has none)
+            self.states.close()
         return super().destroy_node()
 
     def _run(self):
