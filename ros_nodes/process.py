@@ -135,6 +135,7 @@ def run(make_node, *, node_name, help_text, argv=None):
             _State.hooks.append(stop)
         if hasattr(node, "start"):
             node.start()
+        node.get_logger().info(f"ready ({getattr(node, 'summary', 'running')})")
         finished = getattr(node, "finished", None)
         _State.phase = "running"
         if _State.signum is not None:

@@ -116,6 +116,11 @@ class SimulationNode(Node):
         self.add_on_set_parameters_callback(self._validate_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
 
+    @property
+    def summary(self):
+        return (f"model {self.config['model']}, mode {self.mode}, t={self.sim.time!r}"
+                f"{', paused' if self.paused else ''}")
+
     # names used by commands.py
     command_inputs = property(lambda self: self.joints.command_inputs)
     effort_inputs = property(lambda self: self.joints.effort_inputs)
