@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from rclpy.exceptions import ParameterUninitializedException
 from rclpy.parameter import Parameter
 
 from .common import RELIABILITIES, ConfigurationError, descriptor
@@ -194,7 +195,10 @@ def declare(node, model_parameters):
 def read(node):
     cfg = {}
     for spec in PLANT:
-        value = node.get_parameter(spec.name).value
+        try:
+            value = node.get_parameter(spec.name).value
+        except ParameterUninitializedException:  # arrays declared without a default
+            value = None
         if isinstance(spec.default, Parameter.Type):
             value = None if value is None else [str(v) for v in value]
         cfg[spec.name] = value

@@ -87,6 +87,17 @@ def check_params_file_sections(argv, fully_qualified_name):
     return None
 
 
+def _fully_qualified_name(argv, node_name):
+    """The node's name after ``-r __node:=`` / ``-r __ns:=`` remapping in ``argv``."""
+    name, ns = node_name, "/"
+    for arg in argv:
+        if arg.startswith("__node:=") or arg.startswith("__name:="):
+            name = arg.split(":=", 1)[1]
+        elif arg.startswith("__ns:="):
+            ns = arg.split(":=", 1)[1] or "/"
+    return ns.rstrip("/") + "/" + name
+
+
 def _section_applies(key, fqn):
     key = key if key.startswith("/") else "/" + key
     if key == "/**":
@@ -121,10 +132,10 @@ def run(make_node, *, node_name, help_text, argv=None):
         rclpy.init(args=argv, context=context, signal_handler_options=SignalHandlerOptions.NO)
         logger = rclpy.logging.get_logger(node_name)
         try:
-            node = make_node(context)
-            error = check_params_file_sections(argv, node.get_fully_qualified_name())
+            error = check_params_file_sections(argv, _fully_qualified_name(argv, node_name))
             if error:
                 raise ConfigurationError(error)
+            node = make_node(context)
         except (CosimError, ConfigurationError, ValueError, ParameterException) as exc:
             logger.fatal(f"cannot configure the node: {exc}")
             return 2
