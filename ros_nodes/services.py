@@ -127,20 +127,20 @@ def _request(node, kind, value):
     """Executor thread: check the request, then queue it for the simulation thread."""
     limit = int(node.config["max_steps_per_request"])
     if kind == "steps" and not 1 <= value <= limit:
-        return node.throttle.warning("request", f"step_n request for {value} steps refused: "
+        return node.throttle.warning("request:count", f"step_n request for {value} steps refused: "
                                      f"N must be in 1..{limit} (max_steps_per_request)")
     if kind == "until" and not math.isfinite(value):
-        return node.throttle.warning("request", f"run_until request for t={value!r} refused: "
+        return node.throttle.warning("request:finite", f"run_until request for t={value!r} refused: "
                                      f"not a finite time")
 
     def job():
         n = value if kind == "steps" else math.ceil((value - node.sim.time) / node.step - 0.5)
         if kind == "until" and n < 1:
-            node.throttle.warning("request", f"run_until request for t={value!r} refused: not "
+            node.throttle.warning("request:past", f"run_until request for t={value!r} refused: not "
                                   f"after the current time t={node.sim.time!r}")
             return
         if n > limit:
-            node.throttle.warning("request", f"run_until request for t={value!r} refused: "
+            node.throttle.warning("request:limit", f"run_until request for t={value!r} refused: "
                                   f"{n} steps exceed max_steps_per_request = {limit}")
             return
         node.paused = True
