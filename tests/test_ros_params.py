@@ -102,3 +102,14 @@ def test_help_without_starting_a_node(module):
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("usage:") and "joint_names" in res.stdout
     assert "ready" not in res.stdout + res.stderr and "[INFO]" not in res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("name", ["pendulum_free_run.yaml", "pendulum_lock_step.yaml",
+                                  "two_link_lock_step.yaml", "two_link_real_time.yaml"])
+def test_launch_yaml_has_only_known_keys(context, name):
+    node = SimulationNode(context=context, cli_args=[
+        "--ros-args", "--params-file", os.path.join(LAUNCH, name)])
+    try:
+        assert node.config["state_reliability"] == "reliable" and not node.states.enabled
+    finally:
+        node.destroy_node()
