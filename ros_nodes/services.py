@@ -37,7 +37,7 @@ def create(node):
     for name, work in (("reset_simulation", reset), ("pause_simulation", pause),
                        ("resume_simulation", resume), ("step_simulation", step_once),
                        ("save_state", save), ("load_state", load)):
-        node.create_service(Trigger, name, _trigger(node, work))
+        node.create_service(Trigger, name, _trigger(node, name, work))
     topics = node.config
     if topics["topics.step_n"]:
         node.create_subscription(UInt32, topics["topics.step_n"],
@@ -47,14 +47,12 @@ def create(node):
                                  lambda msg: _request(node, "until", float(msg.data)), 10)
 
 
-def _trigger(node, work):
+def _trigger(node, name, work):
     def callback(request, response):
         response.success, response.message = node.call(lambda: work(node))
-        log = node.get_logger()
-        if response.success:  # (rclpy: one severity per logging call site)
-            log.info(response.message)
-        else:
-            log.warning(response.message)
+        # a peer may call at any rate: one line per service, outcome and throttle period
+        node.throttle("info" if response.success else "warning",
+                      f"service:{name}:{response.success}", f"{name}: {response.message}")
         return response
     return callback
 
@@ -145,8 +143,9 @@ def _request(node, kind, value):
             return
         node.paused = True
         node.pending_steps = n
-        node.get_logger().info(f"{'step_n' if kind == 'steps' else 'run_until'} request: "
-                               f"{n} steps from t={node.sim.time!r}")
+        what = "step_n" if kind == "steps" else "run_until"
+        node.throttle("info", "request:accepted",
+                      f"{what} request: {n} steps from t={node.sim.time!r}")
     node.post(("job", job))
 
 
@@ -164,4 +163,4 @@ def step_pending(node):
         return
     node.publish_state()
     if node.pending_steps == 0:
-        node.get_logger().info(f"step request done: paused at t={node.sim.time!r}")
+        node.throttle("info", "request:done", f"step request done: paused at t={node.sim.time!r}")

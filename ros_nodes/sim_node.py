@@ -227,7 +227,7 @@ class SimulationNode(Node):
             try:
                 self.lock_step_once()
             except Exception as exc:  # noqa: BLE001 - never into the executor
-                self.get_logger().error(f"lock step failed: {exc!r}")
+                self.throttle("error", "inline", f"lock step failed: {exc!r}")
             finally:
                 self.sim_lock.release()
         else:

@@ -10,6 +10,7 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import UInt32  # noqa: E402
 
 import cosim  # noqa: E402
 from ros_nodes.testing import LAUNCH, load_parameters, simulation_kwargs, wait_for  # noqa: E402
@@ -230,3 +231,23 @@ def test_two_link_joint_commands_by_name_hold_per_joint(harness):
     time.sleep(0.3)
     assert hs.latest()[0] == round(ref.time * 1e9) and hs.latest()[3] == (0.5, 2.5)
     assert hs.plant.diagnostics_summary()["ignored"] == 2
+
+
+def test_request_not_started_in_time_never_takes_effect_later(harness):
+    """A service request that times out waiting for a busy simulation thread is
+    withdrawn: its reply says nothing changed, and it never runs afterwards."""
+    hs = harness({"mode": "free_run", "start_paused": True, "communication_step": 0.05,
+                  "integrator_step": 1e-5})  # one step = 5000 integrator steps (seconds)
+    hs.wait_state(0)
+    steps = hs.node.create_publisher(UInt32, "step_n", 10)
+    wait_for(lambda: steps.get_subscription_count() > 0, 10.0, what="step_n subscription")
+    steps.publish(UInt32(data=1))
+    wait_for(lambda: any("step_n request: 1 steps" in m.msg for m in hs.logs), 10.0,
+             what="the request")
+    time.sleep(0.1)  # the simulation thread is in the step now (it lasts seconds)
+    ran = []
+    ok, text = hs.plant.call(lambda: ran.append(True) or (True, "ran"), timeout=0.1)
+    assert not ok and "not done, nothing changed" in text, text
+    hs.wait_state(round(0.05e9), timeout=120.0)  # the long step ends, the queue drains
+    assert hs.service("pause_simulation").success  # the thread serves requests again
+    assert ran == []
