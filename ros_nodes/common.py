@@ -92,7 +92,13 @@ class LogThrottle:
         n = self._suppressed.pop(key, 0)
         if n:
             text = f"{text} ({n} similar suppressed in the last {now - last:.1f} s)"
-        getattr(self.logger, level)(text)
+        # rclpy fixes the severity of each logging call site: one site per severity
+        if level == "warning":
+            self.logger.warning(text)
+        elif level == "info":
+            self.logger.info(text)
+        else:
+            self.logger.error(text)
         return True
 
     def warning(self, key, text):

@@ -49,10 +49,13 @@ def create(node):
 
 def _trigger(node, name, work):
     def callback(request, response):
-        response.success, response.message = node.call(lambda: work(node))
-        # a peer may call at any rate: one line per service, outcome and throttle period
-        node.throttle("info" if response.success else "warning",
-                      f"service:{name}:{response.success}", f"{name}: {response.message}")
+        try:
+            response.success, response.message = node.call(lambda: work(node))
+            # a peer may call at any rate: one line per service, outcome and throttle period
+            node.throttle("info" if response.success else "warning",
+                          f"service:{name}:{response.success}", f"{name}: {response.message}")
+        except Exception as exc:  # noqa: BLE001 - always reply, never into the executor
+            response.success, response.message = False, f"{name}: internal error: {exc!r}"
         return response
     return callback
 
