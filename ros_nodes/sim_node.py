@@ -13,6 +13,7 @@ input check, state snapshot and serialisation is a call into cosim.  It
   (``pacing``), reports ``/diagnostics`` (``telemetry``).
 
 Parts: ``params`` (declared parameter table), ``joints`` (message mapping),
+``publishing`` (state publications),
 ``commands`` (checks and stamp policy), ``services``, ``pacing``,
 ``telemetry``, ``state_files``, ``common`` (QoS and helpers), ``process``
 (``--help``, signals, exit status).
@@ -40,21 +41,20 @@ import time  # noqa: E402
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from rcl_interfaces.msg import SetParametersResult  # noqa: E402
 from rclpy.clock import Clock, ClockType  # noqa: E402
-from rclpy.duration import Duration  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.task import Future  # noqa: E402
-from rosgraph_msgs.msg import Clock as ClockMsg  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
-from std_msgs.msg import Float64MultiArray, MultiArrayDimension  # noqa: E402
+from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 import cosim  # noqa: E402
 from cosim.errors import CosimError  # noqa: E402
 
 from . import pacing, params, process, services  # noqa: E402
 from .commands import Commands  # noqa: E402
-from .common import (CLOCK_QOS, COMMAND_QOS, DIAGNOSTICS_QOS, ConfigurationError,  # noqa: E402
-                     LogThrottle, set_real_time_priority, state_qos, time_to_msg, time_to_ns)
+from .common import (COMMAND_QOS, DIAGNOSTICS_QOS, ConfigurationError,  # noqa: E402
+                     LogThrottle, set_real_time_priority, time_to_ns)
 from .joints import JointMap  # noqa: E402
+from .publishing import StatePublisher  # noqa: E402
 from .state_files import StateDirectory  # noqa: E402
 from .telemetry import Telemetry  # noqa: E402
 
@@ -154,11 +154,7 @@ class SimulationNode(Node):
         self.throttle = LogThrottle(self.get_logger(), cfg["log_throttle_period"])
 
     def _create_interfaces(self, cfg):
-        qos = state_qos(cfg["state_reliability"])
-        self._clock_pub = (self.create_publisher(ClockMsg, cfg["topics.clock"], CLOCK_QOS)
-                           if cfg["publish_clock"] else None)
-        self._js_pub = self.create_publisher(JointState, cfg["topics.joint_states"], qos)
-        self._out_pub = self.create_publisher(Float64MultiArray, cfg["topics.outputs"], qos)
+        self.out = StatePublisher(self, cfg, self.joints, len(self.sim.output_names))
         self._diag_pub = self.create_publisher(DiagnosticArray, cfg["topics.diagnostics"],
                                                DIAGNOSTICS_QOS)
         topics = {"command": cfg["topics.command"], "joint_command": cfg["topics.joint_command"]}
@@ -171,14 +167,6 @@ class SimulationNode(Node):
         services.create(self)
         self.create_timer(cfg["diagnostics_period"], self._publish_diagnostics,
                           clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self._js_msg = JointState()  # reused messages, filled by the simulation thread only
-        self._js_msg.header.frame_id = cfg["frame_id"]
-        self._js_msg.name = self.joints.names
-        self._out_msg = Float64MultiArray()
-        n_out = len(self.sim.output_names)
-        self._out_msg.layout.dim = [MultiArrayDimension(label=self.joints.output_label,
-                                                        size=n_out, stride=n_out)]
-        self._clock_msg = ClockMsg()
 
     # ------------------------------------------------------------------ life cycle
     def start(self):
@@ -337,9 +325,7 @@ class SimulationNode(Node):
                 self.get_logger().info(f"end_time reached at t={self.sim.time!r}")
                 self.publish_state()
                 if self.config["shutdown_at_end"]:
-                    for pub in (self._js_pub, self._out_pub, self._clock_pub):
-                        if pub is not None:  # let reliable readers get the final state
-                            pub.wait_for_all_acked(Duration(seconds=1.0))
+                    self.out.wait_for_acks(1.0)
                     self._finish()
             return False
         self._at_end_logged = False
@@ -361,16 +347,10 @@ class SimulationNode(Node):
         return True
 
     def prepare_state(self):
-        """Fill the reused messages from the simulation (no publishing)."""
-        self.joints.fill(self.sim, self._js_msg, self._out_msg)
-        time_to_msg(self.sim.time, self._js_msg.header.stamp)
-        time_to_msg(self.sim.time, self._clock_msg.clock)
+        self.out.prepare(self.sim)
 
     def send_state(self):
-        if self._clock_pub is not None:
-            self._clock_pub.publish(self._clock_msg)
-        self._js_pub.publish(self._js_msg)
-        self._out_pub.publish(self._out_msg)
+        self.out.send()
         self.last_pub = self.last_clock_pub = self.pub_wall = time.monotonic()
         if self._inline:
             self.commands.published(time_to_ns(self.sim.time))
@@ -382,15 +362,13 @@ class SimulationNode(Node):
     def idle_clock(self, now):
         """Paused or idle: republish /clock (the frozen time) for late joiners."""
         period = self.config["paused_clock_period"]
-        if self._clock_pub is not None and period > 0.0 and now - self.last_clock_pub >= period:
-            self._clock_pub.publish(self._clock_msg)
+        if period > 0.0 and now - self.last_clock_pub >= period:
+            self.out.send_clock()
             self.last_clock_pub = now
 
     def peer_count(self):
         """Matched peers of the state topics and commands (a new one: republish)."""
-        pubs = (self._js_pub, self._out_pub, self._clock_pub)
-        return sum(p.get_subscription_count() for p in pubs if p is not None) + sum(
-            s.get_publisher_count() for s in self._cmd_subs)
+        return self.out.subscriber_count() + sum(s.get_publisher_count() for s in self._cmd_subs)
 
     def lock_step_once(self):
         """Apply queued work; take one step if the command for this step is in.
