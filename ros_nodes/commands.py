@@ -130,10 +130,10 @@ class Commands:
                         f"the current state t={self.node.sim.time!r} (lock_step_stamps: strict); "
                         f"stamp commands with the header.stamp of the state they answer")
             return False
-        self.ignore_counted_as_arrival(stamp, topic)
+        self._warn_arrival(stamp, topic)
         return True
 
-    def ignore_counted_as_arrival(self, stamp, topic):
+    def _warn_arrival(self, stamp, topic):
         self.node.throttle.warning(
             "arrival", f"command stamp {stamp * 1e-9!r} s on {topic!r} is not the time of a "
             f"published state (unset header or another clock?): taken as the command for the "

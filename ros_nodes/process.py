@@ -4,7 +4,8 @@ before rclpy and cosim are imported, so a signal during start-up ends the
 process quietly too.
 
 Exit status: 0 after SIGINT or SIGTERM (in any phase: start-up, spinning,
-paused, a long step) or when the node finishes; 2 for a configuration error.
+paused, a long step) or when the node finishes (``shutdown_at_end``); 1 when
+its simulation thread died; 2 for a configuration error.
 Shutdown is bounded: the main loop wakes at least every 0.1 s, the simulation
 thread gets 1 s to stop, and a thread stuck in a long step is abandoned
 (the process ends with ``os._exit`` after rclpy is shut down).
@@ -153,6 +154,8 @@ def run(make_node, *, node_name, help_text, argv=None):
             return 0
         while _State.signum is None and context.ok() and not (finished and finished.done()):
             executor.spin_once(timeout_sec=SPIN_PERIOD)
+        if _State.signum is None and finished is not None and finished.done():
+            return int(finished.result() or 0)  # the node's own end: its status
         return 0
     except Shutdown:
         return 0

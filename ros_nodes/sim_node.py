@@ -200,11 +200,12 @@ class SimulationNode(Node):
         except Exception as exc:  # noqa: BLE001 - report, then let main() end the process
             if not self.stopping.is_set() and self.context.ok():
                 self.get_logger().fatal(f"simulation thread died: {exc!r}")
-                self._finish()
+                self._finish(1)
 
-    def _finish(self):
+    def _finish(self, status=0):
+        """End the program (``process.run`` returns ``status``)."""
         if not self.finished.done():
-            self.finished.set_result(True)
+            self.finished.set_result(status)
 
     # ------------------------------------------------------------------ executor side
     def post(self, item):

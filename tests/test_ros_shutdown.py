@@ -85,3 +85,14 @@ def test_controller_ends_cleanly(tmp_path):
         assert "Traceback" not in proc.log()
     finally:
         proc.stop()
+
+
+def test_shutdown_at_end_exits_zero(tmp_path):
+    env = ros_environment(unique_domain_id("shutdown-at-end"))
+    proc = NodeProcess("ros_nodes.sim_node", env, YAML,
+                       {"end_time": 0.5, "shutdown_at_end": True}, log_dir=tmp_path)
+    try:
+        assert proc.wait(60.0) == 0, proc.log()
+        assert "end_time reached at t=0.5" in proc.log() and "Traceback" not in proc.log()
+    finally:
+        proc.stop()
