@@ -113,3 +113,15 @@ def test_launch_yaml_has_only_known_keys(context, name):
         assert node.config["state_reliability"] == "reliable" and not node.states.enabled
     finally:
         node.destroy_node()
+
+
+def test_controller_accepts_integer_literals(context):
+    from ros_nodes.pd_controller import PDController
+    node = PDController(context=context, cli_args=[
+        "--ros-args", "--params-file", os.path.join(LAUNCH, "pd_pendulum.yaml"),
+        "-p", "kp:=[40]", "-p", "kd:=[8]", "-p", "max_effort:=5"])
+    try:
+        assert node.kp == [40.0] and node.kd == [8.0] and node.max_effort == 5.0
+        assert node.get_parameter("kp").type_ == Parameter.Type.DOUBLE_ARRAY
+    finally:
+        node.destroy_node()
