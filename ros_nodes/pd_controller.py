@@ -12,20 +12,31 @@ plant matches the stamp to its current step) or as a
 (``command_type: array``; the plant's ``command_inputs`` must list the
 inputs in the same order).
 
-Run: ``python -m ros_nodes.pd_controller --ros-args --params-file launch/pd_pendulum.yaml``.
+Run: ``python -m ros_nodes.pd_controller --ros-args --params-file launch/pd_pendulum.yaml``
+(``--help`` prints the parameters).  Integer literals are accepted for the
+floating-point parameters; SIGINT/SIGTERM end it with exit status 0.
 """
 from __future__ import annotations
 
 import sys
 
-import rclpy
-from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.node import Node
-from rclpy.parameter import Parameter
-from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray, MultiArrayDimension
+if __name__ == "__main__":
+    from ros_nodes.process import install_signal_handlers  # before the heavy imports
+    install_signal_handlers()
 
-from .sim_node import COMMAND_QOS, ConfigurationError, set_real_time_priority, state_qos
+import rclpy  # noqa: E402
+from rcl_interfaces.msg import ParameterDescriptor  # noqa: E402
+from rclpy.node import Node  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import Float64MultiArray, MultiArrayDimension  # noqa: E402
+
+from . import process  # noqa: E402
+from .common import (COMMAND_QOS, ConfigurationError, set_real_time_priority,  # noqa: E402
+                     state_qos)
+from .params import coerce_overrides, integer_to_double_callback  # noqa: E402
+
+DOUBLES = ("kp", "kd", "target_positions", "feedforward", "max_effort")
 
 
 def _d(text, constraints=""):
@@ -35,6 +46,8 @@ def _d(text, constraints=""):
 class PDController(Node):
     def __init__(self, node_name="pd_controller", **kwargs):
         super().__init__(node_name, **kwargs)
+        coerce_overrides(self, DOUBLES)
+        self.add_pre_set_parameters_callback(integer_to_double_callback(self))
         p = self.declare_parameter
         p("joint_names", Parameter.Type.STRING_ARRAY, _d("controlled joints (order of all arrays)"))
         p("kp", Parameter.Type.DOUBLE_ARRAY, _d("proportional gains [N.m/rad or N/m]"))
@@ -126,25 +139,31 @@ class PDController(Node):
         self.commands_sent += 1
 
 
-def main(args=None):
-    rclpy.init(args=sys.argv if args is None else args)
-    try:
-        node = PDController()
-    except (ConfigurationError, ValueError, rclpy.exceptions.ParameterException) as exc:
-        rclpy.logging.get_logger("pd_controller").fatal(f"cannot configure the controller: {exc}")
-        rclpy.try_shutdown()
-        return 2
+HELP = """usage: python -m ros_nodes.pd_controller [--help] --ros-args [--params-file FILE] [-p NAME:=VALUE ...]
+
+Joint-space PD controller for the cosim plant (node pd_controller).  Parameters:
+  joint_names        controlled joints (order of all arrays)
+  kp, kd             gains per joint
+  target_positions   set points per joint
+  feedforward        constant efforts (default 0)
+  max_effort = 0.0   saturation; 0 = none
+  command_type = joint_state   joint_state (stamped efforts) or array (Float64MultiArray)
+  state_reliability = reliable reliable or best_effort joint_states subscription
+  sched_priority = 0 SCHED_FIFO priority when run as a program
+  topics.joint_states, topics.command, topics.joint_command
+SIGINT/SIGTERM: clean exit 0."""
+
+
+def _make(context):
+    node = PDController(context=context)
     priority = int(node.get_parameter("sched_priority").value)
     if priority > 0:
         set_real_time_priority(priority, node.get_logger())
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return node
+
+
+def main(args=None):
+    return process.run(_make, node_name="pd_controller", argv=args, help_text=HELP)
 
 
 if __name__ == "__main__":

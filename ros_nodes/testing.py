@@ -15,7 +15,16 @@ import zlib
 
 import rclpy
 import yaml
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rcl_interfaces.msg import Log
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rosgraph_msgs.msg import Clock as ClockMsg
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import Trigger
+
+from .common import COMMAND_QOS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCH = os.path.join(REPO, "launch")
@@ -185,3 +194,76 @@ def call_service(node, srv_type, name, timeout=10.0):
     future = client.call_async(srv_type.Request())
     wait_for(future.done, timeout, what=f"service {name}")
     return future.result()
+
+
+ROSOUT_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
+                        durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+def _ns(stamp):
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
+class Harness:
+    """In-process plant node (from a YAML, plus overrides) and a tester node that
+    records states, /clock, /rosout and /diagnostics and publishes commands; both
+    spun by a MultiThreadedExecutor, talking over DDS on loopback in a domain of
+    their own."""
+
+    def __init__(self, monkeypatch, label, overrides=(), yaml_path=None):
+        from .sim_node import SimulationNode
+        yaml_path = yaml_path or os.path.join(LAUNCH, "pendulum_lock_step.yaml")
+        monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        monkeypatch.delenv("ROS_LOCALHOST_ONLY", raising=False)
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx, domain_id=unique_domain_id(label))
+        self.plant = SimulationNode(
+            context=self.ctx, cli_args=["--ros-args", "--params-file", yaml_path],
+            parameter_overrides=[Parameter(k, value=v) for k, v in dict(overrides).items()])
+        self.node = rclpy.create_node("tester", context=self.ctx)
+        self.states, self.clock, self.logs, self.diagnostics = [], [], [], []
+        self._cv = threading.Condition()
+        self.node.create_subscription(JointState, "joint_states", self._on_state, RECORD_QOS)
+        self.node.create_subscription(ClockMsg, "/clock", lambda m: self.clock.append(_ns(m.clock)),
+                                      RECORD_QOS)
+        self.node.create_subscription(Log, "/rosout", self.logs.append, ROSOUT_QOS)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics.append, 10)
+        self.cmd = self.node.create_publisher(Float64MultiArray, "command", COMMAND_QOS)
+        self.joint_cmd = self.node.create_publisher(JointState, "joint_command", COMMAND_QOS)
+        self.spinner = Spinner(self.ctx, [self.plant, self.node])
+        self.plant.start()
+        wait_for(lambda: self.cmd.get_subscription_count() > 0 and
+                 self.joint_cmd.get_subscription_count() > 0, 10.0, what="plant subscriptions")
+
+    def _on_state(self, msg):
+        with self._cv:
+            self.states.append((_ns(msg.header.stamp), tuple(msg.position), tuple(msg.velocity),
+                                tuple(msg.effort)))
+
+    def latest(self):
+        return self.states[-1] if self.states else None
+
+    def wait_state(self, stamp, timeout=10.0):
+        def found():
+            return any(s[0] == stamp for s in self.states[-5:])
+        wait_for(found, timeout, what=f"state stamped {stamp} ns")
+        return next(s for s in reversed(self.states) if s[0] == stamp)
+
+    def command(self, values):
+        self.cmd.publish(Float64MultiArray(data=[float(v) for v in values]))
+
+    def service(self, name):
+        return call_service(self.node, Trigger, name)
+
+    def errors(self):
+        return [m.msg for m in self.logs if m.level >= Log.ERROR]
+
+    def warnings(self):
+        return [m.msg for m in self.logs if m.level == Log.WARN]
+
+    def close(self):
+        self.plant.stop()
+        self.spinner.stop()
+        for node in (self.plant, self.node):
+            node.destroy_node()
+        rclpy.try_shutdown(context=self.ctx)

@@ -1,0 +1,245 @@
+"""Parameters of the plant node, declared once from a table (as the rclpy demo
+``set_parameters_callback.py``: descriptors, an on-set callback that only
+validates, a post-set callback that applies).
+
+* Integer literals are accepted for floating-point parameters, at start
+  (``-p end_time:=5``) and at run time (``ros2 param set ... real_time_factor 1``):
+  they are converted before rclpy's type check.
+* Unknown keys in the node's parameter set are rejected at start, naming them.
+* Run-time changes (parameters marked dynamic) are validated by ``check`` and
+  rejected with a reason naming the parameter and the value.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rclpy.exceptions import ParameterUninitializedException
+from rclpy.parameter import Parameter
+
+from .common import RELIABILITIES, ConfigurationError, descriptor
+from .state_files import StateFileError, check_name
+
+MODES = ("lock_step", "real_time", "free_run")
+STALE_POLICIES = ("hold", "zero", "pause")
+STAMP_POLICIES = ("match", "strict", "arrival")
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    default: object          # a value, or a Parameter.Type for arrays without a default
+    description: str
+    dynamic: bool = False    # may change at run time
+    choices: tuple = ()
+    range: tuple = None      # inclusive (low, high) for numbers
+
+
+S = Spec
+PLANT = (
+    S("model", "pendulum", "cosim model: library name (pendulum, two_link, ...) or "
+      "'package.module:Class'"),
+    S("method", "generalized-alpha", "integration method (cosim METHOD_REGISTRY name)"),
+    S("rtol", 1e-6, "integrator relative tolerance", range=(0.0, 1.0)),
+    S("atol", 1e-8, "integrator absolute tolerance", range=(0.0, 1e3)),
+    S("integrator_step", 0.0, "fixed integrator step in s; 0 = adaptive", range=(0.0, 1e3)),
+    S("start_time", 0.0, "simulation start time in s"),
+    S("communication_step", 0.01, "communication step in s (inputs held over one step)",
+      range=(1e-9, 1e3)),
+    S("end_time", 0.0, "stop stepping at this simulation time in s; 0 = never", range=(0.0, 1e15)),
+    S("shutdown_at_end", False, "exit the node when end_time is reached"),
+    S("mode", "lock_step", "lock_step (one step per command), real_time (paced to wall time) "
+      "or free_run (as fast as possible)", choices=MODES),
+    S("real_time_factor", 1.0, "real_time: simulated seconds per wall second", dynamic=True,
+      range=(1e-6, 1e6)),
+    S("input_timeout", 0.0, "wall seconds without a command after which inputs are stale; "
+      "0 = never", dynamic=True, range=(0.0, 1e6)),
+    S("stale_input_policy", "hold", "stale inputs: hold (keep last), zero (command inputs to 0), "
+      "pause (stop time until a command arrives)", dynamic=True, choices=STALE_POLICIES),
+    S("start_paused", False, "start with the simulation paused"),
+    S("lock_step_stamps", "match", "lock_step, JointState commands: match = header.stamp equal "
+      "to the current simulation time is this step's command, the stamp of an older published "
+      "state is a duplicate answer (ignored, WARN), any other stamp (zero/unset, wall clock) is "
+      "taken in arrival order (WARN); strict = other stamps are ignored (WARN); arrival = stamps "
+      "are not looked at", choices=STAMP_POLICIES),
+    S("lock_step_republish_period", 0.5, "lock_step: republish the current state after this "
+      "many wall seconds without a command (discovery races); 0 = never", range=(0.0, 1e6)),
+    S("state_directory", "", "directory of saved states, fixed at start-up ('' = save_state "
+      "and load_state off)"),
+    S("state_name", "state.bin", "file name (in state_directory) used by save_state and "
+      "load_state: [A-Za-z0-9._-], no path", dynamic=True),
+    S("state_max_bytes", 16 << 20, "largest state file load_state reads / save_state writes",
+      range=(1, 1 << 30)),
+    S("max_steps_per_request", 1_000_000, "largest N accepted on step_n / steps of a run_until",
+      range=(1, 1 << 40)),
+    S("frame_id", "", "header.frame_id of the published joint states"),
+    S("joint_names", Parameter.Type.STRING_ARRAY, "JointState names; default: the model "
+      "coordinates"),
+    S("joint_positions", Parameter.Type.STRING_ARRAY, "state or output published as each "
+      "joint's position; default: coordinates"),
+    S("joint_velocities", Parameter.Type.STRING_ARRAY, "state or output published as each "
+      "joint's velocity; default: coordinate rates (multibody), none (first order)"),
+    S("joint_efforts", Parameter.Type.STRING_ARRAY, "input applied as each joint's effort "
+      "('' = none); also maps JointState effort commands by joint name"),
+    S("command_inputs", Parameter.Type.STRING_ARRAY, "input names carried, in order, by "
+      "Float64MultiArray commands; default: all inputs"),
+    S("state_reliability", "reliable", "QoS of joint_states/outputs: reliable (default QoS "
+      "readers) or best_effort (sensor data)", choices=RELIABILITIES),
+    S("publish_clock", True, "publish /clock (this node is the time source)"),
+    S("paused_clock_period", 0.1, "while paused or idle: republish /clock (frozen time) every "
+      "this many wall seconds; 0 = never", range=(0.0, 3600.0)),
+    S("topics.clock", "/clock", "clock topic"),
+    S("topics.joint_states", "joint_states", "JointState output topic"),
+    S("topics.outputs", "outputs", "Float64MultiArray model outputs topic"),
+    S("topics.command", "command", "Float64MultiArray command topic ('' = off)"),
+    S("topics.joint_command", "joint_command", "JointState effort command topic ('' = off)"),
+    S("topics.diagnostics", "/diagnostics", "DiagnosticArray topic"),
+    S("topics.step_n", "step_n", "std_msgs/UInt32: pause and step N communication steps"),
+    S("topics.run_until", "run_until", "std_msgs/Float64: pause and step until this "
+      "simulation time (s)"),
+    S("diagnostics_period", 1.0, "wall seconds between diagnostics", range=(0.01, 3600.0)),
+    S("log_throttle_period", 1.0, "wall seconds between two log lines of the same kind about "
+      "messages (rejected, ignored commands)", range=(0.0, 3600.0)),
+    S("real_time.spin_threshold", 0.0002, "real_time: busy-wait the last seconds before a "
+      "deadline", range=(0.0, 0.01)),
+    S("real_time.max_lag", 0.1, "real_time: re-anchor the schedule when behind by more than "
+      "this (wall s)", range=(0.0, 1e3)),
+    S("sched_priority", 0, "SCHED_FIFO priority 1..99 of the process when run as a program "
+      "(root or CAP_SYS_NICE); 0 = normal", range=(0, 99)),
+)
+del S
+BY_NAME = {s.name: s for s in PLANT}
+PREFIXES = ("params.", "method_options.")  # names that depend on the model / method
+
+
+def _descriptor(spec, read_only=None):
+    constraints = f"one of {', '.join(spec.choices)}" if spec.choices else ""
+    kw = {}
+    if spec.range is not None:
+        key = "integer_range" if isinstance(spec.default, int) and not isinstance(
+            spec.default, bool) else "float_range"
+        kw[key] = spec.range
+    return descriptor(spec.description, read_only=not spec.dynamic if read_only is None
+                      else read_only, constraints=constraints, **kw)
+
+
+def coerce_overrides(node, double_names):
+    """Start-up overrides: integer literals of floating-point parameters become
+    floats (``-p end_time:=5``), integer arrays of double arrays likewise."""
+    overrides = node._parameter_overrides  # rclpy: CLI/params-file values before declaration
+    for name in list(overrides):
+        if name in double_names or any(name.startswith(p) for p in double_names
+                                       if p.endswith(".")):
+            new = _as_double(overrides[name])
+            if new is not None:
+                overrides[name] = new
+
+
+def _as_double(prm):
+    if prm.type_ == Parameter.Type.INTEGER:
+        return Parameter(prm.name, Parameter.Type.DOUBLE, float(prm.value))
+    if prm.type_ == Parameter.Type.INTEGER_ARRAY:
+        return Parameter(prm.name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in prm.value])
+    return None
+
+
+def integer_to_double_callback(node):
+    """A pre-set callback converting run-time integer values of declared
+    double parameters (``ros2 param set ... 1``) before rclpy's type check."""
+    def pre_set(params):
+        out = []
+        for prm in params:
+            declared = node.has_parameter(prm.name) and node.get_parameter(prm.name)
+            if declared and declared.type_ in (Parameter.Type.DOUBLE, Parameter.Type.DOUBLE_ARRAY):
+                out.append(_as_double(prm) or prm)
+            else:
+                out.append(prm)
+        return out
+    return pre_set
+
+
+def _doubles():
+    return {s.name for s in PLANT if isinstance(s.default, float)} | {"params."}
+
+
+def declare(node, model_parameters):
+    """Declare the table, the model's ``params.*`` and the given ``method_options.*``;
+    reject unknown keys; return the configuration dict."""
+    coerce_overrides(node, _doubles())
+    for spec in PLANT:
+        node.declare_parameter(spec.name, spec.default, _descriptor(spec))
+    overrides = node._parameter_overrides
+    model = node.get_parameter("model").value
+    spec_params = model_parameters(model)
+    for q in spec_params:
+        node.declare_parameter(f"params.{q.name}", float(q.default), descriptor(
+            f"model parameter [{q.unit}] {q.description}".strip(), read_only=not q.tunable))
+    for name, value in overrides.items():
+        if name.startswith("method_options."):
+            node.declare_parameter(name, value.value, descriptor("integrator option",
+                                                                 dynamic=True))
+    unknown = sorted(n for n in overrides if not node.has_parameter(n))
+    for name in unknown:
+        if name.startswith("params."):
+            raise ConfigurationError(
+                f"parameter {name!r}: model {model!r} has no parameter {name[7:]!r} "
+                f"(parameters: {', '.join(q.name for q in spec_params) or 'none'})")
+    if unknown:
+        hint = (" (state_file was replaced by state_directory + state_name)"
+                if "state_file" in unknown else "")
+        raise ConfigurationError(f"unknown parameter(s) for this node: {', '.join(unknown)}"
+                                 f"{hint}; see --help")
+    return read(node)
+
+
+def read(node):
+    cfg = {}
+    for spec in PLANT:
+        try:
+            value = node.get_parameter(spec.name).value
+        except ParameterUninitializedException:  # arrays declared without a default
+            value = None
+        if isinstance(spec.default, Parameter.Type):
+            value = None if value is None else [str(v) for v in value]
+        cfg[spec.name] = value
+    cfg["params"] = {k: v.value for k, v in node.get_parameters_by_prefix("params").items()}
+    cfg["method_options"] = {k: v.value for k, v in
+                             node.get_parameters_by_prefix("method_options").items()}
+    for spec in PLANT:
+        reason = check(spec.name, cfg[spec.name])
+        if reason:
+            raise ConfigurationError(reason)
+    return cfg
+
+
+def check(name, value):
+    """Reason the value is invalid for this table parameter, or None."""
+    spec = BY_NAME.get(name)
+    if spec is None:
+        return None
+    if spec.choices and value not in spec.choices:
+        return f"parameter {name!r} must be one of {', '.join(spec.choices)}, got {value!r}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"parameter {name!r} must be finite, got {value!r}"
+    if spec.range is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+        lo, hi = spec.range
+        if not lo <= value <= hi:
+            return f"parameter {name!r} must be in [{lo}, {hi}], got {value!r}"
+    if name == "state_name":
+        try:
+            check_name(value)
+        except StateFileError as exc:
+            return f"parameter 'state_name': {exc}"
+    return None
+
+
+def help_text(prog, summary):
+    lines = [f"usage: {prog} [--help] --ros-args [--params-file FILE] [-p NAME:=VALUE ...]",
+             "", summary, "", "parameters (node cosim_sim; * = may change at run time):"]
+    for s in PLANT:
+        default = "(none)" if isinstance(s.default, Parameter.Type) else repr(s.default)
+        lines.append(f"  {s.name}{'*' if s.dynamic else ''} = {default}")
+        lines.append(f"      {s.description}")
+    lines.append("  params.NAME   model parameters (tunable ones may change at run time)")
+    lines.append("  method_options.NAME   integrator options")
+    return "\n".join(lines)

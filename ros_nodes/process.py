@@ -1,0 +1,183 @@
+"""Process life cycle of a node run as a program: ``--help``, SIGINT/SIGTERM,
+spinning, exit status.  Light on imports: ``install_signal_handlers`` runs
+before rclpy and cosim are imported, so a signal during start-up ends the
+process quietly too.
+
+Exit status: 0 after SIGINT or SIGTERM (in any phase: start-up, spinning,
+paused, a long step) or when the node finishes (``shutdown_at_end``); 1 when
+its simulation thread died; 2 for a configuration error.
+Shutdown is bounded: the main loop wakes at least every 0.1 s, the simulation
+thread gets 1 s to stop, and a thread stuck in a long step is abandoned
+(the process ends with ``os._exit`` after rclpy is shut down).
+"""
+from __future__ import annotations
+
+import fnmatch
+import signal
+import sys
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SPIN_PERIOD = 0.1   # s: the main loop checks for a signal at least this often
+THREAD_GRACE = 1.0  # s: time the simulation thread gets to stop
+
+
+class Shutdown(SystemExit):
+    """Raised by the signal handler during start-up: unwinds quietly (exit 0)."""
+
+    def __init__(self, signum):
+        super().__init__(0)
+        self.signum = signum
+
+
+class _State:
+    phase = "startup"   # startup -> running -> stopping
+    signum = None
+    hooks = []          # callables run (in the handler) when a signal arrives
+
+
+def _handler(signum, frame):
+    if _State.signum is None:
+        _State.signum = signum
+    for hook in list(_State.hooks):
+        try:
+            hook()
+        except Exception:  # noqa: BLE001 - a handler must not raise
+            pass
+    if _State.phase == "startup":
+        raise Shutdown(signum)
+
+
+def install_signal_handlers():
+    """Own SIGINT/SIGTERM (rclpy's handlers are not installed)."""
+    for s in SIGNALS:
+        signal.signal(s, _handler)
+
+
+def wants_help(argv):
+    """``--help``/``-h`` before ``--ros-args`` (after it, the arguments are ROS's)."""
+    args = list(argv[1:])
+    if "--ros-args" in args:
+        args = args[:args.index("--ros-args")]
+    return "--help" in args or "-h" in args
+
+
+def params_files(argv):
+    """Paths given with ``--params-file`` in the ROS arguments."""
+    out, args = [], list(argv)
+    for i, a in enumerate(args[:-1]):
+        if a == "--params-file":
+            out.append(args[i + 1])
+    return out
+
+
+def check_params_file_sections(argv, fully_qualified_name):
+    """Each ``--params-file`` must have a section that applies to this node
+    (by name, namespace or wildcard); a file for another node is an error
+    instead of silently running the defaults.  Returns an error text or None."""
+    import yaml
+    for path in params_files(argv):
+        try:
+            with open(path) as fh:
+                doc = yaml.safe_load(fh)
+        except (OSError, yaml.YAMLError) as exc:
+            return f"cannot read parameter file {path!r}: {exc}"
+        keys = [str(k) for k in (doc or {})] if isinstance(doc, dict) else []
+        if not any(_section_applies(k, fully_qualified_name) for k in keys):
+            return (f"parameter file {path!r} has no section for node {fully_qualified_name!r} "
+                    f"(sections: {', '.join(keys) or 'none'})")
+    return None
+
+
+def _fully_qualified_name(argv, node_name):
+    """The node's name after ``-r __node:=`` / ``-r __ns:=`` remapping in ``argv``."""
+    name, ns = node_name, "/"
+    for arg in argv:
+        if arg.startswith("__node:=") or arg.startswith("__name:="):
+            name = arg.split(":=", 1)[1]
+        elif arg.startswith("__ns:="):
+            ns = arg.split(":=", 1)[1] or "/"
+    return ns.rstrip("/") + "/" + name
+
+
+def _section_applies(key, fqn):
+    key = key if key.startswith("/") else "/" + key
+    if key == "/**":
+        return True
+    pattern = key.replace("/**", "/*")
+    return fnmatch.fnmatchcase(fqn, pattern) or fnmatch.fnmatchcase(fqn.lstrip("/"), key.lstrip("/"))
+
+
+def run(make_node, *, node_name, help_text, argv=None):
+    """Run one node as a program; returns the exit status.
+
+    ``make_node(context)`` builds the node; a node with ``start()``/``stop(timeout)``
+    and a ``finished`` future (the plant) is started after it is added to the
+    executor and stopped on the way out."""
+    argv = list(sys.argv if argv is None else argv)
+    if wants_help(argv):
+        print(help_text)
+        return 0
+    install_signal_handlers()
+    node = executor = context = None
+    stopped_cleanly = True
+    try:
+        import rclpy
+        from rclpy.exceptions import ParameterException
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.signals import SignalHandlerOptions
+
+        from cosim.errors import CosimError
+
+        from .common import ConfigurationError
+        context = rclpy.Context()
+        rclpy.init(args=argv, context=context, signal_handler_options=SignalHandlerOptions.NO)
+        logger = rclpy.logging.get_logger(node_name)
+        try:
+            error = check_params_file_sections(argv, _fully_qualified_name(argv, node_name))
+            if error:
+                raise ConfigurationError(error)
+            node = make_node(context)
+        except (CosimError, ConfigurationError, ValueError, ParameterException) as exc:
+            logger.fatal(f"cannot configure the node: {exc}")
+            return 2
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        stop = getattr(node, "request_stop", None)
+        if stop is not None:
+            _State.hooks.append(stop)
+        if hasattr(node, "start"):
+            node.start()
+        node.get_logger().info(f"ready ({getattr(node, 'summary', 'running')})")
+        finished = getattr(node, "finished", None)
+        _State.phase = "running"
+        if _State.signum is not None:
+            return 0
+        while _State.signum is None and context.ok() and not (finished and finished.done()):
+            executor.spin_once(timeout_sec=SPIN_PERIOD)
+        if _State.signum is None and finished is not None and finished.done():
+            return int(finished.result() or 0)  # the node's own end: its status
+        return 0
+    except Shutdown:
+        return 0
+    finally:
+        _State.phase = "stopping"
+        if node is not None and hasattr(node, "stop"):
+            stopped_cleanly = _quietly(lambda: node.stop(THREAD_GRACE), True)
+        if executor is not None:
+            _quietly(lambda: executor.shutdown(timeout_sec=0.5))
+        if node is not None:
+            _quietly(node.destroy_node)
+        if context is not None:
+            _quietly(lambda: rclpy.try_shutdown(context=context))
+        if stopped_cleanly is False:  # a step still running in the simulation thread
+            sys.stdout.flush()
+            sys.stderr.flush()
+            import os
+            os._exit(0)
+
+
+def _quietly(fn, default=None):
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001 - shutting down: nothing left to report to
+        return default

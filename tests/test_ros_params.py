@@ -1,0 +1,127 @@
+"""Plant parameters: integer literals for floating-point parameters (start-up and
+run time), run-time changes validated with a reason, unknown keys and foreign
+parameter files rejected at start, ``--help`` for both nodes."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+from rcl_interfaces.srv import SetParameters  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+
+from ros_nodes.common import ConfigurationError  # noqa: E402
+from ros_nodes.sim_node import SimulationNode  # noqa: E402
+from ros_nodes.testing import (LAUNCH, REPO, NodeProcess, ros_environment,  # noqa: E402
+                               unique_domain_id, wait_for)
+
+pytestmark = pytest.mark.ros
+
+PLANT_YAML = os.path.join(LAUNCH, "pendulum_lock_step.yaml")
+
+
+@pytest.fixture
+def context(monkeypatch, request):
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=unique_domain_id(request.node.name))
+    yield ctx
+    rclpy.try_shutdown(context=ctx)
+
+
+def test_integer_literals_for_double_parameters_at_start(context):
+    node = SimulationNode(context=context, cli_args=[
+        "--ros-args", "--params-file", PLANT_YAML, "-p", "end_time:=5", "-p", "params.l:=2",
+        "-p", "communication_step:=1", "-p", "real_time_factor:=2", "-p", "atol:=1"])
+    try:
+        assert node.end_time == 5.0 and node.step == 1.0 and node.real_time_factor == 2.0
+        assert node.config["params"]["l"] == 2.0 and isinstance(node.config["params"]["l"], float)
+        assert node.get_parameter("end_time").type_ == Parameter.Type.DOUBLE
+        assert node.sim.model.params["l"] == 2.0 and node.sim.atol == 1.0
+    finally:
+        node.destroy_node()
+
+
+def set_remote(peer, **values):
+    client = peer.create_client(SetParameters, "/cosim_sim/set_parameters")
+    assert client.wait_for_service(timeout_sec=10.0)
+    future = client.call_async(SetParameters.Request(
+        parameters=[Parameter(k, value=v).to_parameter_msg() for k, v in values.items()]))
+    wait_for(future.done, 10.0, what="set_parameters")
+    return future.result().results[0]
+
+
+def test_runtime_changes_validated_with_a_reason(harness):
+    hs = harness({"mode": "real_time", "start_paused": True})
+    ok = set_remote(hs.node, real_time_factor=1)  # an integer, as `ros2 param set` sends it
+    assert ok.successful, ok.reason
+    assert hs.plant.real_time_factor == 1.0 and isinstance(hs.plant.real_time_factor, float)
+    assert set_remote(hs.node, input_timeout=2).successful and hs.plant.input_timeout == 2.0
+    for values, text in (
+            ({"real_time_factor": -1.0}, "real_time_factor"),
+            ({"real_time_factor": float("nan")}, "real_time_factor"),
+            ({"stale_input_policy": "bogus"}, "'stale_input_policy' must be one of hold, zero, "
+                                              "pause, got 'bogus'"),
+            ({"input_timeout": "soon"}, "Wrong parameter type"),
+            ({"mode": "free_run"}, "read-only"),
+            ({"state_name": "../x"}, "not allowed"),
+            ({"params.m": -1.0}, "params.m"),
+    ):
+        res = set_remote(hs.node, **values)
+        assert not res.successful and text in res.reason, (values, res.reason)
+    assert hs.plant.real_time_factor == 1.0 and hs.plant.stale_policy == "hold"
+    assert hs.plant.sim.model.params["m"] == 1.0 and hs.plant.mode == "real_time"
+
+
+def test_unknown_keys_rejected_at_start(context, tmp_path):
+    path = tmp_path / "plant.yaml"
+    path.write_text("cosim_sim:\n  ros__parameters:\n    model: pendulum\n    end_tim: 2.0\n"
+                    "    topics:\n      joint_state: js\n    state_file: /etc/hostname\n")
+    with pytest.raises(ConfigurationError) as err:
+        SimulationNode(context=context, cli_args=["--ros-args", "--params-file", str(path)])
+    text = str(err.value)
+    assert "unknown parameter(s) for this node: end_tim, state_file, topics.joint_state" in text
+    assert "state_directory" in text
+
+
+def test_parameter_file_for_another_node_rejected(tmp_path):
+    proc = NodeProcess("ros_nodes.sim_node", ros_environment(unique_domain_id("foreign")),
+                       os.path.join(LAUNCH, "pd_pendulum.yaml"), log_dir=tmp_path)
+    assert proc.wait(60.0) == 2
+    assert "has no section for node '/cosim_sim' (sections: pd_controller)" in proc.log()
+    proc.stop()
+
+
+@pytest.mark.parametrize("module", ["ros_nodes.sim_node", "ros_nodes.pd_controller"])
+def test_help_without_starting_a_node(module):
+    env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
+               ROS_DOMAIN_ID=str(unique_domain_id("help")))
+    res = subprocess.run([sys.executable, "-m", module, "--help"], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("usage:") and "joint_names" in res.stdout
+    assert "ready" not in res.stdout + res.stderr and "[INFO]" not in res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("name", ["pendulum_free_run.yaml", "pendulum_lock_step.yaml",
+                                  "two_link_lock_step.yaml", "two_link_real_time.yaml"])
+def test_launch_yaml_has_only_known_keys(context, name):
+    node = SimulationNode(context=context, cli_args=[
+        "--ros-args", "--params-file", os.path.join(LAUNCH, name)])
+    try:
+        assert node.config["state_reliability"] == "reliable" and not node.states.enabled
+    finally:
+        node.destroy_node()
+
+
+def test_controller_accepts_integer_literals(context):
+    from ros_nodes.pd_controller import PDController
+    node = PDController(context=context, cli_args=[
+        "--ros-args", "--params-file", os.path.join(LAUNCH, "pd_pendulum.yaml"),
+        "-p", "kp:=[40]", "-p", "kd:=[8]", "-p", "max_effort:=5"])
+    try:
+        assert node.kp == [40.0] and node.kd == [8.0] and node.max_effort == 5.0
+        assert node.get_parameter("kp").type_ == Parameter.Type.DOUBLE_ARRAY
+    finally:
+        node.destroy_node()
