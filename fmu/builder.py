@@ -171,6 +171,18 @@ def describe_variables(sim, numeric_options):
             "event_counter": counter}
 
 
+def default_method(model):
+    """generalized-alpha for multibody models; the exact ``state-transition`` for the
+    LTI model; ``dopri5`` for other first-order models (issue 15: `cosim fmu build lti`
+    without --method failed)."""
+    from cosim.models import model_class
+
+    cls = model_class(model)
+    if cls.kind == "multibody":
+        return "generalized-alpha"
+    return "state-transition" if cls.name == "lti" else "dopri5"
+
+
 def feedthrough(sim):
     """{output key: [input keys]}: the external inputs each output depends on directly
     (FMI 2.0.4 §2.2.8 ModelStructure ``dependencies``).
@@ -234,7 +246,7 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
     its method/tolerances/step are used unless given here, its input signals
     give the start values of the FMU inputs, its stop time and communication
     step the DefaultExperiment).
-    ``method`` (default generalized-alpha), ``rtol``/``atol`` (1e-6/1e-8),
+    ``method`` (default :func:`default_method`), ``rtol``/``atol`` (1e-6/1e-8),
     ``step``: fixed integration step (None: adaptive).
     ``stop_time``/``step_size``: the DefaultExperiment (defaults: the model's
     usual horizon and 1/500 of it, or the blocks' base step).
@@ -269,7 +281,7 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
             spec["connections"] = list(connections)
         refs, experiment, default_name, description = spec, {}, None, ""
         # validate everything by building the simulation once (clear cosim errors)
-        sim = Simulation(method=method or "generalized-alpha", params=params,
+        sim = Simulation(method=method or default_method(target), params=params,
                          rtol=1e-6 if rtol is None else rtol, atol=1e-8 if atol is None else atol,
                          h=step, method_options=method_options, **spec)
         spec = dict(spec, params=params)

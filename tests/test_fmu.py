@@ -34,7 +34,8 @@ T_PD = 0.01  # controller sample time = libcosim communication step
 PD_BLOCK = {"type": "state_feedback", "name": "pd", "sample_time": T_PD,
             "K": [[40.0, 8.0]], "reference_gain": [[40.0]],
             "inputs": ["angle", "angular_velocity", "reference"], "outputs": ["torque"]}
-FMI2_LAST_SUCCESSFUL_TIME = 2  # fmi2StatusKind
+FMI2_LAST_SUCCESSFUL_TIME, FMI2_TERMINATED = 2, 3  # fmi2StatusKind
+FMI2_ERROR = 3  # fmi2Status
 
 
 @pytest.fixture(scope="session")
@@ -80,7 +81,8 @@ def pd_fmu(fmu_dir):
 class Slave:
     """An fmpy FMU2Slave with variable lookup and an optional message log."""
 
-    def __init__(self, path, name="instance", unzip=None, params=None, logging=False):
+    def __init__(self, path, name="instance", unzip=None, params=None, logging=False,
+                 initialize=True):
         self.md = read_model_description(str(path))
         self.unzip = unzip or extract(str(path))
         self.vr = {v.name: v.valueReference for v in self.md.modelVariables}
@@ -96,7 +98,8 @@ class Slave:
                              modelIdentifier=self.md.coSimulation.modelIdentifier,
                              instanceName=name)
         self.fmu.instantiate(callbacks=self.callbacks, loggingOn=logging)
-        self.initialize(params)
+        if initialize:
+            self.initialize(params)
 
     def _log(self, env, instance, status, category, message):
         self.messages.append((status, (category or b"").decode(), (message or b"").decode()))
@@ -265,9 +268,11 @@ SUBPROCESS_CONTINUE = textwrap.dedent("""
         fmu.doStep(t, 0.01)
         t += 0.01
         rows.append(fmu.getReal([vr["angle"], vr["angular_velocity"], vr["rod_force"]]))
-    bundled = os.path.realpath(sys.modules["cosim"].__file__).startswith(os.path.realpath(unzip))
-    print(json.dumps({{"rows": rows, "bundled_cosim": bundled,
-                      "cosim_file": sys.modules["cosim"].__file__}}))
+    private = [m for m in sys.modules if m.startswith("cosim_fmu_") and "." not in m]
+    bundled = (len(private) == 1 and "cosim" not in sys.modules
+               and os.path.realpath(sys.modules[private[0] + ".cosim"].__file__).startswith(
+                   os.path.realpath(unzip)))
+    print(json.dumps({{"rows": rows, "bundled_cosim": bundled, "private": private}}))
 """)
 
 
@@ -294,12 +299,15 @@ def test_serialized_state_continues_in_a_new_process(pendulum_fmu, tmp_path):
                           timeout=120, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["bundled_cosim"], result["cosim_file"]
+    assert result["bundled_cosim"], result["private"]
     assert np.array_equal(np.array(result["rows"]), expected)  # identical continuation
 
 
 # -- status and logging ----------------------------------------------------------------------------
-def test_nan_input_and_invalid_steps_are_discarded_state_unchanged(pendulum_fmu):
+def test_nan_input_is_discarded_and_bad_step_arguments_are_errors_state_unchanged(pendulum_fmu):
+    """§4.2.2: a step the FMU cannot compute is fmi2Discard; arguments that break the
+    calling contract (t != FMU time, h <= 0) are fmi2Error; both leave the state as it was,
+    and after a discarded step and a valid retry fmi2Terminated is false (§4.2.3)."""
     slave = Slave(pendulum_fmu, "bad-input", logging=True)
     reference = Slave(pendulum_fmu, "reference")
     t, _ = drive(slave, 0.0, 5)
@@ -309,18 +317,20 @@ def test_nan_input_and_invalid_steps_are_discarded_state_unchanged(pendulum_fmu)
     state = slave.fmu.getFMUstate()
     before = bytes(slave.fmu.serializeFMUstate(state))
 
-    cases = [({"torque": float("nan")}, t, 0.01, "must be finite"),
-             ({"torque": torque}, t, -0.01, "must be > 0"),
-             ({"torque": torque}, t, 0.0, "must be > 0"),
-             ({"torque": torque}, t + 0.5, 0.01, "but the simulation is at")]
-    for inputs, t_call, h, text in cases:
+    cases = [({"torque": float("nan")}, t, 0.01, fmi2Discard, "must be finite"),
+             ({"torque": torque}, t, -0.01, FMI2_ERROR, "must be > 0"),
+             ({"torque": torque}, t, 0.0, FMI2_ERROR, "must be > 0"),
+             ({"torque": torque}, t + 0.5, 0.01, FMI2_ERROR, "but the FMU is at")]
+    for inputs, t_call, h, status, text in cases:
         slave.messages.clear()
         slave.set(inputs)
         with pytest.raises(FMICallException) as info:
             slave.fmu.doStep(t_call, h)
-        assert info.value.status == fmi2Discard
-        assert slave.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == t_call  # nothing completed
-        assert any(status == fmi2Discard and text in message for status, _, message in slave.messages), \
+        assert info.value.status == status, (t_call, h, text)
+        assert slave.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == t  # nothing completed
+        assert slave.fmu.getBooleanStatus(FMI2_TERMINATED) is False or \
+            slave.fmu.getBooleanStatus(FMI2_TERMINATED) == 0
+        assert any(st == status and text in message for st, _, message in slave.messages), \
             slave.messages
     slave.set({"torque": torque})
     after_state = slave.fmu.getFMUstate()
@@ -329,6 +339,8 @@ def test_nan_input_and_invalid_steps_are_discarded_state_unchanged(pendulum_fmu)
     _, got = drive(slave, t, 10)
     _, want = drive(reference, t, 10)
     assert np.array_equal(got, want)
+    assert not slave.fmu.getBooleanStatus(FMI2_TERMINATED)  # discard + valid retry: not terminated
+    assert slave.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == pytest.approx(t + 0.1, abs=1e-12)
     for s in (state, after_state):
         slave.fmu.freeFMUstate(s)
     slave.close()
@@ -484,7 +496,7 @@ def test_tunable_parameter_and_solver_setting_through_fmi(ball_fmu, pendulum_fmu
     ball = Slave(ball_fmu, "ball", logging=True)
     sim = cosim.Simulation(model="bouncing_ball")
     got, want = [], []
-    for n in range(20):
+    for n in range(12):
         if n == 8:  # tunable: applied at the next communication point
             ball.set({"e": float("nan")})  # rejected: discarded, nothing changes
             with pytest.raises(FMICallException) as info:
@@ -522,25 +534,38 @@ def test_tunable_parameter_and_solver_setting_through_fmi(ball_fmu, pendulum_fmu
     slave.close()
 
 
-def test_corrupt_serialized_state_is_refused_and_instance_recovers(pendulum_fmu):
+def test_bad_serialized_states_are_errors_at_deserialization_state_unchanged(pendulum_fmu, ball_fmu):
+    """§2.1.8: a corrupt, truncated, empty, random or foreign serialized state is refused by
+    fmi2DeSerializeFMUstate itself (fmi2Error), and the instance continues unchanged."""
     slave = Slave(pendulum_fmu, "corrupt", logging=True)
     reference = Slave(pendulum_fmu, "corrupt-reference")
     t, _ = drive(slave, 0.0, 3)
     drive(reference, 0.0, 3)
     good = slave.fmu.getFMUstate()
-    blob = bytearray(slave.fmu.serializeFMUstate(good))
-    blob[len(blob) // 2] ^= 0xFF
-    # pythonfmu 0.7 cannot return fmi2Error here (a Python exception would free the slave):
-    # the state is refused with an fmi2Error message and fmi2DoStep is blocked until recovery
-    bad = slave.fmu.deSerializeFMUstate(bytes(blob))
-    slave.fmu.setFMUstate(bad)
-    slave.fmu.freeFMUstate(bad)
-    assert any(status == 3 and "checksum mismatch" in message for status, _, message in slave.messages)
-    with pytest.raises(FMICallException) as info:
-        slave.fmu.doStep(t, 0.01)
-    assert info.value.status == fmi2Discard
-    slave.fmu.setFMUstate(good)  # recovery as after fmi2Error
+    blob = bytes(slave.fmu.serializeFMUstate(good))
     slave.fmu.freeFMUstate(good)
+    flipped = bytearray(blob)
+    flipped[len(blob) // 2] ^= 0xFF
+    ball = Slave(ball_fmu, "foreign")
+    ball_state = ball.fmu.getFMUstate()
+    foreign = bytes(ball.fmu.serializeFMUstate(ball_state))
+    ball.fmu.freeFMUstate(ball_state)
+    ball.close()
+    rng = np.random.default_rng(7)
+    cases = {"corrupt": (bytes(flipped), "checksum mismatch"),
+             "truncated": (blob[:len(blob) // 3], "truncated"),
+             "empty": (b"", "too short"),
+             "random": (rng.bytes(len(blob)), "bad magic"),
+             "foreign": (foreign, "belongs to 'BouncingBall'")}
+    for name, (data, text) in cases.items():
+        slave.messages.clear()
+        with pytest.raises(FMICallException) as info:
+            slave.fmu.deSerializeFMUstate(data)
+        assert info.value.status == FMI2_ERROR, name
+        assert any(st == FMI2_ERROR and text in m for st, _, m in slave.messages), (name, slave.messages)
+    state = slave.fmu.getFMUstate()
+    assert bytes(slave.fmu.serializeFMUstate(state)) == blob  # unchanged
+    slave.fmu.freeFMUstate(state)
     _, got = drive(slave, t, 5)
     _, want = drive(reference, t, 5)
     assert np.array_equal(got, want)
@@ -617,7 +642,9 @@ SUBPROCESS_FRAGILE = textwrap.dedent("""
         out["b"].append(b.getReal([vr["x"]])[0])
     out["t"] = t
     out["messages"] = [m for s, m in messages]
-    out["model_file"] = sys.modules["fragile_model"].__file__
+    out["terminated_after_retry"] = bool(a.getBooleanStatus(3))
+    out["model_file"] = next(m.__file__ for n, m in sys.modules.items() if n.endswith(".fragile_model"))
+    out["top_level"] = "fragile_model" in sys.modules or "cosim" in sys.modules
     out["unzip"] = str(unzip)
     print(json.dumps(out))
 """)
@@ -643,23 +670,40 @@ def test_non_converging_step_is_discarded_and_user_model_is_bundled(tmp_path, mo
     assert res["last_successful"] == pytest.approx(0.4, abs=1e-15)
     assert any("ConvergenceError" in m and "u=100.0" in m for m in res["messages"]), res["messages"]
     assert res["a"] == res["b"]  # the discarded step left no trace
+    assert res["terminated_after_retry"] is False and res["top_level"] is False
     assert os.path.realpath(res["model_file"]).startswith(os.path.realpath(res["unzip"]))
     x_exact = 1.0 / 3.0 + (1.0 - 1.0 / 3.0) * np.exp(-3.0 * 1.0)  # x' = -3x + 1, x(0) = 1
     assert res["a"][-1] == pytest.approx(x_exact, rel=1e-4)
 
 
-def test_bad_fixed_parameter_blocks_steps_until_reset(pendulum_fmu):
-    slave = Slave(pendulum_fmu, "bad-parameter", params={"g": float("nan")}, logging=True)
-    assert any(status == 3 and "fmi2ExitInitializationMode failed" in message and "'g' must be finite" in message
-               for status, _, message in slave.messages), slave.messages
-    with pytest.raises(FMICallException) as info:
-        slave.fmu.doStep(0.0, 0.01)
-    assert info.value.status == fmi2Discard
-    slave.fmu.reset()  # fmi2Reset recovers: start values again
-    slave.initialize()
-    _, rows = drive(slave, 0.0, 3)
-    assert np.all(np.isfinite(rows))
-    slave.close()
+def test_invalid_parameter_is_error_at_initialization_until_reset(pendulum_fmu, tmp_path):
+    """§2.1.3: a parameter the model rejects (l = -1, g = NaN) makes
+    fmi2ExitInitializationMode return fmi2Error naming it; fmi2DoStep is then fmi2Error
+    until fmi2Reset; `fmpy simulate` fails visibly (non-zero exit, the message)."""
+    for params, text in (({"l": -1.0}, "'l'"), ({"g": float("nan")}, "'g' must be finite")):
+        slave = Slave(pendulum_fmu, "bad-parameter", logging=True, initialize=False)
+        slave.fmu.setupExperiment(startTime=0.0)
+        slave.set(params)
+        slave.fmu.enterInitializationMode()
+        with pytest.raises(FMICallException) as info:
+            slave.fmu.exitInitializationMode()
+        assert info.value.status == FMI2_ERROR
+        assert any(st == FMI2_ERROR and "fmi2ExitInitializationMode" in m and text in m
+                   for st, _, m in slave.messages), slave.messages
+        with pytest.raises(FMICallException) as info:
+            slave.fmu.doStep(0.0, 0.01)
+        assert info.value.status == FMI2_ERROR
+        slave.fmu.reset()  # fmi2Reset recovers: start values again
+        slave.initialize()
+        _, rows = drive(slave, 0.0, 3)
+        assert np.all(np.isfinite(rows))
+        slave.close()
+    proc = subprocess.run([sys.executable, "-m", "fmpy", "simulate", str(pendulum_fmu),
+                           "--start-values", "l", "-1", "--output-file", str(tmp_path / "out.csv")],
+                          capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    assert proc.returncode != 0
+    assert "fmi2ExitInitializationMode" in proc.stdout + proc.stderr
+    assert not (tmp_path / "out.csv").exists()
 
 
 def test_variable_names_and_configuration_parameters(tmp_path):
