@@ -917,3 +917,210 @@ def test_shipped_scenario_fmu_matches_cosim_run(scenario_path, fmu_dir, tmp_path
     assert np.array_equal(np.array(got), want)
     if scenario_path.stem == "bouncing_ball":
         assert events > 0
+
+
+# -- FMI 2.0.4 contract (issue 15) --------------------------------------------------------------
+def _run_pendulum(path, tolerance=None, n=50):
+    slave = Slave(path, "tol", initialize=False)
+    if tolerance is None:
+        slave.fmu.setupExperiment(startTime=0.0)
+    else:
+        slave.fmu.setupExperiment(tolerance=tolerance, startTime=0.0)
+    slave.fmu.enterInitializationMode()
+    slave.fmu.exitInitializationMode()
+    _, rows = drive(slave, 0.0, n)
+    slave.close()
+    return rows
+
+
+def test_setup_experiment_tolerance_is_the_relative_tolerance(pendulum_fmu):
+    """§2.1.6: fmi2SetupExperiment(toleranceDefined, tolerance) sets the step-size control's
+    relative tolerance: the FMU equals cosim.Simulation with rtol = tolerance, bit for bit."""
+    def reference(rtol):
+        sim = cosim.Simulation(model="pendulum", rtol=rtol)
+        t, rows = 0.0, []
+        for _ in range(50):
+            sim.set_inputs({"torque": float(np.sin(3.0 * t))})
+            sim.do_step(t, 0.01)
+            t += 0.01
+            rows.append(sim.get_outputs())
+        return np.array(rows)
+    loose = _run_pendulum(pendulum_fmu, tolerance=1e-2)
+    assert np.array_equal(loose, reference(1e-2))
+    assert np.array_equal(_run_pendulum(pendulum_fmu), reference(1e-6))
+    assert np.max(np.abs(loose - reference(1e-6))) > 1e-5  # and it matters
+    slave = Slave(pendulum_fmu, "bad-tol", initialize=False, logging=True)
+    with pytest.raises(FMICallException) as info:
+        slave.fmu.setupExperiment(tolerance=-1.0, startTime=0.0)
+    assert info.value.status == FMI2_ERROR
+    assert any("tolerance" in m for _, _, m in slave.messages)
+    slave.fmu.freeInstance()
+
+
+def test_wrong_guid_is_refused(pendulum_fmu):
+    """§2.1.5: fmi2Instantiate checks fmuGUID; a foreign modelDescription gets no instance."""
+    md = read_model_description(str(pendulum_fmu))
+    messages = []
+    cb = fmi2CallbackFunctions()
+    cb.logger = fmi2CallbackLoggerTYPE(lambda e, i, s, c, m: messages.append((s, m.decode())))
+    cb.allocateMemory, cb.freeMemory = defaultCallbacks.allocateMemory, defaultCallbacks.freeMemory
+    fmu = FMU2Slave(guid="{00000000-0000-0000-0000-000000000000}", unzipDirectory=extract(str(pendulum_fmu)),
+                    modelIdentifier=md.coSimulation.modelIdentifier, instanceName="wrong-guid")
+    with pytest.raises(Exception, match="instantiate"):
+        fmu.instantiate(callbacks=cb)
+    assert any(s == FMI2_ERROR and "fmuGUID" in m and md.guid in m for s, m in messages), messages
+
+
+def test_unknown_value_reference_and_fixed_parameter_after_init_are_errors(pendulum_fmu):
+    """§2.1.7: an unknown value reference, the wrong type, an output, or a fixed parameter
+    after initialization is fmi2Error and changes nothing (all or nothing)."""
+    slave = Slave(pendulum_fmu, "vr", logging=True)
+    t, _ = drive(slave, 0.0, 3)
+    state = slave.fmu.getFMUstate()
+    before = bytes(slave.fmu.serializeFMUstate(state))
+    slave.fmu.freeFMUstate(state)
+    values = slave.get(["l", "torque", "solver.rtol"])
+    torque, l_vr, angle = slave.vr["torque"], slave.vr["l"], slave.vr["angle"]
+    calls = [lambda: slave.fmu.getReal([999]),
+             lambda: slave.fmu.getReal([angle, 999]),
+             lambda: slave.fmu.setReal([torque, 999], [5.0, 1.0]),
+             lambda: slave.fmu.setReal([angle], [1.0]),  # an output
+             lambda: slave.fmu.getInteger([999]),
+             lambda: slave.fmu.getInteger([angle]),  # a Real
+             lambda: slave.fmu.setInteger([slave.vr["event_count"]], [3]),
+             lambda: slave.fmu.getBoolean([0]),
+             lambda: slave.fmu.getString([999]),
+             lambda: slave.fmu.setReal([torque, l_vr], [5.0, 2.0]),  # fixed after init
+             lambda: slave.fmu.setReal([slave.vr["solver.rtol"]], [1e-3]),
+             lambda: slave.fmu.setString([slave.vr["solver.method"]], ["bdf"])]
+    logs = []
+    for k, call in enumerate(calls):
+        slave.messages.clear()
+        with pytest.raises(FMICallException) as info:
+            call()
+        assert info.value.status == FMI2_ERROR, k
+        logs.append(" ".join(m for s, _, m in slave.messages if s == FMI2_ERROR))
+    assert "valueReference 999 is not a Real variable" in logs[0]
+    assert "is an output" in logs[3] and "valueReference 999 is not an Integer" in logs[4]
+    assert "'l' is a fixed parameter" in logs[9] and "'solver.method' is a fixed parameter" in logs[11]
+    assert slave.get(["l", "torque", "solver.rtol"]) == values  # unchanged
+    state = slave.fmu.getFMUstate()
+    assert bytes(slave.fmu.serializeFMUstate(state)) == before
+    slave.fmu.freeFMUstate(state)
+    slave.close()
+
+
+def test_terminal_event_discards_the_step_and_terminates(ball_fmu):
+    """§4.2.3: the bouncing ball's terminal event ends the step at the event: fmi2Discard,
+    fmi2LastSuccessfulTime = event time, fmi2Terminated true, outputs at the event; a later
+    fmi2DoStep is fmi2Error (state unchanged) until fmi2SetFMUstate or fmi2Reset."""
+    ball = Slave(ball_fmu, "terminal", logging=True)
+    sim = cosim.Simulation(model="bouncing_ball")
+    t, h = 0.0, 0.1
+    saved = None
+    for n in range(100):
+        if n == 5:
+            saved = ball.fmu.getFMUstate()
+        sim.do_step(t, h)
+        try:
+            ball.fmu.doStep(t, h)
+        except FMICallException as exc:
+            assert exc.status == fmi2Discard
+            break
+        assert not ball.fmu.getBooleanStatus(FMI2_TERMINATED)
+        t += h
+    else:
+        pytest.fail("the ball never stopped")
+    assert sim.stopped and t < sim.stop_time <= t + h
+    assert ball.fmu.getBooleanStatus(FMI2_TERMINATED)
+    assert ball.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == sim.stop_time
+    assert ball.get(["height", "velocity"]) == sim.get_outputs()[:2].tolist()
+    assert any(s == fmi2Discard and "terminal event" in m for s, _, m in ball.messages)
+    outputs = ball.get(["height", "velocity"])
+    with pytest.raises(FMICallException) as info:
+        ball.fmu.doStep(t + h, h)
+    assert info.value.status == FMI2_ERROR
+    assert ball.get(["height", "velocity"]) == outputs and ball.fmu.getBooleanStatus(FMI2_TERMINATED)
+    ball.fmu.setFMUstate(saved)  # back before the stop: steps again, not terminated
+    ball.fmu.freeFMUstate(saved)
+    assert not ball.fmu.getBooleanStatus(FMI2_TERMINATED)
+    ball.fmu.doStep(0.5, h)
+    ball.close()
+
+
+def test_model_structure_and_direct_feedthrough(pendulum_fmu, pd_fmu):
+    """§2.2.8: <Outputs> lists, per output, the inputs it depends on directly (found from the
+    model: the pendulum's rod force depends on the applied forces fx, fy; angle and rate on no
+    input); such an output is recomputed by fmi2GetReal right after fmi2SetReal (§4.2.1)."""
+    md = read_model_description(str(pendulum_fmu))
+    deps = {u.variable.name: sorted(d.name for d in (u.dependencies or [])) for u in md.outputs}
+    assert deps == {"angle": [], "angular_velocity": [], "rod_force": ["fx", "fy"], "event_count": []}
+    init = {u.variable.name: [d.name for d in (u.dependencies or [])] for u in md.initialUnknowns}
+    assert {"fx", "fy", "l", "m"} <= set(init["rod_force"]) and "torque" not in init["rod_force"]
+    pd = read_model_description(str(pd_fmu))
+    assert all(not u.dependencies for u in pd.outputs)  # block outputs are held: no feedthrough
+
+    slave = Slave(pendulum_fmu, "feedthrough", initialize=False)
+    slave.fmu.setupExperiment(startTime=0.0)
+    slave.fmu.enterInitializationMode()
+    slave.set({"fx": 3.0})
+    in_init = slave.get(["rod_force"])[0]
+    slave.fmu.exitInitializationMode()
+    t, _ = drive(slave, 0.0, 5)
+    slave.set({"fx": -2.0, "fy": 1.0})
+    between = slave.get(["angle", "rod_force"])
+    sim = cosim.Simulation(model="pendulum")
+    sim.set_inputs({"fx": 3.0})
+    assert in_init == sim.get_output_dict()["rod_force"]
+    tt = 0.0
+    for _ in range(5):
+        sim.set_inputs({"torque": float(np.sin(3.0 * tt)), "fx": 3.0})
+        sim.do_step(tt, 0.01)
+        tt += 0.01
+    sim.set_inputs({"torque": float(np.sin(3.0 * (tt - 0.01))), "fx": -2.0, "fy": 1.0})
+    assert between == [sim.get_output_dict()["angle"], sim.get_output_dict()["rod_force"]]
+    assert abs(between[1] - in_init) > 0.1
+    slave.close()
+
+
+def test_lti_builds_without_method(tmp_path):
+    out = tmp_path / "X.fmu"
+    assert cosim_main(["fmu", "build", "lti", "-o", str(out)]) == 0
+    md = read_model_description(str(out))
+    assert {v.name: v.start for v in md.modelVariables}["solver.method"] == "state-transition"
+    assert validate_fmu(str(out)) == []
+
+
+MISSING_SCIPY = textwrap.dedent("""
+    import json, sys
+    class Block:  # this host has no scipy: its import fails as on a machine without it
+        def find_spec(self, name, path=None, target=None):
+            if name == "scipy" or name.startswith("scipy."):
+                raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+    sys.meta_path.insert(0, Block())
+    from fmpy import extract, read_model_description
+    from fmpy.fmi2 import FMU2Slave, defaultCallbacks, fmi2CallbackFunctions, fmi2CallbackLoggerTYPE
+    md = read_model_description({path!r})
+    messages = []
+    cb = fmi2CallbackFunctions()
+    cb.logger = fmi2CallbackLoggerTYPE(lambda e, i, s, c, m: messages.append((s, m.decode())))
+    cb.allocateMemory, cb.freeMemory = defaultCallbacks.allocateMemory, defaultCallbacks.freeMemory
+    fmu = FMU2Slave(guid=md.guid, unzipDirectory=extract({path!r}),
+                    modelIdentifier=md.coSimulation.modelIdentifier, instanceName="no-scipy")
+    try:
+        fmu.instantiate(callbacks=cb)
+        ok = True
+    except Exception:
+        ok = False
+    print(json.dumps({{"instantiated": ok, "messages": messages}}))
+""")
+
+
+def test_missing_scipy_on_the_host_is_an_error_naming_it(pendulum_fmu, tmp_path):
+    proc = subprocess.run([sys.executable, "-c", MISSING_SCIPY.format(path=str(pendulum_fmu))],
+                          capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["instantiated"] is False
+    assert any(s == FMI2_ERROR and "needs numpy and scipy" in m and "missing: scipy" in m
+               for s, m in res["messages"]), res["messages"]
