@@ -1124,3 +1124,144 @@ def test_missing_scipy_on_the_host_is_an_error_naming_it(pendulum_fmu, tmp_path)
     assert res["instantiated"] is False
     assert any(s == FMI2_ERROR and "needs numpy and scipy" in m and "missing: scipy" in m
                for s, m in res["messages"]), res["messages"]
+
+
+# -- isolation: the code of each FMU is private to it (fmu/bundle.py) --------------------------------
+OSCILLATOR_MODEL = textwrap.dedent('''
+    """A user model: damped oscillator x'' = -w^2 x - 2 z w x' + u (first order form)."""
+    import numpy as np
+    from cosim.models.base import FirstOrderModel, Parameter, Signal
+
+
+    class Oscillator(FirstOrderModel):
+        name = "oscillator"
+        states = ("x", "v")
+        parameters = (Parameter("w", 3.0, "rad/s", "natural frequency"),
+                      Parameter("z", 0.1, "1", "damping ratio"))
+        inputs = (Signal("u", "1", "force"),)
+        outputs = (Signal("x", "1", "position"), Signal("a", "1", "acceleration"))
+
+        def initial_state(self):
+            return np.array([1.0, 0.0])
+
+        def _a(self, x, u):
+            w, z = self.params["w"], self.params["z"]
+            return -w * w * x[0] - 2.0 * z * w * x[1] + u[0]
+
+        def rhs(self, t, x, u):
+            return np.array([x[1], self._a(x, u)])
+
+        def rhs_jacobian(self, t, x, u):
+            w, z = self.params["w"], self.params["z"]
+            return np.array([[0.0, 1.0], [-w * w, -2.0 * z * w]])
+
+        def output_values(self, t, y, u):
+            return np.array([y[0], self._a(y, u)])
+''')
+
+ISOLATION_HOST = textwrap.dedent("""
+    import json, os, sys
+    sys.path.insert(0, {src!r})
+    import cosim  # the host's own cosim, imported before any FMU
+    import fragile_model, oscillator_model
+    from fmpy import extract, read_model_description, simulate_fmu
+    from fmpy.fmi2 import FMU2Slave
+    host_cosim = cosim.__file__
+    out = {{}}
+    # two different user-model FMUs one after the other (fmpy deletes each unzip folder)
+    for key, path, model, method in (("fragile", {fragile!r}, "fragile_model:Fragile", "dopri5"),
+                                     ("oscillator", {osc!r}, "oscillator_model:Oscillator", "rk4")):
+        res = simulate_fmu(path, stop_time=1.0, output_interval=0.1)
+        sim = cosim.Simulation(model=model, method=method, params={{"k": 3.0}} if key == "fragile" else None,
+                               h=0.01 if method == "rk4" else None)
+        ref = [sim.get_outputs()[0]]
+        for n in range(10):
+            sim.do_step(n * 0.1, (n + 1) * 0.1 - n * 0.1)
+            ref.append(sim.get_outputs()[0])
+        out[key] = {{"fmu": res["x"].tolist(), "ref": ref}}
+    # two builds of different cosim versions alive at once, stepped alternately
+    slaves = []
+    for path in ({osc!r}, {alt!r}):
+        md = read_model_description(path)
+        unzip = extract(path)
+        f = FMU2Slave(guid=md.guid, unzipDirectory=unzip, modelIdentifier=md.coSimulation.modelIdentifier,
+                      instanceName=os.path.basename(path))
+        f.instantiate()
+        f.setupExperiment(startTime=0.0)
+        f.enterInitializationMode()
+        f.exitInitializationMode()
+        package = json.load(open(os.path.join(unzip, "resources", "cosim_fmu.json")))["package"]
+        slaves.append((f, md, package))
+    rows = []
+    for n in range(10):
+        row = []
+        for f, md, _ in slaves:
+            f.doStep(n * 0.1, 0.1)
+            vr = {{v.name: v.valueReference for v in md.modelVariables}}
+            row.append(f.getReal([vr["x"]])[0])
+        rows.append(row)
+    out["alternating"] = rows
+    out["versions"] = [sys.modules[p + ".cosim"].__version__ for _, _, p in slaves]
+    out["packages"] = [p for _, _, p in slaves]
+    out["host_cosim_kept"] = sys.modules["cosim"].__file__ == host_cosim
+    # the same FMU unzipped again after fmpy deleted the first folder: a method imported
+    # lazily now (bdf) comes from the new folder
+    res = simulate_fmu({pendulum!r}, stop_time=0.1, output_interval=0.01)
+    res_bdf = simulate_fmu({pendulum!r}, stop_time=0.1, output_interval=0.01,
+                           start_values={{"solver.method": "bdf"}})
+    sim = cosim.Simulation(model="pendulum", method="bdf")
+    for n in range(10):
+        sim.do_step(n * 0.01, (n + 1) * 0.01 - n * 0.01)
+    out["bdf"] = [float(res_bdf["angle"][-1]), float(sim.get_outputs()[0]), float(res["angle"][-1])]
+    out["host_modules_clean"] = all("cosim_fmu_" not in (getattr(m, "__file__", None) or "")
+                                    for n, m in list(sys.modules.items()) if not n.startswith("cosim_fmu_"))
+    out["path_clean"] = not any("cosim_fmu_" in p or "resources" in p for p in sys.path)
+    for f, _, _ in slaves:
+        f.terminate()
+        f.freeInstance()
+    print(json.dumps(out))
+""")
+
+
+def test_fmus_are_isolated_from_each_other_and_from_the_host(tmp_path):
+    """Two different user-model FMUs run one after the other, then two FMUs built from
+    different cosim versions side by side, in a host that imported cosim itself: each FMU
+    runs its own bundled code, results equal the host's cosim.Simulation bit for bit, and
+    the host's `cosim`, sys.path and sys.modules are untouched."""
+    import shutil
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "fragile_model.py").write_text(FRAGILE_MODEL)
+    (src / "oscillator_model.py").write_text(OSCILLATOR_MODEL)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(src), str(REPO)]))
+    build = [sys.executable, "-m", "cosim.cli", "fmu", "build"]
+    fragile, osc, alt = tmp_path / "Fragile.fmu", tmp_path / "Osc.fmu", tmp_path / "OscAlt.fmu"
+    for args in ([ "fragile_model:Fragile", "-o", str(fragile), "--method", "dopri5", "--param", "k=3"],
+                 ["oscillator_model:Oscillator", "-o", str(osc), "--method", "rk4", "--step", "0.01"]):
+        subprocess.run(build + args, check=True, capture_output=True, timeout=300, env=env, cwd=str(tmp_path))
+    # the same model built by another version of cosim (a copy with another __version__)
+    other = tmp_path / "other"
+    shutil.copytree(REPO / "cosim", other / "cosim", ignore=shutil.ignore_patterns("__pycache__"))
+    init = other / "cosim" / "__init__.py"
+    init.write_text(init.read_text().replace(f'__version__ = "{cosim.__version__}"', '__version__ = "9.9.9+other"'))
+    alt_env = dict(env, PYTHONPATH=os.pathsep.join([str(other), str(src), str(REPO)]))
+    subprocess.run(build + ["oscillator_model:Oscillator", "-o", str(alt), "--method", "rk4", "--step", "0.01"],
+                   check=True, capture_output=True, timeout=300, env=alt_env, cwd=str(tmp_path))
+
+    pendulum = tmp_path / "P.fmu"
+    subprocess.run(build + ["pendulum", "-o", str(pendulum)], check=True, capture_output=True,
+                   timeout=300, env=env, cwd=str(tmp_path))
+    script = ISOLATION_HOST.format(src=str(src), fragile=str(fragile), osc=str(osc), alt=str(alt),
+                                   pendulum=str(pendulum))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          cwd=str(tmp_path), env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    for key in ("fragile", "oscillator"):
+        assert res[key]["fmu"] == res[key]["ref"], key
+    assert res["versions"] == [cosim.__version__, "9.9.9+other"]
+    assert len(set(res["packages"])) == 2
+    rows = np.array(res["alternating"])
+    assert np.array_equal(rows[:, 0], rows[:, 1])  # same model, same numerics, separate code
+    assert res["host_cosim_kept"] and res["host_modules_clean"] and res["path_clean"]
+    assert res["bdf"][0] == res["bdf"][1] and res["bdf"][0] != res["bdf"][2]
