@@ -172,6 +172,10 @@ class CosimSlave(Fmi2Slave):
         self._real_get = {}
         self._real_set = {}
         self._register_all()
+        self._live_settable = {vr for vr, var in self.vars.items()  # after initialization
+                               if vr in self._real_set and not (
+                                   var.causality == Fmi2Causality.parameter
+                                   and var.variability == Fmi2Variability.fixed)}
 
     # -- variables -----------------------------------------------------------------------
     def _register_all(self):
@@ -245,8 +249,8 @@ class CosimSlave(Fmi2Slave):
             kind = "an output" if bad in self._real_get else "not a Real variable"
             raise InvalidInputError(f"valueReference {bad} is {kind} of {self.modelName}; "
                                     f"it cannot be set") from None
-        if self._initialized:  # all or nothing: check every variability first (§2.1.7)
-            for vr in vrs:
+        if self._initialized and not self._live_settable.issuperset(vrs):
+            for vr in vrs:  # all or nothing: check every variability first (§2.1.7)
                 self._check_settable(self.vars[vr])
         for setter, value in zip(setters, values):
             setter(value)
