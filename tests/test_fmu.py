@@ -1283,3 +1283,96 @@ def test_conformance_script_every_fmu_in_a_venv_without_cosim(tmp_path):
     assert all(line["ok"] for line in lines)
     assert f"{len(lines)}/{len(lines)} FMUs conform" in proc.stdout
     assert "cosim importable: False, pythonfmu importable: False" in proc.stdout
+
+
+# -- a second master: libcosim with two cosim builds and an independent controller FMU --------------
+STOCK_CONTROLLER = textwrap.dedent('''
+    """A PD controller for two pendulums, exported by stock pythonfmu (not cosim)."""
+    from pythonfmu import Fmi2Causality, Fmi2Slave, Real
+
+
+    class TwinPD(Fmi2Slave):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.kp, self.kd, self.ref = 40.0, 8.0, 0.8
+            self.angle_a = self.rate_a = self.angle_b = self.rate_b = 0.0
+            self.torque_a = self.torque_b = 0.0
+            for name in ("angle_a", "rate_a", "angle_b", "rate_b"):
+                self.register_variable(Real(name, causality=Fmi2Causality.input))
+            for name in ("torque_a", "torque_b"):
+                self.register_variable(Real(name, causality=Fmi2Causality.output))
+
+        def do_step(self, current_time, step_size):
+            self.torque_a = self.kp * (self.ref - self.angle_a) - self.kd * self.rate_a
+            self.torque_b = self.kp * (self.ref - self.angle_b) - self.kd * self.rate_b
+            return True
+''')
+
+LIBCOSIM_TWO_BUILDS = textwrap.dedent("""
+    import json
+    from libcosimpy.CosimEnums import CosimVariableType
+    from libcosimpy.CosimExecution import CosimExecution
+    from libcosimpy.CosimLogging import CosimLogLevel, log_output_level
+    from libcosimpy.CosimObserver import CosimObserver
+    from libcosimpy.CosimSlave import CosimLocalSlave
+    log_output_level(CosimLogLevel.ERROR)
+    step_ns, n = {step_ns!r}, {n!r}
+    ex = CosimExecution.from_step_size(step_ns)
+    index, refs = {{}}, {{}}
+    for name, path in (("a", {plant_a!r}), ("b", {plant_b!r}), ("ctrl", {ctrl!r})):
+        index[name] = ex.add_local_slave(CosimLocalSlave(fmu_path=path, instance_name=name))
+        refs[name] = {{v.name.decode(): v.reference for v in ex.slave_variables(index[name])}}
+    for p in ("a", "b"):
+        ex.connect_real_variables(index[p], refs[p]["angle"], index["ctrl"], refs["ctrl"]["angle_" + p])
+        ex.connect_real_variables(index[p], refs[p]["angular_velocity"], index["ctrl"], refs["ctrl"]["rate_" + p])
+        ex.connect_real_variables(index["ctrl"], refs["ctrl"]["torque_" + p], index[p], refs[p]["torque"])
+    obs = CosimObserver.create_time_series()
+    ex.add_observer(obs)
+    for p in ("a", "b"):
+        obs.start_time_series(index[p], refs[p]["angle"], CosimVariableType.REAL)
+    assert ex.step(n)
+    out = {{}}
+    for p in ("a", "b"):
+        t_ns, _, out[p] = obs.time_series_real_samples(index[p], refs[p]["angle"], 0, n + 2)
+    out["t_ns"] = list(t_ns)
+    print(json.dumps(out))
+""")
+
+
+def test_libcosim_two_cosim_builds_and_an_independent_controller(pendulum_fmu, tmp_path):
+    """libcosim runs two pendulum FMUs built by different cosim versions and a PD controller
+    exported by stock pythonfmu in one execution: both plants equal cosim.Simulation in the
+    same Jacobi coupling, and each other, bit for bit."""
+    import shutil
+    other = tmp_path / "other"
+    shutil.copytree(REPO / "cosim", other / "cosim", ignore=shutil.ignore_patterns("__pycache__"))
+    init = other / "cosim" / "__init__.py"
+    init.write_text(init.read_text().replace(f'__version__ = "{cosim.__version__}"', '__version__ = "9.9.9+other"'))
+    plant_b = tmp_path / "PendulumOther.fmu"
+    subprocess.run([sys.executable, "-m", "cosim.cli", "fmu", "build", "pendulum", "-o", str(plant_b)],
+                   check=True, capture_output=True, timeout=300, cwd=str(tmp_path),
+                   env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(other), str(REPO)])))
+    assert read_model_description(str(plant_b)).version == "9.9.9+other"
+    (tmp_path / "twin_pd.py").write_text(STOCK_CONTROLLER)
+    subprocess.run([sys.executable, "-m", "pythonfmu", "build", "-f", str(tmp_path / "twin_pd.py"),
+                    "-d", str(tmp_path)], check=True, capture_output=True, timeout=300, cwd=str(tmp_path))
+    step_ns, n = 10_000_000, 200
+    script = LIBCOSIM_TWO_BUILDS.format(plant_a=str(pendulum_fmu), plant_b=str(plant_b),
+                                        ctrl=str(tmp_path / "TwinPD.fmu"), step_ns=step_ns, n=n)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads(proc.stdout.strip().splitlines()[-1])
+    a, b = np.array(run["a"]), np.array(run["b"])
+    assert np.array_equal(a, b) and len(a) >= n - 1
+    plant, torque, ref = cosim.Simulation(model="pendulum"), 0.0, []
+    ref.append(plant.get_output_dict()["angle"])
+    for j in range(len(a) - 1):  # Jacobi: the controller's output of step j-1 drives step j
+        po = plant.get_output_dict()
+        plant.set_inputs({"torque": torque})
+        t_j = (j * step_ns) / 1e9
+        plant.do_step(t_j, ((j + 1) * step_ns) / 1e9 - t_j)
+        torque = 40.0 * (0.8 - po["angle"]) - 8.0 * po["angular_velocity"]
+        ref.append(plant.get_output_dict()["angle"])
+    assert np.max(np.abs(a - np.array(ref))) <= 1e-12
+    assert abs(a[-1] - 0.8) < 0.2  # regulated towards the reference
