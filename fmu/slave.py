@@ -1,8 +1,9 @@
-"""The FMI 2.0 co-simulation slave: a thin pythonfmu adapter over :class:`cosim.Simulation`.
+"""The FMI 2.0 co-simulation slave: a thin adapter over :class:`cosim.Simulation`.
 
-Every FMU built by ``cosim fmu build`` ships this package (``resources/fmu/``),
-the ``cosim`` core and a JSON configuration (``resources/cosim_fmu.json``)
-describing the simulation and the FMI variables.  The generated slave module
+Every FMU built by ``cosim fmu build`` ships this module and the ``cosim``
+core in its private package (``resources/cosim_fmu_<hex>/``, :mod:`fmu.bundle`)
+and a JSON configuration (``resources/cosim_fmu.json``) describing the
+simulation and the FMI variables.  The generated slave module
 subclasses :class:`CosimSlave`; all numerics stay in ``cosim``.
 
 Status codes (FMI 2.0.4 §2.1.3; the FMU binary, fmu/native/cosim_fmi2.cpp,
