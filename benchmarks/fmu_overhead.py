@@ -107,7 +107,7 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=None, help="communication steps per case")
     args = parser.parse_args(argv)
     n_steps = args.steps or (600 if args.quick else 4000)
-    print(f"FMU (fmpy FMU2Slave -> pythonfmu -> cosim.Simulation) vs cosim.Simulation directly, "
+    print(f"FMU (fmpy FMU2Slave -> FMU binary -> cosim.Simulation) vs cosim.Simulation directly, "
           f"h = 1 ms, {n_steps} steps per case (alternating loop shapes), times in µs")
     print(f"{'case':42s} {'loop':9s} {'FMU med':>8s} {'FMU p99':>8s} {'sim med':>8s} {'sim p99':>8s}"
           f" {'ovh med':>8s} {'ovh p99':>8s}")

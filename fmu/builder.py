@@ -1,18 +1,20 @@
-"""Build an FMI 2.0 Co-Simulation FMU from a cosim model or scenario (pythonfmu).
+"""Build an FMI 2.0 Co-Simulation FMU from a cosim model or scenario.
 
 ``build_fmu("pendulum", "Pendulum.fmu", params={"l": 2.0})`` validates the
 whole configuration by constructing the :class:`cosim.Simulation` once (an
 unknown model, method or parameter fails here with a :mod:`cosim.errors`
-exception), derives the FMI variables from it, and packs with pythonfmu's
-``FmuBuilder``:
+exception), derives the FMI variables from it, and zips:
 
+``modelDescription.xml``
+    written by :class:`fmu.slave.CosimSlave` (pythonfmu's description types),
+    with the input -> output dependencies found by :func:`feedthrough`.
 ``resources/``
-    ``cosim/`` (the core, source only), ``fmu/slave.py`` (the slave runtime),
-    ``pythonfmu/`` (added by pythonfmu), ``cosim_fmu.json`` (simulation and
-    variable configuration), ``cosim_fmu_<Identifier>.py`` (the slave module),
-    and the package of a user model / user block function if one is used.
-``binaries/linux64``, ``binaries/win64``
-    pythonfmu's native wrapper that embeds the Python interpreter.
+    ``cosim_fmu.json`` (simulation and variable configuration, GUID, name of
+    the private package) and ``cosim_fmu_<hex>/``: the private package of this
+    build (the ``cosim`` core, the slave runtime, the parts of pythonfmu the
+    slave uses, any user model package; see :mod:`fmu.bundle`).
+``binaries/linux64/<Identifier>.so``
+    the FMI entry points (:mod:`fmu.native`, compiled once and cached).
 
 Variable names are the model's input/output/parameter names (block signals
 ``block.signal``), kept 1:1 when they are valid FMI structured names and
@@ -24,9 +26,9 @@ import importlib
 import importlib.util
 import json
 import re
-import shutil
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 import cosim
@@ -96,23 +98,6 @@ def _user_modules(spec):
         if top and top not in ("cosim", "fmu") and top not in tops:
             tops.append(top)
     return tops
-
-
-def _copy_source(src, dst):
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo",
-                                                             ".*", "*.egg-info"))
-
-
-def _stage_user_module(top, stage):
-    spec = importlib.util.find_spec(top)
-    if spec is None or spec.origin in (None, "built-in", "frozen"):
-        raise InvalidInputError(f"cannot bundle user module {top!r}: it is not importable from source")
-    if spec.submodule_search_locations:
-        pkg_dir = Path(list(spec.submodule_search_locations)[0])
-        _copy_source(pkg_dir, stage / top)
-        return stage / top
-    shutil.copy2(spec.origin, stage / Path(spec.origin).name)
-    return stage / Path(spec.origin).name
 
 
 def _signal_meta(signals):
@@ -186,6 +171,58 @@ def describe_variables(sim, numeric_options):
             "event_counter": counter}
 
 
+def default_method(model):
+    """generalized-alpha for multibody models; the exact ``state-transition`` for the
+    LTI model; ``dopri5`` for other first-order models (issue 15: `cosim fmu build lti`
+    without --method failed)."""
+    from cosim.models import model_class
+
+    cls = model_class(model)
+    if cls.kind == "multibody":
+        return "generalized-alpha"
+    return "state-transition" if cls.name == "lti" else "dopri5"
+
+
+def feedthrough(sim):
+    """{output key: [input keys]}: the external inputs each output depends on directly
+    (FMI 2.0.4 §2.2.8 ModelStructure ``dependencies``).
+
+    Found from the model: ``model.output_values(t, y, u)`` at the initial state is
+    evaluated with each external plant input perturbed alone, from two base input
+    vectors (zero and a fixed pseudo-random one), so that a dependence hidden by a
+    zero coefficient at one point is seen at the other.  Block outputs and plant
+    inputs driven by blocks are held between sample instants: no feedthrough."""
+    import numpy as np
+
+    model = sim.model
+    external = set(sim.input_names)
+    deps = {key: [] for key in sim.output_names}
+    t, y = sim.time, np.array(sim.y, dtype=float)
+    rng = np.random.default_rng(12345)
+    bases = [np.zeros(model.n_inputs), rng.uniform(-1.0, 1.0, model.n_inputs)]
+
+    def out(u):
+        try:
+            return np.asarray(model.output_values(t, y, u), dtype=float).reshape(-1)
+        except Exception:  # noqa: BLE001 - cannot tell: declare a dependence (conservative)
+            return None
+
+    for j, name in enumerate(model.input_names):
+        if name not in external:
+            continue
+        for base in bases:
+            for delta in (1.0, -0.37):
+                u = base.copy()
+                u[j] += delta
+                a, b = out(base), out(u)
+                for k, key in enumerate(model.output_names):
+                    changed = (a is None or b is None
+                               or not (a[k] == b[k] or (np.isnan(a[k]) and np.isnan(b[k]))))
+                    if changed and name not in deps[key]:
+                        deps[key].append(name)
+    return {key: sorted(v, key=sim.input_names.index) for key, v in deps.items()}
+
+
 def _plain_json(value):
     """JSON-able copy (tuples -> lists, numpy scalars -> Python)."""
     if isinstance(value, dict):
@@ -209,7 +246,7 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
     its method/tolerances/step are used unless given here, its input signals
     give the start values of the FMU inputs, its stop time and communication
     step the DefaultExperiment).
-    ``method`` (default generalized-alpha), ``rtol``/``atol`` (1e-6/1e-8),
+    ``method`` (default :func:`default_method`), ``rtol``/``atol`` (1e-6/1e-8),
     ``step``: fixed integration step (None: adaptive).
     ``stop_time``/``step_size``: the DefaultExperiment (defaults: the model's
     usual horizon and 1/500 of it, or the blocks' base step).
@@ -244,7 +281,7 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
             spec["connections"] = list(connections)
         refs, experiment, default_name, description = spec, {}, None, ""
         # validate everything by building the simulation once (clear cosim errors)
-        sim = Simulation(method=method or "generalized-alpha", params=params,
+        sim = Simulation(method=method or default_method(target), params=params,
                          rtol=1e-6 if rtol is None else rtol, atol=1e-8 if atol is None else atol,
                          h=step, method_options=method_options, **spec)
         spec = dict(spec, params=params)
@@ -259,6 +296,10 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
                        if isinstance(v, (int, float)) and not isinstance(v, bool)}
     other_options = {k: v for k, v in method_options.items() if k not in numeric_options}
     variables = describe_variables(sim, numeric_options)
+    direct = feedthrough(sim)
+    names = {v["key"]: v["name"] for v in variables["inputs"]}
+    for v in variables["outputs"]:
+        v["depends_on"] = [names[key] for key in direct.get(v["key"], ())]
 
     t_start = float(experiment.get("start_time", 0.0))
     t_end = stop_time if stop_time is not None else experiment.get("stop_time")
@@ -292,41 +333,56 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
     return _pack(identifier, config, _user_modules(refs), output)
 
 
-def _pack(identifier, config, user_modules, output):
-    from pythonfmu.builder import FmuBuilder
+def _user_module_path(top):
+    spec = importlib.util.find_spec(top)
+    if spec is None or spec.origin in (None, "built-in", "frozen"):
+        raise InvalidInputError(f"cannot bundle user module {top!r}: it is not importable from source")
+    if spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0])
+    return Path(spec.origin)
 
-    here = Path(__file__).resolve().parent
-    core = Path(cosim.__file__).resolve().parent
-    module = f"cosim_fmu_{identifier}"
+
+def _pack(identifier, config, user_modules, output):
+    """Zip modelDescription.xml, the private code package and the binary (FMI 2.0.4 §2.3)."""
+    import zipfile
+    from xml.dom import minidom
+    from xml.etree.ElementTree import tostring
+
+    import pythonfmu
+
+    from .bundle import package_name, stage_package
+    from .native import PLATFORM, native_library
+    from .slave import CosimSlave
+
+    guid = str(uuid.uuid4())
+    config = dict(config, guid=guid, package=package_name(guid), requires=["numpy", "scipy"])
+    library = native_library()
     with tempfile.TemporaryDirectory(prefix="cosim_fmu_") as tmp:
-        tmp = Path(tmp)
-        stage, script_dir = tmp / "stage", tmp / "script"
-        stage.mkdir()
-        script_dir.mkdir()
-        _copy_source(core, stage / "cosim")
-        _copy_source(here, stage / "fmu")  # slave runtime (+ examples; builder unused at run time)
-        (stage / CONFIG_FILE).write_text(json.dumps(config, indent=1))
-        project = [stage / "cosim", stage / "fmu", stage / CONFIG_FILE]
-        project += [_stage_user_module(top, stage) for top in user_modules]
-        script = script_dir / f"{module}.py"
-        script.write_text(
-            f'"""FMI 2.0 co-simulation slave {identifier} (generated by `cosim fmu build`)."""\n'
-            "from fmu.slave import CosimSlave, pin_module_dict\n\n\n"
-            f"class {identifier}(CosimSlave):\n"
-            f'    """{config["description"]}"""\n\n\n'
-            "pin_module_dict(globals())  # pythonfmu 0.7 loader workaround, see fmu/slave.py\n")
-        saved_path = list(sys.path)
-        try:
-            result = FmuBuilder.build_FMU(
-                script, dest=output, project_files=project,
-                canHandleVariableCommunicationStepSize=True, canInterpolateInputs=False,
-                canGetAndSetFMUstate=True, canSerializeFMUstate=True,
-                canBeInstantiatedOnlyOncePerProcess=False)
+        resources = Path(tmp) / "resources"
+        resources.mkdir()
+        (resources / CONFIG_FILE).write_text(json.dumps(config, indent=1))
+        stage_package(resources, config["package"], cosim_dir=Path(cosim.__file__).resolve().parent,
+                      fmu_dir=Path(__file__).resolve().parent,
+                      pythonfmu_dir=Path(pythonfmu.__file__).resolve().parent,
+                      user_paths=[_user_module_path(top) for top in user_modules],
+                      identifier=identifier, description=config["description"])
+        try:  # the host's copy of the slave describes itself (same code as the bundle)
+            slave = CosimSlave(instance_name="build", resources=str(resources))
+            xml = slave.to_xml({"canHandleVariableCommunicationStepSize": True,
+                                "canInterpolateInputs": False, "canGetAndSetFMUstate": True,
+                                "canSerializeFMUstate": True, "needsExecutionTool": True,
+                                "canBeInstantiatedOnlyOncePerProcess": False})
         except CosimError:
             raise
         except Exception as exc:
-            raise FmuBuildError(f"pythonfmu could not build {output}: {exc}") from exc
-        finally:
-            sys.path[:] = saved_path
-            sys.modules.pop(module, None)
-    return Path(result)
+            raise FmuBuildError(f"could not describe FMU {identifier}: {exc!r}") from exc
+        text = minidom.parseString(tostring(xml, "utf-8")).toprettyxml(encoding="UTF-8")
+        partial = output.with_name(output.name + ".partial")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("modelDescription.xml", text)
+            zf.write(library, f"binaries/{PLATFORM}/{identifier}.so")
+            for path in sorted(resources.rglob("*")):
+                if path.is_file():
+                    zf.write(path, "resources/" + path.relative_to(resources).as_posix())
+        partial.replace(output)
+    return output

@@ -54,9 +54,10 @@ def register(subparsers):
     sub.required = True
     b = sub.add_parser(
         "build", help="build an FMI 2.0 Co-Simulation FMU of a model or a scenario",
-        description="Build an FMI 2.0 Co-Simulation FMU (pythonfmu) of a library model, a user "
+        description="Build an FMI 2.0 Co-Simulation FMU (linux64) of a library model, a user "
                     "model package.module:ClassName, or a scenario file (plant + discrete blocks). "
-                    "The FMU bundles the cosim core; the importer needs Python >= 3.11 with numpy "
+                    "Needs a C++17 compiler once (the FMU binary is cached). The FMU carries a "
+                    "private copy of the cosim core; the importer needs Python >= 3.11 with numpy "
                     "and scipy.")
     b.add_argument("target", metavar="MODEL|SCENARIO.yaml",
                    help="library model name (see `cosim models`), package.module:ClassName, or a "
@@ -64,8 +65,9 @@ def register(subparsers):
     b.add_argument("-o", "--output", metavar="FILE.fmu", default=None,
                    help="FMU file to write (default: <Identifier>.fmu)")
     b.add_argument("--method", default=None,
-                   help="integration method (see `cosim methods`; default generalized-alpha or the "
-                        "scenario's)")
+                   help="integration method (see `cosim methods`; default: the scenario's, else "
+                        "generalized-alpha for multibody models, state-transition for lti, "
+                        "dopri5 for other first-order models)")
     b.add_argument("--rtol", type=float, default=None, help="relative tolerance (default 1e-6)")
     b.add_argument("--atol", type=float, default=None, help="absolute tolerance (default 1e-8)")
     b.add_argument("--step", type=float, default=None, metavar="H",

@@ -1,34 +1,43 @@
-"""The FMI 2.0 co-simulation slave: a thin pythonfmu adapter over :class:`cosim.Simulation`.
+"""The FMI 2.0 co-simulation slave: a thin adapter over :class:`cosim.Simulation`.
 
-Every FMU built by ``cosim fmu build`` ships this package (``resources/fmu/``),
-the ``cosim`` core and a JSON configuration (``resources/cosim_fmu.json``)
-describing the simulation and the FMI variables.  The generated slave module
+Every FMU built by ``cosim fmu build`` ships this module and the ``cosim``
+core in its private package (``resources/cosim_fmu_<hex>/``, :mod:`fmu.bundle`)
+and a JSON configuration (``resources/cosim_fmu.json``) describing the
+simulation and the FMI variables.  The generated slave module
 subclasses :class:`CosimSlave`; all numerics stay in ``cosim``.
 
-FMI behaviour (FMI 2.0 standard, §2.1.3 status codes, §4.2.2 fmi2DoStep):
+Status codes (FMI 2.0.4 §2.1.3; the FMU binary, fmu/native/cosim_fmi2.cpp,
+turns a Python exception in any entry point into **fmi2Error** with the
+message logged, and ``do_step`` returning False into **fmi2Discard**):
 
-* An ``fmi2DoStep`` that cannot be performed — NaN/inf input, step size not
-  > 0 or not finite, a ``currentCommunicationPoint`` other than the FMU time,
-  a rejected tunable parameter, a failing/non-converging integration —
-  returns **fmi2Discard** with a message through the logger callback
-  (category ``logStatusDiscard``), and the instance stays exactly as before
-  the call: ``fmi2GetRealStatus(fmi2LastSuccessfulTime)`` reports the
-  ``currentCommunicationPoint`` (the slave completed an empty sub-interval,
-  which is what fmi2Discard means in co-simulation), and the master may fix
-  the inputs, retry with a smaller step or restore a saved FMU state.
-  fmi2Error is not used for these: per §2.1.3 it declares the instance
-  unusable (short of fmi2SetFMUstate/fmi2Reset), which is never the case.
-* pythonfmu 0.7 turns a Python exception in any callback into fmi2Fatal
-  *and releases the slave object* (``handle_py_exception`` → ``cleanPyObject``,
-  a use-after-free later), so no entry point here lets an exception escape.
-  Failures outside fmi2DoStep that FMI would report as fmi2Error — a bad
-  fixed parameter found at initialization, a corrupt or foreign serialized
-  FMU state, a wrong value reference — are logged with status fmi2Error and
-  put the instance in a *failed* state in which every fmi2DoStep returns
-  fmi2Discard with that message, until fmi2Reset or an fmi2SetFMUstate with a
-  valid state (the recovery FMI prescribes after fmi2Error).
-* Messages reach the logger only with debug logging on (``loggingOn`` at
-  instantiation or ``fmi2SetDebugLogging``), a pythonfmu 0.7 behaviour.
+* **fmi2Error**, nothing changed: an unknown or wrong-type value reference
+  (§2.1.7), a fixed parameter or solver setting set after initialization
+  (§2.1.7, variability ``fixed``), ``fmi2DoStep`` whose
+  ``currentCommunicationPoint`` is not the FMU time or whose step size is not
+  > 0 (§4.2.2), ``fmi2DoStep`` outside the initialized state or after the
+  simulation terminated (§4.2.4), an invalid tolerance (§2.1.6), a corrupt,
+  truncated, foreign or inconsistent serialized FMU state at
+  ``fmi2DeSerializeFMUstate`` (§2.1.8).
+* **fmi2Error** at ``fmi2ExitInitializationMode`` for a configuration the
+  simulation rejects (e.g. ``l = -1``); the instance is then *failed*: every
+  ``fmi2DoStep`` is fmi2Error with that message until ``fmi2Reset`` or an
+  ``fmi2SetFMUstate`` with a valid state (the recovery §2.1.3 allows).
+* **fmi2Discard** from ``fmi2DoStep`` (§4.2.2), state exactly as before the
+  call and ``fmi2LastSuccessfulTime`` = ``currentCommunicationPoint``: NaN/inf
+  input, a rejected tunable parameter, a failing integration; the master may
+  fix the inputs, retry with a smaller step or restore a state;
+  ``fmi2Terminated`` stays false.
+* **Terminal event** (e.g. the bouncing ball stops): the step ends at the
+  event, ``fmi2DoStep`` returns fmi2Discard with ``fmi2LastSuccessfulTime`` =
+  the event time and ``fmi2Terminated`` = true (§4.2.3); outputs are those at
+  the event; the master should call ``fmi2Terminate`` (a later fmi2DoStep is
+  fmi2Error).
+* ``fmi2SetupExperiment(toleranceDefined=true, tolerance)`` sets the
+  relative tolerance of adaptive methods (§2.1.6); a later
+  ``fmi2SetReal(solver.rtol)`` in initialization overrides it.
+* Outputs with direct feedthrough (``<ModelStructure>`` lists their inputs)
+  are recomputed by ``fmi2GetReal`` after ``fmi2SetReal`` of an input, also
+  between steps; the inputs are handed to the simulation then (§4.2.1).
 * Inputs are held (zero-order hold) over a communication step;
   ``canInterpolateInputs="false"``.  Events inside a step are located and
   applied inside the step; the Integer output ``event_count`` counts them.
@@ -37,23 +46,25 @@ FMI behaviour (FMI 2.0 standard, §2.1.3 status codes, §4.2.2 fmi2DoStep):
   ``deserialize_state`` (bit-identical continuation); a serialized FMU state
   is a :mod:`cosim.serialization` blob (versioned, checksummed, no pickle).
 * No module-level simulation state: every instance owns its configuration,
-  its :class:`~cosim.Simulation`, its inputs and outputs.
+  its :class:`~cosim.Simulation`, its inputs and outputs.  The FMU imports
+  this module from its private package (:mod:`fmu.bundle`).
 """
 from __future__ import annotations
 
 import json
 import math
 import os
-import sys
+import uuid
 from xml.etree.ElementTree import Element, SubElement
 
 import numpy as np
 from cosim import serialization
 from cosim.errors import CosimError, InvalidInputError, StateError
 from cosim.validation import finite_float
-from pythonfmu import Fmi2Slave, Integer, Real, String
+from pythonfmu.fmi2slave import Fmi2Slave
 from pythonfmu.default_experiment import DefaultExperiment
 from pythonfmu.enums import Fmi2Causality, Fmi2Initial, Fmi2Status, Fmi2Variability
+from pythonfmu.variables import Integer, Real, String
 
 CONFIG_FILE = "cosim_fmu.json"
 CONFIG_FORMAT = "cosim-fmu-config"
@@ -61,19 +72,6 @@ STATE_KIND = "cosim.fmu"
 _TIME_MATCH = 1e-12  # relative match of fmi2DoStep's t with the FMU time, as Simulation.do_step
 _INF = math.inf
 
-# pythonfmu 0.7.0's native loader (findClass in PySlaveInstance.cpp) calls
-# Py_DECREF on the *borrowed* dict of the slave module once per fmi2Instantiate,
-# after re-executing the module source with that dict as globals.  The
-# generated slave module therefore calls pin_module_dict(globals()) at top
-# level: the re-execution adds one reference right before the loader drops
-# one.  Without it the module dict is freed after a few instantiations in one
-# process (crash).  This list holds only those references, no simulation state.
-_PINNED_MODULE_DICTS = []
-
-
-def pin_module_dict(namespace):
-    """Keep one extra reference to a slave module's globals (see above)."""
-    _PINNED_MODULE_DICTS.append(namespace)
 
 
 class _UnitReal(Real):
@@ -90,18 +88,21 @@ class _UnitReal(Real):
         return node
 
 
+class _NoVariable:
+    """Type of the variables an FMU does not have (every reference is unknown)."""
+
+
 class _FmuState:
     """An fmi2FMUstate: a Simulation snapshot plus the FMU's input buffer and
     settings.  Immutable once taken; serialized lazily (and cached)."""
 
-    __slots__ = ("identifier", "sim", "sim_state", "sim_blob", "inputs", "params", "solver",
-                 "initialized", "start_time", "blob", "error")
+    __slots__ = ("identifier", "sim", "sim_state", "inputs", "params", "solver", "initialized",
+                 "start_time", "blob")
 
     def to_bytes(self):
         if self.blob is None:
-            sim_blob = self.sim_blob
-            if sim_blob is None and self.sim_state is not None:
-                sim_blob = _serialize_snapshot(self.sim, self.sim_state)
+            sim_blob = None if self.sim_state is None else _serialize_snapshot(self.sim,
+                                                                               self.sim_state)
             data = {
                 "sim": None if sim_blob is None else np.frombuffer(sim_blob, dtype=np.uint8),
                 "inputs": np.array(self.inputs, dtype=float),
@@ -113,30 +114,6 @@ class _FmuState:
             self.blob = serialization.dumps(data, meta={"kind": STATE_KIND,
                                                         "identifier": self.identifier})
         return self.blob
-
-    @classmethod
-    def from_bytes(cls, blob):
-        """Parse a serialized FMU state; a bad blob gives a state carrying ``error``."""
-        self = cls()
-        self.sim = self.sim_state = self.sim_blob = self.error = None
-        self.blob = bytes(blob)
-        try:
-            meta, data = serialization.loads(self.blob)
-            if not isinstance(meta, dict) or meta.get("kind") != STATE_KIND:
-                raise StateError("serialized FMU state was not written by a cosim FMU")
-            self.identifier = str(meta["identifier"])
-            sim = data["sim"]
-            self.sim_blob = None if sim is None else bytes(np.asarray(sim, dtype=np.uint8))
-            self.inputs = [float(x) for x in data["inputs"]]
-            self.params = dict(data["params"])
-            self.solver = dict(data["solver"])
-            self.initialized = bool(data["initialized"])
-            self.start_time = float(data["start_time"])
-        except StateError as exc:
-            self.error = str(exc)
-        except Exception as exc:  # noqa: BLE001 - malformed content of an intact blob
-            self.error = f"serialized FMU state is malformed: {exc!r}"
-        return self
 
 
 def _serialize_snapshot(sim, sim_state):
@@ -158,14 +135,13 @@ class CosimSlave(Fmi2Slave):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        resources = self.resources or os.path.dirname(os.path.abspath(__file__))
-        if resources not in sys.path:  # bundled cosim (the native loader also does this)
-            sys.path.insert(0, resources)
+        resources = self.resources
         with open(os.path.join(resources, CONFIG_FILE), encoding="utf-8") as fh:
             cfg = json.load(fh)
         if cfg.get("format") != CONFIG_FORMAT:
             raise ValueError(f"{CONFIG_FILE} in {resources!r} is not a cosim FMU configuration")
         self._cfg = cfg
+        self.guid = uuid.UUID(cfg["guid"])  # written to modelDescription.xml, checked at instantiation
         self.modelName = cfg["identifier"]
         self.description = cfg.get("description") or None
         self.version = cfg.get("cosim_version")
@@ -173,6 +149,8 @@ class CosimSlave(Fmi2Slave):
         self.default_experiment = DefaultExperiment(
             start_time=de.get("start_time"), stop_time=de.get("stop_time"),
             step_size=de.get("step_size"), tolerance=de.get("tolerance"))
+        # user code specs (module:attr) live in this FMU's private package
+        self._package = __name__.rpartition(".fmu.slave")[0] if __name__.endswith(".fmu.slave") else ""
 
         variables = cfg["variables"]
         self._input_vars = variables["inputs"]
@@ -189,10 +167,16 @@ class CosimSlave(Fmi2Slave):
         self._start_time = float(de.get("start_time") or 0.0)
         self._sim = None
         self._initialized = False
-        self._failure = None  # message of a failure that blocks fmi2DoStep (module docstring)
+        self._failure = None  # why the instance cannot step (module docstring)
+        self._last_time = self._start_time  # fmi2LastSuccessfulTime
+        self._terminated = False  # fmi2Terminated
         self._real_get = {}
         self._real_set = {}
         self._register_all()
+        self._live_settable = {vr for vr, var in self.vars.items()  # after initialization
+                               if vr in self._real_set and not (
+                                   var.causality == Fmi2Causality.parameter
+                                   and var.variability == Fmi2Variability.fixed)}
 
     # -- variables -----------------------------------------------------------------------
     def _register_all(self):
@@ -237,66 +221,76 @@ class CosimSlave(Fmi2Slave):
         if setter is not None:
             self._real_set[var.value_reference] = setter
 
-    # -- error handling (no exception may reach pythonfmu, see module docstring) -------------
-    def _fail(self, what, exc):
-        self._failure = f"{what} failed: {type(exc).__name__}: {exc}"
-        self.log(f"{self._failure}; fmi2DoStep is refused (fmi2Discard) until fmi2Reset or "
-                 f"fmi2SetFMUstate with a valid state", Fmi2Status.error)
+    # -- fmi2Get*/fmi2Set* (§2.1.7): an unknown reference is fmi2Error, nothing changed ------
+    def _variables(self, vrs, kind, what):
+        found = []
+        for vr in vrs:
+            var = self.vars.get(vr)
+            if not isinstance(var, kind):
+                raise InvalidInputError(f"valueReference {vr} is not {what} variable of "
+                                        f"{self.modelName}")
+            found.append(var)
+        return found
 
-    def _guarded(self, what, call, *args, default=None):
-        try:
-            return call(*args)
-        except Exception as exc:  # noqa: BLE001 - see module docstring
-            self._fail(what, exc)
-            return default
-
-    # fast paths for the hot loop (the base class type-checks each variable)
     def get_real(self, vrs):
         get = self._real_get
         try:
             return [get[vr]() for vr in vrs]
-        except Exception:  # noqa: BLE001 - unknown reference or a failing output evaluation
-            return [self._get_one(vr) for vr in vrs]
-
-    def _get_one(self, vr):
-        getter = self._real_get.get(vr)
-        if getter is None:
-            self._fail("fmi2GetReal", InvalidInputError(f"valueReference {vr} is not a Real variable"))
-            return math.nan
-        return self._guarded(f"fmi2GetReal(valueReference {vr})", getter, default=math.nan)
+        except KeyError:
+            bad = next(vr for vr in vrs if vr not in get)
+            raise InvalidInputError(f"valueReference {bad} is not a Real variable of "
+                                    f"{self.modelName}") from None
 
     def set_real(self, vrs, values):
         put = self._real_set
-        for vr, value in zip(vrs, values):
-            setter = put.get(vr)
-            if setter is None:
-                self._fail("fmi2SetReal", InvalidInputError(
-                    f"valueReference {vr} is not a settable Real variable"))
-                continue
-            self._guarded(f"fmi2SetReal(valueReference {vr})", setter, value)
+        try:
+            setters = [put[vr] for vr in vrs]
+        except KeyError:
+            bad = next(vr for vr in vrs if vr not in put)
+            kind = "an output" if bad in self._real_get else "not a Real variable"
+            raise InvalidInputError(f"valueReference {bad} is {kind} of {self.modelName}; "
+                                    f"it cannot be set") from None
+        if self._initialized and not self._live_settable.issuperset(vrs):
+            for vr in vrs:  # all or nothing: check every variability first (§2.1.7)
+                self._check_settable(self.vars[vr])
+        for setter, value in zip(setters, values):
+            setter(value)
+
+    def _check_settable(self, var):
+        if var.causality == Fmi2Causality.parameter and var.variability == Fmi2Variability.fixed:
+            raise InvalidInputError(
+                f"{var.name!r} is a fixed parameter: it can only be set before "
+                f"fmi2ExitInitializationMode (FMI 2.0.4 §2.1.7); value unchanged")
 
     def get_integer(self, vrs):
-        return self._guarded("fmi2GetInteger", super().get_integer, vrs, default=[0] * len(vrs))
+        return [int(v.getter()) for v in self._variables(vrs, Integer, "an Integer")]
 
     def set_integer(self, vrs, values):
-        self._guarded("fmi2SetInteger", super().set_integer, vrs, values)
+        for var in self._variables(vrs, Integer, "an Integer"):  # only outputs
+            raise InvalidInputError(f"{var.name!r} is an output; it cannot be set")
 
     def get_boolean(self, vrs):
-        return self._guarded("fmi2GetBoolean", super().get_boolean, vrs, default=[False] * len(vrs))
+        return self._variables(vrs, _NoVariable, "a Boolean")  # there are none
 
     def set_boolean(self, vrs, values):
-        self._guarded("fmi2SetBoolean", super().set_boolean, vrs, values)
+        self._variables(vrs, _NoVariable, "a Boolean")
 
     def get_string(self, vrs):
-        return self._guarded("fmi2GetString", super().get_string, vrs, default=[""] * len(vrs))
+        return [str(v.getter()) for v in self._variables(vrs, String, "a String")]
 
     def set_string(self, vrs, values):
-        self._guarded("fmi2SetString", super().set_string, vrs, values)
+        variables = self._variables(vrs, String, "a String")
+        for var in variables:
+            if self._initialized:
+                self._check_settable(var)
+        for var, value in zip(variables, values):
+            var.setter(value)
 
     def _set_input(self, i, value):
-        # validated when handed to the simulation (fmi2DoStep); NaN -> fmi2Discard there
+        # validated when handed to the simulation (getReal of an output, or fmi2DoStep)
         self._inputs[i] = value
         self._inputs_pending = True
+        self._outputs = None
 
     def _set_param(self, key, value):
         if not self._initialized:
@@ -305,18 +299,21 @@ class CosimSlave(Fmi2Slave):
         elif key in self._tunable:
             self._pending_params[key] = value  # applied (validated) at the next fmi2DoStep
         else:
-            self.log(f"parameter {key!r} is fixed; setting it after initialization is ignored",
-                     Fmi2Status.warning)
+            raise InvalidInputError(f"parameter {key!r} is fixed")
 
     def _set_solver(self, key, value):
         if self._initialized:
-            self.log(f"solver setting {key!r} is fixed; setting it after initialization is ignored",
-                     Fmi2Status.warning)
-            return
+            raise InvalidInputError(f"solver setting {key!r} is fixed")
         self._solver[key] = value
         self._sim = self._outputs = None
 
     # -- simulation ----------------------------------------------------------------------
+    def _private(self, spec):
+        """A user ``module:attr`` spec as imported from this FMU's private package."""
+        if self._package and isinstance(spec, str) and ":" in spec:
+            return f"{self._package}.{spec}"
+        return spec
+
     def _build_simulation(self):
         spec = dict(self._cfg["simulation"])
         solver = self._solver
@@ -327,6 +324,11 @@ class CosimSlave(Fmi2Slave):
             from cosim.scenario import Scenario
 
             data = dict(spec["scenario"])
+            if "model" in data:
+                data["model"] = self._private(data["model"])
+            data["blocks"] = [dict(b, function=self._private(b["function"]))
+                              if isinstance(b, dict) and "function" in b else b
+                              for b in data.get("blocks") or ()]
             data["params"] = dict(data.get("params") or {}, **self._params)
             data["method_options"] = dict(data.get("method_options") or {}, **options)
             data.update(method=str(solver["method"]), rtol=float(solver["rtol"]),
@@ -336,6 +338,11 @@ class CosimSlave(Fmi2Slave):
             return Scenario(data, source=f"FMU {self.modelName}").build()
         from cosim.simulation import Simulation
 
+        spec["model"] = self._private(spec.get("model"))
+        if spec.get("blocks"):
+            spec["blocks"] = [dict(b, function=self._private(b["function"]))
+                              if isinstance(b, dict) and "function" in b else b
+                              for b in spec["blocks"]]
         params = dict(spec.pop("params", None) or {})
         params.update(self._params)
         options = dict(spec.pop("method_options", None) or {}, **options)
@@ -353,63 +360,78 @@ class CosimSlave(Fmi2Slave):
     def _output(self, i):
         out = self._outputs
         if out is None:
-            out = self._outputs = self._ensure_simulation().get_outputs().tolist()
+            if self._failure is not None:
+                raise InvalidInputError(self._failure)
+            sim = self._ensure_simulation()
+            if self._inputs_pending:  # direct feedthrough: outputs see the inputs just set
+                sim.set_inputs(self._inputs)  # NaN/inf -> fmi2Error here, fmi2Discard at doStep
+                self._inputs_pending = False
+            out = self._outputs = sim.get_outputs().tolist()
         return out[i]
 
     def _events(self):
         return 0 if self._sim is None else self._sim.stats["events"]
 
     def setup_experiment(self, start_time, stop_time=None, tolerance=None):
+        start_time = finite_float("fmi2SetupExperiment startTime", start_time)
+        if tolerance is not None:  # §2.1.6: the tolerance of the step-size control
+            self._set_solver("rtol", finite_float("fmi2SetupExperiment tolerance", tolerance,
+                                                  positive=True))
         if start_time != self._start_time:
-            self._start_time = float(start_time)
+            self._start_time = start_time
+            self._last_time = start_time
             self._sim = self._outputs = None
 
     def exit_initialization_mode(self):
         self._initialized = True
         try:
             sim = self._ensure_simulation()  # a bad fixed parameter fails here
-        except Exception as exc:  # noqa: BLE001 - see module docstring
-            self._fail("fmi2ExitInitializationMode", exc)
-            return
-        if self._inputs_pending:
-            try:
+            if self._inputs_pending:
                 sim.set_inputs(self._inputs)
-            except CosimError as exc:  # e.g. NaN start input: the first fmi2DoStep discards
-                self.log(f"inputs at initialization rejected: {exc}", Fmi2Status.warning)
-                return
-            self._inputs_pending = False
-            self._outputs = None
+                self._inputs_pending = False
+                self._outputs = None
+        except Exception as exc:
+            self._failure = (f"fmi2ExitInitializationMode failed: {type(exc).__name__}: {exc}; "
+                             f"call fmi2Reset or fmi2SetFMUstate with a valid state")
+            raise
+
+    def terminated(self):
+        return self._terminated
+
+    def last_successful_time(self):
+        return self._last_time
 
     def do_step(self, current_time, step_size):
-        if self._failure is None and (self._sim is None or not self._initialized):
-            self.exit_initialization_mode()  # fmi2DoStep without initialization: do it now
+        # usage errors (§4.2.2, §4.2.4): fmi2Error, nothing changed
+        if self._failure is not None:
+            raise InvalidInputError(self._failure)
         sim = self._sim
-        if self._failure is not None or sim is None:
-            self.log(f"fmi2DoStep(currentCommunicationPoint={current_time!r}) refused: "
-                     f"{self._failure}", Fmi2Status.discard)
-            return False
+        if not self._initialized or sim is None:
+            raise InvalidInputError("fmi2DoStep before fmi2ExitInitializationMode (FMI 2.0.4 §4.2.4)")
+        if self._terminated:
+            raise InvalidInputError(
+                f"the simulation terminated at t={self._last_time!r} (fmi2Terminated is true); "
+                f"fmi2DoStep is not allowed until fmi2Reset or fmi2SetFMUstate (FMI 2.0.4 §4.2.3)")
+        now = sim.time
+        if not (0.0 < step_size < _INF
+                and abs(current_time - now) <= _TIME_MATCH * max(1.0, abs(now))):
+            finite_float("communicationStepSize", step_size, positive=True)
+            t = finite_float("currentCommunicationPoint", current_time)
+            raise InvalidInputError(f"fmi2DoStep at currentCommunicationPoint={t!r} but the FMU "
+                                    f"is at t={now!r} (FMI 2.0.4 §4.2.2)")
         pending = self._pending_params
         snapshot = sim.get_state() if pending else None
+        self._last_time = now
         try:
-            # the step arguments are checked before the inputs are handed over, so that a
-            # rejected call leaves everything (inputs included) as it was; same rules and
-            # messages as Simulation.do_step
-            now = sim.time
-            if not (0.0 < step_size < _INF
-                    and abs(current_time - now) <= _TIME_MATCH * max(1.0, abs(now))):
-                finite_float("communication step h", step_size, positive=True)
-                t = finite_float("communication time t", current_time)
-                raise InvalidInputError(f"do_step at t={t!r} but the simulation is at t={now!r}")
             if self._inputs_pending:
                 sim.set_inputs(self._inputs)  # validated: NaN/inf -> InvalidInputError, unchanged
                 self._inputs_pending = False
             for key, value in pending.items():
                 sim.set_parameter(key, value)
             sim.do_step(current_time, step_size)  # all or nothing
-        except Exception as exc:  # noqa: BLE001 - cosim errors, and nothing may escape
+        except Exception as exc:  # noqa: BLE001 - §4.2.2: fmi2Discard, state unchanged
             if snapshot is not None:
-                self._guarded("restoring the state after a failed fmi2DoStep", sim.set_state,
-                              snapshot)
+                sim.set_state(snapshot)
                 self._inputs_pending = True  # re-applied next time (idempotent)
             self.log(f"fmi2DoStep(currentCommunicationPoint={current_time!r}, "
                      f"communicationStepSize={step_size!r}) discarded, state unchanged at "
@@ -420,15 +442,22 @@ class CosimSlave(Fmi2Slave):
                 self._params[key] = float(value)
             self._pending_params = {}
         self._outputs = None  # computed when first read
+        if sim.stopped:  # terminal event in this step: it ends there (§4.2.3)
+            self._terminated = True
+            self._last_time = float(sim.stop_time)
+            self.log(f"terminal event at t={self._last_time!r}: fmi2Terminated is true",
+                     Fmi2Status.discard)
+            return False
+        self._last_time = sim.time
         return True
 
-    # -- FMU state ------------------------------------------------------------------------
+    # -- FMU state (§2.1.8) ---------------------------------------------------------------
     def _get_fmu_state(self):
         state = _FmuState()
         state.identifier = self.modelName
         state.sim = self._sim
         state.sim_state = None if self._sim is None else self._sim.get_state()
-        state.sim_blob = state.blob = state.error = None
+        state.blob = None
         state.inputs = self._inputs.tolist()
         state.params = dict(self._params)
         state.solver = dict(self._solver)
@@ -436,38 +465,26 @@ class CosimSlave(Fmi2Slave):
         state.start_time = self._start_time
         return state
 
-    def _set_fmu_state(self, state):
+    def _scratch_simulation(self, params, solver, start_time):
+        previous = (self._params, self._solver, self._start_time)
         try:
-            self._restore(state)
-        except Exception as exc:  # noqa: BLE001 - see module docstring; nothing was changed
-            self._fail("fmi2SetFMUstate", exc)
+            self._params, self._solver, self._start_time = dict(params), dict(solver), start_time
+            return self._build_simulation()
+        finally:
+            self._params, self._solver, self._start_time = previous
 
-    def _restore(self, state):
+    def _set_fmu_state(self, state):
         if not isinstance(state, _FmuState):
             raise StateError(f"not an FMU state of a cosim FMU: {type(state).__name__}")
-        if state.error is not None:
-            raise StateError(state.error)
         if state.identifier != self.modelName:
             raise StateError(f"FMU state belongs to {state.identifier!r}, not {self.modelName!r}")
         sim = None  # a state taken before initialization has no simulation yet
-        if state.sim_state is not None or state.sim_blob is not None:
+        if state.sim_state is not None:
             same_config = (self._sim is not None and state.params == self._params
                            and state.solver == self._solver and state.start_time == self._start_time)
-            if same_config:
-                sim = self._sim
-            else:
-                previous = (self._params, self._solver, self._start_time)
-                try:
-                    self._params, self._solver = dict(state.params), dict(state.solver)
-                    self._start_time = state.start_time
-                    sim = self._build_simulation()
-                finally:
-                    self._params, self._solver, self._start_time = previous
-            if state.sim_state is not None:
-                sim.set_state(state.sim_state)  # all or nothing
-            else:
-                sim.deserialize_state(state.sim_blob)  # StateError if foreign/corrupt, unchanged
-                state.sim_state, state.sim = sim.get_state(), sim  # later restores are cheap
+            sim = self._sim if same_config else self._scratch_simulation(
+                state.params, state.solver, state.start_time)
+            sim.set_state(state.sim_state)  # all or nothing
         self._sim = sim
         self._params, self._solver = dict(state.params), dict(state.solver)
         self._start_time = state.start_time
@@ -477,18 +494,48 @@ class CosimSlave(Fmi2Slave):
         self._pending_params = {}
         self._outputs = None
         self._failure = None
+        self._terminated = bool(sim is not None and sim.stopped)
+        self._last_time = float(sim.stop_time) if self._terminated else (
+            sim.time if sim is not None else self._start_time)
 
     @staticmethod
     def _fmu_state_to_bytes(state):
-        try:
-            return state.to_bytes()
-        except Exception as exc:  # noqa: BLE001 - an empty blob is refused by deserialization
-            state.error = f"serialization failed: {exc!r}"
-            return b""
+        if not isinstance(state, _FmuState):
+            raise StateError(f"not an FMU state of a cosim FMU: {type(state).__name__}")
+        return state.to_bytes()
 
-    @staticmethod
-    def _fmu_state_from_bytes(blob):
-        return _FmuState.from_bytes(blob)
+    def _fmu_state_from_bytes(self, blob):
+        """Parse and fully validate a serialized FMU state (§2.1.8): a corrupt,
+        truncated, foreign or inconsistent blob raises (fmi2Error) here."""
+        meta, data = serialization.loads(bytes(blob))  # magic, version, checksum, structure
+        if not isinstance(meta, dict) or meta.get("kind") != STATE_KIND:
+            raise StateError("serialized FMU state was not written by a cosim FMU")
+        if meta.get("identifier") != self.modelName:
+            raise StateError(f"serialized FMU state belongs to {meta.get('identifier')!r:.80}, "
+                             f"not {self.modelName!r}")
+        try:
+            state = _FmuState()
+            state.identifier = self.modelName
+            state.inputs = [float(x) for x in np.asarray(data["inputs"], dtype=float).reshape(-1)]
+            state.params = {str(k): float(v) for k, v in dict(data["params"]).items()}
+            state.solver = dict(data["solver"])
+            state.initialized = bool(data["initialized"])
+            state.start_time = finite_float("start_time", data["start_time"])
+            sim_blob = data["sim"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateError(f"serialized FMU state is malformed: {exc!r:.200}") from None
+        if len(state.inputs) != len(self._input_vars):
+            raise StateError(f"serialized FMU state has {len(state.inputs)} inputs, this FMU "
+                             f"{len(self._input_vars)}")
+        if set(state.params) != set(self._params) or set(state.solver) != set(self._solver):
+            raise StateError("serialized FMU state has the parameters of a different FMU")
+        state.blob = bytes(blob)
+        state.sim = state.sim_state = None
+        if sim_blob is not None:  # restore it into a scratch simulation: full validation
+            sim = self._scratch_simulation(state.params, state.solver, state.start_time)
+            sim.deserialize_state(bytes(np.asarray(sim_blob, dtype=np.uint8)))
+            state.sim, state.sim_state = sim, sim.get_state()
+        return state
 
     # -- modelDescription extras ------------------------------------------------------------
     def to_xml(self, model_options=None):
@@ -502,12 +549,24 @@ class CosimSlave(Fmi2Slave):
             children = list(root)
             cs = next(i for i, c in enumerate(children) if c.tag == "CoSimulation")
             root.insert(cs + 1, node)
-        # InitialUnknowns: every output is initial="calculated" (FMI 2.0 §2.2.8)
+        # ModelStructure (§2.2.8): each output lists the inputs it depends on directly
+        # (dependencies="" = none); initial outputs may also depend on the parameters
+        index = {v.name: i for i, v in enumerate(self.vars.values(), start=1)}
+        depends = {v["name"]: v.get("depends_on", ()) for v in self._output_vars}
+        parameters = [str(i) for i, v in enumerate(self.vars.values(), start=1)
+                      if v.causality == Fmi2Causality.parameter]
         structure = root.find("ModelStructure")
-        outputs = [i for i, v in enumerate(self.vars.values(), start=1)
-                   if v.causality == Fmi2Causality.output]
+        for child in list(structure):
+            structure.remove(child)
+        outputs = [v for v in self.vars.values() if v.causality == Fmi2Causality.output]
         if outputs:
-            init = SubElement(structure, "InitialUnknowns")
-            for i in outputs:
-                SubElement(init, "Unknown", {"index": str(i)})
+            out_node = SubElement(structure, "Outputs")
+            init_node = SubElement(structure, "InitialUnknowns")
+            for v in outputs:
+                inputs = [str(index[n]) for n in depends.get(v.name, ())]
+                SubElement(out_node, "Unknown", {"index": str(index[v.name]),
+                                                 "dependencies": " ".join(inputs)})
+                known = inputs + (parameters if v.name in depends else [])
+                SubElement(init_node, "Unknown", {"index": str(index[v.name]),
+                                                  "dependencies": " ".join(known)})
         return root

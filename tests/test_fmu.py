@@ -34,7 +34,8 @@ T_PD = 0.01  # controller sample time = libcosim communication step
 PD_BLOCK = {"type": "state_feedback", "name": "pd", "sample_time": T_PD,
             "K": [[40.0, 8.0]], "reference_gain": [[40.0]],
             "inputs": ["angle", "angular_velocity", "reference"], "outputs": ["torque"]}
-FMI2_LAST_SUCCESSFUL_TIME = 2  # fmi2StatusKind
+FMI2_LAST_SUCCESSFUL_TIME, FMI2_TERMINATED = 2, 3  # fmi2StatusKind
+FMI2_ERROR = 3  # fmi2Status
 
 
 @pytest.fixture(scope="session")
@@ -80,7 +81,8 @@ def pd_fmu(fmu_dir):
 class Slave:
     """An fmpy FMU2Slave with variable lookup and an optional message log."""
 
-    def __init__(self, path, name="instance", unzip=None, params=None, logging=False):
+    def __init__(self, path, name="instance", unzip=None, params=None, logging=False,
+                 initialize=True):
         self.md = read_model_description(str(path))
         self.unzip = unzip or extract(str(path))
         self.vr = {v.name: v.valueReference for v in self.md.modelVariables}
@@ -96,7 +98,8 @@ class Slave:
                              modelIdentifier=self.md.coSimulation.modelIdentifier,
                              instanceName=name)
         self.fmu.instantiate(callbacks=self.callbacks, loggingOn=logging)
-        self.initialize(params)
+        if initialize:
+            self.initialize(params)
 
     def _log(self, env, instance, status, category, message):
         self.messages.append((status, (category or b"").decode(), (message or b"").decode()))
@@ -265,9 +268,11 @@ SUBPROCESS_CONTINUE = textwrap.dedent("""
         fmu.doStep(t, 0.01)
         t += 0.01
         rows.append(fmu.getReal([vr["angle"], vr["angular_velocity"], vr["rod_force"]]))
-    bundled = os.path.realpath(sys.modules["cosim"].__file__).startswith(os.path.realpath(unzip))
-    print(json.dumps({{"rows": rows, "bundled_cosim": bundled,
-                      "cosim_file": sys.modules["cosim"].__file__}}))
+    private = [m for m in sys.modules if m.startswith("cosim_fmu_") and "." not in m]
+    bundled = (len(private) == 1 and "cosim" not in sys.modules
+               and os.path.realpath(sys.modules[private[0] + ".cosim"].__file__).startswith(
+                   os.path.realpath(unzip)))
+    print(json.dumps({{"rows": rows, "bundled_cosim": bundled, "private": private}}))
 """)
 
 
@@ -294,12 +299,15 @@ def test_serialized_state_continues_in_a_new_process(pendulum_fmu, tmp_path):
                           timeout=120, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["bundled_cosim"], result["cosim_file"]
+    assert result["bundled_cosim"], result["private"]
     assert np.array_equal(np.array(result["rows"]), expected)  # identical continuation
 
 
 # -- status and logging ----------------------------------------------------------------------------
-def test_nan_input_and_invalid_steps_are_discarded_state_unchanged(pendulum_fmu):
+def test_nan_input_is_discarded_and_bad_step_arguments_are_errors_state_unchanged(pendulum_fmu):
+    """§4.2.2: a step the FMU cannot compute is fmi2Discard; arguments that break the
+    calling contract (t != FMU time, h <= 0) are fmi2Error; both leave the state as it was,
+    and after a discarded step and a valid retry fmi2Terminated is false (§4.2.3)."""
     slave = Slave(pendulum_fmu, "bad-input", logging=True)
     reference = Slave(pendulum_fmu, "reference")
     t, _ = drive(slave, 0.0, 5)
@@ -309,18 +317,20 @@ def test_nan_input_and_invalid_steps_are_discarded_state_unchanged(pendulum_fmu)
     state = slave.fmu.getFMUstate()
     before = bytes(slave.fmu.serializeFMUstate(state))
 
-    cases = [({"torque": float("nan")}, t, 0.01, "must be finite"),
-             ({"torque": torque}, t, -0.01, "must be > 0"),
-             ({"torque": torque}, t, 0.0, "must be > 0"),
-             ({"torque": torque}, t + 0.5, 0.01, "but the simulation is at")]
-    for inputs, t_call, h, text in cases:
+    cases = [({"torque": float("nan")}, t, 0.01, fmi2Discard, "must be finite"),
+             ({"torque": torque}, t, -0.01, FMI2_ERROR, "must be > 0"),
+             ({"torque": torque}, t, 0.0, FMI2_ERROR, "must be > 0"),
+             ({"torque": torque}, t + 0.5, 0.01, FMI2_ERROR, "but the FMU is at")]
+    for inputs, t_call, h, status, text in cases:
         slave.messages.clear()
         slave.set(inputs)
         with pytest.raises(FMICallException) as info:
             slave.fmu.doStep(t_call, h)
-        assert info.value.status == fmi2Discard
-        assert slave.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == t_call  # nothing completed
-        assert any(status == fmi2Discard and text in message for status, _, message in slave.messages), \
+        assert info.value.status == status, (t_call, h, text)
+        assert slave.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == t  # nothing completed
+        assert slave.fmu.getBooleanStatus(FMI2_TERMINATED) is False or \
+            slave.fmu.getBooleanStatus(FMI2_TERMINATED) == 0
+        assert any(st == status and text in message for st, _, message in slave.messages), \
             slave.messages
     slave.set({"torque": torque})
     after_state = slave.fmu.getFMUstate()
@@ -329,6 +339,8 @@ def test_nan_input_and_invalid_steps_are_discarded_state_unchanged(pendulum_fmu)
     _, got = drive(slave, t, 10)
     _, want = drive(reference, t, 10)
     assert np.array_equal(got, want)
+    assert not slave.fmu.getBooleanStatus(FMI2_TERMINATED)  # discard + valid retry: not terminated
+    assert slave.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == pytest.approx(t + 0.1, abs=1e-12)
     for s in (state, after_state):
         slave.fmu.freeFMUstate(s)
     slave.close()
@@ -484,7 +496,7 @@ def test_tunable_parameter_and_solver_setting_through_fmi(ball_fmu, pendulum_fmu
     ball = Slave(ball_fmu, "ball", logging=True)
     sim = cosim.Simulation(model="bouncing_ball")
     got, want = [], []
-    for n in range(20):
+    for n in range(12):
         if n == 8:  # tunable: applied at the next communication point
             ball.set({"e": float("nan")})  # rejected: discarded, nothing changes
             with pytest.raises(FMICallException) as info:
@@ -522,25 +534,38 @@ def test_tunable_parameter_and_solver_setting_through_fmi(ball_fmu, pendulum_fmu
     slave.close()
 
 
-def test_corrupt_serialized_state_is_refused_and_instance_recovers(pendulum_fmu):
+def test_bad_serialized_states_are_errors_at_deserialization_state_unchanged(pendulum_fmu, ball_fmu):
+    """§2.1.8: a corrupt, truncated, empty, random or foreign serialized state is refused by
+    fmi2DeSerializeFMUstate itself (fmi2Error), and the instance continues unchanged."""
     slave = Slave(pendulum_fmu, "corrupt", logging=True)
     reference = Slave(pendulum_fmu, "corrupt-reference")
     t, _ = drive(slave, 0.0, 3)
     drive(reference, 0.0, 3)
     good = slave.fmu.getFMUstate()
-    blob = bytearray(slave.fmu.serializeFMUstate(good))
-    blob[len(blob) // 2] ^= 0xFF
-    # pythonfmu 0.7 cannot return fmi2Error here (a Python exception would free the slave):
-    # the state is refused with an fmi2Error message and fmi2DoStep is blocked until recovery
-    bad = slave.fmu.deSerializeFMUstate(bytes(blob))
-    slave.fmu.setFMUstate(bad)
-    slave.fmu.freeFMUstate(bad)
-    assert any(status == 3 and "checksum mismatch" in message for status, _, message in slave.messages)
-    with pytest.raises(FMICallException) as info:
-        slave.fmu.doStep(t, 0.01)
-    assert info.value.status == fmi2Discard
-    slave.fmu.setFMUstate(good)  # recovery as after fmi2Error
+    blob = bytes(slave.fmu.serializeFMUstate(good))
     slave.fmu.freeFMUstate(good)
+    flipped = bytearray(blob)
+    flipped[len(blob) // 2] ^= 0xFF
+    ball = Slave(ball_fmu, "foreign")
+    ball_state = ball.fmu.getFMUstate()
+    foreign = bytes(ball.fmu.serializeFMUstate(ball_state))
+    ball.fmu.freeFMUstate(ball_state)
+    ball.close()
+    rng = np.random.default_rng(7)
+    cases = {"corrupt": (bytes(flipped), "checksum mismatch"),
+             "truncated": (blob[:len(blob) // 3], "truncated"),
+             "empty": (b"", "too short"),
+             "random": (rng.bytes(len(blob)), "bad magic"),
+             "foreign": (foreign, "belongs to 'BouncingBall'")}
+    for name, (data, text) in cases.items():
+        slave.messages.clear()
+        with pytest.raises(FMICallException) as info:
+            slave.fmu.deSerializeFMUstate(data)
+        assert info.value.status == FMI2_ERROR, name
+        assert any(st == FMI2_ERROR and text in m for st, _, m in slave.messages), (name, slave.messages)
+    state = slave.fmu.getFMUstate()
+    assert bytes(slave.fmu.serializeFMUstate(state)) == blob  # unchanged
+    slave.fmu.freeFMUstate(state)
     _, got = drive(slave, t, 5)
     _, want = drive(reference, t, 5)
     assert np.array_equal(got, want)
@@ -617,7 +642,9 @@ SUBPROCESS_FRAGILE = textwrap.dedent("""
         out["b"].append(b.getReal([vr["x"]])[0])
     out["t"] = t
     out["messages"] = [m for s, m in messages]
-    out["model_file"] = sys.modules["fragile_model"].__file__
+    out["terminated_after_retry"] = bool(a.getBooleanStatus(3))
+    out["model_file"] = next(m.__file__ for n, m in sys.modules.items() if n.endswith(".fragile_model"))
+    out["top_level"] = "fragile_model" in sys.modules or "cosim" in sys.modules
     out["unzip"] = str(unzip)
     print(json.dumps(out))
 """)
@@ -643,23 +670,40 @@ def test_non_converging_step_is_discarded_and_user_model_is_bundled(tmp_path, mo
     assert res["last_successful"] == pytest.approx(0.4, abs=1e-15)
     assert any("ConvergenceError" in m and "u=100.0" in m for m in res["messages"]), res["messages"]
     assert res["a"] == res["b"]  # the discarded step left no trace
+    assert res["terminated_after_retry"] is False and res["top_level"] is False
     assert os.path.realpath(res["model_file"]).startswith(os.path.realpath(res["unzip"]))
     x_exact = 1.0 / 3.0 + (1.0 - 1.0 / 3.0) * np.exp(-3.0 * 1.0)  # x' = -3x + 1, x(0) = 1
     assert res["a"][-1] == pytest.approx(x_exact, rel=1e-4)
 
 
-def test_bad_fixed_parameter_blocks_steps_until_reset(pendulum_fmu):
-    slave = Slave(pendulum_fmu, "bad-parameter", params={"g": float("nan")}, logging=True)
-    assert any(status == 3 and "fmi2ExitInitializationMode failed" in message and "'g' must be finite" in message
-               for status, _, message in slave.messages), slave.messages
-    with pytest.raises(FMICallException) as info:
-        slave.fmu.doStep(0.0, 0.01)
-    assert info.value.status == fmi2Discard
-    slave.fmu.reset()  # fmi2Reset recovers: start values again
-    slave.initialize()
-    _, rows = drive(slave, 0.0, 3)
-    assert np.all(np.isfinite(rows))
-    slave.close()
+def test_invalid_parameter_is_error_at_initialization_until_reset(pendulum_fmu, tmp_path):
+    """§2.1.3: a parameter the model rejects (l = -1, g = NaN) makes
+    fmi2ExitInitializationMode return fmi2Error naming it; fmi2DoStep is then fmi2Error
+    until fmi2Reset; `fmpy simulate` fails visibly (non-zero exit, the message)."""
+    for params, text in (({"l": -1.0}, "'l'"), ({"g": float("nan")}, "'g' must be finite")):
+        slave = Slave(pendulum_fmu, "bad-parameter", logging=True, initialize=False)
+        slave.fmu.setupExperiment(startTime=0.0)
+        slave.set(params)
+        slave.fmu.enterInitializationMode()
+        with pytest.raises(FMICallException) as info:
+            slave.fmu.exitInitializationMode()
+        assert info.value.status == FMI2_ERROR
+        assert any(st == FMI2_ERROR and "fmi2ExitInitializationMode" in m and text in m
+                   for st, _, m in slave.messages), slave.messages
+        with pytest.raises(FMICallException) as info:
+            slave.fmu.doStep(0.0, 0.01)
+        assert info.value.status == FMI2_ERROR
+        slave.fmu.reset()  # fmi2Reset recovers: start values again
+        slave.initialize()
+        _, rows = drive(slave, 0.0, 3)
+        assert np.all(np.isfinite(rows))
+        slave.close()
+    proc = subprocess.run([sys.executable, "-m", "fmpy", "simulate", str(pendulum_fmu),
+                           "--start-values", "l", "-1", "--output-file", str(tmp_path / "out.csv")],
+                          capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    assert proc.returncode != 0
+    assert "fmi2ExitInitializationMode" in proc.stdout + proc.stderr
+    assert not (tmp_path / "out.csv").exists()
 
 
 def test_variable_names_and_configuration_parameters(tmp_path):
@@ -873,3 +917,462 @@ def test_shipped_scenario_fmu_matches_cosim_run(scenario_path, fmu_dir, tmp_path
     assert np.array_equal(np.array(got), want)
     if scenario_path.stem == "bouncing_ball":
         assert events > 0
+
+
+# -- FMI 2.0.4 contract (issue 15) --------------------------------------------------------------
+def _run_pendulum(path, tolerance=None, n=50):
+    slave = Slave(path, "tol", initialize=False)
+    if tolerance is None:
+        slave.fmu.setupExperiment(startTime=0.0)
+    else:
+        slave.fmu.setupExperiment(tolerance=tolerance, startTime=0.0)
+    slave.fmu.enterInitializationMode()
+    slave.fmu.exitInitializationMode()
+    _, rows = drive(slave, 0.0, n)
+    slave.close()
+    return rows
+
+
+def test_setup_experiment_tolerance_is_the_relative_tolerance(pendulum_fmu):
+    """§2.1.6: fmi2SetupExperiment(toleranceDefined, tolerance) sets the step-size control's
+    relative tolerance: the FMU equals cosim.Simulation with rtol = tolerance, bit for bit."""
+    def reference(rtol):
+        sim = cosim.Simulation(model="pendulum", rtol=rtol)
+        t, rows = 0.0, []
+        for _ in range(50):
+            sim.set_inputs({"torque": float(np.sin(3.0 * t))})
+            sim.do_step(t, 0.01)
+            t += 0.01
+            rows.append(sim.get_outputs())
+        return np.array(rows)
+    loose = _run_pendulum(pendulum_fmu, tolerance=1e-2)
+    assert np.array_equal(loose, reference(1e-2))
+    assert np.array_equal(_run_pendulum(pendulum_fmu), reference(1e-6))
+    assert np.max(np.abs(loose - reference(1e-6))) > 1e-5  # and it matters
+    slave = Slave(pendulum_fmu, "bad-tol", initialize=False, logging=True)
+    with pytest.raises(FMICallException) as info:
+        slave.fmu.setupExperiment(tolerance=-1.0, startTime=0.0)
+    assert info.value.status == FMI2_ERROR
+    assert any("tolerance" in m for _, _, m in slave.messages)
+    slave.fmu.freeInstance()
+
+
+def test_wrong_guid_is_refused(pendulum_fmu):
+    """§2.1.5: fmi2Instantiate checks fmuGUID; a foreign modelDescription gets no instance."""
+    md = read_model_description(str(pendulum_fmu))
+    messages = []
+    cb = fmi2CallbackFunctions()
+    cb.logger = fmi2CallbackLoggerTYPE(lambda e, i, s, c, m: messages.append((s, m.decode())))
+    cb.allocateMemory, cb.freeMemory = defaultCallbacks.allocateMemory, defaultCallbacks.freeMemory
+    fmu = FMU2Slave(guid="{00000000-0000-0000-0000-000000000000}", unzipDirectory=extract(str(pendulum_fmu)),
+                    modelIdentifier=md.coSimulation.modelIdentifier, instanceName="wrong-guid")
+    with pytest.raises(Exception, match="instantiate"):
+        fmu.instantiate(callbacks=cb)
+    assert any(s == FMI2_ERROR and "fmuGUID" in m and md.guid in m for s, m in messages), messages
+
+
+def test_unknown_value_reference_and_fixed_parameter_after_init_are_errors(pendulum_fmu):
+    """§2.1.7: an unknown value reference, the wrong type, an output, or a fixed parameter
+    after initialization is fmi2Error and changes nothing (all or nothing)."""
+    slave = Slave(pendulum_fmu, "vr", logging=True)
+    t, _ = drive(slave, 0.0, 3)
+    state = slave.fmu.getFMUstate()
+    before = bytes(slave.fmu.serializeFMUstate(state))
+    slave.fmu.freeFMUstate(state)
+    values = slave.get(["l", "torque", "solver.rtol"])
+    torque, l_vr, angle = slave.vr["torque"], slave.vr["l"], slave.vr["angle"]
+    calls = [lambda: slave.fmu.getReal([999]),
+             lambda: slave.fmu.getReal([angle, 999]),
+             lambda: slave.fmu.setReal([torque, 999], [5.0, 1.0]),
+             lambda: slave.fmu.setReal([angle], [1.0]),  # an output
+             lambda: slave.fmu.getInteger([999]),
+             lambda: slave.fmu.getInteger([angle]),  # a Real
+             lambda: slave.fmu.setInteger([slave.vr["event_count"]], [3]),
+             lambda: slave.fmu.getBoolean([0]),
+             lambda: slave.fmu.getString([999]),
+             lambda: slave.fmu.setReal([torque, l_vr], [5.0, 2.0]),  # fixed after init
+             lambda: slave.fmu.setReal([slave.vr["solver.rtol"]], [1e-3]),
+             lambda: slave.fmu.setString([slave.vr["solver.method"]], ["bdf"])]
+    logs = []
+    for k, call in enumerate(calls):
+        slave.messages.clear()
+        with pytest.raises(FMICallException) as info:
+            call()
+        assert info.value.status == FMI2_ERROR, k
+        logs.append(" ".join(m for s, _, m in slave.messages if s == FMI2_ERROR))
+    assert "valueReference 999 is not a Real variable" in logs[0]
+    assert "is an output" in logs[3] and "valueReference 999 is not an Integer" in logs[4]
+    assert "'l' is a fixed parameter" in logs[9] and "'solver.method' is a fixed parameter" in logs[11]
+    assert slave.get(["l", "torque", "solver.rtol"]) == values  # unchanged
+    state = slave.fmu.getFMUstate()
+    assert bytes(slave.fmu.serializeFMUstate(state)) == before
+    slave.fmu.freeFMUstate(state)
+    slave.close()
+
+
+def test_terminal_event_discards_the_step_and_terminates(ball_fmu):
+    """§4.2.3: the bouncing ball's terminal event ends the step at the event: fmi2Discard,
+    fmi2LastSuccessfulTime = event time, fmi2Terminated true, outputs at the event; a later
+    fmi2DoStep is fmi2Error (state unchanged) until fmi2SetFMUstate or fmi2Reset."""
+    ball = Slave(ball_fmu, "terminal", logging=True)
+    sim = cosim.Simulation(model="bouncing_ball")
+    t, h = 0.0, 0.1
+    saved = None
+    for n in range(100):
+        if n == 5:
+            saved = ball.fmu.getFMUstate()
+        sim.do_step(t, h)
+        try:
+            ball.fmu.doStep(t, h)
+        except FMICallException as exc:
+            assert exc.status == fmi2Discard
+            break
+        assert not ball.fmu.getBooleanStatus(FMI2_TERMINATED)
+        t += h
+    else:
+        pytest.fail("the ball never stopped")
+    assert sim.stopped and t < sim.stop_time <= t + h
+    assert ball.fmu.getBooleanStatus(FMI2_TERMINATED)
+    assert ball.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == sim.stop_time
+    assert ball.get(["height", "velocity"]) == sim.get_outputs()[:2].tolist()
+    assert any(s == fmi2Discard and "terminal event" in m for s, _, m in ball.messages)
+    outputs = ball.get(["height", "velocity"])
+    with pytest.raises(FMICallException) as info:
+        ball.fmu.doStep(t + h, h)
+    assert info.value.status == FMI2_ERROR
+    assert ball.get(["height", "velocity"]) == outputs and ball.fmu.getBooleanStatus(FMI2_TERMINATED)
+    ball.fmu.setFMUstate(saved)  # back before the stop: steps again, not terminated
+    ball.fmu.freeFMUstate(saved)
+    assert not ball.fmu.getBooleanStatus(FMI2_TERMINATED)
+    ball.fmu.doStep(0.5, h)
+    ball.close()
+
+
+def test_model_structure_and_direct_feedthrough(pendulum_fmu, pd_fmu):
+    """§2.2.8: <Outputs> lists, per output, the inputs it depends on directly (found from the
+    model: the pendulum's rod force depends on the applied forces fx, fy; angle and rate on no
+    input); such an output is recomputed by fmi2GetReal right after fmi2SetReal (§4.2.1)."""
+    md = read_model_description(str(pendulum_fmu))
+    deps = {u.variable.name: sorted(d.name for d in (u.dependencies or [])) for u in md.outputs}
+    assert deps == {"angle": [], "angular_velocity": [], "rod_force": ["fx", "fy"], "event_count": []}
+    init = {u.variable.name: [d.name for d in (u.dependencies or [])] for u in md.initialUnknowns}
+    assert {"fx", "fy", "l", "m"} <= set(init["rod_force"]) and "torque" not in init["rod_force"]
+    pd = read_model_description(str(pd_fmu))
+    assert all(not u.dependencies for u in pd.outputs)  # block outputs are held: no feedthrough
+
+    slave = Slave(pendulum_fmu, "feedthrough", initialize=False)
+    slave.fmu.setupExperiment(startTime=0.0)
+    slave.fmu.enterInitializationMode()
+    slave.set({"fx": 3.0})
+    in_init = slave.get(["rod_force"])[0]
+    slave.fmu.exitInitializationMode()
+    t, _ = drive(slave, 0.0, 5)
+    slave.set({"fx": -2.0, "fy": 1.0})
+    between = slave.get(["angle", "rod_force"])
+    sim = cosim.Simulation(model="pendulum")
+    sim.set_inputs({"fx": 3.0})
+    assert in_init == sim.get_output_dict()["rod_force"]
+    tt = 0.0
+    for _ in range(5):
+        sim.set_inputs({"torque": float(np.sin(3.0 * tt)), "fx": 3.0})
+        sim.do_step(tt, 0.01)
+        tt += 0.01
+    sim.set_inputs({"torque": float(np.sin(3.0 * (tt - 0.01))), "fx": -2.0, "fy": 1.0})
+    assert between == [sim.get_output_dict()["angle"], sim.get_output_dict()["rod_force"]]
+    assert abs(between[1] - in_init) > 0.1
+    slave.close()
+
+
+def test_lti_builds_without_method(tmp_path):
+    out = tmp_path / "X.fmu"
+    assert cosim_main(["fmu", "build", "lti", "-o", str(out)]) == 0
+    md = read_model_description(str(out))
+    assert {v.name: v.start for v in md.modelVariables}["solver.method"] == "state-transition"
+    assert validate_fmu(str(out)) == []
+
+
+MISSING_SCIPY = textwrap.dedent("""
+    import json, sys
+    class Block:  # this host has no scipy: its import fails as on a machine without it
+        def find_spec(self, name, path=None, target=None):
+            if name == "scipy" or name.startswith("scipy."):
+                raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+    sys.meta_path.insert(0, Block())
+    from fmpy import extract, read_model_description
+    from fmpy.fmi2 import FMU2Slave, defaultCallbacks, fmi2CallbackFunctions, fmi2CallbackLoggerTYPE
+    md = read_model_description({path!r})
+    messages = []
+    cb = fmi2CallbackFunctions()
+    cb.logger = fmi2CallbackLoggerTYPE(lambda e, i, s, c, m: messages.append((s, m.decode())))
+    cb.allocateMemory, cb.freeMemory = defaultCallbacks.allocateMemory, defaultCallbacks.freeMemory
+    fmu = FMU2Slave(guid=md.guid, unzipDirectory=extract({path!r}),
+                    modelIdentifier=md.coSimulation.modelIdentifier, instanceName="no-scipy")
+    try:
+        fmu.instantiate(callbacks=cb)
+        ok = True
+    except Exception:
+        ok = False
+    print(json.dumps({{"instantiated": ok, "messages": messages}}))
+""")
+
+
+def test_missing_scipy_on_the_host_is_an_error_naming_it(pendulum_fmu, tmp_path):
+    proc = subprocess.run([sys.executable, "-c", MISSING_SCIPY.format(path=str(pendulum_fmu))],
+                          capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["instantiated"] is False
+    assert any(s == FMI2_ERROR and "needs numpy and scipy" in m and "missing: scipy" in m
+               for s, m in res["messages"]), res["messages"]
+
+
+# -- isolation: the code of each FMU is private to it (fmu/bundle.py) --------------------------------
+OSCILLATOR_MODEL = textwrap.dedent('''
+    """A user model: damped oscillator x'' = -w^2 x - 2 z w x' + u (first order form)."""
+    import numpy as np
+    from cosim.models.base import FirstOrderModel, Parameter, Signal
+
+
+    class Oscillator(FirstOrderModel):
+        name = "oscillator"
+        states = ("x", "v")
+        parameters = (Parameter("w", 3.0, "rad/s", "natural frequency"),
+                      Parameter("z", 0.1, "1", "damping ratio"))
+        inputs = (Signal("u", "1", "force"),)
+        outputs = (Signal("x", "1", "position"), Signal("a", "1", "acceleration"))
+
+        def initial_state(self):
+            return np.array([1.0, 0.0])
+
+        def _a(self, x, u):
+            w, z = self.params["w"], self.params["z"]
+            return -w * w * x[0] - 2.0 * z * w * x[1] + u[0]
+
+        def rhs(self, t, x, u):
+            return np.array([x[1], self._a(x, u)])
+
+        def rhs_jacobian(self, t, x, u):
+            w, z = self.params["w"], self.params["z"]
+            return np.array([[0.0, 1.0], [-w * w, -2.0 * z * w]])
+
+        def output_values(self, t, y, u):
+            return np.array([y[0], self._a(y, u)])
+''')
+
+ISOLATION_HOST = textwrap.dedent("""
+    import json, os, sys
+    sys.path.insert(0, {src!r})
+    import cosim  # the host's own cosim, imported before any FMU
+    import fragile_model, oscillator_model
+    from fmpy import extract, read_model_description, simulate_fmu
+    from fmpy.fmi2 import FMU2Slave
+    host_cosim = cosim.__file__
+    out = {{}}
+    # two different user-model FMUs one after the other (fmpy deletes each unzip folder)
+    for key, path, model, method in (("fragile", {fragile!r}, "fragile_model:Fragile", "dopri5"),
+                                     ("oscillator", {osc!r}, "oscillator_model:Oscillator", "rk4")):
+        res = simulate_fmu(path, stop_time=1.0, output_interval=0.1)
+        sim = cosim.Simulation(model=model, method=method, params={{"k": 3.0}} if key == "fragile" else None,
+                               h=0.01 if method == "rk4" else None)
+        ref = [sim.get_outputs()[0]]
+        for n in range(10):
+            sim.do_step(n * 0.1, (n + 1) * 0.1 - n * 0.1)
+            ref.append(sim.get_outputs()[0])
+        out[key] = {{"fmu": res["x"].tolist(), "ref": ref}}
+    # two builds of different cosim versions alive at once, stepped alternately
+    slaves = []
+    for path in ({osc!r}, {alt!r}):
+        md = read_model_description(path)
+        unzip = extract(path)
+        f = FMU2Slave(guid=md.guid, unzipDirectory=unzip, modelIdentifier=md.coSimulation.modelIdentifier,
+                      instanceName=os.path.basename(path))
+        f.instantiate()
+        f.setupExperiment(startTime=0.0)
+        f.enterInitializationMode()
+        f.exitInitializationMode()
+        package = json.load(open(os.path.join(unzip, "resources", "cosim_fmu.json")))["package"]
+        slaves.append((f, md, package))
+    rows = []
+    for n in range(10):
+        row = []
+        for f, md, _ in slaves:
+            f.doStep(n * 0.1, 0.1)
+            vr = {{v.name: v.valueReference for v in md.modelVariables}}
+            row.append(f.getReal([vr["x"]])[0])
+        rows.append(row)
+    out["alternating"] = rows
+    out["versions"] = [sys.modules[p + ".cosim"].__version__ for _, _, p in slaves]
+    out["packages"] = [p for _, _, p in slaves]
+    out["host_cosim_kept"] = sys.modules["cosim"].__file__ == host_cosim
+    # the same FMU unzipped again after fmpy deleted the first folder: a method imported
+    # lazily now (bdf) comes from the new folder
+    res = simulate_fmu({pendulum!r}, stop_time=0.1, output_interval=0.01)
+    res_bdf = simulate_fmu({pendulum!r}, stop_time=0.1, output_interval=0.01,
+                           start_values={{"solver.method": "bdf"}})
+    sim = cosim.Simulation(model="pendulum", method="bdf")
+    for n in range(10):
+        sim.do_step(n * 0.01, (n + 1) * 0.01 - n * 0.01)
+    out["bdf"] = [float(res_bdf["angle"][-1]), float(sim.get_outputs()[0]), float(res["angle"][-1])]
+    out["host_modules_clean"] = all("cosim_fmu_" not in (getattr(m, "__file__", None) or "")
+                                    for n, m in list(sys.modules.items()) if not n.startswith("cosim_fmu_"))
+    out["path_clean"] = not any("cosim_fmu_" in p or "resources" in p for p in sys.path)
+    for f, _, _ in slaves:
+        f.terminate()
+        f.freeInstance()
+    print(json.dumps(out))
+""")
+
+
+def test_fmus_are_isolated_from_each_other_and_from_the_host(tmp_path):
+    """Two different user-model FMUs run one after the other, then two FMUs built from
+    different cosim versions side by side, in a host that imported cosim itself: each FMU
+    runs its own bundled code, results equal the host's cosim.Simulation bit for bit, and
+    the host's `cosim`, sys.path and sys.modules are untouched."""
+    import shutil
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "fragile_model.py").write_text(FRAGILE_MODEL)
+    (src / "oscillator_model.py").write_text(OSCILLATOR_MODEL)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(src), str(REPO)]))
+    build = [sys.executable, "-m", "cosim.cli", "fmu", "build"]
+    fragile, osc, alt = tmp_path / "Fragile.fmu", tmp_path / "Osc.fmu", tmp_path / "OscAlt.fmu"
+    for args in ([ "fragile_model:Fragile", "-o", str(fragile), "--method", "dopri5", "--param", "k=3"],
+                 ["oscillator_model:Oscillator", "-o", str(osc), "--method", "rk4", "--step", "0.01"]):
+        subprocess.run(build + args, check=True, capture_output=True, timeout=300, env=env, cwd=str(tmp_path))
+    # the same model built by another version of cosim (a copy with another __version__)
+    other = tmp_path / "other"
+    shutil.copytree(REPO / "cosim", other / "cosim", ignore=shutil.ignore_patterns("__pycache__"))
+    init = other / "cosim" / "__init__.py"
+    init.write_text(init.read_text().replace(f'__version__ = "{cosim.__version__}"', '__version__ = "9.9.9+other"'))
+    alt_env = dict(env, PYTHONPATH=os.pathsep.join([str(other), str(src), str(REPO)]))
+    subprocess.run(build + ["oscillator_model:Oscillator", "-o", str(alt), "--method", "rk4", "--step", "0.01"],
+                   check=True, capture_output=True, timeout=300, env=alt_env, cwd=str(tmp_path))
+
+    pendulum = tmp_path / "P.fmu"
+    subprocess.run(build + ["pendulum", "-o", str(pendulum)], check=True, capture_output=True,
+                   timeout=300, env=env, cwd=str(tmp_path))
+    script = ISOLATION_HOST.format(src=str(src), fragile=str(fragile), osc=str(osc), alt=str(alt),
+                                   pendulum=str(pendulum))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          cwd=str(tmp_path), env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    for key in ("fragile", "oscillator"):
+        assert res[key]["fmu"] == res[key]["ref"], key
+    assert res["versions"] == [cosim.__version__, "9.9.9+other"]
+    assert len(set(res["packages"])) == 2
+    rows = np.array(res["alternating"])
+    assert np.array_equal(rows[:, 0], rows[:, 1])  # same model, same numerics, separate code
+    assert res["host_cosim_kept"] and res["host_modules_clean"] and res["path_clean"]
+    assert res["bdf"][0] == res["bdf"][1] and res["bdf"][0] != res["bdf"][2]
+
+
+def test_conformance_script_every_fmu_in_a_venv_without_cosim(tmp_path):
+    """scripts/fmu_conformance.py: every FMU `cosim fmu build` makes (each library model with
+    its default and one other method, each shipped scenario) passes fmpy validate and the
+    FMU2Slave cycle (init, steps with inputs, state get/set/serialize, reset, terminate, free),
+    checked by a venv that holds only fmpy + numpy + scipy."""
+    script = REPO / "scripts" / "fmu_conformance.py"
+    proc = subprocess.run([sys.executable, str(script), "all", str(tmp_path / "fmus"),
+                           "--bare-venv", str(tmp_path / "venv")], capture_output=True, text=True,
+                          timeout=900, cwd=str(tmp_path), env=dict(os.environ, PYTHONPATH=str(REPO)))
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    from cosim.models import MODEL_REGISTRY
+    assert len(lines) == 2 * len(MODEL_REGISTRY) + len(SHIPPED_SCENARIOS)
+    assert all(line["ok"] for line in lines)
+    assert f"{len(lines)}/{len(lines)} FMUs conform" in proc.stdout
+    assert "cosim importable: False, pythonfmu importable: False" in proc.stdout
+
+
+# -- a second master: libcosim with two cosim builds and an independent controller FMU --------------
+STOCK_CONTROLLER = textwrap.dedent('''
+    """A PD controller for two pendulums, exported by stock pythonfmu (not cosim)."""
+    from pythonfmu import Fmi2Causality, Fmi2Slave, Real
+
+
+    class TwinPD(Fmi2Slave):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.kp, self.kd, self.ref = 40.0, 8.0, 0.8
+            self.angle_a = self.rate_a = self.angle_b = self.rate_b = 0.0
+            self.torque_a = self.torque_b = 0.0
+            for name in ("angle_a", "rate_a", "angle_b", "rate_b"):
+                self.register_variable(Real(name, causality=Fmi2Causality.input))
+            for name in ("torque_a", "torque_b"):
+                self.register_variable(Real(name, causality=Fmi2Causality.output))
+
+        def do_step(self, current_time, step_size):
+            self.torque_a = self.kp * (self.ref - self.angle_a) - self.kd * self.rate_a
+            self.torque_b = self.kp * (self.ref - self.angle_b) - self.kd * self.rate_b
+            return True
+''')
+
+LIBCOSIM_TWO_BUILDS = textwrap.dedent("""
+    import json
+    from libcosimpy.CosimEnums import CosimVariableType
+    from libcosimpy.CosimExecution import CosimExecution
+    from libcosimpy.CosimLogging import CosimLogLevel, log_output_level
+    from libcosimpy.CosimObserver import CosimObserver
+    from libcosimpy.CosimSlave import CosimLocalSlave
+    log_output_level(CosimLogLevel.ERROR)
+    step_ns, n = {step_ns!r}, {n!r}
+    ex = CosimExecution.from_step_size(step_ns)
+    index, refs = {{}}, {{}}
+    for name, path in (("a", {plant_a!r}), ("b", {plant_b!r}), ("ctrl", {ctrl!r})):
+        index[name] = ex.add_local_slave(CosimLocalSlave(fmu_path=path, instance_name=name))
+        refs[name] = {{v.name.decode(): v.reference for v in ex.slave_variables(index[name])}}
+    for p in ("a", "b"):
+        ex.connect_real_variables(index[p], refs[p]["angle"], index["ctrl"], refs["ctrl"]["angle_" + p])
+        ex.connect_real_variables(index[p], refs[p]["angular_velocity"], index["ctrl"], refs["ctrl"]["rate_" + p])
+        ex.connect_real_variables(index["ctrl"], refs["ctrl"]["torque_" + p], index[p], refs[p]["torque"])
+    obs = CosimObserver.create_time_series()
+    ex.add_observer(obs)
+    for p in ("a", "b"):
+        obs.start_time_series(index[p], refs[p]["angle"], CosimVariableType.REAL)
+    assert ex.step(n)
+    out = {{}}
+    for p in ("a", "b"):
+        t_ns, _, out[p] = obs.time_series_real_samples(index[p], refs[p]["angle"], 0, n + 2)
+    out["t_ns"] = list(t_ns)
+    print(json.dumps(out))
+""")
+
+
+def test_libcosim_two_cosim_builds_and_an_independent_controller(pendulum_fmu, tmp_path):
+    """libcosim runs two pendulum FMUs built by different cosim versions and a PD controller
+    exported by stock pythonfmu in one execution: both plants equal cosim.Simulation in the
+    same Jacobi coupling, and each other, bit for bit."""
+    import shutil
+    other = tmp_path / "other"
+    shutil.copytree(REPO / "cosim", other / "cosim", ignore=shutil.ignore_patterns("__pycache__"))
+    init = other / "cosim" / "__init__.py"
+    init.write_text(init.read_text().replace(f'__version__ = "{cosim.__version__}"', '__version__ = "9.9.9+other"'))
+    plant_b = tmp_path / "PendulumOther.fmu"
+    subprocess.run([sys.executable, "-m", "cosim.cli", "fmu", "build", "pendulum", "-o", str(plant_b)],
+                   check=True, capture_output=True, timeout=300, cwd=str(tmp_path),
+                   env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(other), str(REPO)])))
+    assert read_model_description(str(plant_b)).version == "9.9.9+other"
+    (tmp_path / "twin_pd.py").write_text(STOCK_CONTROLLER)
+    subprocess.run([sys.executable, "-m", "pythonfmu", "build", "-f", str(tmp_path / "twin_pd.py"),
+                    "-d", str(tmp_path)], check=True, capture_output=True, timeout=300, cwd=str(tmp_path))
+    step_ns, n = 10_000_000, 200
+    script = LIBCOSIM_TWO_BUILDS.format(plant_a=str(pendulum_fmu), plant_b=str(plant_b),
+                                        ctrl=str(tmp_path / "TwinPD.fmu"), step_ns=step_ns, n=n)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads(proc.stdout.strip().splitlines()[-1])
+    a, b = np.array(run["a"]), np.array(run["b"])
+    assert np.array_equal(a, b) and len(a) >= n - 1
+    plant, torque, ref = cosim.Simulation(model="pendulum"), 0.0, []
+    ref.append(plant.get_output_dict()["angle"])
+    for j in range(len(a) - 1):  # Jacobi: the controller's output of step j-1 drives step j
+        po = plant.get_output_dict()
+        plant.set_inputs({"torque": torque})
+        t_j = (j * step_ns) / 1e9
+        plant.do_step(t_j, ((j + 1) * step_ns) / 1e9 - t_j)
+        torque = 40.0 * (0.8 - po["angle"]) - 8.0 * po["angular_velocity"]
+        ref.append(plant.get_output_dict()["angle"])
+    assert np.max(np.abs(a - np.array(ref))) <= 1e-12
+    assert abs(a[-1] - 0.8) < 0.2  # regulated towards the reference

@@ -1,0 +1,73 @@
+"""The FMU binary: ``cosim_fmi2.cpp`` (FMI 2.0 entry points forwarding to the
+Python slave), compiled once per source version and cached.
+
+It replaces pythonfmu 0.7.0's prebuilt wrapper, whose status codes, GUID
+check, termination flag and interpreter finalization break the FMI 2.0.4
+contract (see the header of ``cosim_fmi2.cpp``).  Built with the limited
+Python C API (abi3, >= 3.8) and without linking libpython: the symbols come
+from the importing process (a Python host, or a C host that loads libpython
+globally), as with pythonfmu's own binary.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+from pathlib import Path
+
+from cosim.errors import CosimError
+
+HERE = Path(__file__).resolve().parent
+SOURCES = ("cosim_fmi2.cpp", "fmi2Functions.h", "fmi2FunctionTypes.h", "fmi2TypesPlatform.h")
+PLATFORM = "linux64"
+
+
+class NativeBuildError(CosimError):
+    """The FMU binary could not be compiled."""
+
+
+def _cache_root():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "cosim" / "fmu-native"
+
+
+def _compiler():
+    for name in (os.environ.get("CXX"), "g++", "c++", "clang++"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def native_library():
+    """Path of the compiled FMU binary (built on first use, then cached by source hash)."""
+    if not sysconfig.get_platform().startswith("linux"):
+        raise NativeBuildError("cosim fmu build makes linux64 FMU binaries only (this is "
+                               f"{sysconfig.get_platform()})")
+    include = sysconfig.get_paths()["include"]
+    digest = hashlib.sha256()
+    for name in SOURCES:
+        digest.update((HERE / name).read_bytes())
+    target = _cache_root() / digest.hexdigest()[:16] / "cosim_fmi2.so"
+    if target.exists():
+        return target
+    cxx = _compiler()
+    if cxx is None:
+        raise NativeBuildError("cosim fmu build compiles the FMU binary once and needs a C++17 "
+                               "compiler (g++ or clang++; set CXX)")
+    if not (Path(include) / "Python.h").exists():
+        raise NativeBuildError(f"cosim fmu build needs the Python headers (Python.h not in {include})")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        out = Path(tmp) / "cosim_fmi2.so"
+        cmd = [cxx, "-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility=hidden",
+               "-static-libstdc++", "-static-libgcc", "-Wl,-z,nodelete",
+               f"-I{include}", f"-I{HERE}", str(HERE / "cosim_fmi2.cpp"), "-o", str(out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise NativeBuildError(f"compiling the FMU binary failed ({' '.join(cmd)}):\n"
+                                   f"{proc.stderr[-4000:]}")
+        os.replace(out, target)  # atomic: concurrent builds never see a partial file
+    return target

@@ -1,0 +1,665 @@
+// FMI 2.0 Co-Simulation entry points of a cosim FMU: a thin C++ layer that
+// forwards every call to the Python slave object (fmu/slave.py) in the
+// embedding (or host) interpreter.
+//
+// Derived from PythonFMU 0.7.0's native wrapper (MIT licence, Copyright (c)
+// 2019-2020 NTNU - Department of Ocean Operations and Civil Engineering,
+// Copyright (c) 2019-2020 Safran SA),
+// rewritten where 0.7.0 breaks the FMI 2.0.4 contract:
+//  * fmi2Instantiate checks fmuGUID against the FMU's own (§2.1.5) and that the
+//    host interpreter has numpy and scipy; on failure it logs why and returns NULL.
+//  * A Python exception in a call is fmi2Error with its message logged; the
+//    instance stays alive (0.7.0 freed the slave object and returned fmi2Fatal).
+//  * fmi2DoStep: True -> fmi2OK, False -> fmi2Discard, exception -> fmi2Error;
+//    fmi2LastSuccessfulTime and fmi2Terminated are asked from the slave (§4.2.3)
+//    (0.7.0 latched "terminated" on any discard).
+//  * Messages of status warning/discard/error/fatal always reach the logger
+//    callback; status-OK messages only with debug logging on (§2.1.5).
+//  * The bundled Python code is loaded as one private package per FMU build by
+//    a bootstrap (below) that never touches sys.path; no module dict
+//    reference-count bug (0.7.0's findClass).
+//  * The interpreter is never finalized by the FMU, and the library is linked
+//    with -z nodelete: 0.7.0's Py_Finalize at library unload is the process-exit
+//    use-after-free (pythonfmu PR #213, cppfmu issue #3).
+#define PY_SSIZE_T_CLEAN
+#define Py_LIMITED_API 0x03080000
+#include <Python.h>
+
+#include "fmi2Functions.h"
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace {
+
+const char* BOOTSTRAP = R"PY(
+def _cosim_fmu_load(resource_uri, guid):
+    """(slave class, resources folder) of this FMU; its code is imported as one
+    private package named in cosim_fmu.json, never via sys.path."""
+    import importlib, importlib.util, json, os, sys
+    from urllib.parse import unquote, urlparse
+    parsed = urlparse(resource_uri)
+    resources = unquote(parsed.path) if parsed.scheme == "file" else resource_uri
+    if os.name == "nt" and resources[:1] == "/" and resources[2:3] == ":":
+        resources = resources[1:]
+    config = os.path.join(resources, "cosim_fmu.json")
+    with open(config, encoding="utf-8") as fh:
+        cfg = json.load(fh)
+    if cfg.get("guid") != guid:
+        raise ValueError(f"fmuGUID {guid!r} is not the GUID of this FMU ({cfg.get('guid')!r}): "
+                         "the modelDescription.xml does not belong to this binary (FMI 2.0.4 2.1.5)")
+    missing = []
+    for name in cfg.get("requires", ("numpy", "scipy")):
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            missing.append(f"{name} ({type(exc).__name__}: {exc})")
+    if missing:
+        raise ImportError("this cosim FMU needs numpy and scipy in the importing Python "
+                          f"({sys.executable or 'embedded'}, Python {sys.version.split()[0]}); missing: "
+                          + "; ".join(missing))
+    pkg = cfg["package"]
+    root = os.path.join(resources, pkg)
+    mod = sys.modules.get(pkg)
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(
+            pkg, os.path.join(root, "__init__.py"), submodule_search_locations=[root])
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[pkg] = mod
+        try:
+            spec.loader.exec_module(mod)
+        except BaseException:
+            del sys.modules[pkg]
+            raise
+    else:
+        old = list(mod.__path__)[0]
+        if old != root:  # the same build (same GUID, same files) unzipped elsewhere
+            for name, m in list(sys.modules.items()):
+                if name == pkg or name.startswith(pkg + "."):
+                    path = getattr(m, "__path__", None)
+                    if path is not None and list(path) and list(path)[0].startswith(old):
+                        m.__path__ = [root + list(path)[0][len(old):]]
+    slave = importlib.import_module(pkg + ".slave_module")
+    return slave.SLAVE_CLASS, resources
+)PY";
+
+std::once_flag g_init_once;
+PyObject* g_loader = nullptr;  // _cosim_fmu_load (never released)
+
+void ensure_interpreter()
+{
+    std::call_once(g_init_once, [] {
+        if (!Py_IsInitialized()) {  // non-Python host: embed, and never finalize
+            Py_InitializeEx(0);
+            PyEval_SaveThread();
+        }
+    });
+}
+
+// UTF-8 text of a str object (limited API: no PyUnicode_AsUTF8AndSize before 3.10)
+std::string text_of(PyObject* obj)
+{
+    if (obj == nullptr || !PyUnicode_Check(obj)) return "";
+    PyObject* b = PyUnicode_AsUTF8String(obj);
+    if (b == nullptr) {
+        PyErr_Clear();
+        return "";
+    }
+    std::string s = PyBytes_AsString(b);
+    Py_DECREF(b);
+    return s;
+}
+
+std::string fetch_exception()
+{
+    PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
+    PyErr_Fetch(&type, &value, &tb);
+    std::string text = "unknown Python error";
+    if (type != nullptr) {
+        PyObject* name = PyObject_GetAttrString(type, "__name__");
+        PyObject* str = value ? PyObject_Str(value) : nullptr;
+        std::string n = text_of(name);
+        text = (n.empty() ? std::string("Exception") : n) + ": " + text_of(str);
+        Py_XDECREF(name);
+        Py_XDECREF(str);
+    }
+    PyErr_Clear();
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return text;
+}
+
+struct Component
+{
+    std::string instanceName;
+    fmi2CallbackLogger logger = nullptr;
+    fmi2ComponentEnvironment environment = nullptr;
+    bool debugLogging = false;
+    PyObject* cls = nullptr;       // slave class
+    PyObject* instance = nullptr;  // slave object
+    PyObject* resources = nullptr; // str
+    bool visible = false;
+    std::vector<PyObject*> strings; // keeps fmi2GetString results alive until the next call
+
+    void log(fmi2Status status, const char* category, const std::string& message) const
+    {
+        if (logger == nullptr) return;
+        if (status == fmi2OK && !debugLogging) return;
+        std::string format;  // the message is a printf format: escape '%'
+        for (char ch : message) {
+            format += ch;
+            if (ch == '%') format += '%';
+        }
+        logger(environment, instanceName.c_str(), status,
+            (category && *category) ? category : nullptr, format.c_str());
+    }
+
+    // forward the slave's queued messages (pythonfmu LogMsg: status, category, msg)
+    void drainLog() const
+    {
+        if (instance == nullptr) return;
+        PyObject* queue = PyObject_GetAttrString(instance, "log_queue");
+        if (queue == nullptr) {
+            PyErr_Clear();
+            return;
+        }
+        Py_ssize_t n = PyList_Check(queue) ? PyList_Size(queue) : 0;
+        for (Py_ssize_t i = 0; i < n; ++i) {
+            PyObject* item = PyList_GetItem(queue, i);  // borrowed
+            PyObject* st = PyObject_GetAttrString(item, "status");
+            PyObject* cat = PyObject_GetAttrString(item, "category");
+            PyObject* msg = PyObject_GetAttrString(item, "msg");
+            long status = st ? PyLong_AsLong(st) : 3;
+            PyErr_Clear();
+            std::string c = text_of(cat);
+            log(static_cast<fmi2Status>(status), c.c_str(), text_of(msg));
+            Py_XDECREF(st);
+            Py_XDECREF(cat);
+            Py_XDECREF(msg);
+        }
+        if (n > 0) PyList_SetSlice(queue, 0, n, nullptr);
+        Py_DECREF(queue);
+        PyErr_Clear();
+    }
+
+    // a Python exception: fmi2Error with its message (§2.1.3), instance kept
+    fmi2Status error(const char* function)
+    {
+        std::string text = std::string(function) + ": " + fetch_exception();
+        drainLog();
+        log(fmi2Error, "logStatusError", text);
+        return fmi2Error;
+    }
+
+    PyObject* create()
+    {
+        PyObject* args = PyTuple_New(0);
+        PyObject* kwargs = Py_BuildValue("{sssOsO}", "instance_name", instanceName.c_str(),
+            "resources", resources, "visible", visible ? Py_True : Py_False);
+        PyObject* obj = PyObject_Call(cls, args, kwargs);
+        Py_DECREF(args);
+        Py_DECREF(kwargs);
+        return obj;
+    }
+};
+
+class Gil
+{
+public:
+    Gil() : state_(PyGILState_Ensure()) { }
+    ~Gil() { PyGILState_Release(state_); }
+    Gil(const Gil&) = delete;
+    Gil& operator=(const Gil&) = delete;
+
+private:
+    PyGILState_STATE state_;
+};
+
+Component* comp(fmi2Component c) { return static_cast<Component*>(c); }
+
+// call a method returning None; exception -> fmi2Error
+fmi2Status call_void(Component* c, const char* function, PyObject* result)
+{
+    if (result == nullptr) return c->error(function);
+    Py_DECREF(result);
+    c->drainLog();
+    return fmi2OK;
+}
+
+PyObject* vr_list(const fmi2ValueReference vr[], size_t nvr)
+{
+    PyObject* list = PyList_New(static_cast<Py_ssize_t>(nvr));
+    for (size_t i = 0; i < nvr; ++i)
+        PyList_SetItem(list, static_cast<Py_ssize_t>(i), PyLong_FromUnsignedLong(vr[i]));
+    return list;
+}
+
+// getter: the Python method returns a sequence of nvr values
+template <typename Convert>
+fmi2Status get_values(fmi2Component c, const char* function, const char* method,
+    const fmi2ValueReference vr[], size_t nvr, Convert convert)
+{
+    Component* self = comp(c);
+    Gil gil;
+    PyObject* vrs = vr_list(vr, nvr);
+    PyObject* values = PyObject_CallMethod(self->instance, method, "(O)", vrs);
+    Py_DECREF(vrs);
+    if (values == nullptr) return self->error(function);
+    PyObject* seq = PySequence_List(values);
+    Py_DECREF(values);
+    if (seq == nullptr) return self->error(function);
+    if (PyList_Size(seq) != static_cast<Py_ssize_t>(nvr)) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_RuntimeError, "wrong number of values");
+        return self->error(function);
+    }
+    for (size_t i = 0; i < nvr; ++i) {
+        if (!convert(self, i, PyList_GetItem(seq, static_cast<Py_ssize_t>(i)))) {
+            Py_DECREF(seq);
+            return self->error(function);
+        }
+    }
+    Py_DECREF(seq);
+    self->drainLog();
+    return fmi2OK;
+}
+
+template <typename Make>
+fmi2Status set_values(fmi2Component c, const char* function, const char* method,
+    const fmi2ValueReference vr[], size_t nvr, Make make)
+{
+    Component* self = comp(c);
+    Gil gil;
+    PyObject* vrs = vr_list(vr, nvr);
+    PyObject* values = PyList_New(static_cast<Py_ssize_t>(nvr));
+    for (size_t i = 0; i < nvr; ++i) PyList_SetItem(values, static_cast<Py_ssize_t>(i), make(i));
+    PyObject* r = PyObject_CallMethod(self->instance, method, "(OO)", vrs, values);
+    Py_DECREF(vrs);
+    Py_DECREF(values);
+    return call_void(self, function, r);
+}
+
+} // namespace
+
+extern "C" {
+
+FMI2_Export const char* fmi2GetTypesPlatform(void) { return fmi2TypesPlatform; }
+FMI2_Export const char* fmi2GetVersion(void) { return fmi2Version; }
+
+FMI2_Export fmi2Component fmi2Instantiate(fmi2String instanceName, fmi2Type fmuType,
+    fmi2String fmuGUID, fmi2String fmuResourceLocation, const fmi2CallbackFunctions* functions,
+    fmi2Boolean visible, fmi2Boolean loggingOn)
+{
+    auto* c = new Component();
+    c->instanceName = instanceName ? instanceName : "";
+    if (functions != nullptr) {
+        c->logger = functions->logger;
+        c->environment = functions->componentEnvironment;
+    }
+    c->debugLogging = loggingOn == fmi2True;
+    c->visible = visible == fmi2True;
+    if (fmuType != fmi2CoSimulation) {
+        c->log(fmi2Error, "logStatusError", "fmi2Instantiate: this FMU supports Co-Simulation only");
+        delete c;
+        return nullptr;
+    }
+    if (fmuGUID == nullptr || fmuResourceLocation == nullptr) {
+        c->log(fmi2Error, "logStatusError", "fmi2Instantiate: fmuGUID and fmuResourceLocation are required");
+        delete c;
+        return nullptr;
+    }
+    ensure_interpreter();
+    Gil gil;
+    if (g_loader == nullptr) {
+        PyObject* globals = PyDict_New();
+        PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins());
+        PyObject* code = Py_CompileString(BOOTSTRAP, "<cosim_fmu_bootstrap>", Py_file_input);
+        PyObject* r = code ? PyEval_EvalCode(code, globals, globals) : nullptr;
+        Py_XDECREF(code);
+        Py_XDECREF(r);
+        if (r != nullptr) {
+            g_loader = PyDict_GetItemString(globals, "_cosim_fmu_load");
+            Py_XINCREF(g_loader);
+        }
+        Py_DECREF(globals);
+        if (g_loader == nullptr) {
+            c->log(fmi2Error, "logStatusError", "fmi2Instantiate: bootstrap failed: " + fetch_exception());
+            delete c;
+            return nullptr;
+        }
+    }
+    PyObject* loaded = PyObject_CallFunction(g_loader, "ss", fmuResourceLocation, fmuGUID);
+    if (loaded != nullptr && PyTuple_Check(loaded) && PyTuple_Size(loaded) == 2) {
+        c->cls = PyTuple_GetItem(loaded, 0);
+        c->resources = PyTuple_GetItem(loaded, 1);
+        Py_INCREF(c->cls);
+        Py_INCREF(c->resources);
+        c->instance = c->create();
+    }
+    Py_XDECREF(loaded);
+    if (c->instance == nullptr) {
+        std::string text = "fmi2Instantiate failed: " + fetch_exception();
+        c->log(fmi2Error, "logStatusError", text);
+        Py_XDECREF(c->cls);
+        Py_XDECREF(c->resources);
+        delete c;
+        return nullptr;
+    }
+    c->drainLog();
+    return c;
+}
+
+FMI2_Export void fmi2FreeInstance(fmi2Component c)
+{
+    if (c == nullptr) return;
+    Component* self = comp(c);
+    {
+        Gil gil;
+        for (auto* s : self->strings) Py_DECREF(s);
+        Py_XDECREF(self->instance);
+        Py_XDECREF(self->cls);
+        Py_XDECREF(self->resources);
+    }
+    delete self;
+}
+
+FMI2_Export fmi2Status fmi2SetDebugLogging(fmi2Component c, fmi2Boolean loggingOn, size_t, const fmi2String[])
+{
+    comp(c)->debugLogging = loggingOn == fmi2True;
+    return fmi2OK;
+}
+
+FMI2_Export fmi2Status fmi2SetupExperiment(fmi2Component c, fmi2Boolean toleranceDefined,
+    fmi2Real tolerance, fmi2Real startTime, fmi2Boolean stopTimeDefined, fmi2Real stopTime)
+{
+    Component* self = comp(c);
+    Gil gil;
+    PyObject* tol = toleranceDefined ? PyFloat_FromDouble(tolerance) : (Py_INCREF(Py_None), Py_None);
+    PyObject* stop = stopTimeDefined ? PyFloat_FromDouble(stopTime) : (Py_INCREF(Py_None), Py_None);
+    PyObject* r = PyObject_CallMethod(self->instance, "setup_experiment", "(dOO)", startTime, stop, tol);
+    Py_DECREF(tol);
+    Py_DECREF(stop);
+    return call_void(self, "fmi2SetupExperiment", r);
+}
+
+#define COSIM_VOID_CALL(fmiName, method)                                              \
+    FMI2_Export fmi2Status fmiName(fmi2Component c)                                   \
+    {                                                                                 \
+        Component* self = comp(c);                                                    \
+        Gil gil;                                                                      \
+        return call_void(self, #fmiName, PyObject_CallMethod(self->instance, method, nullptr)); \
+    }
+
+COSIM_VOID_CALL(fmi2EnterInitializationMode, "enter_initialization_mode")
+COSIM_VOID_CALL(fmi2ExitInitializationMode, "exit_initialization_mode")
+COSIM_VOID_CALL(fmi2Terminate, "terminate")
+
+FMI2_Export fmi2Status fmi2Reset(fmi2Component c)
+{
+    Component* self = comp(c);
+    Gil gil;
+    PyObject* fresh = self->create();  // back to the state after fmi2Instantiate
+    if (fresh == nullptr) return self->error("fmi2Reset");
+    Py_XDECREF(self->instance);
+    self->instance = fresh;
+    self->drainLog();
+    return fmi2OK;
+}
+
+FMI2_Export fmi2Status fmi2GetReal(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, fmi2Real value[])
+{
+    return get_values(c, "fmi2GetReal", "get_real", vr, nvr, [value](Component*, size_t i, PyObject* v) {
+        value[i] = PyFloat_AsDouble(v);
+        return !(value[i] == -1.0 && PyErr_Occurred());
+    });
+}
+
+FMI2_Export fmi2Status fmi2GetInteger(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, fmi2Integer value[])
+{
+    return get_values(c, "fmi2GetInteger", "get_integer", vr, nvr, [value](Component*, size_t i, PyObject* v) {
+        long x = PyLong_AsLong(v);
+        value[i] = static_cast<fmi2Integer>(x);
+        return !(x == -1 && PyErr_Occurred());
+    });
+}
+
+FMI2_Export fmi2Status fmi2GetBoolean(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, fmi2Boolean value[])
+{
+    return get_values(c, "fmi2GetBoolean", "get_boolean", vr, nvr, [value](Component*, size_t i, PyObject* v) {
+        int x = PyObject_IsTrue(v);
+        value[i] = x > 0 ? fmi2True : fmi2False;
+        return x >= 0;
+    });
+}
+
+FMI2_Export fmi2Status fmi2GetString(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, fmi2String value[])
+{
+    {
+        Gil gil;
+        for (auto* s : comp(c)->strings) Py_DECREF(s);
+        comp(c)->strings.clear();
+    }
+    return get_values(c, "fmi2GetString", "get_string", vr, nvr, [value](Component* self, size_t i, PyObject* v) {
+        PyObject* bytes = PyUnicode_AsUTF8String(v);
+        if (bytes == nullptr) return false;
+        self->strings.push_back(bytes);
+        value[i] = PyBytes_AsString(bytes);
+        return true;
+    });
+}
+
+FMI2_Export fmi2Status fmi2SetReal(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, const fmi2Real value[])
+{
+    return set_values(c, "fmi2SetReal", "set_real", vr, nvr, [value](size_t i) { return PyFloat_FromDouble(value[i]); });
+}
+
+FMI2_Export fmi2Status fmi2SetInteger(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, const fmi2Integer value[])
+{
+    return set_values(c, "fmi2SetInteger", "set_integer", vr, nvr, [value](size_t i) { return PyLong_FromLong(value[i]); });
+}
+
+FMI2_Export fmi2Status fmi2SetBoolean(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, const fmi2Boolean value[])
+{
+    return set_values(c, "fmi2SetBoolean", "set_boolean", vr, nvr, [value](size_t i) { return PyBool_FromLong(value[i]); });
+}
+
+FMI2_Export fmi2Status fmi2SetString(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, const fmi2String value[])
+{
+    return set_values(c, "fmi2SetString", "set_string", vr, nvr, [value](size_t i) {
+        return PyUnicode_FromString(value[i] ? value[i] : "");
+    });
+}
+
+// -- FMU state (§2.1.8): fmi2FMUstate is a strong reference to a Python object --------
+FMI2_Export fmi2Status fmi2GetFMUstate(fmi2Component c, fmi2FMUstate* state)
+{
+    Component* self = comp(c);
+    Gil gil;
+    PyObject* s = PyObject_CallMethod(self->instance, "_get_fmu_state", nullptr);
+    if (s == nullptr) return self->error("fmi2GetFMUstate");
+    if (*state != nullptr) Py_DECREF(static_cast<PyObject*>(*state));  // overwrite (§2.1.8)
+    *state = s;
+    self->drainLog();
+    return fmi2OK;
+}
+
+FMI2_Export fmi2Status fmi2SetFMUstate(fmi2Component c, fmi2FMUstate state)
+{
+    Component* self = comp(c);
+    Gil gil;
+    if (state == nullptr) {
+        PyErr_SetString(PyExc_ValueError, "FMUstate is NULL");
+        return self->error("fmi2SetFMUstate");
+    }
+    PyObject* r = PyObject_CallMethod(self->instance, "_set_fmu_state", "(O)", static_cast<PyObject*>(state));
+    return call_void(self, "fmi2SetFMUstate", r);
+}
+
+FMI2_Export fmi2Status fmi2FreeFMUstate(fmi2Component c, fmi2FMUstate* state)
+{
+    if (state == nullptr || *state == nullptr) return fmi2OK;
+    Gil gil;
+    Py_DECREF(static_cast<PyObject*>(*state));
+    *state = nullptr;
+    return fmi2OK;
+}
+
+static PyObject* state_bytes(Component* self, fmi2FMUstate state)
+{
+    if (state == nullptr) {
+        PyErr_SetString(PyExc_ValueError, "FMUstate is NULL");
+        return nullptr;
+    }
+    PyObject* b = PyObject_CallMethod(self->instance, "_fmu_state_to_bytes", "(O)", static_cast<PyObject*>(state));
+    if (b != nullptr && !PyBytes_Check(b)) {
+        Py_DECREF(b);
+        PyErr_SetString(PyExc_TypeError, "serialized FMU state is not bytes");
+        return nullptr;
+    }
+    return b;
+}
+
+FMI2_Export fmi2Status fmi2SerializedFMUstateSize(fmi2Component c, fmi2FMUstate state, size_t* size)
+{
+    Component* self = comp(c);
+    Gil gil;
+    PyObject* b = state_bytes(self, state);
+    if (b == nullptr) return self->error("fmi2SerializedFMUstateSize");
+    *size = static_cast<size_t>(PyBytes_Size(b));
+    Py_DECREF(b);
+    self->drainLog();
+    return fmi2OK;
+}
+
+FMI2_Export fmi2Status fmi2SerializeFMUstate(fmi2Component c, fmi2FMUstate state, fmi2Byte serializedState[], size_t size)
+{
+    Component* self = comp(c);
+    Gil gil;
+    PyObject* b = state_bytes(self, state);
+    if (b == nullptr) return self->error("fmi2SerializeFMUstate");
+    if (static_cast<size_t>(PyBytes_Size(b)) != size) {
+        Py_DECREF(b);
+        PyErr_SetString(PyExc_ValueError, "size differs from fmi2SerializedFMUstateSize");
+        return self->error("fmi2SerializeFMUstate");
+    }
+    std::memcpy(serializedState, PyBytes_AsString(b), size);
+    Py_DECREF(b);
+    self->drainLog();
+    return fmi2OK;
+}
+
+FMI2_Export fmi2Status fmi2DeSerializeFMUstate(fmi2Component c, const fmi2Byte serializedState[], size_t size, fmi2FMUstate* state)
+{
+    Component* self = comp(c);
+    Gil gil;
+    PyObject* b = PyBytes_FromStringAndSize(size ? serializedState : "", static_cast<Py_ssize_t>(size));
+    if (b == nullptr) return self->error("fmi2DeSerializeFMUstate");
+    PyObject* s = PyObject_CallMethod(self->instance, "_fmu_state_from_bytes", "(O)", b);
+    Py_DECREF(b);
+    if (s == nullptr) return self->error("fmi2DeSerializeFMUstate");  // state untouched
+    if (*state != nullptr) Py_DECREF(static_cast<PyObject*>(*state));
+    *state = s;
+    self->drainLog();
+    return fmi2OK;
+}
+
+FMI2_Export fmi2Status fmi2GetDirectionalDerivative(fmi2Component c, const fmi2ValueReference[], size_t,
+    const fmi2ValueReference[], size_t, const fmi2Real[], fmi2Real[])
+{
+    comp(c)->log(fmi2Error, "logStatusError", "fmi2GetDirectionalDerivative is not supported");
+    return fmi2Error;
+}
+
+// -- Co-Simulation (§4.2) ----------------------------------------------------------------
+FMI2_Export fmi2Status fmi2SetRealInputDerivatives(fmi2Component c, const fmi2ValueReference[], size_t,
+    const fmi2Integer[], const fmi2Real[])
+{
+    comp(c)->log(fmi2Error, "logStatusError", "fmi2SetRealInputDerivatives is not supported (canInterpolateInputs=false)");
+    return fmi2Error;
+}
+
+FMI2_Export fmi2Status fmi2GetRealOutputDerivatives(fmi2Component c, const fmi2ValueReference[], size_t,
+    const fmi2Integer[], fmi2Real[])
+{
+    comp(c)->log(fmi2Error, "logStatusError", "fmi2GetRealOutputDerivatives is not supported (maxOutputDerivativeOrder=0)");
+    return fmi2Error;
+}
+
+FMI2_Export fmi2Status fmi2DoStep(fmi2Component c, fmi2Real currentCommunicationPoint,
+    fmi2Real communicationStepSize, fmi2Boolean)
+{
+    Component* self = comp(c);
+    Gil gil;
+    PyObject* r = PyObject_CallMethod(self->instance, "do_step", "(dd)", currentCommunicationPoint, communicationStepSize);
+    if (r == nullptr) return self->error("fmi2DoStep");
+    int ok = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (ok < 0) return self->error("fmi2DoStep");
+    self->drainLog();
+    return ok ? fmi2OK : fmi2Discard;  // §4.2.2
+}
+
+FMI2_Export fmi2Status fmi2CancelStep(fmi2Component c)
+{
+    comp(c)->log(fmi2Error, "logStatusError", "fmi2CancelStep: fmi2DoStep never returns fmi2Pending");
+    return fmi2Error;
+}
+
+FMI2_Export fmi2Status fmi2GetStatus(fmi2Component c, const fmi2StatusKind, fmi2Status*)
+{
+    comp(c)->log(fmi2Discard, "logStatusDiscard", "fmi2GetStatus: fmi2DoStep never returns fmi2Pending");
+    return fmi2Discard;
+}
+
+FMI2_Export fmi2Status fmi2GetRealStatus(fmi2Component c, const fmi2StatusKind s, fmi2Real* value)
+{
+    Component* self = comp(c);
+    if (s != fmi2LastSuccessfulTime) {
+        self->log(fmi2Discard, "logStatusDiscard", "fmi2GetRealStatus: only fmi2LastSuccessfulTime");
+        return fmi2Discard;
+    }
+    Gil gil;
+    PyObject* r = PyObject_CallMethod(self->instance, "last_successful_time", nullptr);
+    if (r == nullptr) return self->error("fmi2GetRealStatus");
+    *value = PyFloat_AsDouble(r);
+    Py_DECREF(r);
+    if (PyErr_Occurred()) return self->error("fmi2GetRealStatus");
+    return fmi2OK;
+}
+
+FMI2_Export fmi2Status fmi2GetIntegerStatus(fmi2Component c, const fmi2StatusKind, fmi2Integer*)
+{
+    comp(c)->log(fmi2Discard, "logStatusDiscard", "fmi2GetIntegerStatus: no integer status");
+    return fmi2Discard;
+}
+
+FMI2_Export fmi2Status fmi2GetBooleanStatus(fmi2Component c, const fmi2StatusKind s, fmi2Boolean* value)
+{
+    Component* self = comp(c);
+    if (s != fmi2Terminated) {
+        self->log(fmi2Discard, "logStatusDiscard", "fmi2GetBooleanStatus: only fmi2Terminated");
+        return fmi2Discard;
+    }
+    Gil gil;
+    PyObject* r = PyObject_CallMethod(self->instance, "terminated", nullptr);
+    if (r == nullptr) return self->error("fmi2GetBooleanStatus");
+    int t = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (t < 0) return self->error("fmi2GetBooleanStatus");
+    *value = t ? fmi2True : fmi2False;
+    return fmi2OK;
+}
+
+FMI2_Export fmi2Status fmi2GetStringStatus(fmi2Component c, const fmi2StatusKind, fmi2String*)
+{
+    comp(c)->log(fmi2Discard, "logStatusDiscard", "fmi2GetStringStatus: no string status");
+    return fmi2Discard;
+}
+
+} // extern "C"
