@@ -125,6 +125,7 @@ class _BDF(MultibodyIntegrator):
         self.opts["velocity_weights"] = vw.strip().lower()
         self._position_weights = self.opts["velocity_weights"] == "position"
         self._reuse_across_steps = True
+        self._order_tests_scaled = False
 
     # -- set-up ------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
@@ -337,7 +338,16 @@ class _BDF(MultibodyIntegrator):
             e_up = errs[-1] if has_up else math.inf
             # stability / smoothness tests always look at q and v: with the
             # error test on q only, an unstable stiff velocity shows there first
-            st = errs if self.velocity_error else self._error_norms(cols, winv, True)
+            if self._order_tests_scaled and not self._velocity_scaled:
+                # index 3: the order tests see the velocity estimate times ĥ
+                # (see BDFIndex3); acceptance and step size keep eq. 35
+                self._velocity_scaled = True
+                try:
+                    st = self._error_norms(cols, winv, True)
+                finally:
+                    self._velocity_scaled = False
+            else:
+                st = errs if self.velocity_error else self._error_norms(cols, winv, True)
             s_k, s_dn = st[0], (st[1] if k > 1 else math.inf)
             s_up = st[-1] if has_up else math.inf
             err = ce[k] * e_k
@@ -477,6 +487,15 @@ class BDFIndex3(_BDF):
         if not isinstance(ru, (bool, np.bool_)):
             raise InvalidInputError(f"reuse_matrix must be true or false, got {ru!r}")
         self.opts["reuse_matrix"] = self._reuse_across_steps = bool(ru)
+        # Order tests (Skelboe, Table 2; smoothness ‖∇^k‖ ≥ ‖∇^{k+1}‖ ≥ ‖∇^{k+2}‖)
+        # on the velocity estimate times ĥ.  The index-3 velocity is the BDF
+        # derivative of q: its local error is one order lower than q's and
+        # its differences carry the step-ratio changes (Hairer & Wanner II
+        # §VII.3: scale index-2 components by h), so unscaled they flip the
+        # order 3 ↔ 4 ↔ 5 on roundoff-size differences; scaled they measure
+        # the same order in h as the positions.  The error test and the step
+        # size keep the seed's norm (eq. 35, Algorithm 4 f).
+        self._order_tests_scaled = True
 
     def _solve(self, t1, h, hhat, y_pred, yd_pred, winv):
         model, u = self.model, self.u
