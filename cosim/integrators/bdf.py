@@ -338,7 +338,7 @@ class _BDF(MultibodyIntegrator):
             e_up = errs[-1] if has_up else math.inf
             # stability / smoothness tests always look at q and v: with the
             # error test on q only, an unstable stiff velocity shows there first
-            if self._order_tests_scaled and not self._velocity_scaled:
+            if self._order_tests_scaled and self.velocity_error and not self._velocity_scaled:
                 # index 3: the order tests see the velocity estimate times ĥ
                 # (see BDFIndex3); acceptance and step size keep eq. 35
                 self._velocity_scaled = True
