@@ -22,6 +22,8 @@ for the implicit methods on Andrews and the pendulum.
     python benchmarks/work_precision.py --models andrews --methods bdf bdf-i2 --starts 8
     python benchmarks/work_precision.py --method-option bdf:reuse_matrix=true   # before the fix
     python benchmarks/work_precision.py --plot wp.png
+    python benchmarks/work_precision.py --models crank_slider --methods bdf --rtols 1e-3 1e-4 \
+        --atol 1e-2 --starts 2 --no-newton-table          # seed Table 6 setting
 """
 import argparse
 import math
@@ -63,11 +65,12 @@ def perturbed_y0(model, seed):
     return y0
 
 
-def run_one(model_name, method, rtol, seed, budget, options):
-    """(error, stats, newton_failures, seconds) or None when over budget."""
+def run_one(model_name, method, rtol, seed, budget, options, atol=None):
+    """(error, stats, seconds) or None when over budget."""
     t_end, q_ref = reference(model_name)
     model = load_model(model_name)
-    integ = make_integrator(model, method, rtol=rtol, atol=rtol / 100, **options)
+    atol = rtol / 100 if atol is None else atol
+    integ = make_integrator(model, method, rtol=rtol, atol=atol, **options)
     integ.initialize(0.0, perturbed_y0(model, seed))
     t0 = time.perf_counter()
     while integ.t < t_end:
@@ -86,12 +89,12 @@ def slope(rtols, errs):
     return float(np.polyfit(x, y, 1)[0])
 
 
-def work_precision(model_name, method, rtols, starts, budget, options):
+def work_precision(model_name, method, rtols, starts, budget, options, atol=None):
     rows = []
     for rtol in rtols:
         res = []
         for seed in range(1, starts + 1):
-            r = run_one(model_name, method, rtol, seed, budget, options)
+            r = run_one(model_name, method, rtol, seed, budget, options, atol)
             if r is None:
                 res = None
                 break
@@ -188,6 +191,8 @@ def main(argv=None):
     parser.add_argument("--methods", nargs="+", default=list(METHODS))
     parser.add_argument("--rtols", nargs="+", type=float, default=list(RTOLS))
     parser.add_argument("--starts", type=int, default=8, help="perturbed starts per rtol (default 8)")
+    parser.add_argument("--atol", type=float, default=None,
+                        help="fixed absolute tolerance instead of rtol/100")
     parser.add_argument("--budget", type=float, default=120.0, help="seconds per run before giving up")
     parser.add_argument("--method-option", action="append", default=[],
                         help="METHOD:NAME=VALUE passed to that method (repeatable)")
@@ -202,13 +207,13 @@ def main(argv=None):
         method, _, kv = item.partition(":")
         key, _, value = kv.partition("=")
         opts.setdefault(method, {})[key] = value
-    print("Work-precision: atol = rtol/100, error = max |q - q_ref| / max(1, |q_ref|) at t_end; "
+    print(f"Work-precision: atol = {'rtol/100' if args.atol is None else args.atol}, error = max |q - q_ref| / max(1, |q_ref|) at t_end; "
           f"{args.starts} starts with q0 perturbed by 1e-15 (spread = max/min error)")
     results = []
     for model_name in args.models:
         for method in args.methods:
             o = opts.get(method, {})
-            rows = work_precision(model_name, method, args.rtols, args.starts, args.budget, o)
+            rows = work_precision(model_name, method, args.rtols, args.starts, args.budget, o, args.atol)
             print_table(model_name, method, o, rows)
             results.append((model_name, method, rows))
             sys.stdout.flush()

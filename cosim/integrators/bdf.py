@@ -31,7 +31,8 @@ k−1, k, k+1 with the safety factors of eq. 85, the maximum step ratio per
 order of Table 1 (Skelboe), Skelboe's instability test of Table 2 combined
 with the relaxed smoothness condition ‖∇^k‖ ≥ ‖∇^{k+1}‖ ≥ ‖∇^{k+2}‖ for
 raising the order.  Newton: :class:`~cosim.integrators.newton.QuasiNewton`
-(Algorithm 2) with the reuse test on ĥ (§5.1).
+(Algorithm 2) with the reuse test on ĥ (§5.1) — across steps for bdf-i2 and
+bdf-i1, within a step for bdf (see below).
 
 Choices beyond the seed's text (each commented where it is made):
 * the unknowns and rows are scaled to position size, so the iteration
@@ -42,15 +43,31 @@ Choices beyond the seed's text (each commented where it is made):
   local error test and order choice in the weighted max norm of eq. 35;
 * after an error-test failure the next step does not grow (as DASSL);
   h_{n+1}/h_n ≤ 10 overall (Table 1 has no cap for order 1);
-* option ``velocity_error`` (default True = Algorithm 4) — False tests q only
+* option ``velocity_error`` (default True = Algorithm 4; "scaled": see below) — False tests q only
   for the error and step size; the order-stability tests still use q and v.
 * option ``velocity_weights``: "position" (default) measures the velocity
   parts of the error test and of the Newton norm in the weights W_q^k of the
   coordinate they belong to, as the seed's norm (eq. 35) on the stacked
   (∇^{j+1}q; ∇̂^{j+1}v) reads; "velocity" uses RTOL·|v_k| + ATOL (DASSL / IDA).
-  On Andrews, "velocity" at rtol 1e-4 takes 191 steps with error 8.7e-3 (like
-  IDA's 2.5e-2 and scipy BDF's 1.4e-2); "position" takes 480 steps with error
-  9.3e-6, the seed's Table 5 (568 steps, as accurate as generalized-α at 1e-6).
+  On Andrews (atol 1e-8), "velocity" at rtol 1e-4 takes 175 steps with error
+  4.4e-3 (like IDA's 2.5e-2 and scipy BDF's 1.4e-2); "position" takes 492-503
+  steps with error 1.3e-6 … 1.1e-5 over 1e-15 perturbations of q0, the seed's
+  Table 5 (568 steps, as accurate as generalized-α at 1e-6: 8.1e-5).
+
+Index 3 (:class:`BDFIndex3`), roundoff robustness (issue 12).  The velocity
+estimate ε = q'^{(0)} − v^{(0)} + δ/ĥ (eq. 76) carries the roundoff and
+Newton remainder of δ's constraint-normal part times 1/ĥ (unprojected it is
+~400× the projected one on Andrews at rtol 1e-8).  Eq. 80 removes it only
+if the projector — the LU at hand — belongs to the current step; with the
+LU reused across steps (Algorithm 4 c) the leak drove the error test at
+rtol ≤ 1e-8 (19-33 % rejections, 2.5-10× the steps of bdf-i2, step sequences
+chaotic in roundoff).  So the index-3 form forms its iteration matrix at
+every attempt (option ``reuse_matrix`` restores the reuse), and its order
+tests see the velocity estimate times ĥ (Hairer & Wanner II §VII.3: index-2
+components are one order lower and are scaled by h for the error control);
+the error test and step size keep the seed's norm.  ``velocity_error="scaled"``
+uses the ĥ-scaled velocity for the error test too (RADAU5's convention):
+roundoff-insensitive, fewer steps, error a few times rtol.
 """
 import math
 
