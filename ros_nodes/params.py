@@ -40,6 +40,8 @@ PLANT = (
     S("model", "pendulum", "cosim model: library name (pendulum, two_link, ...) or "
       "'package.module:Class'"),
     S("method", "generalized-alpha", "integration method (cosim METHOD_REGISTRY name)"),
+    S("backend", "auto", "auto (compiled numba kernels where the method and model have them), "
+      "numba or python (the reference)", choices=("auto", "numba", "python")),
     S("rtol", 1e-6, "integrator relative tolerance", range=(0.0, 1.0)),
     S("atol", 1e-8, "integrator absolute tolerance", range=(0.0, 1e3)),
     S("integrator_step", 0.0, "fixed integrator step in s; 0 = adaptive", range=(0.0, 1e3)),

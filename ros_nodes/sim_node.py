@@ -108,7 +108,8 @@ class SimulationNode(Node):
         self.sim = cosim.Simulation(
             model=cfg["model"], method=cfg["method"], params=cfg["params"], rtol=cfg["rtol"],
             atol=cfg["atol"], h=cfg["integrator_step"] or None,
-            method_options=cfg["method_options"], start_time=cfg["start_time"])
+            method_options=cfg["method_options"], start_time=cfg["start_time"],
+            backend=cfg["backend"])
         self.joints = JointMap(self.sim, cfg)
         self.states = StateDirectory(cfg["state_directory"], cfg["state_max_bytes"])
         self._init_runtime(cfg)

@@ -145,6 +145,7 @@ def simulation_kwargs(flat):
         "h": flat.get("integrator_step", 0.0) or None,
         "method_options": {k[15:]: v for k, v in flat.items() if k.startswith("method_options.")},
         "start_time": flat.get("start_time", 0.0),
+        "backend": flat.get("backend", "auto"),
     }
 
 

@@ -237,7 +237,8 @@ def test_request_not_started_in_time_never_takes_effect_later(harness):
     """A service request that times out waiting for a busy simulation thread is
     withdrawn: its reply says nothing changed, and it never runs afterwards."""
     hs = harness({"mode": "free_run", "start_paused": True, "communication_step": 0.05,
-                  "integrator_step": 1e-5})  # one step = 5000 integrator steps (seconds)
+                  "integrator_step": 1e-5, "backend": "python"})
+    # one step = 5000 integrator steps on the Python reference (seconds; compiled: ~50 ms)
     hs.wait_state(0)
     steps = hs.node.create_publisher(UInt32, "step_n", 10)
     wait_for(lambda: steps.get_subscription_count() > 0, 10.0, what="step_n subscription")
