@@ -58,7 +58,10 @@ def fmi_name(name):
 
 
 def _is_scenario(target):
-    return str(target).lower().endswith((".yaml", ".yml", ".json"))
+    """A scenario file, or the bare name of a shipped one (``cosim scenarios``)."""
+    from cosim.shipped import shipped_scenario
+    return str(target).lower().endswith((".yaml", ".yml", ".json")) or \
+        shipped_scenario(target) is not None
 
 
 def _load_scenario(path, method, rtol, atol, step):
