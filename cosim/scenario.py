@@ -352,12 +352,21 @@ class ScenarioResult:
         if sim.input_names:
             panels.append(("external inputs", list(range(len(sim.input_names))), self.inputs))
         fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.8 * len(panels)), sharex=True, squeeze=False)
-        names = {"external inputs": sim.input_names}
+        # legend labels with the model's units (SI; "1" = dimensionless or unknown)
+        units = {s.name: s.unit for s in (*sim.model.outputs, *sim.model.inputs)}
+
+        def label(name):
+            unit = units.get(name[6:] if name.startswith("plant.") else name, "1")
+            return f"{name} [{unit}]" if unit != "1" else name
+
+        names = {"external inputs": [label(n) for n in sim.input_names]}
         for ax, (title, cols, data) in zip(axes[:, 0], panels):
-            labels = names.get(title, sim.output_names)
+            labels = names.get(title, [label(n) for n in sim.output_names])
             for c in cols:
-                ax.plot(self.time, data[:, c], label=labels[c],
-                        drawstyle="steps-post" if title != "plant outputs" else "default")
+                # inputs recorded at t_k hold from t_k on (steps-post); a block output
+                # recorded at t_k was computed at its last sample before t_k (steps-pre)
+                style = {"plant outputs": "default", "block outputs": "steps-pre"}.get(title, "steps-post")
+                ax.plot(self.time, data[:, c], label=labels[c], drawstyle=style)
             for ev in sim.event_log:
                 if ev["kind"] in ("state", "stop"):
                     ax.axvline(ev["time"], color="0.7", lw=0.6, ls=":")

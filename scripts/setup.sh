@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 T0=$SECONDS
 say() { printf '[setup %3ds] %s\n' "$((SECONDS - T0))" "$*"; }
+trap 'echo "[setup] FAILED at scripts/setup.sh line $LINENO: $BASH_COMMAND" >&2' ERR
 
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
@@ -32,7 +33,8 @@ run_logged() {
     sleep 1
     local line
     line=$(grep -E '^ *(Collecting|Downloading|Processing|Installing|Building|Using cached)' "$LOG" 2>/dev/null \
-           | tail -n 1 | sed -e 's/^ *//' -e 's/ (from .*//' | cut -c1-60)
+           | tail -n 1 | sed -e 's/^ *//' -e 's/ (from .*//' \
+             -e 's/^Installing collected packages:.*/unpacking the downloaded packages into .venv/' | cut -c1-60 || true)
     if [ -t 1 ]; then
       printf '\r[setup %3ds]   %s ... %-60s' "$((SECONDS - T0))" "$what" "$line"
     elif [ $((SECONDS - last)) -ge 15 ]; then
