@@ -9,6 +9,7 @@ line ``cosim: warning: ...`` on stderr.
 """
 import argparse
 import importlib
+import os
 import sys
 import warnings
 from importlib.metadata import entry_points
@@ -55,6 +56,10 @@ def main(argv=None):
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `cosim models | head -1`: the reader left; no traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports it
     finally:
         warnings.showwarning = previous
 

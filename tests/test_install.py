@@ -97,11 +97,11 @@ def test_readme_demo_from_the_wheel(installed):
     out, err = _run([installed["bin"] / "cosim", "demo", "--out-dir", "out", "--backend", "python"],
                     installed["cwd"], installed["env"])
     summary = out[out.index("cosim demo: done in"):]
-    for name in ("andrews", "pendulum_pd"):
-        for suffix in (".png", ".csv"):
-            path = out_dir / f"{name}{suffix}"
-            assert path.stat().st_size > 1000, path
-            assert f"    {path}\n" in summary
+    for name in ("andrews.png", "andrews.csv", "pendulum_pd.png", "pendulum_pd.csv",
+                 "pendulum_pd_staircase.png"):
+        path = out_dir / name
+        assert path.stat().st_size > 1000, path
+        assert f"    {path}\n" in summary
     assert "scenario pendulum_pd: model pendulum" in out and "base step 0.0005 s = 1/2000 s" in out
     assert "warning" not in err and "Traceback" not in err
 

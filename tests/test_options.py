@@ -205,3 +205,43 @@ def test_help_answers_without_side_effects(tmp_path, monkeypatch, capsys, comman
     out = capsys.readouterr().out
     assert out.startswith("usage: cosim" + "".join(" " + c for c in command))
     assert os.listdir(tmp_path) == []  # e.g. `cosim demo --help` writes no out/
+
+
+def test_fmu_build_step_against_its_default_experiment_step(tmp_path, capsys):
+    pytest.importorskip("pythonfmu")
+    rc, out, err = cli(capsys, "fmu", "build", "pendulum", "-o", tmp_path / "P.fmu", "--step", 0.004,
+                       "--comm-step", 0.01)
+    assert rc == 0, err
+    [w] = warnings_in(err)
+    assert "--step 0.004 does not divide the DefaultExperiment step --comm-step 0.01" in w
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize("module", ["ros_nodes.sim_node", "ros_nodes.pd_controller"])
+def test_ros_help_never_initialises_rclpy(module):
+    """--help prints and returns before rclpy.init: no context, no DDS participant."""
+    import subprocess
+    import sys
+    pytest.importorskip("rclpy")
+    code = ("import sys, rclpy, importlib; calls = []\n"
+            "rclpy.init = lambda *a, **k: calls.append(a)\n"
+            f"m = importlib.import_module({module!r}); rc = m.main(['prog', '--help'])\n"
+            "sys.exit(rc if not calls else 99)")
+    env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("usage:")
+
+
+def test_output_cut_short_by_a_pipe_gives_no_traceback(tmp_path):
+    """`cosim … | head -1`: the first line, then a quiet exit (no BrokenPipeError).
+    The CSV on stdout (~100 kB) is larger than a pipe's buffer, so the writer
+    always meets the closed pipe."""
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), PYTHONUNBUFFERED="1")
+    cmd = f"'{sys.executable}' -m cosim simulate pendulum --t-end 1 --out /dev/stdout | head -n 1"
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=tmp_path)
+    assert proc.stdout.startswith("time,") and proc.stdout.count("\n") == 1
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr

@@ -177,9 +177,14 @@ def write_plot(path, result):
     n_q = len(sim.coordinate_names)
     for i, name in enumerate(sim.coordinate_names):
         axes[0].plot(t, result["y"][:, i], label=name)
-    axes[0].set_ylabel("coordinates")
+    units = getattr(sim.model, "coordinate_units", None)  # optional per-model tuple
+    if units and len(units) == n_q and len(set(units)) == 1:
+        axes[0].set_ylabel(f"coordinates [{units[0]}]")
+    else:
+        axes[0].set_ylabel("coordinates [SI: m, rad]" if getattr(sim.model, "kind", "") == "multibody"
+                           else "state [SI]")
     axes[0].legend(fontsize=7, ncol=min(4, n_q))
-    axes[0].set_title(f"{result['model']} — {result['method']}")
+    axes[0].set_title(f"{result['model']} — {result['method']} ({sim.backend} backend)")
     for j, label in enumerate(("position", "velocity", "acceleration")):
         vals = np.abs(result["residuals"][:, j])
         axes[1].semilogy(t, np.maximum(vals, 1e-17), label=label)  # floor: exact zeros
