@@ -245,3 +245,11 @@ def test_output_cut_short_by_a_pipe_gives_no_traceback(tmp_path):
                           cwd=tmp_path)
     assert proc.stdout.startswith("time,") and proc.stdout.count("\n") == 1
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
+def test_fmu_build_name_that_is_a_model_and_a_scenario_means_the_model():
+    pytest.importorskip("pythonfmu")
+    from fmu.builder import _is_scenario
+    assert not _is_scenario("bouncing_ball")          # the library model
+    assert _is_scenario("bouncing_ball.yaml")         # the shipped scenario
+    assert _is_scenario("pendulum_pd") and not _is_scenario("pendulum")
