@@ -22,7 +22,7 @@ if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
 fi
 
 # run "$@" with its output in the log; on a terminal show the last line pip
-# printed (package being collected/installed), else a line every 20 s
+# printed (package being collected/installed), else a line every 15 s
 LOG=.venv/setup.log
 run_logged() {
   local what=$1; shift
