@@ -1,19 +1,23 @@
 """The ``cosim`` command line: a thin wrapper over the library API.
 
-Subcommands: ``models``, ``methods``, ``simulate`` (one model), ``run`` (a
-scenario), plus plugins registered under the ``cosim.commands`` entry-point
+Subcommands: ``models``, ``methods``, ``scenarios``, ``simulate`` (one model),
+``run`` (a scenario), ``demo`` (the README's first command), plus plugins registered under the ``cosim.commands`` entry-point
 group (the ``fmu`` package adds ``cosim fmu build``).  A :class:`CosimError`
-prints one line ``cosim: error: ...`` and exits with code 2.
+prints one line ``cosim: error: ...`` and exits with code 2; a warning (an
+option used with another value than given, see :mod:`cosim.options`) prints one
+line ``cosim: warning: ...`` on stderr.
 """
 import argparse
 import importlib
+import os
 import sys
+import warnings
 from importlib.metadata import entry_points
 
 from .errors import CosimError
 
 # subcommand -> module in cosim.commands defining register(subparsers)
-CORE_COMMANDS = ("listing", "simulate", "run", "warmup")
+CORE_COMMANDS = ("listing", "simulate", "run", "demo", "warmup")
 
 
 def build_parser():
@@ -34,9 +38,17 @@ def build_parser():
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """Warnings (an option used with another value, a backend fall-back, ...) as
+    one line ``cosim: warning: ...`` on stderr, without the source line."""
+    print(f"cosim: warning: {message}", file=sys.stderr if file is None else file, flush=True)
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    previous = warnings.showwarning
+    warnings.showwarning = _show_warning
     try:
         return int(args.func(args) or 0)
     except CosimError as exc:
@@ -44,6 +56,12 @@ def main(argv=None):
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `cosim models | head -1`: the reader left; no traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports it
+    finally:
+        warnings.showwarning = previous
 
 
 if __name__ == "__main__":

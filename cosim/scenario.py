@@ -40,6 +40,7 @@ import numpy as np
 
 from .errors import CosimError, InvalidInputError, ScenarioError
 from .multirate import exact_time
+from .options import check_step_against_grid, check_tolerances, exact_grid
 from .validation import finite_float
 
 SIGNAL_TYPES = ("constant", "step", "ramp", "sine", "table")
@@ -180,15 +181,17 @@ class Scenario:
             with open(path, encoding="utf-8") as fh:
                 data = yaml.safe_load(fh)
         except OSError as exc:
-            raise ScenarioError(f"cannot read scenario {str(path)!r}: {exc.strerror}") from None
+            from .shipped import scenario_names
+            raise ScenarioError(f"cannot read scenario {str(path)!r}: {exc.strerror} (shipped scenarios, "
+                                f"usable by name: {', '.join(scenario_names())})") from None
         except yaml.YAMLError as exc:
             raise ScenarioError(f"scenario {str(path)!r} is not valid YAML: {exc}") from None
         return cls(data, source=str(path))
 
-    def build(self):
+    def build(self, backend="auto"):
         from .simulation import Simulation
         d = self.data
-        kwargs = {}
+        kwargs = {"backend": backend}
         for key in ("rtol", "atol", "h", "event_tolerance", "on_chattering", "max_chattering_events"):
             if d.get(key) is not None:
                 kwargs[key] = d[key]
@@ -208,7 +211,19 @@ class Scenario:
         if unknown:
             raise ScenarioError(f"{self.source}: inputs {unknown} are not external inputs of the "
                                 f"simulation (external inputs: {', '.join(sim.input_names) or 'none'})")
+        self._check_options(sim)
         return sim
+
+    def _check_options(self, sim):
+        """Say where a value of the file is not used as written (cosim.options)."""
+        d = self.data
+        check_tolerances(self.method, [k for k in ("rtol", "atol") if d.get(k) is not None])
+        if d.get("h") is not None:
+            grid = exact_grid(self.communication_step, sim.base_step_exact)
+            what = "the communication step" if grid == self.communication_step else \
+                "the grid of the communication step and the blocks' sample times"
+            check_step_against_grid(sim.h, grid, h_name=f"{Path(self.source).name}: h", grid_name=what,
+                                    fix="make communication_step and the sample times multiples of h")
 
     def _augmented_plant(self, exact):
         """LTI plant with the exact sine inputs appended as signal generators
@@ -251,13 +266,14 @@ class Scenario:
                 out.append(t)
         return out
 
-    def run(self, stop_time=None, sim=None, progress=None):
-        """Run to the stop time; returns a :class:`ScenarioResult`."""
+    def run(self, stop_time=None, sim=None, progress=None, backend="auto"):
+        """Run to the stop time; returns a :class:`ScenarioResult`.  ``backend``
+        (auto, numba, python) is passed to :class:`cosim.Simulation`."""
         if stop_time is not None:
             stop_time = finite_float("--t-end", stop_time)
             if not stop_time > self.start_time:
                 raise ScenarioError(f"stop time {stop_time!r} must be after start_time {self.start_time!r}")
-        sim = sim or self.build()
+        sim = sim or self.build(backend=backend)
         signals = [(sim.input_names.index(n), s) for n, s in self.signals.items()
                    if not getattr(s, "exact", False)]
         u = sim.get_inputs()
@@ -336,12 +352,21 @@ class ScenarioResult:
         if sim.input_names:
             panels.append(("external inputs", list(range(len(sim.input_names))), self.inputs))
         fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.8 * len(panels)), sharex=True, squeeze=False)
-        names = {"external inputs": sim.input_names}
+        # legend labels with the model's units (SI; "1" = dimensionless or unknown)
+        units = {s.name: s.unit for s in (*sim.model.outputs, *sim.model.inputs)}
+
+        def label(name):
+            unit = units.get(name[6:] if name.startswith("plant.") else name, "1")
+            return f"{name} [{unit}]" if unit != "1" else name
+
+        names = {"external inputs": [label(n) for n in sim.input_names]}
         for ax, (title, cols, data) in zip(axes[:, 0], panels):
-            labels = names.get(title, sim.output_names)
+            labels = names.get(title, [label(n) for n in sim.output_names])
             for c in cols:
-                ax.plot(self.time, data[:, c], label=labels[c],
-                        drawstyle="steps-post" if title != "plant outputs" else "default")
+                # inputs recorded at t_k hold from t_k on (steps-post); a block output
+                # recorded at t_k was computed at its last sample before t_k (steps-pre)
+                style = {"plant outputs": "default", "block outputs": "steps-pre"}.get(title, "steps-post")
+                ax.plot(self.time, data[:, c], label=labels[c], drawstyle=style)
             for ev in sim.event_log:
                 if ev["kind"] in ("state", "stop"):
                     ax.axvline(ev["time"], color="0.7", lw=0.6, ls=":")
@@ -368,15 +393,13 @@ def default_method(model, source="<scenario>"):
 
 
 def resolve(path):
-    """A scenario path; a bare name is looked up in the repository's scenarios/ folder."""
+    """A scenario path: an existing file, else a shipped scenario named bare
+    (``pendulum_pd`` or ``pendulum_pd.yaml``, see ``cosim scenarios``)."""
+    from .shipped import shipped_scenario
     p = Path(path)
     if p.exists():
         return p
-    for candidate in (Path(__file__).resolve().parents[1] / "scenarios" / p.name,
-                      Path(__file__).resolve().parents[1] / "scenarios" / f"{p.name}.yaml"):
-        if candidate.exists():
-            return candidate
-    return p
+    return shipped_scenario(path) or p
 
 
 def load_scenario(path):

@@ -133,9 +133,13 @@ class Simulation:
         self.event_tolerance = finite_float("event_tolerance", event_tolerance, positive=True)
         self.chattering_window = (100.0 * self.event_tolerance if chattering_window is None else
                                   finite_float("chattering_window", chattering_window, positive=True))
+        # an integer >= 1, never rounded (2.5 is an error, not 2)
+        if isinstance(max_chattering_events, bool) or not isinstance(
+                max_chattering_events, (int, np.integer, float, np.floating)) or \
+                not float(max_chattering_events).is_integer() or max_chattering_events < 1:
+            raise InvalidInputError(f"max_chattering_events must be an integer >= 1, "
+                                    f"got {max_chattering_events!r}")
         self.max_chattering_events = int(max_chattering_events)
-        if self.max_chattering_events < 1:
-            raise InvalidInputError(f"max_chattering_events must be >= 1, got {max_chattering_events!r}")
         if on_chattering not in ("error", "stop"):
             raise InvalidInputError(f"on_chattering must be 'error' or 'stop', got {on_chattering!r}")
         self.on_chattering = on_chattering

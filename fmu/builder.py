@@ -58,7 +58,14 @@ def fmi_name(name):
 
 
 def _is_scenario(target):
-    return str(target).lower().endswith((".yaml", ".yml", ".json"))
+    """A scenario file, or the bare name of a shipped one (``cosim scenarios``)
+    that is not also a library model (``bouncing_ball`` is the model; its
+    scenario is ``bouncing_ball.yaml``)."""
+    from cosim.models import MODEL_REGISTRY
+    from cosim.shipped import shipped_scenario
+    if str(target).lower().endswith((".yaml", ".yml", ".json")):
+        return True
+    return str(target) not in MODEL_REGISTRY and shipped_scenario(target) is not None
 
 
 def _load_scenario(path, method, rtol, atol, step):

@@ -40,6 +40,11 @@ def _cmd_build(args):
 
     params = parse_assignments(args.param, "--param")
     options = parse_assignments(args.option, "--option")
+    if args.step is not None and args.comm_step is not None:
+        from cosim.options import check_step_against_grid
+        check_step_against_grid(args.step, args.comm_step, h_name="--step",
+                                grid_name="the DefaultExperiment step --comm-step",
+                                fix="an importer using that step gets these steps")
     path = build_fmu(args.target, args.output, method=args.method, rtol=args.rtol, atol=args.atol,
                      step=args.step, params=params, method_options=options, name=args.name,
                      stop_time=args.stop_time, step_size=args.comm_step,

@@ -1,4 +1,4 @@
-"""``cosim models`` and ``cosim methods``: what exists, one line each."""
+"""``cosim models``, ``cosim methods``, ``cosim scenarios``: what exists, one line each."""
 from .._registry import load_symbol
 from ..integrators import METHOD_REGISTRY
 from ..models import MODEL_REGISTRY
@@ -14,8 +14,30 @@ def _list(registry, package):
     return 0
 
 
+def _scenarios(args):
+    import yaml
+
+    from ..shipped import launch_dir, scenario_dir, scenario_names
+
+    for name in scenario_names():
+        try:
+            with open(scenario_dir() / f"{name}.yaml", encoding="utf-8") as fh:
+                data = yaml.safe_load(fh) or {}
+            text = " ".join(str(data.get("description", "")).split())
+            text = text.split(". ")[0].rstrip(".")  # the first sentence
+            text = text if len(text) <= 100 else text[:99] + "…"
+        except (OSError, yaml.YAMLError) as exc:
+            text = f"(unreadable: {exc})"
+        print(f"{name:26s} {text}")
+    print(f"\nrun one by name: cosim run NAME  (files in {scenario_dir()})")
+    print(f"ROS 2 parameter and launch files: {launch_dir()}")
+    return 0
+
+
 def register(sub):
     p = sub.add_parser("models", help="list the model library")
     p.set_defaults(func=lambda args: _list(MODEL_REGISTRY, "cosim.models"))
     p = sub.add_parser("methods", help="list the integration methods")
     p.set_defaults(func=lambda args: _list(METHOD_REGISTRY, "cosim.integrators"))
+    p = sub.add_parser("scenarios", help="list the shipped scenarios (cosim run NAME runs one)")
+    p.set_defaults(func=_scenarios)

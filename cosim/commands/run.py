@@ -9,10 +9,12 @@ base_step_exact ("p/q"), blocks, stopped, stop_time, state, outputs, events
 import json
 import sys
 
+from ..options import check_plot_path
 from ..scenario import Scenario
 
 
 def _cmd(args):
+    check_plot_path(args.plot)
     scenario = Scenario.load(args.scenario)
     show = (not args.json) and sys.stderr.isatty()
     stop = args.t_end if args.t_end is not None else scenario.stop_time
@@ -21,7 +23,8 @@ def _cmd(args):
         pct = int(100 * (t - scenario.start_time) / (stop - scenario.start_time))
         sys.stderr.write(f"\r[{'#' * (pct // 4):<25s}] {pct:3d}%  t={t:.6g}")
 
-    result = scenario.run(stop_time=args.t_end, progress=progress if show else None)
+    result = scenario.run(stop_time=args.t_end, progress=progress if show else None,
+                          backend=args.backend)
     if show:
         sys.stderr.write("\n")
     summary = result.summary()
@@ -32,7 +35,8 @@ def _cmd(args):
     if args.json:
         print(json.dumps(summary))
         return 0
-    print(f"scenario {summary['scenario']}: model {summary['model']}  method {summary['method']}  "
+    print(f"scenario {summary['scenario']}: model {summary['model']}  method {summary['method']} "
+          f"({result.sim.backend})  "
           f"t = {summary['t']:.6g} s  wall {summary['wall_time_s']:.3f} s  "
           f"(real-time factor {summary['real_time_factor']:.3g})")
     if summary["base_step"] is not None:
@@ -57,10 +61,13 @@ def _cmd(args):
 
 def register(sub):
     p = sub.add_parser("run", help="run a co-simulation scenario (YAML)")
-    p.add_argument("scenario", help="scenario file (see scenarios/*.yaml) or a shipped scenario name")
+    p.add_argument("scenario", help="scenario file, or the name of a shipped scenario (see `cosim scenarios`)")
     p.add_argument("--t-end", type=float, default=None, help="override the scenario's stop time [s]")
     p.add_argument("--out", metavar="FILE.csv", help="write time, states, outputs and inputs")
     p.add_argument("--plot", metavar="FILE.png", help="plot outputs and inputs with the events")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (base_step, events, stats, ...) on stdout")
+    p.add_argument("--backend", choices=("auto", "numba", "python"), default="auto",
+                   help="auto (default): compiled numba kernels where the plant and method have them; "
+                        "python: the reference")
     p.set_defaults(func=_cmd)

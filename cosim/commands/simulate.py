@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from ..errors import InvalidInputError
+from ..options import check_plot_path, check_step_against_grid, check_tolerances, merge_assignments, warn
 from ..validation import finite_float
 
 # Sensible horizons for the library models (seed benchmarks); others: 1 s.
@@ -21,14 +22,15 @@ DEFAULT_T_END = {"andrews": 0.03, "crank_slider": 0.1, "two_link": 10.0,
 
 
 def parse_assignments(items, what="--param"):
-    """["l=2", "m=1.5"] -> {"l": "2", ...}; values stay strings for the model to parse."""
-    out = {}
+    """["l=2", "m=1.5"] -> {"l": 2.0, ...}; numbers become floats, other values stay
+    strings for the model to parse.  A name given twice with two values is an error."""
+    pairs = []
     for item in items or ():
         name, sep, value = item.partition("=")
-        if not sep or not name:
+        if not sep or not name.strip():
             raise InvalidInputError(f"{what} expects NAME=VALUE, got {item!r}")
-        out[name.strip()] = _number_or_text(value.strip())
-    return out
+        pairs.append((name.strip(), _number_or_text(value.strip())))
+    return merge_assignments(pairs, what)
 
 
 def _number_or_text(text):
@@ -59,12 +61,19 @@ class _Progress:
             sys.stderr.write("\n")
 
 
-def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rtol=1e-6,
-                   atol=1e-8, h=None, params=None, method_options=None, progress=False,
+def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rtol=None,
+                   atol=None, h=None, params=None, method_options=None, progress=False,
                    backend="auto"):
     """Run ``model`` to ``t_end`` in communication steps ``dt``; returns a result dict
-    with time series (``time``, ``y``, ``outputs``, ``residuals``, ``order``)."""
+    with time series (``time``, ``y``, ``outputs``, ``residuals``, ``order``).
+    ``rtol``/``atol``: None means the defaults 1e-6/1e-8 (a value given to a method
+    that does not use it gets a warning)."""
     from ..simulation import Simulation
+
+    check_tolerances(method, [n for n, v in (("--rtol", rtol), ("--atol", atol)) if v is not None])
+    rtol = 1e-6 if rtol is None else rtol
+    atol = 1e-8 if atol is None else atol
+    dt_given = dt is not None
 
     sim = Simulation(model=model, method=method, params=params or {}, rtol=rtol, atol=atol, h=h,
                      method_options=method_options or {}, backend=backend)
@@ -72,8 +81,15 @@ def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rt
     if t_end is None:
         t_end = DEFAULT_T_END.get(name, 1.0)
     t_end = finite_float("t_end", t_end, positive=True)
+    if dt is not None and finite_float("dt", dt, positive=True) > t_end:
+        warn(f"--dt {dt:g} is longer than --t-end {t_end:g}: one communication step of {t_end:g} s")
+        dt = t_end
     n_steps = 500 if dt is None else max(1, int(math.ceil(t_end / finite_float("dt", dt, positive=True) - 1e-9)))
     dt = t_end / n_steps if dt is None else finite_float("dt", dt, positive=True)
+    if h is not None:
+        check_step_against_grid(h, dt, h_name="--h", grid_name="the communication step " +
+                                ("--dt" if dt_given else "(t_end/500)"),
+                                fix="give --dt as a multiple of --h")
     integrator = getattr(sim, "integrator", None)
 
     times, ys, outs, res, orders = [sim.time], [sim.y], [sim.get_outputs()], [sim.constraint_residuals()], []
@@ -161,9 +177,14 @@ def write_plot(path, result):
     n_q = len(sim.coordinate_names)
     for i, name in enumerate(sim.coordinate_names):
         axes[0].plot(t, result["y"][:, i], label=name)
-    axes[0].set_ylabel("coordinates")
+    units = getattr(sim.model, "coordinate_units", None)  # optional per-model tuple
+    if units and len(units) == n_q and len(set(units)) == 1:
+        axes[0].set_ylabel(f"coordinates [{units[0]}]")
+    else:
+        axes[0].set_ylabel("coordinates [SI: m, rad]" if getattr(sim.model, "kind", "") == "multibody"
+                           else "state [SI]")
     axes[0].legend(fontsize=7, ncol=min(4, n_q))
-    axes[0].set_title(f"{result['model']} — {result['method']}")
+    axes[0].set_title(f"{result['model']} — {result['method']} ({sim.backend} backend)")
     for j, label in enumerate(("position", "velocity", "acceleration")):
         vals = np.abs(result["residuals"][:, j])
         axes[1].semilogy(t, np.maximum(vals, 1e-17), label=label)  # floor: exact zeros
@@ -181,7 +202,11 @@ def write_plot(path, result):
 def _cmd(args):
     method_options = parse_assignments(args.option, "--option")
     if args.max_order is not None:
+        if "max_order" in method_options and method_options["max_order"] != args.max_order:
+            raise InvalidInputError(f"--max-order {args.max_order} and --option max_order="
+                                    f"{method_options['max_order']} disagree; give one")
         method_options["max_order"] = args.max_order
+    check_plot_path(args.plot)
     result = run_simulation(
         args.model, args.method, t_end=args.t_end, dt=args.dt, rtol=args.rtol, atol=args.atol,
         h=args.h, params=parse_assignments(args.param), method_options=method_options,
@@ -223,9 +248,11 @@ def register(sub):
     p = sub.add_parser("simulate", help="simulate one library or user model")
     p.add_argument("model", help="library model name (see `cosim models`) or package.module:Class")
     p.add_argument("--method", default="generalized-alpha", help="integration method (see `cosim methods`)")
-    p.add_argument("--rtol", type=float, default=1e-6, help="relative tolerance (adaptive mode)")
-    p.add_argument("--atol", type=float, default=1e-8, help="absolute tolerance (adaptive mode)")
-    p.add_argument("--h", type=float, default=None, help="fixed integration step [s] (fixed-step mode)")
+    p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default 1e-6)")
+    p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default 1e-8)")
+    p.add_argument("--h", type=float, default=None,
+                   help="fixed integration step [s] (fixed-step mode); steps never cross a "
+                        "communication point, so h > --dt is cut to --dt (with a warning)")
     p.add_argument("--t-end", type=float, default=None, help="stop time [s] (default: per model)")
     p.add_argument("--dt", type=float, default=None, help="communication/output step [s] (default t_end/500)")
     p.add_argument("--param", action="append", metavar="NAME=VALUE", help="model parameter (repeatable)")

@@ -1,0 +1,103 @@
+"""No silent changes: checks for options that would otherwise be clamped,
+rounded or ignored without a word (issue 20).
+
+Each check either raises :class:`~cosim.errors.InvalidInputError` naming the
+value, or issues an :class:`OptionWarning` saying what is used instead.  The
+``cosim`` CLI prints a warning as one line ``cosim: warning: ...`` on stderr;
+library users get an ordinary Python warning (filter it like any other).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from fractions import Fraction
+
+from .errors import InvalidInputError
+
+# Methods that never read rtol/atol: the exact state-transition method (seed 001
+# §3.5) and the fixed-step SPARK methods (symplectic.py: "rtol/atol are ignored").
+IGNORE_TOLERANCES = {"state-transition": "it is exact for LTI plants",
+                     "spark": "it is a fixed-step method without error control"}
+
+
+class OptionWarning(UserWarning):
+    """An option was used with another value than the one given, or not at all."""
+
+
+def warn(message):
+    warnings.warn(message, OptionWarning, stacklevel=3)
+
+
+def check_step_against_grid(h, grid, *, h_name="--h", grid_name="the communication step", fix=""):
+    """A fixed integration step ``h`` against the grid it must land on
+    (communication step, blocks' base step): steps never cross a grid point, so
+    an ``h`` longer than the grid spacing is cut to it, and an ``h`` that does
+    not divide it is shortened before every grid point.  Says so; ``fix`` tells
+    how to avoid it."""
+    if h is None or grid is None:
+        return
+    h, g = float(h), float(grid)
+    if not (h > 0 and g > 0 and math.isfinite(h) and math.isfinite(g)):
+        return  # invalid values are rejected with their own message elsewhere
+    fix = f" ({fix})" if fix else ""
+    if h > g * (1 + 1e-9):
+        warn(f"{h_name} {h:g} is longer than {grid_name} {g:g}: steps never cross it, so the "
+             f"integrator steps with h = {g:g}{fix}")
+        return
+    ratio = g / h
+    if abs(ratio - round(ratio)) > 1e-9 * ratio:
+        n = math.floor(ratio)
+        warn(f"{h_name} {h:g} does not divide {grid_name} {g:g}: each interval of {g:g} takes "
+             f"{n} step{'s' if n > 1 else ''} of {h:g} and one of {g - n * h:.6g}{fix}")
+
+
+def check_tolerances(method, given):
+    """``given``: the tolerance options the user set explicitly, e.g. ``["--rtol"]``."""
+    reason = IGNORE_TOLERANCES.get(str(method))
+    if reason and given:
+        warn(f"{' and '.join(given)} ignored: method {method!r} does not use tolerances ({reason})")
+
+
+def merge_assignments(pairs, what):
+    """[(name, value), ...] -> dict; a name given twice with different values is an error."""
+    out = {}
+    for name, value in pairs:
+        if name in out and not _same(out[name], value):
+            raise InvalidInputError(f"{what} {name} given twice ({out[name]!r} and {value!r}); give it once")
+        out[name] = value
+    return out
+
+
+def _same(a, b):
+    try:
+        return bool(a == b)
+    except ValueError:
+        return False
+
+
+def exact_grid(*steps):
+    """The spacing of the union of the grids k·s (s exact decimals), or None."""
+    steps = [Fraction(s) for s in steps if s is not None]
+    if not steps:
+        return None
+    g = steps[0]
+    for s in steps[1:]:
+        g = Fraction(math.gcd(g.numerator * s.denominator, s.numerator * g.denominator),
+                     g.denominator * s.denominator)
+    return g
+
+
+PLOT_FORMATS = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+
+
+def check_plot_path(path, option="--plot"):
+    """matplotlib appends '.png' to a name without a known suffix (so the file
+    would not be where we say); ask for a suffix instead."""
+    if path is None:
+        return None
+    from pathlib import Path
+    suffix = Path(str(path)).suffix.lower()
+    if suffix not in PLOT_FORMATS:
+        raise InvalidInputError(f"{option} {str(path)!r}: give a file name ending in "
+                                f"{', '.join(PLOT_FORMATS)}")
+    return str(path)
