@@ -110,12 +110,27 @@ class SimulationNode(Node):
             atol=cfg["atol"], h=cfg["integrator_step"] or None,
             method_options=cfg["method_options"], start_time=cfg["start_time"],
             backend=cfg["backend"])
+        self.option_warnings = self._check_options(cfg)
         self.joints = JointMap(self.sim, cfg)
         self.states = StateDirectory(cfg["state_directory"], cfg["state_max_bytes"])
         self._init_runtime(cfg)
         self._create_interfaces(cfg)
         self.add_on_set_parameters_callback(self._validate_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
+
+    def _check_options(self, cfg):
+        """No silent changes (cosim.options): a fixed integrator step that the
+        communication step cuts or does not divide is said at start, as a WARN."""
+        import warnings  # noqa: PLC0415
+        from cosim.options import check_step_against_grid  # noqa: PLC0415
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            check_step_against_grid(cfg["integrator_step"] or None, cfg["communication_step"],
+                                    h_name="integrator_step", grid_name="communication_step")
+        messages = [str(w.message) for w in caught]
+        for message in messages:
+            self.get_logger().warning(message)
+        return messages
 
     @property
     def summary(self):

@@ -125,3 +125,22 @@ def test_controller_accepts_integer_literals(context):
         assert node.get_parameter("kp").type_ == Parameter.Type.DOUBLE_ARRAY
     finally:
         node.destroy_node()
+
+
+def test_integrator_step_cut_by_the_communication_step_is_said(context):
+    node = SimulationNode(context=context, cli_args=[
+        "--ros-args", "--params-file", PLANT_YAML, "-p", "integrator_step:=0.02",
+        "-p", "communication_step:=0.01"])
+    try:
+        assert len(node.option_warnings) == 1
+        assert "integrator_step 0.02 is longer than communication_step 0.01" in node.option_warnings[0]
+        assert "h = 0.01" in node.option_warnings[0]
+    finally:
+        node.destroy_node()
+    node = SimulationNode(context=context, cli_args=[
+        "--ros-args", "--params-file", PLANT_YAML, "-p", "integrator_step:=0.005",
+        "-p", "communication_step:=0.01"])
+    try:
+        assert node.option_warnings == []
+    finally:
+        node.destroy_node()
