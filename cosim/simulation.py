@@ -285,6 +285,14 @@ class Simulation:
 
     # -- names / read-only views ---------------------------------------------------------
     @property
+    def ic_report(self):
+        """What the initial-condition analysis did at the start (seed 000 Algorithm 1):
+        a :class:`cosim.ic.ICReport` (``repaired``, ``position_change``,
+        ``velocity_change``, ``redundant_constraints``, ``summary()``), None for
+        first-order models.  A repair also issues an InitialConditionWarning."""
+        return getattr(self.integrator, "ic_report", None)
+
+    @property
     def time(self):
         return self._time
 
