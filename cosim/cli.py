@@ -1,6 +1,6 @@
 """The ``cosim`` command line: a thin wrapper over the library API.
 
-Subcommands: ``models``, ``methods``, ``simulate`` (one model), ``run`` (a
+Subcommands: ``models``, ``methods``, ``simulate`` (one model), ``check`` (a model), ``run`` (a
 scenario), plus plugins registered under the ``cosim.commands`` entry-point
 group (the ``fmu`` package adds ``cosim fmu build``).  A :class:`CosimError`
 prints one line ``cosim: error: ...`` and exits with code 2.
@@ -13,7 +13,7 @@ from importlib.metadata import entry_points
 from .errors import CosimError
 
 # subcommand -> module in cosim.commands defining register(subparsers)
-CORE_COMMANDS = ("listing", "simulate", "run")
+CORE_COMMANDS = ("listing", "simulate", "run", "check")
 
 
 def build_parser():

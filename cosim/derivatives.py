@@ -74,19 +74,52 @@ def second_derivative(phi, h, f0=None, levels=LEVELS):
 
 
 def jacobian(fun, x, scale=1.0, h=H_FIRST, levels=LEVELS):
-    """∂fun/∂x column by column (``first_derivative`` along each coordinate)."""
+    """∂fun/∂x: per column j, central differences at h_j/2^k (h_j = h·max(|x_j|, scale_j))
+    extrapolated as in :func:`first_derivative` (all columns at once)."""
     x = np.asarray(x, dtype=float)
+    n = x.size
     ref = np.maximum(np.abs(x), np.broadcast_to(np.asarray(scale, dtype=float), x.shape))
-    cols = []
-    for j in range(x.size):
-        def phi(s, j=j):
-            xp = x.copy()
-            xp[j] += s
-            return fun(xp)
-        cols.append(first_derivative(phi, h * ref[j], levels))
-    if not cols:
-        return np.zeros((np.asarray(fun(x)).size, 0))
-    return np.column_stack(cols)
+    steps = 2.0 ** np.round(np.log2(h * ref)) if n else ref
+    est = []
+    xp = x.copy()
+    for k in range(levels):
+        cols = []
+        for j in range(n):
+            hk = steps[j] / 2.0 ** k
+            xp[j] = x[j] + hk
+            fp = np.asarray(fun(xp), dtype=float)
+            xp[j] = x[j] - hk
+            fm = np.asarray(fun(xp), dtype=float)
+            xp[j] = x[j]
+            cols.append((fp - fm) / (2.0 * hk))
+        est.append(np.column_stack(cols) if cols else np.zeros((np.asarray(fun(x)).size, 0)))
+    return _extrapolate(est, 2)
+
+
+def hessian(fun, x, scale=1.0):
+    """∂²fun/∂x² of a scalar function by plain central differences (step ε^(1/4)·max(|x_j|, s_j),
+    error ~1e-8 relative): the Newton-matrix term (C_qᵀλ)_q = ∂²(λᵀC)/∂q² when C_q is automatic."""
+    x = np.asarray(x, dtype=float)
+    n = x.size
+    ref = np.maximum(np.abs(x), np.broadcast_to(np.asarray(scale, dtype=float), x.shape))
+    h = 2.0 ** np.round(np.log2(EPS ** 0.25 * ref))
+    f0 = float(fun(x))
+    H = np.empty((n, n))
+    xp = x.copy()
+
+    def at(i, si, j=None, sj=0.0):
+        xp[:] = x
+        xp[i] += si
+        if j is not None:
+            xp[j] += sj
+        return float(fun(xp))
+
+    for i in range(n):
+        H[i, i] = (at(i, 2 * h[i]) - 2.0 * f0 + at(i, -2 * h[i])) / (4.0 * h[i] * h[i])
+        for j in range(i):
+            H[i, j] = H[j, i] = (at(i, h[i], j, h[j]) - at(i, h[i], j, -h[j])
+                                 - at(i, -h[i], j, h[j]) + at(i, -h[i], j, -h[j])) / (4.0 * h[i] * h[j])
+    return H
 
 
 def _scales(model, n):
@@ -95,10 +128,17 @@ def _scales(model, n):
 
 
 def constraint_jacobian(model, q, t):
-    """C_q(q, t) from C by differences."""
+    """C_q(q, t) from C by differences (the last result is kept: integrators ask
+    for C_q at one point several times per step)."""
     q = np.asarray(q, dtype=float)
+    key = (q.tobytes(), float(t), tuple(model.params.items()))
+    cache = model.__dict__.get("_auto_cq")
+    if cache is not None and cache[0] == key:
+        return cache[1].copy()
     s, _ = _scales(model, q.size)
-    return jacobian(lambda qq: model.constraints(qq, t), q, s).reshape(model.n_c, q.size)
+    Cq = jacobian(lambda qq: model.constraints(qq, t), q, s).reshape(model.n_c, q.size)
+    model.__dict__["_auto_cq"] = (key, Cq)
+    return Cq.copy()
 
 
 def constraint_dt(model, q, t):

@@ -62,7 +62,7 @@ class CheckReport:
     def table(self):
         lines = [f"model {self.model}: {len(self.rows)} checks at {self.states} states "
                  f"(rtol {self.rtol:g})",
-                 f"  {"term":<42s} {'verdict':<7s} {'max error':>10s} {'relative':>10s}  note"]
+                 f"  {'term':<42s} {'verdict':<7s} {'max error':>10s} {'relative':>10s}  note"]
         for r in self.rows:
             err = "" if np.isnan(r.error) else f"{r.error:10.2e}"
             rel = "" if np.isnan(r.relative) else f"{r.relative:10.2e}"
