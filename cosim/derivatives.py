@@ -168,3 +168,12 @@ def gamma(model, q, v, t, analytic_velocity_terms=False):
             return model.constraint_jacobian(qs, t + s) @ v + model.constraint_dt(qs, t + s)
         return -first_derivative(vel, H_FIRST * tau)
     return -second_derivative(lambda s: model.constraints(q + s * v, t + s), H_SECOND * tau)
+
+
+def without_analytic_derivatives(cls, terms=("constraint_jacobian", "constraint_dt", "gamma")):
+    """A subclass of model class ``cls`` whose ``terms`` fall back to this module
+    (tests and ``benchmarks/auto_derivatives.py`` compare it with ``cls``)."""
+    from .models.base import MultibodyModel
+
+    body = {t: getattr(MultibodyModel, t) for t in terms}
+    return type(cls.__name__ + "Auto", (cls,), body)
