@@ -239,14 +239,16 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
         what = []
         if moved_q:
             i = int(np.argmax(np.abs(q - q0)))
-            what.append(f"positions moved by up to {dq:.3e} ({full_model.coordinates[i]})")
+            what.append(f"positions moved by up to {dq:.3e} ({full_model.coordinates[i]}) to satisfy "
+                        f"C = 0 (eqs. 6-7)")
         if moved_v:
             i = int(np.argmax(np.abs(v - v0)))
-            what.append(f"velocities by up to {dv:.3e} (d{full_model.coordinates[i]})")
+            what.append(f"velocities by up to {dv:.3e} (d{full_model.coordinates[i]}) to satisfy "
+                        f"C_q v + C_t = 0 (eqs. 8-9)")
         if redundant:
             what.append("redundant constraints removed: " + ", ".join(redundant))
-        warnings.warn(f"initial state of {full_model.name!r} was inconsistent and has been "
-                      f"repaired (seed 000 eqs. 6-9): " + "; ".join(what) +
+        warnings.warn(f"the initial-condition analysis changed the start of {full_model.name!r} "
+                      f"(seed 000 Algorithm 1): " + "; ".join(what) +
                       " — see Simulation.ic_report", InitialConditionWarning, stacklevel=4)
     return ICReport(model=model, q=q, v=v, qdd=qdd, lam=lam, redundant_constraints=redundant,
                     position_change=dq, velocity_change=dv,

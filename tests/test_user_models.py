@@ -352,3 +352,44 @@ def test_readme_user_model_example_runs_as_written(tmp_path, capsys, monkeypatch
     # conservative and unforced: energy drift measured -2.4e-9 J with dopri5 (rtol 1e-6)
     assert abs(res["energy_drift"]) < 1e-6
     assert res["stats"]["max_constraint_residuals"]["position"] < 1e-12
+
+
+BAD_SIGN = '''
+import numpy as np
+from cosim.models.pendulum import Pendulum
+
+class BadSign(Pendulum):
+    name = "bad_sign"
+    def constraint_jacobian(self, q, t):
+        return np.array([[2 * q[0], -2 * q[1]]])   # sign error in dC/dy
+'''
+
+
+def test_early_newton_failure_of_a_user_model_points_to_the_checker(tmp_path, capsys):
+    path = tmp_path / "badpend.py"
+    path.write_text(BAD_SIGN)
+    assert main(["simulate", f"{path}:BadSign", "--t-end", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "Newton iteration failed" in err and f"run `cosim check {path}:BadSign`" in err
+    assert main(["check", f"{path}:BadSign"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"C_q vs dC/dq\s+FAIL .* at entry \(0, 1\)", out)
+
+
+@pytest.mark.parametrize("method,energy_tol", [("generalized-alpha", 5e-5), ("bdf", 1e-5),
+                                               ("dopri5", 1e-9)])
+def test_readme_model_from_m_q_c_only_conserves_energy(tmp_path, method, energy_tol):
+    """The README slider-crank (M, Q, C only) released from rest, 0.5 s at rtol 1e-6.
+    Measured drift: generalized-α −8.8e-6 J (its numerical damping), BDF −1.2e-6 J
+    (−1.5e-6 J with q0 perturbed by 1e-15), dopri5 −3.2e-11 J; potential energy
+    at the start 0.41 J.  The three methods agree on θ(0.5) to 3e-5 rad."""
+    from cosim.commands.simulate import run_simulation, summary_dict
+    from cosim.model_files import load_model_file
+
+    filename, code, _ = _readme_example()
+    (tmp_path / filename).write_text(code)
+    cls = load_model_file(f"{tmp_path / filename}:SliderCrank")
+    res = summary_dict(run_simulation(cls, method, t_end=0.5))
+    assert abs(res["energy_drift"]) < energy_tol
+    assert res["stats"]["max_constraint_residuals"]["position"] < 1e-11
+    assert res["q"][0] == pytest.approx(-2.842076, abs=3e-5)   # dopri5: -2.8420765591
