@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg as sla
 
-from .errors import InconsistentConstraintsError, InitialConditionWarning, InvalidInputError
+from .errors import (InconsistentConstraintsError, InitialConditionWarning, InvalidInputError,
+                     ModelDefinitionError)
 from .integrators.common import augmented_matrix, consistent_accelerations, lu_factor, lu_solve
 
 
@@ -140,6 +141,26 @@ def _weights(name, w, n):
     return w
 
 
+def check_terms(model, t, q, v, u):
+    """Shapes and finiteness of M, Q, C, C_q, C_t, γ at the start: an error names
+    the method, the model and the time (a wrong model fails here, not in Newton)."""
+    n, m = model.n_q, model.n_c
+    calls = (("mass(q, t)", model.mass, (q, t), (n, n)),
+             ("forces(q, v, t, u)", model.forces, (q, v, t, u), (n,)),
+             ("constraints(q, t)", model.constraints, (q, t), (m,)),
+             ("constraint_jacobian(q, t)", model.constraint_jacobian, (q, t), (m, n)),
+             ("constraint_dt(q, t)", model.constraint_dt, (q, t), (m,)),
+             ("gamma(q, v, t)", model.gamma, (q, v, t), (m,)))
+    for label, fn, args, shape in calls:
+        val = np.asarray(fn(*args), dtype=float)
+        if val.shape != shape:
+            raise ModelDefinitionError(f"model {model.name!r}: {label} returned shape {val.shape} at "
+                                       f"t={t!r}, expected {shape} (n_q = {n}, n_c = {m})")
+        if not np.all(np.isfinite(val)):
+            raise ModelDefinitionError(f"model {model.name!r}: {label} returned non-finite values "
+                                       f"at t={t!r}: {val.tolist()}")
+
+
 def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=None,
                                tol=1e-12, max_iter=50, rank_tol=1e-9, check_singular=True):
     """Algorithm 1: consistent q, v, q'', λ from estimates q0, v0 (see module doc)."""
@@ -150,6 +171,7 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
     Wv = _weights("weights_v", weights_v, n)
     report_warnings = []
     full_model = model
+    check_terms(model, t0, q0, v0, u)
 
     # 1. redundant constraints
     redundant = ()

@@ -393,3 +393,23 @@ def test_readme_model_from_m_q_c_only_conserves_energy(tmp_path, method, energy_
     assert abs(res["energy_drift"]) < energy_tol
     assert res["stats"]["max_constraint_residuals"]["position"] < 1e-11
     assert res["q"][0] == pytest.approx(-2.842076, abs=3e-5)   # dopri5: -2.8420765591
+
+
+def test_wrong_shape_or_nan_from_a_model_method_is_named_at_set_up():
+    class FlatMass(Pendulum):
+        def mass(self, q, t):
+            return np.ones(2)
+
+    with pytest.raises(ModelDefinitionError,
+                       match=r"mass\(q, t\) returned shape \(2,\) at t=0.0, expected \(2, 2\)"):
+        Simulation(FlatMass, backend="python")
+
+    class NanForce(Pendulum):
+        name = "nan_force"
+
+        def forces(self, q, v, t, u):
+            return np.array([np.nan, -9.81])
+
+    with pytest.raises(ModelDefinitionError, match=r"'nan_force': forces\(q, v, t, u\) returned "
+                                                   r"non-finite values at t=0.0"):
+        Simulation(NanForce, backend="python")
