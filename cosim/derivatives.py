@@ -131,7 +131,7 @@ def constraint_jacobian(model, q, t):
     """C_q(q, t) from C by differences (the last result is kept: integrators ask
     for C_q at one point several times per step)."""
     q = np.asarray(q, dtype=float)
-    key = (q.tobytes(), float(t), tuple(model.params.items()))
+    key = (q.tobytes(), float(t), repr(sorted(model.params.items())))
     cache = model.__dict__.get("_auto_cq")
     if cache is not None and cache[0] == key:
         return cache[1].copy()
@@ -139,6 +139,11 @@ def constraint_jacobian(model, q, t):
     Cq = jacobian(lambda qq: model.constraints(qq, t), q, s).reshape(model.n_c, q.size)
     model.__dict__["_auto_cq"] = (key, Cq)
     return Cq.copy()
+
+
+def forget(model):
+    """Drop the kept C_q (after a jump map that may change the constraints' mode)."""
+    model.__dict__.pop("_auto_cq", None)
 
 
 def constraint_dt(model, q, t):

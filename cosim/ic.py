@@ -266,7 +266,7 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
         if moved_v:
             i = int(np.argmax(np.abs(v - v0)))
             what.append(f"velocities by up to {dv:.3e} (d{full_model.coordinates[i]}) to satisfy "
-                        f"C_q v + C_t = 0 (eqs. 8-9)")
+                        f"the velocity constraints (eqs. 8-9)")
         if redundant:
             what.append("redundant constraints removed: " + ", ".join(redundant))
         warnings.warn(f"the initial-condition analysis changed the start of {full_model.name!r} "

@@ -58,7 +58,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import serialization
+from . import derivatives, serialization
 from .blocks import Block, StopSimulation, make_block
 from .errors import (ChatteringError, ConvergenceError, CosimError, InvalidInputError, StateError,
                      UnknownParameterError)
@@ -604,6 +604,7 @@ class Simulation:
             terminal = False
             for i, iters in firing:
                 y = np.asarray(model.apply_event(i, t_ev, y, u), dtype=float)
+                derivatives.forget(model)  # a jump map may switch the constraints (same q, t)
                 ev = model.events[i]
                 self._log({"time": t_ev, "name": ev.name, "kind": "state", "index": i,
                            "terminal": bool(ev.terminal), "iterations": int(iters)})

@@ -413,3 +413,22 @@ def test_wrong_shape_or_nan_from_a_model_method_is_named_at_set_up():
     with pytest.raises(ModelDefinitionError, match=r"'nan_force': forces\(q, v, t, u\) returned "
                                                    r"non-finite values at t=0.0"):
         Simulation(NanForce, backend="python")
+
+
+def test_kept_automatic_jacobian_follows_parameters_and_is_dropped_after_a_jump():
+    from cosim import derivatives
+
+    class Switching(RoadFollower):
+        slope = 1.0
+
+        def constraints(self, q, t):
+            return np.array([q[1] - self.slope * q[0]])
+
+    m = Switching()
+    q = np.array([0.3, 0.4])
+    assert m.constraint_jacobian(q, 0.0) == pytest.approx(np.array([[-1.0, 1.0]]), abs=1e-14)
+    m.slope = 2.0                        # a mode switched by a jump map (not a parameter)
+    derivatives.forget(m)                # what Simulation does after every apply_event
+    assert m.constraint_jacobian(q, 0.0) == pytest.approx(np.array([[-2.0, 1.0]]), abs=1e-14)
+    m.set_parameter("a", 0.2)            # a parameter change is part of the key
+    assert m.constraint_jacobian(q, 0.0) == pytest.approx(np.array([[-2.0, 1.0]]), abs=1e-14)
