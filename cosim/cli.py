@@ -13,7 +13,8 @@ from importlib.metadata import entry_points
 from .errors import CosimError
 
 # subcommand -> module in cosim.commands defining register(subparsers)
-CORE_COMMANDS = ("listing", "simulate", "run", "check")
+
+CORE_COMMANDS = ("listing", "simulate", "run", "check", "warmup")
 
 
 def build_parser():

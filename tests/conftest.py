@@ -15,3 +15,16 @@ def harness(monkeypatch, request):
     yield make
     for h in made:
         h.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compiled_kernels_warm():
+    """Compile (or load) the numba kernels of the library models once, before any
+    test: a first compilation takes minutes on a loaded 2-core machine and prints
+    a notice on stderr, which must not land inside a subprocess test (CLI one-line
+    errors, FMU and ROS nodes with time limits).  Without numba: nothing to do."""
+    from cosim.jit import numba_available
+    if numba_available():
+        from cosim.commands.warmup import warm_up
+        warm_up()
+    yield

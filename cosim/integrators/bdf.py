@@ -31,7 +31,8 @@ k−1, k, k+1 with the safety factors of eq. 85, the maximum step ratio per
 order of Table 1 (Skelboe), Skelboe's instability test of Table 2 combined
 with the relaxed smoothness condition ‖∇^k‖ ≥ ‖∇^{k+1}‖ ≥ ‖∇^{k+2}‖ for
 raising the order.  Newton: :class:`~cosim.integrators.newton.QuasiNewton`
-(Algorithm 2) with the reuse test on ĥ (§5.1).
+(Algorithm 2) with the reuse test on ĥ (§5.1) — across steps for bdf-i2 and
+bdf-i1, within a step for bdf (see below).
 
 Choices beyond the seed's text (each commented where it is made):
 * the unknowns and rows are scaled to position size, so the iteration
@@ -42,15 +43,31 @@ Choices beyond the seed's text (each commented where it is made):
   local error test and order choice in the weighted max norm of eq. 35;
 * after an error-test failure the next step does not grow (as DASSL);
   h_{n+1}/h_n ≤ 10 overall (Table 1 has no cap for order 1);
-* option ``velocity_error`` (default True = Algorithm 4) — False tests q only
+* option ``velocity_error`` (default True = Algorithm 4; "scaled": see below) — False tests q only
   for the error and step size; the order-stability tests still use q and v.
 * option ``velocity_weights``: "position" (default) measures the velocity
   parts of the error test and of the Newton norm in the weights W_q^k of the
   coordinate they belong to, as the seed's norm (eq. 35) on the stacked
   (∇^{j+1}q; ∇̂^{j+1}v) reads; "velocity" uses RTOL·|v_k| + ATOL (DASSL / IDA).
-  On Andrews, "velocity" at rtol 1e-4 takes 191 steps with error 8.7e-3 (like
-  IDA's 2.5e-2 and scipy BDF's 1.4e-2); "position" takes 480 steps with error
-  9.3e-6, the seed's Table 5 (568 steps, as accurate as generalized-α at 1e-6).
+  On Andrews (atol 1e-8), "velocity" at rtol 1e-4 takes 175 steps with error
+  4.4e-3 (like IDA's 2.5e-2 and scipy BDF's 1.4e-2); "position" takes 492-503
+  steps with error 1.3e-6 … 1.1e-5 over 1e-15 perturbations of q0, the seed's
+  Table 5 (568 steps, as accurate as generalized-α at 1e-6: 8.1e-5).
+
+Index 3 (:class:`BDFIndex3`), roundoff robustness (issue 12).  The velocity
+estimate ε = q'^{(0)} − v^{(0)} + δ/ĥ (eq. 76) carries the roundoff and
+Newton remainder of δ's constraint-normal part times 1/ĥ (unprojected it is
+~400× the projected one on Andrews at rtol 1e-8).  Eq. 80 removes it only
+if the projector — the LU at hand — belongs to the current step; with the
+LU reused across steps (Algorithm 4 c) the leak drove the error test at
+rtol ≤ 1e-8 (19-33 % rejections, 2.5-10× the steps of bdf-i2, step sequences
+chaotic in roundoff).  So the index-3 form forms its iteration matrix at
+every attempt (option ``reuse_matrix`` restores the reuse), and its order
+tests see the velocity estimate times ĥ (Hairer & Wanner II §VII.3: index-2
+components are one order lower and are scaled by h for the error control);
+the error test and step size keep the seed's norm.  ``velocity_error="scaled"``
+uses the ĥ-scaled velocity for the error test too (RADAU5's convention):
+roundoff-insensitive, fewer steps, error a few times rtol.
 """
 import math
 
@@ -107,19 +124,25 @@ class _BDF(MultibodyIntegrator):
         ve = self.opts["velocity_error"]
         words = {"true": True, "yes": True, "on": True, "1": True,
                  "false": False, "no": False, "off": False, "0": False}
-        if isinstance(ve, str) and ve.strip().lower() in words:   # from the command line
+        self._velocity_scaled = isinstance(ve, str) and ve.strip().lower() == "scaled"
+        if self._velocity_scaled:
+            ve = True
+        elif isinstance(ve, str) and ve.strip().lower() in words:   # from the command line
             ve = words[ve.strip().lower()]
         elif isinstance(ve, (int, float, np.integer, np.floating)) and not isinstance(ve, bool) \
                 and ve in (0, 1):
             ve = bool(ve)
         if not isinstance(ve, (bool, np.bool_)):
-            raise InvalidInputError(f"velocity_error must be true or false, got {ve!r}")
-        self.opts["velocity_error"] = self.velocity_error = bool(ve)
+            raise InvalidInputError(f"velocity_error must be true, false or 'scaled', got {ve!r}")
+        self.velocity_error = bool(ve)
+        self.opts["velocity_error"] = "scaled" if self._velocity_scaled else self.velocity_error
         vw = self.opts["velocity_weights"]
         if not isinstance(vw, str) or vw.strip().lower() not in ("position", "velocity"):
             raise InvalidInputError(f"velocity_weights must be 'position' or 'velocity', got {vw!r}")
         self.opts["velocity_weights"] = vw.strip().lower()
         self._position_weights = self.opts["velocity_weights"] == "position"
+        self._reuse_across_steps = True
+        self._order_tests_scaled = False
 
     # -- set-up ------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
@@ -281,6 +304,8 @@ class _BDF(MultibodyIntegrator):
             y_pred = y_n + omega[:k] @ Dk                 # eq. 69
             yd_pred = ((c * omega[:k]) @ Dk) / h
             self._z_pred = self._z + omega[:k] @ self._Dz[1:k + 1]   # (q'', λ) predictor
+            if not self._reuse_across_steps:
+                self.newton.invalidate()                  # see BDFIndex3.reuse_matrix
             if not self.newton.need_jac:
                 self.newton.plan_reuse(hhat, None)        # §5.1 reuse test on ĥ
                 nt = self.newton
@@ -323,13 +348,23 @@ class _BDF(MultibodyIntegrator):
             has_up = self._valid >= k + 1
             if has_up:
                 cols.append(dy - omega[k] * D[k + 1])     # ∇^{k+2} y_{n+1}
+            self._hhat = hhat
             errs = self._error_norms(cols, winv, self.velocity_error)
             e_k = errs[0]
             e_dn = errs[1] if k > 1 else math.inf
             e_up = errs[-1] if has_up else math.inf
             # stability / smoothness tests always look at q and v: with the
             # error test on q only, an unstable stiff velocity shows there first
-            st = errs if self.velocity_error else self._error_norms(cols, winv, True)
+            if self._order_tests_scaled and self.velocity_error and not self._velocity_scaled:
+                # index 3: the order tests see the velocity estimate times ĥ
+                # (see BDFIndex3); acceptance and step size keep eq. 35
+                self._velocity_scaled = True
+                try:
+                    st = self._error_norms(cols, winv, True)
+                finally:
+                    self._velocity_scaled = False
+            else:
+                st = errs if self.velocity_error else self._error_norms(cols, winv, True)
             s_k, s_dn = st[0], (st[1] if k > 1 else math.inf)
             s_up = st[-1] if has_up else math.inf
             err = ce[k] * e_k
@@ -371,11 +406,19 @@ class _BDF(MultibodyIntegrator):
         h_j = h / (safety * eps) if eps > 0.0 else math.inf
         return min(h_j, MAX_RATIO[j] * h_base, MAX_GROWTH * h_base)
 
+    def _velocity_winv(self, winv):
+        """Inverse weights of the velocity part of the error test: with
+        velocity_error="scaled" the estimate is multiplied by ĥ (Hairer &
+        Wanner II §VII.3 / RADAU5: index-2 components scaled by h)."""
+        wv = winv[self.model.n_q:]
+        return wv * self._hhat if self._velocity_scaled else wv
+
     def _error_norms(self, cols, winv, velocity=True):
+        n = self.model.n_q
         if not velocity:
-            n = self.model.n_q
             winv = winv[:n]
             return [float(np.max(np.abs(col[:n]) * winv)) for col in cols]
+        winv = np.concatenate([winv[:n], self._velocity_winv(winv)])
         return [float(np.max(np.abs(col) * winv)) for col in cols]
 
     def _accept(self, h, h_base, lands, t_limit, k, tau, omega, y1, dy, qdd, lam,
@@ -442,6 +485,34 @@ class BDFIndex3(_BDF):
 
     name = "bdf"
     description = "BDF variable step/order 1-5, index 3 with projection filter (seed 000 Alg. 4)"
+
+    # reuse_matrix: keep the iteration matrix across steps (Algorithm 4 c,
+    # reuse test on ĥ).  Off by default: the projection filter of eq. 80 takes
+    # its projector from the LU at hand, and it removes the 1/ĥ-amplified
+    # part of ε only if that LU belongs to the current step (C_q and M̂ at
+    # this step's predictor).  A reused LU, formed several steps back, lets a
+    # fraction ~ (rotation of C_q since then) of that part leak into the
+    # error estimate: at rtol ≤ 1e-7 on Andrews the leak reaches the
+    # tolerance (27-33 % rejected steps, step sequences chaotic in roundoff).
+    options = {**_BDF.options, "reuse_matrix": False}
+
+    def check_options(self):
+        super().check_options()
+        ru = self.opts["reuse_matrix"]
+        if isinstance(ru, str) and ru.strip().lower() in ("true", "false", "yes", "no", "on", "off", "1", "0"):
+            ru = ru.strip().lower() in ("true", "yes", "on", "1")
+        if not isinstance(ru, (bool, np.bool_)):
+            raise InvalidInputError(f"reuse_matrix must be true or false, got {ru!r}")
+        self.opts["reuse_matrix"] = self._reuse_across_steps = bool(ru)
+        # Order tests (Skelboe, Table 2; smoothness ‖∇^k‖ ≥ ‖∇^{k+1}‖ ≥ ‖∇^{k+2}‖)
+        # on the velocity estimate times ĥ.  The index-3 velocity is the BDF
+        # derivative of q: its local error is one order lower than q's and
+        # its differences carry the step-ratio changes (Hairer & Wanner II
+        # §VII.3: scale index-2 components by h), so unscaled they flip the
+        # order 3 ↔ 4 ↔ 5 on roundoff-size differences; scaled they measure
+        # the same order in h as the positions.  The error test and the step
+        # size keep the seed's norm (eq. 35, Algorithm 4 f).
+        self._order_tests_scaled = True
 
     def _solve(self, t1, h, hhat, y_pred, yd_pred, winv):
         model, u = self.model, self.u
@@ -513,7 +584,7 @@ class BDFIndex3(_BDF):
         if m == 0 or self.newton.factor is None or not velocity:
             return super()._error_norms(cols, winv, velocity)
         Mhat = self._J[:n, :n]
-        wq, wv = winv[:n], winv[n:]
+        wq, wv = winv[:n], self._velocity_winv(winv)
         rhs = np.zeros(n + m)
         out = []
         for col in cols:

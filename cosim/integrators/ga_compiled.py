@@ -35,7 +35,7 @@ MAX_STEPS_PER_CALL = 1_000_000
 
 
 def _model_entries(model):
-    """(advance, restart) of the kernel for this model's kernel set (compiled
+    """The compiled entry (advance/restart) for this model's kernel set (compiled
     once per model, cached on disk; see cosim.jit.model_entry_points)."""
     from . import dense_lu  # noqa: PLC0415
     return jit.model_entry_points(K, model.kernels().functions(), model.name, "generalized-alpha",
@@ -214,7 +214,7 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         reason = supports(model)
         if reason is not None:
             raise InvalidInputError(f"backend 'numba': {reason}")
-        self._advance_fn, self._restart_fn = _model_entries(model)
+        self._entry = _model_entries(model)
         self._allocate(model.n_q, model.n_c)
         super().__init__(model, **kwargs)
 
@@ -316,12 +316,6 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         super()._restore_method_state(d)
 
     # -- stepping ---------------------------------------------------------------------------------
-    def _snapshot(self):
-        return self._S.copy(), self._I.copy(), self._LU.copy()
-
-    def _rollback(self, snap):
-        self._S[:], self._I[:], self._LU[:, :] = snap
-
     def _u_array(self):
         u = self.u
         if not (isinstance(u, np.ndarray) and u.dtype == np.float64 and u.flags.c_contiguous):
@@ -329,19 +323,12 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         return u
 
     def _run(self, t_target, max_steps):
-        snap = self._snapshot()
-        try:
-            status = self._advance_fn(self._S, self._I, self._LU, self._u_array(), self.model._p,
-                                      float(t_target), max_steps)
-        except BaseException:
-            self._rollback(snap)
-            raise
+        # the kernel is all or nothing: on failure it restores S, I, LU itself
+        status = self._entry(0, self._S, self._I, self._LU, self._u_array(), self.model._p,
+                             t_target, max_steps)
         if status != K.OK:
             S, I = self._S, self._I
-            h, info, t_fail = float(S[K.F_H]), float(S[K.F_INFO]), float(S[K.F_T])
-            reason = int(I[K.REASON])
-            self._rollback(snap)
-            self._raise(status, t_fail, h, info, reason)
+            self._raise(status, float(S[K.F_T]), float(S[K.F_H]), float(S[K.F_INFO]), int(I[K.REASON]))
 
     def _raise(self, status, t, h, info, reason):
         name = self.name
@@ -362,28 +349,25 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
 
     def advance(self, t_target):
         t_target = finite_float("t_target", t_target)
-        t = self.t
+        t = self._S[K.T]
         if t_target < t:
-            raise InvalidInputError(f"target time {t_target!r} is before t={t!r}")
+            raise InvalidInputError(f"target time {t_target!r} is before t={float(t)!r}")
         if t_target == t:
-            return t
+            return t_target
         self._run(t_target, MAX_STEPS_PER_CALL)
         while self._S[K.T] < t_target:  # more than MAX_STEPS_PER_CALL steps
             self._run(t_target, MAX_STEPS_PER_CALL)
-        return self.t
+        return t_target
 
     def _step(self, t_limit):
         self._run(t_limit, 1)
 
     def _restart(self):
-        status = self._restart_fn(self._S, self._I, self._u_array(), self.model._p)
+        status = self._entry(1, self._S, self._I, self._LU, self._u_array(), self.model._p, 0.0, 0)
         if status != K.OK:
-            super()._restart()  # the reference raises its clear error
+            super()._restart()  # the reference raises its clear error (or solves it)
+            self.t_prev, self.y_prev = self.t, self.y
 
     def restart(self):
-        snap = self._snapshot()
-        try:
-            self._restart()
-        except BaseException:
-            self._rollback(snap)
-            raise
+        # the kernel writes nothing unless eq. 10 was solved (else the reference raises)
+        self._restart()

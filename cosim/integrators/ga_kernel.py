@@ -271,27 +271,45 @@ def restart(fns, S, I, u, p):
 # ---------------------------------------------------------------------------------
 # one Newton solve (Algorithm 2, as newton.QuasiNewton.solve with prior_rate)
 # ---------------------------------------------------------------------------------
-def _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F):
+def workspace(n, m):
+    """Work arrays of one advance() call, so the Newton loop allocates nothing:
+    (q, v, q'', λ, M, Q, C_q, C, q0, v0, q''0, λ̂, x̂, scale, w, w_v)."""
+    return (np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(m), np.zeros((n, n)), np.zeros(n),
+            np.zeros((m, n)), np.zeros(m), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(m),
+            np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n))
+
+
+def _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F, work):
     """Eq. 32: [M(q) q'' − Q(q, q') + C_qᵀ λ ;  C(q)/(β h²)] at predictor + δ."""
-    q = q0 + bh2 * delta[:n]
-    v = v0 + gh * delta[:n]
-    qdd = qdd0 + eta * delta[:n]
-    M = np.zeros((n, n))
+    q, v, qdd, lam, M, Q, Cq, C = work[0], work[1], work[2], work[3], work[4], work[5], work[6], work[7]
+    for i in range(n):
+        q[i] = q0[i] + bh2 * delta[i]
+        v[i] = v0[i] + gh * delta[i]
+        qdd[i] = qdd0[i] + eta * delta[i]
+    M[:, :] = 0.0
     fns[0](q, t1, p, M)
-    Q = np.zeros(n)
+    Q[:] = 0.0
     fns[1](q, v, t1, u, p, Q)
-    r1 = _mv(M, qdd) - Q
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += M[i, j] * qdd[j]
+        F[i] = s - Q[i]
     if m > 0:
-        Cq = np.zeros((m, n))
+        for k in range(m):
+            lam[k] = lam_hat[k] + delta[n + k]
+        Cq[:, :] = 0.0
         fns[3](q, t1, p, Cq)
-        lam = lam_hat + delta[n:]
-        r1 += _mtv(Cq, lam)
-        C = np.zeros(m)
+        for i in range(n):
+            s = 0.0
+            for k in range(m):
+                s += Cq[k, i] * lam[k]
+            F[i] += s
+        C[:] = 0.0
         fns[2](q, t1, p, C)
-        F[:n] = r1
-        F[n:] = (1.0 / bh2) * C
-    else:
-        F[:n] = r1
+        inv = 1.0 / bh2
+        for k in range(m):
+            F[n + k] = inv * C[k]
 
 
 def _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_mass, delta, J):
@@ -346,7 +364,7 @@ def _norm(dd, n, m, scale, CqT, lam_scale):
 
 
 def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, eta, scale, CqT,
-            lam_scale, delta, F, Jw):
+            lam_scale, delta, F, Jw, work):
     """Returns (converged, iterations, status); δ in ``delta``."""
     N = n + m
     piv = I[PIV:PIV + N]
@@ -378,7 +396,7 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
             S[RELAX] = 1.0
             n_j = 0
             old_norm = -1.0
-        _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F)
+        _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F, work)
         I[ST_RES] += 1
         I[ST_NEWTON] += 1
         if not _all_finite(F):
@@ -474,7 +492,7 @@ def _clamp(S, h, t_limit):
     return h, False
 
 
-def step(fns, S, I, LU, u, p, t_limit):
+def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     """One accepted step ending at or before ``t_limit`` (GeneralizedAlpha._step_inner).
     Returns a status code; on failure S[F_H] is the step size tried."""
     n, m = I[I_N], I[I_M]
@@ -513,10 +531,8 @@ def step(fns, S, I, LU, u, p, t_limit):
     for i in range(n):
         if abs(q[i]) > qmax:
             qmax = abs(q[i])
-    # work arrays
-    delta = np.zeros(N)
-    F = np.zeros(N)
-    Jw = np.zeros((N, N))
+    q0, v0, qdd0, lam_hat = work[8], work[9], work[10], work[11]
+    x_hat, scale, w_v = work[12], work[13], work[15]
     CqT = np.zeros((n, m))
     lam_scale = np.zeros(n)
     minv_d = np.zeros(n)
@@ -545,24 +561,25 @@ def step(fns, S, I, LU, u, p, t_limit):
         # predictor (eq. 30 corrected, eq. 31), a rescaled to h
         t1 = t + h
         bh2, gh = b * h * h, g * h
-        a = a_old
-        if h_last > 0.0 and h != h_last:
-            a = qdd + (h / h_last) * (a_old - qdd)
-        qdd0 = (am * a + (1.0 - am - af) * qdd) / (1.0 - af)
-        v0 = v + h * ((1.0 - g) * a + g * qdd)
-        q0 = q + h * v + (h * h) * ((0.5 - b) * a + b * qdd)
-        x_hat = h * x_rate
-        lam_hat = lam_old + h * lam_rate
-        q0 = q0 + bh2 * x_hat
-        v0 = v0 + gh * x_hat
-        qdd0 = qdd0 + eta * x_hat
-        w_v = rtol * np.abs(v) + atol
-        w_v += (100.0 * EPS * g / (b * h)) * qmax
-        scale = np.maximum(bh2 / w, gh / w_v)
-        if m > 0:
-            lam_scale = scale * minv_d / eta
+        rescale = h_last > 0.0 and h != h_last
+        floor = (100.0 * EPS * g / (b * h)) * qmax
+        for i in range(n):
+            ai = a_old[i]
+            if rescale:
+                ai = qdd[i] + (h / h_last) * (a_old[i] - qdd[i])
+            xh = h * x_rate[i]
+            x_hat[i] = xh
+            qdd0[i] = (am * ai + (1.0 - am - af) * qdd[i]) / (1.0 - af) + eta * xh
+            v0[i] = v[i] + h * ((1.0 - g) * ai + g * qdd[i]) + gh * xh
+            q0[i] = q[i] + h * v[i] + (h * h) * ((0.5 - b) * ai + b * qdd[i]) + bh2 * xh
+            w_v[i] = (rtol * abs(v[i]) + atol) + floor
+            scale[i] = max(bh2 / w[i], gh / w_v[i])
+            if m > 0:
+                lam_scale[i] = scale[i] * minv_d[i] / eta
+        for k in range(m):
+            lam_hat[k] = lam_old[k] + h * lam_rate[k]
         converged, iters, status = _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat,
-                                           bh2, gh, eta, scale, CqT, lam_scale, delta, F, Jw)
+                                           bh2, gh, eta, scale, CqT, lam_scale, delta, F, Jw, work)
         if status == SINGULAR or status == NONFINITE_MATRIX:
             S[F_H] = h
             return status
@@ -636,13 +653,23 @@ def step(fns, S, I, LU, u, p, t_limit):
 
 def advance(fns, S, I, LU, u, p, t_target, max_steps):
     """Steps until t = t_target (exactly) or ``max_steps`` steps were taken.
-    Returns a status code; the caller restores its snapshot on failure."""
+    Returns a status code; on failure S, I and LU are as they were on entry
+    (all or nothing) except the failure slots F_H, F_INFO, F_T and I[REASON]."""
+    n, m = I[I_N], I[I_M]
+    S0, I0, LU0 = S.copy(), I.copy(), LU.copy()
+    work = workspace(n, m)
+    delta = np.zeros(n + m)
+    F = np.zeros(n + m)
+    Jw = np.zeros((n + m, n + m))
     k = 0
     while S[T] < t_target and k < max_steps:
-        status = step(fns, S, I, LU, u, p, t_target)
+        status = step(fns, S, I, LU, u, p, t_target, work, delta, F, Jw)
         if status != OK:
-            S[F_T] = S[T]
+            t_fail, h_fail, info, reason = S[T], S[F_H], S[F_INFO], I[REASON]
+            S[:] = S0
+            I[:] = I0
+            LU[:, :] = LU0
+            S[F_T], S[F_H], S[F_INFO], I[REASON] = t_fail, h_fail, info, reason
             return status
         k += 1
     return OK
-

@@ -16,9 +16,13 @@ The equations are written as  M(q) q'' + C_qᵀ λ = Q(q, q', u)  (seed 000
 eq. 1); Q contains the torque, the spring force and the velocity-dependent
 (Coriolis/centrifugal) terms of the test-set formulation.
 """
+import math
+
 import numpy as np
 
-from .base import MultibodyModel, Parameter, Signal
+from ..jit import kernel_helper
+from .base import Parameter, Signal
+from .kernels import KernelModel, MultibodyKernels
 
 # (name, default, unit, description) — the IVP test-set data set
 _DATA = (
@@ -89,7 +93,185 @@ REFERENCE_V = np.array([
     0.3231791658026955e+0])
 
 
-class Andrews(MultibodyModel):
+# -- kernels: p = the _DATA values in order, then k2, k4, k6 and the constant part
+# of M (7×7, row-major); outputs arrive zero-filled ---------------------------------
+(M1, M2, M3, M4, M5, M6, M7, I1, I2, I3, I4, I5, I6, I7, XA, YA, XB, YB, XC, YC, C0, L0, D, DA,
+ E, EA, RR, RA, SS, SA, SB, SC, SD, TA, TB, U, UA, UB, ZF, ZT, FA) = range(len(_DATA))
+K2, K4, K6 = len(_DATA), len(_DATA) + 1, len(_DATA) + 2
+M0 = len(_DATA) + 3
+
+
+@kernel_helper
+def spring(gam, p):
+    """Spring attachment point D relative to C: (r, dr/dγ) and the length L."""
+    cg, sg = math.cos(gam), math.sin(gam)
+    sd, sc = p[SD], p[SC]
+    r0 = sd * cg + sc * sg + p[XB] - p[XC]
+    r1 = sd * sg - sc * cg + p[YB] - p[YC]
+    dr0 = -sd * sg + sc * cg
+    dr1 = sd * cg + sc * sg
+    return r0, r1, dr0, dr1, math.hypot(r0, r1)
+
+
+def mass(q, t, p, M):
+    for i in range(7):
+        for j in range(7):
+            M[i, j] = p[M0 + 7 * i + j]
+    cth, sph, som = math.cos(q[1]), math.sin(q[3]), math.sin(q[5])
+    M[0, 0] -= 2.0 * p[K2] * cth
+    M[0, 1] = M[0, 1] - p[K2] * cth
+    M[1, 0] = M[0, 1]
+    M[3, 4] = M[3, 4] + p[K4] * sph
+    M[4, 3] = M[3, 4]
+    M[4, 4] += 2.0 * p[K4] * sph
+    M[5, 6] = M[5, 6] - p[K6] * som
+    M[6, 5] = M[5, 6]
+    M[6, 6] -= 2.0 * p[K6] * som
+
+
+def mass_jacobian_term(q, a, t, p, J):
+    """(M(q) a)_q: M depends on Θ, Φ, Ω only."""
+    s2 = p[K2] * math.sin(q[1])
+    J[0, 1] = 2.0 * s2 * a[0] + s2 * a[1]
+    J[1, 1] = s2 * a[0]
+    c4 = p[K4] * math.cos(q[3])
+    J[3, 3] = c4 * a[4]
+    J[4, 3] = c4 * a[3] + 2.0 * c4 * a[4]
+    c6 = -p[K6] * math.cos(q[5])
+    J[5, 5] = c6 * a[6]
+    J[6, 5] = c6 * a[5] + 2.0 * c6 * a[6]
+
+
+def forces(q, v, t, u, p, Q):
+    """Torque on β, spring force on γ, velocity-dependent terms of the test set."""
+    sth, cph, com = math.sin(q[1]), math.cos(q[3]), math.cos(q[5])
+    bep, thp, php, dep, omp, epp = v[0], v[1], v[3], v[4], v[5], v[6]
+    k2, k4, k6 = p[K2], p[K4], p[K6]
+    r0, r1, dr0, dr1, L = spring(q[2], p)
+    force = -p[C0] * (L - p[L0]) / L
+    Q[0] = u[0] - k2 * thp * (thp + 2.0 * bep) * sth
+    Q[1] = k2 * bep * bep * sth
+    Q[2] = force * (r0 * dr0 + r1 * dr1)
+    Q[3] = k4 * dep * dep * cph
+    Q[4] = -k4 * php * (php + 2.0 * dep) * cph
+    Q[5] = -k6 * epp * epp * com
+    Q[6] = k6 * omp * (omp + 2.0 * epp) * com
+
+
+def force_jacobians(q, v, t, u, p, Qq, Qv):
+    sth, cth = math.sin(q[1]), math.cos(q[1])
+    sph, cph = math.sin(q[3]), math.cos(q[3])
+    som, com = math.sin(q[5]), math.cos(q[5])
+    bep, thp, php, dep, omp, epp = v[0], v[1], v[3], v[4], v[5], v[6]
+    k2, k4, k6 = p[K2], p[K4], p[K6]
+    Qq[0, 1] = -k2 * thp * (thp + 2.0 * bep) * cth
+    Qv[0, 0] = -2.0 * k2 * thp * sth
+    Qv[0, 1] = -k2 * (2.0 * thp + 2.0 * bep) * sth
+    Qq[1, 1] = k2 * bep * bep * cth
+    Qv[1, 0] = 2.0 * k2 * bep * sth
+    # spring: Q3 = -dV/dγ, V = c0/2 (L - l0)^2
+    r0, r1, dr0, dr1, L = spring(q[2], p)
+    ddr0 = -(r0 + (p[XC] - p[XB]))
+    ddr1 = -(r1 + (p[YC] - p[YB]))
+    rdr = r0 * dr0 + r1 * dr1
+    c0, l0 = p[C0], p[L0]
+    Qq[2, 2] = -c0 * ((l0 / L ** 3) * rdr * rdr
+                      + (1.0 - l0 / L) * ((dr0 * dr0 + dr1 * dr1) + (r0 * ddr0 + r1 * ddr1)))
+    Qq[3, 3] = -k4 * dep * dep * sph
+    Qv[3, 4] = 2.0 * k4 * dep * cph
+    Qq[4, 3] = k4 * php * (php + 2.0 * dep) * sph
+    Qv[4, 3] = -k4 * (2.0 * php + 2.0 * dep) * cph
+    Qv[4, 4] = -2.0 * k4 * php * cph
+    Qq[5, 5] = k6 * epp * epp * som
+    Qv[5, 6] = -2.0 * k6 * epp * com
+    Qq[6, 5] = -k6 * omp * (omp + 2.0 * epp) * som
+    Qv[6, 5] = k6 * (2.0 * omp + 2.0 * epp) * com
+    Qv[6, 6] = 2.0 * k6 * omp * com
+
+
+def constraints(q, t, p, C):
+    """The test set's g: three loops closing at B and A."""
+    b, th, ga, ph, de, om, ep = q[0], q[1], q[2], q[3], q[4], q[5], q[6]
+    rr, d = p[RR], p[D]
+    bx = rr * math.cos(b) - d * math.cos(b + th)
+    by = rr * math.sin(b) - d * math.sin(b + th)
+    C[0] = bx - p[SS] * math.sin(ga) - p[XB]
+    C[1] = by + p[SS] * math.cos(ga) - p[YB]
+    C[2] = bx - p[E] * math.sin(ph + de) - p[ZT] * math.cos(de) - p[XA]
+    C[3] = by + p[E] * math.cos(ph + de) - p[ZT] * math.sin(de) - p[YA]
+    C[4] = bx - p[ZF] * math.cos(om + ep) - p[U] * math.sin(ep) - p[XA]
+    C[5] = by - p[ZF] * math.sin(om + ep) + p[U] * math.cos(ep) - p[YA]
+
+
+def constraint_jacobian(q, t, p, G):
+    b, th, ga, ph, de, om, ep = q[0], q[1], q[2], q[3], q[4], q[5], q[6]
+    rr, d, ss, e, zt, zf, u = p[RR], p[D], p[SS], p[E], p[ZT], p[ZF], p[U]
+    sb, cb = math.sin(b), math.cos(b)
+    sbt, cbt = math.sin(b + th), math.cos(b + th)
+    spd, cpd = math.sin(ph + de), math.cos(ph + de)
+    soe, coe = math.sin(om + ep), math.cos(om + ep)
+    for k in (0, 2, 4):
+        G[k, 0] = -rr * sb + d * sbt
+        G[k, 1] = d * sbt
+        G[k + 1, 0] = rr * cb - d * cbt
+        G[k + 1, 1] = -d * cbt
+    G[0, 2] = -ss * math.cos(ga)
+    G[1, 2] = -ss * math.sin(ga)
+    G[2, 3] = -e * cpd
+    G[2, 4] = -e * cpd + zt * math.sin(de)
+    G[3, 3] = -e * spd
+    G[3, 4] = -e * spd - zt * math.cos(de)
+    G[4, 5] = zf * soe
+    G[4, 6] = zf * soe - u * math.cos(ep)
+    G[5, 5] = -zf * coe
+    G[5, 6] = -zf * coe - u * math.sin(ep)
+
+
+def constraint_dt(q, t, p, Ct):
+    """Scleronomic: C_t = 0."""
+
+
+def gamma(q, v, t, p, g):
+    """Seed 000 eq. 5: each term a·f(φ) (f = sin or cos) contributes +a·f(φ)·φ'²
+    to γ = −(C_q v)_q v, since f'' = −f."""
+    b, th, ga, ph, de, om, ep = q[0], q[1], q[2], q[3], q[4], q[5], q[6]
+    bp, thp, gap, php, dep, omp, epp = v[0], v[1], v[2], v[3], v[4], v[5], v[6]
+    rr, d = p[RR], p[D]
+    bt2 = (bp + thp) ** 2
+    bx = rr * math.cos(b) * bp * bp - d * math.cos(b + th) * bt2
+    by = rr * math.sin(b) * bp * bp - d * math.sin(b + th) * bt2
+    pd2 = (php + dep) ** 2
+    oe2 = (omp + epp) ** 2
+    g[0] = bx - p[SS] * math.sin(ga) * gap * gap
+    g[1] = by + p[SS] * math.cos(ga) * gap * gap
+    g[2] = bx - p[E] * math.sin(ph + de) * pd2 - p[ZT] * math.cos(de) * dep * dep
+    g[3] = by + p[E] * math.cos(ph + de) * pd2 - p[ZT] * math.sin(de) * dep * dep
+    g[4] = bx - p[ZF] * math.cos(om + ep) * oe2 - p[U] * math.sin(ep) * epp * epp
+    g[5] = by - p[ZF] * math.sin(om + ep) * oe2 + p[U] * math.cos(ep) * epp * epp
+
+
+def constraint_force_jacobian(q, lam, t, p, H):
+    """Σ_i λ_i ∇²C_i; a term a·f(c·q) of C_i has Hessian −a·f(c·q) c cᵀ."""
+    b, th, ga, ph, de, om, ep = q[0], q[1], q[2], q[3], q[4], q[5], q[6]
+    rr, d = p[RR], p[D]
+    lx, ly = lam[0] + lam[2] + lam[4], lam[1] + lam[3] + lam[5]
+    hbt = d * (lx * math.cos(b + th) + ly * math.sin(b + th))
+    H[0, 0] = hbt - rr * (lx * math.cos(b) + ly * math.sin(b))
+    H[0, 1] = H[1, 0] = H[1, 1] = hbt
+    H[2, 2] = p[SS] * (lam[0] * math.sin(ga) - lam[1] * math.cos(ga))
+    hpd = p[E] * (lam[2] * math.sin(ph + de) - lam[3] * math.cos(ph + de))
+    H[3, 3] = H[3, 4] = H[4, 3] = hpd
+    H[4, 4] = hpd + p[ZT] * (lam[2] * math.cos(de) + lam[3] * math.sin(de))
+    hoe = p[ZF] * (lam[4] * math.cos(om + ep) + lam[5] * math.sin(om + ep))
+    H[5, 5] = H[5, 6] = H[6, 5] = hoe
+    H[6, 6] = hoe + p[U] * (lam[4] * math.sin(ep) - lam[5] * math.cos(ep))
+
+
+KERNELS = MultibodyKernels(mass, forces, constraints, constraint_jacobian, constraint_dt, gamma,
+                           force_jacobians, constraint_force_jacobian, mass_jacobian_term)
+
+
+class Andrews(KernelModel):
     name = "andrews"
     description = "Andrews' squeezer, seven-body mechanism (seed 000 §8.1, HW II §VII.7)"
     coordinates = ("beta", "Theta", "gamma", "Phi", "delta", "Omega", "epsilon")
@@ -104,21 +286,18 @@ class Andrews(MultibodyModel):
         Signal("spring_force", "N", "spring tension c0 (L - l0)"),
     )
     constant_mass = False
+    kernel_set = KERNELS
 
     positive_parameters = ("m1", "m2", "m3", "m4", "m5", "m6", "m7", "i1", "i2", "i3", "i4", "i5",
                            "i6", "i7", "c0", "l0")
 
-    def setup(self):
+    def kernel_parameters(self):
         p = self.params
-        for key, value in p.items():
-            setattr(self, "_" + key, value)
-        # velocity-term coefficients of Q and q-dependent mass entries
-        self._k2 = p["m2"] * p["da"] * p["rr"]
-        self._k4 = p["m4"] * p["zt"] * (p["e"] - p["ea"])
-        self._k6 = p["m6"] * p["u"] * (p["zf"] - p["fa"])
+        k2 = p["m2"] * p["da"] * p["rr"]
+        k4 = p["m4"] * p["zt"] * (p["e"] - p["ea"])
+        k6 = p["m6"] * p["u"] * (p["zf"] - p["fa"])
         m = p
-        self._M0 = np.zeros((7, 7))  # constant part of M
-        M0 = self._M0
+        M0 = np.zeros((7, 7))  # constant part of M
         M0[0, 0] = m["m1"] * m["ra"] ** 2 + m["m2"] * (m["rr"] ** 2 + m["da"] ** 2) + m["i1"] + m["i2"]
         M0[1, 0] = M0[0, 1] = m["m2"] * m["da"] ** 2 + m["i2"]
         M0[1, 1] = m["m2"] * m["da"] ** 2 + m["i2"]
@@ -133,178 +312,18 @@ class Andrews(MultibodyModel):
         M0[6, 5] = M0[5, 6] = m["m6"] * ff ** 2 + m["i6"]
         M0[6, 6] = (m["m6"] * (ff ** 2 + m["u"] ** 2) + m["m7"] * (m["ua"] ** 2 + m["ub"] ** 2)
                     + m["i6"] + m["i7"])
+        return [p[name] for name, *_ in _DATA] + [k2, k4, k6] + M0.ravel().tolist()
 
     # -- state ------------------------------------------------------------------
     def initial_state(self):
         return INITIAL_Q.copy(), np.zeros(7)
 
-    # -- dynamics ---------------------------------------------------------------
-    def mass(self, q, t):
-        M = self._M0.copy()
-        cth, sph, som = np.cos(q[1]), np.sin(q[3]), np.sin(q[5])
-        M[0, 0] -= 2.0 * self._k2 * cth
-        M[0, 1] = M[1, 0] = M[0, 1] - self._k2 * cth
-        M[3, 4] = M[4, 3] = M[3, 4] + self._k4 * sph
-        M[4, 4] += 2.0 * self._k4 * sph
-        M[5, 6] = M[6, 5] = M[5, 6] - self._k6 * som
-        M[6, 6] -= 2.0 * self._k6 * som
-        return M
-
-    def mass_jacobian_term(self, q, a, t):
-        """(M(q) a)_q: M depends on Θ, Φ, Ω only."""
-        J = np.zeros((7, 7))
-        s2 = self._k2 * np.sin(q[1])
-        J[0, 1] = 2.0 * s2 * a[0] + s2 * a[1]
-        J[1, 1] = s2 * a[0]
-        c4 = self._k4 * np.cos(q[3])
-        J[3, 3] = c4 * a[4]
-        J[4, 3] = c4 * a[3] + 2.0 * c4 * a[4]
-        c6 = -self._k6 * np.cos(q[5])
-        J[5, 5] = c6 * a[6]
-        J[6, 5] = c6 * a[5] + 2.0 * c6 * a[6]
-        return J
-
-    def _spring(self, gam):
-        """Spring attachment point D, its γ-derivatives, and length."""
-        cg, sg = np.cos(gam), np.sin(gam)
-        sd, sc = self._sd, self._sc
-        r = np.array([sd * cg + sc * sg + self._xb - self._xc,
-                      sd * sg - sc * cg + self._yb - self._yc])
-        dr = np.array([-sd * sg + sc * cg, sd * cg + sc * sg])
-        return r, dr, float(np.hypot(r[0], r[1]))
-
-    def forces(self, q, v, t, u):
-        sth, cph, com = np.sin(q[1]), np.cos(q[3]), np.cos(q[5])
-        bep, thp, php, dep, omp, epp = v[0], v[1], v[3], v[4], v[5], v[6]
-        r, dr, L = self._spring(q[2])
-        force = -self._c0 * (L - self._l0) / L
-        return np.array([
-            u[0] - self._k2 * thp * (thp + 2.0 * bep) * sth,
-            self._k2 * bep * bep * sth,
-            force * (r @ dr),
-            self._k4 * dep * dep * cph,
-            -self._k4 * php * (php + 2.0 * dep) * cph,
-            -self._k6 * epp * epp * com,
-            self._k6 * omp * (omp + 2.0 * epp) * com,
-        ])
-
-    def force_jacobians(self, q, v, t, u):
-        sth, cth = np.sin(q[1]), np.cos(q[1])
-        sph, cph = np.sin(q[3]), np.cos(q[3])
-        som, com = np.sin(q[5]), np.cos(q[5])
-        bep, thp, php, dep, omp, epp = v[0], v[1], v[3], v[4], v[5], v[6]
-        k2, k4, k6 = self._k2, self._k4, self._k6
-        Qq = np.zeros((7, 7))
-        Qv = np.zeros((7, 7))
-        Qq[0, 1] = -k2 * thp * (thp + 2.0 * bep) * cth
-        Qv[0, 0] = -2.0 * k2 * thp * sth
-        Qv[0, 1] = -k2 * (2.0 * thp + 2.0 * bep) * sth
-        Qq[1, 1] = k2 * bep * bep * cth
-        Qv[1, 0] = 2.0 * k2 * bep * sth
-        # spring: Q3 = -dV/dγ, V = c0/2 (L - l0)^2
-        r, dr, L = self._spring(q[2])
-        ddr = -(r + np.array([self._xc - self._xb, self._yc - self._yb]))
-        rdr = r @ dr
-        c0, l0 = self._c0, self._l0
-        Qq[2, 2] = -c0 * ((l0 / L ** 3) * rdr * rdr + (1.0 - l0 / L) * (dr @ dr + r @ ddr))
-        Qq[3, 3] = -k4 * dep * dep * sph
-        Qv[3, 4] = 2.0 * k4 * dep * cph
-        Qq[4, 3] = k4 * php * (php + 2.0 * dep) * sph
-        Qv[4, 3] = -k4 * (2.0 * php + 2.0 * dep) * cph
-        Qv[4, 4] = -2.0 * k4 * php * cph
-        Qq[5, 5] = k6 * epp * epp * som
-        Qv[5, 6] = -2.0 * k6 * epp * com
-        Qq[6, 5] = -k6 * omp * (omp + 2.0 * epp) * som
-        Qv[6, 5] = k6 * (2.0 * omp + 2.0 * epp) * com
-        Qv[6, 6] = 2.0 * k6 * omp * com
-        return Qq, Qv
-
-    # -- constraints (test set g, gp) --------------------------------------------
-    def constraints(self, q, t):
-        b, th, ga, ph, de, om, ep = q
-        rr, d = self._rr, self._d
-        bx = rr * np.cos(b) - d * np.cos(b + th)
-        by = rr * np.sin(b) - d * np.sin(b + th)
-        return np.array([
-            bx - self._ss * np.sin(ga) - self._xb,
-            by + self._ss * np.cos(ga) - self._yb,
-            bx - self._e * np.sin(ph + de) - self._zt * np.cos(de) - self._xa,
-            by + self._e * np.cos(ph + de) - self._zt * np.sin(de) - self._ya,
-            bx - self._zf * np.cos(om + ep) - self._u * np.sin(ep) - self._xa,
-            by - self._zf * np.sin(om + ep) + self._u * np.cos(ep) - self._ya,
-        ])
-
-    def constraint_jacobian(self, q, t):
-        b, th, ga, ph, de, om, ep = q
-        rr, d, ss, e, zt, zf, u = self._rr, self._d, self._ss, self._e, self._zt, self._zf, self._u
-        sb, cb = np.sin(b), np.cos(b)
-        sbt, cbt = np.sin(b + th), np.cos(b + th)
-        spd, cpd = np.sin(ph + de), np.cos(ph + de)
-        soe, coe = np.sin(om + ep), np.cos(om + ep)
-        G = np.zeros((6, 7))
-        G[0::2, 0] = -rr * sb + d * sbt
-        G[0::2, 1] = d * sbt
-        G[1::2, 0] = rr * cb - d * cbt
-        G[1::2, 1] = -d * cbt
-        G[0, 2] = -ss * np.cos(ga)
-        G[1, 2] = -ss * np.sin(ga)
-        G[2, 3] = -e * cpd
-        G[2, 4] = -e * cpd + zt * np.sin(de)
-        G[3, 3] = -e * spd
-        G[3, 4] = -e * spd - zt * np.cos(de)
-        G[4, 5] = zf * soe
-        G[4, 6] = zf * soe - u * np.cos(ep)
-        G[5, 5] = -zf * coe
-        G[5, 6] = -zf * coe - u * np.sin(ep)
-        return G
-
-    def constraint_dt(self, q, t):
-        return np.zeros(6)
-
-    def gamma(self, q, v, t):
-        # seed 000 eq. 5: each term a·f(φ) (f = sin or cos) contributes
-        # +a·f(φ)·φ'² to γ = -(C_q v)_q v, since f'' = -f.
-        b, th, ga, ph, de, om, ep = q
-        bp, thp, gap, php, dep, omp, epp = v
-        rr, d = self._rr, self._d
-        bt2 = (bp + thp) ** 2
-        bx = rr * np.cos(b) * bp * bp - d * np.cos(b + th) * bt2
-        by = rr * np.sin(b) * bp * bp - d * np.sin(b + th) * bt2
-        pd2 = (php + dep) ** 2
-        oe2 = (omp + epp) ** 2
-        return np.array([
-            bx - self._ss * np.sin(ga) * gap * gap,
-            by + self._ss * np.cos(ga) * gap * gap,
-            bx - self._e * np.sin(ph + de) * pd2 - self._zt * np.cos(de) * dep * dep,
-            by + self._e * np.cos(ph + de) * pd2 - self._zt * np.sin(de) * dep * dep,
-            bx - self._zf * np.cos(om + ep) * oe2 - self._u * np.sin(ep) * epp * epp,
-            by - self._zf * np.sin(om + ep) * oe2 + self._u * np.cos(ep) * epp * epp,
-        ])
-
-    def constraint_force_jacobian(self, q, lam, t):
-        # Σ_i λ_i ∇²C_i; a term a·f(c·q) of C_i has Hessian −a·f(c·q) c cᵀ.
-        b, th, ga, ph, de, om, ep = q
-        rr, d = self._rr, self._d
-        lx, ly = lam[0] + lam[2] + lam[4], lam[1] + lam[3] + lam[5]
-        H = np.zeros((7, 7))
-        hbt = d * (lx * np.cos(b + th) + ly * np.sin(b + th))
-        H[0, 0] = hbt - rr * (lx * np.cos(b) + ly * np.sin(b))
-        H[0, 1] = H[1, 0] = H[1, 1] = hbt
-        H[2, 2] = self._ss * (lam[0] * np.sin(ga) - lam[1] * np.cos(ga))
-        hpd = self._e * (lam[2] * np.sin(ph + de) - lam[3] * np.cos(ph + de))
-        H[3, 3] = H[3, 4] = H[4, 3] = hpd
-        H[4, 4] = hpd + self._zt * (lam[2] * np.cos(de) + lam[3] * np.sin(de))
-        hoe = self._zf * (lam[4] * np.cos(om + ep) + lam[5] * np.sin(om + ep))
-        H[5, 5] = H[5, 6] = H[6, 5] = hoe
-        H[6, 6] = hoe + self._u * (lam[4] * np.sin(ep) - lam[5] * np.cos(ep))
-        return H
-
     # -- outputs / energy -------------------------------------------------------------
     def outputs_qv(self, t, q, v, u):
-        _, _, L = self._spring(q[2])
-        return np.array([q[0], v[0], L, self._c0 * (L - self._l0)])
+        L = spring(float(q[2]), self._p)[4]
+        return np.array([q[0], v[0], L, self.params["c0"] * (L - self.params["l0"])])
 
     def potential_energy(self, q, t=0.0):
         """Spring energy c0/2 (L − l0)²; the driving torque is not conservative."""
-        _, _, L = self._spring(q[2])
-        return 0.5 * self._c0 * (L - self._l0) ** 2
+        L = spring(float(q[2]), self._p)[4]
+        return 0.5 * self.params["c0"] * (L - self.params["l0"]) ** 2

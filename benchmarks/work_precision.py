@@ -1,0 +1,227 @@
+"""Work-precision and roundoff-spread table of the adaptive methods (issue 12).
+
+For each model and method, rtol = 1e-3 … 1e-10 with atol = rtol/100, over an
+ensemble of starts whose positions are perturbed by 1e-15·max(1, |q0_k|)
+(independent normal draws, seeds 1..N): median error, err/rtol, spread
+(max/min error over the ensemble), steps (min-max), rejected steps, Newton
+iterations per step, and the log-log slope of median error vs rtol
+(least squares over the rtols that finished).
+
+Error: max_k |q_k − q_ref,k| / max(1, |q_ref,k|) at the end time (the mixed
+norm of benchmarks/andrews.py).  References: Andrews t = 0.03 and
+crank-slider t = 0.1 from the IVP test set (``REFERENCE_Q`` in the model
+modules); pendulum t = 3 from scipy DOP853 on the index-1 ODE at 1e-12
+(tests/reference.py).  A run that exceeds ``--budget`` seconds is stopped and
+the method's tighter rtols are skipped (printed "budget").
+
+Second table: mean Newton iterations per step at a fixed h = 1e-6 (1000 steps)
+for the implicit methods on Andrews and the pendulum.
+
+    python benchmarks/work_precision.py                   # full (long: ~1 h)
+    python benchmarks/work_precision.py --quick           # Andrews, bdf family, 4 rtols
+    python benchmarks/work_precision.py --models andrews --methods bdf bdf-i2 --starts 8
+    python benchmarks/work_precision.py --method-option bdf:reuse_matrix=true   # before the fix
+    python benchmarks/work_precision.py --plot wp.png
+    python benchmarks/work_precision.py --models crank_slider --methods bdf --rtols 1e-3 1e-4 \
+        --atol 1e-2 --starts 2 --no-newton-table          # seed Table 6 setting
+"""
+import argparse
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+from cosim.integrators import make_integrator
+from cosim.models import load_model
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+
+METHODS = ("bdf", "bdf-i2", "bdf-i1", "generalized-alpha", "generalized-alpha-i2", "dopri5")
+RTOLS = tuple(10.0 ** -e for e in range(3, 11))
+
+
+def reference(model_name):
+    """(t_end, q_ref) of a model."""
+    if model_name == "andrews":
+        from cosim.models.andrews import REFERENCE_Q, REFERENCE_T
+        return REFERENCE_T, REFERENCE_Q
+    if model_name == "crank_slider":
+        from cosim.models.crank_slider import REFERENCE_Q, REFERENCE_T
+        return REFERENCE_T, REFERENCE_Q
+    if model_name == "pendulum":
+        from reference import pendulum_reference
+        return 3.0, pendulum_reference(3.0)[0]
+    raise ValueError(model_name)
+
+
+def perturbed_y0(model, seed):
+    y0 = model.initial_y()
+    if seed:
+        n = model.n_q
+        rng = np.random.default_rng(seed)
+        y0[:n] += 1e-15 * np.maximum(1.0, np.abs(y0[:n])) * rng.standard_normal(n)
+    return y0
+
+
+def run_one(model_name, method, rtol, seed, budget, options, atol=None):
+    """(error, stats, seconds) or None when over budget."""
+    t_end, q_ref = reference(model_name)
+    model = load_model(model_name)
+    atol = rtol / 100 if atol is None else atol
+    integ = make_integrator(model, method, rtol=rtol, atol=atol, **options)
+    integ.initialize(0.0, perturbed_y0(model, seed))
+    t0 = time.perf_counter()
+    while integ.t < t_end:
+        integ.step(t_end)
+        if time.perf_counter() - t0 > budget:
+            return None
+    err = float(np.max(np.abs(integ.q - q_ref) / np.maximum(1.0, np.abs(q_ref))))
+    return err, dict(integ.stats), time.perf_counter() - t0
+
+
+def slope(rtols, errs):
+    pts = [(math.log10(r), math.log10(e)) for r, e in zip(rtols, errs) if e > 0]
+    if len(pts) < 2:
+        return float("nan")
+    x, y = np.array(pts).T
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def work_precision(model_name, method, rtols, starts, budget, options, atol=None):
+    rows = []
+    for rtol in rtols:
+        res = []
+        for seed in range(1, starts + 1):
+            r = run_one(model_name, method, rtol, seed, budget, options, atol)
+            if r is None:
+                res = None
+                break
+            res.append(r)
+        if res is None:
+            rows.append((rtol, None))
+            break
+        errs = np.array([r[0] for r in res])
+        steps = np.array([r[1]["steps"] for r in res])
+        rej = np.array([r[1]["rejected"] for r in res])
+        its = np.array([r[1]["newton_iterations"] / max(r[1]["steps"], 1) for r in res])
+        wall = np.array([r[2] for r in res])
+        rows.append((rtol, dict(err=float(np.median(errs)), spread=float(errs.max() / errs.min()),
+                                steps=(int(steps.min()), int(steps.max())), rej=float(np.median(rej)),
+                                rej_frac=float(np.median(rej / (steps + rej))),
+                                its=float(np.median(its)), wall=float(wall.mean()), errs=errs)))
+    return rows
+
+
+def print_table(model_name, method, options, rows):
+    label = method + ("" if not options else " " + ",".join(f"{k}={v}" for k, v in options.items()))
+    print(f"\n{model_name}  {label}")
+    print(f"{'rtol':>7s} {'err(med)':>9s} {'err/rtol':>9s} {'spread':>7s} {'steps':>13s} "
+          f"{'rej':>6s} {'rej%':>5s} {'it/step':>7s} {'wall[s]':>8s}")
+    done = []
+    for rtol, d in rows:
+        if d is None:
+            print(f"{rtol:7.0e}   budget exceeded (tighter rtols skipped)")
+            continue
+        done.append((rtol, d["err"]))
+        print(f"{rtol:7.0e} {d['err']:9.2e} {d['err'] / rtol:9.2e} {d['spread']:7.2f} "
+              f"{d['steps'][0]:6d}-{d['steps'][1]:<6d} {d['rej']:6.0f} {100 * d['rej_frac']:5.1f} "
+              f"{d['its']:7.2f} {d['wall']:8.2f}")
+    if done:
+        r, e = zip(*done)
+        ratios = [b / a for a, b in zip(e[:-1], e[1:])]
+        mono = max(ratios) if ratios else float("nan")
+        er = [x / y for x, y in zip(e, r)]
+        print(f"  slope {slope(r, e):.2f}   err/rtol {min(er):.2g} … {max(er):.2g}   "
+              f"max err(tighter)/err(looser) {mono:.2f}   max spread "
+              f"{max(d['spread'] for _, d in rows if d is not None):.2f}")
+
+
+def newton_at_small_h(methods, h=1e-6, n_steps=1000):
+    print(f"\nNewton iterations per step at fixed h = {h:g} ({n_steps} steps from t = 0)")
+    print(f"{'model':<10s} {'method':<22s} {'it/step':>8s} {'LU/step':>8s}")
+    for model_name in ("andrews", "pendulum"):
+        for method in methods:
+            if method == "dopri5":
+                continue
+            integ = make_integrator(load_model(model_name), method, h=h)
+            integ.initialize()
+            integ.advance(h * n_steps)
+            st = integ.stats
+            print(f"{model_name:<10s} {method:<22s} {st['newton_iterations'] / st['steps']:8.2f} "
+                  f"{st['lu_factorizations'] / st['steps']:8.2f}")
+
+
+def plot(path, results):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    models = sorted({m for m, _, _ in results})
+    fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4), squeeze=False)
+    for ax, model_name in zip(axes[0], models):
+        for m, method, rows in results:
+            if m != model_name:
+                continue
+            pts = [(r, d) for r, d in rows if d is not None]
+            if not pts:
+                continue
+            r = np.array([p[0] for p in pts])
+            lo = np.array([p[1]["errs"].min() for p in pts])
+            hi = np.array([p[1]["errs"].max() for p in pts])
+            med = np.array([p[1]["err"] for p in pts])
+            line, = ax.loglog(r, med, "o-", label=method)
+            ax.fill_between(r, lo, hi, color=line.get_color(), alpha=0.2)
+        ax.loglog([1e-10, 1e-3], [1e-10, 1e-3], "k:", lw=0.8, label="err = rtol")
+        ax.set_xlabel("rtol (atol = rtol/100)")
+        ax.set_ylabel("error at t_end (band: ensemble min-max)")
+        ax.set_title(model_name)
+        ax.invert_xaxis()
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"\nplot written to {path}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="Andrews only, bdf/bdf-i2, rtol 1e-4, 1e-6, 1e-8, 1e-10")
+    parser.add_argument("--models", nargs="+", default=["andrews", "pendulum", "crank_slider"])
+    parser.add_argument("--methods", nargs="+", default=list(METHODS))
+    parser.add_argument("--rtols", nargs="+", type=float, default=list(RTOLS))
+    parser.add_argument("--starts", type=int, default=8, help="perturbed starts per rtol (default 8)")
+    parser.add_argument("--atol", type=float, default=None,
+                        help="fixed absolute tolerance instead of rtol/100")
+    parser.add_argument("--budget", type=float, default=120.0, help="seconds per run before giving up")
+    parser.add_argument("--method-option", action="append", default=[],
+                        help="METHOD:NAME=VALUE passed to that method (repeatable)")
+    parser.add_argument("--no-newton-table", action="store_true")
+    parser.add_argument("--plot", metavar="PNG", nargs="?", const="work_precision.png")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.models, args.methods = ["andrews"], ["bdf", "bdf-i2"]
+        args.rtols = [1e-4, 1e-6, 1e-8, 1e-10]
+    opts = {}
+    for item in args.method_option:
+        method, _, kv = item.partition(":")
+        key, _, value = kv.partition("=")
+        opts.setdefault(method, {})[key] = value
+    print(f"Work-precision: atol = {'rtol/100' if args.atol is None else args.atol}, error = max |q - q_ref| / max(1, |q_ref|) at t_end; "
+          f"{args.starts} starts with q0 perturbed by 1e-15 (spread = max/min error)")
+    results = []
+    for model_name in args.models:
+        for method in args.methods:
+            o = opts.get(method, {})
+            rows = work_precision(model_name, method, args.rtols, args.starts, args.budget, o, args.atol)
+            print_table(model_name, method, o, rows)
+            results.append((model_name, method, rows))
+            sys.stdout.flush()
+    if not args.no_newton_table:
+        newton_at_small_h([m for m in args.methods if m != "dopri5"])
+    if args.plot:
+        plot(args.plot, results)
+
+
+if __name__ == "__main__":
+    main()
