@@ -13,7 +13,6 @@ from importlib.metadata import entry_points
 from .errors import CosimError
 
 # subcommand -> module in cosim.commands defining register(subparsers)
-
 CORE_COMMANDS = ("listing", "simulate", "run", "check", "warmup")
 
 
