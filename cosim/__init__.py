@@ -12,8 +12,11 @@ def __getattr__(name):  # lazy: the stepper pulls in more than the core needs
     if name in ("Simulation",):
         from .simulation import Simulation
         return Simulation
+    if name == "check_model":
+        from .model_check import check_model
+        return check_model
     raise AttributeError(f"module 'cosim' has no attribute {name!r}")
 
 
-__all__ = ["CosimError", "Simulation", "available_methods", "available_models", "errors",
+__all__ = ["CosimError", "Simulation", "check_model", "available_methods", "available_models", "errors",
            "load_model", "make_integrator"]

@@ -1,7 +1,8 @@
 """The ``cosim`` command line: a thin wrapper over the library API.
 
-Subcommands: ``models``, ``methods``, ``scenarios``, ``simulate`` (one model),
-``run`` (a scenario), ``demo`` (the README's first command), plus plugins registered under the ``cosim.commands`` entry-point
+Subcommands: ``models``, ``methods``, ``scenarios``, ``simulate`` (one model), ``check`` (a
+model), ``run`` (a scenario), ``demo`` (the README's first command), ``warmup`` (compile kernels),
+plus plugins registered under the ``cosim.commands`` entry-point
 group (the ``fmu`` package adds ``cosim fmu build``).  A :class:`CosimError`
 prints one line ``cosim: error: ...`` and exits with code 2; a warning (an
 option used with another value than given, see :mod:`cosim.options`) prints one
@@ -17,7 +18,7 @@ from importlib.metadata import entry_points
 from .errors import CosimError
 
 # subcommand -> module in cosim.commands defining register(subparsers)
-CORE_COMMANDS = ("listing", "simulate", "run", "demo", "warmup")
+CORE_COMMANDS = ("listing", "simulate", "run", "check", "demo", "warmup")
 
 
 def build_parser():

@@ -36,6 +36,10 @@ class UnknownParameterError(CosimError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class ModelDefinitionError(CosimError, NotImplementedError):
+    """A model lacks a compulsory method or one returns the wrong shape."""
+
+
 class InconsistentConstraintsError(CosimError):
     """Constraints are contradictory or the IC projection did not converge."""
 
@@ -62,3 +66,12 @@ class ChatteringError(CosimError):
 
 class ScenarioError(CosimError, ValueError):
     """A scenario file is malformed."""
+
+
+class CosimWarning(UserWarning):
+    """Base class of the warnings cosim issues."""
+
+
+class InitialConditionWarning(CosimWarning):
+    """The IC analysis changed the given initial state (seed 000 eqs. 6-9) or
+    removed redundant constraints; the message gives the size of the change."""

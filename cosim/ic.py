@@ -7,6 +7,12 @@
 3. weighted position projection, eqs. 6-7:  W(q − q0) + C_qᵀλ = 0, C(q) = 0;
 4. weighted velocity projection, eqs. 8-9 (plus nonholonomic rows);
 5. initial accelerations and multipliers, eq. 10.
+
+No silent repairs: when step 1 removes constraints or steps 3-4 move q0 or
+v0 by more than ``REPAIR_TOLERANCE`` (relative to max(1, max|q0|) resp.
+max(1, max|v0|)), an :class:`~cosim.errors.InitialConditionWarning` gives
+the size of the change; the full :class:`ICReport` is
+``Simulation.ic_report`` (and ``Integrator.ic_report``).
 """
 from __future__ import annotations
 
@@ -16,7 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg as sla
 
-from .errors import InconsistentConstraintsError, InvalidInputError
+from .errors import (InconsistentConstraintsError, InitialConditionWarning, InvalidInputError,
+                     ModelDefinitionError)
 from .integrators.common import augmented_matrix, consistent_accelerations, lu_factor, lu_solve
 
 
@@ -65,8 +72,17 @@ class ReducedConstraints:
         return self._model.energy(t, y, u)
 
 
+REPAIR_TOLERANCE = 1e-10  # a change below this (relative) is rounding, not a repair
+
+
 @dataclass
 class ICReport:
+    """What the IC analysis did: consistent q, v, q'', λ; constraints removed as
+    redundant; the largest change of a coordinate (``position_change``, m or
+    rad) and of a velocity (``velocity_change``) made by the projections;
+    ``repaired`` is True when either exceeds ``REPAIR_TOLERANCE`` or a
+    constraint was removed."""
+
     model: object
     q: np.ndarray
     v: np.ndarray
@@ -78,6 +94,18 @@ class ICReport:
     position_iterations: int = 0
     singular_configuration: bool = False
     warnings: list = field(default_factory=list)
+    repaired: bool = False
+
+    def as_dict(self):
+        """JSON-able summary (``cosim simulate --json``)."""
+        return {"repaired": bool(self.repaired),
+                "position_change": float(self.position_change),
+                "velocity_change": float(self.velocity_change),
+                "redundant_constraints": list(self.redundant_constraints),
+                "position_iterations": int(self.position_iterations),
+                "singular_configuration": bool(self.singular_configuration),
+                "q": [float(x) for x in self.q], "v": [float(x) for x in self.v],
+                "warnings": list(self.warnings)}
 
     def summary(self):
         lines = []
@@ -113,6 +141,26 @@ def _weights(name, w, n):
     return w
 
 
+def check_terms(model, t, q, v, u):
+    """Shapes and finiteness of M, Q, C, C_q, C_t, γ at the start: an error names
+    the method, the model and the time (a wrong model fails here, not in Newton)."""
+    n, m = model.n_q, model.n_c
+    calls = (("mass(q, t)", model.mass, (q, t), (n, n)),
+             ("forces(q, v, t, u)", model.forces, (q, v, t, u), (n,)),
+             ("constraints(q, t)", model.constraints, (q, t), (m,)),
+             ("constraint_jacobian(q, t)", model.constraint_jacobian, (q, t), (m, n)),
+             ("constraint_dt(q, t)", model.constraint_dt, (q, t), (m,)),
+             ("gamma(q, v, t)", model.gamma, (q, v, t), (m,)))
+    for label, fn, args, shape in calls:
+        val = np.asarray(fn(*args), dtype=float)
+        if val.shape != shape:
+            raise ModelDefinitionError(f"model {model.name!r}: {label} returned shape {val.shape} at "
+                                       f"t={t!r}, expected {shape} (n_q = {n}, n_c = {m})")
+        if not np.all(np.isfinite(val)):
+            raise ModelDefinitionError(f"model {model.name!r}: {label} returned non-finite values "
+                                       f"at t={t!r}: {val.tolist()}")
+
+
 def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=None,
                                tol=1e-12, max_iter=50, rank_tol=1e-9, check_singular=True):
     """Algorithm 1: consistent q, v, q'', λ from estimates q0, v0 (see module doc)."""
@@ -123,6 +171,7 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
     Wv = _weights("weights_v", weights_v, n)
     report_warnings = []
     full_model = model
+    check_terms(model, t0, q0, v0, u)
 
     # 1. redundant constraints
     redundant = ()
@@ -203,8 +252,27 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
 
     # 5. accelerations and multipliers, eq. 10
     qdd, lam = consistent_accelerations(model, t0, q, v, u)
+    dq = float(np.max(np.abs(q - q0))) if n else 0.0
+    dv = float(np.max(np.abs(v - v0))) if n else 0.0
+    moved_q = dq > REPAIR_TOLERANCE * max(1.0, float(np.max(np.abs(q0))) if n else 1.0)
+    moved_v = dv > REPAIR_TOLERANCE * max(1.0, float(np.max(np.abs(v0))) if n else 1.0)
+    repaired = bool(moved_q or moved_v or redundant)
+    if repaired:
+        what = []
+        if moved_q:
+            i = int(np.argmax(np.abs(q - q0)))
+            what.append(f"positions moved by up to {dq:.3e} ({full_model.coordinates[i]}) to satisfy "
+                        f"C = 0 (eqs. 6-7)")
+        if moved_v:
+            i = int(np.argmax(np.abs(v - v0)))
+            what.append(f"velocities by up to {dv:.3e} (d{full_model.coordinates[i]}) to satisfy "
+                        f"the velocity constraints (eqs. 8-9)")
+        if redundant:
+            what.append("redundant constraints removed: " + ", ".join(redundant))
+        warnings.warn(f"the initial-condition analysis changed the start of {full_model.name!r} "
+                      f"(seed 000 Algorithm 1): " + "; ".join(what) +
+                      " — see Simulation.ic_report", InitialConditionWarning, stacklevel=4)
     return ICReport(model=model, q=q, v=v, qdd=qdd, lam=lam, redundant_constraints=redundant,
-                    position_change=float(np.max(np.abs(q - q0))) if n else 0.0,
-                    velocity_change=float(np.max(np.abs(v - v0))) if n else 0.0,
+                    position_change=dq, velocity_change=dv,
                     position_iterations=iterations, singular_configuration=singular,
-                    warnings=report_warnings)
+                    warnings=report_warnings, repaired=repaired)

@@ -58,7 +58,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import serialization
+from . import derivatives, serialization
 from .blocks import Block, StopSimulation, make_block
 from .errors import (ChatteringError, ConvergenceError, CosimError, InvalidInputError, StateError,
                      UnknownParameterError)
@@ -288,6 +288,14 @@ class Simulation:
         self._chatter = ChatterMonitor(self.max_chattering_events, self.chattering_window)
 
     # -- names / read-only views ---------------------------------------------------------
+    @property
+    def ic_report(self):
+        """What the initial-condition analysis did at the start (seed 000 Algorithm 1):
+        a :class:`cosim.ic.ICReport` (``repaired``, ``position_change``,
+        ``velocity_change``, ``redundant_constraints``, ``summary()``), None for
+        first-order models.  A repair also issues an InitialConditionWarning."""
+        return getattr(self.integrator, "ic_report", None)
+
     @property
     def time(self):
         return self._time
@@ -600,6 +608,7 @@ class Simulation:
             terminal = False
             for i, iters in firing:
                 y = np.asarray(model.apply_event(i, t_ev, y, u), dtype=float)
+                derivatives.forget(model)  # a jump map may switch the constraints (same q, t)
                 ev = model.events[i]
                 self._log({"time": t_ev, "name": ev.name, "kind": "state", "index": i,
                            "terminal": bool(ev.terminal), "iterations": int(iters)})

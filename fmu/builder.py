@@ -260,7 +260,7 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
     ``blocks``/``connections``: discrete blocks for a model FMU, as
     :class:`cosim.Simulation` takes them (dicts, see :func:`cosim.blocks.make_block`).
     """
-    from cosim.commands.simulate import DEFAULT_T_END
+    from cosim.commands.simulate import stop_time as default_stop_time
     from cosim.simulation import Simulation
     from cosim.validation import finite_float
 
@@ -311,7 +311,7 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
     t_start = float(experiment.get("start_time", 0.0))
     t_end = stop_time if stop_time is not None else experiment.get("stop_time")
     if t_end is None:
-        t_end = t_start + DEFAULT_T_END.get(sim.model.name, 1.0)
+        t_end = t_start + default_stop_time(sim.model)[0]  # the model's default_t_end, else as the CLI
     t_end = finite_float("--stop-time", t_end)
     if not t_end > t_start:
         raise InvalidInputError(f"--stop-time {t_end!r} must be after the start time {t_start!r}")

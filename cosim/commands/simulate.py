@@ -8,17 +8,40 @@ import json
 import math
 import sys
 import time
+import warnings
 
 import numpy as np
 
-from ..errors import InvalidInputError
+from ..errors import ConvergenceError, CosimWarning, InvalidInputError
+from ..model_files import resolve_cli_model
 from ..options import check_plot_path, check_step_against_grid, check_tolerances, merge_assignments, warn
 from ..validation import finite_float
 
-# Sensible horizons for the library models (seed benchmarks); others: 1 s.
+# Sensible horizons for the library models (seed benchmarks).  A user model
+# declares ``default_t_end``; without one the 1 s fall-back is stated.
 DEFAULT_T_END = {"andrews": 0.03, "crank_slider": 0.1, "two_link": 10.0,
                  "double_pendulum_natural": 4.0, "pendulum": 5.0, "lti": 10.0,
                  "bouncing_ball": 3.0, "knife_edge": 5.0}
+FALLBACK_T_END = 1.0
+
+
+def stop_time(model, t_end=None):
+    """(t_end, source): the given value, the model's ``default_t_end``, the
+    library default, or the stated 1 s fall-back."""
+    if t_end is not None:
+        return finite_float("t_end", t_end, positive=True), "--t-end"
+    declared = getattr(model, "default_t_end", None)
+    if declared is not None:
+        return finite_float(f"{model.name}.default_t_end", declared, positive=True), \
+            "the model's default_t_end"
+    if type(model).__module__.startswith("cosim.models.") and model.name in DEFAULT_T_END:
+        return DEFAULT_T_END[model.name], "library default"
+    return FALLBACK_T_END, ("fall-back: the model declares no default_t_end "
+                            "and no --t-end was given")
+
+
+def is_user_model(model):
+    return not type(model).__module__.startswith("cosim.")
 
 
 def parse_assignments(items, what="--param"):
@@ -75,12 +98,16 @@ def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rt
     atol = 1e-8 if atol is None else atol
     dt_given = dt is not None
 
-    sim = Simulation(model=model, method=method, params=params or {}, rtol=rtol, atol=atol, h=h,
-                     method_options=method_options or {}, backend=backend)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CosimWarning)
+        sim = Simulation(model=resolve_cli_model(model) if isinstance(model, str) else model,
+                         method=method, params=params or {}, rtol=rtol, atol=atol, h=h,
+                         method_options=method_options or {}, backend=backend)
+    for w in caught:  # the IC repair warning is printed by the caller (ic_report)
+        if not issubclass(w.category, CosimWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     name = sim.model.name if hasattr(sim, "model") else str(model)
-    if t_end is None:
-        t_end = DEFAULT_T_END.get(name, 1.0)
-    t_end = finite_float("t_end", t_end, positive=True)
+    t_end, t_end_source = stop_time(sim.model, t_end)
     if dt is not None and finite_float("dt", dt, positive=True) > t_end:
         warn(f"--dt {dt:g} is longer than --t-end {t_end:g}: one communication step of {t_end:g} s")
         dt = t_end
@@ -101,7 +128,14 @@ def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rt
         h_comm = min(dt, t_end - t) if k < n_steps - 1 else t_end - t
         if h_comm <= 0:
             break
-        sim.do_step(t, h_comm)
+        try:
+            sim.do_step(t, h_comm)
+        except ConvergenceError as exc:
+            if k < 5 and is_user_model(sim.model):
+                raise type(exc)(f"{exc} — a failure in the first steps of a user model often "
+                                f"means a wrong derivative: run `cosim check {model if isinstance(model, str) else 'MODEL'}`",
+                                t=exc.t, h=exc.h, cause=exc.cause) from None
+            raise
         times.append(sim.time)
         ys.append(sim.y)
         outs.append(sim.get_outputs())
@@ -116,6 +150,7 @@ def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rt
         "sim": sim, "model": name, "method": method, "time": np.array(times),
         "y": np.array(ys), "outputs": np.array(outs), "residuals": np.array(res),
         "order": np.array(orders, dtype=float), "wall_time_s": wall,
+        "t_end": t_end, "t_end_source": t_end_source,
     }
 
 
@@ -143,6 +178,8 @@ def summary_dict(result):
         "stats": stats,
         "wall_time_s": result["wall_time_s"],
         "events": list(getattr(sim, "event_log", [])),
+        "t_end": result.get("t_end"), "t_end_source": result.get("t_end_source"),
+        "ic_report": sim.ic_report.as_dict() if sim.ic_report is not None else None,
     }
     energy = sim.model.energy(result["time"][-1], y, None) if hasattr(sim.model, "energy") else None
     if energy is not None:
@@ -223,6 +260,13 @@ def _cmd(args):
     print(f"model {summary['model']}  method {summary['method']} ({summary['backend']})  "
           f"t = {summary['t']:.6g} s  "
           f"wall {summary['wall_time_s']:.3f} s")
+    if summary["t_end_source"] != "--t-end":
+        print(f"  stop time {summary['t_end']:g} s ({summary['t_end_source']})")
+    ic = result["sim"].ic_report
+    if ic is not None and ic.repaired:
+        print("  initial state repaired by the IC analysis (seed 000 eqs. 6-9):")
+        for line in ic.summary():
+            print(f"    {line}")
     for name, value in zip(summary["coordinates"], summary["q"]):
         print(f"  {name:>12s} = {value: .10e}")
     for name, value in summary["outputs"].items():
@@ -246,14 +290,16 @@ def _cmd(args):
 
 def register(sub):
     p = sub.add_parser("simulate", help="simulate one library or user model")
-    p.add_argument("model", help="library model name (see `cosim models`) or package.module:Class")
+    p.add_argument("model", help="library model name (see `cosim models`), path/to/file.py:Class "
+                   "or package.module:Class (importable)")
     p.add_argument("--method", default="generalized-alpha", help="integration method (see `cosim methods`)")
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default 1e-6)")
     p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default 1e-8)")
     p.add_argument("--h", type=float, default=None,
                    help="fixed integration step [s] (fixed-step mode); steps never cross a "
                         "communication point, so h > --dt is cut to --dt (with a warning)")
-    p.add_argument("--t-end", type=float, default=None, help="stop time [s] (default: per model)")
+    p.add_argument("--t-end", type=float, default=None,
+                   help="stop time [s] (default: the model's default_t_end, else a stated 1 s)")
     p.add_argument("--dt", type=float, default=None, help="communication/output step [s] (default t_end/500)")
     p.add_argument("--param", action="append", metavar="NAME=VALUE", help="model parameter (repeatable)")
     p.add_argument("--max-order", type=int, default=None, help="BDF: maximum order 1-5")

@@ -6,6 +6,7 @@ from scipy.linalg.lapack import dgetrf as _getrf
 from scipy.linalg.lapack import dgetrs as _getrs
 
 from ..errors import SingularMatrixError
+from ..models.base import provides
 
 EPS = np.finfo(float).eps
 
@@ -65,6 +66,12 @@ def constraint_force_jacobian(model, q, lam, t):
     jac = model.constraint_force_jacobian(q, lam, t)
     if jac is not None:
         return jac
+    full = getattr(model, "full_model", model)  # cosim.ic.ReducedConstraints view
+    if getattr(full, "n_c", 0) and not provides(full, "constraint_jacobian"):
+        # C_q itself by differences: (C_qᵀλ)_q = ∂²(λᵀC)/∂q² directly (not nested)
+        from .. import derivatives
+        s = derivatives._scales(full, q.size)[0]
+        return derivatives.hessian(lambda qq: lam @ model.constraints(qq, t), q, s)
     return fd_jacobian(lambda qq: model.constraint_jacobian(qq, t).T @ lam, q)
 
 

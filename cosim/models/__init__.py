@@ -21,8 +21,19 @@ def model_class(name):
     if not isinstance(name, str):
         raise UnknownModelError(f"model must be a name or a Model, got {name!r}")
     if user_class_spec(name):
+        if name.rpartition(":")[0].endswith(".py"):
+            raise UnknownModelError(
+                f"model {name!r}: a file path is accepted only on the cosim command line "
+                f"(cosim simulate/check FILE.py:Class); elsewhere give an importable "
+                f"package.module:Class, or pass the class or an instance in Python")
         try:
             cls = load_symbol(name)
+        except ModuleNotFoundError as exc:
+            module = name.partition(":")[0]
+            raise UnknownModelError(
+                f"cannot load user model {name!r}: {exc} — the module must be importable "
+                f"(installed, or its directory on PYTHONPATH); on the command line a file "
+                f"also works: path/to/{module.split('.')[-1]}.py:{name.partition(':')[2]}") from None
         except (ImportError, AttributeError) as exc:
             raise UnknownModelError(f"cannot load user model {name!r}: {exc}") from None
         if not (isinstance(cls, type) and issubclass(cls, Model)):
@@ -47,11 +58,13 @@ def available_models():
 
 
 def load_model(model, **params):
-    """A model instance from a name, a ``module:Class`` spec, or an instance."""
+    """A model instance from a name, a ``module:Class`` spec, a Model subclass, or an instance."""
     if isinstance(model, Model):
         for key, value in params.items():
             model.set_parameter(key, value)
         return model
+    if isinstance(model, type) and issubclass(model, Model):
+        return model(**params)
     return model_class(model)(**params)
 
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InvalidInputError, UnknownParameterError
+from .. import derivatives
+from ..errors import InvalidInputError, ModelDefinitionError, UnknownParameterError
 from ..validation import finite_float
 
 
@@ -148,16 +149,37 @@ class Model:
         """Total mechanical energy where meaningful, else None."""
         return None
 
+    # Stop time [s] of `cosim simulate` / the FMU's default experiment when the
+    # user gives none (None: the CLI states its 1 s fall-back).
+    default_t_end = None
+
+    def _missing(self, signature, returns):
+        """Raise the error of a compulsory method the model does not define."""
+        raise ModelDefinitionError(
+            f"model {self.name!r} ({type(self).__module__}.{type(self).__qualname__}) does not "
+            f"define {signature}, which is compulsory: it must return {returns}")
+
 
 class MultibodyModel(Model):
     """Constrained multibody system, seed 000 eq. 1.
 
-    Subclasses define ``coordinates`` (names), ``constraint_names`` and the
-    analytic terms mass, forces, constraints, constraint_jacobian,
-    constraint_dt (C_t) and gamma (eq. 5).  Optional analytic Jacobians
-    ``force_jacobians`` (Q_q, Q_v) and ``constraint_force_jacobian``
-    ((C_q^T λ)_q) — when they return None the integrators use the shared
-    finite-difference helper in :mod:`cosim.integrators.common`.
+    Subclasses define ``coordinates`` (names), ``constraint_names``,
+    ``initial_state`` and the compulsory terms ``mass`` (M), ``forces`` (Q)
+    and, when there are constraints, ``constraints`` (C).  Everything else is
+    optional:
+
+    * ``constraint_jacobian`` (C_q), ``constraint_dt`` (C_t) and ``gamma``
+      (γ, eq. 5): when not defined they are computed from C by extrapolated
+      central differences (:mod:`cosim.derivatives`; measured ~1e-13
+      relative for C_q and C_t, ~1e-11 for γ);
+    * ``force_jacobians`` (Q_q, Q_v), ``constraint_force_jacobian``
+      ((C_q^T λ)_q), ``mass_jacobian_term`` ((M a)_q): None means forward
+      differences in the Newton matrices (:mod:`cosim.integrators.common`).
+
+    ``coordinate_scale`` (per coordinate or one number, default 1: m or rad)
+    and ``time_scale`` (default 1 s) set the difference steps.
+    ``cosim check MODEL`` / :func:`cosim.check_model` compare every term a
+    model gives against differences.
     """
 
     kind = "multibody"
@@ -165,6 +187,8 @@ class MultibodyModel(Model):
     constraint_names: tuple[str, ...] = ()
     # Nonholonomic constraints G(q, v, t) = B(q, t) v + b(q, t) = 0 (seed 000 eq. 93)
     nonholonomic_names: tuple[str, ...] = ()
+    coordinate_scale = 1.0  # m or rad: difference steps are relative to max(|q_j|, scale_j)
+    time_scale = 1.0        # s: the time over which C(q, t) changes appreciably
 
     @property
     def n_q(self):
@@ -180,7 +204,8 @@ class MultibodyModel(Model):
 
     def initial_state(self) -> tuple[np.ndarray, np.ndarray]:
         """Consistent (or nearly consistent) initial q0, v0."""
-        raise NotImplementedError
+        self._missing("initial_state()", f"(q0, v0), two arrays of length n_q = {self.n_q} "
+                      f"(coordinates {list(self.coordinates)}) in SI units")
 
     def initial_y(self):
         q, v = self.initial_state()
@@ -192,27 +217,42 @@ class MultibodyModel(Model):
 
     # -- equations of motion (seed 000 eq. 1-5) --------------------------------
     def mass(self, q, t):
-        raise NotImplementedError
+        """Generalized mass matrix M(q, t), compulsory."""
+        self._missing("mass(q, t)", f"the symmetric positive definite generalized mass matrix "
+                      f"M(q, t), shape ({self.n_q}, {self.n_q}) (kg, kg·m² for angles)")
 
     def forces(self, q, v, t, u):
-        """Applied generalized forces Q(q, v, t, u)."""
-        raise NotImplementedError
+        """Applied generalized forces Q(q, v, t, u) (with quadratic-velocity terms), compulsory."""
+        self._missing("forces(q, v, t, u)", f"the generalized forces Q(q, v, t, u) including "
+                      f"quadratic-velocity terms, shape ({self.n_q},) (N, N·m for angles)")
 
     def constraints(self, q, t):
-        """C(q, t), eq. 2."""
+        """C(q, t), eq. 2; compulsory when ``constraint_names`` is not empty."""
+        if self.n_c:
+            self._missing("constraints(q, t)", f"the constraint residuals C(q, t) "
+                          f"{list(self.constraint_names)}, shape ({self.n_c},), zero when satisfied")
         return np.zeros(0)
 
     def constraint_jacobian(self, q, t):
-        """C_q(q, t)."""
-        return np.zeros((0, self.n_q))
+        """C_q(q, t), shape (n_c, n_q).  Optional: differences of C by default."""
+        if not self.n_c:
+            return np.zeros((0, self.n_q))
+        return derivatives.constraint_jacobian(self, q, t)
 
     def constraint_dt(self, q, t):
-        """C_t(q, t), eq. 3."""
-        return np.zeros(self.n_c)
+        """C_t(q, t), eq. 3.  Optional: differences of C by default."""
+        if not self.n_c:
+            return np.zeros(0)
+        return derivatives.constraint_dt(self, q, t)
 
     def gamma(self, q, v, t):
-        """γ = -(C_q v)_q v - 2 C_qt v - C_tt, eq. 5 (so that C_q q'' = γ)."""
-        raise NotImplementedError
+        """γ = -(C_q v)_q v - 2 C_qt v - C_tt, eq. 5 (so that C_q q'' = γ).
+        Optional: by default −d²/dσ² C(q + σv, t + σ) by differences, or
+        −d/dσ (C_q v + C_t) when the model gives C_q and C_t."""
+        if not self.n_c:
+            return np.zeros(0)
+        analytic = provides(self, "constraint_jacobian") and provides(self, "constraint_dt")
+        return derivatives.gamma(self, q, v, t, analytic_velocity_terms=analytic)
 
     # -- optional analytic Jacobians ----------------------------------------------
     def force_jacobians(self, q, v, t, u):
@@ -282,13 +322,14 @@ class FirstOrderModel(Model):
         return tuple(self.states)
 
     def initial_state(self):
-        raise NotImplementedError
+        self._missing("initial_state()", f"x0, an array of length {len(self.states)} "
+                      f"(states {list(self.states)})")
 
     def initial_y(self):
         return np.asarray(self.initial_state(), dtype=float).copy()
 
     def rhs(self, t, x, u):
-        raise NotImplementedError
+        self._missing("rhs(t, x, u)", f"dx/dt, shape ({len(self.states)},)")
 
     def rhs_jacobian(self, t, x, u):
         """df/dx or None for finite differences."""
@@ -296,6 +337,16 @@ class FirstOrderModel(Model):
 
     def output_values(self, t, y, u):
         return np.zeros(0)
+
+
+AUTOMATIC_TERMS = ("constraint_jacobian", "constraint_dt", "gamma")
+
+
+def provides(model, term):
+    """True when ``model``'s class defines ``term`` itself (not the base-class default)."""
+    base = MultibodyModel if isinstance(model, MultibodyModel) else type(model)
+    own = getattr(type(model), term, None)
+    return own is not None and own is not getattr(base, term, None)
 
 
 def check_inputs(model, u):
