@@ -67,6 +67,7 @@ from .integrators import Integrator, make_integrator, resolve_backend
 from .jit import check_backend
 from .models import load_model
 from .multirate import SampleClock, base_step, exact_time
+from .state_schema import check_simulation_state
 from .validation import finite_float, finite_vector
 
 _EPS = np.finfo(float).eps
@@ -669,27 +670,8 @@ class Simulation:
             raise StateError(f"cannot restore the state: {exc!r}") from exc
 
     def _check_state(self, s):
-        if not isinstance(s, Mapping):
-            raise StateError(f"a simulation state must be a mapping, got {type(s).__name__}")
-        keys = ("time", "integrator", "u_ext", "u", "blocks", "clocks", "z", "event_log",
-                "communication_steps", "events", "stopped", "stop_time", "chatter", "params")
-        missing = [k for k in keys if k not in s]
-        if missing:
-            raise StateError(f"simulation state lacks {missing}")
-        if np.shape(s["u_ext"]) != self._u_ext.shape or np.shape(s["u"]) != self._u.shape:
-            raise StateError("simulation state has inputs of the wrong size for this simulation")
-        if len(s["blocks"]) != len(self.blocks) or len(s["clocks"]) != len(self._clocks):
-            raise StateError(f"simulation state has {len(s['blocks'])} blocks, this simulation "
-                             f"{len(self.blocks)}")
-        integ = s["integrator"]
-        if not isinstance(integ, Mapping) or integ.get("method") != self.integrator.name:
-            raise StateError(f"state belongs to method {integ.get('method') if isinstance(integ, Mapping) else None!r}, "
-                             f"not {self.integrator.name!r}")
-        if np.shape(integ.get("y")) != (self.model.n_y,):
-            raise StateError(f"state vector has shape {np.shape(integ.get('y'))}, model "
-                             f"{self.model.name!r} needs ({self.model.n_y},)")
-        if set(s["params"]) != set(self.model.params):
-            raise StateError("simulation state has parameters of a different model")
+        # the full schema, checked before anything is applied (cosim.state_schema)
+        check_simulation_state(self, s)
 
     def _apply_state(self, s):
         for key, value in s["params"].items():

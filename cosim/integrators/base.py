@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
 from ..errors import ConvergenceError, InvalidInputError, StateError, UnknownParameterError
 from ..models.base import check_inputs
+from ..state_schema import check_integrator_state
 from ..validation import finite_float
 
 STAT_KEYS = ("steps", "rejected", "newton_iterations", "residual_evaluations",
@@ -155,8 +157,13 @@ class Integrator:
         }
 
     def restore(self, state: dict):
-        if state.get("method") != self.name:
-            raise StateError(f"state belongs to method {state.get('method')!r}, not {self.name!r}")
+        """Continue from ``state``; a state that fails the schema of this method
+        (:mod:`cosim.state_schema`) raises StateError and changes nothing."""
+        if not isinstance(state, Mapping) or state.get("method") != self.name:
+            method = state.get("method") if isinstance(state, Mapping) else None
+            raise StateError(f"state belongs to method {method!r:.40}, not {self.name!r}")
+        if self.y is not None:  # validate fully before touching anything
+            check_integrator_state(self, state)
         y = np.asarray(state["y"], dtype=float)
         if y.shape != (self.model.n_y,):
             raise StateError(f"state vector has shape {y.shape}, model {self.model.name!r} needs ({self.model.n_y},)")
