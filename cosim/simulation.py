@@ -463,6 +463,7 @@ class Simulation:
             self._time = t_end
             self._n_comm += 1
             return t_end
+        self.integrator.check_step_budget(t_end)
         if self._fast:
             try:
                 self.integrator.advance(t_end)  # restores itself on failure
@@ -475,6 +476,7 @@ class Simulation:
             self._n_comm += 1
             return t_end
         snapshot = self.get_state()
+        self._steps_left = self.integrator.max_steps
         try:
             self._run_until(t_end)
         except BaseException as exc:
@@ -545,10 +547,12 @@ class Simulation:
         if not self._has_events:
             # do_step holds a snapshot of everything: no second one (advance() would take it)
             while integ.t < target:
+                self._count_step(target)
                 integ.step(target)
             return
         model, u = self.model, self._u
         while integ.t < target and not self._stopped:
+            self._count_step(target)
             saved = integ.state()
             integ.step(target)
             z_new = event_values(model, integ.t, integ.y, u)
@@ -611,6 +615,11 @@ class Simulation:
             if terminal:
                 self._stop(t_ev, ", ".join(model.events[i].name for i, _ in firing))
                 return
+
+    def _count_step(self, target):
+        self._steps_left -= 1
+        if self._steps_left < 0:
+            self.integrator.too_many_steps(target)
 
     def _log(self, entry, count=True):
         self._event_log.append(entry)

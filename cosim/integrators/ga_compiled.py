@@ -367,9 +367,12 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
             raise InvalidInputError(f"target time {t_target!r} is before t={t!r}")
         if t_target == t:
             return t
-        self._run(t_target, MAX_STEPS_PER_CALL)
-        while self._S[K.T] < t_target:  # more than MAX_STEPS_PER_CALL steps
-            self._run(t_target, MAX_STEPS_PER_CALL)
+        self.check_step_budget(t_target)
+        snap = self._snapshot()
+        self._run(t_target, min(self.max_steps, MAX_STEPS_PER_CALL))
+        if self._S[K.T] < t_target:  # the step budget is spent (Integrator.too_many_steps)
+            self._rollback(snap)
+            self.too_many_steps(t_target)
         return self.t
 
     def _step(self, t_limit):
