@@ -36,7 +36,9 @@ Semantics (DESIGN.md "Stepper"; seed 001 §3.5, §3.7; seed 000 §5.3, §7):
   :class:`~cosim.blocks.StopSimulation`) stops the simulation: the current
   ``do_step`` and all later ones complete with the state frozen at the stop
   (``stopped`` is True, ``stop_time`` says when, the log ends with a
-  ``{"kind": "stop"}`` entry); communication time still advances.
+  ``{"kind": "stop"}`` entry); communication time still advances.  The log
+  keeps the newest ``state_schema.MAX_EVENT_LOG`` entries (``stats["events"]``
+  counts them all), so memory stays bounded over long runs.
   Chattering (more than ``max_chattering_events`` events, each within
   ``chattering_window`` s of the previous one) raises ChatteringError (state
   unchanged) or, with ``on_chattering="stop"``, stops with a logged
@@ -67,7 +69,7 @@ from .integrators import Integrator, make_integrator, resolve_backend
 from .jit import check_backend
 from .models import load_model
 from .multirate import SampleClock, base_step, exact_time
-from .state_schema import check_simulation_state
+from .state_schema import MAX_EVENT_LOG, check_simulation_state
 from .validation import finite_float, finite_vector
 
 _EPS = np.finfo(float).eps
@@ -623,6 +625,8 @@ class Simulation:
 
     def _log(self, entry, count=True):
         self._event_log.append(entry)
+        if len(self._event_log) > MAX_EVENT_LOG:  # bounded memory: keep the newest entries
+            del self._event_log[:len(self._event_log) - MAX_EVENT_LOG]
         self._log_tuple = None
         if count:
             self._n_events += 1

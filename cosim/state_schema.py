@@ -31,7 +31,7 @@ import numpy as np
 
 from .errors import InvalidInputError, StateError
 
-MAX_EVENT_LOG = 100_000      # entries an event log in a state may hold
+MAX_EVENT_LOG = 10_000       # entries an event log keeps (the oldest are dropped)
 MAX_COUNT = 2 ** 62          # counters (steps, statistics, clock indices)
 BDF_MAX_ORDER = 5
 _EVENT_KINDS = {"state", "time", "stop", "chattering"}
@@ -240,10 +240,10 @@ def check_integrator_state(integrator, s, template=None, path="integrator"):
     for k in template["stats"]:
         _int(f"{path}.stats.{k}", stats[k])
     _check_method_state(integrator, f"{path}.method_state", s["method_state"],
-                        template["method_state"], n_y)
+                        template["method_state"], n_y, t)
 
 
-def _check_method_state(integrator, path, d, template, n_y):
+def _check_method_state(integrator, path, d, template, n_y, t):
     method = integrator.name
     nullable = {"J", "dense", "f_cur", "eigvec", "stage_t0", "newton"}
     _keys(path, d, list(template))
@@ -259,6 +259,10 @@ def _check_method_state(integrator, path, d, template, n_y):
                     _fail(p, f"must be >= 0, got {x!r}")
                 if key in _NONNEG_OR_SENTINEL and not (x >= 0.0 or x == -1.0):
                     _fail(p, f"must be >= 0 (or -1: none), got {x!r}")
+    for key in _POSITIVE & set(template):
+        h = float(d[key])
+        if not h > 4.0 * np.finfo(float).eps * abs(t):  # a step must move t
+            _fail(f"{path}.{key}", f"step size {h!r} does not advance t={t!r}")
     n_newton = newton_size(integrator)
     if "newton" in template:
         check_newton_state(f"{path}.newton", d["newton"], n_newton)
