@@ -359,7 +359,7 @@ class Simulation:
                 if idx is None:
                     raise InvalidInputError(
                         f"unknown input {key!r} (inputs: {', '.join(self.input_names) or 'none'})")
-                new[idx] = finite_float(f"input {key!r}", value)
+                new[idx] = finite_float(f"input {key!r}", value, strict=True)
         else:
             try:  # fast path for a well-formed vector; errors are phrased by finite_vector
                 new = np.array(values, dtype=float)
@@ -454,8 +454,8 @@ class Simulation:
         Returns the new communication time.  On error the simulation is exactly
         as before the call.
         """
-        h = finite_float("communication step h", h, positive=True)
-        t = finite_float("communication time t", t)
+        h = finite_float("communication step h", h, positive=True, strict=True)
+        t = finite_float("communication time t", t, strict=True)
         if abs(t - self._time) > _TIME_MATCH * max(1.0, abs(self._time)):
             raise InvalidInputError(f"do_step at t={t!r} but the simulation is at t={self._time!r}")
         t_end = t + h

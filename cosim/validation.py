@@ -1,9 +1,11 @@
 """Input checks shared by the core: one place that phrases the errors.
 
-Times, steps and tolerances are real numbers: ``bool``, ``str``, ``bytes``
-and complex values are refused even though Python would convert some of
-them (``float(True)`` is 1.0, ``float("0.1")`` is 0.1), so ``do_step(t, True)``
-is an error instead of a one-second step (issue 14).
+Times and steps of the stepping API (``do_step``, ``set_inputs``,
+``advance``) are real numbers (``strict``): ``bool``, ``str`` and complex
+values are refused even though Python would convert some of them
+(``float(True)`` is 1.0, ``float("0.1")`` is 0.1), so ``do_step(t, True)`` is
+an error instead of a one-second step (issue 14).  Complex values are
+refused everywhere.
 """
 import math
 import numbers
@@ -18,6 +20,18 @@ from .errors import InvalidInputError
 MIN_RTOL = 1e-14
 MIN_ATOL = 1e-30
 DEFAULT_MAX_STEPS = 100_000   # integrator steps per communication step / advance()
+MAX_COMMUNICATION_STEPS = 10_000_000  # recorded communication steps of one run (CLI, scenario)
+
+
+def communication_step_count(span, dt):
+    """Number of communication steps of ``dt`` covering ``span`` seconds; refuses a run
+    that would record more than MAX_COMMUNICATION_STEPS points (unbounded memory/time)."""
+    n = math.ceil(span / dt - 1e-9) if span > 0 else 0
+    if n > MAX_COMMUNICATION_STEPS:
+        raise InvalidInputError(
+            f"a run of {span!r} s in communication steps of {dt!r} s has {n:.3g} steps, more than "
+            f"{MAX_COMMUNICATION_STEPS} (choose a longer communication step or a shorter run)")
+    return max(1, n)
 
 
 def real_number(name, value):
@@ -29,10 +43,21 @@ def real_number(name, value):
     return float(value)
 
 
-def finite_float(name, value, *, positive=False, nonnegative=False):
-    """Return ``value`` as float; reject non-numbers (bool, str, complex),
-    NaN/inf, and <=0 / <0 on request."""
-    x = real_number(name, value)
+def finite_float(name, value, *, positive=False, nonnegative=False, strict=False):
+    """Return ``value`` as float; reject NaN/inf, and <=0 / <0 on request.
+
+    ``strict`` (times and steps of the stepping API): only real numbers, no
+    bool, str or complex.  Otherwise a numeric string is accepted (values from
+    YAML/command-line text, e.g. PyYAML reads ``1e-3`` as a string)."""
+    if strict:
+        x = real_number(name, value)
+    else:
+        if isinstance(value, complex):
+            raise InvalidInputError(f"{name} must be a real number, got complex {value!r}")
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"{name} must be a number, got {value!r:.80}") from None
     if not math.isfinite(x):
         raise InvalidInputError(f"{name} must be finite, got {x!r}")
     if positive and not x > 0.0:

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from ..errors import InvalidInputError
-from ..validation import finite_float
+from ..validation import communication_step_count, finite_float
 
 # Sensible horizons for the library models (seed benchmarks); others: 1 s.
 DEFAULT_T_END = {"andrews": 0.03, "crank_slider": 0.1, "two_link": 10.0,
@@ -72,7 +72,7 @@ def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rt
     if t_end is None:
         t_end = DEFAULT_T_END.get(name, 1.0)
     t_end = finite_float("t_end", t_end, positive=True)
-    n_steps = 500 if dt is None else max(1, int(math.ceil(t_end / finite_float("dt", dt, positive=True) - 1e-9)))
+    n_steps = 500 if dt is None else communication_step_count(t_end, finite_float("dt", dt, positive=True))
     dt = t_end / n_steps if dt is None else finite_float("dt", dt, positive=True)
     integrator = getattr(sim, "integrator", None)
 

@@ -119,7 +119,7 @@ class Integrator:
 
     def advance(self, t_target):
         """Integrate to exactly ``t_target``; on failure the state is unchanged."""
-        t_target = finite_float("t_target", t_target)
+        t_target = finite_float("t_target", t_target, strict=True)
         if t_target < self.t:
             raise InvalidInputError(f"target time {t_target!r} is before t={self.t!r}")
         if t_target == self.t:
