@@ -134,8 +134,10 @@ def _like(path, value, template):
         if value != template:
             _fail(path, f"must be {template!r}, got {value!r:.80}")
     elif template is None:
+        # a value not set yet here (e.g. a PID's previous error before its first
+        # sample) may be set in the stored state: None or a finite real number
         if value is not None:
-            _fail(path, f"must be None, got {type(value).__name__}")
+            _real(path, value)
     elif isinstance(template, (list, tuple)):
         if not isinstance(value, (list, tuple)) or len(value) != len(template):
             _fail(path, f"must be a list of {len(template)}, got {type(value).__name__} "

@@ -218,3 +218,20 @@ def test_event_log_keeps_the_newest_entries(monkeypatch):
     twin = cosim.Simulation("bouncing_ball", "dopri5")
     twin.deserialize_state(blob)
     assert twin.serialize_state() == blob
+
+
+def test_blob_of_a_scenario_with_blocks_restores_into_a_fresh_simulation():
+    """Block memory that is unset at the start (a PID's previous error is None before its
+    first sample) is a number later: the schema accepts a fresh simulation as the target."""
+    from cosim.scenario import load_scenario
+    scenario = load_scenario(ROOT / "scenarios" / "pendulum_pd.yaml")
+    sim = scenario.build()
+    for _ in range(5):
+        sim.do_step(sim.time, 0.01)
+    blob = sim.serialize_state()
+    fresh = scenario.build()
+    fresh.deserialize_state(blob)
+    assert fresh.serialize_state() == blob
+    sim.do_step(sim.time, 0.01)
+    fresh.do_step(fresh.time, 0.01)
+    assert fresh.serialize_state() == sim.serialize_state()
