@@ -153,10 +153,11 @@ import numba as _numba
 _ENTRY_FOOTER = '''
 
 def entry(mode, S, I, LU, u, p, t_target, max_steps):
-    """One compiled entry (one compilation): mode 0 advances, mode 1 restarts."""
+    """One compiled entry (one compilation): mode 1 restarts; 0 advances over the
+    whole interval within max_steps, 2 takes at most max_steps steps."""
     if mode == 1:
         return restart(0, S, I, u, p)
-    return advance(0, S, I, LU, u, p, t_target, max_steps)
+    return advance(0, S, I, LU, u, p, t_target, max_steps, mode == 0)
 
 
 for _name, _obj in list(globals().items()):

@@ -41,7 +41,7 @@ import numpy as np
 from .errors import CosimError, InvalidInputError, ScenarioError
 from .multirate import exact_time
 from .options import check_step_against_grid, check_tolerances, exact_grid
-from .validation import finite_float
+from .validation import communication_step_count, finite_float
 
 SIGNAL_TYPES = ("constant", "step", "ramp", "sine", "table")
 _TOP_KEYS = {"name", "description", "model", "params", "method", "rtol", "atol", "h", "method_options",
@@ -255,6 +255,7 @@ class Scenario:
         start = exact_time(self.start_time, "start_time", positive=False)
         stop_f = exact_time(stop, "stop_time", positive=False)
         n = math.ceil((stop_f - start) / self.communication_step)
+        communication_step_count(float(stop_f - start), float(self.communication_step))
         points = {float(start + k * self.communication_step) for k in range(1, n)}
         points.add(float(stop_f))
         for sig in self.signals.values():

@@ -14,11 +14,22 @@ and Fractions by ``{"__fraction__": "p/q"}``.  Floats are written with
 ``repr`` (shortest round-trip decimal), arrays as raw bytes, so a round trip
 is bit-identical.  Only numeric/bool dtypes are accepted; any damage
 (checksum, magic, version, truncation, malformed tree) raises StateError.
+
+Decoding is bounded (issue 14): a blob is untrusted input, so :func:`loads`
+refuses, before doing work proportional to them, blobs larger than
+``MAX_BLOB_BYTES``, JSON nested deeper than ``MAX_DEPTH``, integers longer
+than ``MAX_INT_DIGITS`` digits, non-finite or out-of-range JSON numbers
+(``1e999`` parses to inf), fractions other than ``p/q`` with at most
+``MAX_INT_DIGITS`` digits each (``Fraction("1e100000000")`` alone takes
+seconds), strings longer than ``MAX_STRING``, more than ``MAX_ARRAYS``
+arrays and arrays of more than ``MAX_NDIM`` dimensions.  What the decoded
+data *means* is checked by :mod:`cosim.state_schema`.
 """
 from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 import zlib
 from fractions import Fraction
@@ -35,6 +46,16 @@ _CRC = struct.Struct("<I")
 # dtypes a blob may contain (no object dtype: nothing can execute code)
 _DTYPES = {"<f8", "<f4", "<i8", "<i4", "<i2", "|i1", "<u8", "<u4", "<u2", "|u1", "|b1", "<c16"}
 _MARKERS = ("__array__", "__tuple__", "__items__", "__float__", "__fraction__")
+
+# decoding limits (module docstring)
+MAX_BLOB_BYTES = 64 * 2 ** 20
+MAX_DEPTH = 32
+MAX_INT_DIGITS = 64
+MAX_STRING = 4096
+MAX_ARRAYS = 100_000
+MAX_NDIM = 4
+_FRACTION = re.compile(r"-?[0-9]{1,%d}/[0-9]{1,%d}" % (MAX_INT_DIGITS, MAX_INT_DIGITS))
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 
 
 class _Encoder:
@@ -96,6 +117,10 @@ def dumps(data, meta=None) -> bytes:
 
 
 def _decode(node, arrays):
+    if isinstance(node, str):
+        if len(node) > MAX_STRING:
+            raise StateError(f"state blob has a string of {len(node)} characters (limit {MAX_STRING})")
+        return node
     if isinstance(node, list):
         return [_decode(v, arrays) for v in node]
     if isinstance(node, dict):
@@ -114,11 +139,41 @@ def _decode(node, arrays):
                     raise StateError(f"state blob has a malformed float {value!r}")
                 return float(value)
             if key == "__fraction__":
+                if not isinstance(value, str) or not _FRACTION.fullmatch(value):
+                    raise StateError(f"state blob has a malformed fraction {value!r:.80} "
+                                     f"(expected 'p/q' of at most {MAX_INT_DIGITS} digits each)")
                 return Fraction(value)
+        for k in node:
+            _decode(k, arrays)  # the length limit applies to keys too
         return {k: _decode(v, arrays) for k, v in node.items()}
     if node is None or isinstance(node, (bool, int, float, str)):
         return node
     raise StateError(f"state blob has a malformed value {node!r:.80}")
+
+
+def _nesting_depth(text: bytes) -> int:
+    """Deepest [ / { nesting of JSON ``text`` (strings removed), in C-speed passes."""
+    skeleton = np.frombuffer(_JSON_STRING.sub(b'""', text), dtype=np.uint8)
+    step = (np.isin(skeleton, (ord("["), ord("{"))).astype(np.int32)
+            - np.isin(skeleton, (ord("]"), ord("}"))).astype(np.int32))
+    return int(np.cumsum(step).max(initial=0))
+
+
+def _json_int(text):
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise StateError(f"state blob has an integer of {len(text)} digits (limit {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _json_float(text):
+    x = float(text)
+    if not math.isfinite(x):
+        raise StateError(f"state blob has an out-of-range number {text[:40]!r}")
+    return x
+
+
+def _json_constant(name):
+    raise StateError(f"state blob has a non-standard JSON constant {name!r}")
 
 
 def _freeze(key):
@@ -133,6 +188,8 @@ def loads(blob):
     """
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise StateError(f"serialized state must be bytes, got {type(blob).__name__}")
+    if len(blob) > MAX_BLOB_BYTES:
+        raise StateError(f"state blob has {len(blob)} bytes (limit {MAX_BLOB_BYTES})")
     blob = bytes(blob)
     n_min = len(MAGIC) + _PREFIX.size + _CRC.size
     if len(blob) < n_min or not blob.startswith(MAGIC):
@@ -146,17 +203,27 @@ def loads(blob):
     start = len(MAGIC) + _PREFIX.size
     if start + header_len > len(body):
         raise StateError("state blob is truncated (header longer than the blob)")
+    text = body[start:start + header_len]
+    depth = _nesting_depth(text)
+    if depth > MAX_DEPTH:
+        raise StateError(f"state blob header is nested {depth} deep (limit {MAX_DEPTH})")
     try:
-        header = json.loads(body[start:start + header_len].decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        header = json.loads(text.decode("utf-8"), parse_int=_json_int, parse_float=_json_float,
+                            parse_constant=_json_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise StateError(f"state blob header is not valid JSON: {exc}") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("version") != VERSION:
         raise StateError("state blob header does not describe a cosim state")
     payload = body[start + header_len:]
     arrays = []
     try:
+        if not isinstance(header["arrays"], list) or len(header["arrays"]) > MAX_ARRAYS:
+            raise StateError(f"state blob array table is not a list of at most {MAX_ARRAYS} entries")
         for spec in header["arrays"]:
             dtype, shape = spec["dtype"], tuple(int(s) for s in spec["shape"])
+            if len(shape) > MAX_NDIM or any(d < 0 for d in shape):
+                raise StateError(f"state blob holds an array of shape {shape[:8]} "
+                                 f"(at most {MAX_NDIM} non-negative dimensions)")
             off, nbytes = int(spec["offset"]), int(spec["nbytes"])
             if dtype not in _DTYPES:
                 raise StateError(f"state blob holds an array of forbidden dtype {dtype!r}")
@@ -168,6 +235,6 @@ def loads(blob):
         data = _decode(header["data"], arrays)
     except StateError:
         raise
-    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-        raise StateError(f"state blob is malformed: {exc!r}") from None
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, RecursionError) as exc:
+        raise StateError(f"state blob is malformed: {exc!r:.200}") from None
     return meta, data

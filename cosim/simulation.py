@@ -36,7 +36,9 @@ Semantics (DESIGN.md "Stepper"; seed 001 §3.5, §3.7; seed 000 §5.3, §7):
   :class:`~cosim.blocks.StopSimulation`) stops the simulation: the current
   ``do_step`` and all later ones complete with the state frozen at the stop
   (``stopped`` is True, ``stop_time`` says when, the log ends with a
-  ``{"kind": "stop"}`` entry); communication time still advances.
+  ``{"kind": "stop"}`` entry); communication time still advances.  The log
+  keeps the newest ``state_schema.MAX_EVENT_LOG`` entries (``stats["events"]``
+  counts them all), so memory stays bounded over long runs.
   Chattering (more than ``max_chattering_events`` events, each within
   ``chattering_window`` s of the previous one) raises ChatteringError (state
   unchanged) or, with ``on_chattering="stop"``, stops with a logged
@@ -67,6 +69,7 @@ from .integrators import Integrator, make_integrator, resolve_backend
 from .jit import check_backend
 from .models import load_model
 from .multirate import SampleClock, base_step, exact_time
+from .state_schema import MAX_EVENT_LOG, check_simulation_state
 from .validation import finite_float, finite_vector
 
 _EPS = np.finfo(float).eps
@@ -368,7 +371,7 @@ class Simulation:
                 if idx is None:
                     raise InvalidInputError(
                         f"unknown input {key!r} (inputs: {', '.join(self.input_names) or 'none'})")
-                new[idx] = finite_float(f"input {key!r}", value)
+                new[idx] = finite_float(f"input {key!r}", value, strict=True)
         else:
             try:  # fast path for a well-formed vector; errors are phrased by finite_vector
                 new = np.array(values, dtype=float)
@@ -463,8 +466,8 @@ class Simulation:
         Returns the new communication time.  On error the simulation is exactly
         as before the call.
         """
-        h = finite_float("communication step h", h, positive=True)
-        t = finite_float("communication time t", t)
+        h = finite_float("communication step h", h, positive=True, strict=True)
+        t = finite_float("communication time t", t, strict=True)
         if abs(t - self._time) > _TIME_MATCH * max(1.0, abs(self._time)):
             raise InvalidInputError(f"do_step at t={t!r} but the simulation is at t={self._time!r}")
         t_end = t + h
@@ -474,6 +477,7 @@ class Simulation:
             self._time = t_end
             self._n_comm += 1
             return t_end
+        self.integrator.check_step_budget(t_end)
         if self._fast:
             try:
                 self.integrator.advance(t_end)  # restores itself on failure
@@ -486,6 +490,7 @@ class Simulation:
             self._n_comm += 1
             return t_end
         snapshot = self.get_state()
+        self._steps_left = self.integrator.max_steps
         try:
             self._run_until(t_end)
         except BaseException as exc:
@@ -556,10 +561,12 @@ class Simulation:
         if not self._has_events:
             # do_step holds a snapshot of everything: no second one (advance() would take it)
             while integ.t < target:
+                self._count_step(target)
                 integ.step(target)
             return
         model, u = self.model, self._u
         while integ.t < target and not self._stopped:
+            self._count_step(target)
             saved = integ.state()
             integ.step(target)
             z_new = event_values(model, integ.t, integ.y, u)
@@ -624,8 +631,15 @@ class Simulation:
                 self._stop(t_ev, ", ".join(model.events[i].name for i, _ in firing))
                 return
 
+    def _count_step(self, target):
+        self._steps_left -= 1
+        if self._steps_left < 0:
+            self.integrator.too_many_steps(target)
+
     def _log(self, entry, count=True):
         self._event_log.append(entry)
+        if len(self._event_log) > MAX_EVENT_LOG:  # bounded memory: keep the newest entries
+            del self._event_log[:len(self._event_log) - MAX_EVENT_LOG]
         self._log_tuple = None
         if count:
             self._n_events += 1
@@ -682,27 +696,8 @@ class Simulation:
             raise StateError(f"cannot restore the state: {exc!r}") from exc
 
     def _check_state(self, s):
-        if not isinstance(s, Mapping):
-            raise StateError(f"a simulation state must be a mapping, got {type(s).__name__}")
-        keys = ("time", "integrator", "u_ext", "u", "blocks", "clocks", "z", "event_log",
-                "communication_steps", "events", "stopped", "stop_time", "chatter", "params")
-        missing = [k for k in keys if k not in s]
-        if missing:
-            raise StateError(f"simulation state lacks {missing}")
-        if np.shape(s["u_ext"]) != self._u_ext.shape or np.shape(s["u"]) != self._u.shape:
-            raise StateError("simulation state has inputs of the wrong size for this simulation")
-        if len(s["blocks"]) != len(self.blocks) or len(s["clocks"]) != len(self._clocks):
-            raise StateError(f"simulation state has {len(s['blocks'])} blocks, this simulation "
-                             f"{len(self.blocks)}")
-        integ = s["integrator"]
-        if not isinstance(integ, Mapping) or integ.get("method") != self.integrator.name:
-            raise StateError(f"state belongs to method {integ.get('method') if isinstance(integ, Mapping) else None!r}, "
-                             f"not {self.integrator.name!r}")
-        if np.shape(integ.get("y")) != (self.model.n_y,):
-            raise StateError(f"state vector has shape {np.shape(integ.get('y'))}, model "
-                             f"{self.model.name!r} needs ({self.model.n_y},)")
-        if set(s["params"]) != set(self.model.params):
-            raise StateError("simulation state has parameters of a different model")
+        # the full schema, checked before anything is applied (cosim.state_schema)
+        check_simulation_state(self, s)
 
     def _apply_state(self, s):
         for key, value in s["params"].items():

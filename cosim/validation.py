@@ -1,17 +1,63 @@
-"""Input checks shared by the core: one place that phrases the errors."""
+"""Input checks shared by the core: one place that phrases the errors.
+
+Times and steps of the stepping API (``do_step``, ``set_inputs``,
+``advance``) are real numbers (``strict``): ``bool``, ``str`` and complex
+values are refused even though Python would convert some of them
+(``float(True)`` is 1.0, ``float("0.1")`` is 0.1), so ``do_step(t, True)`` is
+an error instead of a one-second step (issue 14).  Complex values are
+refused everywhere.
+"""
 import math
+import numbers
 
 import numpy as np
 
 from .errors import InvalidInputError
 
 
-def finite_float(name, value, *, positive=False, nonnegative=False):
-    """Return ``value`` as float; reject NaN/inf, and <=0 / <0 on request."""
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"{name} must be a number, got {value!r}") from None
+# termination bounds (issue 14): below these the error weights underflow or a
+# step makes no progress, so a run would hang or divide by zero
+MIN_RTOL = 1e-14
+MIN_ATOL = 1e-30
+DEFAULT_MAX_STEPS = 100_000   # integrator steps per communication step / advance()
+MAX_COMMUNICATION_STEPS = 10_000_000  # recorded communication steps of one run (CLI, scenario)
+
+
+def communication_step_count(span, dt):
+    """Number of communication steps of ``dt`` covering ``span`` seconds; refuses a run
+    that would record more than MAX_COMMUNICATION_STEPS points (unbounded memory/time)."""
+    n = math.ceil(span / dt - 1e-9) if span > 0 else 0
+    if n > MAX_COMMUNICATION_STEPS:
+        raise InvalidInputError(
+            f"a run of {span!r} s in communication steps of {dt!r} s has {n:.3g} steps, more than "
+            f"{MAX_COMMUNICATION_STEPS} (choose a longer communication step or a shorter run)")
+    return max(1, n)
+
+
+def real_number(name, value):
+    """``value`` as a float if it is a real number (not bool/str/complex)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "fiu":
+            return float(value)
+        raise InvalidInputError(f"{name} must be a real number, got {type(value).__name__} {value!r:.80}")
+    return float(value)
+
+
+def finite_float(name, value, *, positive=False, nonnegative=False, strict=False):
+    """Return ``value`` as float; reject NaN/inf, and <=0 / <0 on request.
+
+    ``strict`` (times and steps of the stepping API): only real numbers, no
+    bool, str or complex.  Otherwise a numeric string is accepted (values from
+    YAML/command-line text, e.g. PyYAML reads ``1e-3`` as a string)."""
+    if strict:
+        x = real_number(name, value)
+    else:
+        if isinstance(value, complex):
+            raise InvalidInputError(f"{name} must be a real number, got complex {value!r}")
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"{name} must be a number, got {value!r:.80}") from None
     if not math.isfinite(x):
         raise InvalidInputError(f"{name} must be finite, got {x!r}")
     if positive and not x > 0.0:
@@ -21,8 +67,28 @@ def finite_float(name, value, *, positive=False, nonnegative=False):
     return x
 
 
+def tolerance(name, value, minimum):
+    """A relative/absolute tolerance: finite, and >= ``minimum`` (termination)."""
+    x = finite_float(name, value, positive=True)
+    if x < minimum:
+        raise InvalidInputError(f"{name} must be >= {minimum:g} (smaller values underflow the "
+                                f"error control and the run cannot terminate), got {x!r}")
+    return x
+
+
+def step_count(name, value):
+    """A positive integer count (e.g. ``max_steps``)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
+        raise InvalidInputError(f"{name} must be a positive integer, got {value!r:.80}")
+    return int(value)
+
+
 def finite_vector(name, value, size=None):
-    """Return ``value`` as a 1-D float array of ``size``; reject NaN/inf."""
+    """Return ``value`` as a 1-D float array of ``size``; reject NaN/inf and
+    complex, string or boolean entries."""
+    kind = np.asarray(value).dtype.kind if not isinstance(value, (str, bytes)) else "U"
+    if kind not in "fiuO":
+        raise InvalidInputError(f"{name} must be real numbers, got {np.asarray(value).dtype} {value!r:.80}")
     try:
         arr = np.array(value, dtype=float).reshape(-1) if np.ndim(value) <= 1 else None
     except (TypeError, ValueError):

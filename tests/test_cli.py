@@ -78,6 +78,10 @@ def test_simulate_matches_the_independent_pendulum_solution(capsys):
     (["simulate", "pendulum", "--rtol", "0"], "rtol must be > 0"),
     (["simulate", "pendulum", "--rtol=-1e-6"], "rtol must be > 0"),
     (["simulate", "pendulum", "--method", "nope"], "unknown method 'nope'"),
+    # issue 14: bounds that guarantee termination
+    (["simulate", "pendulum", "--atol", "1e-300"], "atol must be >= 1e-30"),
+    (["simulate", "pendulum", "--dt", "1e-300"], "more than 10000000"),
+    (["simulate", "pendulum", "--method", "block-lstable", "--h", "1e-9"], "more than max_steps"),
 ])
 def test_bad_input_gives_one_line_error_and_exit_code_2(args, needle):
     rc, out, err = run_cli(*args)
@@ -114,3 +118,15 @@ def test_non_positive_mass_or_length_is_rejected_and_leaves_the_model_unchanged(
     with pytest.raises(errors.InvalidInputError, match="must be > 0, got 0.0"):
         instance.set_parameter(key, 0.0)
     assert instance.params == before
+
+
+def test_scenario_with_an_unbounded_number_of_communication_steps_is_refused(tmp_path):
+    """Issue 14: `stop_time: 1e12` (and `communication_step: 1e-300`) hung; now one line, exit 2."""
+    for stop, dt in (("1.0e+12", "0.01"), ("1.0", "1.0e-300")):
+        path = tmp_path / "big.yaml"
+        path.write_text(f"name: big\nmodel: pendulum\nmethod: generalized-alpha\n"
+                        f"stop_time: {stop}\ncommunication_step: {dt}\n")
+        rc, out, err = run_cli("run", str(path))
+        assert rc == 2, (out, err)
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and "more than 10000000" in lines[0], err

@@ -1376,3 +1376,90 @@ def test_libcosim_two_cosim_builds_and_an_independent_controller(pendulum_fmu, t
         ref.append(plant.get_output_dict()["angle"])
     assert np.max(np.abs(a - np.array(ref))) <= 1e-12
     assert abs(a[-1] - 0.8) < 0.2  # regulated towards the reference
+
+
+SUBPROCESS_CRAFTED_STATES = textwrap.dedent("""
+    import json, math, sys
+    import numpy as np
+    sys.path.insert(0, {scripts!r})
+    from fuzz_state import with_data, with_header
+    from cosim import serialization
+    from fmpy import extract, read_model_description
+    from fmpy.fmi1 import FMICallException
+    from fmpy.fmi2 import FMU2Slave
+    path = {path!r}
+    md = read_model_description(path)
+    unzip = extract(path)
+    vr = {{v.name: v.valueReference for v in md.modelVariables}}
+    def make(name):
+        f = FMU2Slave(guid=md.guid, unzipDirectory=unzip,
+                      modelIdentifier=md.coSimulation.modelIdentifier, instanceName=name)
+        f.instantiate()
+        f.setupExperiment(startTime=0.0)
+        f.enterInitializationMode()
+        f.exitInitializationMode()
+        return f
+    def drive(f, t, n):
+        for _ in range(n):
+            f.setReal([vr["torque"]], [math.sin(3.0 * t)])
+            f.doStep(t, 0.01)
+            t += 0.01
+        return t
+    a, ref = make("a"), make("ref")
+    t = drive(a, 0.0, 3)
+    drive(ref, 0.0, 3)
+    state = a.getFMUstate()
+    blob = bytes(a.serializeFMUstate(state))
+    a.freeFMUstate(state)
+
+    def inner(mutate):  # change the Simulation blob inside the FMU state, checksums recomputed
+        def outer(d):
+            sim_blob = bytes(np.asarray(d["sim"], dtype=np.uint8))
+            d["sim"] = np.frombuffer(with_data(sim_blob, mutate), dtype=np.uint8)
+        return with_data(blob, outer)
+
+    def piv(value):
+        def mutate(d):
+            nt = d["integrator"]["method_state"]["newton"]
+            nt["piv"] = np.full(nt["piv"].shape, value)
+        return mutate
+    cases = {{
+        "pivots NaN": inner(piv(math.nan)), "pivots inf": inner(piv(math.inf)),
+        "pivots 1e300": inner(piv(1e300)), "pivots out of range": inner(piv(np.int32(99))),
+        "LU NaN": inner(lambda d: d["integrator"]["method_state"]["newton"].__setitem__(
+            "lu", d["integrator"]["method_state"]["newton"]["lu"] * np.nan)),
+        "time mismatch": inner(lambda d: d.__setitem__("time", d["time"] + 1e-3)),
+        "fraction bomb": with_header(blob, lambda h: h["data"].__setitem__(
+            "start_time", {{"__fraction__": "1e100000000"}})),
+    }}
+    out = {{}}
+    for name, bad in cases.items():
+        try:
+            a.deSerializeFMUstate(bad)
+            out[name] = "accepted"
+        except FMICallException as exc:
+            out[name] = exc.status
+    t_a = drive(a, t, 5)   # the instance continues as if nothing happened
+    drive(ref, t, 5)
+    names = ["angle", "angular_velocity", "rod_force"]
+    out["same_as_reference"] = a.getReal([vr[n] for n in names]) == ref.getReal([vr[n] for n in names])
+    print(json.dumps(out))
+""")
+
+
+def test_crafted_fmu_states_are_errors_not_crashes(pendulum_fmu):
+    """Issue 14: an FMU state whose checksums are valid but whose Newton pivots are
+    NaN/inf/1e300/out of range (the measured SIGSEGV through fmi2DeSerializeFMUstate ->
+    fmi2SetFMUstate -> fmi2DoStep), whose LU is NaN, whose time disagrees, or which holds a
+    fraction bomb, is refused by fmi2DeSerializeFMUstate (fmi2Error); the instance
+    continues exactly like a reference instance.  Run in a subprocess: a crash fails it."""
+    script = SUBPROCESS_CRAFTED_STATES.format(path=str(pendulum_fmu),
+                                               scripts=str(Path(__file__).parents[1] / "scripts"))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name in ("pivots NaN", "pivots inf", "pivots 1e300", "pivots out of range", "LU NaN",
+                 "time mismatch", "fraction bomb"):
+        assert out[name] == FMI2_ERROR, (name, out)
+    assert out["same_as_reference"] is True

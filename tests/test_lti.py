@@ -208,3 +208,41 @@ def test_general_integrators_converge_to_the_exact_sampled_data_solution(method,
     errors = [np.max(np.abs(run(rtol) - ref)) for rtol in (1e-4, 1e-6, 1e-8)]
     assert errors[2] < errors[0] / 20, errors
     assert errors[2] < 1e-5, errors
+
+
+DETERMINISM_SCRIPT = """
+import hashlib, json, numpy as np, cosim
+from cosim import blas
+n = 160
+rng = np.random.default_rng(3)
+A = -2.0 * np.eye(n) + 0.1 * rng.standard_normal((n, n))
+B = rng.standard_normal((n, 2))
+C = np.eye(n)[:2]
+sim = cosim.Simulation("lti", "state-transition", params={"A": A.tolist(), "B": B.tolist(),
+                       "C": C.tolist(), "D": np.zeros((2, 2)).tolist()})
+for k in range(30):
+    sim.set_inputs([np.sin(0.1 * k), 1.0])
+    sim.do_step(sim.time, 0.01 * (1 + k % 3))
+mid = sim.integrator.dense_output(sim.time - 0.004)
+threads = [get() for get, _ in blas.libraries()]
+print(json.dumps({"y": hashlib.sha256(sim.y.tobytes() + mid.tobytes()).hexdigest(), "threads": threads}))
+"""
+
+
+def test_state_transition_is_bit_identical_for_1_and_2_blas_threads():
+    """Issue 14 item 5: a 160-state LTI model differed bit-wise between 1 and 2 OpenBLAS
+    threads; the state-transition kernels now run BLAS single-threaded (cosim.blas), and
+    the process's thread count is restored afterwards."""
+    import json
+    import os
+    import subprocess
+    import sys
+    out = {}
+    for n in ("1", "2"):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=n, OMP_NUM_THREADS=n)
+        proc = subprocess.run([sys.executable, "-c", DETERMINISM_SCRIPT], capture_output=True,
+                              text=True, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        out[n] = json.loads(proc.stdout)
+    assert out["1"]["y"] == out["2"]["y"]
+    assert out["2"]["threads"] and all(t == 2 for t in out["2"]["threads"])  # restored

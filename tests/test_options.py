@@ -183,7 +183,8 @@ def _commands(parser, prefix=()):
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
-                yield from _commands(sub, prefix + (name,))
+                if sub.prog.split()[-1] == name:  # aliases (check-model) share the parser of their command
+                    yield from _commands(sub, prefix + (name,))
 
 
 COMMANDS = sorted(_commands(build_parser()))
@@ -191,7 +192,7 @@ COMMANDS = sorted(_commands(build_parser()))
 
 def test_every_command_is_listed():
     names = {c[0] for c in COMMANDS if c}
-    assert {"models", "methods", "scenarios", "simulate", "run", "demo"} <= names
+    assert {"models", "methods", "scenarios", "simulate", "run", "demo", "check", "warmup"} <= names
     if "fmu" in names:
         assert ("fmu", "build") in COMMANDS
 

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.ros
 YAML = os.path.join(LAUNCH, "pendulum_free_run.yaml")
 MODES = ("lock_step", "real_time", "free_run")
 LONG_STEP = {"communication_step": 100.0, "integrator_step": 1e-5, "end_time": 0.0,
-             "input_timeout": 0.2}  # one step = 1e7 integrator steps; lock_step: held inputs
+             "input_timeout": 0.2,  # one step = 1e7 integrator steps; lock_step: held inputs
+             "method_options.max_steps": 20_000_000}  # above the default step budget (issue 14)
 PHASES = {
     "startup": {},
     "spinning": {},

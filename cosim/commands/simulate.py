@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import ConvergenceError, CosimWarning, InvalidInputError
 from ..model_files import resolve_cli_model
 from ..options import check_plot_path, check_step_against_grid, check_tolerances, merge_assignments, warn
-from ..validation import finite_float
+from ..validation import communication_step_count, finite_float
 
 # Sensible horizons for the library models (seed benchmarks).  A user model
 # declares ``default_t_end``; without one the 1 s fall-back is stated.
@@ -111,7 +111,7 @@ def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rt
     if dt is not None and finite_float("dt", dt, positive=True) > t_end:
         warn(f"--dt {dt:g} is longer than --t-end {t_end:g}: one communication step of {t_end:g} s")
         dt = t_end
-    n_steps = 500 if dt is None else max(1, int(math.ceil(t_end / finite_float("dt", dt, positive=True) - 1e-9)))
+    n_steps = 500 if dt is None else communication_step_count(t_end, finite_float("dt", dt, positive=True))
     dt = t_end / n_steps if dt is None else finite_float("dt", dt, positive=True)
     if h is not None:
         check_step_against_grid(h, dt, h_name="--h", grid_name="the communication step " +

@@ -26,13 +26,17 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
 from ..errors import ConvergenceError, InvalidInputError, StateError, UnknownParameterError
 from ..models.base import check_inputs
-from ..validation import finite_float
+from ..state_schema import check_integrator_state
+from ..validation import (DEFAULT_MAX_STEPS, MIN_ATOL, MIN_RTOL, finite_float, step_count,
+                          tolerance)
 
+EPS = float(np.finfo(float).eps)
 STAT_KEYS = ("steps", "rejected", "newton_iterations", "residual_evaluations",
              "jacobian_evaluations", "lu_factorizations")
 
@@ -46,7 +50,7 @@ class Integrator:
     options: dict = {}
 
     def __init__(self, model, *, rtol=1e-6, atol=1e-8, h=None, max_step=None,
-                 first_step=None, **options):
+                 first_step=None, max_steps=None, **options):
         if model.kind not in self.model_kinds:
             raise InvalidInputError(
                 f"method {self.name!r} integrates {', '.join(self.model_kinds)} models, "
@@ -57,8 +61,10 @@ class Integrator:
             raise UnknownParameterError(
                 f"method {self.name!r} has no option {unknown[0]!r} (options: {known})")
         self.model = model
-        self.rtol = finite_float("rtol", rtol, positive=True)
-        self.atol = finite_float("atol", atol, positive=True)
+        self.rtol = tolerance("rtol", rtol, MIN_RTOL)
+        self.atol = tolerance("atol", atol, MIN_ATOL)
+        # termination: at most max_steps steps per advance()/communication step
+        self.max_steps = DEFAULT_MAX_STEPS if max_steps is None else step_count("max_steps", max_steps)
         self.h_fixed = None if h is None else finite_float("h", h, positive=True)
         self.max_step = math.inf if max_step is None else finite_float("max_step", max_step, positive=True)
         self.first_step = None if first_step is None else finite_float("first_step", first_step, positive=True)
@@ -113,19 +119,41 @@ class Integrator:
 
     def advance(self, t_target):
         """Integrate to exactly ``t_target``; on failure the state is unchanged."""
-        t_target = finite_float("t_target", t_target)
+        t_target = finite_float("t_target", t_target, strict=True)
         if t_target < self.t:
             raise InvalidInputError(f"target time {t_target!r} is before t={self.t!r}")
         if t_target == self.t:
             return self.t
+        self.check_step_budget(t_target)
         saved = self.state()
         try:
+            n = 0
             while self.t < t_target:
+                n += 1
+                if n > self.max_steps:
+                    self.too_many_steps(t_target)
                 self._step(t_target)
         except BaseException:
             self.restore(saved)
             raise
         return self.t
+
+    def check_step_budget(self, t_target):
+        """Refuse at once an interval that needs more than ``max_steps`` steps
+        of the fixed step or of ``max_step`` (instead of running for hours)."""
+        h = min(self.h_fixed or math.inf, self.max_step)
+        if math.isfinite(h) and (t_target - self.t) / h > self.max_steps:
+            raise InvalidInputError(
+                f"{self.name}: advancing from t={self.t!r} to {t_target!r} with steps of at most "
+                f"{h!r} needs {(t_target - self.t) / h:.3g} steps, more than max_steps={self.max_steps} "
+                f"(raise max_steps or the step)")
+
+    def too_many_steps(self, t_target):
+        """Raise: the step budget of one advance/communication step is spent."""
+        raise ConvergenceError(
+            f"{self.name}: more than max_steps={self.max_steps} steps without reaching "
+            f"t={t_target!r} (at t={self.t!r}); the step size collapsed or the problem is too "
+            f"stiff for this method", t=self.t, h=None, cause="max_steps")
 
     def restart(self):
         """Forget the step history at the current point (after a discontinuity)."""
@@ -155,8 +183,13 @@ class Integrator:
         }
 
     def restore(self, state: dict):
-        if state.get("method") != self.name:
-            raise StateError(f"state belongs to method {state.get('method')!r}, not {self.name!r}")
+        """Continue from ``state``; a state that fails the schema of this method
+        (:mod:`cosim.state_schema`) raises StateError and changes nothing."""
+        if not isinstance(state, Mapping) or state.get("method") != self.name:
+            method = state.get("method") if isinstance(state, Mapping) else None
+            raise StateError(f"state belongs to method {method!r:.40}, not {self.name!r}")
+        if self.y is not None:  # validate fully before touching anything
+            check_integrator_state(self, state)
         y = np.asarray(state["y"], dtype=float)
         if y.shape != (self.model.n_y,):
             raise StateError(f"state vector has shape {y.shape}, model {self.model.name!r} needs ({self.model.n_y},)")
@@ -196,6 +229,9 @@ class Integrator:
         """
         h = min(h, self.max_step)
         remaining = t_limit - self.t
+        if not h > 4.0 * EPS * abs(self.t) and h < remaining:
+            # a step this small no longer moves t: fail instead of looping
+            self._fail("step size underflow", h, "step does not advance t")
         if self.h_fixed is not None:
             # land when the rest would be a rounding-error sliver (t accumulates
             # rounding over many fixed steps; a 1e-14 s step is ill-conditioned)

@@ -70,6 +70,7 @@ uses the ĥ-scaled velocity for the error test too (RADAU5's convention):
 roundoff-insensitive, fewer steps, error a few times rtol.
 """
 import math
+from collections import deque
 
 import numpy as np
 
@@ -80,6 +81,7 @@ from .common import (EPS, consistent_accelerations, constraint_force_jacobian, e
 from .newton import QuasiNewton
 
 MAX_ORDER = 5
+ORDER_HISTORY_MAX = 10_000   # (t, k) entries kept in BDF.order_history
 SAFETY_DOWN, SAFETY_SAME, SAFETY_UP = 1.3, 1.2, 1.4        # eq. 85
 MAX_RATIO = (math.inf, math.inf, 2.6, 1.9, 1.5, 1.2)        # Table 1, index = order
 SKELBOE = (0.0, 0.0, 0.0, 0.59, 0.65, 0.89)                 # Table 2, index = order
@@ -154,7 +156,9 @@ class _BDF(MultibodyIntegrator):
                                   err_tol=NEWTON_ERR_TOL, what=f"{self.name} iteration matrix",
                                   prior_rate=True)
         self._J = None            # matrix of the current LU (kept for restore)
-        self.order_history = []   # (t, k) per accepted step
+        # (t, k) of the last ORDER_HISTORY_MAX accepted steps: a ring buffer, so a
+        # long run's memory stays flat (issue 14); order_counts keeps the totals
+        self.order_history = deque(maxlen=ORDER_HISTORY_MAX)
         self.newton_failures = 0  # rejected attempts by cause (diagnostics)
         self.error_test_failures = 0
         self.order_counts = [0] * (MAX_ORDER + 1)
@@ -214,7 +218,7 @@ class _BDF(MultibodyIntegrator):
             self.newton = QuasiNewton(self.stats, max_iter=NEWTON_MAX_ITER, tol=NEWTON_TOL,
                                       err_tol=NEWTON_ERR_TOL, what=f"{self.name} iteration matrix",
                                       prior_rate=True)
-            self.order_history = []
+            self.order_history = deque(maxlen=ORDER_HISTORY_MAX)
             self.newton_failures = self.error_test_failures = 0
         self._D = np.array(d["D"], dtype=float)
         self._Dz = np.array(d["Dz"], dtype=float)
@@ -223,7 +227,8 @@ class _BDF(MultibodyIntegrator):
         self._valid, self._n_steps = int(d["valid"]), int(d["n_steps"])
         self.h_next, self.h = float(d["h_next"]), float(d["h"])
         self.order_counts = list(d["order_counts"])
-        self.order_history = [e for e in self.order_history if e[0] <= self.t]
+        self.order_history = deque((e for e in self.order_history if e[0] <= self.t),
+                                   maxlen=ORDER_HISTORY_MAX)
         nt = self.newton
         nt.stats = self.stats
         nt.restore(d["newton"])

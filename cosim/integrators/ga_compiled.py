@@ -322,10 +322,12 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
             u = np.ascontiguousarray(u, dtype=float)
         return u
 
-    def _run(self, t_target, max_steps):
+    def _run(self, t_target, max_steps, mode):
         # the kernel is all or nothing: on failure it restores S, I, LU itself
-        status = self._entry(0, self._S, self._I, self._LU, self._u_array(), self.model._p,
+        status = self._entry(mode, self._S, self._I, self._LU, self._u_array(), self.model._p,
                              t_target, max_steps)
+        if status == K.STEP_BUDGET:
+            self.too_many_steps(t_target)
         if status != K.OK:
             S, I = self._S, self._I
             self._raise(status, float(S[K.F_T]), float(S[K.F_H]), float(S[K.F_INFO]), int(I[K.REASON]))
@@ -354,16 +356,16 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
             raise InvalidInputError(f"target time {t_target!r} is before t={float(t)!r}")
         if t_target == t:
             return t_target
-        self._run(t_target, MAX_STEPS_PER_CALL)
-        while self._S[K.T] < t_target:  # more than MAX_STEPS_PER_CALL steps
-            self._run(t_target, MAX_STEPS_PER_CALL)
+        self.check_step_budget(t_target)
+        # all or nothing within the step budget: the kernel restores its record itself
+        self._run(t_target, min(self.max_steps, MAX_STEPS_PER_CALL), K.WHOLE_INTERVAL)
         return t_target
 
     def _step(self, t_limit):
-        self._run(t_limit, 1)
+        self._run(t_limit, 1, K.ONE_STEP)
 
     def _restart(self):
-        status = self._entry(1, self._S, self._I, self._LU, self._u_array(), self.model._p, 0.0, 0)
+        status = self._entry(K.RESTART, self._S, self._I, self._LU, self._u_array(), self.model._p, 0.0, 0)
         if status != K.OK:
             super()._restart()  # the reference raises its clear error (or solves it)
             self.t_prev, self.y_prev = self.t, self.y

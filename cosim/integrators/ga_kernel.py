@@ -49,6 +49,11 @@ ERROR_TEST_FAILED = 2    # "local error test failed repeatedly" (Ξ in S[F_INFO]
 SINGULAR = 3             # iteration matrix numerically singular (ratio in S[F_INFO])
 NONFINITE_MATRIX = 4     # iteration matrix has NaN/inf
 RESTART_FAILED = 5       # consistent accelerations: singular [[M, C_qᵀ], [C_q, 0]]
+STEP_BUDGET = 6          # max_steps steps without reaching the target (record restored)
+# entry modes (cosim.jit's generated entry)
+WHOLE_INTERVAL = 0       # advance to the target within max_steps, else STEP_BUDGET
+RESTART = 1
+ONE_STEP = 2             # at most max_steps steps towards the target
 # Newton failure reasons
 R_RESIDUAL = 1           # "residual is not finite"
 R_UPDATE = 2             # "Newton update is not finite"
@@ -651,8 +656,9 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     return OK
 
 
-def advance(fns, S, I, LU, u, p, t_target, max_steps):
-    """Steps until t = t_target (exactly) or ``max_steps`` steps were taken.
+def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
+    """Steps until t = t_target (exactly) or ``max_steps`` steps were taken
+    (with ``whole``: not reaching the target is the failure STEP_BUDGET).
     Returns a status code; on failure S, I and LU are as they were on entry
     (all or nothing) except the failure slots F_H, F_INFO, F_T and I[REASON]."""
     n, m = I[I_N], I[I_M]
@@ -672,4 +678,9 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps):
             S[F_T], S[F_H], S[F_INFO], I[REASON] = t_fail, h_fail, info, reason
             return status
         k += 1
+    if whole and S[T] < t_target:
+        S[:] = S0
+        I[:] = I0
+        LU[:, :] = LU0
+        return STEP_BUDGET
     return OK

@@ -11,6 +11,7 @@ whether the next step may keep it, with relaxation ν = 2ĥ_new/(ĥ_new + ĥ_old
 """
 import numpy as np
 
+from ..state_schema import check_newton_state
 from .common import lu_factor, lu_solve
 
 
@@ -83,6 +84,8 @@ class QuasiNewton:
         return d
 
     def restore(self, state):
+        # a stored LU is indexed by LAPACK: never accept pivots outside the matrix
+        check_newton_state("newton", state)
         self.sigma = float(state["sigma"])
         self.h_jac = None if state["h_jac"] < 0 else float(state["h_jac"])
         if "lu" in state:

@@ -23,12 +23,17 @@ LTI-generated) inputs are also reproduced exactly — :func:`sine_generator`,
 from __future__ import annotations
 
 from collections import OrderedDict
+from contextlib import nullcontext
 
 import numpy as np
 import scipy.linalg as sla
 
+from ..blas import single_threaded
 from ..errors import InvalidInputError
 from .base import Integrator
+
+# below this size (states + inputs) OpenBLAS does not thread a product: no guard needed
+BLAS_THREADING_SIZE = 16
 
 
 def van_loan(A, B, h):
@@ -96,10 +101,11 @@ class StateTransition(Integrator):
             h, lands = self._clamp_step(self.h_fixed, t_limit)
         t_new = t_limit if lands else self.t + h
         h = t_new - self.t
-        Phi, H = self._matrices(h)
-        y_new = Phi @ self.y  # seed 001 eq. 3.19
-        if self.u.size:
-            y_new += H @ self.u
+        with self._blas():
+            Phi, H = self._matrices(h)
+            y_new = Phi @ self.y  # seed 001 eq. 3.19
+            if self.u.size:
+                y_new += H @ self.u
         self.t_prev, self.y_prev = self.t, self.y
         self.t, self.y = t_new, y_new
         self.stats["steps"] += 1
@@ -110,12 +116,20 @@ class StateTransition(Integrator):
             return self.y_prev.copy()
         if tau == self.t - self.t_prev:
             return self.y.copy()
-        self._matrices(self.t - self.t_prev)  # refresh A/B references
-        Phi, H = van_loan(self._A, self._B, tau)
-        y = Phi @ self.y_prev
-        if self.u.size:
-            y += H @ self.u
+        with self._blas():
+            self._matrices(self.t - self.t_prev)  # refresh A/B references
+            Phi, H = van_loan(self._A, self._B, tau)
+            y = Phi @ self.y_prev
+            if self.u.size:
+                y += H @ self.u
         return y
+
+    def _blas(self):
+        """Single-threaded BLAS for models large enough for OpenBLAS to thread: the
+        same bits whatever OPENBLAS_NUM_THREADS is (cosim.blas, issue 14 item 5)."""
+        if self.y.size + self.u.size >= BLAS_THREADING_SIZE:
+            return single_threaded()
+        return nullcontext()
 
 
 # -- signal generators as augmented LTI systems (seed 001 §3.5, example 3.4) -------------

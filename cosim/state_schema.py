@@ -1,0 +1,404 @@
+"""What a restorable state may contain: the schema of every method's state (issue 14).
+
+A state handed to :meth:`Simulation.set_state` or decoded from a blob is
+untrusted.  :func:`check_simulation_state` validates it COMPLETELY before
+anything is applied, so a rejected state leaves the simulation untouched:
+
+* structure: the state must have exactly the shape of this simulation's own
+  state (:meth:`Simulation.get_state` is the template): same keys, same kinds
+  of value (bool, int, real number, string, array), arrays of the same
+  shape, real dtype and finite entries, finite real numbers;
+* fields whose presence legitimately varies (the Newton LU, dense output,
+  FSAL stage, event log, user-block memory) have their own rules below;
+* ranges and cross-field invariants: step sizes > 0, BDF order in 1..5,
+  counters >= 0, stored time = integrator time, t_prev <= t, plant inputs
+  equal to the integrator's inputs, sample clocks at the stored time, the LU
+  factorisation finite and of the size the method's iteration matrix has for
+  this model, its pivots a valid interchange sequence k <= piv[k] < n.
+
+Every violation raises :class:`StateError` naming the field by its path
+(``integrator.method_state.newton.piv[2]``).  The same checks back both
+backends (the numba record of generalized-α stores the same dict), and the
+FMU and ROS node restore through :class:`Simulation`, so they inherit them.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+
+import numpy as np
+
+from .errors import InvalidInputError, StateError
+
+MAX_EVENT_LOG = 10_000       # entries an event log keeps (the oldest are dropped)
+MAX_COUNT = 2 ** 62          # counters (steps, statistics, clock indices)
+BDF_MAX_ORDER = 5
+_EVENT_KINDS = {"state", "time", "stop", "chattering"}
+_EVENT_FIELDS = {"time": "real", "name": "str", "kind": "str", "index": "int", "terminal": "bool",
+                 "iterations": "int", "reason": "str", "cause": "str", "message": "str"}
+
+# size of the Newton iteration matrix of each implicit method (n coordinates,
+# m holonomic and g nonholonomic constraints; r block nodes)
+_NEWTON_SIZE = {
+    "generalized-alpha": lambda i, n, m, g: n + m + g,
+    "generalized-alpha-i2": lambda i, n, m, g: 2 * n + 2 * m + g,
+    "bdf": lambda i, n, m, g: n + m,
+    "bdf-i2": lambda i, n, m, g: 2 * n + 2 * m,
+    "bdf-i1": lambda i, n, m, g: 3 * n + 3 * m,
+    "local-index1": lambda i, n, m, g: 2 * n,
+    "spark": lambda i, n, m, g: i.c.size * n + i.stages * m,
+    "block-lstable": lambda i, n, m, g: i.r * (n + m),
+}
+# dense-output dicts: key -> shape (None: n_y)
+_DENSE = {
+    "dopri5": {"Q": (None, 4), "h": (), "shift": (None,)},
+    "rk4": {"f0": (None,), "f1": (None,), "h": ()},
+    "rkc-penalty": {"f0": (None,), "f1": (None,), "h": ()},
+    "local-index1": {"g0": (None,), "g1": (None,)},
+}
+_POSITIVE = {"h", "h_next"}                 # method-state step sizes
+_NONNEGATIVE = {"err_last", "error_estimate", "rho", "penalty", "projection_iterations",
+                "steps_since_rho", "last_stages", "max_stages_used", "n_steps"}
+_NONNEG_OR_SENTINEL = {"h_last", "alpha"}   # -1 means "none"
+
+
+def _fail(path, message):
+    raise StateError(f"state field {path}: {message}")
+
+
+def _real(path, value, *, finite=True):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        _fail(path, f"must be a real number, got {type(value).__name__} {value!r:.80}")
+    x = float(value)
+    if finite and not math.isfinite(x):
+        _fail(path, f"must be finite, got {x!r}")
+    return x
+
+
+def _int(path, value, lo=0, hi=MAX_COUNT):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        _fail(path, f"must be an integer, got {type(value).__name__} {value!r:.80}")
+    k = int(value)
+    if not lo <= k <= hi:
+        _fail(path, f"must be in {lo}..{hi}, got {k}")
+    return k
+
+
+def _array(path, value, shape, *, integer=False):
+    if not isinstance(value, np.ndarray):
+        _fail(path, f"must be an array, got {type(value).__name__}")
+    kind = value.dtype.kind
+    if integer:
+        if kind not in "iu":
+            _fail(path, f"must be an integer array, got dtype {value.dtype}")
+    elif kind not in "fiu":
+        _fail(path, f"must be a real array, got dtype {value.dtype}")
+    if shape is not None and value.shape != tuple(shape):
+        _fail(path, f"must have shape {tuple(shape)}, got {value.shape}")
+    if kind == "f":
+        bad = ~np.isfinite(value)
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            _fail(f"{path}{list(idx)}", f"must be finite, got {value[idx]!r}")
+    return value
+
+
+def _keys(path, value, required, optional=()):
+    if not isinstance(value, Mapping):
+        _fail(path, f"must be a mapping, got {type(value).__name__}")
+    missing = [k for k in required if k not in value]
+    if missing:
+        _fail(path, f"lacks {missing}")
+    extra = [k for k in value if k not in required and k not in optional]
+    if extra:
+        _fail(path, f"has unknown entries {[str(k)[:40] for k in extra[:5]]}")
+
+
+def _like(path, value, template):
+    """``value`` has the structure of ``template`` (a state of this simulation)."""
+    if isinstance(template, Mapping):
+        _keys(path, value, list(template))
+        for k in template:
+            _like(f"{path}.{k}", value[k], template[k])
+    elif isinstance(template, np.ndarray):
+        _array(path, value, template.shape, integer=template.dtype.kind in "iu")
+    elif isinstance(template, (bool, np.bool_)):
+        if not isinstance(value, (bool, np.bool_)):
+            _fail(path, f"must be a bool, got {type(value).__name__} {value!r:.80}")
+    elif isinstance(template, numbers.Integral):
+        _int(path, value, lo=-MAX_COUNT)
+    elif isinstance(template, numbers.Real):
+        _real(path, value, finite=math.isfinite(template))
+    elif isinstance(template, str):
+        if value != template:
+            _fail(path, f"must be {template!r}, got {value!r:.80}")
+    elif template is None:
+        # a value not set yet here (e.g. a PID's previous error before its first
+        # sample) may be set in the stored state: None or a finite real number
+        if value is not None:
+            _real(path, value)
+    elif isinstance(template, (list, tuple)):
+        if not isinstance(value, (list, tuple)) or len(value) != len(template):
+            _fail(path, f"must be a list of {len(template)}, got {type(value).__name__} "
+                        f"of {len(value) if isinstance(value, (list, tuple)) else '?'}")
+        for i, (v, t) in enumerate(zip(value, template)):
+            _like(f"{path}[{i}]", v, t)
+    else:
+        _fail(path, f"has a template of unexpected type {type(template).__name__}")
+
+
+def _plain(path, value, depth=0):
+    """Plain data (user-block memory): JSON-like values, finite numbers, bounded depth."""
+    if depth > 16:
+        _fail(path, "is nested too deeply")
+    if value is None or isinstance(value, (bool, np.bool_, str)):
+        return
+    if isinstance(value, numbers.Real):
+        _real(path, value)
+    elif isinstance(value, np.ndarray):
+        _array(path, value, None)
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            _plain(f"{path}.{k}", v, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _plain(f"{path}[{i}]", v, depth + 1)
+    else:
+        _fail(path, f"must be plain data, got {type(value).__name__}")
+
+
+# -- shared pieces (also used by QuasiNewton.restore and the compiled record) ------------
+def pivots_valid(piv, n):
+    """LAPACK-style row interchanges: k <= piv[k] < n for every k."""
+    piv = np.asarray(piv)
+    return piv.shape == (n,) and bool(np.all((piv >= np.arange(n)) & (piv < n)))
+
+
+def check_lu(path, lu, piv, n=None):
+    """A stored factorisation: finite square ``lu`` of size ``n``, valid pivots."""
+    if n is None:
+        n = lu.shape[0] if isinstance(lu, np.ndarray) and lu.ndim == 2 else -1
+    if n < 0:
+        _fail(f"{path}.lu", f"must be a square matrix, got {np.shape(lu)}")
+    _array(f"{path}.lu", lu, (n, n))
+    if not isinstance(piv, np.ndarray) or piv.dtype.kind not in "iu" or piv.shape != (n,):
+        _fail(f"{path}.piv", f"LU pivots must be an integer array of shape ({n},), got "
+                             f"{type(piv).__name__} {getattr(piv, 'dtype', '')} {np.shape(piv)}")
+    bad = np.flatnonzero((piv < np.arange(n)) | (piv >= n))
+    if bad.size:
+        k = int(bad[0])
+        _fail(f"{path}.piv[{k}]", f"LU pivots must be row interchanges {k} <= piv[{k}] < {n}, got {piv[k]}")
+
+
+def check_newton_state(path, d, n=None):
+    """State of a :class:`~cosim.integrators.newton.QuasiNewton` (see its ``state()``)."""
+    _keys(path, d, ("sigma", "h_jac"), ("lu", "piv", "need_jac", "relax"))
+    if _real(f"{path}.sigma", d["sigma"]) < 0.0:
+        _fail(f"{path}.sigma", f"must be >= 0, got {d['sigma']!r}")
+    h_jac = _real(f"{path}.h_jac", d["h_jac"])
+    if not (h_jac == -1.0 or h_jac > 0.0):
+        _fail(f"{path}.h_jac", f"must be > 0 (or -1: none), got {h_jac!r}")
+    if "need_jac" in d and not isinstance(d["need_jac"], (bool, np.bool_)):
+        _fail(f"{path}.need_jac", f"must be a bool, got {d['need_jac']!r:.40}")
+    if "relax" in d:
+        relax = _real(f"{path}.relax", d["relax"])
+        if not 0.0 < relax <= 2.0:
+            _fail(f"{path}.relax", f"must be in (0, 2], got {relax!r}")
+    if ("lu" in d) != ("piv" in d):
+        _fail(path, "must hold both lu and piv or neither")
+    if "lu" in d:
+        if "need_jac" not in d or "relax" not in d:
+            _fail(path, "holds an LU without need_jac and relax")
+        check_lu(path, d["lu"], d["piv"], n)
+
+
+def newton_size(integrator):
+    """Size of ``integrator``'s Newton iteration matrix (None: it has no Newton)."""
+    size = _NEWTON_SIZE.get(integrator.name)
+    if size is None:
+        return None
+    model = integrator.model
+    g = len(getattr(model, "nonholonomic_names", ()) or ())
+    return int(size(integrator, model.n_q, model.n_c, g))
+
+
+# -- the integrator part --------------------------------------------------------------------
+def check_integrator_state(integrator, s, template=None, path="integrator"):
+    """Validate an integrator state (``Integrator.state()`` layout) for ``integrator``."""
+    template = integrator.state() if template is None else template
+    _keys(path, s, list(template))
+    if s["method"] != integrator.name:
+        _fail(f"{path}.method", f"belongs to method {s['method']!r:.40}, not {integrator.name!r}")
+    n_y = integrator.model.n_y
+    for key in template:
+        if key not in ("method_state", "stats", "method"):
+            _like(f"{path}.{key}", s[key], template[key])
+    t = _real(f"{path}.t", s["t"])
+    if _real(f"{path}.t_prev", s["t_prev"]) > t:
+        _fail(f"{path}.t_prev", f"must be <= t={t!r}, got {s['t_prev']!r}")
+    stats = s["stats"]
+    _keys(f"{path}.stats", stats, list(template["stats"]))
+    for k in template["stats"]:
+        _int(f"{path}.stats.{k}", stats[k])
+    _check_method_state(integrator, f"{path}.method_state", s["method_state"],
+                        template["method_state"], n_y, t)
+
+
+def _check_method_state(integrator, path, d, template, n_y, t):
+    method = integrator.name
+    nullable = {"J", "dense", "f_cur", "eigvec", "stage_t0", "newton"}
+    _keys(path, d, list(template))
+    for key, tmpl in template.items():
+        p, v = f"{path}.{key}", d[key]
+        if key not in nullable:
+            _like(p, v, tmpl)
+            if isinstance(tmpl, numbers.Real) and not isinstance(tmpl, bool):
+                x = float(v)
+                if key in _POSITIVE and not x > 0.0:
+                    _fail(p, f"must be > 0, got {x!r}")
+                if key in _NONNEGATIVE and x < 0.0:
+                    _fail(p, f"must be >= 0, got {x!r}")
+                if key in _NONNEG_OR_SENTINEL and not (x >= 0.0 or x == -1.0):
+                    _fail(p, f"must be >= 0 (or -1: none), got {x!r}")
+    for key in _POSITIVE & set(template):
+        h = float(d[key])
+        if not h > 4.0 * np.finfo(float).eps * abs(t):  # a step must move t
+            _fail(f"{path}.{key}", f"step size {h!r} does not advance t={t!r}")
+    n_newton = newton_size(integrator)
+    if "newton" in template:
+        check_newton_state(f"{path}.newton", d["newton"], n_newton)
+    if "J" in template and d["J"] is not None:
+        lu = d["newton"].get("lu")
+        if lu is None:
+            _fail(f"{path}.J", "is stored without its LU factorisation")
+        _array(f"{path}.J", d["J"], lu.shape)
+    if "dense" in template and d["dense"] is not None:
+        spec = _DENSE.get(method)
+        if spec is None:
+            _fail(f"{path}.dense", f"method {method!r} stores no dense output")
+        _keys(f"{path}.dense", d["dense"], list(spec))
+        for k, shape in spec.items():
+            _array(f"{path}.dense.{k}", d["dense"][k], tuple(n_y if s is None else s for s in shape))
+        if "h" in spec and not float(d["dense"]["h"]) > 0.0:
+            _fail(f"{path}.dense.h", f"must be > 0, got {float(d['dense']['h'])!r}")
+    for key in ("f_cur", "eigvec"):
+        if key in template and d[key] is not None:
+            _array(f"{path}.{key}", d[key], (n_y,))
+    if "stage_t0" in template and d["stage_t0"] is not None:
+        _real(f"{path}.stage_t0", d["stage_t0"])
+    if method.startswith("bdf"):
+        for key in ("k", "order", "k_used"):
+            _int(f"{path}.{key}", d[key], 1, BDF_MAX_ORDER)
+        _int(f"{path}.valid", d["valid"], 1, BDF_MAX_ORDER + 2)
+        for i, c in enumerate(d["order_counts"]):
+            _int(f"{path}.order_counts[{i}]", c)
+        tau = d["tau"]
+        if not (tau[0] > 0.0 and tau[1] > 0.0):
+            _fail(f"{path}.tau", f"must start with positive step sums, got {tau[:2].tolist()}")
+
+
+# -- the whole simulation -------------------------------------------------------------------
+def check_simulation_state(sim, s):
+    """Validate a :meth:`Simulation.get_state`-layout state for ``sim`` (module docstring)."""
+    template = sim.get_state()
+    _keys("state", s, list(template))
+    check_integrator_state(sim.integrator, s["integrator"], template["integrator"])
+    integ = s["integrator"]
+    time = _real("time", s["time"])
+    for key in ("u_ext", "u", "z"):
+        _like(key, s[key], template[key])
+    if not np.array_equal(np.asarray(s["u"]), np.asarray(integ["u"])):
+        _fail("u", "differs from the integrator's inputs integrator.u")
+    stopped = s["stopped"]
+    if not isinstance(stopped, (bool, np.bool_)):
+        _fail("stopped", f"must be a bool, got {stopped!r:.40}")
+    t_integ = float(integ["t"])
+    if stopped:
+        stop_time = _real("stop_time", s["stop_time"])
+        if not t_integ <= time or stop_time != t_integ:
+            _fail("stop_time", f"a stopped simulation must have integrator.t = stop_time <= time, "
+                               f"got integrator.t={t_integ!r}, stop_time={stop_time!r}, time={time!r}")
+    else:
+        if s["stop_time"] is not None:
+            _fail("stop_time", "must be None while the simulation is running")
+        if time != t_integ:
+            _fail("time", f"must equal the integrator time integrator.t={t_integ!r}, got {time!r}")
+    for key in ("communication_steps", "events"):
+        _int(key, s[key])
+    _check_chatter(s["chatter"], time)
+    _check_blocks(sim, s["blocks"], template["blocks"])
+    _check_clocks(sim, s["clocks"], t_integ if stopped else time)
+    _check_event_log(sim, s["event_log"])
+    _check_params(sim, s["params"], template["params"])
+
+
+def _check_chatter(d, time):
+    _keys("chatter", d, ("count", "last_time"))
+    _int("chatter.count", d["count"])
+    last = _real("chatter.last_time", d["last_time"], finite=False)
+    if math.isnan(last) or last == math.inf or (math.isfinite(last) and last > time):
+        _fail("chatter.last_time", f"must be -inf or a time <= {time!r}, got {last!r}")
+
+
+def _check_blocks(sim, blocks, template):
+    from .blocks import UserBlock
+    if not isinstance(blocks, (list, tuple)) or len(blocks) != len(template):
+        _fail("blocks", f"must be a list of {len(template)} block states")
+    for j, (b, d, tmpl) in enumerate(zip(sim.blocks, blocks, template)):
+        path = f"blocks[{j}]"
+        _keys(path, d, ("outputs", "internal"))
+        _like(f"{path}.outputs", d["outputs"], tmpl["outputs"])
+        if isinstance(b, UserBlock):
+            _plain(f"{path}.internal", d["internal"])
+        else:
+            _like(f"{path}.internal", d["internal"], tmpl["internal"])
+
+
+def _check_clocks(sim, clocks, t):
+    if not isinstance(clocks, (list, tuple)) or len(clocks) != len(sim._clocks):
+        _fail("clocks", f"must be a list of {len(sim._clocks)} sample indices")
+    tol = 4.0 * sim._time_tol(t)
+    for j, (clock, k) in enumerate(zip(sim._clocks, clocks)):
+        k = _int(f"clocks[{j}]", k)
+        # the next instant not yet executed: at or after t, its predecessor before t
+        nxt = (clock._o + k * clock._p) / clock._d
+        prev = (clock._o + (k - 1) * clock._p) / clock._d
+        if nxt < t - tol or (k > 0 and prev > t + tol):
+            _fail(f"clocks[{j}]", f"sample index {k} (instant {nxt!r}) is not the next instant "
+                                  f"of block {sim.blocks[j].name!r} at t={t!r}")
+
+
+def _check_event_log(sim, log):
+    if not isinstance(log, (list, tuple)) or len(log) > MAX_EVENT_LOG:
+        _fail("event_log", f"must be a list of at most {MAX_EVENT_LOG} entries")
+    n_events = len(sim.model.events)
+    for i, e in enumerate(log):
+        path = f"event_log[{i}]"
+        _keys(path, e, ("time", "name", "kind"), tuple(_EVENT_FIELDS))
+        for key, value in e.items():
+            kind = _EVENT_FIELDS[key]
+            if kind == "real":
+                _real(f"{path}.{key}", value)
+            elif kind == "int":
+                _int(f"{path}.{key}", value, 0, max(n_events - 1, 0) if key == "index" else MAX_COUNT)
+            elif kind == "bool":
+                if not isinstance(value, (bool, np.bool_)):
+                    _fail(f"{path}.{key}", f"must be a bool, got {value!r:.40}")
+            elif not isinstance(value, str):
+                _fail(f"{path}.{key}", f"must be a string, got {type(value).__name__}")
+        if e["kind"] not in _EVENT_KINDS:
+            _fail(f"{path}.kind", f"must be one of {sorted(_EVENT_KINDS)}, got {e['kind']!r:.40}")
+
+
+def _check_params(sim, params, template):
+    _keys("params", params, list(template))
+    model = sim.model
+    for key, tmpl in template.items():
+        _like(f"params.{key}", params[key], tmpl)
+        check = getattr(model, "_check_parameter", None)
+        if check is not None:
+            try:
+                check(key, params[key])
+            except InvalidInputError as exc:
+                _fail(f"params.{key}", str(exc))
