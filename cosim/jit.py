@@ -182,7 +182,7 @@ def _module_body(module, n_kernels):
     text = "\n".join(lines)
     for k in range(n_kernels):
         text = text.replace(f"fns[{k}](", f"_k{k}(")
-    return f"\n# ---- {module.__name__} ----\n" + text + "\n"
+    return f"\n# ---- {module.__name__.rsplit('.', 1)[-1]} ----\n" + text + "\n"
 
 
 def model_entry_points(method_module, kernel_functions, model_name, method_name, helpers=()):
