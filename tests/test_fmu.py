@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import cosim
+from cosim import jit
 from cosim.cli import main as cosim_main
 
 fmpy = pytest.importorskip("fmpy")
@@ -272,7 +273,9 @@ SUBPROCESS_CONTINUE = textwrap.dedent("""
     bundled = (len(private) == 1 and "cosim" not in sys.modules
                and os.path.realpath(sys.modules[private[0] + ".cosim"].__file__).startswith(
                    os.path.realpath(unzip)))
-    print(json.dumps({{"rows": rows, "bundled_cosim": bundled, "private": private}}))
+    entries = sorted(m for m in sys.modules if m.startswith("cosim_entry_"))
+    print(json.dumps({{"rows": rows, "bundled_cosim": bundled, "private": private,
+                      "entries": entries}}))
 """)
 
 
@@ -301,6 +304,13 @@ def test_serialized_state_continues_in_a_new_process(pendulum_fmu, tmp_path):
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["bundled_cosim"], result["private"]
     assert np.array_equal(np.array(result["rows"]), expected)  # identical continuation
+    # the FMU's private copy of the package runs the very compiled entry the
+    # development install uses (kernels pasted into it: one compilation per machine)
+    if jit.numba_available():
+        from cosim.integrators.ga_compiled import _model_entries
+        from cosim.models import load_model
+        dev_entry = _model_entries(load_model("pendulum")).__module__
+        assert result["entries"] == [dev_entry]
 
 
 # -- status and logging ----------------------------------------------------------------------------
