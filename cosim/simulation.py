@@ -374,8 +374,12 @@ class Simulation:
                 new[idx] = finite_float(f"input {key!r}", value, strict=True)
         else:
             try:  # fast path for a well-formed vector; errors are phrased by finite_vector
-                new = np.array(values, dtype=float)
-                ok = new.shape == self._u_ext.shape and np.isfinite(new).all()
+                if type(values) in (list, tuple):  # a few numbers: cheaper in Python than numpy
+                    ok = len(values) == len(self._u_ext) and all(map(math.isfinite, values))
+                    new = np.array(values, dtype=float) if ok else None
+                else:
+                    new = np.array(values, dtype=float)
+                    ok = new.shape == self._u_ext.shape and bool(np.isfinite(new).all())
             except (TypeError, ValueError):
                 ok = False
             if not ok:
@@ -404,7 +408,9 @@ class Simulation:
     # -- outputs -------------------------------------------------------------------------------
     def get_outputs(self):
         integ = self.integrator
-        out = np.asarray(self.model.output_values(integ.t, integ.y, self._u), dtype=float).reshape(-1)
+        out = self.model.output_values(integ.t, integ.y, self._u)
+        if not (type(out) is np.ndarray and out.dtype == np.float64 and out.ndim == 1):
+            out = np.asarray(out, dtype=float).reshape(-1)
         if self.blocks:
             out = np.concatenate([out, *(b.outputs for b in self.blocks)])
         return out

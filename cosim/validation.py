@@ -36,6 +36,8 @@ def communication_step_count(span, dt):
 
 def real_number(name, value):
     """``value`` as a float if it is a real number (not bool/str/complex)."""
+    if type(value) is float:  # the common case, without the numbers.Real ABC check
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "fiu":
             return float(value)
@@ -49,6 +51,8 @@ def finite_float(name, value, *, positive=False, nonnegative=False, strict=False
     ``strict`` (times and steps of the stepping API): only real numbers, no
     bool, str or complex.  Otherwise a numeric string is accepted (values from
     YAML/command-line text, e.g. PyYAML reads ``1e-3`` as a string)."""
+    if type(value) is float and math.isfinite(value) and value > 0.0:  # hot path (times, steps)
+        return value
     if strict:
         x = real_number(name, value)
     else:

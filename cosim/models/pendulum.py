@@ -4,6 +4,8 @@ q = (x, y), constraint x² + y² − l² = 0 (eq. 3.48), gravity along −y.
 Input: a torque about the pivot (N·m) applied as the tangential force
 τ/l² · (−y, x), plus horizontal/vertical forces on the bob.
 """
+import math
+
 import numpy as np
 
 from .base import Parameter, Signal
@@ -94,12 +96,13 @@ class Pendulum(KernelModel):
 
     def outputs_qv(self, t, q, v, u):
         l = self.params["l"]
-        angle = np.arctan2(q[0], -q[1])
-        omega = (q[0] * v[1] - q[1] * v[0]) / (l * l)
+        x, y, vx, vy = float(q[0]), float(q[1]), float(v[0]), float(v[1])  # scalars: math, not numpy
+        angle = math.atan2(x, -y)
+        omega = (x * vy - y * vx) / (l * l)
         # tension from energy-free formula: m(v²/l) + m g cosφ − radial input force
         m, g = self.params["m"], self.params["g"]
-        radial_in = (u[1] * q[0] + u[2] * q[1]) / l
-        tension = m * (v @ v) / l + m * g * (-q[1] / l) + radial_in
+        radial_in = (float(u[1]) * x + float(u[2]) * y) / l
+        tension = m * (vx * vx + vy * vy) / l + m * g * (-y / l) + radial_in
         return np.array([angle, omega, tension])
 
     def potential_energy(self, q, t=0.0):

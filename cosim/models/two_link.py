@@ -146,9 +146,10 @@ class TwoLink(KernelModel):
 
     def outputs_qv(self, t, q, v, u):
         l1, l2 = self.params["l1"], self.params["l2"]
-        tip_x = l1 * np.cos(q[2]) + l2 * np.cos(q[5])
-        tip_y = l1 * np.sin(q[2]) + l2 * np.sin(q[5])
-        return np.array([q[2], q[5] - q[2], v[2], v[5] - v[2], tip_x, tip_y])
+        t1, t2, w1, w2 = float(q[2]), float(q[5]), float(v[2]), float(v[5])  # scalars: math, not numpy
+        tip_x = l1 * math.cos(t1) + l2 * math.cos(t2)
+        tip_y = l1 * math.sin(t1) + l2 * math.sin(t2)
+        return np.array([t1, t2 - t1, w1, w2 - w1, tip_x, tip_y])
 
     def potential_energy(self, q, t=0.0):
         p = self.params
