@@ -1,0 +1,169 @@
+"""Robots from URDF (issue 18): cosim.models.urdf on pinocchio."""
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pinocchio")
+
+from cosim import Simulation  # noqa: E402
+from cosim.errors import CosimError, InvalidInputError, StateError, UnknownModelError  # noqa: E402
+from cosim.models.urdf import example_robot_path, load_urdf, urdf_model_class  # noqa: E402
+
+TWO_LINK = Path(__file__).resolve().parents[1] / "cosim" / "data" / "urdf" / "two_link.urdf"
+# a hanging two-link arm under constant joint torques (two_link uses absolute angles:
+# θ1 = joint1, θ2 = joint1 + joint2)
+LIB_PARAMS = {"theta1_0": -1.4, "theta2_0": -1.5}
+LIB_INPUTS = {"tau1": 0.5, "tau2": -0.2}
+URDF_PARAMS = {"joint1.q0": -1.4, "joint2.q0": -0.1}
+URDF_INPUTS = {"joint1": 0.5, "joint2": -0.2}
+
+
+def _panda(**kw):
+    try:
+        return load_urdf(example_robot_path(), **kw)
+    except UnknownModelError as exc:
+        pytest.skip(str(exc))
+
+
+def _trajectory(model, method, params, inputs, t_end=5.0, dt=0.05, **kw):
+    """Joint angles and rates (the first four outputs of both models) every dt."""
+    sim = Simulation(model, method=method, params=params, backend="python", **kw)
+    sim.set_inputs(inputs)
+    out = [sim.get_outputs()[:4]]
+    for _ in range(int(round(t_end / dt))):
+        sim.do_step(sim.time, dt)
+        out.append(sim.get_outputs()[:4])
+    return np.array(out)
+
+
+@pytest.mark.parametrize("method", ["dopri5", "bdf"])
+def test_two_link_urdf_reproduces_library_model(method):
+    """Same method, rtol = atol = 1e-12, 5 s: joint angles and rates agree <= 1e-8
+    (measured: dopri5 6e-11, bdf 1.9e-9)."""
+    lib = _trajectory("two_link", method, LIB_PARAMS, LIB_INPUTS, rtol=1e-12, atol=1e-12)
+    rob = _trajectory(load_urdf(TWO_LINK), method, URDF_PARAMS, URDF_INPUTS,
+                      rtol=1e-12, atol=1e-12)
+    assert np.abs(lib - rob).max() <= 1e-8
+
+
+def test_two_link_urdf_generalized_alpha_second_order_to_library_model():
+    """Generalized-α is second order: fixed h = 1 ms and 0.5 ms differ from the library
+    model (dopri5, 1e-13) by ~7e-5 and ~1.9e-5 (ratio 4); their Richardson extrapolation
+    (4 y(h/2) − y(h)) / 3 agrees <= 1e-8 (measured 1.4e-9)."""
+    ref = _trajectory("two_link", "dopri5", LIB_PARAMS, LIB_INPUTS, rtol=1e-13, atol=1e-13)
+    cls = load_urdf(TWO_LINK)
+    y1, y2 = (_trajectory(cls, "generalized-alpha", URDF_PARAMS, URDF_INPUTS, h=h,
+                          rtol=1e-10, atol=1e-12) for h in (1e-3, 5e-4))
+    e1, e2 = np.abs(y1 - ref).max(), np.abs(y2 - ref).max()
+    assert 3.5 < e1 / e2 < 4.5
+    assert np.abs((4.0 * y2 - y1) / 3.0 - ref).max() <= 1e-8
+
+
+def test_urdf_model_terms_match_differences_and_auto_backend_is_python():
+    from cosim.model_check import check_model
+
+    report = check_model(_panda(), params={"panda_joint1.friction": 0.5, "panda_joint2.v0": -0.2,
+                                           "friction_velocity_scale": 0.5})
+    assert report.ok, report.table()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback notice for a model without kernels
+        sim = Simulation(load_urdf(TWO_LINK), backend="auto")
+    assert sim.backend == "python"
+    assert sim.input_names == ("joint1", "joint2")
+    assert sim.coordinate_names == ("joint1", "joint2")
+
+
+def test_panda_energy_drift_shrinks_with_tolerance():
+    """No damping, no inputs, 1 s of free fall: |ΔE| 3e-5 J at 1e-6, 1.7e-7 J at 1e-8
+    (dopri5; E ~ 100 J)."""
+    cls = _panda()
+    zero = {f"{j}.damping": 0.0 for j in cls.coordinates}
+    drift = []
+    for tol in (1e-6, 1e-8):
+        sim = Simulation(cls, method="dopri5", params=zero, rtol=tol, atol=tol * 1e-2)
+        e0 = sim.model.energy(0.0, sim.y)
+        for _ in range(20):
+            sim.do_step(sim.time, 0.05)
+        drift.append(abs(sim.model.energy(sim.time, sim.y) - e0))
+    assert drift[1] < drift[0] / 10 and drift[1] < 1e-5
+
+
+def test_panda_joint_limit_located_within_event_tolerance():
+    """Joint 4 runs into its upper limit: the event time is where the same run without
+    limits reaches it (|q - upper| <= |v| * event_tolerance + integration error)."""
+    params = {"panda_joint4.q0": -0.3, "panda_joint4.v0": 2.0, "panda_joint6.q0": 1.5}
+    opts = dict(method="dopri5", params=params, rtol=1e-10, atol=1e-10, event_tolerance=1e-10)
+    sim = Simulation(_panda(position_limits=True), **opts)
+    for _ in range(10):
+        sim.do_step(sim.time, 0.01)
+    first = sim.event_log[0]
+    assert first["name"] == "panda_joint4_upper_limit"
+    free = Simulation(_panda(), **opts)
+    free.do_step(0.0, first["time"])
+    upper, v = -0.0698, free.y[9 + 3]
+    assert abs(free.y[3] - upper) <= abs(v) * 1e-10 + 1e-9
+    # the stop: restitution 0.5 reverses the velocity
+    assert sim.y[3] < upper and sim.event_log[0]["time"] < 0.1
+
+
+def test_effort_saturation_damping_and_friction():
+    cls = load_urdf(TWO_LINK)
+    m = cls(**{"joint1.effort_limit": 1.0, "joint2.damping": 0.3, "joint2.friction": 0.2,
+               "friction_velocity_scale": 0.01})
+    q, v = np.array([0.3, -0.2]), np.array([0.0, 0.5])
+    free = cls()
+    Q = m.forces(q, v, 0.0, np.array([5.0, 0.0]))
+    Q0 = free.forces(q, v, 0.0, np.array([1.0, 0.0]))  # saturated at 1 N m
+    assert Q[0] == pytest.approx(Q0[0], abs=1e-12)
+    assert Q[1] == pytest.approx(Q0[1] - 0.3 * 0.5 - 0.2 * np.tanh(50.0), abs=1e-12)
+
+
+URDF_HEAD = '<robot name="bad"><link name="base"/>'
+LINK = '<link name="{n}"><inertial><mass value="1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>'
+
+
+def _joint(name, kind, child="l1", extra=""):
+    return (f'<joint name="{name}" type="{kind}"><parent link="base"/><child link="{child}"/>'
+            f'<axis xyz="0 0 1"/>{extra}</joint>')
+
+
+@pytest.mark.parametrize("text, names", [
+    ("<robot name='x'><link name='a'>", "malformed URDF"),
+    (URDF_HEAD + LINK.format(n="l1") + _joint("j_float", "floating") + "</robot>", "'j_float'"),
+    (URDF_HEAD + LINK.format(n="l1") + _joint("j_planar", "planar") + "</robot>", "'j_planar'"),
+    (URDF_HEAD + '<link name="l1"/>' + _joint("j1", "continuous") + "</robot>", "link 'l1'"),
+    (URDF_HEAD + '<link name="l1"/><link name="l2"/>' + _joint("j1", "continuous")
+     + '<joint name="j2" type="continuous"><parent link="l1"/><child link="l2"/></joint></robot>',
+     "joint 'j1' moves no mass"),
+    (URDF_HEAD + '<link name="l1"><inertial><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>'
+     + _joint("j1", "continuous") + "</robot>", "link 'l1' <inertial> has no <mass>"),
+    (URDF_HEAD + LINK.format(n="l1") + _joint("j1", "revolute") + "</robot>",
+     "joint 'j1' (revolute) needs a <limit>"),
+    (URDF_HEAD + LINK.format(n="l1").replace('ixy="0" ', "") + _joint("j1", "continuous")
+     + "</robot>", "link 'l1' <inertial> <inertia>: missing attribute 'ixy'"),
+    (URDF_HEAD + '<link name="l1"><inertial><origin xyz="0 0 0"/><mass value="1"/><inertia '
+     'ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="0"/></inertial></link>'
+     + _joint("j1", "continuous") + "</robot>", "joint 'j1' moves no mass or inertia"),
+    ('<!DOCTYPE r [<!ENTITY a "aaaa">]>' + URDF_HEAD + "</robot>", "DOCTYPE"),
+    ("x" * (4 * 2 ** 20 + 1), "larger than the limit"),
+])
+def test_bad_urdf_is_one_clear_error_naming_the_element(text, names):
+    with pytest.raises(InvalidInputError, match=names.replace("(", r"\(").replace(")", r"\)")):
+        urdf_model_class(text)
+
+
+def test_missing_mesh_is_ignored():
+    text = (URDF_HEAD + LINK.format(n="l1").replace(
+        "</link>", '<visual><geometry><mesh filename="/nonexistent/m.stl"/></geometry></visual>'
+                   '<collision><geometry><mesh filename="package://none/c.dae"/></geometry>'
+                   "</collision></link>") + _joint("j1", "continuous") + "</robot>")
+    sim = Simulation(urdf_model_class(text), method="dopri5")
+    sim.do_step(0.0, 0.1)
+    assert sim.coordinate_names == ("j1",)
+
+
+def test_urdf_path_outside_the_cli_is_refused():
+    with pytest.raises(UnknownModelError, match="command line"):
+        Simulation(str(TWO_LINK))
