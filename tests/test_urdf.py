@@ -167,3 +167,26 @@ def test_missing_mesh_is_ignored():
 def test_urdf_path_outside_the_cli_is_refused():
     with pytest.raises(UnknownModelError, match="command line"):
         Simulation(str(TWO_LINK))
+
+
+def test_urdf_state_round_trip_bit_identical_and_other_robot_rejected():
+    cls = load_urdf(TWO_LINK)
+    sim = Simulation(cls, method="generalized-alpha", params=URDF_PARAMS)
+    sim.set_inputs(URDF_INPUTS)
+    for _ in range(5):
+        sim.do_step(sim.time, 0.01)
+    blob = sim.serialize_state()
+    assert cls.source_digest.encode() in blob  # the URDF hash is in the header
+    ref = [sim.do_step(sim.time, 0.01) and sim.y for _ in range(5)]
+    fresh = Simulation(load_urdf(TWO_LINK), method="generalized-alpha", params=URDF_PARAMS)
+    fresh.deserialize_state(blob)
+    again = [fresh.do_step(fresh.time, 0.01) and fresh.y for _ in range(5)]
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(ref, again))
+    # the same robot with one changed inertia value: another URDF, another hash
+    other = urdf_model_class(TWO_LINK.read_text().replace('<mass value="2"/>', '<mass value="2.5"/>'))
+    assert other.name == cls.name and other.source_digest != cls.source_digest
+    victim = Simulation(other, method="generalized-alpha", params=URDF_PARAMS)
+    before = victim.serialize_state()
+    with pytest.raises(StateError, match="model_digest"):
+        victim.deserialize_state(blob)
+    assert victim.serialize_state() == before
