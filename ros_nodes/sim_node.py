@@ -64,6 +64,8 @@ __all__ = ["SimulationNode", "ConfigurationError", "main"]
 def model_parameters(model):
     """The model's parameter specs (for ``params.*``); errors name the parameter."""
     try:
+        if isinstance(model, type):  # a robot from URDF (params.plant_model)
+            return model.parameters
         return cosim.models.model_class(model).parameters if isinstance(model, str) else ()
     except CosimError as exc:
         raise ConfigurationError(f"parameter 'model': {exc}") from None

@@ -80,6 +80,7 @@ class URDFModel(MultibodyModel):
     frames = ()             # names of the frames whose poses are outputs
     position_limits = False
     source_digest = None    # sha256 of the URDF text (in the state header)
+    efforts_by_joint = True  # the ROS node maps JointState efforts to the inputs by joint name
     _pin_model = None
     _limited = ()           # indices of joints with position limits
 
