@@ -173,7 +173,7 @@ class URDFModel(MultibodyModel):
         if self._has_friction:
             slope += self._friction / self._vs / np.cosh(v / self._vs) ** 2
         Qv = -dv
-        Qv[np.diag_indices_from(Qv)] -= slope
+        Qv.flat[::Qv.shape[0] + 1] -= slope  # the diagonal
         return -dq, Qv
 
     def mass_jacobian_term(self, q, a, t):
