@@ -190,7 +190,9 @@ def declare(node, model_parameters):
     for name in unknown:
         if name.startswith("params."):
             raise ConfigurationError(
-                f"parameter {name!r}: model {model!r} has no parameter {name[7:]!r} "
+                f"parameter {name!r}: model "
+                f"{model if isinstance(model, str) else model.name + ' (URDF)'!r} has no "
+                f"parameter {name[7:]!r} "
                 f"(parameters: {', '.join(q.name for q in spec_params) or 'none'})")
     if unknown:
         hint = (" (state_file was replaced by state_directory + state_name)"

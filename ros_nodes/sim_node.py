@@ -135,8 +135,14 @@ class SimulationNode(Node):
         return messages
 
     @property
+    def model_label(self):
+        """The 'model' parameter, or the robot's name for a URDF plant."""
+        model = self.config["model"]
+        return model if isinstance(model, str) else f"{self.sim.model.name} (URDF)"
+
+    @property
     def summary(self):
-        return (f"model {self.config['model']}, mode {self.mode}, t={self.sim.time!r}"
+        return (f"model {self.model_label}, mode {self.mode}, t={self.sim.time!r}"
                 f"{', paused' if self.paused else ''}")
 
     # names used by commands.py

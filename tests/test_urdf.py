@@ -309,3 +309,33 @@ def test_ros_lock_step_pd_brings_panda_to_target_bit_identical_to_simulation(har
         ref.set_inputs(dict(zip(names, states[k + 1][3])))
         ref.do_step(ref.time, 0.01)
         assert list(ref.y[:9]) == list(states[k + 1][1]), f"step {k}"
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize("overrides, message", [
+    ({"robot_description": "<robot name='x'><link name='a'>"},
+     "parameter 'robot_description': malformed URDF"),
+    ({"robot_description": URDF_HEAD + LINK.format(n="l1") + _joint("j", "floating") + "</robot>"},
+     "parameter 'robot_description': URDF joint 'j' has type 'floating'"),
+    ({"urdf_file": "/nonexistent/robot.urdf"}, "parameter 'urdf_file': cannot read URDF file"),
+    ({"robot_description": TWO_LINK.read_text(), "params.joint1.q9": 1.0},
+     "model 'two_link \\(URDF\\)' has no parameter 'joint1.q9'"),
+])
+def test_ros_node_bad_robot_description_is_a_configuration_error(monkeypatch, request,
+                                                                 overrides, message):
+    rclpy = pytest.importorskip("rclpy")
+    from rclpy.parameter import Parameter
+
+    from ros_nodes.common import ConfigurationError
+    from ros_nodes.sim_node import SimulationNode
+    from ros_nodes.testing import unique_domain_id
+
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=unique_domain_id(request.node.name))
+    try:
+        with pytest.raises(ConfigurationError, match=message):
+            SimulationNode(context=ctx, parameter_overrides=[
+                Parameter(k, value=v) for k, v in overrides.items()])
+    finally:
+        rclpy.try_shutdown(context=ctx)
