@@ -285,8 +285,9 @@ def test_ros_lock_step_pd_brings_panda_to_target_bit_identical_to_simulation(har
     yaml_path.write_text(
         "cosim_sim:\n  ros__parameters:\n"
         f"    urdf_file: {path}\n    method: generalized-alpha\n    integrator_step: 0.001\n"
-        "    communication_step: 0.01\n    mode: lock_step\n")
+        "    communication_step: 0.01\n    mode: lock_step\n    urdf_frames: [panda_hand]\n")
     hs = harness(yaml_path=str(yaml_path))
+    assert "panda_hand_z" in hs.plant.sim.output_names
     cls = load_urdf(path)
     names = list(cls.coordinates)
     pm = pin.buildModelFromUrdf(str(path))
