@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("pinocchio")
 
 from cosim import Simulation  # noqa: E402
-from cosim.errors import CosimError, InvalidInputError, StateError, UnknownModelError  # noqa: E402
+from cosim.errors import InvalidInputError, StateError, UnknownModelError  # noqa: E402
 from cosim.models.urdf import example_robot_path, load_urdf, urdf_model_class  # noqa: E402
 
 TWO_LINK = Path(__file__).resolve().parents[1] / "cosim" / "data" / "urdf" / "two_link.urdf"
@@ -121,7 +121,8 @@ def test_effort_saturation_damping_and_friction():
 
 
 URDF_HEAD = '<robot name="bad"><link name="base"/>'
-LINK = '<link name="{n}"><inertial><mass value="1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>'
+LINK = ('<link name="{n}"><inertial><mass value="1"/>'
+        '<inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>')
 
 
 def _joint(name, kind, child="l1", extra=""):
@@ -137,7 +138,8 @@ def _joint(name, kind, child="l1", extra=""):
     (URDF_HEAD + '<link name="l1"/><link name="l2"/>' + _joint("j1", "continuous")
      + '<joint name="j2" type="continuous"><parent link="l1"/><child link="l2"/></joint></robot>',
      "joint 'j1' moves no mass"),
-    (URDF_HEAD + '<link name="l1"><inertial><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>'
+    (URDF_HEAD + '<link name="l1"><inertial>'
+     '<inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>'
      + _joint("j1", "continuous") + "</robot>", "link 'l1' <inertial> has no <mass>"),
     (URDF_HEAD + LINK.format(n="l1") + _joint("j1", "revolute") + "</robot>",
      "joint 'j1' (revolute) needs a <limit>"),
@@ -183,7 +185,8 @@ def test_urdf_state_round_trip_bit_identical_and_other_robot_rejected():
     again = [fresh.do_step(fresh.time, 0.01) and fresh.y for _ in range(5)]
     assert all(a.tobytes() == b.tobytes() for a, b in zip(ref, again))
     # the same robot with one changed inertia value: another URDF, another hash
-    other = urdf_model_class(TWO_LINK.read_text().replace('<mass value="2"/>', '<mass value="2.5"/>'))
+    other = urdf_model_class(TWO_LINK.read_text().replace('<mass value="2"/>',
+                                                          '<mass value="2.5"/>'))
     assert other.name == cls.name and other.source_digest != cls.source_digest
     victim = Simulation(other, method="generalized-alpha", params=URDF_PARAMS)
     before = victim.serialize_state()
@@ -360,3 +363,12 @@ def test_every_multibody_method_runs_a_urdf_robot_without_constraints(method):
     got = _trajectory(cls, method, URDF_PARAMS, URDF_INPUTS, t_end=1.0, dt=0.1,
                       rtol=1e-6, atol=1e-8, **fixed)
     assert np.abs(got[:, :2] - ref[:, :2]).max() < 1e-3
+
+
+def test_missing_pinocchio_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pinocchio", None)  # `import pinocchio` raises ImportError
+    text = TWO_LINK.read_text().replace('name="two_link"', 'name="two_link_no_pin"')
+    with pytest.raises(UnknownModelError, match=r"pip install 'cosim\[robots\]'"):
+        urdf_model_class(text)

@@ -254,8 +254,9 @@ def urdf_model_class(text, frames=(), position_limits=False):
         np.linalg.cholesky(M)
     except np.linalg.LinAlgError:
         worst = names[int(np.argmin(np.diag(M)))]
-        raise InvalidInputError(f"URDF robot {robot.name!r}: the mass matrix is singular "
-                                f"(joint {worst!r} moves no mass or inertia about its axis)") from None
+        raise InvalidInputError(
+            f"URDF robot {robot.name!r}: the mass matrix is singular (joint {worst!r} moves "
+            f"no mass or inertia about its axis)") from None
     for f in frames:
         if not pm.existFrame(f):
             known = [fr.name for fr in pm.frames][1:]
@@ -334,7 +335,8 @@ def model_from_spec(spec):
     if isinstance(frames, str):
         frames = [f for f in frames.split(",") if f.strip()]
     if not isinstance(frames, (list, tuple)) or not all(isinstance(f, str) for f in frames):
-        raise InvalidInputError(f"URDF model spec: 'frames' must be a list of names, got {frames!r}")
+        raise InvalidInputError(f"URDF model spec: 'frames' must be a list of names, "
+                                f"got {frames!r}")
     limits = spec.get("position_limits", False)
     if not isinstance(limits, bool):
         raise InvalidInputError(f"URDF model spec: 'position_limits' must be true or false, "
