@@ -1,5 +1,6 @@
 """User models from a file named on the command line: ``path/to/file.py:Class``.
 
+A URDF file ``robot.urdf`` (:mod:`cosim.models.urdf`) is read the same way.
 Only the ``cosim`` CLI (whose arguments the user types) loads files; specs
 from scenario files, FMU configurations and ROS parameters go through
 :func:`cosim.models.model_class`, which refuses file paths.  Loading imports
@@ -58,5 +59,11 @@ def load_model_file(spec):
 
 
 def resolve_cli_model(spec):
-    """What the CLI passes on to Simulation/check_model: a class for a file spec, else the spec."""
+    """What the CLI passes on to Simulation/check_model: a class for a file spec
+    (``file.py:Class`` or a URDF file ``robot.urdf``), else the spec."""
+    from .models import is_urdf_spec
+
+    if isinstance(spec, str) and is_urdf_spec(spec):
+        from .models.urdf import load_urdf
+        return load_urdf(spec)
     return load_model_file(spec) if is_file_spec(spec) else spec

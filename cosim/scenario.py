@@ -150,7 +150,11 @@ class Scenario:
         self.params = dict(data.get("params") or {})
         if isinstance(model, dict):
             self.params.update(model.get("params") or {})
-            model = model.get("name")
+            if "urdf" in model or "urdf_text" in model:  # a robot: {urdf: PATH} (issue 18)
+                model = urdf_plant(model, source)
+                self.data = data = dict(data, model=dict(model, params=self.params))
+            else:
+                model = model.get("name")
         self.model = model
         # default method: generalized-alpha for multibody plants, the exact
         # state-transition method for LTI plants, dopri5 for other ODEs
@@ -378,6 +382,27 @@ class ScenarioResult:
         fig.tight_layout()
         fig.savefig(path, dpi=110)
         plt.close(fig)
+
+
+def urdf_plant(spec, source):
+    """``model: {urdf: PATH, frames: [...], position_limits: bool}`` as a URDF model spec
+    with the text (:mod:`cosim.models.urdf`).  PATH is relative to the scenario file and
+    must stay in its folder (a scenario names no file elsewhere)."""
+    from .models.urdf_parse import read_file
+
+    spec = {k: v for k, v in spec.items() if k != "params"}
+    if "urdf" in spec:
+        path = spec.pop("urdf")
+        folder = Path(str(source)).resolve().parent
+        full = (folder / str(path)).resolve()
+        if not isinstance(path, str) or not full.is_relative_to(folder) or not full.is_file():
+            raise ScenarioError(f"{source}: model urdf {path!r} must name a URDF file in the "
+                                f"scenario's folder {str(folder)!r}")
+        try:
+            spec["urdf_text"] = read_file(full)
+        except InvalidInputError as exc:
+            raise ScenarioError(f"{source}: {exc}") from None
+    return spec
 
 
 def default_method(model, source="<scenario>"):

@@ -262,6 +262,8 @@ class Simulation:
             "connections": [[c[0], c[1]] for c in self.connections],
             "input_names": list(self.input_names), "output_names": list(self.output_names),
             "configuration": _plain(getattr(self.model, "configuration", None)),
+            # what the model was built from (a URDF robot: SHA-256 of its text)
+            "model_digest": getattr(self.model, "source_digest", None),
         }
 
     def _start(self, new_integrator=True):

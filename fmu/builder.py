@@ -89,6 +89,18 @@ def _load_scenario(path, method, rtol, atol, step):
     return data, sim, experiment, scen.name, scen.description, starts, refs
 
 
+def _model_spec(target):
+    """The model as the FMU configuration stores it: a name or ``module:Class`` spec,
+    or for a URDF file (named by the user who builds) the robot's text, bundled in
+    the FMU's resources (``{"urdf_text": ...}``, :mod:`cosim.models.urdf`)."""
+    from cosim.models import is_urdf_spec
+
+    if isinstance(target, str) and is_urdf_spec(target):
+        from cosim.models.urdf import load_urdf
+        return load_urdf(target).spec()
+    return str(target)
+
+
 def _user_modules(spec):
     """Top-level importable names of user code referenced by ``module:attr`` specs."""
     specs = []
@@ -249,7 +261,7 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
     """Build ``output`` (an .fmu path; default ``<Identifier>.fmu``) and return its Path.
 
     ``target``: a library model name, ``package.module:ClassName`` of a user
-    model, or a scenario file (``.yaml``: plant + discrete blocks as one FMU;
+    model, a URDF file ``robot.urdf`` (its text goes into the FMU), or a scenario file (``.yaml``: plant + discrete blocks as one FMU;
     its method/tolerances/step are used unless given here, its input signals
     give the start values of the FMU inputs, its stop time and communication
     step the DefaultExperiment).
@@ -281,14 +293,14 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
         spec = {"scenario": data}
         method_options = dict(data.get("method_options") or {})
     else:
-        spec = {"model": str(target)}
+        spec = {"model": _model_spec(target)}
         if blocks:
             spec["blocks"] = [dict(b) for b in blocks]
         if connections:
             spec["connections"] = list(connections)
         refs, experiment, default_name, description = spec, {}, None, ""
         # validate everything by building the simulation once (clear cosim errors)
-        sim = Simulation(method=method or default_method(target), params=params,
+        sim = Simulation(method=method or default_method(spec["model"]), params=params,
                          rtol=1e-6 if rtol is None else rtol, atol=1e-8 if atol is None else atol,
                          h=step, method_options=method_options, **spec)
         spec = dict(spec, params=params)

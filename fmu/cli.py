@@ -60,13 +60,15 @@ def register(subparsers):
     b = sub.add_parser(
         "build", help="build an FMI 2.0 Co-Simulation FMU of a model or a scenario",
         description="Build an FMI 2.0 Co-Simulation FMU (linux64) of a library model, a user "
-                    "model package.module:ClassName, or a scenario file (plant + discrete blocks). "
+                    "model package.module:ClassName, a robot's URDF file (its text is bundled; the "
+                    "importer then needs pinocchio: pip install 'cosim[robots]'), or a scenario "
+                    "file (plant + discrete blocks). "
                     "Needs a C++17 compiler once (the FMU binary is cached). The FMU carries a "
                     "private copy of the cosim core; the importer needs Python >= 3.11 with numpy "
                     "and scipy.")
-    b.add_argument("target", metavar="MODEL|SCENARIO.yaml",
-                   help="library model name (see `cosim models`), package.module:ClassName, or a "
-                        "scenario file")
+    b.add_argument("target", metavar="MODEL|ROBOT.urdf|SCENARIO.yaml",
+                   help="library model name (see `cosim models`), package.module:ClassName, a "
+                        "URDF file, or a scenario file")
     b.add_argument("-o", "--output", metavar="FILE.fmu", default=None,
                    help="FMU file to write (default: <Identifier>.fmu)")
     b.add_argument("--method", default=None,

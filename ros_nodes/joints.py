@@ -29,6 +29,9 @@ class JointMap:
         else:
             velocities = []
         efforts = cfg["joint_efforts"] or []
+        if cfg["joint_efforts"] is None and getattr(sim.model, "efforts_by_joint", False):
+            # a robot from URDF: each joint's effort is the input named after it
+            efforts = [n if n in inputs else "" for n in names]
         for key, lst in (("joint_positions", positions), ("joint_velocities", velocities),
                          ("joint_efforts", efforts)):
             if lst and len(lst) != len(names):

@@ -39,6 +39,12 @@ S = Spec
 PLANT = (
     S("model", "pendulum", "cosim model: library name (pendulum, two_link, ...) or "
       "'package.module:Class'"),
+    S("robot_description", "", "URDF text of a robot to simulate instead of 'model' (the ROS "
+      "convention; cosim.models.urdf, needs pinocchio); '' = none"),
+    S("urdf_file", "", "URDF file of a robot to simulate instead of 'model' (read once at "
+      "start-up); '' = none"),
+    S("urdf_frames", Parameter.Type.STRING_ARRAY, "robot from URDF: links/joints whose poses are "
+      "outputs (<frame>_x.._qw)"),
     S("method", "generalized-alpha", "integration method (cosim METHOD_REGISTRY name)"),
     S("backend", "auto", "auto (compiled numba kernels where the method and model have them), "
       "numba or python (the reference)", choices=("auto", "numba", "python")),
@@ -171,7 +177,7 @@ def declare(node, model_parameters):
     for spec in PLANT:
         node.declare_parameter(spec.name, spec.default, _descriptor(spec))
     overrides = node._parameter_overrides
-    model = node.get_parameter("model").value
+    model = plant_model(node)
     spec_params = model_parameters(model)
     for q in spec_params:
         node.declare_parameter(f"params.{q.name}", float(q.default), descriptor(
@@ -184,14 +190,41 @@ def declare(node, model_parameters):
     for name in unknown:
         if name.startswith("params."):
             raise ConfigurationError(
-                f"parameter {name!r}: model {model!r} has no parameter {name[7:]!r} "
+                f"parameter {name!r}: model "
+                f"{model if isinstance(model, str) else model.name + ' (URDF)'!r} has no "
+                f"parameter {name[7:]!r} "
                 f"(parameters: {', '.join(q.name for q in spec_params) or 'none'})")
     if unknown:
         hint = (" (state_file was replaced by state_directory + state_name)"
                 if "state_file" in unknown else "")
         raise ConfigurationError(f"unknown parameter(s) for this node: {', '.join(unknown)}"
                                  f"{hint}; see --help")
-    return read(node)
+    cfg = read(node)
+    cfg["model"] = model
+    return cfg
+
+
+def plant_model(node):
+    """The 'model' parameter, or the class of the robot of ``robot_description`` /
+    ``urdf_file`` (errors name the parameter)."""
+    text = node.get_parameter("robot_description").value
+    path = node.get_parameter("urdf_file").value
+    if not text and not path:
+        return node.get_parameter("model").value
+    if text and path:
+        raise ConfigurationError("parameters 'robot_description' and 'urdf_file' are both set; "
+                                 "give one")
+    try:
+        frames = node.get_parameter("urdf_frames").value
+    except ParameterUninitializedException:
+        frames = None
+    from cosim.errors import CosimError
+    from cosim.models.urdf import load_urdf, urdf_model_class
+    try:
+        return urdf_model_class(text, frames) if text else load_urdf(path, frames)
+    except CosimError as exc:
+        raise ConfigurationError(f"parameter {'robot_description' if text else 'urdf_file'!r}: "
+                                 f"{exc}") from None
 
 
 def read(node):

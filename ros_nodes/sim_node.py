@@ -64,6 +64,8 @@ __all__ = ["SimulationNode", "ConfigurationError", "main"]
 def model_parameters(model):
     """The model's parameter specs (for ``params.*``); errors name the parameter."""
     try:
+        if isinstance(model, type):  # a robot from URDF (params.plant_model)
+            return model.parameters
         return cosim.models.model_class(model).parameters if isinstance(model, str) else ()
     except CosimError as exc:
         raise ConfigurationError(f"parameter 'model': {exc}") from None
@@ -133,8 +135,14 @@ class SimulationNode(Node):
         return messages
 
     @property
+    def model_label(self):
+        """The 'model' parameter, or the robot's name for a URDF plant."""
+        model = self.config["model"]
+        return model if isinstance(model, str) else f"{self.sim.model.name} (URDF)"
+
+    @property
     def summary(self):
-        return (f"model {self.config['model']}, mode {self.mode}, t={self.sim.time!r}"
+        return (f"model {self.model_label}, mode {self.mode}, t={self.sim.time!r}"
                 f"{', paused' if self.paused else ''}")
 
     # names used by commands.py

@@ -76,7 +76,7 @@ class Telemetry:
         sim_dt = sim_time - self.window_sim_start
         self.window_start, self.window_sim_start = now, sim_time
         status = DiagnosticStatus(name=f"{node.get_name()}: cosim simulation",
-                                  hardware_id=str(node.config["model"]))
+                                  hardware_id=node.model_label)
         status.level, status.message = DiagnosticStatus.OK, "running"
         if node.step_error is not None:
             status.level, status.message = DiagnosticStatus.ERROR, f"step failed: {node.step_error}"

@@ -333,22 +333,24 @@ class PreadjustedSPARK(MultibodyIntegrator):
         return M
 
     def _kinetic_gradient(self, q, v, t):
-        """∂T_γ/∂q at fixed q' (seed 003 eq. 9)."""
+        """∂T_γ/∂q at fixed q' (seed 003 eq. 9), less the quadratic-velocity force the
+        model's Q already holds: the protocol's Q is M q'' − applied forces, i.e. it
+        includes ∂T/∂q − Ṁ q' (base.MultibodyModel.forces), while p' = ∂T/∂q + applied
+        forces; so with M = M(q) the term added to Q here is Ṁ q' = (M(q) q')_q q'."""
         model = self.model
         if model.constant_mass:
             g = np.zeros(q.size)
         else:
             J = model.mass_jacobian_term(q, v, t)
-            if J is not None:
-                g = 0.5 * (J.T @ v)
-            else:  # central differences of ½ vᵀ M(q) v
-                g = np.empty(q.size)
+            if J is None:  # (M(q) v)_q by central differences
+                J = np.empty((q.size, q.size))
                 for k in range(q.size):
                     dq = EPS ** (1.0 / 3.0) * max(1.0, abs(q[k]))
                     qp, qm = q.copy(), q.copy()
                     qp[k] += dq
                     qm[k] -= dq
-                    g[k] = 0.5 * v @ ((model.mass(qp, t) - model.mass(qm, t)) @ v) / (qp[k] - qm[k])
+                    J[:, k] = (model.mass(qp, t) @ v - model.mass(qm, t) @ v) / (qp[k] - qm[k])
+            g = J @ v
         if self._chain is not None:
             for ip, inx, l, J in self._chain:
                 coef = self.gamma_value - J

@@ -1,4 +1,6 @@
 """The model library.  ``load_model("andrews", **params)`` builds a model."""
+from collections.abc import Mapping
+
 from .._registry import load_symbol, user_class_spec
 from ..errors import UnknownModelError
 from .base import Event, FirstOrderModel, Model, MultibodyModel, Parameter, Signal, check_inputs
@@ -16,8 +18,31 @@ MODEL_REGISTRY = {
 }
 
 
+def is_urdf_spec(model):
+    """True for a URDF model spec: a mapping ``{"urdf_text": ...}`` (or a ``.urdf`` path)."""
+    if isinstance(model, Mapping):
+        return "urdf_text" in model or "urdf" in model
+    return isinstance(model, str) and ":" not in model and model.lower().endswith(".urdf")
+
+
 def model_class(name):
-    """The class registered under ``name`` or given as ``package.module:Class``."""
+    """The class registered under ``name``, given as ``package.module:Class``, or of
+    the robot of a URDF spec ``{"urdf_text": TEXT, "frames": [...], "position_limits": b}``
+    (:mod:`cosim.models.urdf`)."""
+    if isinstance(name, Mapping):
+        if "urdf_text" in name:
+            from .urdf import model_from_spec
+            return model_from_spec(name)
+        raise UnknownModelError(
+            f"model spec {sorted(name)!r}: give the URDF text as {{'urdf_text': ...}}; a URDF "
+            f"file path is read only on the cosim command line, relative to a scenario file "
+            f"or from the ROS node's urdf_file parameter")
+    if isinstance(name, str) and is_urdf_spec(name):
+        raise UnknownModelError(
+            f"model {name!r}: a URDF file is read only on the cosim command line (cosim "
+            f"simulate/fmu build ROBOT.urdf), relative to a scenario file (model: {{urdf: "
+            f"PATH}}) or by the ROS node (urdf_file, robot_description); in Python use "
+            f"cosim.models.urdf.load_urdf(PATH)")
     if not isinstance(name, str):
         raise UnknownModelError(f"model must be a name or a Model, got {name!r}")
     if user_class_spec(name):
@@ -69,4 +94,5 @@ def load_model(model, **params):
 
 
 __all__ = ["Event", "FirstOrderModel", "Model", "MultibodyModel", "Parameter", "Signal",
-           "MODEL_REGISTRY", "available_models", "check_inputs", "load_model", "model_class"]
+           "MODEL_REGISTRY", "available_models", "check_inputs", "is_urdf_spec", "load_model",
+           "model_class"]

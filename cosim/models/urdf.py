@@ -1,0 +1,358 @@
+"""Robots from URDF: a multibody model in joint coordinates on pinocchio (issue 18).
+
+``urdf_model_class(text)`` (or :func:`load_urdf` of a file) turns a URDF into
+a :class:`URDFModel` subclass for that robot; instances take the usual
+``**params``.  Fixed-base kinematic trees with revolute, continuous,
+prismatic and fixed joints (:mod:`cosim.models.urdf_parse` checks the text).
+
+Equations (an ODE in the multibody protocol, m = 0 constraints, seed 000
+eq. 1 without C): with the joint-space mass matrix M(q) (pinocchio CRBA) and
+the bias b(q, v) = C(q, v) v + g(q) (RNEA with zero acceleration)
+
+    M(q) q'' = Q = sat(u) − b(q, v) − d ∘ v − f ∘ tanh(v / v_s)
+
+* ``sat(u)``: the joint efforts (inputs named after the joints) clipped to
+  ±``<joint>.effort_limit`` (URDF ``<limit effort>``; 0 = no saturation);
+* ``d``: viscous damping, ``f``: Coulomb friction from URDF ``<dynamics
+  damping friction>``; the friction is **smoothed** (tanh with the velocity
+  scale ``friction_velocity_scale`` v_s, default 1e-3 rad/s or m/s), not an
+  event-driven stick-slip: below v_s it acts as a stiff viscous term;
+* gravity ``(gravity_x, gravity_y, gravity_z)`` in the root link's frame
+  (default −9.81 m/s² along z).
+
+Analytic Jacobians (pinocchio): Q_q = −∂RNEA/∂q and Q_v = −∂RNEA/∂v at zero
+acceleration (``computeRNEADerivatives``) minus the damping/friction slopes;
+(M a)_q = ∂RNEA/∂q at (q, 0, a) with zero gravity.
+
+Position limits of revolute and prismatic joints are **events** (seed 001
+§3.7) when the class is made with ``position_limits=True`` (off by
+default): switching functions q − lower and upper − q, and at a crossing the
+joint velocity is reversed and scaled by ``restitution`` (a stop with a
+restitution coefficient, q set onto the limit).  There is no sticking mode:
+a joint that comes to rest on its limit under load is a Zeno sequence of
+impacts, which the stepper's chattering monitor reports (ChatteringError, or
+a stop with ``on_chattering="stop"``) — the Panda at rest falls onto its
+joint-6 limit within 0.1 s, hence off by default.
+
+Names: coordinates are the URDF joint names (pinocchio's depth-first order),
+inputs are the joint efforts named after the joints; outputs
+``<joint>_position``, ``<joint>_velocity`` and, per requested frame (a link
+or joint name), ``<frame>_x, _y, _z`` (m, root frame) and the orientation
+quaternion ``<frame>_qx, _qy, _qz, _qw``.  Parameters ``<joint>.q0``,
+``<joint>.v0``, ``<joint>.damping``, ``<joint>.friction``,
+``<joint>.effort_limit``, and ``gravity_x/y/z``, ``friction_velocity_scale``,
+``restitution``.
+
+pinocchio has no numba twin: URDF models run the Python backend (``backend=
+"auto"`` picks it silently; :func:`cosim.integrators.ga_compiled.supports`).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import InvalidInputError, UnknownModelError
+from . import urdf_parse
+from .base import Event, MultibodyModel, Parameter, Signal
+
+INSTALL_HINT = "pip install 'cosim[robots]'"
+_classes = {}  # (sha256, frames, limits) -> class
+
+
+def pinocchio():
+    """The pinocchio module, or an error naming the extra that installs it."""
+    try:
+        import pinocchio as pin
+    except ImportError as exc:
+        raise UnknownModelError(f"URDF robots need pinocchio (PyPI 'pin'), which is not "
+                                f"importable ({exc}): {INSTALL_HINT}") from None
+    return pin
+
+
+class URDFModel(MultibodyModel):
+    """Base of the per-robot classes made by :func:`urdf_model_class`."""
+
+    description = "robot from URDF (pinocchio), joint coordinates"
+    default_t_end = 5.0
+    constant_mass = False
+    robot = None            # urdf_parse.RobotDescription
+    frames = ()             # names of the frames whose poses are outputs
+    position_limits = False
+    source_digest = None    # sha256 of the URDF text (in the state header)
+    efforts_by_joint = True  # the ROS node maps JointState efforts to the inputs by joint name
+    _pin_model = None
+    _limited = ()           # indices of joints with position limits
+
+    @classmethod
+    def spec(cls):
+        """The JSON-able model spec that rebuilds this class anywhere (FMU, scenario)."""
+        return {"urdf_text": cls.robot.text, "frames": list(cls.frames),
+                "position_limits": bool(cls.position_limits)}
+
+    # -- parameters --------------------------------------------------------------------
+    def setup(self):
+        pin = pinocchio()
+        p, names = self.params, self.coordinates
+        n = len(names)
+        self._pm = pin.Model(type(self)._pin_model)
+        self._pd = self._pm.createData()
+        self._pm.gravity.linear = np.array([p["gravity_x"], p["gravity_y"], p["gravity_z"]])
+        self._pm0 = pin.Model(self._pm)          # zero gravity: (M a)_q
+        self._pm0.gravity.linear = np.zeros(3)
+        self._pd0 = self._pm0.createData()
+        self._damping = np.array([p[f"{j}.damping"] for j in names])
+        self._friction = np.array([p[f"{j}.friction"] for j in names])
+        limit = np.array([p[f"{j}.effort_limit"] for j in names])
+        self._saturated = limit > 0.0
+        self._effort = np.where(self._saturated, limit, np.inf)
+        self._vs = p["friction_velocity_scale"]
+        self._has_friction = bool(self._friction.any())
+        self._has_damping = bool(self._damping.any())
+        self._any_saturated = bool(self._saturated.any())
+        self._zero = np.zeros(n)
+        self._lower = np.array([self._joint[j].lower for j in names])
+        self._upper = np.array([self._joint[j].upper for j in names])
+        q0 = np.array([p[f"{j}.q0"] for j in names])
+        if self.position_limits:
+            for i in self._limited:
+                if not self._lower[i] <= q0[i] <= self._upper[i]:
+                    raise InvalidInputError(
+                        f"parameter {names[i] + '.q0'!r} = {q0[i]!r} is outside the joint's "
+                        f"position limits [{self._lower[i]!r}, {self._upper[i]!r}]")
+        self._q0 = q0
+        self._v0 = np.array([p[f"{j}.v0"] for j in names])
+        self._frame_ids = [self._pm.getFrameId(f) for f in self.frames]
+        self._pin, self._crba, self._rnea = pin, pin.crba, pin.rnea
+        self._rnea_derivatives = pin.computeRNEADerivatives
+        # pinocchio's C++ CRBA fills the upper triangle; its Python binding (pin 3.x/4.x)
+        # returns the symmetric matrix: symmetrize only where it does not
+        M = pin.crba(self._pm, self._pd, pin.randomConfiguration(self._pm, -np.ones(n), np.ones(n)))
+        self._symmetrize = not np.array_equal(M, M.T)
+
+    def _check_parameter(self, key, value):
+        value = super()._check_parameter(key, value)
+        nonneg = key.endswith((".damping", ".friction", ".effort_limit")) or key == "restitution"
+        if nonneg and value < 0.0:
+            raise InvalidInputError(f"parameter {key!r} must be >= 0, got {value!r}")
+        if key == "restitution" and value > 1.0:
+            raise InvalidInputError(f"parameter 'restitution' must be in [0, 1], got {value!r}")
+        return value
+
+    def initial_state(self):
+        return self._q0.copy(), self._v0.copy()
+
+    # -- equations of motion --------------------------------------------------------------
+    def _efforts(self, u):
+        u = np.asarray(u, dtype=float)
+        if self._any_saturated:
+            return np.minimum(np.maximum(u, -self._effort), self._effort)
+        return u
+
+    def mass(self, q, t):
+        M = self._crba(self._pm, self._pd, np.asarray(q, dtype=float))
+        if self._symmetrize:
+            M = np.triu(M) + np.triu(M, 1).T
+        return M
+
+    def forces(self, q, v, t, u):
+        v = np.asarray(v, dtype=float)
+        Q = self._efforts(u) - self._rnea(self._pm, self._pd, np.asarray(q, dtype=float), v,
+                                          self._zero)
+        if self._has_damping:
+            Q -= self._damping * v
+        if self._has_friction:
+            Q -= self._friction * np.tanh(v / self._vs)
+        return Q
+
+    def force_jacobians(self, q, v, t, u):
+        v = np.asarray(v, dtype=float)
+        dq, dv, _ = self._rnea_derivatives(self._pm, self._pd, np.asarray(q, dtype=float), v,
+                                           self._zero)
+        slope = self._damping.copy()
+        if self._has_friction:
+            slope += self._friction / self._vs / np.cosh(v / self._vs) ** 2
+        Qv = -dv
+        Qv.flat[::Qv.shape[0] + 1] -= slope  # the diagonal
+        return -dq, Qv
+
+    def mass_jacobian_term(self, q, a, t):
+        dq, _, _ = self._rnea_derivatives(self._pm0, self._pd0, np.asarray(q, dtype=float),
+                                          self._zero, np.asarray(a, dtype=float))
+        return np.array(dq)  # pinocchio returns views of its Data
+
+    # -- outputs, energy ---------------------------------------------------------------------
+    def outputs_qv(self, t, q, v, u):
+        out = [np.asarray(q, dtype=float), np.asarray(v, dtype=float)]
+        if self._frame_ids:
+            pin = self._pin
+            pin.framesForwardKinematics(self._pm, self._pd, np.asarray(q, dtype=float))
+            for fid in self._frame_ids:
+                pose = self._pd.oMf[fid]
+                quat = pin.Quaternion(pose.rotation).coeffs()  # x, y, z, w
+                out += [np.array(pose.translation), np.array(quat)]
+        return np.concatenate(out)
+
+    def potential_energy(self, q, t=0.0):
+        return float(self._pin.computePotentialEnergy(self._pm, self._pd,
+                                                        np.asarray(q, dtype=float)))
+
+    # -- position limits (events) ----------------------------------------------------------------
+    def event_functions(self, t, y, u):
+        q = y[:self.n_q]
+        idx = self._limited
+        return np.concatenate([q[idx] - self._lower[idx], self._upper[idx] - q[idx]])
+
+    def apply_event(self, index, t, y, u):
+        """Stop at the limit: q onto the limit, v -> -restitution * v."""
+        k = len(self._limited)
+        i = self._limited[index % k]
+        y = np.array(y, dtype=float)
+        y[i] = self._lower[i] if index < k else self._upper[i]
+        y[self.n_q + i] = -self.params["restitution"] * y[self.n_q + i]
+        return y
+
+
+def _default_q0(joint):
+    if joint.lower <= 0.0 <= joint.upper and not (joint.lower == 0.0 or joint.upper == 0.0):
+        return 0.0
+    if math.isinf(joint.lower):
+        return 0.0
+    return 0.5 * (joint.lower + joint.upper)
+
+
+def _unique(names, robot):
+    seen = set()
+    for n in names:
+        if n in seen:
+            raise InvalidInputError(f"URDF robot {robot!r}: the name {n!r} is used twice "
+                                    f"(joints, inputs, outputs and parameters must be unique)")
+        seen.add(n)
+
+
+def urdf_model_class(text, frames=(), position_limits=False):
+    """The :class:`URDFModel` subclass of the robot described by ``text`` (cached)."""
+    robot = urdf_parse.parse(text)
+    frames = tuple(str(f) for f in (frames or ()))
+    key = (robot.sha256, frames, bool(position_limits))
+    cls = _classes.get(key)
+    if cls is not None:
+        return cls
+    pin = pinocchio()
+    try:
+        pm = pin.buildModelFromXML(robot.normalized)
+    except Exception as exc:  # noqa: BLE001 - urdfdom/pinocchio's message names the element
+        raise InvalidInputError(f"malformed URDF {robot.name!r}: {exc}") from None
+    joints = {j.name: j for j in robot.joints}
+    names = tuple(pm.names[1:])
+    if pm.nq != len(names) or pm.nv != len(names) or set(names) - set(joints):
+        raise InvalidInputError(f"URDF robot {robot.name!r}: pinocchio built {pm.nq} coordinates "
+                                f"for joints {list(names)} (expected one per movable joint)")
+    M = pin.crba(pm, pm.createData(), pin.neutral(pm))
+    M = np.triu(M) + np.triu(M, 1).T
+    try:
+        np.linalg.cholesky(M)
+    except np.linalg.LinAlgError:
+        worst = names[int(np.argmin(np.diag(M)))]
+        raise InvalidInputError(
+            f"URDF robot {robot.name!r}: the mass matrix is singular (joint {worst!r} moves "
+            f"no mass or inertia about its axis)") from None
+    for f in frames:
+        if not pm.existFrame(f):
+            known = [fr.name for fr in pm.frames][1:]
+            raise InvalidInputError(f"URDF robot {robot.name!r} has no frame {f!r} "
+                                    f"(links and joints: {', '.join(known)})")
+    unit = {"revolute": ("rad", "N.m"), "continuous": ("rad", "N.m"), "prismatic": ("m", "N")}
+    params = []
+    for j in names:
+        ju = joints[j]
+        pos, eff = unit[ju.type]
+        params += [
+            Parameter(f"{j}.q0", _default_q0(ju), pos, f"initial position of joint {j}"),
+            Parameter(f"{j}.v0", 0.0, pos + "/s", f"initial velocity of joint {j}"),
+            Parameter(f"{j}.damping", ju.damping, eff + ".s/" + pos,
+                      f"viscous damping of joint {j} (URDF <dynamics damping>)", tunable=True),
+            Parameter(f"{j}.friction", ju.friction, eff,
+                      f"Coulomb friction of joint {j} (URDF <dynamics friction>, smoothed)",
+                      tunable=True),
+            Parameter(f"{j}.effort_limit", ju.effort, eff,
+                      f"effort saturation of joint {j} (URDF <limit effort>; 0 = none)",
+                      tunable=True),
+        ]
+    params += [
+        Parameter("gravity_x", 0.0, "m/s2", "gravity along the root link's x", tunable=True),
+        Parameter("gravity_y", 0.0, "m/s2", "gravity along the root link's y", tunable=True),
+        Parameter("gravity_z", -9.81, "m/s2", "gravity along the root link's z", tunable=True),
+        Parameter("friction_velocity_scale", 1e-3, "1",
+                  "velocity scale v_s of the smoothed Coulomb friction f*tanh(v/v_s)"),
+        Parameter("restitution", 0.5, "1", "restitution coefficient at a position limit"),
+    ]
+    outputs = [Signal(f"{j}_position", unit[joints[j].type][0], f"position of joint {j}")
+               for j in names]
+    outputs += [Signal(f"{j}_velocity", unit[joints[j].type][0] + "/s", f"velocity of joint {j}")
+                for j in names]
+    for f in frames:
+        outputs += [Signal(f"{f}_{c}", "m", f"{c} of frame {f} in the root frame") for c in "xyz"]
+        outputs += [Signal(f"{f}_{c}", "1", f"orientation quaternion {c} of frame {f}")
+                    for c in ("qx", "qy", "qz", "qw")]
+    inputs = [Signal(j, unit[joints[j].type][1], f"effort of joint {j}") for j in names]
+    limited = tuple(i for i, j in enumerate(names)
+                    if position_limits and math.isfinite(joints[j].lower))
+    events = tuple(Event(f"{names[i]}_lower_limit", direction=-1) for i in limited) + \
+        tuple(Event(f"{names[i]}_upper_limit", direction=-1) for i in limited)
+    _unique([s.name for s in inputs + outputs] + [p.name for p in params], robot.name)
+    attrs = {
+        "name": robot.name, "robot": robot, "frames": frames,
+        "position_limits": bool(position_limits), "source_digest": robot.sha256,
+        "description": f"robot {robot.name!r} from URDF (pinocchio), {len(names)} joints",
+        "coordinates": names, "parameters": tuple(params), "inputs": tuple(inputs),
+        "outputs": tuple(outputs), "events": events, "positive_parameters":
+            ("friction_velocity_scale",),
+        "_pin_model": pm, "_limited": np.array(limited, dtype=int), "_joint": joints,
+        "coordinate_scale": 1.0,
+    }
+    ident = "".join(c if c.isalnum() or c == "_" else "_" for c in robot.name) or "robot"
+    if not (ident[0].isalpha() or ident[0] == "_"):
+        ident = "_" + ident
+    cls = type(ident, (URDFModel,), attrs)
+    cls.__module__ = __name__
+    _classes[key] = cls
+    return cls
+
+
+def load_urdf(path, frames=(), position_limits=False):
+    """The model class of a URDF file (a path the operator chose)."""
+    return urdf_model_class(urdf_parse.read_file(path), frames, position_limits)
+
+
+def model_from_spec(spec):
+    """The class of a mapping spec ``{"urdf_text": ..., "frames": [...], "position_limits": b}``."""
+    unknown = set(spec) - {"urdf_text", "frames", "position_limits"}
+    if unknown:
+        raise UnknownModelError(f"URDF model spec: unknown key(s) {sorted(unknown)} "
+                                f"(keys: urdf_text, frames, position_limits)")
+    frames = spec.get("frames") or ()
+    if isinstance(frames, str):
+        frames = [f for f in frames.split(",") if f.strip()]
+    if not isinstance(frames, (list, tuple)) or not all(isinstance(f, str) for f in frames):
+        raise InvalidInputError(f"URDF model spec: 'frames' must be a list of names, "
+                                f"got {frames!r}")
+    limits = spec.get("position_limits", False)
+    if not isinstance(limits, bool):
+        raise InvalidInputError(f"URDF model spec: 'position_limits' must be true or false, "
+                                f"got {limits!r}")
+    return urdf_model_class(spec.get("urdf_text"), [f.strip() for f in frames], limits)
+
+
+def example_robot_path(relative="panda_description/urdf/panda.urdf"):
+    """Path of a URDF shipped by PyPI ``example-robot-data`` (installed into pinocchio's
+    cmeel prefix, ``share/example-robot-data/robots/``)."""
+    from pathlib import Path
+
+    pin = pinocchio()
+    for parent in Path(pin.__file__).resolve().parents:
+        path = parent / "share" / "example-robot-data" / "robots" / relative
+        if path.is_file():
+            return path
+    raise UnknownModelError(f"example-robot-data file {relative!r} not found next to pinocchio "
+                            f"({INSTALL_HINT})")

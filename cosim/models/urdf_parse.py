@@ -1,0 +1,258 @@
+"""URDF text checked before pinocchio sees it (DESIGN.md "Trust boundaries").
+
+A URDF is untrusted input (a ROS ``robot_description`` from any peer, a file a
+user downloaded).  :func:`parse` bounds its size, refuses DTDs and entities
+(nothing expands), checks what the dynamics need and returns a
+:class:`RobotDescription`: the robot's name, its joints in file order, the
+SHA-256 of the text, and a normalised URDF for pinocchio in which
+``continuous`` joints are ``revolute`` joints without position limits
+(pinocchio would give a continuous joint two coordinates, cos θ and sin θ;
+joint coordinates here are one angle per revolute joint).
+
+Every rejection is one :class:`~cosim.errors.InvalidInputError` naming the
+element: malformed XML, an unsupported joint type (``floating``, ``planar``),
+a movable joint that moves no mass (a link without ``<inertial>`` and nothing
+with mass below it — a zero-mass chain makes M singular), a negative or
+non-finite mass or inertia, a missing parent/child link.  ``<visual>`` and
+``<collision>`` (meshes) are ignored: the dynamics do not need them.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+from ..errors import InvalidInputError
+
+MAX_URDF_BYTES = 4 * 2 ** 20   # a large robot's URDF is ~100 kB
+MAX_JOINTS = 256               # bounds M (n x n) and the parameter table
+SUPPORTED = ("revolute", "continuous", "prismatic", "fixed")
+UNSUPPORTED = ("floating", "planar")
+
+
+@dataclass(frozen=True)
+class Joint:
+    name: str
+    type: str                 # revolute / continuous / prismatic / fixed
+    parent: str
+    child: str
+    lower: float              # position limits (±inf: none)
+    upper: float
+    effort: float             # 0: no saturation
+    damping: float
+    friction: float
+
+
+@dataclass(frozen=True)
+class RobotDescription:
+    name: str
+    sha256: str
+    joints: tuple             # Joint, file order
+    normalized: str           # URDF text given to pinocchio
+    text: str                 # the original text
+
+    @property
+    def movable(self):
+        return tuple(j for j in self.joints if j.type != "fixed")
+
+
+def _float(element, attr, what, default=None):
+    raw = element.get(attr)
+    if raw is None:
+        if default is None:
+            raise InvalidInputError(f"URDF {what}: missing attribute {attr!r}")
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidInputError(f"URDF {what}: {attr}={raw!r} is not a number") from None
+    if not math.isfinite(value):
+        raise InvalidInputError(f"URDF {what}: {attr}={raw!r} must be finite")
+    return value
+
+
+def _text(source):
+    if isinstance(source, bytes):
+        if len(source) > MAX_URDF_BYTES:
+            raise InvalidInputError(f"URDF of {len(source)} bytes is larger than the limit "
+                                    f"{MAX_URDF_BYTES}")
+        try:
+            source = source.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInputError(f"URDF is not UTF-8 text: {exc}") from None
+    if not isinstance(source, str):
+        raise InvalidInputError(f"URDF must be text, got {type(source).__name__}")
+    if len(source.encode("utf-8")) > MAX_URDF_BYTES:
+        raise InvalidInputError(f"URDF of {len(source.encode('utf-8'))} bytes is larger than "
+                                f"the limit {MAX_URDF_BYTES}")
+    return source
+
+
+def read_file(path):
+    """The text of a URDF file the operator named (size checked before reading)."""
+    import os
+
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_URDF_BYTES:
+            raise InvalidInputError(f"URDF file {str(path)!r} has {size} bytes, more than the "
+                                    f"limit {MAX_URDF_BYTES}")
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_URDF_BYTES + 1)
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read URDF file {str(path)!r}: {exc.strerror}") from None
+    return _text(data)
+
+
+def parse(source):
+    """Check a URDF (text or bytes) and return its :class:`RobotDescription`."""
+    text = _text(source)
+    upper = text.upper()
+    if "<!DOCTYPE" in upper or "<!ENTITY" in upper:
+        raise InvalidInputError("URDF: a DOCTYPE/ENTITY declaration is not accepted "
+                                "(nothing is expanded in an untrusted description)")
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise InvalidInputError(f"malformed URDF: {exc}") from None
+    if root.tag != "robot":
+        raise InvalidInputError(f"malformed URDF: the root element is <{root.tag}>, not <robot>")
+    name = root.get("name") or "robot"
+
+    links, masses = {}, {}
+    for link in root.findall("link"):
+        lname = link.get("name")
+        if not lname:
+            raise InvalidInputError("URDF: a <link> has no name")
+        if lname in links:
+            raise InvalidInputError(f"URDF: link {lname!r} is defined twice")
+        links[lname] = link
+        masses[lname] = _link_mass(link, lname)
+    if not links:
+        raise InvalidInputError(f"URDF robot {name!r} has no <link>")
+
+    joints, children = [], {}
+    for el in root.findall("joint"):
+        jname = el.get("name")
+        if not jname:
+            raise InvalidInputError("URDF: a <joint> has no name")
+        jtype = el.get("type", "")
+        what = f"joint {jname!r}"
+        if jtype in UNSUPPORTED:
+            raise InvalidInputError(
+                f"URDF {what} has type {jtype!r}: not supported (fixed-base trees of "
+                f"{', '.join(SUPPORTED)} joints)")
+        if jtype not in SUPPORTED:
+            raise InvalidInputError(f"URDF {what} has unknown type {jtype!r} "
+                                    f"(supported: {', '.join(SUPPORTED)})")
+        parent, child = el.find("parent"), el.find("child")
+        if parent is None or child is None or not parent.get("link") or not child.get("link"):
+            raise InvalidInputError(f"URDF {what} needs <parent link=...> and <child link=...>")
+        for role, lname in (("parent", parent.get("link")), ("child", child.get("link"))):
+            if lname not in links:
+                raise InvalidInputError(f"URDF {what}: {role} link {lname!r} is not defined")
+        lower, upper, effort = -math.inf, math.inf, 0.0
+        limit = el.find("limit")
+        if jtype in ("revolute", "prismatic"):
+            if limit is None:
+                raise InvalidInputError(f"URDF {what} ({jtype}) needs a <limit> element")
+            lower = _float(limit, "lower", what + " <limit>", 0.0)
+            upper = _float(limit, "upper", what + " <limit>", 0.0)
+            if not lower < upper:
+                raise InvalidInputError(f"URDF {what} <limit>: lower={lower!r} must be < "
+                                        f"upper={upper!r}")
+        if limit is not None and jtype != "fixed":
+            effort = _float(limit, "effort", what + " <limit>", 0.0)
+            if effort < 0:
+                raise InvalidInputError(f"URDF {what} <limit>: effort={effort!r} must be >= 0")
+        damping = friction = 0.0
+        dyn = el.find("dynamics")
+        if dyn is not None and jtype != "fixed":
+            damping = _float(dyn, "damping", what + " <dynamics>", 0.0)
+            friction = _float(dyn, "friction", what + " <dynamics>", 0.0)
+            if damping < 0 or friction < 0:
+                raise InvalidInputError(f"URDF {what} <dynamics>: damping and friction must be "
+                                        f">= 0, got {damping!r}, {friction!r}")
+        if child.get("link") in children:
+            raise InvalidInputError(
+                f"URDF {what}: link {child.get('link')!r} is already the child of joint "
+                f"{children[child.get('link')]!r} (closed loops are not supported)")
+        children[child.get("link")] = jname
+        joints.append(Joint(jname, jtype, parent.get("link"), child.get("link"),
+                            lower, upper, effort, damping, friction))
+    if len(joints) > MAX_JOINTS:
+        raise InvalidInputError(f"URDF robot {name!r} has {len(joints)} joints, more than "
+                                f"the limit {MAX_JOINTS}")
+    if len({j.name for j in joints}) != len(joints):
+        raise InvalidInputError(f"URDF robot {name!r} has two joints of the same name")
+    roots = [lname for lname in links if lname not in children]
+    if len(roots) != 1:
+        raise InvalidInputError(f"URDF robot {name!r} must be one tree with one root link, "
+                                f"found roots {roots}")
+    _check_mass(joints, masses)
+    if not any(j.type != "fixed" for j in joints):
+        raise InvalidInputError(f"URDF robot {name!r} has no movable joint")
+    return RobotDescription(name, hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                            tuple(joints), _normalize(root), text)
+
+
+def _link_mass(link, lname):
+    inertial = link.find("inertial")
+    if inertial is None:
+        return 0.0
+    what = f"link {lname!r} <inertial>"
+    mass = inertial.find("mass")
+    if mass is None:
+        raise InvalidInputError(f"URDF {what} has no <mass>")
+    m = _float(mass, "value", what + " <mass>")
+    if m < 0:
+        raise InvalidInputError(f"URDF {what}: mass {m!r} must be >= 0")
+    inertia = inertial.find("inertia")
+    if inertia is None:
+        raise InvalidInputError(f"URDF {what} has no <inertia>")
+    diag = [_float(inertia, k, what + " <inertia>") for k in ("ixx", "iyy", "izz")]
+    for k in ("ixy", "ixz", "iyz"):  # urdfdom requires all six
+        _float(inertia, k, what + " <inertia>")
+    if min(diag) < 0:
+        raise InvalidInputError(f"URDF {what}: principal moments {diag} must be >= 0")
+    return m + sum(diag)  # > 0: the link carries mass or rotational inertia
+
+
+def _check_mass(joints, masses):
+    """A movable joint must move something with mass or inertia (else M is singular)."""
+    below = {}
+    for j in joints:
+        below.setdefault(j.parent, []).append(j.child)
+
+    def carried(link, seen=()):
+        if link in seen:
+            return 0.0
+        return masses[link] + sum(carried(c, seen + (link,)) for c in below.get(link, ()))
+
+    for j in joints:
+        if j.type != "fixed" and not carried(j.child) > 0.0:
+            raise InvalidInputError(
+                f"URDF joint {j.name!r} moves no mass: link {j.child!r} has no <inertial> "
+                f"(or zero mass and inertia) and nothing with mass is attached below it "
+                f"(a zero-mass chain makes the mass matrix singular)")
+
+
+def _normalize(root):
+    """URDF for pinocchio: continuous -> revolute with no position limit; meshes dropped."""
+    root = ET.fromstring(ET.tostring(root))  # a copy
+    for link in root.findall("link"):
+        for tag in ("visual", "collision"):
+            for el in link.findall(tag):
+                link.remove(el)
+    for el in root.findall("joint"):
+        if el.get("type") == "continuous":
+            el.set("type", "revolute")
+            limit = el.find("limit")
+            if limit is None:
+                limit = ET.SubElement(el, "limit")
+                limit.set("effort", "0")
+                limit.set("velocity", "0")
+            limit.set("lower", "-1e300")
+            limit.set("upper", "1e300")
+    return ET.tostring(root, encoding="unicode")

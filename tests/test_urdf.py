@@ -1,0 +1,374 @@
+"""Robots from URDF (issue 18): cosim.models.urdf on pinocchio."""
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pinocchio")
+
+from cosim import Simulation  # noqa: E402
+from cosim.errors import InvalidInputError, StateError, UnknownModelError  # noqa: E402
+from cosim.models.urdf import example_robot_path, load_urdf, urdf_model_class  # noqa: E402
+
+TWO_LINK = Path(__file__).resolve().parents[1] / "cosim" / "data" / "urdf" / "two_link.urdf"
+# a hanging two-link arm under constant joint torques (two_link uses absolute angles:
+# θ1 = joint1, θ2 = joint1 + joint2)
+LIB_PARAMS = {"theta1_0": -1.4, "theta2_0": -1.5}
+LIB_INPUTS = {"tau1": 0.5, "tau2": -0.2}
+URDF_PARAMS = {"joint1.q0": -1.4, "joint2.q0": -0.1}
+URDF_INPUTS = {"joint1": 0.5, "joint2": -0.2}
+
+
+def _panda(**kw):
+    try:
+        return load_urdf(example_robot_path(), **kw)
+    except UnknownModelError as exc:
+        pytest.skip(str(exc))
+
+
+def _trajectory(model, method, params, inputs, t_end=5.0, dt=0.05, **kw):
+    """Joint angles and rates (the first four outputs of both models) every dt."""
+    sim = Simulation(model, method=method, params=params, backend="python", **kw)
+    sim.set_inputs(inputs)
+    out = [sim.get_outputs()[:4]]
+    for _ in range(int(round(t_end / dt))):
+        sim.do_step(sim.time, dt)
+        out.append(sim.get_outputs()[:4])
+    return np.array(out)
+
+
+@pytest.mark.parametrize("method", ["dopri5", "bdf"])
+def test_two_link_urdf_reproduces_library_model(method):
+    """Same method, rtol = atol = 1e-12, 5 s: joint angles and rates agree <= 1e-8
+    (measured: dopri5 6e-11, bdf 1.9e-9)."""
+    lib = _trajectory("two_link", method, LIB_PARAMS, LIB_INPUTS, rtol=1e-12, atol=1e-12)
+    rob = _trajectory(load_urdf(TWO_LINK), method, URDF_PARAMS, URDF_INPUTS,
+                      rtol=1e-12, atol=1e-12)
+    assert np.abs(lib - rob).max() <= 1e-8
+
+
+def test_two_link_urdf_generalized_alpha_second_order_to_library_model():
+    """Generalized-α is second order: fixed h = 1 ms and 0.5 ms differ from the library
+    model (dopri5, 1e-13) by ~7e-5 and ~1.9e-5 (ratio 4); their Richardson extrapolation
+    (4 y(h/2) − y(h)) / 3 agrees <= 1e-8 (measured 1.4e-9)."""
+    ref = _trajectory("two_link", "dopri5", LIB_PARAMS, LIB_INPUTS, rtol=1e-13, atol=1e-13)
+    cls = load_urdf(TWO_LINK)
+    y1, y2 = (_trajectory(cls, "generalized-alpha", URDF_PARAMS, URDF_INPUTS, h=h,
+                          rtol=1e-10, atol=1e-12) for h in (1e-3, 5e-4))
+    e1, e2 = np.abs(y1 - ref).max(), np.abs(y2 - ref).max()
+    assert 3.5 < e1 / e2 < 4.5
+    assert np.abs((4.0 * y2 - y1) / 3.0 - ref).max() <= 1e-8
+
+
+def test_urdf_model_terms_match_differences_and_auto_backend_is_python():
+    from cosim.model_check import check_model
+
+    report = check_model(_panda(), params={"panda_joint1.friction": 0.5, "panda_joint2.v0": -0.2,
+                                           "friction_velocity_scale": 0.5})
+    assert report.ok, report.table()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback notice for a model without kernels
+        sim = Simulation(load_urdf(TWO_LINK), backend="auto")
+    assert sim.backend == "python"
+    assert sim.input_names == ("joint1", "joint2")
+    assert sim.coordinate_names == ("joint1", "joint2")
+
+
+def test_panda_energy_drift_shrinks_with_tolerance():
+    """No damping, no inputs, 1 s of free fall: |ΔE| 3e-5 J at 1e-6, 1.7e-7 J at 1e-8
+    (dopri5; E ~ 100 J)."""
+    cls = _panda()
+    zero = {f"{j}.damping": 0.0 for j in cls.coordinates}
+    drift = []
+    for tol in (1e-6, 1e-8):
+        sim = Simulation(cls, method="dopri5", params=zero, rtol=tol, atol=tol * 1e-2)
+        e0 = sim.model.energy(0.0, sim.y)
+        for _ in range(20):
+            sim.do_step(sim.time, 0.05)
+        drift.append(abs(sim.model.energy(sim.time, sim.y) - e0))
+    assert drift[1] < drift[0] / 10 and drift[1] < 1e-5
+
+
+def test_panda_joint_limit_located_within_event_tolerance():
+    """Joint 4 runs into its upper limit: the event time is where the same run without
+    limits reaches it (|q - upper| <= |v| * event_tolerance + integration error)."""
+    params = {"panda_joint4.q0": -0.3, "panda_joint4.v0": 2.0, "panda_joint6.q0": 1.5}
+    opts = dict(method="dopri5", params=params, rtol=1e-10, atol=1e-10, event_tolerance=1e-10)
+    sim = Simulation(_panda(position_limits=True), **opts)
+    for _ in range(10):
+        sim.do_step(sim.time, 0.01)
+    first = sim.event_log[0]
+    assert first["name"] == "panda_joint4_upper_limit"
+    free = Simulation(_panda(), **opts)
+    free.do_step(0.0, first["time"])
+    upper, v = -0.0698, free.y[9 + 3]
+    assert abs(free.y[3] - upper) <= abs(v) * 1e-10 + 1e-9
+    # the stop: restitution 0.5 reverses the velocity
+    assert sim.y[3] < upper and sim.event_log[0]["time"] < 0.1
+
+
+def test_effort_saturation_damping_and_friction():
+    cls = load_urdf(TWO_LINK)
+    m = cls(**{"joint1.effort_limit": 1.0, "joint2.damping": 0.3, "joint2.friction": 0.2,
+               "friction_velocity_scale": 0.01})
+    q, v = np.array([0.3, -0.2]), np.array([0.0, 0.5])
+    free = cls()
+    Q = m.forces(q, v, 0.0, np.array([5.0, 0.0]))
+    Q0 = free.forces(q, v, 0.0, np.array([1.0, 0.0]))  # saturated at 1 N m
+    assert Q[0] == pytest.approx(Q0[0], abs=1e-12)
+    assert Q[1] == pytest.approx(Q0[1] - 0.3 * 0.5 - 0.2 * np.tanh(50.0), abs=1e-12)
+
+
+URDF_HEAD = '<robot name="bad"><link name="base"/>'
+LINK = ('<link name="{n}"><inertial><mass value="1"/>'
+        '<inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>')
+
+
+def _joint(name, kind, child="l1", extra=""):
+    return (f'<joint name="{name}" type="{kind}"><parent link="base"/><child link="{child}"/>'
+            f'<axis xyz="0 0 1"/>{extra}</joint>')
+
+
+@pytest.mark.parametrize("text, names", [
+    ("<robot name='x'><link name='a'>", "malformed URDF"),
+    (URDF_HEAD + LINK.format(n="l1") + _joint("j_float", "floating") + "</robot>", "'j_float'"),
+    (URDF_HEAD + LINK.format(n="l1") + _joint("j_planar", "planar") + "</robot>", "'j_planar'"),
+    (URDF_HEAD + '<link name="l1"/>' + _joint("j1", "continuous") + "</robot>", "link 'l1'"),
+    (URDF_HEAD + '<link name="l1"/><link name="l2"/>' + _joint("j1", "continuous")
+     + '<joint name="j2" type="continuous"><parent link="l1"/><child link="l2"/></joint></robot>',
+     "joint 'j1' moves no mass"),
+    (URDF_HEAD + '<link name="l1"><inertial>'
+     '<inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>'
+     + _joint("j1", "continuous") + "</robot>", "link 'l1' <inertial> has no <mass>"),
+    (URDF_HEAD + LINK.format(n="l1") + _joint("j1", "revolute") + "</robot>",
+     "joint 'j1' (revolute) needs a <limit>"),
+    (URDF_HEAD + LINK.format(n="l1").replace('ixy="0" ', "") + _joint("j1", "continuous")
+     + "</robot>", "link 'l1' <inertial> <inertia>: missing attribute 'ixy'"),
+    (URDF_HEAD + '<link name="l1"><inertial><origin xyz="0 0 0"/><mass value="1"/><inertia '
+     'ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="0"/></inertial></link>'
+     + _joint("j1", "continuous") + "</robot>", "joint 'j1' moves no mass or inertia"),
+    ('<!DOCTYPE r [<!ENTITY a "aaaa">]>' + URDF_HEAD + "</robot>", "DOCTYPE"),
+    ("x" * (4 * 2 ** 20 + 1), "larger than the limit"),
+])
+def test_bad_urdf_is_one_clear_error_naming_the_element(text, names):
+    with pytest.raises(InvalidInputError, match=names.replace("(", r"\(").replace(")", r"\)")):
+        urdf_model_class(text)
+
+
+def test_missing_mesh_is_ignored():
+    text = (URDF_HEAD + LINK.format(n="l1").replace(
+        "</link>", '<visual><geometry><mesh filename="/nonexistent/m.stl"/></geometry></visual>'
+                   '<collision><geometry><mesh filename="package://none/c.dae"/></geometry>'
+                   "</collision></link>") + _joint("j1", "continuous") + "</robot>")
+    sim = Simulation(urdf_model_class(text), method="dopri5")
+    sim.do_step(0.0, 0.1)
+    assert sim.coordinate_names == ("j1",)
+
+
+def test_urdf_path_outside_the_cli_is_refused():
+    with pytest.raises(UnknownModelError, match="command line"):
+        Simulation(str(TWO_LINK))
+
+
+def test_urdf_state_round_trip_bit_identical_and_other_robot_rejected():
+    cls = load_urdf(TWO_LINK)
+    sim = Simulation(cls, method="generalized-alpha", params=URDF_PARAMS)
+    sim.set_inputs(URDF_INPUTS)
+    for _ in range(5):
+        sim.do_step(sim.time, 0.01)
+    blob = sim.serialize_state()
+    assert cls.source_digest.encode() in blob  # the URDF hash is in the header
+    ref = [sim.do_step(sim.time, 0.01) and sim.y for _ in range(5)]
+    fresh = Simulation(load_urdf(TWO_LINK), method="generalized-alpha", params=URDF_PARAMS)
+    fresh.deserialize_state(blob)
+    again = [fresh.do_step(fresh.time, 0.01) and fresh.y for _ in range(5)]
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(ref, again))
+    # the same robot with one changed inertia value: another URDF, another hash
+    other = urdf_model_class(TWO_LINK.read_text().replace('<mass value="2"/>',
+                                                          '<mass value="2.5"/>'))
+    assert other.name == cls.name and other.source_digest != cls.source_digest
+    victim = Simulation(other, method="generalized-alpha", params=URDF_PARAMS)
+    before = victim.serialize_state()
+    with pytest.raises(StateError, match="model_digest"):
+        victim.deserialize_state(blob)
+    assert victim.serialize_state() == before
+
+
+def test_scenario_urdf_plant_matches_simulation_and_path_stays_in_folder(tmp_path):
+    import shutil
+
+    from cosim.errors import ScenarioError
+    from cosim.scenario import Scenario
+
+    shutil.copy(TWO_LINK, tmp_path / "arm.urdf")
+    text = ("model: {urdf: arm.urdf, frames: [tip], params: {joint1.q0: -1.4}}\n"
+            "method: dopri5\nrtol: 1.0e-8\natol: 1.0e-8\nstop_time: 0.5\n"
+            "communication_step: 0.05\ninputs: {joint1: 0.5}\n")
+    (tmp_path / "arm.yaml").write_text(text)
+    result = Scenario.load(tmp_path / "arm.yaml").run()
+    sim = Simulation(load_urdf(TWO_LINK, frames=["tip"]), method="dopri5", rtol=1e-8, atol=1e-8,
+                     params={"joint1.q0": -1.4})
+    sim.set_inputs({"joint1": 0.5})
+    for k in range(10):  # the scenario's exact grid t_k = k * 0.05
+        sim.do_step(sim.time, (k + 1) * 0.05 - sim.time)
+    assert "tip_x" in sim.output_names
+    # measured 2e-15: the scenario's step sizes differ from these in the last bit
+    np.testing.assert_allclose(result.outputs[-1], sim.get_outputs(), rtol=0, atol=1e-12)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "escape.yaml").write_text(text.replace("arm.urdf", "../arm.urdf"))
+    with pytest.raises(ScenarioError, match="must name a URDF file in the scenario's folder"):
+        Scenario.load(tmp_path / "sub" / "escape.yaml")
+
+
+@pytest.mark.fmu
+def test_panda_fmu_built_validated_simulated_and_rolled_back(tmp_path):
+    """`cosim fmu build panda.urdf`: the URDF text travels in the FMU; fmpy validates and
+    simulates it; get/setFMUstate rolls back bit-identically."""
+    fmpy = pytest.importorskip("fmpy")
+    from fmpy import extract, read_model_description
+    from fmpy.fmi2 import FMU2Slave
+    from fmpy.validation import validate_fmu
+
+    from cosim.cli import main as cosim_main
+
+    path = tmp_path / "panda.fmu"
+    assert cosim_main(["fmu", "build", str(_panda().robot and example_robot_path()), "-o",
+                       str(path), "--step", "0.001", "--comm-step", "0.01",
+                       "--stop-time", "0.2"]) == 0
+    assert validate_fmu(str(path)) == []
+    res = fmpy.simulate_fmu(str(path), stop_time=0.2, output_interval=0.01,
+                            output=["panda_joint2_position"])
+    ref = Simulation(_panda(), method="generalized-alpha", h=0.001)
+    for _ in range(20):
+        ref.do_step(ref.time, 0.01)
+    assert res["panda_joint2_position"][-1] == pytest.approx(ref.y[1], abs=1e-12)
+
+    md = read_model_description(str(path))
+    vr = {v.name: v.valueReference for v in md.modelVariables}
+    fmu = FMU2Slave(guid=md.guid, unzipDirectory=extract(str(path)),
+                    modelIdentifier=md.coSimulation.modelIdentifier, instanceName="panda")
+    fmu.instantiate()
+    fmu.setupExperiment(startTime=0.0)
+    fmu.enterInitializationMode()
+    fmu.exitInitializationMode()
+    outs = [vr[f"panda_joint{i}_position"] for i in range(1, 8)]
+
+    def drive(t, n):
+        rows = []
+        for k in range(n):
+            fmu.setReal([vr["panda_joint1"]], [np.sin(t)])
+            fmu.doStep(t, 0.01)
+            t += 0.01
+            rows.append(fmu.getReal(outs))
+        return t, np.array(rows)
+
+    t, _ = drive(0.0, 5)
+    state = fmu.getFMUstate()
+    t1, first = drive(t, 10)
+    fmu.setFMUstate(state)
+    t2, second = drive(t, 10)
+    assert t1 == t2 and np.array_equal(first, second)
+    fmu.freeFMUstate(state)
+    fmu.terminate()
+    fmu.freeInstance()
+
+
+@pytest.mark.ros
+def test_ros_lock_step_pd_brings_panda_to_target_bit_identical_to_simulation(harness, tmp_path):
+    """Plant node from urdf_file; this test is the controller: a PD per joint in
+    computed-torque form (τ = M (kp e − kd v) + b, pinocchio RNEA), JointState efforts
+    by joint name, stamped with the state."""
+    pytest.importorskip("rclpy")
+    import pinocchio as pin
+    from sensor_msgs.msg import JointState
+
+    path = example_robot_path()
+    yaml_path = tmp_path / "panda.yaml"
+    yaml_path.write_text(
+        "cosim_sim:\n  ros__parameters:\n"
+        f"    urdf_file: {path}\n    method: generalized-alpha\n    integrator_step: 0.001\n"
+        "    communication_step: 0.01\n    mode: lock_step\n    urdf_frames: [panda_hand]\n")
+    hs = harness(yaml_path=str(yaml_path))
+    assert "panda_hand_z" in hs.plant.sim.output_names
+    cls = load_urdf(path)
+    names = list(cls.coordinates)
+    pm = pin.buildModelFromUrdf(str(path))
+    pd = pm.createData()
+    target = np.array([0.3, -0.4, 0.2, -1.8, 0.1, 1.4, 0.5, 0.02, 0.02])
+    kp, kd, n_steps = 100.0, 20.0, 150  # ω = 10 rad/s, ζ = 1
+    states = [hs.wait_state(0)]
+    for k in range(n_steps):
+        _, q, v, _ = states[-1]
+        q, v = np.array(q), np.array(v)
+        tau = pin.rnea(pm, pd, q, v, kp * (target - q) - kd * v)  # PD in computed-torque form
+        msg = JointState(name=names, effort=tau.tolist())
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(states[-1][0], 10 ** 9)
+        hs.joint_cmd.publish(msg)
+        states.append(hs.wait_state(round((k + 1) * 0.01 * 1e9)))
+    assert hs.errors() == []
+    assert np.abs(np.array(states[-1][1]) - target).max() < 1e-2
+    ref = Simulation(cls, method="generalized-alpha", h=0.001)
+    for k in range(n_steps):  # the effort published with state k+1 is the input of step k
+        ref.set_inputs(dict(zip(names, states[k + 1][3])))
+        ref.do_step(ref.time, 0.01)
+        assert list(ref.y[:9]) == list(states[k + 1][1]), f"step {k}"
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize("overrides, message", [
+    ({"robot_description": "<robot name='x'><link name='a'>"},
+     "parameter 'robot_description': malformed URDF"),
+    ({"robot_description": URDF_HEAD + LINK.format(n="l1") + _joint("j", "floating") + "</robot>"},
+     "parameter 'robot_description': URDF joint 'j' has type 'floating'"),
+    ({"urdf_file": "/nonexistent/robot.urdf"}, "parameter 'urdf_file': cannot read URDF file"),
+    ({"robot_description": TWO_LINK.read_text(), "params.joint1.q9": 1.0},
+     "model 'two_link \\(URDF\\)' has no parameter 'joint1.q9'"),
+])
+def test_ros_node_bad_robot_description_is_a_configuration_error(monkeypatch, request,
+                                                                 overrides, message):
+    rclpy = pytest.importorskip("rclpy")
+    from rclpy.parameter import Parameter
+
+    from ros_nodes.common import ConfigurationError
+    from ros_nodes.sim_node import SimulationNode
+    from ros_nodes.testing import unique_domain_id
+
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=unique_domain_id(request.node.name))
+    try:
+        with pytest.raises(ConfigurationError, match=message):
+            SimulationNode(context=ctx, parameter_overrides=[
+                Parameter(k, value=v) for k, v in overrides.items()])
+    finally:
+        rclpy.try_shutdown(context=ctx)
+
+
+MULTIBODY_METHODS = ["generalized-alpha", "generalized-alpha-i2", "bdf", "bdf-i2", "bdf-i1",
+                     "dopri5", "rk4", "rkc-penalty", "local-index1", "spark", "block-lstable"]
+
+
+@pytest.mark.parametrize("method", MULTIBODY_METHODS)
+def test_every_multibody_method_runs_a_urdf_robot_without_constraints(method):
+    """m = 0: each multibody method integrates the two-link URDF for 1 s; joint angles within
+    1e-3 of dopri5 at 1e-12 (fixed-step methods at h = 1 ms)."""
+    from cosim.integrators import METHOD_REGISTRY
+
+    assert set(MULTIBODY_METHODS) == set(METHOD_REGISTRY) - {"state-transition"}
+    cls = load_urdf(TWO_LINK)
+    ref = _trajectory(cls, "dopri5", URDF_PARAMS, URDF_INPUTS, t_end=1.0, dt=0.1,
+                      rtol=1e-12, atol=1e-12)
+    fixed = {"h": 1e-3} if method in ("spark", "block-lstable", "rk4") else {}
+    got = _trajectory(cls, method, URDF_PARAMS, URDF_INPUTS, t_end=1.0, dt=0.1,
+                      rtol=1e-6, atol=1e-8, **fixed)
+    assert np.abs(got[:, :2] - ref[:, :2]).max() < 1e-3
+
+
+def test_missing_pinocchio_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pinocchio", None)  # `import pinocchio` raises ImportError
+    text = TWO_LINK.read_text().replace('name="two_link"', 'name="two_link_no_pin"')
+    with pytest.raises(UnknownModelError, match=r"pip install 'cosim\[robots\]'"):
+        urdf_model_class(text)
