@@ -260,7 +260,7 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
     ``blocks``/``connections``: discrete blocks for a model FMU, as
     :class:`cosim.Simulation` takes them (dicts, see :func:`cosim.blocks.make_block`).
     """
-    from cosim.commands.simulate import stop_time as default_stop_time
+    from cosim.run import default_stop_time
     from cosim.simulation import Simulation
     from cosim.validation import finite_float
 

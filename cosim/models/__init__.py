@@ -1,4 +1,6 @@
 """The model library.  ``load_model("andrews", **params)`` builds a model."""
+import copy
+
 from .._registry import load_symbol, user_class_spec
 from ..errors import UnknownModelError
 from .base import Event, FirstOrderModel, Model, MultibodyModel, Parameter, Signal, check_inputs
@@ -58,8 +60,15 @@ def available_models():
 
 
 def load_model(model, **params):
-    """A model instance from a name, a ``module:Class`` spec, a Model subclass, or an instance."""
+    """A model instance from a name, a ``module:Class`` spec, a Model subclass, or an
+    instance.  An instance is copied (``params`` applied to the copy): the caller's
+    model is never changed, so one instance can serve many simulations at once."""
     if isinstance(model, Model):
+        try:
+            model = copy.deepcopy(model)
+        except Exception:  # e.g. a user model holding a lock: copy what parameters touch
+            model = copy.copy(model)
+            model.params = dict(model.params)
         for key, value in params.items():
             model.set_parameter(key, value)
         return model
