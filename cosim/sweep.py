@@ -384,7 +384,7 @@ def connect(scheduler=None, workers=None, timeout=10.0):
             dask.config.get("distributed.nanny.pre-spawn-environ", {}), **WORKER_ENV)}):
         try:
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address=None, silence_logs=logging.ERROR)
+                                   dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
         except Exception as exc:
             raise ClusterError(f"cannot start a local Dask cluster: {exc}") from None
     client = Client(cluster)
