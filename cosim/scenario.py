@@ -71,22 +71,8 @@ class Scenario:
 
     @classmethod
     def load(cls, path):
-        from .spec import MAX_SPEC_BYTES
-        import yaml
-        path = resolve(path)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read(MAX_SPEC_BYTES + 1)
-        except OSError as exc:
-            from .shipped import scenario_names
-            raise ScenarioError(f"cannot read scenario {str(path)!r}: {exc.strerror} (shipped scenarios, "
-                                f"usable by name: {', '.join(scenario_names())})") from None
-        if len(text) > MAX_SPEC_BYTES:
-            raise ScenarioError(f"scenario {str(path)!r} is larger than {MAX_SPEC_BYTES} bytes")
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ScenarioError(f"scenario {str(path)!r} is not valid YAML: {exc}") from None
+        from .spec import read_file
+        data, path = read_file(path, "scenario")
         return cls(data, source=str(path))
 
     def build(self, backend="auto"):

@@ -349,32 +349,13 @@ class SimulationSpec:
 
     @classmethod
     def from_yaml(cls, text, source="spec"):
-        import yaml
-        if len(text) > MAX_SPEC_BYTES:
-            raise SpecError(f"{source}: {len(text)} bytes, more than {MAX_SPEC_BYTES}")
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise SpecError(f"{source} is not valid YAML: {' '.join(str(exc).split())}") from None
-        return cls.from_dict(data, source)
+        return cls.from_dict(parse_yaml(text, source), source)
 
     @classmethod
     def load(cls, path):
         """A spec from a YAML or JSON file (JSON is YAML), or a shipped scenario by name."""
-        from .scenario import resolve
-        path = resolve(path)
-        try:
-            with open(path, "rb") as fh:
-                raw = fh.read(MAX_SPEC_BYTES + 1)
-        except OSError as exc:
-            from .shipped import scenario_names
-            raise SpecError(f"cannot read spec {str(path)!r}: {exc.strerror} (shipped scenarios, "
-                            f"usable by name: {', '.join(scenario_names())})") from None
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise SpecError(f"spec {str(path)!r} is not UTF-8 text") from None
-        spec = cls.from_yaml(text, source=str(path))
+        data, path = read_file(path, "spec")
+        spec = cls.from_dict(data, source=str(path))
         return spec if spec.name else spec.replace(name=Path(str(path)).stem)
 
     # -- writing ------------------------------------------------------------------------
@@ -453,6 +434,36 @@ class SimulationSpec:
     def resolved_stop_time(self, model=None):
         """(stop_time, source)."""
         return self.stop_time, "stop_time"
+
+
+def parse_yaml(text, source="spec"):
+    """Plain data from YAML/JSON text: safe loader only (no tags, no code), bounded size."""
+    import yaml
+    if len(text) > MAX_SPEC_BYTES:
+        raise SpecError(f"{source}: {len(text)} bytes, more than {MAX_SPEC_BYTES}")
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{source} is not valid YAML: {' '.join(str(exc).split())}") from None
+
+
+def read_file(path, what="spec"):
+    """(data, path) of a spec or scenario file (or a shipped scenario named bare), read
+    with at most MAX_SPEC_BYTES + 1 bytes; errors say ``what`` it was."""
+    from .scenario import resolve
+    path = resolve(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_SPEC_BYTES + 1)
+    except OSError as exc:
+        from .shipped import scenario_names
+        raise SpecError(f"cannot read {what} {str(path)!r}: {exc.strerror} (shipped scenarios, "
+                        f"usable by name: {', '.join(scenario_names())})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(f"{what} {str(path)!r} is not UTF-8 text") from None
+    return parse_yaml(text, source=f"{what} {str(path)!r}"), path
 
 
 def _plant_class(model, model_format):
