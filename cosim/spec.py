@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import CosimError, InvalidInputError, SpecError
@@ -216,8 +216,8 @@ class Metric:
 
 @dataclass(frozen=True)
 class SimulationSpec:
-    """A frozen, validated description of one run; build with :meth:`from_dict`,
-    :meth:`load` (YAML/JSON file) or the constructor followed by :meth:`validated`."""
+    """A frozen, validated description of one run; build it with :meth:`from_dict`,
+    :meth:`from_yaml` or :meth:`load` (the constructor itself checks nothing)."""
     model: str
     params: FrozenMap = field(default_factory=FrozenMap)
     model_format: str = "name"        # "name" (library / module:Class / file.py:Class) | "urdf"
@@ -481,10 +481,6 @@ FILE_KEYS = ("name", "description", "model", "params", "method", "rtol", "atol",
              "method_options", "backend", "start_time", "stop_time", "communication_step",
              "blocks", "connections", "inputs", "event_tolerance", "on_chattering",
              "max_chattering_events", "record", "metrics")
-
-
-def spec_fields():
-    return tuple(f.name for f in fields(SimulationSpec))
 
 
 def load_spec(path):
