@@ -11,7 +11,13 @@ Newton iterations show the work the landing forces.
 import time
 
 import cosim
-from cosim.commands.simulate import simulation_spec
+
+
+def simulation_spec(model, t_end, backend, dt=None):
+    """The spec `cosim simulate MODEL --t-end T [--dt DT] --backend B` runs."""
+    return cosim.SimulationSpec.from_dict({"model": model, "method": "generalized-alpha",
+                                           "stop_time": t_end, "communication_step": dt,
+                                           "backend": backend})
 
 
 def main():

@@ -289,7 +289,7 @@ class SweepResult:
         for name in self.variations.names:
             cols[name] = pa.array([dict(v).get(name) for v in self.variations.runs], pa.float64())
         if self.variations.kind == "specs":
-            cols["spec"] = pa.array([s.name for s in self.specs], pa.string())
+            cols["spec"] = pa.array(self.variations.description["specs"], pa.string())
         cols["status"] = pa.array(["failed" if isinstance(r, RunFailure) else "ok" for r in self.results])
         cols["error"] = pa.array([r.error if isinstance(r, RunFailure) else None for r in self.results],
                                  pa.string())
@@ -396,11 +396,11 @@ def connect(scheduler=None, workers=None, timeout=10.0):
 
 
 def sweep(spec, variations=None, client=None, *, scheduler=None, workers=None, timeout=10.0,
-          progress=None, specs=None):
-    """Run ``spec`` once per variation (or each spec of ``specs``) on Dask; returns a
-    :class:`SweepResult` in run order.  ``client``: a ``distributed.Client`` to use;
-    else ``scheduler`` (address or scheduler file) or an embedded LocalCluster.
-    ``progress(done, total)`` is called as runs finish."""
+          progress=None, specs=None, labels=None):
+    """Run ``spec`` once per variation (or each spec of ``specs``, named by ``labels`` in
+    the files, default their names) on Dask; returns a :class:`SweepResult` in run order.
+    ``client``: a ``distributed.Client`` to use; else ``scheduler`` (address or scheduler
+    file) or an embedded LocalCluster.  ``progress(done, total)`` is called as runs finish."""
     import time
 
     from distributed import as_completed
@@ -409,7 +409,7 @@ def sweep(spec, variations=None, client=None, *, scheduler=None, workers=None, t
         specs = specs_for(spec, variations)
     else:
         variations = Variations(runs=tuple(() for _ in specs), names=(), kind="specs",
-                                description={"specs": [s.name for s in specs]})
+                                description={"specs": list(labels or [s.name for s in specs])})
     close = None
     if client is None:
         client, where, close = connect(scheduler, workers, timeout)

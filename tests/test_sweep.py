@@ -142,6 +142,15 @@ def test_same_seed_gives_identical_files_and_records_the_seed(cluster, tmp_path,
     assert np.array_equal(np.floor((phi0 - 0.4) / 0.4 * 6), np.arange(6))
 
 
+def test_a_list_of_spec_files_is_one_run_each_in_order(cluster, tmp_path, capsys):
+    files = [_short(tmp_path, t) for t in (0.3, 0.2)]
+    assert main(["sweep", *map(str, files), "--scheduler", cluster[0], "--out", str(tmp_path)]) == 0
+    assert "2 runs (specs), 2 ok" in capsys.readouterr().out
+    runs = pq.read_table(tmp_path / "runs.parquet").to_pydict()
+    assert runs["spec"] == [str(f) for f in files]
+    assert runs["final:angle"] == [cosim.run(cosim.load_spec(f)).signal("angle")[-1] for f in files]
+
+
 def test_embedded_local_cluster_is_the_default(tmp_path, capsys):
     path = _short(tmp_path, 0.5)
     assert main(["sweep", str(path), "--grid", "l=0.8,1.2", "--out", str(tmp_path)]) == 0

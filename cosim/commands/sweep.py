@@ -40,7 +40,7 @@ def _cmd(args):
     show = (not args.json) and sys.stderr.isatty()
     result = sweep(specs[0], variations, scheduler=args.scheduler, workers=args.workers,
                    timeout=args.timeout, progress=_bar if show else None,
-                   specs=specs if len(specs) > 1 else None)
+                   specs=specs if len(specs) > 1 else None, labels=list(args.spec))
     if show:
         sys.stderr.write("\n")
     paths = result.write(args.out)
