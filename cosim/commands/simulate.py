@@ -80,18 +80,13 @@ def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rt
     that does not use it gets a warning)."""
     from ..simulation import Simulation
 
+    from ..models import Model, model_class
+
     check_tolerances(method, [n for n, v in (("--rtol", rtol), ("--atol", atol)) if v is not None])
     rtol = 1e-6 if rtol is None else rtol
     atol = 1e-8 if atol is None else atol
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", CosimWarning)
-        sim = Simulation(model=resolve_cli_model(model) if isinstance(model, str) else model,
-                         method=method, params=params or {}, rtol=rtol, atol=atol, h=h,
-                         method_options=method_options or {}, backend=backend)
-    for w in caught:  # the IC repair warning is printed by the caller (ic_report)
-        if not issubclass(w.category, CosimWarning):
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    t_end, t_end_source = stop_time(sim.model, t_end)
+    plant = resolve_cli_model(model) if isinstance(model, str) else model
+    t_end, t_end_source = stop_time(plant if isinstance(plant, (type, Model)) else model_class(plant), t_end)
     if dt is not None and finite_float("dt", dt, positive=True) > t_end:
         warn(f"--dt {dt:g} is longer than --t-end {t_end:g}: one communication step of {t_end:g} s")
         dt = t_end
@@ -103,6 +98,16 @@ def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rt
                                 "the run (--t-end)", fix="give --dt as a multiple of --h")
     spec = simulation_spec(model, method, t_end=t_end, dt=dt, rtol=rtol, atol=atol, h=h, params=params,
                            method_options=method_options, backend=backend)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CosimWarning)
+        if isinstance(model, str):  # the command line: a file.py:Class plant may be loaded
+            sim = Simulation.from_spec(spec, allow_files=True)
+        else:  # a class or an instance given in Python: no spec name reaches it
+            sim = Simulation(model=model, method=method, params=params or {}, rtol=rtol, atol=atol, h=h,
+                             method_options=dict(spec.method_options), backend=backend)
+    for w in caught:  # the IC repair warning is printed by the caller (ic_report)
+        if not issubclass(w.category, CosimWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     bar = _Progress(progress, t_end)
     try:
         sim, result = execute(spec, sim=sim, progress=bar.update, end_at_stop_event=True)
