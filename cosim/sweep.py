@@ -239,6 +239,7 @@ def run_one(spec_dict):
     """One run in a worker: plain spec data in, a RunResult or a RunFailure out."""
     from .run import run
     from .spec import SimulationSpec
+    spec_dict = dict(spec_dict)  # a retried task (lost worker) gets the same argument again
     index = spec_dict.pop("__index__", -1)
     try:
         return run(SimulationSpec.from_dict(spec_dict, source=f"run {index}"))
