@@ -4,6 +4,10 @@ from . import errors
 from .errors import CosimError
 from .integrators import available_methods, make_integrator
 from .models import available_models, load_model
+# the functions shadow their modules' names on purpose: cosim.run(spec), cosim.sweep(...)
+from .run import RunResult, run  # noqa: E402
+from .spec import SimulationSpec, load_spec  # noqa: E402
+from .sweep import sweep  # noqa: E402  (imports dask only when called)
 
 __version__ = "0.1.0"
 
@@ -18,5 +22,5 @@ def __getattr__(name):  # lazy: the stepper pulls in more than the core needs
     raise AttributeError(f"module 'cosim' has no attribute {name!r}")
 
 
-__all__ = ["CosimError", "Simulation", "check_model", "available_methods", "available_models", "errors",
+__all__ = ["CosimError", "Simulation", "SimulationSpec", "RunResult", "check_model", "load_spec", "run", "sweep", "available_methods", "available_models", "errors",
            "load_model", "make_integrator"]

@@ -1,6 +1,6 @@
 """The ``cosim`` command line: a thin wrapper over the library API.
 
-Subcommands: ``models``, ``methods``, ``scenarios``, ``simulate`` (one model), ``check`` (a
+Subcommands: ``models``, ``methods``, ``scenarios``, ``simulate`` (one model), ``sweep`` (many runs), ``check`` (a
 model), ``run`` (a scenario), ``demo`` (the README's first command), ``warmup`` (compile kernels),
 plus plugins registered under the ``cosim.commands`` entry-point
 group (the ``fmu`` package adds ``cosim fmu build``).  A :class:`CosimError`
@@ -18,7 +18,7 @@ from importlib.metadata import entry_points
 from .errors import CosimError
 
 # subcommand -> module in cosim.commands defining register(subparsers)
-CORE_COMMANDS = ("listing", "simulate", "run", "check", "demo", "warmup")
+CORE_COMMANDS = ("listing", "simulate", "run", "sweep", "check", "demo", "warmup")
 
 
 def build_parser():

@@ -68,6 +68,10 @@ class ScenarioError(CosimError, ValueError):
     """A scenario file is malformed."""
 
 
+class SpecError(ScenarioError):
+    """A run spec (or a sweep's variations) is malformed: names the key and the value."""
+
+
 class CosimWarning(UserWarning):
     """Base class of the warnings cosim issues."""
 

@@ -58,6 +58,25 @@ def check_tolerances(method, given):
         warn(f"{' and '.join(given)} ignored: method {method!r} does not use tolerances ({reason})")
 
 
+def parse_assignments(items, what="--param"):
+    """["l=2", "m=1.5"] -> {"l": 2.0, ...}; numbers become floats, other values stay
+    strings for the model to parse.  A name given twice with two values is an error."""
+    pairs = []
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InvalidInputError(f"{what} expects NAME=VALUE, got {item!r}")
+        pairs.append((name.strip(), _number_or_text(value.strip())))
+    return merge_assignments(pairs, what)
+
+
+def _number_or_text(text):
+    try:
+        return float(text)
+    except ValueError:
+        return text  # e.g. a matrix "[[0,1],[-4,-0.4]]" for the LTI model
+
+
 def merge_assignments(pairs, what):
     """[(name, value), ...] -> dict; a name given twice with different values is an error."""
     out = {}

@@ -118,6 +118,25 @@ def _parse_connection(item):
     return str(src).strip(), str(dst).strip()
 
 
+def _augmented_plant(spec, model, params, exact):
+    """LTI plant with the exact sine inputs appended as signal generators (seed 001
+    §3.5, example 3.4): these inputs are reproduced exactly, not held."""
+    from .errors import SpecError
+    from .integrators.state_transition import augment_model
+    from .models.lti import LTIModel
+    from .signals import InputSignal
+    plant = load_model(model, **params)
+    if not isinstance(plant, LTIModel):
+        raise SpecError(f"'exact' sine inputs {sorted(exact)} need an LTI plant, "
+                        f"model {plant.name!r} is not one")
+    driven = {str(c).partition("->")[2].strip() if isinstance(c, str) else None for c in spec.connections}
+    for name in exact:
+        if name not in plant.input_names or name in driven:
+            raise SpecError(f"exact sine input {name!r} must be an undriven plant "
+                            f"input (plant inputs: {', '.join(plant.input_names)})")
+    return augment_model(plant, {n: InputSignal(n, s).generator(spec.start_time) for n, s in exact.items()})
+
+
 class Simulation:
     """Co-simulation of one plant model with discrete blocks (see module docstring)."""
 
@@ -168,8 +187,40 @@ class Simulation:
         self._has_events = bool(self.model.events)
         self._fast = not self.blocks and not self._has_events
         self._block_out_slices = []
+        self._observer = None
         self._config = self._describe_config()
         self._start(new_integrator=False)
+
+    @classmethod
+    def from_spec(cls, spec, allow_files=False):
+        """The simulation a :class:`cosim.spec.SimulationSpec` describes (the CLI, scenario
+        files and sweeps build theirs here).  ``allow_files``: load a ``file.py:Class``
+        plant (only the command line, whose arguments the user typed, allows it).  Sine
+        inputs marked ``exact`` on an LTI plant become signal generators appended to the
+        plant (seed 001 §3.5, example 3.4)."""
+        from .errors import SpecError
+        from .spec import thaw
+        model = spec.model_reference(allow_files)
+        params = thaw(spec.params)
+        method = spec.resolved_method(model)
+        exact = {n: s for n, s in thaw(spec.inputs).items()
+                 if isinstance(s, Mapping) and s.get("type") == "sine" and s.get("exact") is True}
+        if exact:
+            model, params = _augmented_plant(spec, model, params, exact), {}
+        kwargs = {"rtol": 1e-6 if spec.rtol is None else spec.rtol,
+                  "atol": 1e-8 if spec.atol is None else spec.atol}
+        for key in ("event_tolerance", "on_chattering", "max_chattering_events"):
+            if getattr(spec, key) is not None:
+                kwargs[key] = getattr(spec, key)
+        sim = cls(model=model, method=method, params=params, h=spec.h,
+                  method_options=thaw(spec.method_options), blocks=thaw(spec.blocks),
+                  connections=thaw(spec.connections), start_time=spec.start_time,
+                  backend=spec.backend, **kwargs)
+        unknown = sorted(set(spec.inputs) - set(exact) - set(sim.input_names))
+        if unknown:
+            raise SpecError(f"inputs {unknown} are not external inputs of the simulation "
+                            f"(external inputs: {', '.join(sim.input_names) or 'none'})")
+        return sim
 
     # -- construction ------------------------------------------------------------------
     def _wire(self, connections):
@@ -417,6 +468,13 @@ class Simulation:
             out = np.concatenate([out, *(b.outputs for b in self.blocks)])
         return out
 
+    def outputs_at(self, t, y):
+        """Outputs at (t, y) with the inputs and block outputs held now (dense recording)."""
+        out = np.asarray(self.model.output_values(t, y, self._u), dtype=float).reshape(-1)
+        if self.blocks:
+            out = np.concatenate([out, *(b.outputs for b in self.blocks)])
+        return out
+
     def get_output_dict(self):
         return dict(zip(self.output_names, self.get_outputs().tolist()))
 
@@ -468,11 +526,15 @@ class Simulation:
         self._z = self._event_values()
 
     # -- stepping -----------------------------------------------------------------------------
-    def do_step(self, t, h):
+    def do_step(self, t, h, observer=None):
         """Advance from ``t`` (= ``self.time``) to ``t + h``, landing exactly there.
 
         Returns the new communication time.  On error the simulation is exactly
-        as before the call.
+        as before the call.  ``observer(integrator)``, if given, is called after
+        every accepted integrator step that the result keeps (not after a step
+        rolled back onto an event), while ``integrator.dense_output`` covers
+        [t_prev, t] with the inputs of that step held: :mod:`cosim.run` records
+        from it without making the integrator land on output points.
         """
         h = finite_float("communication step h", h, positive=True, strict=True)
         t = finite_float("communication time t", t, strict=True)
@@ -486,7 +548,7 @@ class Simulation:
             self._n_comm += 1
             return t_end
         self.integrator.check_step_budget(t_end)
-        if self._fast:
+        if self._fast and observer is None:
             try:
                 self.integrator.advance(t_end)  # restores itself on failure
             except CosimError:
@@ -499,14 +561,17 @@ class Simulation:
             return t_end
         snapshot = self.get_state()
         self._steps_left = self.integrator.max_steps
+        self._observer = observer
         try:
             self._run_until(t_end)
         except BaseException as exc:
+            self._observer = None
             self._apply_state(snapshot)
             if isinstance(exc, CosimError) or not isinstance(exc, Exception):
                 raise
             raise ConvergenceError(f"do_step({t!r}, {h!r}) failed: {exc!r}", t=t, h=h,
                                    cause=exc) from exc
+        self._observer = None
         self._time = t_end
         self._n_comm += 1
         return t_end
@@ -568,9 +633,12 @@ class Simulation:
         integ = self.integrator
         if not self._has_events:
             # do_step holds a snapshot of everything: no second one (advance() would take it)
+            observer = self._observer
             while integ.t < target:
                 self._count_step(target)
                 integ.step(target)
+                if observer is not None:
+                    observer(integ)
             return
         model, u = self.model, self._u
         while integ.t < target and not self._stopped:
@@ -583,6 +651,7 @@ class Simulation:
             starting_at_zero = not hits and bool((z_old == 0.0).any())
             if not hits and not starting_at_zero:
                 self._z = z_new
+                self._observe(integ)
                 continue
             t_a, t_b = integ.t_prev, integ.t
             tol = max(self.event_tolerance, 4.0 * _EPS * max(1.0, abs(t_b)))
@@ -607,6 +676,7 @@ class Simulation:
                         immediate.append(i)
             if not starts and not immediate:
                 self._z = z_new
+                self._observe(integ)
                 continue
             # locate every crossing on the dense output of this step (seed 001 §3.7)
             located = [(t_a, i, 0) for i in immediate]
@@ -617,8 +687,12 @@ class Simulation:
             firing = sorted((i, it) for t_i, i, it in located if t_i <= t_ev + tol)
             # roll back and land exactly on the event: no step crosses it
             integ.restore(saved)
-            if t_ev > integ.t:
+            if t_ev > integ.t and self._observer is None:
                 integ.advance(t_ev)
+            while integ.t < t_ev:  # the same steps as advance(), each one observed
+                self._count_step(t_ev)
+                integ.step(t_ev)
+                self._observe(integ)
             y = integ.y.copy()
             terminal = False
             for i, iters in firing:
@@ -638,6 +712,10 @@ class Simulation:
             if terminal:
                 self._stop(t_ev, ", ".join(model.events[i].name for i, _ in firing))
                 return
+
+    def _observe(self, integ):
+        if self._observer is not None:
+            self._observer(integ)
 
     def _count_step(self, target):
         self._steps_left -= 1

@@ -190,18 +190,6 @@ def describe_variables(sim, numeric_options):
             "event_counter": counter}
 
 
-def default_method(model):
-    """generalized-alpha for multibody models; the exact ``state-transition`` for the
-    LTI model; ``dopri5`` for other first-order models (issue 15: `cosim fmu build lti`
-    without --method failed)."""
-    from cosim.models import model_class
-
-    cls = model_class(model)
-    if cls.kind == "multibody":
-        return "generalized-alpha"
-    return "state-transition" if cls.name == "lti" else "dopri5"
-
-
 def feedthrough(sim):
     """{output key: [input keys]}: the external inputs each output depends on directly
     (FMI 2.0.4 §2.2.8 ModelStructure ``dependencies``).
@@ -265,15 +253,17 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
     its method/tolerances/step are used unless given here, its input signals
     give the start values of the FMU inputs, its stop time and communication
     step the DefaultExperiment).
-    ``method`` (default :func:`default_method`), ``rtol``/``atol`` (1e-6/1e-8),
+    ``method`` (default: the spec's, by model kind: generalized-alpha, state-transition
+    for LTI, dopri5 for other ODEs), ``rtol``/``atol`` (1e-6/1e-8),
     ``step``: fixed integration step (None: adaptive).
     ``stop_time``/``step_size``: the DefaultExperiment (defaults: the model's
     usual horizon and 1/500 of it, or the blocks' base step).
     ``blocks``/``connections``: discrete blocks for a model FMU, as
     :class:`cosim.Simulation` takes them (dicts, see :func:`cosim.blocks.make_block`).
     """
-    from cosim.commands.simulate import stop_time as default_stop_time
+    from cosim.run import default_stop_time
     from cosim.simulation import Simulation
+    from cosim.spec import SimulationSpec
     from cosim.validation import finite_float
 
     params = dict(params or {})
@@ -299,10 +289,11 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
         if connections:
             spec["connections"] = list(connections)
         refs, experiment, default_name, description = spec, {}, None, ""
-        # validate everything by building the simulation once (clear cosim errors)
-        sim = Simulation(method=method or default_method(spec["model"]), params=params,
-                         rtol=1e-6 if rtol is None else rtol, atol=1e-8 if atol is None else atol,
-                         h=step, method_options=method_options, **spec)
+        # validate everything by building the simulation once, through the spec the FMU's
+        # slave will translate its configuration into (clear cosim errors)
+        sim = Simulation.from_spec(SimulationSpec.from_dict(
+            dict(spec, method=method, params=params, rtol=rtol, atol=atol, h=step,
+                 method_options=method_options, communication_step=None), source="cosim fmu build"))
         spec = dict(spec, params=params)
     rtol = float(sim.rtol)
 

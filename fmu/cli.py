@@ -27,7 +27,7 @@ def _cmd_build(args):
     import os
     import sys
 
-    from cosim.commands.simulate import parse_assignments
+    from cosim.options import parse_assignments
     from cosim.errors import CosimError
 
     try:

@@ -314,48 +314,34 @@ class CosimSlave(Fmi2Slave):
             return f"{self._package}.{spec}"
         return spec
 
-    def _build_simulation(self):
-        spec = dict(self._cfg["simulation"])
+    def simulation_spec(self):
+        """This FMU's configuration -- its scenario or model, the ``solver.*`` values and the
+        parameters the importer set -- as the :class:`cosim.SimulationSpec` it runs (the one
+        translation; errors are the spec's).  The importer picks the communication step."""
+        from cosim.spec import SimulationSpec
+
+        cfg = dict(self._cfg["simulation"])
         solver = self._solver
         options = {v["key"]: solver[v["key"]] for v in self._solver_vars if v.get("option")}
         step = float(solver["step"])
-        h = step if step > 0.0 else None
-        if "scenario" in spec:  # plant + blocks built by cosim.scenario (as `cosim run` does)
-            from cosim.scenario import Scenario
+        data = dict(cfg["scenario"]) if "scenario" in cfg else cfg
+        if "model" in data:
+            data["model"] = self._private(data["model"])
+        data["blocks"] = [dict(b, function=self._private(b["function"]))
+                          if isinstance(b, dict) and "function" in b else b
+                          for b in data.get("blocks") or ()]
+        data["params"] = dict(data.get("params") or {}, **self._params)
+        data["method_options"] = dict(data.get("method_options") or {}, **options)
+        data.update(method=str(solver["method"]), rtol=float(solver["rtol"]),
+                    atol=float(solver["atol"]), h=step if step > 0.0 else None,
+                    start_time=self._start_time, communication_step=None)
+        if not float(data.get("stop_time") or 0.0) > self._start_time:
+            data["stop_time"] = None  # the master decides when to stop
+        return SimulationSpec.from_dict(data, source=f"FMU {self.modelName}")
 
-            data = dict(spec["scenario"])
-            if "model" in data:
-                data["model"] = self._private(data["model"])
-            data["blocks"] = [dict(b, function=self._private(b["function"]))
-                              if isinstance(b, dict) and "function" in b else b
-                              for b in data.get("blocks") or ()]
-            data["params"] = dict(data.get("params") or {}, **self._params)
-            data["method_options"] = dict(data.get("method_options") or {}, **options)
-            data.update(method=str(solver["method"]), rtol=float(solver["rtol"]),
-                        atol=float(solver["atol"]), h=h, start_time=self._start_time)
-            if not float(data.get("stop_time", 0.0)) > self._start_time:
-                data["stop_time"] = self._start_time + 1.0  # the master decides when to stop
-            # solver.rtol/atol are always set here and the importer picks the
-            # communication step: the CLI's option warnings (cosim.options) do not apply
-            import warnings
-
-            from cosim.options import OptionWarning
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", OptionWarning)
-                return Scenario(data, source=f"FMU {self.modelName}").build()
+    def _build_simulation(self):
         from cosim.simulation import Simulation
-
-        spec["model"] = self._private(spec.get("model"))
-        if spec.get("blocks"):
-            spec["blocks"] = [dict(b, function=self._private(b["function"]))
-                              if isinstance(b, dict) and "function" in b else b
-                              for b in spec["blocks"]]
-        params = dict(spec.pop("params", None) or {})
-        params.update(self._params)
-        options = dict(spec.pop("method_options", None) or {}, **options)
-        return Simulation(params=params, method=str(solver["method"]), rtol=float(solver["rtol"]),
-                          atol=float(solver["atol"]), h=h, method_options=options,
-                          start_time=self._start_time, **spec)
+        return Simulation.from_spec(self.simulation_spec())
 
     def _ensure_simulation(self):
         if self._sim is None:

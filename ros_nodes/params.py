@@ -247,6 +247,23 @@ def read(node):
     return cfg
 
 
+def simulation_spec(cfg):
+    """The node's configuration as the :class:`cosim.SimulationSpec` it runs (the one
+    translation: ``integrator_step`` -> ``h`` (0: adaptive), ``end_time`` -> ``stop_time``
+    (0: never, the spec's default), ``params.*``, ``method_options.*``); errors are the spec's."""
+    from cosim.spec import SimulationSpec
+    end = cfg["end_time"]
+    model = cfg["model"]
+    if isinstance(model, type) and hasattr(model, "robot"):  # a URDF robot: its text travels
+        model = model.spec()
+    return SimulationSpec.from_dict({
+        "model": model, "method": cfg["method"], "backend": cfg["backend"],
+        "params": cfg["params"], "rtol": cfg["rtol"], "atol": cfg["atol"],
+        "h": cfg["integrator_step"] or None, "method_options": cfg["method_options"],
+        "start_time": cfg["start_time"], "communication_step": cfg["communication_step"],
+        "stop_time": end if end and end > cfg["start_time"] else None}, source="ROS parameters")
+
+
 def check(name, value):
     """Reason the value is invalid for this table parameter, or None."""
     spec = BY_NAME.get(name)

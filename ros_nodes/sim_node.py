@@ -107,11 +107,7 @@ class SimulationNode(Node):
         super().__init__(node_name, **kwargs)
         self.add_pre_set_parameters_callback(params.integer_to_double_callback(self))
         self.config = cfg = params.declare(self, model_parameters)
-        self.sim = cosim.Simulation(
-            model=cfg["model"], method=cfg["method"], params=cfg["params"], rtol=cfg["rtol"],
-            atol=cfg["atol"], h=cfg["integrator_step"] or None,
-            method_options=cfg["method_options"], start_time=cfg["start_time"],
-            backend=cfg["backend"])
+        self.sim = cosim.Simulation.from_spec(params.simulation_spec(cfg))
         self.option_warnings = self._check_options(cfg)
         self.joints = JointMap(self.sim, cfg)
         self.states = StateDirectory(cfg["state_directory"], cfg["state_max_bytes"])

@@ -33,8 +33,7 @@ def cases():
     from cosim import Simulation
     from cosim.errors import CosimError
     from cosim.models import MODEL_REGISTRY
-
-    from fmu.builder import default_method
+    from cosim.scenario import default_method
 
     def accepts(model, method):
         try:

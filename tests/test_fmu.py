@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -208,10 +210,10 @@ def test_fmu_matches_cosim_simulate_cli(pendulum_fixed_fmu, tmp_path):
     table = np.genfromtxt(csv, delimiter=",", names=True)
     slave = Slave(pendulum_fixed_fmu, "cli")
     t, rows = 0.0, [slave.get(PENDULUM_OUT)]
-    for k in range(50):  # the CLI's grid: h = min(dt, t_end - t), t accumulated
-        h = min(0.01, 0.5 - t) if k < 49 else 0.5 - t
-        slave.fmu.doStep(t, h)
-        t = t + h
+    for k in range(50):  # the CLI's grid (cosim.run, issue 17): t_k = k·dt in exact decimals
+        t_next = float(Fraction("0.01") * (k + 1))
+        slave.fmu.doStep(t, t_next - t)
+        t = t_next
         rows.append(slave.get(PENDULUM_OUT))
     slave.close()
     rows = np.array(rows)

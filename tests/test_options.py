@@ -5,6 +5,7 @@ import argparse
 import csv
 import os
 
+import numpy as np
 import pytest
 
 from cosim.cli import build_parser, main
@@ -28,13 +29,21 @@ def steps_of(out):
 
 
 # -- cosim simulate ---------------------------------------------------------------------------
-def test_h_longer_than_communication_step_is_announced_and_is_what_runs(capsys):
-    rc, out, err = cli(capsys, "simulate", "pendulum", "--h", 0.01, "--t-end", 1)
+def test_h_longer_than_communication_step_is_announced_and_is_what_runs(capsys, tmp_path):
+    rc, out, err = cli(capsys, "simulate", "pendulum", "--h", 0.01, "--dt", 0.002, "--t-end", 1)
     assert rc == 0
     [w] = warnings_in(err)
-    assert "--h 0.01 is longer than the communication step (t_end/500) 0.002" in w
+    assert "--h 0.01 is longer than the communication step --dt 0.002" in w
     assert "h = 0.002" in w
     assert steps_of(out) == 500  # 1 s in steps of 0.002, as the warning says
+    # issue 17: without --dt the rows (every t_end/500) come from the dense output, so
+    # nothing cuts h: 100 steps of 0.01 and 501 rows, no warning
+    path = tmp_path / "p.csv"
+    rc, out, err = cli(capsys, "simulate", "pendulum", "--h", 0.01, "--t-end", 1, "--out", path)
+    assert rc == 0 and warnings_in(err) == []
+    assert steps_of(out) == 100
+    t = np.loadtxt(path, delimiter=",", skiprows=1)[:, 0]
+    assert len(t) == 501 and np.allclose(np.diff(t), 0.002, rtol=0, atol=1e-15)
 
 
 def test_h_not_dividing_dt_is_announced_with_the_steps_taken(capsys):

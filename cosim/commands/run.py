@@ -1,6 +1,6 @@
 """``cosim run SCENARIO.yaml``: run a co-simulation scenario (plant + discrete blocks).
 
-A thin wrapper over :class:`cosim.scenario.Scenario` / :class:`cosim.Simulation`.
+A thin caller of :func:`cosim.run` on the file's :class:`cosim.SimulationSpec`.
 ``--json`` prints one object: scenario, model, method, t, communication_step,
 base_step (seconds, the exact gcd of the sample times; null without blocks),
 base_step_exact ("p/q"), blocks, stopped, stop_time, state, outputs, events
@@ -10,33 +10,37 @@ import json
 import sys
 
 from ..options import check_plot_path
-from ..scenario import Scenario
+from ..run import execute
+from ..scenario import Scenario, scenario_summary, write_scenario_csv, write_scenario_plot
 
 
 def _cmd(args):
     check_plot_path(args.plot)
     scenario = Scenario.load(args.scenario)
+    spec = scenario.spec.replace(backend=args.backend)
+    if args.t_end is not None:
+        spec = spec.replace(stop_time=args.t_end)
+    sim = scenario.build(backend=args.backend)  # Simulation.from_spec + what the file's values do
     show = (not args.json) and sys.stderr.isatty()
-    stop = args.t_end if args.t_end is not None else scenario.stop_time
+    stop = spec.stop_time
 
     def progress(t):
-        pct = int(100 * (t - scenario.start_time) / (stop - scenario.start_time))
+        pct = int(100 * (t - spec.start_time) / (stop - spec.start_time))
         sys.stderr.write(f"\r[{'#' * (pct // 4):<25s}] {pct:3d}%  t={t:.6g}")
 
-    result = scenario.run(stop_time=args.t_end, progress=progress if show else None,
-                          backend=args.backend)
+    result = execute(spec, sim=sim, progress=progress if show else None)[1]
     if show:
         sys.stderr.write("\n")
-    summary = result.summary()
+    summary = scenario_summary(result, scenario.name)
     if args.out:
-        result.write_csv(args.out)
+        write_scenario_csv(args.out, result)
     if args.plot:
-        result.write_plot(args.plot)
+        write_scenario_plot(args.plot, result, scenario.name)
     if args.json:
         print(json.dumps(summary))
         return 0
     print(f"scenario {summary['scenario']}: model {summary['model']}  method {summary['method']} "
-          f"({result.sim.backend})  "
+          f"({result.backend})  "
           f"t = {summary['t']:.6g} s  wall {summary['wall_time_s']:.3f} s  "
           f"(real-time factor {summary['real_time_factor']:.3g})")
     if summary["base_step"] is not None:

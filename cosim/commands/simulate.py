@@ -1,66 +1,37 @@
 """``cosim simulate MODEL``: run one model with one method and report.
 
-A thin wrapper over :class:`cosim.Simulation`: the run advances in
-communication steps of ``--dt`` (default ``t_end/500``) with the inputs
-held (ZOH), exactly as the FMU and the ROS node do, so the three agree.
+A thin caller of :func:`cosim.run.execute`: the run is one communication step
+to ``--t-end`` recorded every ``t_end/500`` from the integrator's dense output
+(it does not land on output points); with ``--dt`` it advances in communication
+steps of ``--dt`` with the inputs held (ZOH), landing on and recording each,
+exactly as the FMU and the ROS node do, so the three agree.
 """
 import json
-import math
 import sys
-import time
 import warnings
 
 import numpy as np
 
 from ..errors import ConvergenceError, CosimWarning, InvalidInputError
 from ..model_files import resolve_cli_model
-from ..options import check_plot_path, check_step_against_grid, check_tolerances, merge_assignments, warn
+from ..options import check_plot_path, check_step_against_grid, check_tolerances, parse_assignments, warn
+from ..run import DEFAULT_T_END, FALLBACK_T_END, default_stop_time, execute
+from ..spec import SimulationSpec
 from ..validation import communication_step_count, finite_float
 
-# Sensible horizons for the library models (seed benchmarks).  A user model
-# declares ``default_t_end``; without one the 1 s fall-back is stated.
-DEFAULT_T_END = {"andrews": 0.03, "crank_slider": 0.1, "two_link": 10.0,
-                 "double_pendulum_natural": 4.0, "pendulum": 5.0, "lti": 10.0,
-                 "bouncing_ball": 3.0, "knife_edge": 5.0}
-FALLBACK_T_END = 1.0
+__all__ = ["DEFAULT_T_END", "FALLBACK_T_END", "parse_assignments", "run_simulation", "stop_time",
+           "summary_dict", "write_csv", "write_plot"]
 
 
 def stop_time(model, t_end=None):
-    """(t_end, source): the given value, the model's ``default_t_end``, the
-    library default, or the stated 1 s fall-back."""
+    """(t_end, source): the given value (``--t-end``), else :func:`cosim.run.default_stop_time`."""
     if t_end is not None:
         return finite_float("t_end", t_end, positive=True), "--t-end"
-    declared = getattr(model, "default_t_end", None)
-    if declared is not None:
-        return finite_float(f"{model.name}.default_t_end", declared, positive=True), \
-            "the model's default_t_end"
-    if type(model).__module__.startswith("cosim.models.") and model.name in DEFAULT_T_END:
-        return DEFAULT_T_END[model.name], "library default"
-    return FALLBACK_T_END, ("fall-back: the model declares no default_t_end "
-                            "and no --t-end was given")
+    return default_stop_time(model)
 
 
 def is_user_model(model):
     return not type(model).__module__.startswith("cosim.")
-
-
-def parse_assignments(items, what="--param"):
-    """["l=2", "m=1.5"] -> {"l": 2.0, ...}; numbers become floats, other values stay
-    strings for the model to parse.  A name given twice with two values is an error."""
-    pairs = []
-    for item in items or ():
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise InvalidInputError(f"{what} expects NAME=VALUE, got {item!r}")
-        pairs.append((name.strip(), _number_or_text(value.strip())))
-    return merge_assignments(pairs, what)
-
-
-def _number_or_text(text):
-    try:
-        return float(text)
-    except ValueError:
-        return text  # e.g. a matrix "[[0,1],[-4,-0.4]]" for the LTI model
 
 
 class _Progress:
@@ -84,119 +55,120 @@ class _Progress:
             sys.stderr.write("\n")
 
 
+def simulation_spec(model, method="generalized-alpha", *, t_end=None, dt=None, rtol=None, atol=None,
+                    h=None, params=None, method_options=None, backend="auto"):
+    """The :class:`~cosim.spec.SimulationSpec` of a ``cosim simulate`` run: one
+    communication step to ``t_end`` (nothing changes the inputs) recorded every
+    ``t_end/500`` from the dense output; ``dt`` given: communication steps of ``dt``,
+    landed and recorded (the integrator lands on every one)."""
+    name = model if isinstance(model, str) else \
+        f"{(model if isinstance(model, type) else type(model)).__module__}:" \
+        f"{(model if isinstance(model, type) else type(model)).__qualname__}"
+    return SimulationSpec.from_dict({
+        "model": name, "params": dict(params or {}), "method": method, "rtol": rtol, "atol": atol,
+        "h": h, "method_options": dict(method_options or {}), "backend": backend, "stop_time": t_end,
+        "communication_step": dt}, source="cosim simulate")
+
+
 def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rtol=None,
                    atol=None, h=None, params=None, method_options=None, progress=False,
                    backend="auto"):
-    """Run ``model`` to ``t_end`` in communication steps ``dt``; returns a result dict
-    with time series (``time``, ``y``, ``outputs``, ``residuals``, ``order``).
+    """Run ``model`` to ``t_end`` (:func:`cosim.run.execute`); returns a dict with the
+    :class:`~cosim.run.RunResult` (``result``), its time series (``time``, ``y``,
+    ``outputs``, ``residuals``, ``order``) and the live simulation (``sim``).
     ``rtol``/``atol``: None means the defaults 1e-6/1e-8 (a value given to a method
     that does not use it gets a warning)."""
     from ..simulation import Simulation
 
+    from ..models import Model, model_class
+
     check_tolerances(method, [n for n, v in (("--rtol", rtol), ("--atol", atol)) if v is not None])
     rtol = 1e-6 if rtol is None else rtol
     atol = 1e-8 if atol is None else atol
-    dt_given = dt is not None
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", CosimWarning)
-        sim = Simulation(model=resolve_cli_model(model) if isinstance(model, str) else model,
-                         method=method, params=params or {}, rtol=rtol, atol=atol, h=h,
-                         method_options=method_options or {}, backend=backend)
-    for w in caught:  # the IC repair warning is printed by the caller (ic_report)
-        if not issubclass(w.category, CosimWarning):
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    name = sim.model.name if hasattr(sim, "model") else str(model)
-    t_end, t_end_source = stop_time(sim.model, t_end)
+    plant = resolve_cli_model(model) if isinstance(model, str) else model
+    t_end, t_end_source = stop_time(plant if isinstance(plant, (type, Model)) else model_class(plant), t_end)
     if dt is not None and finite_float("dt", dt, positive=True) > t_end:
         warn(f"--dt {dt:g} is longer than --t-end {t_end:g}: one communication step of {t_end:g} s")
         dt = t_end
-    n_steps = 500 if dt is None else communication_step_count(t_end, finite_float("dt", dt, positive=True))
-    dt = t_end / n_steps if dt is None else finite_float("dt", dt, positive=True)
+    if dt is not None:
+        communication_step_count(t_end, finite_float("dt", dt, positive=True))
     if h is not None:
-        check_step_against_grid(h, dt, h_name="--h", grid_name="the communication step " +
-                                ("--dt" if dt_given else "(t_end/500)"),
-                                fix="give --dt as a multiple of --h")
-    integrator = getattr(sim, "integrator", None)
-
-    times, ys, outs, res, orders = [sim.time], [sim.y], [sim.get_outputs()], [sim.constraint_residuals()], []
-    orders.append(getattr(integrator, "order", np.nan))
+        check_step_against_grid(h, dt if dt is not None else t_end, h_name="--h",
+                                grid_name="the communication step --dt" if dt is not None else
+                                "the run (--t-end)", fix="give --dt as a multiple of --h")
+    spec = simulation_spec(model, method, t_end=t_end, dt=dt, rtol=rtol, atol=atol, h=h, params=params,
+                           method_options=method_options, backend=backend)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CosimWarning)
+        if isinstance(model, str):  # the command line: a file.py:Class plant may be loaded
+            sim = Simulation.from_spec(spec, allow_files=True)
+        else:  # a class or an instance given in Python: no spec name reaches it
+            sim = Simulation(model=model, method=method, params=params or {}, rtol=rtol, atol=atol, h=h,
+                             method_options=dict(spec.method_options), backend=backend)
+    for w in caught:  # the IC repair warning is printed by the caller (ic_report)
+        if not issubclass(w.category, CosimWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     bar = _Progress(progress, t_end)
-    wall0 = time.perf_counter()
-    for k in range(n_steps):
-        t = sim.time
-        h_comm = min(dt, t_end - t) if k < n_steps - 1 else t_end - t
-        if h_comm <= 0:
-            break
-        try:
-            sim.do_step(t, h_comm)
-        except ConvergenceError as exc:
-            if k < 5 and is_user_model(sim.model):
-                raise type(exc)(f"{exc} — a failure in the first steps of a user model often "
-                                f"means a wrong derivative: run `cosim check {model if isinstance(model, str) else 'MODEL'}`",
-                                t=exc.t, h=exc.h, cause=exc.cause) from None
-            raise
-        times.append(sim.time)
-        ys.append(sim.y)
-        outs.append(sim.get_outputs())
-        res.append(sim.constraint_residuals())
-        orders.append(getattr(integrator, "order", np.nan))
-        bar.update(sim.time)
-        if getattr(sim, "stopped", False):
-            break
-    wall = time.perf_counter() - wall0
-    bar.close()
-    return {
-        "sim": sim, "model": name, "method": method, "time": np.array(times),
-        "y": np.array(ys), "outputs": np.array(outs), "residuals": np.array(res),
-        "order": np.array(orders, dtype=float), "wall_time_s": wall,
-        "t_end": t_end, "t_end_source": t_end_source,
-    }
+    try:
+        sim, result = execute(spec, sim=sim, progress=bar.update, end_at_stop_event=True)
+    except ConvergenceError as exc:
+        if sim.stats["communication_steps"] == 0 and is_user_model(sim.model):
+            raise type(exc)(f"{exc} — a failure in the first steps of a user model often "
+                            f"means a wrong derivative: run `cosim check {model if isinstance(model, str) else 'MODEL'}`",
+                            t=exc.t, h=exc.h, cause=exc.cause) from None
+        raise
+    finally:
+        bar.close()
+    result.t_end_source = t_end_source
+    return {"sim": sim, "result": result, "model": result.model, "method": method, "time": result.time,
+            "y": result.states, "outputs": result.outputs, "residuals": result.residuals,
+            "order": result.order, "wall_time_s": result.wall_time_s, "t_end": t_end,
+            "t_end_source": t_end_source}
+
+
+def _run_result(result):
+    return result["result"] if isinstance(result, dict) else result
 
 
 def summary_dict(result):
-    sim = result["sim"]
-    y = result["y"][-1]
-    names = list(sim.state_names)
-    n_q = len(sim.coordinate_names)
-    multibody = len(names) == 2 * n_q and getattr(sim.model, "kind", "") == "multibody"
-    pos, vel, acc = result["residuals"][-1]
-    peak = np.max(np.abs(result["residuals"]), axis=0)
-    stats = {k: int(v) for k, v in sim.stats.items()}
+    """The ``--json`` object of ``cosim simulate`` from a :class:`~cosim.run.RunResult`."""
+    r = _run_result(result)
+    y = r.states[-1]
+    n_q = len(r.coordinate_names)
+    multibody = len(r.state_names) == 2 * n_q and r.model_kind == "multibody"
+    pos, vel, acc = r.residuals[-1]
+    peak = r.max_residuals
+    stats = {k: int(v) for k, v in r.stats.items()}
     stats["constraint_residuals"] = {"position": float(pos), "velocity": float(vel),
                                      "acceleration": float(acc)}
-    stats["max_constraint_residuals"] = {"position": float(peak[0]), "velocity": float(peak[1]),
-                                         "acceleration": float(peak[2])}
-    stats["wall_time_s"] = result["wall_time_s"]
+    stats["max_constraint_residuals"] = {"position": peak[0], "velocity": peak[1], "acceleration": peak[2]}
+    stats["wall_time_s"] = r.wall_time_s
     out = {
-        "model": result["model"], "method": result["method"], "backend": sim.backend,
-        "t": float(result["time"][-1]),
-        "coordinates": list(sim.coordinate_names),
+        "model": r.model, "method": r.method, "backend": r.backend,
+        "t": float(r.time[-1]),
+        "coordinates": list(r.coordinate_names),
         "q": [float(x) for x in (y[:n_q] if multibody else y)],
         "v": [float(x) for x in y[n_q:]] if multibody else [],
-        "outputs": {k: float(v) for k, v in zip(sim.output_names, result["outputs"][-1])},
+        "outputs": {k: float(v) for k, v in zip(r.output_names, r.outputs[-1])},
         "stats": stats,
-        "wall_time_s": result["wall_time_s"],
-        "events": list(getattr(sim, "event_log", [])),
-        "t_end": result.get("t_end"), "t_end_source": result.get("t_end_source"),
-        "ic_report": sim.ic_report.as_dict() if sim.ic_report is not None else None,
+        "wall_time_s": r.wall_time_s,
+        "events": list(r.events),
+        "t_end": r.t_end, "t_end_source": r.t_end_source,
+        "ic_report": r.ic_report,
     }
-    energy = sim.model.energy(result["time"][-1], y, None) if hasattr(sim.model, "energy") else None
-    if energy is not None:
-        e0 = sim.model.energy(result["time"][0], result["y"][0], None)
-        out["energy_drift"] = float(energy - e0)
+    if r.energy is not None:
+        out["energy_drift"] = float(r.energy[1] - r.energy[0])
     return out
 
 
 def write_csv(path, result):
-    sim = result["sim"]
-    cols = ["time"] + list(sim.state_names) + list(sim.output_names) + \
+    r = _run_result(result)
+    cols = ["time"] + list(r.state_names) + list(r.output_names) + \
         ["residual_position", "residual_velocity", "residual_acceleration"]
-    data = [result["time"][:, None], result["y"], result["outputs"].reshape(len(result["time"]), -1),
-            result["residuals"]]
-    if np.isfinite(result["order"]).any():
+    data = [r.time[:, None], r.states, r.outputs, r.residuals]
+    if np.isfinite(r.order).any():
         cols.append("order")
-        data.append(result["order"][:, None])
+        data.append(r.order[:, None])
     table = np.hstack(data)
     np.savetxt(path, table, delimiter=",", header=",".join(cols), comments="", fmt="%.17g")
 
@@ -206,29 +178,29 @@ def write_plot(path, result):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sim = result["sim"]
-    show_order = np.isfinite(result["order"]).any()
+    r = _run_result(result)
+    show_order = np.isfinite(r.order).any()
     n = 3 if show_order else 2
     fig, axes = plt.subplots(n, 1, figsize=(8, 2.8 * n), sharex=True)
-    t = result["time"]
-    n_q = len(sim.coordinate_names)
-    for i, name in enumerate(sim.coordinate_names):
-        axes[0].plot(t, result["y"][:, i], label=name)
-    units = getattr(sim.model, "coordinate_units", None)  # optional per-model tuple
+    t = r.time
+    n_q = len(r.coordinate_names)
+    for i, name in enumerate(r.coordinate_names):
+        axes[0].plot(t, r.states[:, i], label=name)
+    units = r.coordinate_units  # optional per-model tuple
     if units and len(units) == n_q and len(set(units)) == 1:
         axes[0].set_ylabel(f"coordinates [{units[0]}]")
     else:
-        axes[0].set_ylabel("coordinates [SI: m, rad]" if getattr(sim.model, "kind", "") == "multibody"
-                           else "state [SI]")
+        axes[0].set_ylabel("coordinates [SI: m, rad]" if r.model_kind == "multibody" else "state [SI]")
     axes[0].legend(fontsize=7, ncol=min(4, n_q))
-    axes[0].set_title(f"{result['model']} — {result['method']} ({sim.backend} backend)")
+    axes[0].set_title(f"{r.model} — {r.method} ({r.backend} backend)")
     for j, label in enumerate(("position", "velocity", "acceleration")):
-        vals = np.abs(result["residuals"][:, j])
-        axes[1].semilogy(t, np.maximum(vals, 1e-17), label=label)  # floor: exact zeros
+        vals = np.abs(r.residuals[:, j])
+        keep = np.isfinite(vals)  # interpolated rows have no acceleration residual
+        axes[1].semilogy(t[keep], np.maximum(vals[keep], 1e-17), label=label)  # floor: exact zeros
     axes[1].set_ylabel("|constraint residual|")
     axes[1].legend(fontsize=7)
     if show_order:
-        axes[2].step(t, result["order"], where="post")
+        axes[2].step(t, r.order, where="post")
         axes[2].set_ylabel("BDF order")
     axes[-1].set_xlabel("time [s]")
     fig.tight_layout()
@@ -300,7 +272,8 @@ def register(sub):
                         "communication point, so h > --dt is cut to --dt (with a warning)")
     p.add_argument("--t-end", type=float, default=None,
                    help="stop time [s] (default: the model's default_t_end, else a stated 1 s)")
-    p.add_argument("--dt", type=float, default=None, help="communication/output step [s] (default t_end/500)")
+    p.add_argument("--dt", type=float, default=None, help="communication step [s]: the integrator lands on every multiple and a row is "
+                        "recorded there (default: none; rows every t_end/500 from the dense output)")
     p.add_argument("--param", action="append", metavar="NAME=VALUE", help="model parameter (repeatable)")
     p.add_argument("--max-order", type=int, default=None, help="BDF: maximum order 1-5")
     p.add_argument("--option", action="append", metavar="NAME=VALUE",

@@ -1,4 +1,5 @@
 """The model library.  ``load_model("andrews", **params)`` builds a model."""
+import copy
 from collections.abc import Mapping
 
 from .._registry import load_symbol, user_class_spec
@@ -83,8 +84,15 @@ def available_models():
 
 
 def load_model(model, **params):
-    """A model instance from a name, a ``module:Class`` spec, a Model subclass, or an instance."""
+    """A model instance from a name, a ``module:Class`` spec, a Model subclass, or an
+    instance.  An instance is copied (``params`` applied to the copy): the caller's
+    model is never changed, so one instance can serve many simulations at once."""
     if isinstance(model, Model):
+        try:
+            model = copy.deepcopy(model)
+        except Exception:  # e.g. a user model holding a lock: copy what parameters touch
+            model = copy.copy(model)
+            model.params = dict(model.params)
         for key, value in params.items():
             model.set_parameter(key, value)
         return model
