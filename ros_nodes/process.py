@@ -115,7 +115,11 @@ def run(make_node, *, node_name, help_text, argv=None):
     executor and stopped on the way out."""
     argv = list(sys.argv if argv is None else argv)
     if wants_help(argv):
-        print(help_text)
+        try:
+            print(help_text, flush=True)
+        except BrokenPipeError:  # `cosim-ros --help | head`: the reader left, not an error
+            import os as os_  # (run() imports os locally further down)
+            os_.dup2(os_.open(os_.devnull, os_.O_WRONLY), sys.stdout.fileno())
         return 0
     install_signal_handlers()
     node = executor = context = None

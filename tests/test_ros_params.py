@@ -104,6 +104,18 @@ def test_help_without_starting_a_node(module):
     assert "ready" not in res.stdout + res.stderr and "[INFO]" not in res.stdout + res.stderr
 
 
+def test_help_into_a_closed_pipe_exits_quietly():
+    """`cosim-ros --help | head -1`: the reader has gone before the help is written;
+    exit 0 without a BrokenPipeError traceback."""
+    env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
+               ROS_DOMAIN_ID=str(unique_domain_id("help-pipe")))
+    proc = subprocess.Popen([sys.executable, "-m", "ros_nodes.sim_node", "--help"], cwd=REPO,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the interpreter has started: every write meets a closed pipe
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and b"Traceback" not in err, err.decode()
+
+
 @pytest.mark.parametrize("name", ["pendulum_free_run.yaml", "pendulum_lock_step.yaml",
                                   "two_link_lock_step.yaml", "two_link_real_time.yaml"])
 def test_launch_yaml_has_only_known_keys(context, name):

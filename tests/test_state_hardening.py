@@ -169,6 +169,19 @@ def test_tiny_max_step_or_fixed_step_is_refused_at_once_not_a_hang(method):
         assert sim.serialize_state() == before
 
 
+@pytest.mark.parametrize("method", ["generalized-alpha", "generalized-alpha-i2"])
+def test_integrator_advance_itself_refuses_a_hopeless_interval(method):
+    """The integrator's own advance (not only Simulation.do_step) applies the step budget:
+    h = 1e-9 over 0.1 s is refused at once, state unchanged (the Python generalized-α
+    advance had no budget and ran for minutes)."""
+    warnings.simplefilter("ignore")
+    integ = cosim.Simulation("pendulum", method, h=1e-9, backend="python").integrator
+    before = integ.state()
+    with pytest.raises(InvalidInputError, match="more than max_steps=100000"):
+        integ.advance(0.1)
+    assert integ.t == before["t"]
+
+
 @pytest.mark.parametrize("method", ["dopri5", "rk4", "generalized-alpha", "bdf"])
 def test_tolerances_below_the_floor_are_refused(method):
     with pytest.raises(InvalidInputError, match="atol must be >= 1e-30"):

@@ -366,11 +366,16 @@ class GeneralizedAlpha(MultibodyIntegrator):
             raise InvalidInputError(f"target time {t_target!r} is before t={self.t!r}")
         if t_target == self.t:
             return self.t
+        self.check_step_budget(t_target)  # as Integrator.advance: refuse a hopeless interval at once
         nt = self.newton
         saved = ([getattr(self, k) for k in self._SNAP], dict(self.stats),
                  (nt.factor, nt.sigma, nt.h_jac, nt.need_jac, nt.relax))
         try:
+            n = 0
             while self.t < t_target:
+                n += 1
+                if n > self.max_steps:
+                    self.too_many_steps(t_target)
                 self._step(t_target)
         except BaseException:
             for k, val in zip(self._SNAP, saved[0]):
