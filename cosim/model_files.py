@@ -14,7 +14,7 @@ import os
 import sys
 import zlib
 
-from .errors import UnknownModelError
+from .errors import InvalidInputError, UnknownModelError
 
 
 def is_file_spec(spec):
@@ -58,12 +58,16 @@ def load_model_file(spec):
     return cls
 
 
-def resolve_cli_model(spec):
+def resolve_cli_model(spec, frames=(), position_limits=False):
     """What the CLI passes on to Simulation/check_model: a class for a file spec
-    (``file.py:Class`` or a URDF file ``robot.urdf``), else the spec."""
+    (``file.py:Class`` or a URDF file ``robot.urdf``, with its ``frames`` and
+    ``position_limits`` options), else the spec."""
     from .models import is_urdf_spec
 
     if isinstance(spec, str) and is_urdf_spec(spec):
         from .models.urdf import load_urdf
-        return load_urdf(spec)
+        return load_urdf(spec, frames, position_limits)
+    if frames or position_limits:
+        raise InvalidInputError(f"--frame/--position-limits apply to a robot from URDF (ROBOT.urdf), "
+                                f"not to {spec!r}")
     return load_model_file(spec) if is_file_spec(spec) else spec

@@ -372,3 +372,23 @@ def test_missing_pinocchio_names_the_extra(monkeypatch):
     text = TWO_LINK.read_text().replace('name="two_link"', 'name="two_link_no_pin"')
     with pytest.raises(UnknownModelError, match=r"pip install 'cosim\[robots\]'"):
         urdf_model_class(text)
+
+
+def test_cosim_simulate_a_urdf_file_with_frames_matches_simulation(capsys):
+    """`cosim simulate ROBOT.urdf --frame tip`: the robot's text reaches the run spec
+    (a path is read only here), the frame pose is an output, and the final values equal
+    one do_step of a Simulation of the same robot (the CLI's single communication step)."""
+    import json
+
+    from cosim.cli import main as cosim_main
+    assert cosim_main(["simulate", str(TWO_LINK), "--t-end", "0.5", "--param", "joint1.q0=-1.4",
+                       "--frame", "tip", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    sim = Simulation(load_urdf(TWO_LINK, frames=["tip"]), params={"joint1.q0": -1.4})
+    sim.do_step(0.0, 0.5)
+    expected = sim.get_output_dict()
+    assert set(expected) == set(summary["outputs"]) and "tip_x" in expected
+    for name, value in expected.items():  # same run: the same numbers
+        assert summary["outputs"][name] == pytest.approx(value, rel=0, abs=1e-12), name
+    assert cosim_main(["simulate", "pendulum", "--frame", "tip", "--t-end", "0.1"]) == 2
+    assert "--frame/--position-limits apply to a robot from URDF" in capsys.readouterr().err

@@ -61,18 +61,25 @@ def simulation_spec(model, method="generalized-alpha", *, t_end=None, dt=None, r
     communication step to ``t_end`` (nothing changes the inputs) recorded every
     ``t_end/500`` from the dense output; ``dt`` given: communication steps of ``dt``,
     landed and recorded (the integrator lands on every one)."""
-    name = model if isinstance(model, str) else \
-        f"{(model if isinstance(model, type) else type(model)).__module__}:" \
-        f"{(model if isinstance(model, type) else type(model)).__qualname__}"
+    if isinstance(model, type) and hasattr(model, "robot"):  # a URDF robot: its text travels
+        name = model.spec()
+    else:
+        name = model if isinstance(model, str) else \
+            f"{(model if isinstance(model, type) else type(model)).__module__}:" \
+            f"{(model if isinstance(model, type) else type(model)).__qualname__}"
     return SimulationSpec.from_dict({
         "model": name, "params": dict(params or {}), "method": method, "rtol": rtol, "atol": atol,
         "h": h, "method_options": dict(method_options or {}), "backend": backend, "stop_time": t_end,
         "communication_step": dt}, source="cosim simulate")
 
 
+def is_urdf_class(plant):
+    return isinstance(plant, type) and hasattr(plant, "robot") and hasattr(plant, "spec")
+
+
 def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rtol=None,
                    atol=None, h=None, params=None, method_options=None, progress=False,
-                   backend="auto"):
+                   backend="auto", frames=(), position_limits=False):
     """Run ``model`` to ``t_end`` (:func:`cosim.run.execute`); returns a dict with the
     :class:`~cosim.run.RunResult` (``result``), its time series (``time``, ``y``,
     ``outputs``, ``residuals``, ``order``) and the live simulation (``sim``).
@@ -85,7 +92,7 @@ def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rt
     check_tolerances(method, [n for n, v in (("--rtol", rtol), ("--atol", atol)) if v is not None])
     rtol = 1e-6 if rtol is None else rtol
     atol = 1e-8 if atol is None else atol
-    plant = resolve_cli_model(model) if isinstance(model, str) else model
+    plant = resolve_cli_model(model, frames, position_limits) if isinstance(model, str) else model
     t_end, t_end_source = stop_time(plant if isinstance(plant, (type, Model)) else model_class(plant), t_end)
     if dt is not None and finite_float("dt", dt, positive=True) > t_end:
         warn(f"--dt {dt:g} is longer than --t-end {t_end:g}: one communication step of {t_end:g} s")
@@ -96,7 +103,7 @@ def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rt
         check_step_against_grid(h, dt if dt is not None else t_end, h_name="--h",
                                 grid_name="the communication step --dt" if dt is not None else
                                 "the run (--t-end)", fix="give --dt as a multiple of --h")
-    spec = simulation_spec(model, method, t_end=t_end, dt=dt, rtol=rtol, atol=atol, h=h, params=params,
+    spec = simulation_spec(plant if is_urdf_class(plant) else model, method, t_end=t_end, dt=dt, rtol=rtol, atol=atol, h=h, params=params,
                            method_options=method_options, backend=backend)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CosimWarning)
@@ -219,7 +226,8 @@ def _cmd(args):
     result = run_simulation(
         args.model, args.method, t_end=args.t_end, dt=args.dt, rtol=args.rtol, atol=args.atol,
         h=args.h, params=parse_assignments(args.param), method_options=method_options,
-        progress=(not args.json) and sys.stderr.isatty(), backend=args.backend)
+        progress=(not args.json) and sys.stderr.isatty(), backend=args.backend,
+        frames=tuple(args.frame or ()), position_limits=args.position_limits)
     summary = summary_dict(result)
     if args.out:
         write_csv(args.out, result)
@@ -281,6 +289,10 @@ def register(sub):
     p.add_argument("--out", metavar="FILE.csv", help="write time, state, outputs, residuals")
     p.add_argument("--plot", metavar="FILE.png", help="plot coordinates and constraint residuals")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--frame", action="append", metavar="NAME",
+                   help="robot from URDF: a link/joint frame whose pose becomes outputs NAME_x … NAME_qw (repeatable)")
+    p.add_argument("--position-limits", action="store_true",
+                   help="robot from URDF: joint position limits as stop events (restitution parameter)")
     p.add_argument("--backend", choices=("auto", "numba", "python"), default="auto",
                    help="auto (default): compiled numba kernels where the method and model have them, "
                         "else the Python reference; numba: ask for them (a warning says when they "
