@@ -59,6 +59,8 @@ CASES = {
     "two_link-fixed-inputs": dict(model="two_link", n_steps=500, dt=1e-3, kw=dict(h=1e-3),
                                   inputs=lambda k: [0.5 * np.cos(0.02 * k), -0.3]),
     "two_link-adaptive": dict(model="two_link", n_steps=100, dt=0.01, kw=dict(rtol=1e-5, atol=1e-7)),
+    "double_pendulum_natural-adaptive": dict(model="double_pendulum_natural", n_steps=50, dt=0.01,
+                                             kw=dict(rtol=1e-6, atol=1e-8)),
 }
 
 

@@ -27,10 +27,70 @@ i.e. both links hanging down and rotating at −3π rad/s.
 """
 import numpy as np
 
-from .base import MultibodyModel, Parameter, Signal
+from .base import Parameter, Signal
+from .kernels import KernelModel, MultibodyKernels, no_mass_jacobian
+
+# -- kernels: p = (m1, m2, l1, l2, g); outputs arrive zero-filled ----------------------
 
 
-class DoublePendulumNatural(MultibodyModel):
+def mass(q, t, p, M):
+    """Constant natural-coordinate rod matrix, γ_i = J_Gi in eq. 25: m_i/6 [[2I, I], [I, 2I]]."""
+    M[0, 0] = M[1, 1] = p[0] / 3.0 + p[1] / 3.0
+    M[0, 2] = M[2, 0] = M[1, 3] = M[3, 1] = p[1] / 6.0
+    M[2, 2] = M[3, 3] = p[1] / 3.0
+
+
+def forces(q, v, t, u, p, Q):
+    """Gravity on the rods' centres (eq. 29-30): half of each rod's weight per end point."""
+    Q[1] = -0.5 * (p[0] + p[1]) * p[4]
+    Q[3] = -0.5 * p[1] * p[4]
+
+
+def force_jacobians(q, v, t, u, p, Qq, Qv):
+    """Constant forces: zero."""
+
+
+def constraints(q, t, p, C):
+    """Φ_i = ½ (u_iᵀ u_i − 1), u_i = (r_i − r_{i−1}) / l_i (eq. 13, 15, 27)."""
+    d0, d1 = q[2] - q[0], q[3] - q[1]
+    C[0] = 0.5 * ((q[0] ** 2 + q[1] ** 2) / p[2] ** 2 - 1.0)
+    C[1] = 0.5 * ((d0 * d0 + d1 * d1) / p[3] ** 2 - 1.0)
+
+
+def constraint_jacobian(q, t, p, G):
+    l22 = p[3] ** 2
+    d0, d1 = (q[2] - q[0]) / l22, (q[3] - q[1]) / l22
+    G[0, 0] = q[0] / p[2] ** 2
+    G[0, 1] = q[1] / p[2] ** 2
+    G[1, 0] = -d0
+    G[1, 1] = -d1
+    G[1, 2] = d0
+    G[1, 3] = d1
+
+
+def constraint_dt(q, t, p, Ct):
+    """Scleronomic: C_t = 0."""
+
+
+def gamma(q, v, t, p, g):
+    """C_q q'' = −(C_q v)_q v = −|u_i'|² (per unit length²)."""
+    dv0, dv1 = v[2] - v[0], v[3] - v[1]
+    g[0] = -(v[0] ** 2 + v[1] ** 2) / p[2] ** 2
+    g[1] = -(dv0 * dv0 + dv1 * dv1) / p[3] ** 2
+
+
+def constraint_force_jacobian(q, lam, t, p, H):
+    a, b = lam[0] / p[2] ** 2, lam[1] / p[3] ** 2
+    H[0, 0] = H[1, 1] = a + b
+    H[0, 2] = H[2, 0] = H[1, 3] = H[3, 1] = -b
+    H[2, 2] = H[3, 3] = b
+
+
+KERNELS = MultibodyKernels(mass, forces, constraints, constraint_jacobian, constraint_dt, gamma,
+                           force_jacobians, constraint_force_jacobian, no_mass_jacobian)
+
+
+class DoublePendulumNatural(KernelModel):
     name = "double_pendulum_natural"
     description = "two-body planar pendulum, natural coordinates (seed 003 §4-5)"
     coordinates = ("x1", "y1", "x2", "y2")
@@ -56,18 +116,16 @@ class DoublePendulumNatural(MultibodyModel):
 
     positive_parameters = ("m1", "m2", "l1", "l2")
 
-    def setup(self):
+    kernel_set = KERNELS
+
+    def kernel_parameters(self):
         p = self.params
-        m1, m2, g = p["m1"], p["m2"], p["g"]
-        I2 = np.eye(2)
-        M = np.zeros((4, 4))
-        M[:2, :2] = (m1 / 3.0 + m2 / 3.0) * I2
-        M[:2, 2:] = M[2:, :2] = (m2 / 6.0) * I2
-        M[2:, 2:] = (m2 / 3.0) * I2
-        self._M = M
-        self._Q = np.array([0.0, -0.5 * (m1 + m2) * g, 0.0, -0.5 * m2 * g])
-        self._zero = np.zeros((4, 4))
-        self.J = (m1 * p["l1"] ** 2 / 12.0, m2 * p["l2"] ** 2 / 12.0)
+        return [p["m1"], p["m2"], p["l1"], p["l2"], p["g"]]
+
+    def setup(self):
+        super().setup()
+        p = self.params
+        self.J = (p["m1"] * p["l1"] ** 2 / 12.0, p["m2"] * p["l2"] ** 2 / 12.0)
 
     def initial_state(self):
         p = self.params
@@ -78,45 +136,6 @@ class DoublePendulumNatural(MultibodyModel):
         v1 = l1 * w1 * np.array([np.cos(t1), np.sin(t1)])
         v2 = v1 + l2 * w2 * np.array([np.cos(t2), np.sin(t2)])
         return np.concatenate([r1, r2]), np.concatenate([v1, v2])
-
-    def mass(self, q, t):
-        return self._M
-
-    def forces(self, q, v, t, u):
-        return self._Q.copy()
-
-    def force_jacobians(self, q, v, t, u):
-        return self._zero, self._zero
-
-    def constraints(self, q, t):
-        l1, l2 = self.params["l1"], self.params["l2"]
-        d2 = q[2:] - q[:2]
-        return np.array([0.5 * ((q[0] ** 2 + q[1] ** 2) / l1 ** 2 - 1.0),
-                         0.5 * ((d2 @ d2) / l2 ** 2 - 1.0)])
-
-    def constraint_jacobian(self, q, t):
-        l1, l2 = self.params["l1"], self.params["l2"]
-        d2 = (q[2:] - q[:2]) / l2 ** 2
-        return np.array([[q[0] / l1 ** 2, q[1] / l1 ** 2, 0.0, 0.0],
-                         [-d2[0], -d2[1], d2[0], d2[1]]])
-
-    def constraint_dt(self, q, t):
-        return np.zeros(2)
-
-    def gamma(self, q, v, t):
-        l1, l2 = self.params["l1"], self.params["l2"]
-        dv = v[2:] - v[:2]
-        return np.array([-(v[0] ** 2 + v[1] ** 2) / l1 ** 2, -(dv @ dv) / l2 ** 2])
-
-    def constraint_force_jacobian(self, q, lam, t):
-        l1, l2 = self.params["l1"], self.params["l2"]
-        a, b = lam[0] / l1 ** 2, lam[1] / l2 ** 2
-        H = np.zeros((4, 4))
-        i2 = np.eye(2)
-        H[:2, :2] = (a + b) * i2
-        H[:2, 2:] = H[2:, :2] = -b * i2
-        H[2:, 2:] = b * i2
-        return H
 
     # -- seed 003 modified mass matrix -------------------------------------------------
     def modified_mass(self, q, gamma):
