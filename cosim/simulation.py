@@ -550,7 +550,7 @@ class Simulation:
         self.integrator.check_step_budget(t_end)
         if self._fast and observer is None:
             try:
-                self.integrator.advance(t_end)  # restores itself on failure
+                self.integrator._advance_checked(t_end)  # t_end and the budget checked above; restores itself on failure
             except CosimError:
                 raise
             except Exception as exc:

@@ -138,6 +138,11 @@ class Integrator:
             raise
         return self.t
 
+    def _advance_checked(self, t_target):
+        """:meth:`advance` for a caller that has already checked ``t_target`` (a finite
+        float after ``t``) and the step budget (Simulation.do_step's hot path)."""
+        return self.advance(t_target)
+
     def check_step_budget(self, t_target):
         """Refuse at once an interval that needs more than ``max_steps`` steps
         of the fixed step or of ``max_step`` (instead of running for hours)."""

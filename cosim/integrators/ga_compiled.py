@@ -361,6 +361,12 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         self._run(t_target, min(self.max_steps, MAX_STEPS_PER_CALL), K.WHOLE_INTERVAL)
         return t_target
 
+    def _advance_checked(self, t_target):
+        if not t_target > self._S[K.T]:
+            return self.advance(t_target)
+        self._run(t_target, min(self.max_steps, MAX_STEPS_PER_CALL), K.WHOLE_INTERVAL)
+        return t_target
+
     def _step(self, t_limit):
         self._run(t_limit, 1, K.ONE_STEP)
 
