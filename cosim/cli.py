@@ -18,7 +18,7 @@ from importlib.metadata import entry_points
 from .errors import CosimError
 
 # subcommand -> module in cosim.commands defining register(subparsers)
-CORE_COMMANDS = ("listing", "simulate", "run", "sweep", "check", "demo", "warmup")
+CORE_COMMANDS = ("listing", "simulate", "run", "sweep", "check", "demo", "warmup", "new_model")
 
 
 def build_parser():

@@ -433,3 +433,24 @@ def test_kept_automatic_jacobian_follows_parameters_and_is_dropped_after_a_jump(
     assert m.constraint_jacobian(q, 0.0) == pytest.approx(np.array([[-2.0, 1.0]]), abs=1e-14)
     m.set_parameter("a", 0.2)            # a parameter change is part of the key
     assert m.constraint_jacobian(q, 0.0) == pytest.approx(np.array([[-2.0, 1.0]]), abs=1e-14)
+
+
+def test_new_model_template_checks_runs_and_conserves_energy(tmp_path, capsys):
+    """`cosim new-model NAME`: the template passes `cosim check`, runs with bdf,
+    generalized-α and dopri5 (energy drift within the tolerance), and never overwrites."""
+    path = str(tmp_path / "my_arm.py")
+    assert main(["new-model", "my_arm", "-o", path]) == 0
+    assert f"cosim check {path}:MyArm" in capsys.readouterr().out
+    assert main(["check", f"{path}:MyArm"]) == 0
+    assert "result: all checks passed" in capsys.readouterr().out
+    for method in ("bdf", "generalized-alpha", "dopri5"):
+        assert main(["simulate", f"{path}:MyArm", "--method", method, "--rtol", "1e-8",
+                           "--atol", "1e-10", "--t-end", "2", "--json"]) == 0
+        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert summary["t_end"] == 2.0
+        # m g l ≈ 9.8 J of potential energy swings; drift measured 4e-8 (bdf) at 1e-8
+        assert abs(summary["energy_drift"]) < 1e-5, (method, summary["energy_drift"])
+    assert main(["new-model", "my_arm", "-o", path]) == 2
+    assert "exists" in capsys.readouterr().err
+    assert main(["new-model", "My-Arm"]) == 2
+    assert "must be lower case letters" in capsys.readouterr().err
