@@ -162,8 +162,11 @@ def check_terms(model, t, q, v, u):
 
 
 def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=None,
-                               tol=1e-12, max_iter=50, rank_tol=1e-9, check_singular=True):
-    """Algorithm 1: consistent q, v, q'', λ from estimates q0, v0 (see module doc)."""
+                               tol=1e-12, max_iter=50, rank_tol=1e-9, check_singular=True,
+                               max_repair=None):
+    """Algorithm 1: consistent q, v, q'', λ from estimates q0, v0 (see module doc).
+    ``max_repair``: a position or velocity change larger than this (max abs, SI
+    units) is an error instead of a warned repair."""
     q0 = np.asarray(q0, dtype=float).copy()
     v0 = np.asarray(v0, dtype=float).copy()
     n = model.n_q
@@ -257,6 +260,16 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
     moved_q = dq > REPAIR_TOLERANCE * max(1.0, float(np.max(np.abs(q0))) if n else 1.0)
     moved_v = dv > REPAIR_TOLERANCE * max(1.0, float(np.max(np.abs(v0))) if n else 1.0)
     repaired = bool(moved_q or moved_v or redundant)
+    if max_repair is not None and (dq > max_repair or dv > max_repair):
+        worst = []
+        if dq > max_repair:
+            worst.append(f"positions by {dq:.3e} ({full_model.coordinates[int(np.argmax(np.abs(q - q0)))]})")
+        if dv > max_repair:
+            worst.append(f"velocities by {dv:.3e} (d{full_model.coordinates[int(np.argmax(np.abs(v - v0)))]})")
+        raise InconsistentConstraintsError(
+            f"the initial state of {full_model.name!r} is inconsistent: making it satisfy the "
+            f"constraints would change {' and '.join(worst)}, more than max_ic_repair={max_repair!r} "
+            f"(fix the initial state, or raise max_ic_repair)")
     if repaired:
         what = []
         if moved_q:

@@ -143,8 +143,11 @@ class Simulation:
     def __init__(self, model="pendulum", method="generalized-alpha", params=None, rtol=1e-6,
                  atol=1e-8, h=None, method_options=None, blocks=(), connections=(), start_time=0.0,
                  event_tolerance=1e-10, max_chattering_events=50, chattering_window=None,
-                 on_chattering="error", backend="auto"):
+                 on_chattering="error", backend="auto", max_ic_repair=None):
         self.model = load_model(model, **dict(params or {}))
+        # a start the IC analysis would move by more than this is an error (issue 19)
+        self.max_ic_repair = None if max_ic_repair is None else \
+            finite_float("max_ic_repair", max_ic_repair, nonnegative=True)
         # "auto": the compiled (numba) twin where it exists for this method and
         # model, else the Python reference (cosim.jit); results agree to 1e-10
         self.requested_backend = check_backend(backend)
@@ -209,7 +212,7 @@ class Simulation:
             model, params = _augmented_plant(spec, model, params, exact), {}
         kwargs = {"rtol": 1e-6 if spec.rtol is None else spec.rtol,
                   "atol": 1e-8 if spec.atol is None else spec.atol}
-        for key in ("event_tolerance", "on_chattering", "max_chattering_events"):
+        for key in ("event_tolerance", "on_chattering", "max_chattering_events", "max_ic_repair"):
             if getattr(spec, key) is not None:
                 kwargs[key] = getattr(spec, key)
         sim = cls(model=model, method=method, params=params, h=spec.h,
@@ -332,7 +335,9 @@ class Simulation:
         self._clocks = [SampleClock(b.sample_time, b.offset, start) for b in self.blocks]
         self._u_ext = self._ext_defaults.copy()
         self._u = self._compose_inputs(self._u_ext)
-        self.integrator.initialize(self.start_time, u=self._u)
+        ic = {} if self.max_ic_repair is None or self.model.kind != "multibody" else \
+            {"max_repair": self.max_ic_repair}
+        self.integrator.initialize(self.start_time, u=self._u, **ic)
         self._time = self.start_time
         self._z = self._event_values()
         self._event_log = []

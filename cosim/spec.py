@@ -99,6 +99,13 @@ def thaw(value):
 
 
 # -- typed checks (one place) -------------------------------------------------------------
+def _nonnegative(key, value):
+    x = _number(key, value)
+    if x is not None and x < 0.0:
+        raise SpecError(f"{key} must be >= 0, got {x!r}")
+    return x
+
+
 def _number(key, value, *, positive=False, optional=True):
     if value is None and optional:
         return None
@@ -237,6 +244,7 @@ class SimulationSpec:
     connections: tuple = ()
     inputs: FrozenMap = field(default_factory=FrozenMap)
     event_tolerance: float | None = None
+    max_ic_repair: float | None = None      # a larger IC repair is an error (None: warn only)
     on_chattering: str | None = None
     max_chattering_events: int | None = None
     record_interval: float | None = None   # None: the communication step (else span/500)
@@ -359,6 +367,7 @@ class SimulationSpec:
             communication_step=comm, blocks=freeze(blocks), connections=freeze(connections),
             inputs=freeze({str(k): v for k, v in inputs.items()}),
             event_tolerance=_number("event_tolerance", d.get("event_tolerance"), positive=True),
+            max_ic_repair=_nonnegative("max_ic_repair", d.get("max_ic_repair")),
             on_chattering=chatter, max_chattering_events=max_chatter,
             record_interval=interval, record_signals=signals, metrics=metrics)
 
@@ -383,7 +392,8 @@ class SimulationSpec:
              "backend": self.backend, "start_time": self.start_time, "stop_time": self.stop_time,
              "communication_step": self.communication_step, "blocks": thaw(self.blocks),
              "connections": thaw(self.connections), "inputs": thaw(self.inputs),
-             "event_tolerance": self.event_tolerance, "on_chattering": self.on_chattering,
+             "event_tolerance": self.event_tolerance, "max_ic_repair": self.max_ic_repair,
+             "on_chattering": self.on_chattering,
              "max_chattering_events": self.max_chattering_events,
              "record": {"interval": self.record_interval,
                         "signals": None if self.record_signals is None else list(self.record_signals)},
@@ -498,7 +508,7 @@ def _plant_class(model, model_format, urdf_options=None):
 
 FILE_KEYS = ("name", "description", "model", "params", "method", "rtol", "atol", "h",
              "method_options", "backend", "start_time", "stop_time", "communication_step",
-             "blocks", "connections", "inputs", "event_tolerance", "on_chattering",
+             "blocks", "connections", "inputs", "event_tolerance", "max_ic_repair", "on_chattering",
              "max_chattering_events", "record", "metrics")
 
 

@@ -145,3 +145,22 @@ def test_regular_start_gives_no_warning():
     Cq = m.constraint_jacobian(q, 0.0)
     assert np.allclose(m.mass(q, 0.0) @ rep.qdd + Cq.T @ rep.lam, m.forces(q, v, 0.0, m.default_inputs()))
     assert np.allclose(Cq @ rep.qdd, m.gamma(q, v, 0.0))
+
+
+def test_a_repair_larger_than_max_ic_repair_is_an_error(capsys):
+    """Issue 19 item 4: max_ic_repair turns a large silent-looking repair into an error
+    naming its size; below the threshold the run starts (repaired, with the warning)."""
+    from cosim.cli import main as cli_main
+    from cosim.errors import InitialConditionWarning
+    from cosim.simulation import Simulation
+    params = {"seed_initial_velocity": 1.0}  # only phi1' = omega given: phi2' is 75 rad/s off
+    with pytest.raises(InconsistentConstraintsError,
+                       match=r"velocities by 7\.500e\+01 \(dphi2\), more than max_ic_repair=1\.0"):
+        Simulation("crank_slider", params=params, max_ic_repair=1.0, backend="python")
+    with pytest.warns(InitialConditionWarning):
+        sim = Simulation("crank_slider", params=params, max_ic_repair=100.0, backend="python")
+    assert 70.0 < sim.ic_report.velocity_change < 80.0  # φ2' = −l1 ω / (l2 + q4): 74.996
+    assert cli_main(["simulate", "crank_slider", "--param", "seed_initial_velocity=1",
+                     "--max-ic-repair", "1", "--t-end", "0.001"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "more than max_ic_repair=1.0" in err[0]

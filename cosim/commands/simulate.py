@@ -56,7 +56,7 @@ class _Progress:
 
 
 def simulation_spec(model, method="generalized-alpha", *, t_end=None, dt=None, rtol=None, atol=None,
-                    h=None, params=None, method_options=None, backend="auto"):
+                    h=None, params=None, method_options=None, backend="auto", max_ic_repair=None):
     """The :class:`~cosim.spec.SimulationSpec` of a ``cosim simulate`` run: one
     communication step to ``t_end`` (nothing changes the inputs) recorded every
     ``t_end/500`` from the dense output; ``dt`` given: communication steps of ``dt``,
@@ -70,7 +70,7 @@ def simulation_spec(model, method="generalized-alpha", *, t_end=None, dt=None, r
     return SimulationSpec.from_dict({
         "model": name, "params": dict(params or {}), "method": method, "rtol": rtol, "atol": atol,
         "h": h, "method_options": dict(method_options or {}), "backend": backend, "stop_time": t_end,
-        "communication_step": dt}, source="cosim simulate")
+        "communication_step": dt, "max_ic_repair": max_ic_repair}, source="cosim simulate")
 
 
 def is_urdf_class(plant):
@@ -79,7 +79,7 @@ def is_urdf_class(plant):
 
 def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rtol=None,
                    atol=None, h=None, params=None, method_options=None, progress=False,
-                   backend="auto", frames=(), position_limits=False):
+                   backend="auto", frames=(), position_limits=False, max_ic_repair=None):
     """Run ``model`` to ``t_end`` (:func:`cosim.run.execute`); returns a dict with the
     :class:`~cosim.run.RunResult` (``result``), its time series (``time``, ``y``,
     ``outputs``, ``residuals``, ``order``) and the live simulation (``sim``).
@@ -104,14 +104,15 @@ def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rt
                                 grid_name="the communication step --dt" if dt is not None else
                                 "the run (--t-end)", fix="give --dt as a multiple of --h")
     spec = simulation_spec(plant if is_urdf_class(plant) else model, method, t_end=t_end, dt=dt, rtol=rtol, atol=atol, h=h, params=params,
-                           method_options=method_options, backend=backend)
+                           method_options=method_options, backend=backend, max_ic_repair=max_ic_repair)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CosimWarning)
         if isinstance(model, str):  # the command line: a file.py:Class plant may be loaded
             sim = Simulation.from_spec(spec, allow_files=True)
         else:  # a class or an instance given in Python: no spec name reaches it
             sim = Simulation(model=model, method=method, params=params or {}, rtol=rtol, atol=atol, h=h,
-                             method_options=dict(spec.method_options), backend=backend)
+                             method_options=dict(spec.method_options), backend=backend,
+                             max_ic_repair=max_ic_repair)
     for w in caught:  # the IC repair warning is printed by the caller (ic_report)
         if not issubclass(w.category, CosimWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
@@ -227,7 +228,8 @@ def _cmd(args):
         args.model, args.method, t_end=args.t_end, dt=args.dt, rtol=args.rtol, atol=args.atol,
         h=args.h, params=parse_assignments(args.param), method_options=method_options,
         progress=(not args.json) and sys.stderr.isatty(), backend=args.backend,
-        frames=tuple(args.frame or ()), position_limits=args.position_limits)
+        frames=tuple(args.frame or ()), position_limits=args.position_limits,
+        max_ic_repair=args.max_ic_repair)
     summary = summary_dict(result)
     if args.out:
         write_csv(args.out, result)
@@ -291,6 +293,9 @@ def register(sub):
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--frame", action="append", metavar="NAME",
                    help="robot from URDF: a link/joint frame whose pose becomes outputs NAME_x … NAME_qw (repeatable)")
+    p.add_argument("--max-ic-repair", type=float, default=None, metavar="D",
+                   help="an initial state the IC analysis would move by more than D (max abs change of "
+                        "a position or velocity) is an error instead of a warned repair")
     p.add_argument("--position-limits", action="store_true",
                    help="robot from URDF: joint position limits as stop events (restitution parameter)")
     p.add_argument("--backend", choices=("auto", "numba", "python"), default="auto",
