@@ -43,7 +43,11 @@ def _handler(signum, frame):
             hook()
         except Exception:  # noqa: BLE001 - a handler must not raise
             pass
-    if _State.phase == "startup":
+    # unwind start-up at once, unless the signal interrupted the import machinery (a
+    # weakref callback there prints "Exception ignored" and swallows it): then the
+    # recorded signum ends the node right after start-up instead
+    if _State.phase == "startup" and not (frame is not None
+                                          and frame.f_code.co_filename.startswith("<frozen")):
         raise Shutdown(signum)
 
 
