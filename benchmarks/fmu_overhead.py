@@ -36,20 +36,11 @@ def _percentiles(x):
 
 def run_case(label, model, kwargs, input_name, output_names, n_steps, workdir):
     import cosim
-    from fmpy import extract, read_model_description
-    from fmpy.fmi2 import FMU2Slave
-
     from fmu.builder import build_fmu
+    from fmu.host import open_slave
 
     path = build_fmu(model, Path(workdir) / f"bench_{model}.fmu", **kwargs)
-    md = read_model_description(str(path))
-    vr = {v.name: v.valueReference for v in md.modelVariables}
-    fmu = FMU2Slave(guid=md.guid, unzipDirectory=extract(str(path)),
-                    modelIdentifier=md.coSimulation.modelIdentifier, instanceName="bench")
-    fmu.instantiate()
-    fmu.setupExperiment(startTime=0.0)
-    fmu.enterInitializationMode()
-    fmu.exitInitializationMode()
+    fmu, vr = open_slave(path, "bench")
     sim = cosim.Simulation(model=model, **kwargs)
 
     h = 1e-3

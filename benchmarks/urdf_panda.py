@@ -73,20 +73,11 @@ def through_simulation(model, n, method="generalized-alpha", input_name="panda_j
 
 
 def through_fmu(path, n, workdir):
-    from fmpy import extract, read_model_description
-    from fmpy.fmi2 import FMU2Slave
-
     from fmu.builder import build_fmu
+    from fmu.host import open_slave
 
     fmu_path = build_fmu(str(path), Path(workdir) / "panda.fmu", step=H, step_size=H)
-    md = read_model_description(str(fmu_path))
-    vr = {v.name: v.valueReference for v in md.modelVariables}
-    fmu = FMU2Slave(guid=md.guid, unzipDirectory=extract(str(fmu_path)),
-                    modelIdentifier=md.coSimulation.modelIdentifier, instanceName="bench")
-    fmu.instantiate()
-    fmu.setupExperiment(startTime=0.0)
-    fmu.enterInitializationMode()
-    fmu.exitInitializationMode()
+    fmu, vr = open_slave(fmu_path, "bench")
     t = 0.0
     t0 = time.perf_counter()
     for k in range(n):

@@ -226,11 +226,10 @@ def test_panda_fmu_built_validated_simulated_and_rolled_back(tmp_path):
     """`cosim fmu build panda.urdf`: the URDF text travels in the FMU; fmpy validates and
     simulates it; get/setFMUstate rolls back bit-identically."""
     fmpy = pytest.importorskip("fmpy")
-    from fmpy import extract, read_model_description
-    from fmpy.fmi2 import FMU2Slave
     from fmpy.validation import validate_fmu
 
     from cosim.cli import main as cosim_main
+    from fmu.host import open_slave
 
     path = tmp_path / "panda.fmu"
     assert cosim_main(["fmu", "build", str(_panda().robot and example_robot_path()), "-o",
@@ -244,14 +243,7 @@ def test_panda_fmu_built_validated_simulated_and_rolled_back(tmp_path):
         ref.do_step(ref.time, 0.01)
     assert res["panda_joint2_position"][-1] == pytest.approx(ref.y[1], abs=1e-12)
 
-    md = read_model_description(str(path))
-    vr = {v.name: v.valueReference for v in md.modelVariables}
-    fmu = FMU2Slave(guid=md.guid, unzipDirectory=extract(str(path)),
-                    modelIdentifier=md.coSimulation.modelIdentifier, instanceName="panda")
-    fmu.instantiate()
-    fmu.setupExperiment(startTime=0.0)
-    fmu.enterInitializationMode()
-    fmu.exitInitializationMode()
+    fmu, vr = open_slave(path, "panda")
     outs = [vr[f"panda_joint{i}_position"] for i in range(1, 8)]
 
     def drive(t, n):
