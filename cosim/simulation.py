@@ -466,9 +466,11 @@ class Simulation:
     # -- outputs -------------------------------------------------------------------------------
     def get_outputs(self):
         integ = self.integrator
-        out = self.model.output_values(integ.t, integ.y, self._u)
-        if not (type(out) is np.ndarray and out.dtype == np.float64 and out.ndim == 1):
-            out = np.asarray(out, dtype=float).reshape(-1)
+        out = integ.fresh_outputs()  # computed by the compiled step at this state, or None
+        if out is None:
+            out = self.model.output_values(integ.t, integ.y, self._u)
+            if not (type(out) is np.ndarray and out.dtype == np.float64 and out.ndim == 1):
+                out = np.asarray(out, dtype=float).reshape(-1)
         if self.blocks:
             out = np.concatenate([out, *(b.outputs for b in self.blocks)])
         return out

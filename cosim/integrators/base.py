@@ -160,6 +160,11 @@ class Integrator:
             f"t={t_target!r} (at t={self.t!r}); the step size collapsed or the problem is too "
             f"stiff for this method", t=self.t, h=None, cause="max_steps")
 
+    def fresh_outputs(self):
+        """The model's outputs at the current state and inputs if the step computed
+        them (the compiled backend, models with an outputs kernel), else None."""
+        return None
+
     def restart(self):
         """Forget the step history at the current point (after a discontinuity)."""
         self._restart()

@@ -72,6 +72,7 @@ class _Scalar:
         return value
 
     def __set__(self, obj, value):
+        obj._outputs_fresh = False
         obj._S[self.slot] = self.none if value is None else float(value)
 
 
@@ -93,6 +94,7 @@ class _Array:
     def __set__(self, obj, value):
         if value is None:
             return
+        obj._outputs_fresh = False
         start, length = obj._slices[self.index]
         arr = np.asarray(value, dtype=float).reshape(-1)
         if arr.shape != (length,):
@@ -215,6 +217,8 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         if reason is not None:
             raise InvalidInputError(f"backend 'numba': {reason}")
         self._entry = _model_entries(model)
+        self._kernel_outputs = model.kernel_outputs()
+        self._n_out = len(model.output_names) if self._kernel_outputs else 0
         self._allocate(model.n_q, model.n_c)
         super().__init__(model, **kwargs)
 
@@ -235,6 +239,10 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         self._I[K.MINV_EXACT] = -1
         self._LU = np.zeros((n + m, n + m))
         self._has_state = False
+        # the outputs the compiled step computes at its end state (models with an
+        # outputs kernel); fresh until anything else writes the record
+        self._y_out = np.zeros(self._n_out)
+        self._outputs_fresh = False
         self._stats_view = _Stats(self)
         if old_stats is not None:
             self.stats = old_stats
@@ -324,8 +332,12 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
 
     def _run(self, t_target, max_steps, mode):
         # the kernel is all or nothing: on failure it restores S, I, LU itself
+        self._outputs_fresh = False
         status = self._entry(mode, self._S, self._I, self._LU, self._u_array(), self.model._p,
-                             t_target, max_steps)
+                             t_target, max_steps, self._y_out)
+        if status == K.OK:
+            self._outputs_fresh = self._kernel_outputs
+            return
         if status == K.STEP_BUDGET:
             self.too_many_steps(t_target)
         if status != K.OK:
@@ -370,8 +382,17 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
     def _step(self, t_limit):
         self._run(t_limit, 1, K.ONE_STEP)
 
+    def fresh_outputs(self):
+        """The model's outputs at the current state as the compiled step computed
+        them (a copy), or None when they must be computed in Python."""
+        if self._outputs_fresh:
+            return self._y_out.copy()
+        return None
+
     def _restart(self):
-        status = self._entry(K.RESTART, self._S, self._I, self._LU, self._u_array(), self.model._p, 0.0, 0)
+        self._outputs_fresh = False
+        status = self._entry(K.RESTART, self._S, self._I, self._LU, self._u_array(), self.model._p, 0.0, 0,
+                             self._y_out)
         if status != K.OK:
             super()._restart()  # the reference raises its clear error (or solves it)
             self.t_prev, self.y_prev = self.t, self.y

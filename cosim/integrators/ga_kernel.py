@@ -91,6 +91,12 @@ def int_length(n, m):
     return PIV + n + m
 
 
+def state_view(S, I):
+    """(q, v, t) of the record, as views (the compiled entry's outputs)."""
+    n = I[I_N]
+    return S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T]
+
+
 # ---------------------------------------------------------------------------------
 # model terms
 # ---------------------------------------------------------------------------------

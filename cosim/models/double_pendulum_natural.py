@@ -25,6 +25,8 @@ original M), and ``gamma_R`` / ``gamma_T`` its eq. 31-32 choices
 Initial condition (eq. 34): q0 = −[0, 2, 0, 5], q'0 = −[6π, 0, 15π, 0],
 i.e. both links hanging down and rotating at −3π rad/s.
 """
+import math
+
 import numpy as np
 
 from .base import Parameter, Signal
@@ -86,8 +88,16 @@ def constraint_force_jacobian(q, lam, t, p, H):
     H[2, 2] = H[3, 3] = b
 
 
+def outputs(q, v, t, u, p, y):
+    """Absolute angles of the two rods from the downward vertical; bob positions."""
+    y[0] = math.atan2(q[0], -q[1])
+    y[1] = math.atan2(q[2] - q[0], -(q[3] - q[1]))
+    y[2] = q[2]
+    y[3] = q[3]
+
+
 KERNELS = MultibodyKernels(mass, forces, constraints, constraint_jacobian, constraint_dt, gamma,
-                           force_jacobians, constraint_force_jacobian, no_mass_jacobian)
+                           force_jacobians, constraint_force_jacobian, no_mass_jacobian, outputs)
 
 
 class DoublePendulumNatural(KernelModel):
@@ -180,11 +190,6 @@ class DoublePendulumNatural(KernelModel):
         return self.gamma_R() + trace / 4.0
 
     # -- outputs / energy --------------------------------------------------------------
-    def outputs_qv(self, t, q, v, u):
-        th1 = np.arctan2(q[0], -q[1])
-        th2 = np.arctan2(q[2] - q[0], -(q[3] - q[1]))
-        return np.array([th1, th2, q[2], q[3]])
-
     def potential_energy(self, q, t=0.0):
         p = self.params
         return p["g"] * (0.5 * p["m1"] * q[1] + 0.5 * p["m2"] * (q[1] + q[3]))

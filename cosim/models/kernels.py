@@ -21,6 +21,8 @@ arrive zero-filled.  Kernels use only what numba compiles: scalar math,
     force_jacobians(q, v, t, u, p, Qq, Qv) (n, n) each
     constraint_force_jacobian(q, lam, t, p, H)   H = (C_qᵀ λ)_q: (n, n)
     mass_jacobian_term(q, a, t, p, J)      J = (M(q) a)_q: (n, n); None for constant mass
+    outputs(q, v, t, u, p, y)              y: (n_out,) the model's outputs (optional):
+                                           the compiled step computes them with the state
 """
 from __future__ import annotations
 
@@ -43,13 +45,21 @@ class MultibodyKernels:
     force_jacobians: Callable
     constraint_force_jacobian: Callable
     mass_jacobian_term: Optional[Callable] = None
+    outputs: Optional[Callable] = None
 
     def functions(self):
-        return tuple(getattr(self, f.name) for f in fields(self))
+        """The kernels in field order, the no-op defaults standing for missing ones
+        (their position is their name ``_k<i>`` in the compiled entry)."""
+        defaults = {"mass_jacobian_term": no_mass_jacobian, "outputs": no_outputs}
+        return tuple(getattr(self, f.name) or defaults[f.name] for f in fields(self))
 
 
 def no_mass_jacobian(q, a, t, p, J):
     """(M a)_q of a constant mass matrix: zero (J arrives zero-filled)."""
+
+
+def no_outputs(q, v, t, u, p, y):
+    """A model whose outputs are computed in Python (``outputs_qv``)."""
 
 
 class KernelModel(MultibodyModel):
@@ -130,6 +140,22 @@ class KernelModel(MultibodyModel):
         H = np.zeros((n, n))
         self.kernel_set.constraint_force_jacobian(self._f(q), self._f(lam), float(t), self._p, H)
         return H
+
+    def kernel_outputs(self):
+        """True when the outputs kernel describes this model's outputs (a subclass
+        that overrides ``outputs_qv``/``output_values`` computes its own)."""
+        ks = self.kernel_set
+        return (ks is not None and ks.outputs is not None
+                and type(self).outputs_qv is KernelModel.outputs_qv
+                and type(self).output_values is MultibodyModel.output_values)
+
+    def outputs_qv(self, t, q, v, u):
+        outputs = self.kernel_set.outputs
+        if outputs is None:
+            return np.zeros(0)
+        y = np.zeros(len(self.outputs))
+        outputs(self._f(q), self._f(v), float(t), self._f(u), self._p, y)
+        return y
 
     def mass_jacobian_term(self, q, a, t):
         if self.constant_mass:

@@ -54,8 +54,18 @@ def constraint_force_jacobian(q, lam, t, p, H):
     H[0, 0] = H[1, 1] = 2.0 * lam[0]
 
 
+def outputs(q, v, t, u, p, y):
+    """Angle from the downward vertical, angular rate, and the rod tension from
+    the radial balance m v²/l + m g cos φ + radial input force (no λ needed)."""
+    m, l, g = p[0], p[1], p[2]
+    x, yy, vx, vy = q[0], q[1], v[0], v[1]
+    y[0] = math.atan2(x, -yy)
+    y[1] = (x * vy - yy * vx) / (l * l)
+    y[2] = m * (vx * vx + vy * vy) / l + m * g * (-yy / l) + (u[1] * x + u[2] * yy) / l
+
+
 KERNELS = MultibodyKernels(mass, forces, constraints, constraint_jacobian, constraint_dt, gamma,
-                           force_jacobians, constraint_force_jacobian, no_mass_jacobian)
+                           force_jacobians, constraint_force_jacobian, no_mass_jacobian, outputs)
 
 
 class Pendulum(KernelModel):
@@ -93,17 +103,6 @@ class Pendulum(KernelModel):
         q = np.array([l * np.sin(phi), -l * np.cos(phi)])
         v = np.array([l * w * np.cos(phi), l * w * np.sin(phi)])
         return q, v
-
-    def outputs_qv(self, t, q, v, u):
-        l = self.params["l"]
-        x, y, vx, vy = float(q[0]), float(q[1]), float(v[0]), float(v[1])  # scalars: math, not numpy
-        angle = math.atan2(x, -y)
-        omega = (x * vy - y * vx) / (l * l)
-        # tension from energy-free formula: m(v²/l) + m g cosφ − radial input force
-        m, g = self.params["m"], self.params["g"]
-        radial_in = (float(u[1]) * x + float(u[2]) * y) / l
-        tension = m * (vx * vx + vy * vy) / l + m * g * (-y / l) + radial_in
-        return np.array([angle, omega, tension])
 
     def potential_energy(self, q, t=0.0):
         return self.params["m"] * self.params["g"] * q[1]

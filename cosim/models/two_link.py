@@ -92,8 +92,19 @@ def constraint_force_jacobian(q, lam, t, p, H):
     H[5, 5] = 0.5 * l2 * (c2 * lam[2] + s2 * lam[3])
 
 
+def outputs(q, v, t, u, p, y):
+    """Joint angles and rates (θ1, θ2 − θ1, …) and the tip position."""
+    t1, t2 = q[2], q[5]
+    y[0] = t1
+    y[1] = t2 - t1
+    y[2] = v[2]
+    y[3] = v[5] - v[2]
+    y[4] = p[2] * math.cos(t1) + p[3] * math.cos(t2)
+    y[5] = p[2] * math.sin(t1) + p[3] * math.sin(t2)
+
+
 KERNELS = MultibodyKernels(mass, forces, constraints, constraint_jacobian, constraint_dt, gamma,
-                           force_jacobians, constraint_force_jacobian, no_mass_jacobian)
+                           force_jacobians, constraint_force_jacobian, no_mass_jacobian, outputs)
 
 
 class TwoLink(KernelModel):
@@ -143,13 +154,6 @@ class TwoLink(KernelModel):
         v = np.array([-0.5 * l1 * s1 * w1, 0.5 * l1 * c1 * w1, w1,
                       -l1 * s1 * w1 - 0.5 * l2 * s2 * w2, l1 * c1 * w1 + 0.5 * l2 * c2 * w2, w2])
         return q, v
-
-    def outputs_qv(self, t, q, v, u):
-        l1, l2 = self.params["l1"], self.params["l2"]
-        t1, t2, w1, w2 = float(q[2]), float(q[5]), float(v[2]), float(v[5])  # scalars: math, not numpy
-        tip_x = l1 * math.cos(t1) + l2 * math.cos(t2)
-        tip_y = l1 * math.sin(t1) + l2 * math.sin(t2)
-        return np.array([t1, t2 - t1, w1, w2 - w1, tip_x, tip_y])
 
     def potential_energy(self, q, t=0.0):
         p = self.params
