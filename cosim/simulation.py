@@ -329,6 +329,7 @@ class Simulation:
             self.integrator = make_integrator(self.model, self.method, rtol=self.rtol, atol=self.atol,
                                               h=self.h, backend=self.backend, **self.method_options)
         self._plain_set_inputs = type(self.integrator).set_inputs is Integrator.set_inputs
+        self._budget_span = self.integrator.budget_free_span()  # do_step skips the budget check below
         for b in self.blocks:
             b.reset()
         start = exact_time(self.start_time, "start_time", positive=False)
@@ -435,6 +436,9 @@ class Simulation:
                 if type(values) in (list, tuple):  # a few numbers: cheaper in Python than numpy
                     ok = len(values) == len(self._u_ext) and all(map(math.isfinite, values))
                     new = np.array(values, dtype=float) if ok else None
+                elif type(values) is np.ndarray and values.dtype == np.float64 and values.ndim == 1:
+                    ok = len(values) == len(self._u_ext) and all(map(math.isfinite, values.tolist()))
+                    new = values.copy()
                 else:
                     new = np.array(values, dtype=float)
                     ok = new.shape == self._u_ext.shape and bool(np.isfinite(new).all())
@@ -543,9 +547,10 @@ class Simulation:
         [t_prev, t] with the inputs of that step held: :mod:`cosim.run` records
         from it without making the integrator land on output points.
         """
-        h = finite_float("communication step h", h, positive=True, strict=True)
-        t = finite_float("communication time t", t, strict=True)
-        if abs(t - self._time) > _TIME_MATCH * max(1.0, abs(self._time)):
+        if not (type(h) is float and type(t) is float and 0.0 < h < math.inf and math.isfinite(t)):
+            h = finite_float("communication step h", h, positive=True, strict=True)
+            t = finite_float("communication time t", t, strict=True)
+        if t != self._time and abs(t - self._time) > _TIME_MATCH * max(1.0, abs(self._time)):
             raise InvalidInputError(f"do_step at t={t!r} but the simulation is at t={self._time!r}")
         t_end = t + h
         if not t_end > self._time:
@@ -554,7 +559,8 @@ class Simulation:
             self._time = t_end
             self._n_comm += 1
             return t_end
-        self.integrator.check_step_budget(t_end)
+        if h > self._budget_span:
+            self.integrator.check_step_budget(t_end)
         if self._fast and observer is None:
             try:
                 self.integrator._advance_checked(t_end)  # t_end and the budget checked above; restores itself on failure

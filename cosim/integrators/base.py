@@ -143,6 +143,12 @@ class Integrator:
         float after ``t``) and the step budget (Simulation.do_step's hot path)."""
         return self.advance(t_target)
 
+    def budget_free_span(self):
+        """An interval at most this long never trips :meth:`check_step_budget`
+        (half of what ``max_steps`` of the smallest allowed step cover)."""
+        h = min(self.h_fixed or math.inf, self.max_step)
+        return 0.5 * self.max_steps * h if math.isfinite(h) else math.inf
+
     def check_step_budget(self, t_target):
         """Refuse at once an interval that needs more than ``max_steps`` steps
         of the fixed step or of ``max_step`` (instead of running for hours)."""

@@ -32,6 +32,7 @@ from .newton import QuasiNewton
 _NEWTON_REASONS = {K.R_RESIDUAL: "residual is not finite", K.R_UPDATE: "Newton update is not finite",
                    K.R_NO_CONVERGENCE: f"no convergence in {K.NEWTON_MAX_ITER} iterations"}
 MAX_STEPS_PER_CALL = 1_000_000
+_RESTART_THEN_ADVANCE = 3  # entry mode (cosim.jit._ENTRY_FOOTER)
 
 
 def _model_entries(model):
@@ -66,12 +67,16 @@ class _Scalar:
     def __get__(self, obj, cls=None):
         if obj is None:
             return self
+        if obj._restart_pending:
+            obj._flush_restart()
         value = float(obj._S[self.slot])
         if self.none is not None and value == self.none:
             return None
         return value
 
     def __set__(self, obj, value):
+        if obj._restart_pending:
+            obj._flush_restart()
         obj._outputs_fresh = False
         obj._S[self.slot] = self.none if value is None else float(value)
 
@@ -88,12 +93,16 @@ class _Array:
             return self
         if not obj._has_state:
             return None
+        if obj._restart_pending:
+            obj._flush_restart()
         start, length = obj._slices[self.index]
         return obj._S[start:start + length].copy()
 
     def __set__(self, obj, value):
         if value is None:
             return
+        if obj._restart_pending:
+            obj._flush_restart()
         obj._outputs_fresh = False
         start, length = obj._slices[self.index]
         arr = np.asarray(value, dtype=float).reshape(-1)
@@ -216,6 +225,7 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         reason = supports(model)
         if reason is not None:
             raise InvalidInputError(f"backend 'numba': {reason}")
+        self._restart_pending = False
         self._entry = _model_entries(model)
         self._kernel_outputs = model.kernel_outputs()
         self._n_out = len(model.output_names) if self._kernel_outputs else 0
@@ -243,6 +253,7 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         # outputs kernel); fresh until anything else writes the record
         self._y_out = np.zeros(self._n_out)
         self._outputs_fresh = False
+        self._restart_pending = False  # restart() deferred into the next compiled advance
         self._stats_view = _Stats(self)
         if old_stats is not None:
             self.stats = old_stats
@@ -324,17 +335,40 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         super()._restore_method_state(d)
 
     # -- stepping ---------------------------------------------------------------------------------
+    @property
+    def u(self):
+        """The held inputs (kept as the contiguous float array the kernel takes)."""
+        return self._u_c
+
+    @u.setter
+    def u(self, value):
+        if not (type(value) is np.ndarray and value.dtype == np.float64 and value.flags.c_contiguous):
+            value = np.ascontiguousarray(value, dtype=float)
+        self._u_c = value
+
     def _u_array(self):
-        u = self.u
-        if not (isinstance(u, np.ndarray) and u.dtype == np.float64 and u.flags.c_contiguous):
-            u = np.ascontiguousarray(u, dtype=float)
-        return u
+        return self._u_c
 
     def _run(self, t_target, max_steps, mode):
         # the kernel is all or nothing: on failure it restores S, I, LU itself
         self._outputs_fresh = False
+        if self._restart_pending:
+            if mode != K.WHOLE_INTERVAL:
+                self._flush_restart()
+            else:  # restart and advance in one compiled call (mode 3)
+                status = self._entry(_RESTART_THEN_ADVANCE, self._S, self._I, self._LU, self._u_array(),
+                                     self.model._p, t_target, max_steps, self._y_out)
+                if status >= jit.RESTART_STATUS:  # the restart failed, nothing changed
+                    self._flush_restart()
+                else:
+                    self._restart_pending = False
+                    self._finish_run(status, t_target)
+                    return
         status = self._entry(mode, self._S, self._I, self._LU, self._u_array(), self.model._p,
                              t_target, max_steps, self._y_out)
+        self._finish_run(status, t_target)
+
+    def _finish_run(self, status, t_target):
         if status == K.OK:
             self._outputs_fresh = self._kernel_outputs
             return
@@ -374,10 +408,21 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         return t_target
 
     def _advance_checked(self, t_target):
-        if not t_target > self._S[K.T]:
+        # Simulation.do_step's hot path: one compiled call, outputs computed in it
+        if self._restart_pending or not t_target > self._S[K.T]:
             return self.advance(t_target)
-        self._run(t_target, min(self.max_steps, MAX_STEPS_PER_CALL), K.WHOLE_INTERVAL)
+        self._outputs_fresh = False
+        status = self._entry(K.WHOLE_INTERVAL, self._S, self._I, self._LU, self._u_c, self.model._p,
+                             t_target, self._call_budget, self._y_out)
+        if status == K.OK:
+            self._outputs_fresh = self._kernel_outputs
+        else:
+            self._finish_run(status, t_target)
         return t_target
+
+    @property
+    def _call_budget(self):
+        return min(self.max_steps, MAX_STEPS_PER_CALL)
 
     def _step(self, t_limit):
         self._run(t_limit, 1, K.ONE_STEP)
@@ -389,6 +434,12 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
             return self._y_out.copy()
         return None
 
+    def _flush_restart(self):
+        """Carry out the restart that restart() deferred (before anything reads or
+        writes the record, so the deferral is invisible)."""
+        self._restart_pending = False
+        self._restart()
+
     def _restart(self):
         self._outputs_fresh = False
         status = self._entry(K.RESTART, self._S, self._I, self._LU, self._u_array(), self.model._p, 0.0, 0,
@@ -398,5 +449,12 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
             self.t_prev, self.y_prev = self.t, self.y
 
     def restart(self):
-        # the kernel writes nothing unless eq. 10 was solved (else the reference raises)
-        self._restart()
+        # deferred: the next compiled advance restarts first, in the same call (one
+        # dispatch per new input); every read or write of the record before that
+        # carries it out first.  The kernel writes nothing unless eq. 10 was solved
+        # (else the reference raises its clear error, then).
+        if self._has_state:
+            self._outputs_fresh = False
+            self._restart_pending = True
+        else:
+            self._restart()
