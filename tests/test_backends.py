@@ -251,3 +251,69 @@ def test_deferred_restart_is_invisible():
     ref.deserialize_state(blobs[-1])
     ref.do_step(ref.time, 1e-3)
     assert np.max(np.abs(ref.y - flushed.y)) <= 1e-12
+
+
+# -- state-transition (LTI) compiled: the step and the outputs in one call ---------------------
+def _lti_pair(**kw):
+    return [cosim.Simulation(model="lti", method="state-transition", backend=b, **kw)
+            for b in ("python", "numba")]
+
+
+def test_lti_compiled_step_agrees_with_the_reference_and_its_outputs_with_the_model():
+    py, nb = _lti_pair()
+    assert type(nb.integrator).__name__ == "CompiledStateTransition"
+    assert type(py.integrator).__name__ == "StateTransition"
+    rng = np.random.default_rng(5)
+    for k in range(300):
+        u = [float(rng.normal())]
+        for sim in (py, nb):
+            sim.set_inputs(u)
+            sim.do_step(sim.time, 1e-3)
+        scale = max(1.0, float(np.max(np.abs(py.y))))
+        assert np.max(np.abs(py.y - nb.y)) <= 1e-13 * scale  # loops vs BLAS: roundoff only
+        out = nb.get_outputs()
+        assert nb.integrator.fresh_outputs() is not None
+        model_out = nb.model.output_values(nb.time, nb.y, nb.integrator.u)
+        np.testing.assert_allclose(out, model_out, rtol=1e-14, atol=1e-15 * scale)
+    assert dict(py.stats)["steps"] == dict(nb.stats)["steps"] == 300
+
+
+def test_lti_compiled_outputs_are_never_stale_and_state_round_trips_bit_identically():
+    _, sim = _lti_pair()
+    for _ in range(20):
+        sim.do_step(sim.time, 1e-3)
+    snap = sim.get_state()
+    blob = sim.serialize_state()
+    ys = []
+    for _ in range(20):
+        sim.do_step(sim.time, 1e-3)
+        ys.append(sim.y)
+    sim.set_inputs([2.0])  # feedthrough-free plant, but the state changes from here on
+    assert sim.integrator.fresh_outputs() is None
+    sim.set_state(snap)
+    np.testing.assert_array_equal(sim.get_outputs(), sim.model.output_values(sim.time, sim.y, [0.0]))
+    assert sim.serialize_state() == blob
+    for k in range(20):
+        sim.do_step(sim.time, 1e-3)
+        assert np.array_equal(sim.y, ys[k])
+
+
+def test_lti_compiled_falls_back_to_the_reference_for_sub_steps_and_no_inputs():
+    # max_step shorter than the communication step: the reference's sub-steps run
+    py, nb = _lti_pair(method_options={"max_step": 4e-4})
+    for sim in (py, nb):
+        sim.set_inputs([1.0])
+        for _ in range(5):
+            sim.do_step(sim.time, 1e-3)
+    assert dict(nb.stats)["steps"] == dict(py.stats)["steps"] == 15
+    assert np.array_equal(py.y, nb.y)
+    # a plant without inputs (B: n×0) through the compiled step
+    A = [[0.0, 1.0], [-4.0, -0.4]]
+    sims = [cosim.Simulation(model="lti", method="state-transition", backend=b,
+                             params={"A": A, "B": np.zeros((2, 0)), "D": np.zeros((2, 0)), "x0": [1.0, 0.0]})
+            for b in ("python", "numba")]
+    for sim in sims:
+        for _ in range(50):
+            sim.do_step(sim.time, 1e-2)
+    assert np.max(np.abs(sims[0].y - sims[1].y)) <= 1e-14
+    np.testing.assert_allclose(sims[1].get_outputs(), sims[0].get_outputs(), rtol=0, atol=1e-14)

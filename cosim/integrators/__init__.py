@@ -25,6 +25,7 @@ METHOD_REGISTRY = {
 # methods with a compiled (numba) twin of the Python reference
 COMPILED_REGISTRY = {
     "generalized-alpha": ".ga_compiled:CompiledGeneralizedAlpha",
+    "state-transition": ".state_transition_compiled:CompiledStateTransition",
 }
 
 
@@ -34,8 +35,8 @@ def compiled_unavailable(method, model):
         return f"method {method!r} has no compiled kernel yet"
     if not jit.numba_available():
         return f"numba is not importable ({jit.unavailable_reason()})"
-    from .ga_compiled import supports
-    return supports(model)
+    module = COMPILED_REGISTRY[method].split(":")[0]
+    return load_symbol(f"{module}:supports", package=__name__)(model)
 
 
 def resolve_backend(method, model, backend="auto"):
