@@ -3,9 +3,18 @@ which values fill each ``JointState`` field, which input each joint's effort
 command drives, the order of ``Float64MultiArray`` commands."""
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 
 from .common import ConfigurationError
+
+
+def _doubles(values):
+    """A float64 numpy vector as the ``array('d')`` a ROS float64[] field keeps."""
+    a = array("d")
+    a.frombytes(np.ascontiguousarray(values, dtype=np.float64).tobytes())
+    return a
 
 
 class JointMap:
@@ -72,12 +81,14 @@ class JointMap:
         self.out_slice = slice(n_y, n_y + len(outputs))
 
     def fill(self, sim, js, out):
-        """Fill a JointState and the outputs Float64MultiArray from the simulation."""
-        values = np.concatenate((sim.y, sim.get_outputs(), sim.get_inputs()))
-        js.position = values[self.pos_index].tolist()
-        js.velocity = values[self.vel_index].tolist()
+        """Fill a JointState and the outputs Float64MultiArray from the simulation.
+        Sequences go in as ``array('d')``: the generated message setters take
+        those as they are (a list is checked element by element in Python)."""
+        values = np.concatenate((sim.integrator.y, sim.get_outputs(), sim.get_inputs()))
+        js.position = _doubles(values[self.pos_index])
+        js.velocity = _doubles(values[self.vel_index])
         if self.has_efforts:
             eff = values[self.eff_index]
             eff[self.eff_missing] = float("nan")
-            js.effort = eff.tolist()
-        out.data = values[self.out_slice].tolist()
+            js.effort = _doubles(eff)
+        out.data = _doubles(values[self.out_slice])

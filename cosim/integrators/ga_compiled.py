@@ -303,6 +303,10 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         self.qdd_prev = qdd
         self._setup_work()
         self.h_next = self._initial_step() if self.h_fixed is None else self.h_fixed
+        # numba loads the machine code from its cache at the first call (~1-2 s):
+        # pay that now, on a scratch copy of the record, not in the first (real-time) step
+        self._entry(K.RESTART, self._S.copy(), self._I.copy(), self._LU.copy(), self._u_c, self.model._p,
+                    0.0, 0, self._y_out.copy())
 
     def initialize(self, t0=0.0, y0=None, u=None, **ic_options):
         report = super().initialize(t0, y0, u, **ic_options)

@@ -42,6 +42,10 @@ class CompiledStateTransition(StateTransition):
         self._step_fn = _lti_step()
         self._out_key = None  # (x, u, C, D) the outputs below belong to
         self._out = np.zeros(len(model.output_names))
+        # compile or load from numba's cache now, not in the first (real-time) step
+        n, m, p = model.n_y, model.n_inputs, len(model.output_names)
+        self._step_fn(np.zeros((n, n)), np.zeros((n, m)), np.zeros((p, n)), np.zeros((p, m)),
+                      np.zeros(n), np.zeros(m), np.zeros(n), np.zeros(p))
 
     def _advance_checked(self, t_target):
         t, x, u = self.t, self.y, self.u
