@@ -45,10 +45,16 @@ def _handler(signum, frame):
             pass
     # unwind start-up at once, unless the signal interrupted the import machinery (a
     # weakref callback there prints "Exception ignored" and swallows it): then the
-    # recorded signum ends the node right after start-up instead
+    # recorded signum ends start-up at its next checkpoint instead
     if _State.phase == "startup" and not (frame is not None
                                           and frame.f_code.co_filename.startswith("<frozen")):
         raise Shutdown(signum)
+
+
+def _checkpoint():
+    """A signal recorded while the import machinery ran ends start-up here."""
+    if _State.signum is not None:
+        raise Shutdown(_State.signum)
 
 
 def install_signal_handlers():
@@ -137,6 +143,7 @@ def run(make_node, *, node_name, help_text, argv=None):
         from cosim.errors import CosimError
 
         from .common import ConfigurationError
+        _checkpoint()
         context = rclpy.Context()
         rclpy.init(args=argv, context=context, signal_handler_options=SignalHandlerOptions.NO)
         logger = rclpy.logging.get_logger(node_name)
@@ -144,10 +151,12 @@ def run(make_node, *, node_name, help_text, argv=None):
             error = check_params_file_sections(argv, _fully_qualified_name(argv, node_name))
             if error:
                 raise ConfigurationError(error)
+            _checkpoint()
             node = make_node(context)
         except (CosimError, ConfigurationError, ValueError, ParameterException) as exc:
             logger.fatal(f"cannot configure the node: {exc}")
             return 2
+        _checkpoint()
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
         stop = getattr(node, "request_stop", None)
