@@ -267,8 +267,17 @@ def constraint_force_jacobian(q, lam, t, p, H):
     H[6, 6] = hoe + p[U] * (lam[4] * math.sin(ep) - lam[5] * math.cos(ep))
 
 
+def outputs(q, v, t, u, p, y):
+    """β, β', the spring length L and its tension c0 (L − l0)."""
+    L = spring(q[2], p)[4]
+    y[0] = q[0]
+    y[1] = v[0]
+    y[2] = L
+    y[3] = p[C0] * (L - p[L0])
+
+
 KERNELS = MultibodyKernels(mass, forces, constraints, constraint_jacobian, constraint_dt, gamma,
-                           force_jacobians, constraint_force_jacobian, mass_jacobian_term)
+                           force_jacobians, constraint_force_jacobian, mass_jacobian_term, outputs)
 
 
 class Andrews(KernelModel):
@@ -319,10 +328,6 @@ class Andrews(KernelModel):
         return INITIAL_Q.copy(), np.zeros(7)
 
     # -- outputs / energy -------------------------------------------------------------
-    def outputs_qv(self, t, q, v, u):
-        L = spring(float(q[2]), self._p)[4]
-        return np.array([q[0], v[0], L, self.params["c0"] * (L - self.params["l0"])])
-
     def potential_energy(self, q, t=0.0):
         """Spring energy c0/2 (L − l0)²; the driving torque is not conservative."""
         L = spring(float(q[2]), self._p)[4]
