@@ -36,15 +36,22 @@ RECORD_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5000,
 
 
 _LOCK_DIR = os.path.join(tempfile.gettempdir(), "cosim_ros_domains")
-_held = {}  # domain id -> open locked file descriptor (released when the process exits)
+_held = {}  # domain id -> open locked file descriptor, oldest first
+HELD_PER_PROCESS = 12  # the oldest is released beyond this (its test has ended)
 
 
 def unique_domain_id(label=""):
     """A ROS_DOMAIN_ID in 1..100 that no other cooperating process on this
-    machine holds (an flock on a file per id, kept until this process exits),
-    and different for each call in this process: concurrent test sessions and
-    benchmarks never share a DDS domain."""
+    machine holds (an flock on a file per id), and different from the last
+    ``HELD_PER_PROCESS`` ids of this process: concurrent test sessions and
+    benchmarks never share a DDS domain.  A process keeps its newest ids only
+    (a whole test session holding one id per test ran the machine out of ids
+    when several sessions ran at once); a test stops its nodes before the next
+    test starts, so an id released that way carries no traffic any more."""
     os.makedirs(_LOCK_DIR, exist_ok=True)
+    while len(_held) >= HELD_PER_PROCESS:
+        oldest = next(iter(_held))
+        os.close(_held.pop(oldest))  # closing the descriptor releases the flock
     start = zlib.crc32(f"{os.getpid()}:{label}:{next(_counter)}".encode()) % 100
     for k in range(100):
         domain = 1 + (start + k) % 100

@@ -145,3 +145,23 @@ def test_launch_files_wire_existing_yaml(monkeypatch, name, nodes):
         assert load_parameters(default, node_name)  # the YAML has this node's section
         assert started[node_name].kwargs["parameters"][0].args[0] == arg
     assert started["cosim_sim"].kwargs["executable"] == "cosim-ros"
+
+
+def test_a_process_holds_only_its_newest_domain_ids():
+    """Each ROS test takes a DDS domain id no other process holds (an flock per id);
+    a long test session keeps only its newest ones, so several sessions at once
+    do not run the machine out of the 100 ids."""
+    import fcntl  # noqa: PLC0415
+
+    from ros_nodes import testing  # noqa: PLC0415
+    ids = [unique_domain_id("recycle") for _ in range(testing.HELD_PER_PROCESS + 5)]
+    newest = ids[-testing.HELD_PER_PROCESS:]
+    assert len(set(newest)) == len(newest)
+    assert list(testing._held) == newest
+    for domain in newest:  # still locked against every other process
+        fd = os.open(os.path.join(testing._LOCK_DIR, f"{domain}.lock"), os.O_RDWR)
+        try:
+            with pytest.raises(OSError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
