@@ -162,7 +162,7 @@ def entry(mode, S, I, LU, u, p, t_target, max_steps, y_out):
     restarts (new inputs held) and then advances as 0 — a failed restart returns
     RESTART_STATUS + its status with nothing changed.  After a successful
     advance the model's outputs at the new state go into y_out (the model's
-    ``outputs`` kernel; a no-op without one)."""
+    ``outputs`` kernel) unless y_out is empty."""
     if mode == 1:
         return restart(0, S, I, u, p)
     if mode == 3:
@@ -170,7 +170,7 @@ def entry(mode, S, I, LU, u, p, t_target, max_steps, y_out):
         if status != 0:
             return RESTART_STATUS + status
     status = advance(0, S, I, LU, u, p, t_target, max_steps, mode != 2)
-    if status == 0:
+    if status == 0 and y_out.size > 0:  # (empty: the outputs are computed in Python)
         for i in range(y_out.size):
             y_out[i] = 0.0
         q, v, t = state_view(S, I)

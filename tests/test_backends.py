@@ -320,3 +320,21 @@ def test_lti_compiled_falls_back_to_the_reference_for_sub_steps_and_no_inputs():
             sim.do_step(sim.time, 1e-2)
     assert np.max(np.abs(sims[0].y - sims[1].y)) <= 1e-14
     np.testing.assert_allclose(sims[1].get_outputs(), sims[0].get_outputs(), rtol=0, atol=1e-14)
+
+
+def test_an_outputs_kernel_that_does_not_fit_the_declared_outputs_never_runs_compiled():
+    """Compiled code does not check indices: a subclass declaring fewer outputs than
+    its kernel writes gets its outputs from Python (where the mismatch raises)."""
+    from cosim.models import model_class
+    two_link = model_class("two_link")
+
+    class Fewer(two_link):
+        outputs = two_link.outputs[:3]
+
+    model = Fewer()
+    assert not model.kernel_outputs() and two_link().kernel_outputs()
+    sim = cosim.Simulation(model=model, method="generalized-alpha", h=1e-3, backend="numba")
+    sim.do_step(0.0, 1e-3)
+    assert sim.integrator._y_out.size == 0 and sim.integrator.fresh_outputs() is None
+    with pytest.raises(IndexError):
+        sim.get_outputs()

@@ -143,11 +143,21 @@ class KernelModel(MultibodyModel):
 
     def kernel_outputs(self):
         """True when the outputs kernel describes this model's outputs (a subclass
-        that overrides ``outputs_qv``/``output_values`` computes its own)."""
+        that overrides ``outputs_qv``/``output_values`` computes its own), checked
+        once by running it in Python: compiled code does not check indices, so
+        a kernel that writes more outputs than the model declares must never
+        run compiled."""
         ks = self.kernel_set
-        return (ks is not None and ks.outputs is not None
-                and type(self).outputs_qv is KernelModel.outputs_qv
-                and type(self).output_values is MultibodyModel.output_values)
+        if (ks is None or ks.outputs is None or type(self).outputs_qv is not KernelModel.outputs_qv
+                or type(self).output_values is not MultibodyModel.output_values):
+            return False
+        n = self.n_q
+        try:
+            ks.outputs(np.zeros(n), np.zeros(n), 0.0, np.zeros(self.n_inputs), self._p,
+                       np.zeros(len(self.outputs)))
+        except IndexError:
+            return False
+        return True
 
     def outputs_qv(self, t, q, v, u):
         outputs = self.kernel_set.outputs
