@@ -31,6 +31,25 @@ CASES = [(mode, phase, (signal.SIGINT, signal.SIGTERM)[(i + j) % 2])
          for i, mode in enumerate(MODES) for j, phase in enumerate(PHASES)]
 
 
+def wait_handlers_installed(proc, timeout=30.0):
+    """Until the node owns SIGTERM (the kernel's SigCgt mask): its handlers are in
+    place, the rest of start-up (importing rclpy and cosim) still to come.  Before
+    that, a signal meets Python's defaults — a slow interpreter start under load
+    made a fixed 0.3 s wait flaky."""
+    bit = 1 << (signal.SIGTERM - 1)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{proc.proc.pid}/status") as fh:
+                caught = next(int(line.split()[1], 16) for line in fh if line.startswith("SigCgt:"))
+        except (OSError, StopIteration):
+            caught = 0
+        if caught & bit:
+            return
+        time.sleep(0.005)
+    raise TimeoutError(f"the node did not install its signal handlers in {timeout} s:\n{proc.log()}")
+
+
 def wait_log(proc, text, timeout):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -59,7 +78,8 @@ def test_signal_ends_the_node_cleanly(tmp_path, mode, phase, signum):
     proc = NodeProcess("ros_nodes.sim_node", env, YAML, overrides, log_dir=tmp_path)
     try:
         if phase == "startup":
-            time.sleep(0.3)  # importing rclpy and cosim takes longer
+            wait_handlers_installed(proc)
+            time.sleep(0.05)  # into the imports of rclpy and cosim (seconds)
             assert "ready" not in proc.log(), "the node was ready before the signal"
         else:
             wait_log(proc, "ready", 60.0)
