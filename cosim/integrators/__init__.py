@@ -25,6 +25,7 @@ METHOD_REGISTRY = {
 # methods with a compiled (numba) twin of the Python reference
 COMPILED_REGISTRY = {
     "generalized-alpha": ".ga_compiled:CompiledGeneralizedAlpha",
+    "bdf": ".bdf_compiled:CompiledBDFIndex3",
 }
 
 
@@ -34,7 +35,8 @@ def compiled_unavailable(method, model):
         return f"method {method!r} has no compiled kernel yet"
     if not jit.numba_available():
         return f"numba is not importable ({jit.unavailable_reason()})"
-    from .ga_compiled import supports
+    # each compiled twin's module says which models it runs (supports(model))
+    supports = load_symbol(COMPILED_REGISTRY[method].split(":")[0] + ":supports", package=__name__)
     return supports(model)
 
 
