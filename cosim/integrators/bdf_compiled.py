@@ -341,7 +341,13 @@ class CompiledBDFIndex3(BDFIndex3):
                              t_target, max_steps)
         self._sync_history()
         if status == K.STEP_BUDGET:
-            self.too_many_steps(t_target)
+            # the reference's message names the t reached (its state is then restored)
+            t_now = self._S[K.T]
+            self._S[K.T] = self._S[K.F_T]
+            try:
+                self.too_many_steps(t_target)
+            finally:
+                self._S[K.T] = t_now
         if status != K.OK:
             self._raise(status)
 

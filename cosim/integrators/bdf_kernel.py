@@ -60,7 +60,8 @@ NEWTON_FAILED = 1        # "Newton iteration failed" (reason in I[REASON])
 ERROR_TEST_FAILED = 2    # "local error test failed repeatedly" (ratio in S[F_INFO])
 SINGULAR = 3             # iteration matrix numerically singular (ratio in S[F_INFO])
 NONFINITE_MATRIX = 4     # iteration matrix has NaN/inf
-STEP_BUDGET = 6          # max_steps steps without reaching the target (record restored)
+STEP_BUDGET = 6          # max_steps steps without reaching the target (record restored,
+                         # the t reached in S[F_T])
 MIN_STEP = 7             # "step size below the minimum"
 UNDERFLOW = 8            # "step size underflow" (h no longer moves t)
 NOT_IN_KERNEL = 9        # restart: done by the wrapper (Python reference)
@@ -714,8 +715,10 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
             return status
         count += 1
     if whole and S[T] < t_target:
+        t_fail = S[T]
         S[:] = S0
         I[:] = I0
         LU[:, :] = LU0
+        S[F_T] = t_fail
         return STEP_BUDGET
     return OK
