@@ -183,7 +183,7 @@ def test_andrews_numba_within_the_roundoff_spread_of_the_reference():
         assert abs(compiled.stats[key] - ref.stats[key]) <= max(2, 0.02 * ref.stats[key])
 
 
-# -- bdf (index 3): bdf_kernel / bdf_compiled against bdf.BDFIndex3 ------------------------------
+# -- bdf, bdf-i2: bdf_kernel / bdf_compiled against bdf.BDFIndex3, BDFIndex2 ------------------------------
 BDF_CASES = {
     "pendulum-adaptive": dict(model="pendulum", n_steps=100, dt=0.01, kw=dict(rtol=1e-6, atol=1e-8)),
     "pendulum-inputs": dict(model="pendulum", n_steps=100, dt=0.01, kw=dict(rtol=1e-6, atol=1e-8),
@@ -199,6 +199,15 @@ BDF_CASES = {
     "two_link-no-velocity-error": dict(model="two_link", n_steps=40, dt=0.01,
                                        kw=dict(rtol=1e-5, atol=1e-7, method_options=dict(
                                            velocity_error=False, velocity_weights="velocity"))),
+    # bdf-i2 (GGL): the same kernel with the index-2 residual and iteration matrix
+    "i2-pendulum-adaptive": dict(method="bdf-i2", model="pendulum", n_steps=100, dt=0.01,
+                                 kw=dict(rtol=1e-6, atol=1e-8)),
+    "i2-two_link-adaptive": dict(method="bdf-i2", model="two_link", n_steps=40, dt=0.01,
+                                 kw=dict(rtol=1e-6, atol=1e-8)),
+    "i2-two_link-inputs-scaled": dict(method="bdf-i2", model="two_link", n_steps=40, dt=0.01,
+                                      inputs=lambda k: [0.5 * np.cos(0.2 * k), -0.3],
+                                      kw=dict(rtol=1e-5, atol=1e-7, method_options=dict(
+                                          velocity_error="scaled", max_order=4))),
 }
 # double_pendulum_natural is roundoff-chaotic for bdf (1e-15 perturbations of q0
 # change the reference's step counts within 0.05 s): see the spread test below
@@ -207,7 +216,8 @@ BDF_CASES = {
 @pytest.mark.parametrize("case", sorted(BDF_CASES))
 def test_bdf_numba_and_python_same_counts_and_agree_1e10(case):
     c = BDF_CASES[case]
-    runs = {backend: _drive(backend, c["model"], c["n_steps"], c["dt"], c.get("inputs"), method="bdf", **c["kw"])
+    runs = {backend: _drive(backend, c["model"], c["n_steps"], c["dt"], c.get("inputs"),
+                            method=c.get("method", "bdf"), **c["kw"])
             for backend in ("python", "numba")}
     (sp, yp), (sn, yn) = runs["python"], runs["numba"]
     assert {k: sp.stats[k] for k in COUNTS} == {k: sn.stats[k] for k in COUNTS}
@@ -221,8 +231,9 @@ def test_bdf_numba_and_python_same_counts_and_agree_1e10(case):
         assert np.max(np.abs(ip.dense_output(t) - inn.dense_output(t))) <= 1e-10
 
 
-def test_bdf_numba_rollback_and_serialization_are_bit_identical():
-    kw = dict(method="bdf", rtol=1e-6, atol=1e-8)
+@pytest.mark.parametrize("method", ["bdf", "bdf-i2"])
+def test_bdf_numba_rollback_and_serialization_are_bit_identical(method):
+    kw = dict(method=method, rtol=1e-6, atol=1e-8)
     sim, _ = _drive("numba", "two_link", 20, 0.01, **kw)
     snap = sim.get_state()
     blob = sim.serialize_state()
@@ -241,8 +252,9 @@ def test_bdf_numba_rollback_and_serialization_are_bit_identical():
     assert np.array_equal(fresh.y, y1) and dict(fresh.stats) == stats1
 
 
-def test_bdf_state_moves_between_backends():
-    kw = dict(method="bdf", rtol=1e-7, atol=1e-9)
+@pytest.mark.parametrize("method", ["bdf", "bdf-i2"])
+def test_bdf_state_moves_between_backends(method):
+    kw = dict(method=method, rtol=1e-7, atol=1e-9)
     sim, _ = _drive("numba", "pendulum", 30, 0.01, **kw)
     other = cosim.Simulation(model="pendulum", backend="python", **kw)
     other.deserialize_state(sim.serialize_state())

@@ -26,6 +26,7 @@ METHOD_REGISTRY = {
 COMPILED_REGISTRY = {
     "generalized-alpha": ".ga_compiled:CompiledGeneralizedAlpha",
     "bdf": ".bdf_compiled:CompiledBDFIndex3",
+    "bdf-i2": ".bdf_compiled:CompiledBDFIndex2",
 }
 
 

@@ -1,5 +1,6 @@
-"""Index-3 BDF ("bdf") on the compiled (numba) backend: a thin wrapper around
-:mod:`cosim.integrators.bdf_kernel`, built like
+"""BDF index 3 ("bdf") and stabilised index 2 ("bdf-i2") on the compiled
+(numba) backend: a thin wrapper around :mod:`cosim.integrators.bdf_kernel`
+(one compiled entry per model for both), built like
 :mod:`cosim.integrators.ga_compiled`.
 
 The wrapper owns the API, validation, the IC analysis, the restart (eq. 10
@@ -28,7 +29,7 @@ from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError, S
 from ..validation import finite_float
 from . import bdf_kernel as K
 from .base import STAT_KEYS
-from .bdf import ORDER_HISTORY_MAX, BDFIndex3
+from .bdf import ORDER_HISTORY_MAX, BDFIndex2, BDFIndex3
 from .dense_lu import pivots_valid
 from .ga_compiled import _Scalar
 from .ga_compiled import supports as _model_supported
@@ -169,10 +170,11 @@ class _RecordNewton(QuasiNewton):
         o._I[K.HAS_FACTOR] = 1
 
 
-class CompiledBDFIndex3(BDFIndex3):
-    """Index-3 BDF whose step loop runs compiled (numba)."""
+class _CompiledBDF:
+    """The compiled step loop under a BDF reference class (mixed in first)."""
 
     backend = "numba"
+    _variant = K.INDEX3
 
     t = _Scalar(K.T, none=math.nan)
     t_prev = _Scalar(K.T_PREV, none=math.nan)
@@ -183,7 +185,7 @@ class CompiledBDFIndex3(BDFIndex3):
     qdd = _Array(_QDD)
     lam = _Array(_LAM)
     _D = _Array(_D, lambda o: (K.ROWS, 2 * o._n))
-    _Dz = _Array(_DZ, lambda o: (K.ROWS, o._N))
+    _Dz = _Array(_DZ, lambda o: (K.ROWS, o._nz))
     _tau = _Array(_TAU)
     _k = _Int(K.K_NEXT)
     order = _Int(K.ORDER)
@@ -197,7 +199,7 @@ class CompiledBDFIndex3(BDFIndex3):
         reason = supports(model)
         if reason is not None:
             raise InvalidInputError(f"backend 'numba': {reason}")
-        self._entry = _model_entries(model, self.name)
+        self._entry = _model_entries(model, "bdf")   # one compilation for every variant
         self._allocate(model.n_q, model.n_c)
         super().__init__(model, **kwargs)
         self._setup_newton()
@@ -205,19 +207,22 @@ class CompiledBDFIndex3(BDFIndex3):
 
     # -- the record ----------------------------------------------------------------------
     def _allocate(self, n, m):
-        offs = K.offsets(n, m)
-        lengths = (2 * n, 2 * n, n, m, K.ROWS * 2 * n, K.ROWS * (n + m), K.ROWS, (n + m) ** 2)
+        ns = K.system_size(self._variant, n, m)
+        offs = K.offsets(n, m, ns)
+        lengths = (2 * n, 2 * n, n, m, K.ROWS * 2 * n, K.ROWS * (n + m), K.ROWS, ns * ns)
         self._slices = [(offs[i], lengths[i]) for i in range(8)]
-        self._n, self._N = n, n + m
+        self._n, self._nz, self._N = n, n + m, ns
+        self._offsets = offs
         self._S = np.zeros(offs[-1])
         self._S[K.T] = self._S[K.T_PREV] = math.nan
         self._S[K.H_JAC] = -1.0
         self._S[K.RELAX] = 1.0
-        self._I = np.zeros(K.int_length(n, m), dtype=np.int64)
+        self._I = np.zeros(K.int_length(n, m, ns), dtype=np.int64)
         self._I[K.I_N], self._I[K.I_M] = n, m
+        self._I[K.I_NS], self._I[K.VARIANT] = ns, self._variant
         self._I[K.NEED_JAC] = 1
         self._I[K.K_NEXT] = self._I[K.ORDER] = self._I[K.K_USED] = self._I[K.VALID] = 1
-        self._LU = np.zeros((n + m, n + m))
+        self._LU = np.zeros((ns, ns))
         self._has_state = False
         self._stats_view = _RecordStats(self)
         self._hist_seen = 0
@@ -356,7 +361,7 @@ class CompiledBDFIndex3(BDFIndex3):
         count = int(self._I[K.HIST_COUNT])
         new = count - self._hist_seen
         if new > 0:
-            o_ht, o_hk = K.offsets(self._n, self._N - self._n)[8:10]
+            o_ht, o_hk = self._offsets[8:10]
             S = self._S
             for i in range(count - min(new, K.HIST), count):
                 slot = i % K.HIST
@@ -404,3 +409,15 @@ class CompiledBDFIndex3(BDFIndex3):
 
     def _step(self, t_limit):
         self._run(t_limit, 1, K.ONE_STEP)
+
+
+class CompiledBDFIndex3(_CompiledBDF, BDFIndex3):
+    """Index-3 BDF ("bdf") whose step loop runs compiled (numba)."""
+
+    _variant = K.INDEX3
+
+
+class CompiledBDFIndex2(_CompiledBDF, BDFIndex2):
+    """Stabilised index-2 BDF ("bdf-i2") whose step loop runs compiled (numba)."""
+
+    _variant = K.INDEX2

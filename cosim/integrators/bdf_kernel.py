@@ -81,17 +81,23 @@ N_SCALARS = 16
 # -- slots of I -------------------------------------------------------------------------
 (I_N, I_M, NEED_JAC, HAS_FACTOR, HAS_J, K_NEXT, ORDER, K_USED, VALID, N_STEPS, MAX_ORD,
  REUSE, VEL_ERROR, POS_WEIGHTS, CONST_MASS, REASON, F_K, NEWTON_FAILS, ERROR_FAILS,
- HIST_COUNT) = range(20)
+ HIST_COUNT, I_NS, VARIANT) = range(22)
+INDEX3, INDEX2 = 0, 1    # I[VARIANT]: "bdf" (eqs. 73-80) or "bdf-i2" (GGL, eqs. 81-84)
 VE_OFF, VE_ON, VE_SCALED = 0, 1, 2   # I[VEL_ERROR]: velocity_error False / True / "scaled"
-STATS = 20               # base.STAT_KEYS order
+STATS = 22               # base.STAT_KEYS order
 N_STATS = 6
 ST_STEPS, ST_REJ, ST_NEWTON, ST_RES, ST_JAC, ST_LU = range(STATS, STATS + N_STATS)
 ORDER_COUNTS = STATS + N_STATS        # MAX_ORDER + 1 counters (index = order)
 PIV = ORDER_COUNTS + MAX_ORDER + 1
 
 
-def offsets(n, m):
-    """Start of each array in S: y, y_prev, qdd, lam, D, Dz, tau, J, hist_t,
+def system_size(variant, n, m):
+    """Unknowns of the Newton system: (δ, λ̂) for index 3, (δ, ĥε, ĥ²λ, ĥμ) for index 2."""
+    return n + m if variant == INDEX3 else 2 * n + 2 * m
+
+
+def offsets(n, m, ns):
+    """Start of each array in S: y, y_prev, qdd, lam, D, Dz, tau, J (ns²), hist_t,
     hist_k, and the total length."""
     o_y = N_SCALARS
     o_yp = o_y + 2 * n
@@ -101,13 +107,13 @@ def offsets(n, m):
     o_Dz = o_D + ROWS * 2 * n
     o_tau = o_Dz + ROWS * (n + m)
     o_J = o_tau + ROWS
-    o_ht = o_J + (n + m) * (n + m)
+    o_ht = o_J + ns * ns
     o_hk = o_ht + HIST
     return o_y, o_yp, o_qdd, o_lam, o_D, o_Dz, o_tau, o_J, o_ht, o_hk, o_hk + HIST
 
 
-def int_length(n, m):
-    return PIV + n + m
+def int_length(n, m, ns):
+    return PIV + ns
 
 
 def restart(fns, S, I, u, p):
@@ -118,10 +124,10 @@ def restart(fns, S, I, u, p):
 # ---------------------------------------------------------------------------------
 # work arrays (made once per advance call)
 # ---------------------------------------------------------------------------------
-def workspace(n, m):
-    """1-D float work (slots of :func:`_wslots`), the n×n / m×n / N×N matrices."""
-    N = n + m
-    vec = np.zeros(24 * n + 8 * m + 4 * N + 8 * ROWS)
+def workspace(n, m, ns):
+    """1-D float work (slots of :func:`_wslots`), the n×n / m×n / ns×ns matrices."""
+    N = ns
+    vec = np.zeros(26 * n + 14 * m + 4 * N + 8 * ROWS)
     M = np.zeros((n, n))
     Qq = np.zeros((n, n))
     Qv = np.zeros((n, n))
@@ -133,7 +139,7 @@ def workspace(n, m):
 
 
 # offsets in the 1-D work vector
-def _wslots(n, m):
+def _wslots(n, m, ns):
     N = n + m
     o = 0
     winv = o;   o += 2 * n     # 1/W (eq. 35), velocity part = position part by default
@@ -142,26 +148,31 @@ def _wslots(n, m):
     zpred = o;  o += N
     a0 = o;     o += n
     lhat = o;   o += m
-    w2 = o;     o += n
+    w2 = o;     o += 2 * n
     q = o;      o += n
     v = o;      o += n
     a = o;      o += n
     lam = o;    o += m
     Q = o;      o += n
     C = o;      o += m
-    delta = o;  o += N
-    F = o;      o += N
+    delta = o;  o += ns
+    F = o;      o += ns
     dy = o;     o += 2 * n
     qdd1 = o;   o += n
     lam1 = o;   o += m
     col = o;    o += 2 * n * 3
-    rhs = o;    o += N
+    rhs = o;    o += ns
     tau = o;    o += ROWS
     omega = o;  o += ROWS
     c = o;      o += ROWS
     ce = o;     o += ROWS
+    ct = o;     o += m
+    g0 = o;     o += m
+    g1 = o;     o += m
+    qx = o;     o += n
+    mu = o;     o += m
     return (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
-            lam1, col, rhs, tau, omega, c, ce, o)
+            lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, o)
 
 
 # ---------------------------------------------------------------------------------
@@ -170,7 +181,7 @@ def _wslots(n, m):
 def _point(W, n, m, ws, hhat, h2):
     """q, v, a at predictor + δ (eqs. 75-77) and λ̂ = λ̂0 + Δ."""
     (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
-     lam1, col, rhs, tau, omega, c, ce, _) = ws
+     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, _) = ws
     for i in range(n):
         d = W[delta + i]
         W[q + i] = W[ypred + i] + d
@@ -253,14 +264,150 @@ def _jacobian(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, M
                 Jw[n + k, n + l] = 0.0
 
 
+# ---------------------------------------------------------------------------------
+# eq. 84 and its Jacobian, scaled (index 2, GGL: BDFIndex2._solve)
+# unknowns x = (δ, ĥε, ĥ²Δλ, ĥμ); rows (ĥ·dynamics, kinematics, C, ĥ·(C_q v + C_t))
+# ---------------------------------------------------------------------------------
+def _point2(W, n, m, ws, hhat):
+    """q, v, ĥ v' (in a), Λ = Λ0 + x_λ (in lam), μ at predictor + x."""
+    (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
+     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, _) = ws
+    for i in range(n):
+        W[q + i] = W[ypred + i] + W[delta + i]
+        W[v + i] = W[ypred + n + i] + W[delta + n + i] / hhat
+        W[a + i] = hhat * W[ydpred + n + i] + W[delta + n + i] / hhat
+    for k in range(m):
+        W[lam + k] = W[lhat + k] + W[delta + 2 * n + k]
+        W[mu + k] = W[delta + 2 * n + m + k]
+
+
+def _cqv(fns, p, n, m, t1, qv, vv, Cq, W, ct, out):
+    """C_q(q) v + C_t(q) into W[out:out+m] (Cq is overwritten)."""
+    for k in range(m):
+        W[ct + k] = 0.0
+        for j in range(n):
+            Cq[k, j] = 0.0
+    fns[3](qv, t1, p, Cq)
+    fns[4](qv, t1, p, W[ct:ct + m])
+    for k in range(m):
+        s = 0.0
+        for j in range(n):
+            s += Cq[k, j] * vv[j]
+        W[out + k] = s + W[ct + k]
+
+
+def _residual2(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq):
+    q, v, a, lam, Q, C, F, ct, g0, mu = ws[7], ws[8], ws[9], ws[10], ws[11], ws[12], ws[14], ws[24], \
+        ws[25], ws[28]
+    _point2(W, n, m, ws, hhat)
+    qv = W[q:q + n]
+    for i in range(n):
+        for j in range(n):
+            M[i, j] = 0.0
+        W[Q + i] = 0.0
+    fns[0](qv, t1, p, M)
+    fns[1](qv, W[v:v + n], t1, u, p, W[Q:Q + n])
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += M[i, j] * W[a + j]
+        W[F + i] = hhat * s - h2 * W[Q + i]
+        W[F + n + i] = hhat * W[ws[2] + i] + W[ws[13] + i] - hhat * W[v + i]
+    if m > 0:
+        _cqv(fns, p, n, m, t1, qv, W[v:v + n], Cq, W, ct, g0)
+        for i in range(n):
+            s = 0.0
+            s2 = 0.0
+            for k in range(m):
+                s += Cq[k, i] * W[lam + k]
+                s2 += Cq[k, i] * W[mu + k]
+            W[F + i] += s
+            W[F + n + i] += s2
+        for k in range(m):
+            W[C + k] = 0.0
+        fns[2](qv, t1, p, W[C:C + m])
+        for k in range(m):
+            W[F + 2 * n + k] = W[C + k]
+            W[F + 2 * n + m + k] = hhat * W[g0 + k]
+
+
+def _jacobian2(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
+    q, v, a, lam, ct, g0, g1, qx, mu = ws[7], ws[8], ws[9], ws[10], ws[24], ws[25], ws[26], ws[27], \
+        ws[28]
+    N = 2 * n + 2 * m
+    _point2(W, n, m, ws, hhat)
+    qv = W[q:q + n]
+    vv = W[v:v + n]
+    for i in range(N):
+        for j in range(N):
+            Jw[i, j] = 0.0
+    for i in range(n):
+        for j in range(n):
+            Qq[i, j] = 0.0
+            Qv[i, j] = 0.0
+            Mq[i, j] = 0.0
+            M[i, j] = 0.0
+    fns[6](qv, vv, t1, u, p, Qq, Qv)
+    if not const_mass:
+        fns[8](qv, W[a:a + n], t1, p, Mq)
+    fns[0](qv, t1, p, M)
+    for i in range(n):
+        for j in range(n):
+            Kij = -h2 * Qq[i, j]
+            if not const_mass:
+                Kij = Kij + hhat * Mq[i, j]
+            Jw[i, j] = Kij
+            Jw[i, n + j] = M[i, j] - hhat * Qv[i, j]
+        Jw[n + i, i] = 1.0
+        Jw[n + i, n + i] = -1.0
+    if m > 0:
+        for i in range(n):
+            for j in range(n):
+                Hm[i, j] = 0.0
+        fns[7](qv, W[lam:lam + m], t1, p, Hm)
+        for i in range(n):
+            for j in range(n):
+                Jw[i, j] += Hm[i, j]
+                Hm[i, j] = 0.0
+        fns[7](qv, W[mu:mu + m], t1, p, Hm)
+        for i in range(n):
+            for j in range(n):
+                Jw[n + i, j] += Hm[i, j]
+        # ∂(C_q v + C_t)/∂q by forward differences (bdf._cq_v_jacobian, common.fd_jacobian)
+        _cqv(fns, p, n, m, t1, qv, vv, Cq, W, ct, g0)
+        sq = math.sqrt(EPS)
+        for j in range(n):
+            for i in range(n):
+                W[qx + i] = W[q + i]
+            hj = sq * max(abs(W[q + j]), 1e-3)
+            W[qx + j] += hj
+            hj = W[qx + j] - W[q + j]
+            _cqv(fns, p, n, m, t1, W[qx:qx + n], vv, Cq, W, ct, g1)
+            for k in range(m):
+                Jw[2 * n + m + k, j] = hhat * ((W[g1 + k] - W[g0 + k]) / hj)
+        for k in range(m):
+            for j in range(n):
+                Cq[k, j] = 0.0
+        fns[3](qv, t1, p, Cq)
+        for k in range(m):
+            for j in range(n):
+                Jw[j, 2 * n + k] = Cq[k, j]
+                Jw[n + j, 2 * n + m + k] = Cq[k, j]
+                Jw[2 * n + k, j] = Cq[k, j]
+                Jw[2 * n + m + k, n + j] = Cq[k, j]
+
+
 def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
     """Algorithm 2 as newton.QuasiNewton.solve (prior_rate, 8 iterations) in the
-    RMS norm of BDFIndex3._solve.  Returns (converged, status); δ in W[delta]."""
-    N = n + m
+    RMS norm of BDFIndex3._solve / BDFIndex2._solve.  Returns (converged,
+    status); δ in W[delta]."""
+    N = I[I_NS]
+    index3 = I[VARIANT] == INDEX3
+    nw = n if index3 else 2 * n           # entries of the update the norm weighs
     delta, F, w2 = ws[13], ws[14], ws[6]
     piv = I[PIV:PIV + N]
     const_mass = I[CONST_MASS] == 1
-    o_J = offsets(n, m)[7]
+    o_J = offsets(n, m, N)[7]
     old_norm = -1.0
     n_j = 0
     err = math.inf
@@ -269,7 +416,10 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, C
         W[delta + i] = 0.0
     for it in range(1, NEWTON_MAX_ITER + 1):
         if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
-            _jacobian(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw)
+            if index3:
+                _jacobian(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw)
+            else:
+                _jacobian2(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw)
             I[ST_JAC] += 1
             for i in range(N):
                 for j in range(N):
@@ -295,7 +445,10 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, C
             S[RELAX] = 1.0
             n_j = 0
             old_norm = -1.0
-        _residual(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq)
+        if index3:
+            _residual(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq)
+        else:
+            _residual2(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq)
         I[ST_RES] += 1
         I[ST_NEWTON] += 1
         finite = True
@@ -313,7 +466,7 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, C
         for i in range(N):
             dd = W[F + i] * -relax
             W[delta + i] += dd
-            if i < n:
+            if i < nw:
                 s2 += dd * dd * W[w2 + i]
         n_j += 1
         dnorm = math.sqrt(s2)
@@ -367,7 +520,7 @@ def _error_norm(S, I, LU, n, m, W, ws, Jm, o_col, velocity, scaled, hhat):
         r = _nanmax(r, abs(W[o_col + i]) * W[winv + i])
     if not velocity:
         return r
-    if m == 0 or I[HAS_FACTOR] == 0:
+    if m == 0 or I[HAS_FACTOR] == 0 or I[VARIANT] != INDEX3:
         for i in range(n):
             wv = W[winv + n + i] * hhat if scaled else W[winv + n + i]
             r = _nanmax(r, abs(W[o_col + n + i]) * wv)
@@ -424,13 +577,15 @@ def step(fns, S, I, LU, u, p, t_limit, work):
     code; on failure S[F_H] (and S[F_HHAT], I[F_K]) describe the attempt."""
     n, m = I[I_N], I[I_M]
     N = n + m
+    ns = I[I_NS]
+    index3 = I[VARIANT] == INDEX3
     n2 = 2 * n
     W, M, Qq, Qv, Hm, Mq, Cq, Jw = work
-    ws = _wslots(n, m)
+    ws = _wslots(n, m, ns)
     (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
-     lam1, col, rhs, tau, omega, c, ce, _) = ws
-    o_y, o_yp, o_qdd, o_lam, o_D, o_Dz, o_tau, o_J, o_ht, o_hk, _ = offsets(n, m)
-    Jm = S[o_J:o_J + N * N]
+     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, _) = ws
+    o_y, o_yp, o_qdd, o_lam, o_D, o_Dz, o_tau, o_J, o_ht, o_hk, _ = offsets(n, m, ns)
+    Jm = S[o_J:o_J + ns * ns]
     fixed = S[H_FIXED] > 0.0
     ve = I[VEL_ERROR]
     velocity_error = ve != VE_OFF
@@ -511,22 +666,31 @@ def step(fns, S, I, LU, u, p, t_limit, work):
                 else:
                     I[NEED_JAC] = 1
             S[RELAX] = 1.0
-        # BDFIndex3._solve: eq. 77 without δ, λ̂0, Newton weights
-        qmax = 0.0
-        for i in range(n):
-            x = abs(W[ypred + i])
-            if x > qmax or x != x:
-                qmax = x
-        floor = ROUNDOFF_FLOOR * EPS * qmax / hhat
-        wscale = 0.5 / max(n, 1)
-        for i in range(n):
-            W[a0 + i] = W[ydpred + n + i] + (W[ydpred + i] - W[ypred + n + i]) / hhat
-            wvi = 1.0 / W[winv + n + i]
-            if not wvi >= floor:                  # np.maximum (NaN sticks)
-                wvi = floor if floor >= wvi or floor != floor else wvi
-            wq = W[winv + i]
-            x = 1.0 / (wvi * hhat)
-            W[w2 + i] = (wq * wq + x * x) * wscale
+        if index3:
+            # BDFIndex3._solve: eq. 77 without δ, λ̂0, Newton weights
+            qmax = 0.0
+            for i in range(n):
+                x = abs(W[ypred + i])
+                if x > qmax or x != x:
+                    qmax = x
+            floor = ROUNDOFF_FLOOR * EPS * qmax / hhat
+            wscale = 0.5 / max(n, 1)
+            for i in range(n):
+                W[a0 + i] = W[ydpred + n + i] + (W[ydpred + i] - W[ypred + n + i]) / hhat
+                wvi = 1.0 / W[winv + n + i]
+                if not wvi >= floor:                  # np.maximum (NaN sticks)
+                    wvi = floor if floor >= wvi or floor != floor else wvi
+                wq = W[winv + i]
+                x = 1.0 / (wvi * hhat)
+                W[w2 + i] = (wq * wq + x * x) * wscale
+        else:
+            # BDFIndex2._solve: RMS of the q and v updates (winv_v = winv/ĥ)
+            wdiv = max(2 * n, 1)
+            for i in range(n):
+                x = W[winv + i]
+                W[w2 + i] = x * x / wdiv
+                x = W[winv + n + i] / hhat
+                W[w2 + n + i] = x * x / wdiv
         for kk2 in range(m):
             W[lhat + kk2] = h2 * W[zpred + n + kk2]
         t1 = t + h
@@ -553,10 +717,16 @@ def step(fns, S, I, LU, u, p, t_limit, work):
         for i in range(n):
             d = W[delta + i]
             W[dy + i] = d
-            W[dy + n + i] = W[ydpred + i] - W[ypred + n + i] + d / hhat     # eq. 76
-            W[qdd1 + i] = W[a0 + i] + d / h2
+            if index3:
+                W[dy + n + i] = W[ydpred + i] - W[ypred + n + i] + d / hhat     # eq. 76
+                W[qdd1 + i] = W[a0 + i] + d / h2
+            else:
+                eps = W[delta + n + i] / hhat
+                W[dy + n + i] = eps
+                W[qdd1 + i] = W[ydpred + n + i] + eps / hhat
+        o_l = n if index3 else 2 * n
         for kk2 in range(m):
-            W[lam1 + kk2] = (W[lhat + kk2] + W[delta + n + kk2]) / h2
+            W[lam1 + kk2] = (W[lhat + kk2] + W[delta + o_l + kk2]) / h2
         # error estimates of orders k−1, k, k+1 (Algorithm 4 f)
         for j in range(ROWS):
             W[ce + j] = h / W[tau + j]
@@ -575,8 +745,8 @@ def step(fns, S, I, LU, u, p, t_limit, work):
             if k > 1 else math.inf
         e_up = _error_norm(S, I, LU, n, m, W, ws, Jm, c2, velocity_error, velocity_scaled, hhat) \
             if has_up else math.inf
-        # order tests on the velocity estimate times ĥ (BDFIndex3)
-        if velocity_error and not velocity_scaled:
+        # order tests on the velocity estimate times ĥ (BDFIndex3 only)
+        if index3 and velocity_error and not velocity_scaled:
             s_k = _error_norm(S, I, LU, n, m, W, ws, Jm, c0, True, True, hhat)
             s_dn = _error_norm(S, I, LU, n, m, W, ws, Jm, c1, True, True, hhat) if k > 1 else math.inf
             s_up = _error_norm(S, I, LU, n, m, W, ws, Jm, c2, True, True, hhat) if has_up else math.inf
@@ -625,8 +795,8 @@ def _accept(S, I, n, m, W, ws, h, h_base, lands, t_limit, k, e_k, s_k, s_dn, e_u
     N = n + m
     n2 = 2 * n
     (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
-     lam1, col, rhs, tau, omega, c, ce, _) = ws
-    o_y, o_yp, o_qdd, o_lam, o_D, o_Dz, o_tau, o_J, o_ht, o_hk, _ = offsets(n, m)
+     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, _) = ws
+    o_y, o_yp, o_qdd, o_lam, o_D, o_Dz, o_tau, o_J, o_ht, o_hk, _ = offsets(n, m, I[I_NS])
     valid_old = I[VALID]
     for i in range(n2):
         x = W[dy + i]
@@ -702,7 +872,7 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     entry except the failure slots F_T, F_H, F_HHAT, F_INFO, I[REASON], I[F_K]."""
     n, m = I[I_N], I[I_M]
     S0, I0, LU0 = S.copy(), I.copy(), LU.copy()
-    work = workspace(n, m)
+    work = workspace(n, m, I[I_NS])
     count = 0
     while S[T] < t_target and count < max_steps:
         status = step(fns, S, I, LU, u, p, t_target, work)
