@@ -183,7 +183,7 @@ def test_andrews_numba_within_the_roundoff_spread_of_the_reference():
         assert abs(compiled.stats[key] - ref.stats[key]) <= max(2, 0.02 * ref.stats[key])
 
 
-# -- bdf, bdf-i2: bdf_kernel / bdf_compiled against bdf.BDFIndex3, BDFIndex2 ------------------------------
+# -- bdf, bdf-i2, bdf-i1: bdf_kernel / bdf_compiled against bdf.BDFIndex3/2/1 ------------------------------
 BDF_CASES = {
     "pendulum-adaptive": dict(model="pendulum", n_steps=100, dt=0.01, kw=dict(rtol=1e-6, atol=1e-8)),
     "pendulum-inputs": dict(model="pendulum", n_steps=100, dt=0.01, kw=dict(rtol=1e-6, atol=1e-8),
@@ -208,6 +208,17 @@ BDF_CASES = {
                                       inputs=lambda k: [0.5 * np.cos(0.2 * k), -0.3],
                                       kw=dict(rtol=1e-5, atol=1e-7, method_options=dict(
                                           velocity_error="scaled", max_order=4))),
+    # bdf-i1 (q, v, a index-1 variables)
+    "i1-pendulum-adaptive": dict(method="bdf-i1", model="pendulum", n_steps=100, dt=0.01,
+                                 kw=dict(rtol=1e-6, atol=1e-8)),
+    "i1-two_link-inputs": dict(method="bdf-i1", model="two_link", n_steps=40, dt=0.01,
+                               inputs=lambda k: [0.5 * np.cos(0.2 * k), -0.3],
+                               kw=dict(rtol=1e-6, atol=1e-8)),
+    # Andrews, first 2 ms (the reference perturbed by 1e-15 moves by ≤ 9e-12 there)
+    "i1-andrews-short": dict(method="bdf-i1", model="andrews", n_steps=2, dt=1e-3,
+                             kw=dict(rtol=1e-6, atol=1e-8)),
+    "i2-andrews-short": dict(method="bdf-i2", model="andrews", n_steps=2, dt=1e-3,
+                             kw=dict(rtol=1e-6, atol=1e-8)),
 }
 # double_pendulum_natural is roundoff-chaotic for bdf (1e-15 perturbations of q0
 # change the reference's step counts within 0.05 s): see the spread test below
@@ -231,7 +242,7 @@ def test_bdf_numba_and_python_same_counts_and_agree_1e10(case):
         assert np.max(np.abs(ip.dense_output(t) - inn.dense_output(t))) <= 1e-10
 
 
-@pytest.mark.parametrize("method", ["bdf", "bdf-i2"])
+@pytest.mark.parametrize("method", ["bdf", "bdf-i2", "bdf-i1"])
 def test_bdf_numba_rollback_and_serialization_are_bit_identical(method):
     kw = dict(method=method, rtol=1e-6, atol=1e-8)
     sim, _ = _drive("numba", "two_link", 20, 0.01, **kw)
@@ -252,7 +263,7 @@ def test_bdf_numba_rollback_and_serialization_are_bit_identical(method):
     assert np.array_equal(fresh.y, y1) and dict(fresh.stats) == stats1
 
 
-@pytest.mark.parametrize("method", ["bdf", "bdf-i2"])
+@pytest.mark.parametrize("method", ["bdf", "bdf-i2", "bdf-i1"])
 def test_bdf_state_moves_between_backends(method):
     kw = dict(method=method, rtol=1e-7, atol=1e-9)
     sim, _ = _drive("numba", "pendulum", 30, 0.01, **kw)

@@ -51,7 +51,11 @@ def supports(model):
     """Why the compiled bdf cannot run ``model`` (None: it can).  Every option
     of the reference (max_order, velocity_error incl. "scaled",
     velocity_weights, reuse_matrix) is implemented in the kernel."""
-    return _model_supported(model)
+    reason = _model_supported(model)
+    if reason is None and not jit.entry_loaded(K, model.kernels().functions()):
+        from . import dense_lu  # noqa: PLC0415
+        reason = jit.sources_unreadable((K, dense_lu), model.kernels().functions())
+    return reason
 
 
 class _Int:
