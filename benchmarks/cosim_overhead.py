@@ -4,7 +4,12 @@ real-time factor, at 1 ms communication steps:
 * LTI plant (default mass-spring, 2 states) with the exact state-transition method;
 * the same plant with a discrete state-feedback block at 1 ms (multirate path);
 * generalized-α in fixed-step mode (h = 1 ms) on ``two_link``;
-* BDF (adaptive, rtol 1e-4) on ``andrews`` (the seven-body mechanism, 0.03 s runs).
+* BDF (adaptive, rtol 1e-4) on ``andrews`` (the seven-body mechanism, 0.03 s runs);
+* Andrews BDF whole run [0, 0.03] (atol 1e-8, as benchmarks/peers.py) at
+  rtol 1e-4 … 1e-8 on the python and numba backends: steps, error
+  max|q(0.03) − q_ref| (q_ref: DOP853 at 1e-12, peers.reference), wall time
+  of the whole run (integrator set-up with the IC analysis + advance) and of
+  advance alone, best of 3.
 
 A communication step is timed as a master sees it: set_inputs (where inputs
 change), do_step, get_outputs.  RTF = 1 ms / (median or mean step time); the
@@ -137,13 +142,22 @@ def main(argv=None):
         print("generalized-alpha: not available yet (skipped)")
 
     if "bdf" in methods:
-        def bdf():
-            return cosim.Simulation(model="andrews", method="bdf", rtol=1e-4, atol=1e-6)
-        sim = bdf()
-        results["bdf"] = row("BDF rtol 1e-4, andrews (0.03 s runs)", time_steps(sim, n_slow, dt, t_limit=0.03),
-                             bare_integrator(bdf, n_slow, dt, t_limit=0.03), dt)
+        for backend in ("python", "numba"):
+            def bdf(backend=backend):
+                return cosim.Simulation(model="andrews", method="bdf", rtol=1e-4, atol=1e-6,
+                                        backend=backend)
+            sim = bdf()
+            if sim.backend != backend:
+                print(f"bdf on {backend}: not available ({sim.backend} runs instead; skipped)")
+                continue
+            results[f"bdf_{backend}"] = row(f"BDF rtol 1e-4, andrews (0.03 s runs) [{backend}]",
+                                            time_steps(sim, n_slow, dt, t_limit=0.03),
+                                            bare_integrator(bdf, n_slow, dt, t_limit=0.03), dt)
     else:
         print("bdf: not available yet (skipped)")
+
+    if "bdf" in methods:
+        andrews_bdf_whole_runs((1e-4, 1e-6, 1e-8) if args.quick else (1e-4, 1e-5, 1e-6, 1e-7, 1e-8), results)
 
     print()
     lti_ok = results["lti"][0] < 20.0
@@ -157,7 +171,52 @@ def main(argv=None):
               f"{'met' if results['ga_numba'][0] <= 10.0 else 'NOT met'} "
               f"({results['ga_numba'][0]:.1f} µs median; {results['ga_numba_in'][0]:.1f} µs with inputs "
               f"changing every step)")
+    if "andrews_1e-04" in results:
+        r = results["andrews_1e-04"]
+        if "numba" in r:
+            print(f"Andrews BDF rtol 1e-4 whole run: python {r['python']['wall'] * 1e3:.1f} ms, numba "
+                  f"{r['numba']['wall'] * 1e3:.1f} ms ({r['python']['wall'] / r['numba']['wall']:.0f}x), "
+                  f"{r['numba']['steps']} steps, error {r['numba']['err']:.1e}")
     return 0
+
+
+def andrews_bdf_whole_runs(rtols, results, t_end=0.03, atol=1e-8, repeat=3):
+    """Whole bdf runs of Andrews on both backends (best of ``repeat``)."""
+    from cosim.integrators import make_integrator, resolve_backend
+    from cosim.models import load_model
+    from peers import reference
+    q_ref = reference("andrews", t_end)
+    backends = ["python"]
+    if resolve_backend("bdf", load_model("andrews"), "auto") == "numba":
+        backends.append("numba")
+    print(f"\nAndrews bdf whole run [0, {t_end}], atol {atol:g} (wall: best of {repeat}; "
+          f"'advance' excludes set-up and the IC analysis)")
+    print(f"{'rtol':>6s} {'backend':>8s} {'steps':>6s} {'rejected':>8s} {'LU':>6s} {'error':>9s} "
+          f"{'wall ms':>9s} {'advance ms':>10s} {'speed-up':>8s}")
+
+    def run(backend, rtol):
+        t0 = time.perf_counter()
+        integ = make_integrator(load_model("andrews"), "bdf", backend=backend, rtol=rtol, atol=atol)
+        integ.initialize()
+        t1 = time.perf_counter()
+        integ.advance(t_end)
+        t2 = time.perf_counter()
+        return dict(wall=t2 - t0, adv=t2 - t1, steps=integ.stats["steps"], rej=integ.stats["rejected"],
+                    lu=integ.stats["lu_factorizations"], err=float(np.max(np.abs(integ.q - q_ref))))
+
+    for backend in backends:
+        run(backend, 1e-4)   # load the compiled entry (first use in this process)
+    for rtol in rtols:
+        res = {}
+        for backend in backends:
+            runs = [run(backend, rtol) for _ in range(repeat)]
+            best = min(runs, key=lambda r: r["wall"])
+            best["adv"] = min(r["adv"] for r in runs)
+            res[backend] = best
+            speed = f"{res['python']['wall'] / best['wall']:7.1f}x" if backend != "python" else ""
+            print(f"{rtol:6.0e} {backend:>8s} {best['steps']:6d} {best['rej']:8d} {best['lu']:6d} "
+                  f"{best['err']:9.1e} {best['wall'] * 1e3:9.1f} {best['adv'] * 1e3:10.2f} {speed:>8s}")
+        results[f"andrews_{rtol:.0e}"] = res
 
 
 if __name__ == "__main__":

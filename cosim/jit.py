@@ -308,6 +308,27 @@ def _top_level_names(module):
     return names
 
 
+def entry_loaded(method_module, kernel_functions):
+    """True when this process already holds the compiled entry (no source needed)."""
+    return (method_module.__name__, tuple(kernel_functions)) in _entries
+
+
+def sources_unreadable(modules, functions=()):
+    """Why compiling cannot start: a module or kernel whose source file is gone
+    (an FMU's private package imported from a folder a host has since deleted
+    and re-extracted elsewhere); None when every source is readable."""
+    import inspect  # noqa: PLC0415
+    for obj in (*modules, *functions):
+        try:
+            path = inspect.getsourcefile(obj)
+        except TypeError:
+            continue
+        if path is None or not os.path.exists(path):
+            name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
+            return f"the source of {name} is not readable ({path}), so it cannot be compiled"
+    return None
+
+
 def model_entry_points(method_module, kernel_functions, model_name, method_name, helpers=()):
     """The compiled entry ``entry(mode, S, I, LU, u, p, t_target, max_steps, y_out)``
     (see ``_ENTRY_FOOTER``; the last kernel computes the outputs) of ``method_module`` with the model's kernel functions

@@ -40,8 +40,8 @@ def test_dense_lu_matches_lapack_factors_and_pivots():
     assert dense_lu.lu_factor_inplace(singular.copy(), piv) == 2  # LAPACK's info
 
 
-def _drive(backend, model, n_steps, dt, inputs=None, **kw):
-    sim = cosim.Simulation(model=model, method="generalized-alpha", backend=backend, **kw)
+def _drive(backend, model, n_steps, dt, inputs=None, method="generalized-alpha", **kw):
+    sim = cosim.Simulation(model=model, method=method, backend=backend, **kw)
     assert sim.backend == backend
     ys = []
     for k in range(n_steps):
@@ -338,3 +338,159 @@ def test_an_outputs_kernel_that_does_not_fit_the_declared_outputs_never_runs_com
     assert sim.integrator._y_out.size == 0 and sim.integrator.fresh_outputs() is None
     with pytest.raises(IndexError):
         sim.get_outputs()
+# -- bdf, bdf-i2, bdf-i1: bdf_kernel / bdf_compiled against bdf.BDFIndex3/2/1 ------------------------------
+BDF_CASES = {
+    "pendulum-adaptive": dict(model="pendulum", n_steps=100, dt=0.01, kw=dict(rtol=1e-6, atol=1e-8)),
+    "pendulum-inputs": dict(model="pendulum", n_steps=100, dt=0.01, kw=dict(rtol=1e-6, atol=1e-8),
+                            inputs=lambda k: {"torque": 2.0 * np.sin(0.5 * k)}),
+    # two_link's velocities pick up roundoff (the reference perturbed by 1e-15 moves
+    # by ~4e-8 at t = 1 s, 3e-13 at 0.4 s): adaptive cases run 0.4 s
+    "two_link-adaptive": dict(model="two_link", n_steps=40, dt=0.01, kw=dict(rtol=1e-6, atol=1e-8)),
+    "two_link-fixed": dict(model="two_link", n_steps=200, dt=1e-3, kw=dict(h=1e-3)),
+    # every option of the reference runs in the kernel too
+    "two_link-scaled-reuse-order3": dict(model="two_link", n_steps=40, dt=0.01,
+                                         kw=dict(rtol=1e-5, atol=1e-7, method_options=dict(
+                                             velocity_error="scaled", reuse_matrix=True, max_order=3))),
+    "two_link-no-velocity-error": dict(model="two_link", n_steps=40, dt=0.01,
+                                       kw=dict(rtol=1e-5, atol=1e-7, method_options=dict(
+                                           velocity_error=False, velocity_weights="velocity"))),
+    # bdf-i2 (GGL): the same kernel with the index-2 residual and iteration matrix
+    "i2-pendulum-adaptive": dict(method="bdf-i2", model="pendulum", n_steps=100, dt=0.01,
+                                 kw=dict(rtol=1e-6, atol=1e-8)),
+    "i2-two_link-adaptive": dict(method="bdf-i2", model="two_link", n_steps=40, dt=0.01,
+                                 kw=dict(rtol=1e-6, atol=1e-8)),
+    "i2-two_link-inputs-scaled": dict(method="bdf-i2", model="two_link", n_steps=40, dt=0.01,
+                                      inputs=lambda k: [0.5 * np.cos(0.2 * k), -0.3],
+                                      kw=dict(rtol=1e-5, atol=1e-7, method_options=dict(
+                                          velocity_error="scaled", max_order=4))),
+    # bdf-i1 (q, v, a index-1 variables)
+    "i1-pendulum-adaptive": dict(method="bdf-i1", model="pendulum", n_steps=100, dt=0.01,
+                                 kw=dict(rtol=1e-6, atol=1e-8)),
+    "i1-two_link-inputs": dict(method="bdf-i1", model="two_link", n_steps=40, dt=0.01,
+                               inputs=lambda k: [0.5 * np.cos(0.2 * k), -0.3],
+                               kw=dict(rtol=1e-6, atol=1e-8)),
+    # Andrews, first 2 ms (the reference perturbed by 1e-15 moves by ≤ 9e-12 there)
+    "i1-andrews-short": dict(method="bdf-i1", model="andrews", n_steps=2, dt=1e-3,
+                             kw=dict(rtol=1e-6, atol=1e-8)),
+    "i2-andrews-short": dict(method="bdf-i2", model="andrews", n_steps=2, dt=1e-3,
+                             kw=dict(rtol=1e-6, atol=1e-8)),
+}
+# double_pendulum_natural is roundoff-chaotic for bdf (1e-15 perturbations of q0
+# change the reference's step counts within 0.05 s): see the spread test below
+
+
+@pytest.mark.parametrize("case", sorted(BDF_CASES))
+def test_bdf_numba_and_python_same_counts_and_agree_1e10(case):
+    c = BDF_CASES[case]
+    runs = {backend: _drive(backend, c["model"], c["n_steps"], c["dt"], c.get("inputs"),
+                            method=c.get("method", "bdf"), **c["kw"])
+            for backend in ("python", "numba")}
+    (sp, yp), (sn, yn) = runs["python"], runs["numba"]
+    assert {k: sp.stats[k] for k in COUNTS} == {k: sn.stats[k] for k in COUNTS}
+    assert sp.stats["steps"] >= c["n_steps"]
+    ip, inn = sp.integrator, sn.integrator
+    assert ip.order_counts == inn.order_counts and sum(inn.order_counts) == sn.stats["steps"]
+    assert (ip.newton_failures, ip.error_test_failures) == (inn.newton_failures, inn.error_test_failures)
+    assert [k for _, k in ip.order_history] == [k for _, k in inn.order_history]
+    assert np.max(np.abs(yp - yn)) <= 1e-10
+    for t in (sp.time - 0.3 * ip.h, sp.time - 0.9 * ip.h):  # dense output of the last step
+        assert np.max(np.abs(ip.dense_output(t) - inn.dense_output(t))) <= 1e-10
+
+
+@pytest.mark.parametrize("method", ["bdf", "bdf-i2", "bdf-i1"])
+def test_bdf_numba_rollback_and_serialization_are_bit_identical(method):
+    kw = dict(method=method, rtol=1e-6, atol=1e-8)
+    sim, _ = _drive("numba", "two_link", 20, 0.01, **kw)
+    snap = sim.get_state()
+    blob = sim.serialize_state()
+    for _ in range(20):
+        sim.do_step(sim.time, 0.01)
+    y1, stats1 = sim.y, dict(sim.stats)
+    sim.set_state(snap)
+    assert sim.serialize_state() == blob
+    for _ in range(20):
+        sim.do_step(sim.time, 0.01)
+    assert np.array_equal(sim.y, y1) and dict(sim.stats) == stats1
+    fresh = cosim.Simulation(model="two_link", backend="numba", **kw)
+    fresh.deserialize_state(blob)
+    for _ in range(20):
+        fresh.do_step(fresh.time, 0.01)
+    assert np.array_equal(fresh.y, y1) and dict(fresh.stats) == stats1
+
+
+@pytest.mark.parametrize("method", ["bdf", "bdf-i2", "bdf-i1"])
+def test_bdf_state_moves_between_backends(method):
+    kw = dict(method=method, rtol=1e-7, atol=1e-9)
+    sim, _ = _drive("numba", "pendulum", 30, 0.01, **kw)
+    other = cosim.Simulation(model="pendulum", backend="python", **kw)
+    other.deserialize_state(sim.serialize_state())
+    for _ in range(30):
+        sim.do_step(sim.time, 0.01)
+        other.do_step(other.time, 0.01)
+    assert np.max(np.abs(sim.y - other.y)) <= 1e-10
+    assert {k: sim.stats[k] for k in COUNTS} == {k: other.stats[k] for k in COUNTS}
+    back = cosim.Simulation(model="pendulum", backend="numba", **kw)
+    back.deserialize_state(other.serialize_state())
+    for _ in range(10):
+        back.do_step(back.time, 0.01)
+        other.do_step(other.time, 0.01)
+    assert np.max(np.abs(back.y - other.y)) <= 1e-10
+
+
+def test_bdf_failures_leave_state_unchanged_with_the_reference_message():
+    messages = {}
+    for backend in ("python", "numba"):
+        # step budget: more than max_steps steps for the interval
+        integ = make_integrator(load_model("two_link"), "bdf", backend=backend, rtol=1e-8, max_steps=5)
+        integ.initialize()
+        before = integ.state()
+        with pytest.raises(ConvergenceError, match="more than max_steps=5 steps") as err:
+            integ.advance(1.0)
+        after = integ.state()
+        assert after["t"] == before["t"] and np.array_equal(after["y"], before["y"])
+        assert after["stats"] == before["stats"]
+        assert np.array_equal(after["method_state"]["D"], before["method_state"]["D"])
+        messages[backend, "budget"] = str(err.value)
+        # a state whose constraint residual overflows: Newton fails repeatedly
+        integ = make_integrator(load_model("pendulum"), "bdf", backend=backend, h=1e-2)
+        integ.initialize()
+        state = integ.state()
+        integ.restore(dict(state, y=state["y"] * 1e200))
+        before = integ.state()
+        with pytest.raises(cosim.errors.CosimError) as err:
+            integ.advance(integ.t + 0.1)
+        after = integ.state()
+        assert after["t"] == before["t"] and np.array_equal(after["y"], before["y"])
+        assert after["stats"] == before["stats"]
+        messages[backend, "overflow"] = f"{type(err.value).__name__}: {err.value}"
+    for what in ("budget", "overflow"):
+        assert messages["python", what] == messages["numba", what]
+    assert messages["numba", "overflow"].split(": ")[1] == "bdf"
+
+
+@pytest.mark.parametrize("model, rtol, t_end", [("andrews", 1e-4, 0.01),
+                                                 ("double_pendulum_natural", 1e-6, 0.3)])
+def test_bdf_numba_within_the_roundoff_spread_of_the_reference(model, rtol, t_end):
+    """Andrews (rtol 1e-4) and double_pendulum_natural (rtol 1e-6) are
+    roundoff-chaotic for bdf: starts perturbed by 1e-15 change the reference's
+    step sequence (measured: Andrews 492-503 steps to 0.03 s, see bdf.py;
+    double_pendulum_natural 156-169 steps to 0.5 s, positions 3e-5 apart).
+    The compiled run must stay within 5× the spread of the Python reference
+    over such perturbations, its step count within the reference's range ± 5 %."""
+    def run(backend, rel):
+        m = load_model(model)
+        integ = make_integrator(m, "bdf", backend=backend, rtol=rtol, atol=1e-8)
+        y0 = m.initial_y()
+        y0[:m.n_q] *= 1.0 + rel
+        integ.initialize(y0=y0)
+        integ.advance(t_end)
+        return integ
+
+    ref = run("python", 0.0)
+    n = ref.model.n_q
+    others = [run("python", rel) for rel in (1e-15, -2e-15)]
+    spread = max(np.max(np.abs(o.y[:n] - ref.y[:n])) for o in others)
+    compiled = run("numba", 0.0)
+    assert np.max(np.abs(compiled.y[:n] - ref.y[:n])) <= max(5.0 * spread, 1e-10)
+    steps = [ref.stats["steps"]] + [o.stats["steps"] for o in others]
+    assert 0.95 * min(steps) <= compiled.stats["steps"] <= 1.05 * max(steps)

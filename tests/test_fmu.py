@@ -542,7 +542,9 @@ def test_tunable_parameter_and_solver_setting_through_fmi(ball_fmu, pendulum_fmu
         sim.do_step(t, 0.01)
         t += 0.01
         ref.append(sim.get_outputs())
-    assert np.array_equal(rows, np.array(ref))
+    # bdf runs compiled in this process; the FMU may run the Python reference (its
+    # private package copy, see bdf_compiled.supports): the backends agree to 1e-10
+    np.testing.assert_allclose(rows, np.array(ref), rtol=0, atol=1e-10)
     slave.close()
 
 
@@ -1276,7 +1278,10 @@ def test_fmus_are_isolated_from_each_other_and_from_the_host(tmp_path):
     rows = np.array(res["alternating"])
     assert np.array_equal(rows[:, 0], rows[:, 1])  # same model, same numerics, separate code
     assert res["host_cosim_kept"] and res["host_modules_clean"] and res["path_clean"]
-    assert res["bdf"][0] == res["bdf"][1] and res["bdf"][0] != res["bdf"][2]
+    # the FMU's bdf runs the Python reference here (its model kernels were imported from
+    # the deleted first folder, so they cannot be compiled: bdf_compiled.supports), the
+    # host's the compiled one: the backends agree to 1e-10
+    assert abs(res["bdf"][0] - res["bdf"][1]) <= 1e-10 and res["bdf"][0] != res["bdf"][2]
 
 
 def test_conformance_script_every_fmu_in_a_venv_without_cosim(tmp_path):

@@ -26,6 +26,8 @@ METHOD_REGISTRY = {
 COMPILED_REGISTRY = {
     "generalized-alpha": ".ga_compiled:CompiledGeneralizedAlpha",
     "state-transition": ".state_transition_compiled:CompiledStateTransition",
+    "bdf": ".bdf_compiled:CompiledBDFIndex3",
+    "bdf-i2": ".bdf_compiled:CompiledBDFIndex2",
 }
 
 
@@ -35,8 +37,9 @@ def compiled_unavailable(method, model):
         return f"method {method!r} has no compiled kernel yet"
     if not jit.numba_available():
         return f"numba is not importable ({jit.unavailable_reason()})"
-    module = COMPILED_REGISTRY[method].split(":")[0]
-    return load_symbol(f"{module}:supports", package=__name__)(model)
+    # each compiled twin's module says which models it runs (supports(model))
+    supports = load_symbol(COMPILED_REGISTRY[method].split(":")[0] + ":supports", package=__name__)
+    return supports(model)
 
 
 def resolve_backend(method, model, backend="auto"):

@@ -1,0 +1,900 @@
+"""Index-3 BDF as pure functions on one flat state record — the compiled twin
+of :class:`~cosim.integrators.bdf.BDFIndex3` ("bdf").
+
+Same algorithm, step for step (seed 000 §4, Algorithm 4, with the choices
+listed in :mod:`cosim.integrators.bdf`): variable-step divided differences
+(eqs. 57-69), Newton on eq. 78 with the iteration matrix eq. 79 (formed at
+every attempt unless ``reuse_matrix``), the projection filter eq. 80 for the
+velocity error, order/step selection with eq. 85, Table 1 and Skelboe's
+test (Table 2).  The Python class is the reference; ``tests/test_backends.py``
+holds the two to the same step, rejection, iteration and LU counts and 1e-10.
+
+The model enters as its kernels (:mod:`cosim.models.kernels`); see
+:mod:`cosim.integrators.ga_kernel` for the calling convention (``fns[k](``
+is bound to the model's kernel by :func:`cosim.jit.model_entry_points`).
+Everything the method remembers lives in three arrays:
+
+* ``S`` float64: scalars (slots below), then y, y_prev, q'', λ, the
+  difference arrays D ((MAX_ORDER+3)×2n) and Dz ((MAX_ORDER+3)×(n+m)), τ,
+  the iteration matrix J of the current LU ((n+m)²), and a ring buffer of
+  the (t, k) of the last HIST accepted steps;
+* ``I`` int64: sizes, flags, order bookkeeping, statistics, order counts,
+  the LU pivots;
+* ``LU`` float64 (n+m)²: the kept factors.
+
+No exceptions and no allocation inside the step loop: work arrays are made
+once per :func:`advance` call; every function returns a status code that
+the wrapper (:mod:`cosim.integrators.bdf_compiled`) turns into the
+reference's error messages.
+"""
+import math
+
+import numpy as np
+
+from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
+
+EPS = 2.220446049250313e-16
+
+# -- algorithm constants (the same names and values as bdf.py) -----------------
+MAX_ORDER = 5
+SAFETY_DOWN = 1.3
+SAFETY_SAME = 1.2
+SAFETY_UP = 1.4
+MAX_RATIO = (math.inf, math.inf, 2.6, 1.9, 1.5, 1.2)
+SKELBOE = (0.0, 0.0, 0.0, 0.59, 0.65, 0.89)
+MIN_REJECT_FACTOR = 0.2
+MAX_REJECT_FACTOR = 0.9
+MAX_GROWTH = 10.0
+NEWTON_CUT = 0.25
+MAX_FAILURES = 15
+NEWTON_MAX_ITER = 8
+NEWTON_TOL = 1e-4
+NEWTON_ERR_TOL = 1e-3
+ROUNDOFF_FLOOR = 1e3
+ROWS = MAX_ORDER + 3     # rows of D / Dz, entries of τ
+HIST = 256               # (t, k) ring buffer of accepted steps
+
+# -- status codes -----------------------------------------------------------------
+OK = 0
+NEWTON_FAILED = 1        # "Newton iteration failed" (reason in I[REASON])
+ERROR_TEST_FAILED = 2    # "local error test failed repeatedly" (ratio in S[F_INFO])
+SINGULAR = 3             # iteration matrix numerically singular (ratio in S[F_INFO])
+NONFINITE_MATRIX = 4     # iteration matrix has NaN/inf
+STEP_BUDGET = 6          # max_steps steps without reaching the target (record restored,
+                         # the t reached in S[F_T])
+MIN_STEP = 7             # "step size below the minimum"
+UNDERFLOW = 8            # "step size underflow" (h no longer moves t)
+NOT_IN_KERNEL = 9        # restart: done by the wrapper (Python reference)
+# entry modes (cosim.jit's generated entry)
+WHOLE_INTERVAL = 0
+RESTART = 1
+ONE_STEP = 2
+# Newton failure reasons
+R_RESIDUAL = 1           # "residual is not finite"
+R_UPDATE = 2             # "Newton update is not finite"
+R_NO_CONVERGENCE = 3     # "no convergence in 8 iterations"
+
+# -- scalar slots of S --------------------------------------------------------------
+T, T_PREV, H_NEXT, H, SIGMA, H_JAC, RELAX, RTOL, ATOL, H_FIXED, MAX_STEP = range(11)
+F_T, F_H, F_HHAT, F_INFO = range(11, 15)
+N_SCALARS = 16
+# -- slots of I -------------------------------------------------------------------------
+(I_N, I_M, NEED_JAC, HAS_FACTOR, HAS_J, K_NEXT, ORDER, K_USED, VALID, N_STEPS, MAX_ORD,
+ REUSE, VEL_ERROR, POS_WEIGHTS, CONST_MASS, REASON, F_K, NEWTON_FAILS, ERROR_FAILS,
+ HIST_COUNT, I_NS, VARIANT) = range(22)
+INDEX3, INDEX2 = 0, 1    # I[VARIANT]: "bdf" (eqs. 73-80) or "bdf-i2" (GGL, eqs. 81-84)
+VE_OFF, VE_ON, VE_SCALED = 0, 1, 2   # I[VEL_ERROR]: velocity_error False / True / "scaled"
+STATS = 22               # base.STAT_KEYS order
+N_STATS = 6
+ST_STEPS, ST_REJ, ST_NEWTON, ST_RES, ST_JAC, ST_LU = range(STATS, STATS + N_STATS)
+ORDER_COUNTS = STATS + N_STATS        # MAX_ORDER + 1 counters (index = order)
+PIV = ORDER_COUNTS + MAX_ORDER + 1
+
+
+def system_size(variant, n, m):
+    """Unknowns of the Newton system: (δ, λ̂) for index 3, (δ, ĥε, ĥ²λ, ĥμ) for index 2."""
+    return n + m if variant == INDEX3 else 2 * n + 2 * m
+
+
+def offsets(n, m, ns):
+    """Start of each array in S: y, y_prev, qdd, lam, D, Dz, tau, J (ns²), hist_t,
+    hist_k, and the total length."""
+    o_y = N_SCALARS
+    o_yp = o_y + 2 * n
+    o_qdd = o_yp + 2 * n
+    o_lam = o_qdd + n
+    o_D = o_lam + m
+    o_Dz = o_D + ROWS * 2 * n
+    o_tau = o_Dz + ROWS * (n + m)
+    o_J = o_tau + ROWS
+    o_ht = o_J + ns * ns
+    o_hk = o_ht + HIST
+    return o_y, o_yp, o_qdd, o_lam, o_D, o_Dz, o_tau, o_J, o_ht, o_hk, o_hk + HIST
+
+
+def state_view(S, I):
+    """(q, v, t) of the record, as views (the compiled entry's outputs)."""
+    n = I[I_N]
+    return S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T]
+
+
+def int_length(n, m, ns):
+    return PIV + ns
+
+
+def restart(fns, S, I, u, p):
+    """The restart (eq. 10 and the order-1 start) runs in the wrapper."""
+    return NOT_IN_KERNEL
+
+
+# ---------------------------------------------------------------------------------
+# work arrays (made once per advance call)
+# ---------------------------------------------------------------------------------
+def workspace(n, m, ns):
+    """1-D float work (slots of :func:`_wslots`), the n×n / m×n / ns×ns matrices."""
+    N = ns
+    vec = np.zeros(26 * n + 14 * m + 4 * N + 8 * ROWS)
+    M = np.zeros((n, n))
+    Qq = np.zeros((n, n))
+    Qv = np.zeros((n, n))
+    Hm = np.zeros((n, n))
+    Mq = np.zeros((n, n))
+    Cq = np.zeros((m, n))
+    Jw = np.zeros((N, N))
+    return vec, M, Qq, Qv, Hm, Mq, Cq, Jw
+
+
+# offsets in the 1-D work vector
+def _wslots(n, m, ns):
+    N = n + m
+    o = 0
+    winv = o;   o += 2 * n     # 1/W (eq. 35), velocity part = position part by default
+    ypred = o;  o += 2 * n
+    ydpred = o; o += 2 * n
+    zpred = o;  o += N
+    a0 = o;     o += n
+    lhat = o;   o += m
+    w2 = o;     o += 2 * n
+    q = o;      o += n
+    v = o;      o += n
+    a = o;      o += n
+    lam = o;    o += m
+    Q = o;      o += n
+    C = o;      o += m
+    delta = o;  o += ns
+    F = o;      o += ns
+    dy = o;     o += 2 * n
+    qdd1 = o;   o += n
+    lam1 = o;   o += m
+    col = o;    o += 2 * n * 3
+    rhs = o;    o += ns
+    tau = o;    o += ROWS
+    omega = o;  o += ROWS
+    c = o;      o += ROWS
+    ce = o;     o += ROWS
+    ct = o;     o += m
+    g0 = o;     o += m
+    g1 = o;     o += m
+    qx = o;     o += n
+    mu = o;     o += m
+    return (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
+            lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, o)
+
+
+# ---------------------------------------------------------------------------------
+# eq. 78 and eq. 79 (scaled by ĥ²), index 3
+# ---------------------------------------------------------------------------------
+def _point(W, n, m, ws, hhat, h2):
+    """q, v, a at predictor + δ (eqs. 75-77) and λ̂ = λ̂0 + Δ."""
+    (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
+     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, _) = ws
+    for i in range(n):
+        d = W[delta + i]
+        W[q + i] = W[ypred + i] + d
+        W[v + i] = W[ydpred + i] + d / hhat
+        W[a + i] = W[a0 + i] + d / h2
+    for k in range(m):
+        W[lam + k] = W[lhat + k] + W[delta + n + k]
+
+
+def _residual(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq):
+    """F into W[F:F+N]: [ĥ²(M a − Q) + C_qᵀ λ̂ ; C(q)] (eq. 78 scaled by ĥ²)."""
+    q, v, a, lam, Q, C, F = ws[7], ws[8], ws[9], ws[10], ws[11], ws[12], ws[14]
+    _point(W, n, m, ws, hhat, h2)
+    qv = W[q:q + n]
+    for i in range(n):
+        for j in range(n):
+            M[i, j] = 0.0
+        W[Q + i] = 0.0
+    fns[0](qv, t1, p, M)
+    fns[1](qv, W[v:v + n], t1, u, p, W[Q:Q + n])
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += M[i, j] * W[a + j]
+        W[F + i] = h2 * (s - W[Q + i])
+    if m > 0:
+        for k in range(m):
+            W[C + k] = 0.0
+            for j in range(n):
+                Cq[k, j] = 0.0
+        fns[3](qv, t1, p, Cq)
+        for i in range(n):
+            s = 0.0
+            for k in range(m):
+                s += Cq[k, i] * W[lam + k]
+            W[F + i] += s
+        fns[2](qv, t1, p, W[C:C + m])
+        for k in range(m):
+            W[F + n + k] = W[C + k]
+
+
+def _jacobian(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
+    """Eq. 79 times ĥ²: [[M − ĥQ_v + ĥ²(−Q_q + (C_qᵀλ)_q + (M a)_q), C_qᵀ], [C_q, 0]]."""
+    q, v, a, lam = ws[7], ws[8], ws[9], ws[10]
+    _point(W, n, m, ws, hhat, h2)
+    qv = W[q:q + n]
+    for i in range(n):
+        for j in range(n):
+            Qq[i, j] = 0.0
+            Qv[i, j] = 0.0
+            Hm[i, j] = 0.0
+            Mq[i, j] = 0.0
+            M[i, j] = 0.0
+    fns[6](qv, W[v:v + n], t1, u, p, Qq, Qv)
+    if m > 0:
+        for k in range(m):
+            W[lam + k] = W[lam + k] / h2          # λ = (λ̂0 + Δ)/ĥ²
+        fns[7](qv, W[lam:lam + m], t1, p, Hm)
+    if not const_mass:
+        fns[8](qv, W[a:a + n], t1, p, Mq)
+    fns[0](qv, t1, p, M)
+    for i in range(n):
+        for j in range(n):
+            Kij = -Qq[i, j]
+            if m > 0:
+                Kij = Kij + Hm[i, j]
+            if not const_mass:
+                Kij = Kij + Mq[i, j]
+            Jw[i, j] = M[i, j] - hhat * Qv[i, j] + h2 * Kij
+    if m > 0:
+        for k in range(m):
+            for j in range(n):
+                Cq[k, j] = 0.0
+        fns[3](qv, t1, p, Cq)
+        for k in range(m):
+            for j in range(n):
+                Jw[j, n + k] = Cq[k, j]
+                Jw[n + k, j] = Cq[k, j]
+            for l in range(m):
+                Jw[n + k, n + l] = 0.0
+
+
+# ---------------------------------------------------------------------------------
+# eq. 84 and its Jacobian, scaled (index 2, GGL: BDFIndex2._solve)
+# unknowns x = (δ, ĥε, ĥ²Δλ, ĥμ); rows (ĥ·dynamics, kinematics, C, ĥ·(C_q v + C_t))
+# ---------------------------------------------------------------------------------
+def _point2(W, n, m, ws, hhat):
+    """q, v, ĥ v' (in a), Λ = Λ0 + x_λ (in lam), μ at predictor + x."""
+    (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
+     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, _) = ws
+    for i in range(n):
+        W[q + i] = W[ypred + i] + W[delta + i]
+        W[v + i] = W[ypred + n + i] + W[delta + n + i] / hhat
+        W[a + i] = hhat * W[ydpred + n + i] + W[delta + n + i] / hhat
+    for k in range(m):
+        W[lam + k] = W[lhat + k] + W[delta + 2 * n + k]
+        W[mu + k] = W[delta + 2 * n + m + k]
+
+
+def _cqv(fns, p, n, m, t1, qv, vv, Cq, W, ct, out):
+    """C_q(q) v + C_t(q) into W[out:out+m] (Cq is overwritten)."""
+    for k in range(m):
+        W[ct + k] = 0.0
+        for j in range(n):
+            Cq[k, j] = 0.0
+    fns[3](qv, t1, p, Cq)
+    fns[4](qv, t1, p, W[ct:ct + m])
+    for k in range(m):
+        s = 0.0
+        for j in range(n):
+            s += Cq[k, j] * vv[j]
+        W[out + k] = s + W[ct + k]
+
+
+def _residual2(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq):
+    q, v, a, lam, Q, C, F, ct, g0, mu = ws[7], ws[8], ws[9], ws[10], ws[11], ws[12], ws[14], ws[24], \
+        ws[25], ws[28]
+    _point2(W, n, m, ws, hhat)
+    qv = W[q:q + n]
+    for i in range(n):
+        for j in range(n):
+            M[i, j] = 0.0
+        W[Q + i] = 0.0
+    fns[0](qv, t1, p, M)
+    fns[1](qv, W[v:v + n], t1, u, p, W[Q:Q + n])
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += M[i, j] * W[a + j]
+        W[F + i] = hhat * s - h2 * W[Q + i]
+        W[F + n + i] = hhat * W[ws[2] + i] + W[ws[13] + i] - hhat * W[v + i]
+    if m > 0:
+        _cqv(fns, p, n, m, t1, qv, W[v:v + n], Cq, W, ct, g0)
+        for i in range(n):
+            s = 0.0
+            s2 = 0.0
+            for k in range(m):
+                s += Cq[k, i] * W[lam + k]
+                s2 += Cq[k, i] * W[mu + k]
+            W[F + i] += s
+            W[F + n + i] += s2
+        for k in range(m):
+            W[C + k] = 0.0
+        fns[2](qv, t1, p, W[C:C + m])
+        for k in range(m):
+            W[F + 2 * n + k] = W[C + k]
+            W[F + 2 * n + m + k] = hhat * W[g0 + k]
+
+
+def _jacobian2(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
+    q, v, a, lam, ct, g0, g1, qx, mu = ws[7], ws[8], ws[9], ws[10], ws[24], ws[25], ws[26], ws[27], \
+        ws[28]
+    N = 2 * n + 2 * m
+    _point2(W, n, m, ws, hhat)
+    qv = W[q:q + n]
+    vv = W[v:v + n]
+    for i in range(N):
+        for j in range(N):
+            Jw[i, j] = 0.0
+    for i in range(n):
+        for j in range(n):
+            Qq[i, j] = 0.0
+            Qv[i, j] = 0.0
+            Mq[i, j] = 0.0
+            M[i, j] = 0.0
+    fns[6](qv, vv, t1, u, p, Qq, Qv)
+    if not const_mass:
+        fns[8](qv, W[a:a + n], t1, p, Mq)
+    fns[0](qv, t1, p, M)
+    for i in range(n):
+        for j in range(n):
+            Kij = -h2 * Qq[i, j]
+            if not const_mass:
+                Kij = Kij + hhat * Mq[i, j]
+            Jw[i, j] = Kij
+            Jw[i, n + j] = M[i, j] - hhat * Qv[i, j]
+        Jw[n + i, i] = 1.0
+        Jw[n + i, n + i] = -1.0
+    if m > 0:
+        for i in range(n):
+            for j in range(n):
+                Hm[i, j] = 0.0
+        fns[7](qv, W[lam:lam + m], t1, p, Hm)
+        for i in range(n):
+            for j in range(n):
+                Jw[i, j] += Hm[i, j]
+                Hm[i, j] = 0.0
+        fns[7](qv, W[mu:mu + m], t1, p, Hm)
+        for i in range(n):
+            for j in range(n):
+                Jw[n + i, j] += Hm[i, j]
+        # ∂(C_q v + C_t)/∂q by forward differences (bdf._cq_v_jacobian, common.fd_jacobian)
+        _cqv(fns, p, n, m, t1, qv, vv, Cq, W, ct, g0)
+        sq = math.sqrt(EPS)
+        for j in range(n):
+            for i in range(n):
+                W[qx + i] = W[q + i]
+            hj = sq * max(abs(W[q + j]), 1e-3)
+            W[qx + j] += hj
+            hj = W[qx + j] - W[q + j]
+            _cqv(fns, p, n, m, t1, W[qx:qx + n], vv, Cq, W, ct, g1)
+            for k in range(m):
+                Jw[2 * n + m + k, j] = hhat * ((W[g1 + k] - W[g0 + k]) / hj)
+        for k in range(m):
+            for j in range(n):
+                Cq[k, j] = 0.0
+        fns[3](qv, t1, p, Cq)
+        for k in range(m):
+            for j in range(n):
+                Jw[j, 2 * n + k] = Cq[k, j]
+                Jw[n + j, 2 * n + m + k] = Cq[k, j]
+                Jw[2 * n + k, j] = Cq[k, j]
+                Jw[2 * n + m + k, n + j] = Cq[k, j]
+
+
+def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
+    """Algorithm 2 as newton.QuasiNewton.solve (prior_rate, 8 iterations) in the
+    RMS norm of BDFIndex3._solve / BDFIndex2._solve.  Returns (converged,
+    status); δ in W[delta]."""
+    N = I[I_NS]
+    index3 = I[VARIANT] == INDEX3
+    nw = n if index3 else 2 * n           # entries of the update the norm weighs
+    delta, F, w2 = ws[13], ws[14], ws[6]
+    piv = I[PIV:PIV + N]
+    const_mass = I[CONST_MASS] == 1
+    o_J = offsets(n, m, N)[7]
+    old_norm = -1.0
+    n_j = 0
+    err = math.inf
+    sigma = S[SIGMA]
+    for i in range(N):
+        W[delta + i] = 0.0
+    for it in range(1, NEWTON_MAX_ITER + 1):
+        if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
+            if index3:
+                _jacobian(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw)
+            else:
+                _jacobian2(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw)
+            I[ST_JAC] += 1
+            for i in range(N):
+                for j in range(N):
+                    S[o_J + i * N + j] = Jw[i, j]
+            I[HAS_J] = 1
+            for i in range(N):
+                for j in range(N):
+                    if not math.isfinite(Jw[i, j]):
+                        return False, NONFINITE_MATRIX
+            for i in range(N):
+                for j in range(N):
+                    LU[i, j] = Jw[i, j]
+            info = lu_factor_inplace(LU, piv)
+            ratio = 0.0 if info != 0 else pivot_ratio(LU)
+            if ratio <= 1e-14:
+                I[HAS_FACTOR] = 0
+                S[F_INFO] = ratio
+                return False, SINGULAR
+            I[HAS_FACTOR] = 1
+            I[ST_LU] += 1
+            S[H_JAC] = hhat
+            I[NEED_JAC] = 0
+            S[RELAX] = 1.0
+            n_j = 0
+            old_norm = -1.0
+        if index3:
+            _residual(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq)
+        else:
+            _residual2(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq)
+        I[ST_RES] += 1
+        I[ST_NEWTON] += 1
+        finite = True
+        for i in range(N):
+            if not math.isfinite(W[F + i]):
+                finite = False
+        if not finite:
+            I[NEED_JAC] = 1
+            S[SIGMA] = sigma
+            I[REASON] = R_RESIDUAL
+            return False, OK
+        lu_solve_inplace(LU, piv, W[F:F + N])
+        relax = S[RELAX]
+        s2 = 0.0
+        for i in range(N):
+            dd = W[F + i] * -relax
+            W[delta + i] += dd
+            if i < nw:
+                s2 += dd * dd * W[w2 + i]
+        n_j += 1
+        dnorm = math.sqrt(s2)
+        if not math.isfinite(dnorm):
+            I[NEED_JAC] = 1
+            I[REASON] = R_UPDATE
+            return False, OK
+        if dnorm < NEWTON_TOL:
+            S[SIGMA] = sigma
+            return True, OK
+        if it == 1 and dnorm < 1.0 and 0.0 < sigma < 1.0 \
+                and sigma / (1.0 - sigma) * dnorm < NEWTON_ERR_TOL:
+            S[SIGMA] = sigma ** 0.8
+            return True, OK
+        if n_j == 1 or old_norm < 0.0:
+            sigma = 0.0
+        elif dnorm > 0.9 * old_norm:
+            I[NEED_JAC] = 1
+        else:
+            sigma = max(0.5 * sigma, dnorm / old_norm)
+            err = sigma / (1.0 - sigma) * dnorm
+            if err < NEWTON_ERR_TOL:
+                S[SIGMA] = sigma
+                return True, OK
+            if n_j >= 5 or err * sigma ** (5 - n_j) > 0.5:
+                I[NEED_JAC] = 1
+        old_norm = dnorm
+    S[SIGMA] = sigma
+    I[NEED_JAC] = 1
+    if err <= 0.33:
+        return True, OK
+    I[REASON] = R_NO_CONVERGENCE
+    return False, OK
+
+
+# ---------------------------------------------------------------------------------
+# error norms (Algorithm 4 f, eq. 35, projection filter eq. 80)
+# ---------------------------------------------------------------------------------
+def _nanmax(r, x):
+    """max as np.max: a NaN sticks."""
+    if x > r or x != x:
+        return x
+    return r
+
+
+def _error_norm(S, I, LU, n, m, W, ws, Jm, o_col, velocity, scaled, hhat):
+    """‖col‖ of BDFIndex3._error_norms for one column at W[o_col:o_col+2n]."""
+    winv, rhs = ws[0], ws[19]
+    r = 0.0
+    for i in range(n):
+        r = _nanmax(r, abs(W[o_col + i]) * W[winv + i])
+    if not velocity:
+        return r
+    if m == 0 or I[HAS_FACTOR] == 0 or I[VARIANT] != INDEX3:
+        for i in range(n):
+            wv = W[winv + n + i] * hhat if scaled else W[winv + n + i]
+            r = _nanmax(r, abs(W[o_col + n + i]) * wv)
+        return r
+    # eq. 80: ε̂ solves J [ε̂; μ] = [M̂ ε; 0] with the LU at hand (M̂ = J[:n, :n])
+    N = n + m
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += Jm[i * N + j] * W[o_col + n + j]
+        W[rhs + i] = s
+    for k in range(m):
+        W[rhs + n + k] = 0.0
+    lu_solve_inplace(LU, I[PIV:PIV + N], W[rhs:rhs + N])
+    rp = 0.0
+    for i in range(n):
+        wv = W[winv + n + i] * hhat if scaled else W[winv + n + i]
+        rp = _nanmax(rp, abs(W[rhs + i]) * wv)
+    if rp > r:     # Python's max(q part, p part)
+        return rp
+    return r
+
+
+def _h_order(h, j, err, safety, h_base):
+    """Eq. 85 step of order j capped by Table 1 (BDF._h_order)."""
+    if j < 1:
+        return 0.0
+    eps = err ** (1.0 / (j + 1)) if err > 0.0 else 0.0
+    h_j = h / (safety * eps) if eps > 0.0 else math.inf
+    return min(h_j, MAX_RATIO[j] * h_base, MAX_GROWTH * h_base)
+
+
+def _clamp(S, h, t_limit):
+    """Integrator._clamp_step: (h, lands, status)."""
+    h = min(h, S[MAX_STEP])
+    t = S[T]
+    remaining = t_limit - t
+    if not h > 4.0 * EPS * abs(t) and h < remaining:
+        return h, False, UNDERFLOW
+    if S[H_FIXED] > 0.0:
+        if h >= remaining - 1e-6 * h:
+            return remaining, True, OK
+        return h, False, OK
+    if h >= remaining or remaining - h < 0.25 * h:
+        return remaining, True, OK
+    return h, False, OK
+
+
+# ---------------------------------------------------------------------------------
+# one step (BDF._step_inner, BDFIndex3._solve, BDF._accept)
+# ---------------------------------------------------------------------------------
+def step(fns, S, I, LU, u, p, t_limit, work):
+    """One accepted step ending at or before ``t_limit``.  Returns a status
+    code; on failure S[F_H] (and S[F_HHAT], I[F_K]) describe the attempt."""
+    n, m = I[I_N], I[I_M]
+    N = n + m
+    ns = I[I_NS]
+    index3 = I[VARIANT] == INDEX3
+    n2 = 2 * n
+    W, M, Qq, Qv, Hm, Mq, Cq, Jw = work
+    ws = _wslots(n, m, ns)
+    (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
+     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, _) = ws
+    o_y, o_yp, o_qdd, o_lam, o_D, o_Dz, o_tau, o_J, o_ht, o_hk, _ = offsets(n, m, ns)
+    Jm = S[o_J:o_J + ns * ns]
+    fixed = S[H_FIXED] > 0.0
+    ve = I[VEL_ERROR]
+    velocity_error = ve != VE_OFF
+    velocity_scaled = ve == VE_SCALED
+    k = I[K_NEXT]
+    h_prop = S[H_NEXT]
+    t = S[T]
+    rtol, atol = S[RTOL], S[ATOL]
+    for i in range(n2):
+        W[winv + i] = rtol * abs(S[o_y + i]) + atol
+    if I[POS_WEIGHTS] == 1:                       # eq. 35: W_q^k for q_k and v_k
+        for i in range(n):
+            W[winv + n + i] = W[winv + i]
+    for i in range(n2):
+        W[winv + i] = 1.0 / W[winv + i]
+    failures = 0
+    error_failures = 0
+    h = h_prop
+    lands = False
+    hhat = h
+    h_base = h
+    e_k = s_k = e_up = s_up = 0.0
+    e_dn = s_dn = math.inf
+    h_k = h_dn = 0.0
+    decr = False
+    has_up = False
+    while True:
+        h, lands, status = _clamp(S, h_prop, t_limit)
+        if status != OK:
+            S[F_H] = h
+            return status
+        h_min = 4.0 * EPS * max(abs(t), abs(t_limit), 1e-300)
+        if not h > h_min:
+            S[F_H] = h
+            return MIN_STEP
+        # coefficients, eqs. 58, 64, 66
+        W[tau] = h
+        for j in range(1, ROWS):
+            W[tau + j] = h + S[o_tau + j - 1]
+        kk = min(k + 1, I[VALID])
+        prod = 1.0
+        for j in range(kk):
+            prod = prod * (W[tau + j] / S[o_tau + j])
+            W[omega + j] = prod
+        acc = 0.0
+        for j in range(k):
+            acc = acc + h / W[tau + j]
+            W[c + j] = acc
+        hhat = h / W[c + k - 1]
+        h2 = hhat * hhat
+        # predictor, eq. 69, and the (q'', λ) predictor
+        for i in range(n2):
+            s = 0.0
+            sd = 0.0
+            for j in range(k):
+                dji = S[o_D + (j + 1) * n2 + i]
+                s += W[omega + j] * dji
+                sd += (W[c + j] * W[omega + j]) * dji
+            W[ypred + i] = S[o_y + i] + s
+            W[ydpred + i] = sd / h
+        for i in range(N):
+            s = 0.0
+            for j in range(k):
+                s += W[omega + j] * S[o_Dz + (j + 1) * N + i]
+            z = S[o_qdd + i] if i < n else S[o_lam + i - n]
+            W[zpred + i] = z + s
+        if I[REUSE] == 0:
+            I[NEED_JAC] = 1                       # see BDFIndex3.reuse_matrix
+            S[RELAX] = 1.0
+        if I[NEED_JAC] == 0:
+            # §5.1 reuse test on ĥ (QuasiNewton.plan_reuse)
+            if I[HAS_FACTOR] == 0 or S[H_JAC] < 0.0:
+                I[NEED_JAC] = 1
+            else:
+                r = hhat / S[H_JAC]
+                if S[SIGMA] * r + abs(r - 1.0) <= 1.0 / 3.0:
+                    I[NEED_JAC] = 0
+                else:
+                    I[NEED_JAC] = 1
+            S[RELAX] = 1.0
+        if index3:
+            # BDFIndex3._solve: eq. 77 without δ, λ̂0, Newton weights
+            qmax = 0.0
+            for i in range(n):
+                x = abs(W[ypred + i])
+                if x > qmax or x != x:
+                    qmax = x
+            floor = ROUNDOFF_FLOOR * EPS * qmax / hhat
+            wscale = 0.5 / max(n, 1)
+            for i in range(n):
+                W[a0 + i] = W[ydpred + n + i] + (W[ydpred + i] - W[ypred + n + i]) / hhat
+                wvi = 1.0 / W[winv + n + i]
+                if not wvi >= floor:                  # np.maximum (NaN sticks)
+                    wvi = floor if floor >= wvi or floor != floor else wvi
+                wq = W[winv + i]
+                x = 1.0 / (wvi * hhat)
+                W[w2 + i] = (wq * wq + x * x) * wscale
+        else:
+            # BDFIndex2._solve: RMS of the q and v updates (winv_v = winv/ĥ)
+            wdiv = max(2 * n, 1)
+            for i in range(n):
+                x = W[winv + i]
+                W[w2 + i] = x * x / wdiv
+                x = W[winv + n + i] / hhat
+                W[w2 + n + i] = x * x / wdiv
+        for kk2 in range(m):
+            W[lhat + kk2] = h2 * W[zpred + n + kk2]
+        t1 = t + h
+        converged, status = _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws,
+                                    M, Qq, Qv, Hm, Mq, Cq, Jw)
+        if status != OK:
+            S[F_H] = h
+            S[F_HHAT] = hhat
+            I[F_K] = k
+            return status
+        if not converged:
+            I[ST_REJ] += 1
+            I[NEWTON_FAILS] += 1
+            failures += 1
+            if failures > MAX_FAILURES:
+                S[F_H] = h
+                return NEWTON_FAILED
+            I[NEED_JAC] = 1
+            S[RELAX] = 1.0
+            h_prop = NEWTON_CUT * h
+            if failures >= 3:
+                k = 1
+            continue
+        for i in range(n):
+            d = W[delta + i]
+            W[dy + i] = d
+            if index3:
+                W[dy + n + i] = W[ydpred + i] - W[ypred + n + i] + d / hhat     # eq. 76
+                W[qdd1 + i] = W[a0 + i] + d / h2
+            else:
+                eps = W[delta + n + i] / hhat
+                W[dy + n + i] = eps
+                W[qdd1 + i] = W[ydpred + n + i] + eps / hhat
+        o_l = n if index3 else 2 * n
+        for kk2 in range(m):
+            W[lam1 + kk2] = (W[lhat + kk2] + W[delta + o_l + kk2]) / h2
+        # error estimates of orders k−1, k, k+1 (Algorithm 4 f)
+        for j in range(ROWS):
+            W[ce + j] = h / W[tau + j]
+        c0, c1, c2 = col, col + n2, col + 2 * n2
+        for i in range(n2):
+            W[c0 + i] = W[dy + i]                                  # ∇^{k+1} y_{n+1}
+        if k > 1:
+            for i in range(n2):
+                W[c1 + i] = W[omega + k - 1] * S[o_D + k * n2 + i] + W[dy + i]   # ∇^k y_{n+1}
+        has_up = I[VALID] >= k + 1
+        if has_up:
+            for i in range(n2):
+                W[c2 + i] = W[dy + i] - W[omega + k] * S[o_D + (k + 1) * n2 + i]  # ∇^{k+2}
+        e_k = _error_norm(S, I, LU, n, m, W, ws, Jm, c0, velocity_error, velocity_scaled, hhat)
+        e_dn = _error_norm(S, I, LU, n, m, W, ws, Jm, c1, velocity_error, velocity_scaled, hhat) \
+            if k > 1 else math.inf
+        e_up = _error_norm(S, I, LU, n, m, W, ws, Jm, c2, velocity_error, velocity_scaled, hhat) \
+            if has_up else math.inf
+        # order tests on the velocity estimate times ĥ (BDFIndex3 only)
+        if index3 and velocity_error and not velocity_scaled:
+            s_k = _error_norm(S, I, LU, n, m, W, ws, Jm, c0, True, True, hhat)
+            s_dn = _error_norm(S, I, LU, n, m, W, ws, Jm, c1, True, True, hhat) if k > 1 else math.inf
+            s_up = _error_norm(S, I, LU, n, m, W, ws, Jm, c2, True, True, hhat) if has_up else math.inf
+        elif velocity_error:
+            s_k, s_dn, s_up = e_k, e_dn, e_up
+        else:
+            s_k = _error_norm(S, I, LU, n, m, W, ws, Jm, c0, True, velocity_scaled, hhat)
+            s_dn = _error_norm(S, I, LU, n, m, W, ws, Jm, c1, True, velocity_scaled, hhat) \
+                if k > 1 else math.inf
+            s_up = _error_norm(S, I, LU, n, m, W, ws, Jm, c2, True, velocity_scaled, hhat) \
+                if has_up else math.inf
+        err = W[ce + k] * e_k
+        h_base = h_prop if lands and h < h_prop else h
+        h_k = _h_order(h, k, W[ce + k] * e_k, SAFETY_SAME, h_base)
+        h_dn = _h_order(h, k - 1, W[ce + k - 1] * e_dn, SAFETY_DOWN, h_base) if k > 1 else 0.0
+        decr = k >= 3 and s_k > SKELBOE[k] * s_dn            # Table 2 (Skelboe)
+        if fixed or err <= 1.0:
+            break
+        # rejected (Algorithm 4 h i)
+        I[ST_REJ] += 1
+        I[ERROR_FAILS] += 1
+        failures += 1
+        error_failures += 1
+        if failures > MAX_FAILURES:
+            S[F_H] = h
+            S[F_INFO] = err
+            return ERROR_TEST_FAILED
+        if decr:
+            k = k - 1
+            h_new = h_dn
+        else:
+            h_new = h_k
+        if error_failures >= 2:
+            h_new *= 0.5
+        if error_failures >= 3:
+            k = 1
+        h_prop = min(max(h_new, MIN_REJECT_FACTOR * h), MAX_REJECT_FACTOR * h)
+    _accept(S, I, n, m, W, ws, h, h_base, lands, t_limit, k, e_k, s_k, s_dn, e_up, s_up,
+            h_k, h_dn, decr, fixed, failures > 0)
+    return OK
+
+
+def _accept(S, I, n, m, W, ws, h, h_base, lands, t_limit, k, e_k, s_k, s_dn, e_up, s_up,
+            h_k, h_dn, decr, fixed, failed):
+    """BDF._accept: difference update eq. 59, then order and step (Algorithm 4 i-j)."""
+    N = n + m
+    n2 = 2 * n
+    (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
+     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, _) = ws
+    o_y, o_yp, o_qdd, o_lam, o_D, o_Dz, o_tau, o_J, o_ht, o_hk, _ = offsets(n, m, I[I_NS])
+    valid_old = I[VALID]
+    for i in range(n2):
+        x = W[dy + i]
+        if valid_old >= k + 1:
+            S[o_D + (k + 2) * n2 + i] = x - W[omega + k] * S[o_D + (k + 1) * n2 + i]
+        else:
+            S[o_D + (k + 2) * n2 + i] = x
+        S[o_D + (k + 1) * n2 + i] = x
+        for j in range(k, 0, -1):
+            S[o_D + j * n2 + i] = W[omega + j - 1] * S[o_D + j * n2 + i] + S[o_D + (j + 1) * n2 + i]
+        for j in range(k + 3, ROWS):
+            S[o_D + j * n2 + i] = 0.0
+    I[VALID] = k + 2 if valid_old >= k + 1 else k + 1
+    for i in range(N):
+        z1 = W[qdd1 + i] if i < n else W[lam1 + i - n]
+        x = z1 - W[zpred + i]
+        if valid_old >= k + 1:
+            S[o_Dz + (k + 2) * N + i] = x - W[omega + k] * S[o_Dz + (k + 1) * N + i]
+        else:
+            S[o_Dz + (k + 2) * N + i] = x
+        S[o_Dz + (k + 1) * N + i] = x
+        for j in range(k, 0, -1):
+            S[o_Dz + j * N + i] = W[omega + j - 1] * S[o_Dz + j * N + i] + S[o_Dz + (j + 1) * N + i]
+        for j in range(k + 3, ROWS):
+            S[o_Dz + j * N + i] = 0.0
+    for j in range(ROWS):
+        S[o_tau + j] = W[tau + j]
+    t_old = S[T]
+    S[T_PREV] = t_old
+    S[T] = t_limit if lands else t_old + h
+    for i in range(n2):
+        S[o_yp + i] = S[o_y + i]
+        S[o_y + i] = W[ypred + i] + W[dy + i]
+    for i in range(n):
+        S[o_qdd + i] = W[qdd1 + i]
+    for i in range(m):
+        S[o_lam + i] = W[lam1 + i]
+    S[H] = h
+    I[K_USED] = k
+    I[ORDER] = k
+    I[N_STEPS] += 1
+    I[ST_STEPS] += 1
+    I[ORDER_COUNTS + k] += 1
+    slot = I[HIST_COUNT] % HIST
+    S[o_ht + slot] = S[T]
+    S[o_hk + slot] = k
+    I[HIST_COUNT] += 1
+    # order and step for the next step (Algorithm 4 i-j)
+    kmax = I[MAX_ORD]
+    if I[N_STEPS] == 1:
+        k_new, h_new = k, h_base
+    else:
+        k_new, h_new = k, h_k
+        if k > 1 and h_dn >= h_new:
+            k_new, h_new = k - 1, h_dn
+        incr = (s_k <= s_dn) and (s_up <= s_k) and math.isfinite(s_up)   # relaxed smoothness
+        if incr and k < kmax and I[VALID] >= k + 2:
+            h_up = _h_order(h, k + 1, W[ce + k + 1] * e_up, SAFETY_UP, h_base)
+            if h_up > h_new:
+                k_new, h_new = k + 1, h_up
+        if decr:
+            k_new, h_new = k - 1, h_dn
+    k_new = min(k_new, kmax)
+    if failed:
+        h_new = min(h_new, h_base)
+    S[H_NEXT] = S[H_FIXED] if fixed else h_new
+    I[K_NEXT] = k_new
+
+
+def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
+    """Steps until t = t_target or ``max_steps`` steps were taken (``whole``: not
+    reaching the target is STEP_BUDGET).  On failure S, I and LU are as on
+    entry except the failure slots F_T, F_H, F_HHAT, F_INFO, I[REASON], I[F_K]."""
+    n, m = I[I_N], I[I_M]
+    S0, I0, LU0 = S.copy(), I.copy(), LU.copy()
+    work = workspace(n, m, I[I_NS])
+    count = 0
+    while S[T] < t_target and count < max_steps:
+        status = step(fns, S, I, LU, u, p, t_target, work)
+        if status != OK:
+            t_fail, h_fail, hh, info, reason, kf = S[T], S[F_H], S[F_HHAT], S[F_INFO], I[REASON], I[F_K]
+            S[:] = S0
+            I[:] = I0
+            LU[:, :] = LU0
+            S[F_T], S[F_H], S[F_HHAT], S[F_INFO], I[REASON], I[F_K] = t_fail, h_fail, hh, info, reason, kf
+            return status
+        count += 1
+    if whole and S[T] < t_target:
+        t_fail = S[T]
+        S[:] = S0
+        I[:] = I0
+        LU[:, :] = LU0
+        S[F_T] = t_fail
+        return STEP_BUDGET
+    return OK
