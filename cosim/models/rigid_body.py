@@ -33,6 +33,7 @@ import math
 
 import numpy as np
 
+from ..errors import InvalidInputError
 from ..jit import kernel_helper
 
 HEAD = 5
@@ -340,7 +341,7 @@ def tree_parameters(pin_model, gravity, velocity_scale, damping, friction, effor
     for i in range(n):
         joint = pin_model.joints[i + 1]
         if joint.nq != 1 or joint.nv != 1:
-            raise ValueError(f"joint {pin_model.names[i + 1]!r} ({joint.shortname()}) is not a "
+            raise InvalidInputError(f"joint {pin_model.names[i + 1]!r} ({joint.shortname()}) is not a "
                              f"one-dof revolute or prismatic joint")
         data = joint.createData()
         joint.calc(data, q0)
@@ -349,7 +350,7 @@ def tree_parameters(pin_model, gravity, velocity_scale, damping, friction, effor
         revolute = bool(np.any(ang))
         axis = ang if revolute else lin
         if (revolute and np.any(lin)) or abs(np.linalg.norm(axis) - 1.0) > 1e-12:
-            raise ValueError(f"joint {pin_model.names[i + 1]!r} ({joint.shortname()}): "
+            raise InvalidInputError(f"joint {pin_model.names[i + 1]!r} ({joint.shortname()}): "
                              f"motion subspace {S} is not a unit rotation or translation")
         placement, inertia = pin_model.jointPlacements[i + 1], pin_model.inertias[i + 1]
         b = HEAD + BLOCK * i
