@@ -89,8 +89,8 @@ def compiled_terms(cls):
     first = time.perf_counter() - t0
     rows = [("M(q): kernel CRBA", _per_call(lambda: mass(q, 0.0, p, M), 20000)),
             ("Q(q, v, u): kernel RNEA + joint terms", _per_call(lambda: forces(q, v, 0.0, u, p, Q), 20000)),
-            ("Q_q, Q_v: kernel, complex step (2n RNEA)", _per_call(lambda: fjac(q, v, 0.0, u, p, Qq, Qv))),
-            ("(M a)_q: kernel, complex step (n RNEA)", _per_call(lambda: mjac(q, a, 0.0, p, J)))]
+            ("Q_q, Q_v: kernel, analytic RNEA derivatives", _per_call(lambda: fjac(q, v, 0.0, u, p, Qq, Qv))),
+            ("(M a)_q: kernel, analytic RNEA derivatives", _per_call(lambda: mjac(q, a, 0.0, p, J)))]
     return rows, first
 
 

@@ -12,11 +12,17 @@ the velocity of the body point at the world origin, forces (n_O, f)):
   ancestor of j (no frame transforms: every vector is in world coordinates);
 * rnea(q, q', q'') by the recursive Newton-Euler algorithm with the base
   accelerating at −g;
-* Q_q, Q_v and (M a)_q = ∂rnea(q, 0, a; g = 0)/∂q by the **complex step**
-  (Squire & Trapp, SIAM Rev. 40 (1998)): ∂f/∂x_j = Im f(x + i h e_j)/h with
-  h = 1e-30, exact to roundoff (no difference quotient), the same RNEA
-  run on complex arrays; the joint terms' slopes analytically.  One RNEA per
-  column (3n per iteration matrix); generalized-α re-uses its matrix.
+* Q_q, Q_v and (M a)_q = ∂rnea(q, 0, a; g = 0)/∂q analytically, O(n²), from
+  one RNEA pass (:func:`_rnea_derivatives`): a change of q_j turns the
+  subtree of joint j about S_j, so for a body k in it ∂X_k/∂q_j = S_j × X_k
+  for its motion vectors and ∂I_k x = S_j ×* (I_k x) − I_k (S_j × x), which
+  gives, with λ = the parent of j,
+  ∂v_k = S_j × (v_k − v_λ),
+  ∂a_k = S_j × (a_k − a_λ) − (S_j × v_λ) × (v_k − v_λ),
+  ∂f_k = ∂I_k a_k + I_k ∂a_k + ∂v_k ×* I_k v_k + v_k ×* (∂I_k v_k + I_k ∂v_k),
+  ∂τ_i = (S_j × S_i)·F_i + S_i·∂F_i in the subtree, S_i·∂F_j above it
+  (F: forces summed over subtrees); for q'_j: ∂v_k = S_j,
+  ∂a_k = S_j × (v_k − v_j) + v_j × S_j.  The joint terms' slopes analytically.
 
 Parameter vector ``p`` (flat floats, :func:`tree_parameters` packs it from a
 pinocchio model, whose URDF parser merges the links of fixed joints):
@@ -45,7 +51,6 @@ PARENT, TYPE, AXIS, ROT, POS, MASS, COM, INERTIA, DAMPING, FRICTION, EFFORT = \
 NW = 48
 W_R, W_O, W_Z, W_S, W_V, W_A, W_F, W_T = 0, 9, 12, 15, 21, 27, 33, 39
 NB = 13
-STEP = 1e-30  # complex step
 
 
 @kernel_helper
@@ -76,7 +81,7 @@ def _kinematics(q, p, n, W, B):
         zx, zy, zz = W[i, W_Z], W[i, W_Z + 1], W[i, W_Z + 2]
         if p[b + TYPE] == 0.0:
             # R = A Rot(a, q), Rot = c 1 + s [a]x + (1 - c) a aᵀ (Rodrigues)
-            co, si = np.cos(q[i]), np.sin(q[i])
+            co, si = math.cos(q[i]), math.sin(q[i])
             cc = 1.0 - co
             r00, r01, r02 = co + cc * ax * ax, cc * ax * ay - si * az, cc * ax * az + si * ay
             r10, r11, r12 = cc * ay * ax + si * az, co + cc * ay * ay, cc * ay * az - si * ax
@@ -107,12 +112,12 @@ def _kinematics(q, p, n, W, B):
         B[i, 0] = m
         B[i, 1], B[i, 2], B[i, 3] = m * cx, m * cy, m * cz
         c2 = cx * cx + cy * cy + cz * cz
-        # R I_c Rᵀ (0.0 * W[...]: a local of W's dtype, real or complex)
+        # R I_c Rᵀ
         for r in range(3):
             for c in range(3):
-                s = 0.0 * W[i, 0]
+                s = 0.0
                 for j in range(3):
-                    t = 0.0 * W[i, 0]
+                    t = 0.0
                     for l in range(3):
                         t += p[b + INERTIA + 3 * j + l] * W[i, 3 * c + l]
                     s += W[i, 3 * r + j] * t
@@ -227,6 +232,106 @@ def _crba(p, n, W, B, C, M):
 
 
 @kernel_helper
+def _sv_mcross(a, b):
+    """Spatial motion cross product (ω1, v1) × (ω2, v2) = (ω1 × ω2, ω1 × v2 + v1 × ω2)."""
+    c0, c1, c2 = _cross(a[0], a[1], a[2], b[0], b[1], b[2])
+    d0, d1, d2 = _cross(a[0], a[1], a[2], b[3], b[4], b[5])
+    e0, e1, e2 = _cross(a[3], a[4], a[5], b[0], b[1], b[2])
+    return (c0, c1, c2, d0 + e0, d1 + e1, d2 + e2)
+
+
+@kernel_helper
+def _sv_fcross(a, f):
+    """Spatial force cross product (ω, v) ×* (n, f) = (ω × n + v × f, ω × f)."""
+    c0, c1, c2 = _cross(a[0], a[1], a[2], f[0], f[1], f[2])
+    d0, d1, d2 = _cross(a[3], a[4], a[5], f[3], f[4], f[5])
+    e0, e1, e2 = _cross(a[0], a[1], a[2], f[3], f[4], f[5])
+    return (c0 + d0, c1 + d1, c2 + d2, e0, e1, e2)
+
+
+@kernel_helper
+def _sv_row(W, i, c):
+    return (W[i, c], W[i, c + 1], W[i, c + 2], W[i, c + 3], W[i, c + 4], W[i, c + 5])
+
+
+@kernel_helper
+def _sv_inertia(B, i, x):
+    return _inertia_times(B, i, x[0], x[1], x[2], x[3], x[4], x[5])
+
+
+@kernel_helper
+def _sv_add(a, b):
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3], a[4] + b[4], a[5] + b[5])
+
+
+@kernel_helper
+def _sv_sub(a, b):
+    return (a[0] - b[0], a[1] - b[1], a[2] - b[2], a[3] - b[3], a[4] - b[4], a[5] - b[5])
+
+
+@kernel_helper
+def _sv_dot(a, b):
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5]
+
+
+@kernel_helper
+def _rnea_derivatives(p, n, W, B, gx, gy, gz, wrt_q, D, mark, dF):
+    """D[i, j] = ∂τ_i/∂q_j (wrt_q) or ∂τ_i/∂q'_j after _rnea filled W (v, a per body,
+    F summed over subtrees): a change of q_j turns the subtree of j about S_j."""
+    zero = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    for j in range(n):
+        Sj = _sv_row(W, j, W_S)
+        pj = int(p[HEAD + BLOCK * j + PARENT])
+        if pj >= 0:
+            vp, ap = _sv_row(W, pj, W_V), _sv_row(W, pj, W_A)
+        else:
+            vp, ap = zero, (0.0, 0.0, 0.0, -gx, -gy, -gz)
+        vj = _sv_row(W, j, W_V)
+        Sv = _sv_mcross(Sj, vp)
+        for k in range(n):
+            mark[k] = 0
+            for r in range(6):
+                dF[k, r] = 0.0
+        for k in range(j, n):
+            pk = int(p[HEAD + BLOCK * k + PARENT])
+            if k != j and (pk < 0 or mark[pk] == 0):
+                continue
+            mark[k] = 1
+            vk, ak = _sv_row(W, k, W_V), _sv_row(W, k, W_A)
+            Ivk = _sv_inertia(B, k, vk)
+            if wrt_q:
+                dv = _sv_mcross(Sj, _sv_sub(vk, vp))
+                da = _sv_sub(_sv_mcross(Sj, _sv_sub(ak, ap)), _sv_mcross(Sv, _sv_sub(vk, vp)))
+                # dI x = S ×* (I x) − I (S × x)
+                dIa = _sv_sub(_sv_fcross(Sj, _sv_inertia(B, k, ak)), _sv_inertia(B, k, _sv_mcross(Sj, ak)))
+                dIv = _sv_sub(_sv_fcross(Sj, Ivk), _sv_inertia(B, k, _sv_mcross(Sj, vk)))
+                df = _sv_add(_sv_add(dIa, _sv_inertia(B, k, da)), _sv_add(_sv_fcross(dv, Ivk), _sv_fcross(vk, _sv_add(dIv, _sv_inertia(B, k, dv)))))
+            else:
+                dv = Sj
+                da = _sv_add(_sv_mcross(Sj, _sv_sub(vk, vj)), _sv_mcross(vj, Sj))
+                df = _sv_add(_sv_inertia(B, k, da), _sv_add(_sv_fcross(dv, Ivk), _sv_fcross(vk, _sv_inertia(B, k, dv))))
+            for r in range(6):
+                dF[k, r] = df[r]
+        for k in range(n - 1, j, -1):
+            if mark[k] == 1:
+                pk = int(p[HEAD + BLOCK * k + PARENT])
+                for r in range(6):
+                    dF[pk, r] += dF[k, r]
+        for i in range(j, n):
+            if mark[i] == 1:
+                Si = _sv_row(W, i, W_S)
+                s = _sv_dot(Si, _sv_row(dF, i, 0))
+                if wrt_q:
+                    s += _sv_dot(_sv_mcross(Sj, Si), _sv_row(W, i, W_F))
+                D[i, j] = s
+        dFj = _sv_row(dF, j, 0)
+        i = pj
+        while i >= 0:
+            D[i, j] = _sv_dot(_sv_row(W, i, W_S), dFj)
+            i = int(p[HEAD + BLOCK * i + PARENT])
+
+
+@kernel_helper
 def joint_forces(v, u, p, n, Q):
     """Q_i += sat(u_i) − d_i v_i − f_i tanh(v_i / v_s): effort saturation, viscous
     damping and smoothed Coulomb friction (also the Python model's joint terms)."""
@@ -270,47 +375,29 @@ def tree_forces(q, v, t, u, p, Q):
 
 
 def tree_force_jacobians(q, v, t, u, p, Qq, Qv):
-    """Q_q = −∂rnea(q, v, 0)/∂q, Q_v = −∂rnea/∂v − joint slopes (complex step)."""
+    """Q_q = −∂rnea(q, v, 0)/∂q, Q_v = −∂rnea/∂v − the joint terms' slopes."""
     n = int(p[0])
-    W, B = np.zeros((n, NW), dtype=np.complex128), np.zeros((n, NB), dtype=np.complex128)
-    qc, vc = np.zeros(n, dtype=np.complex128), np.zeros(n, dtype=np.complex128)
-    zero, tau = np.zeros(n, dtype=np.complex128), np.zeros(n, dtype=np.complex128)
+    W, B = np.zeros((n, NW)), np.zeros((n, NB))
+    tau, mark, dF = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros((n, 6))
+    _kinematics(q, p, n, W, B)
+    _rnea(p, n, W, B, v, np.zeros(n), p[1], p[2], p[3], tau)
+    _rnea_derivatives(p, n, W, B, p[1], p[2], p[3], True, Qq, mark, dF)
+    _rnea_derivatives(p, n, W, B, p[1], p[2], p[3], False, Qv, mark, dF)
     for i in range(n):
-        qc[i] = q[i]
-        vc[i] = v[i]
-    for j in range(n):
-        qc[j] = q[j] + STEP * 1j
-        _kinematics(qc, p, n, W, B)
-        _rnea(p, n, W, B, vc, zero, p[1], p[2], p[3], tau)
-        for i in range(n):
-            Qq[i, j] = -tau[i].imag / STEP
-        qc[j] = q[j]
-    _kinematics(qc, p, n, W, B)
-    for j in range(n):
-        vc[j] = v[j] + STEP * 1j
-        _rnea(p, n, W, B, vc, zero, p[1], p[2], p[3], tau)
-        for i in range(n):
-            Qv[i, j] = -tau[i].imag / STEP
-        vc[j] = v[j]
+        for j in range(n):
+            Qq[i, j] = -Qq[i, j]
+            Qv[i, j] = -Qv[i, j]
     joint_force_slopes(v, p, n, Qv)
 
 
 def tree_mass_jacobian_term(q, a, t, p, J):
-    """(M(q) a)_q = ∂rnea(q, 0, a; g = 0)/∂q (complex step)."""
+    """(M(q) a)_q = ∂rnea(q, 0, a; g = 0)/∂q."""
     n = int(p[0])
-    W, B = np.zeros((n, NW), dtype=np.complex128), np.zeros((n, NB), dtype=np.complex128)
-    qc, ac = np.zeros(n, dtype=np.complex128), np.zeros(n, dtype=np.complex128)
-    zero, tau = np.zeros(n, dtype=np.complex128), np.zeros(n, dtype=np.complex128)
-    for i in range(n):
-        qc[i] = q[i]
-        ac[i] = a[i]
-    for j in range(n):
-        qc[j] = q[j] + STEP * 1j
-        _kinematics(qc, p, n, W, B)
-        _rnea(p, n, W, B, zero, ac, 0.0, 0.0, 0.0, tau)
-        for i in range(n):
-            J[i, j] = tau[i].imag / STEP
-        qc[j] = q[j]
+    W, B = np.zeros((n, NW)), np.zeros((n, NB))
+    tau, mark, dF = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros((n, 6))
+    _kinematics(q, p, n, W, B)
+    _rnea(p, n, W, B, np.zeros(n), a, 0.0, 0.0, 0.0, tau)
+    _rnea_derivatives(p, n, W, B, 0.0, 0.0, 0.0, True, J, mark, dF)
 
 
 def no_constraints(q, t, p, out):
@@ -352,6 +439,8 @@ def tree_parameters(pin_model, gravity, velocity_scale, damping, friction, effor
         if (revolute and np.any(lin)) or abs(np.linalg.norm(axis) - 1.0) > 1e-12:
             raise InvalidInputError(f"joint {pin_model.names[i + 1]!r} ({joint.shortname()}): "
                              f"motion subspace {S} is not a unit rotation or translation")
+        if not pin_model.parents[i + 1] <= i:  # the kernels' recursions need parents first
+            raise InvalidInputError(f"joint {pin_model.names[i + 1]!r} comes before its parent")
         placement, inertia = pin_model.jointPlacements[i + 1], pin_model.inertias[i + 1]
         b = HEAD + BLOCK * i
         p[b + PARENT] = pin_model.parents[i + 1] - 1
