@@ -17,9 +17,11 @@ def warm_up(model_names=None):
     from ..integrators import COMPILED_REGISTRY, make_integrator, resolve_backend
     from ..models import available_models, load_model
     names = list(model_names) if model_names else available_models()
+    models = [(name, load_model(name)) for name in names]
+    if not model_names:
+        models += _urdf_robots()
     rows = []
-    for name in names:
-        model = load_model(name)
+    for name, model in models:
         for method in COMPILED_REGISTRY:
             if resolve_backend(method, model, "auto") != "numba":
                 if model_names:
@@ -32,6 +34,18 @@ def warm_up(model_names=None):
             integ.restart()            # … and the restart path (same entry)
             rows.append((name, method, time.perf_counter() - t0, "numba"))
     return rows
+
+
+def _urdf_robots():
+    """URDF robots share one kernel set (cosim.models.rigid_body): warming the
+    project's two-link URDF compiles it for every robot (needs pinocchio)."""
+    from pathlib import Path  # noqa: PLC0415
+    try:
+        from ..models.urdf import load_urdf  # noqa: PLC0415
+        cls = load_urdf(Path(__file__).resolve().parents[1] / "data" / "urdf" / "two_link.urdf")
+    except CosimError:  # pinocchio not installed: no URDF robots to warm
+        return []
+    return [("urdf robots", cls())]
 
 
 def _cmd(args):

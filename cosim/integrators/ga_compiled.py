@@ -39,7 +39,9 @@ def _model_entries(model):
     """The compiled entry (advance/restart) for this model's kernel set (compiled
     once per model, cached on disk; see cosim.jit.model_entry_points)."""
     from . import dense_lu  # noqa: PLC0415
-    return jit.model_entry_points(K, model.kernels().functions(), model.name, "generalized-alpha",
+    # kernel_name: models sharing one kernel set (every URDF robot) share one entry file
+    return jit.model_entry_points(K, model.kernels().functions(),
+                                  getattr(model, "kernel_name", model.name), "generalized-alpha",
                                   helpers=(dense_lu,))
 
 
@@ -49,8 +51,11 @@ def supports(model):
     if kernels is None or kernels() is None:
         return f"model {model.name!r} has no compiled kernels"
     from ..models.kernels import KernelModel  # noqa: PLC0415
+    # the class whose Python methods the kernels describe: KernelModel (derived from
+    # them) or a class with its own checked implementation (URDFModel: pinocchio)
+    base = getattr(model, "kernel_reference", KernelModel)
     overridden = [name for name in KernelModel.DERIVED
-                  if getattr(type(model), name, None) is not getattr(KernelModel, name)]
+                  if getattr(type(model), name, None) is not getattr(base, name, None)]
     if overridden:
         # a subclass changed the Python equations: the kernels no longer describe it
         return f"model {model.name!r} overrides {', '.join(overridden)} of its kernels"

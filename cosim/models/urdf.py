@@ -43,8 +43,16 @@ quaternion ``<frame>_qx, _qy, _qz, _qw``.  Parameters ``<joint>.q0``,
 ``<joint>.effort_limit``, and ``gravity_x/y/z``, ``friction_velocity_scale``,
 ``restitution``.
 
-pinocchio has no numba twin: URDF models run the Python backend (``backend=
-"auto"`` picks it silently; :func:`cosim.integrators.ga_compiled.supports`).
+Two implementations of the rigid-body terms, checked against each other
+(tests/test_urdf.py, ~1e-15): the Python methods call pinocchio (C++, fast
+from Python, and the field's reference), the compiled backend runs the
+kernels of :mod:`cosim.models.rigid_body` (CRBA/RNEA in numba, complex-step
+derivatives; pinocchio cannot be called from compiled code).  Both read one
+parameter vector ``_p`` (:func:`rigid_body.tree_parameters`, packed from
+pinocchio's model) and share the joint terms (:func:`rigid_body.joint_forces`
+and its slopes), so saturation, damping and friction are written once.
+Every robot runs the same compiled entry (``kernel_name``): one compilation
+per machine for all URDFs.
 """
 from __future__ import annotations
 
@@ -53,8 +61,10 @@ import math
 import numpy as np
 
 from ..errors import InvalidInputError, UnknownModelError
-from . import urdf_parse
+from . import rigid_body, urdf_parse
 from .base import Event, MultibodyModel, Parameter, Signal
+
+KERNELS = rigid_body.tree_kernels()
 
 INSTALL_HINT = "pip install 'cosim[robots]'"
 _classes = {}  # (sha256, frames, limits) -> class
@@ -83,6 +93,13 @@ class URDFModel(MultibodyModel):
     efforts_by_joint = True  # the ROS node maps JointState efforts to the inputs by joint name
     _pin_model = None
     _limited = ()           # indices of joints with position limits
+    kernel_name = "urdf_tree"  # one compiled entry for every robot (the robot is in p)
+
+    def kernels(self):
+        return KERNELS
+
+    def kernel_parameters(self):
+        return self._p
 
     @classmethod
     def spec(cls):
@@ -101,15 +118,10 @@ class URDFModel(MultibodyModel):
         self._pm0 = pin.Model(self._pm)          # zero gravity: (M a)_q
         self._pm0.gravity.linear = np.zeros(3)
         self._pd0 = self._pm0.createData()
-        self._damping = np.array([p[f"{j}.damping"] for j in names])
-        self._friction = np.array([p[f"{j}.friction"] for j in names])
-        limit = np.array([p[f"{j}.effort_limit"] for j in names])
-        self._saturated = limit > 0.0
-        self._effort = np.where(self._saturated, limit, np.inf)
-        self._vs = p["friction_velocity_scale"]
-        self._has_friction = bool(self._friction.any())
-        self._has_damping = bool(self._damping.any())
-        self._any_saturated = bool(self._saturated.any())
+        self._p = rigid_body.tree_parameters(
+            self._pm, [p["gravity_x"], p["gravity_y"], p["gravity_z"]], p["friction_velocity_scale"],
+            [p[f"{j}.damping"] for j in names], [p[f"{j}.friction"] for j in names],
+            [p[f"{j}.effort_limit"] for j in names])
         self._zero = np.zeros(n)
         self._lower = np.array([self._joint[j].lower for j in names])
         self._upper = np.array([self._joint[j].upper for j in names])
@@ -142,13 +154,7 @@ class URDFModel(MultibodyModel):
     def initial_state(self):
         return self._q0.copy(), self._v0.copy()
 
-    # -- equations of motion --------------------------------------------------------------
-    def _efforts(self, u):
-        u = np.asarray(u, dtype=float)
-        if self._any_saturated:
-            return np.minimum(np.maximum(u, -self._effort), self._effort)
-        return u
-
+    # -- equations of motion (pinocchio + the kernels' joint terms) -------------------------
     def mass(self, q, t):
         M = self._crba(self._pm, self._pd, np.asarray(q, dtype=float))
         if self._symmetrize:
@@ -157,23 +163,16 @@ class URDFModel(MultibodyModel):
 
     def forces(self, q, v, t, u):
         v = np.asarray(v, dtype=float)
-        Q = self._efforts(u) - self._rnea(self._pm, self._pd, np.asarray(q, dtype=float), v,
-                                          self._zero)
-        if self._has_damping:
-            Q -= self._damping * v
-        if self._has_friction:
-            Q -= self._friction * np.tanh(v / self._vs)
+        Q = -self._rnea(self._pm, self._pd, np.asarray(q, dtype=float), v, self._zero)
+        rigid_body.joint_forces(v, np.asarray(u, dtype=float), self._p, len(Q), Q)
         return Q
 
     def force_jacobians(self, q, v, t, u):
         v = np.asarray(v, dtype=float)
         dq, dv, _ = self._rnea_derivatives(self._pm, self._pd, np.asarray(q, dtype=float), v,
                                            self._zero)
-        slope = self._damping.copy()
-        if self._has_friction:
-            slope += self._friction / self._vs / np.cosh(v / self._vs) ** 2
         Qv = -dv
-        Qv.flat[::Qv.shape[0] + 1] -= slope  # the diagonal
+        rigid_body.joint_force_slopes(v, self._p, len(v), Qv)
         return -dq, Qv
 
     def mass_jacobian_term(self, q, a, t):
@@ -318,6 +317,10 @@ def urdf_model_class(text, frames=(), position_limits=False):
     cls.__module__ = __name__
     _classes[key] = cls
     return cls
+
+
+# the Python methods the compiled kernels describe (checked against each other in tests)
+URDFModel.kernel_reference = URDFModel
 
 
 def load_urdf(path, frames=(), position_limits=False):

@@ -1,0 +1,457 @@
+"""Compiled rigid-body kernels of a fixed-base kinematic tree (URDF robots, issue 18).
+
+The kernels of :mod:`cosim.models.kernels` for joint coordinates of a tree of
+revolute and prismatic joints, written in spatial vectors in **world
+coordinates** (Featherstone, *Rigid Body Dynamics Algorithms*, 2008, §5.3
+RNEA and §6.2 CRBA "in base coordinates"; motion vectors (ω, v_O) with v_O
+the velocity of the body point at the world origin, forces (n_O, f)):
+
+    M(q) q'' = Q = sat(u) − rnea(q, q', 0) − d ∘ q' − f ∘ tanh(q'/v_s)
+
+* M by the composite-rigid-body algorithm: M_ij = S_iᵀ I^c_j S_j for i an
+  ancestor of j (no frame transforms: every vector is in world coordinates);
+* rnea(q, q', q'') by the recursive Newton-Euler algorithm with the base
+  accelerating at −g;
+* Q_q, Q_v and (M a)_q = ∂rnea(q, 0, a; g = 0)/∂q analytically, O(n²), from
+  one RNEA pass (:func:`_rnea_derivatives`): a change of q_j turns the
+  subtree of joint j about S_j, so for a body k in it ∂X_k/∂q_j = S_j × X_k
+  for its motion vectors and ∂I_k x = S_j ×* (I_k x) − I_k (S_j × x), which
+  gives, with λ = the parent of j,
+  ∂v_k = S_j × (v_k − v_λ),
+  ∂a_k = S_j × (a_k − a_λ) − (S_j × v_λ) × (v_k − v_λ),
+  ∂f_k = ∂I_k a_k + I_k ∂a_k + ∂v_k ×* I_k v_k + v_k ×* (∂I_k v_k + I_k ∂v_k),
+  ∂τ_i = (S_j × S_i)·F_i + S_i·∂F_i in the subtree, S_i·∂F_j above it
+  (F: forces summed over subtrees); for q'_j: ∂v_k = S_j,
+  ∂a_k = S_j × (v_k − v_j) + v_j × S_j.  The joint terms' slopes analytically.
+
+Parameter vector ``p`` (flat floats, :func:`tree_parameters` packs it from a
+pinocchio model, whose URDF parser merges the links of fixed joints):
+``p[0:HEAD] = (n, g_x, g_y, g_z, v_s)``, then per joint (parents before
+children) a block of ``BLOCK`` numbers: parent index (−1 = the fixed base),
+type (0 revolute, 1 prismatic), unit axis in the joint frame, placement in
+the parent joint's frame (rotation row-major, translation), the link's mass,
+centre of mass and rotational inertia about it (joint frame, row-major),
+damping d, Coulomb friction f and effort limit (0 = none).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import InvalidInputError
+from ..jit import kernel_helper
+
+HEAD = 5
+BLOCK = 33
+PARENT, TYPE, AXIS, ROT, POS, MASS, COM, INERTIA, DAMPING, FRICTION, EFFORT = \
+    0, 1, 2, 5, 14, 17, 18, 21, 30, 31, 32
+# columns of the per-joint work array W: pose, axis, motion subspace, velocity,
+# acceleration, force; inertia array B: mass, first moment, inertia about O
+NW = 48
+W_R, W_O, W_Z, W_S, W_V, W_A, W_F, W_T = 0, 9, 12, 15, 21, 27, 33, 39
+NB = 13
+
+
+@kernel_helper
+def _kinematics(q, p, n, W, B):
+    """World pose R, origin o, axis z, motion subspace S = (z, o × z) or (0, z)
+    of every joint frame, and the link's spatial inertia about the world origin
+    (mass, first moment h = m c, I_O = R I_c Rᵀ + m(|c|² 1 − c cᵀ))."""
+    for i in range(n):
+        b = HEAD + BLOCK * i
+        k = int(p[b + PARENT])
+        # A = R_parent E (scratch W_T), o = o_parent + R_parent t
+        for r in range(3):
+            for c in range(3):
+                if k < 0:
+                    W[i, W_T + 3 * r + c] = p[b + ROT + 3 * r + c]
+                else:
+                    W[i, W_T + 3 * r + c] = (W[k, 3 * r] * p[b + ROT + c]
+                                             + W[k, 3 * r + 1] * p[b + ROT + 3 + c]
+                                             + W[k, 3 * r + 2] * p[b + ROT + 6 + c])
+            if k < 0:
+                W[i, W_O + r] = p[b + POS + r]
+            else:
+                W[i, W_O + r] = (W[k, W_O + r] + W[k, 3 * r] * p[b + POS]
+                                 + W[k, 3 * r + 1] * p[b + POS + 1] + W[k, 3 * r + 2] * p[b + POS + 2])
+        ax, ay, az = p[b + AXIS], p[b + AXIS + 1], p[b + AXIS + 2]
+        for r in range(3):
+            W[i, W_Z + r] = W[i, W_T + 3 * r] * ax + W[i, W_T + 3 * r + 1] * ay + W[i, W_T + 3 * r + 2] * az
+        zx, zy, zz = W[i, W_Z], W[i, W_Z + 1], W[i, W_Z + 2]
+        if p[b + TYPE] == 0.0:
+            # R = A Rot(a, q), Rot = c 1 + s [a]x + (1 - c) a aᵀ (Rodrigues)
+            co, si = math.cos(q[i]), math.sin(q[i])
+            cc = 1.0 - co
+            r00, r01, r02 = co + cc * ax * ax, cc * ax * ay - si * az, cc * ax * az + si * ay
+            r10, r11, r12 = cc * ay * ax + si * az, co + cc * ay * ay, cc * ay * az - si * ax
+            r20, r21, r22 = cc * az * ax - si * ay, cc * az * ay + si * ax, co + cc * az * az
+            for r in range(3):
+                a0, a1, a2 = W[i, W_T + 3 * r], W[i, W_T + 3 * r + 1], W[i, W_T + 3 * r + 2]
+                W[i, 3 * r] = a0 * r00 + a1 * r10 + a2 * r20
+                W[i, 3 * r + 1] = a0 * r01 + a1 * r11 + a2 * r21
+                W[i, 3 * r + 2] = a0 * r02 + a1 * r12 + a2 * r22
+            ox, oy, oz = W[i, W_O], W[i, W_O + 1], W[i, W_O + 2]
+            W[i, W_S], W[i, W_S + 1], W[i, W_S + 2] = zx, zy, zz
+            W[i, W_S + 3] = oy * zz - oz * zy
+            W[i, W_S + 4] = oz * zx - ox * zz
+            W[i, W_S + 5] = ox * zy - oy * zx
+        else:
+            for r in range(9):
+                W[i, r] = W[i, W_T + r]
+            W[i, W_O] += zx * q[i]
+            W[i, W_O + 1] += zy * q[i]
+            W[i, W_O + 2] += zz * q[i]
+            W[i, W_S + 3], W[i, W_S + 4], W[i, W_S + 5] = zx, zy, zz
+        # the link's inertia in world coordinates about the origin
+        m = p[b + MASS]
+        lx, ly, lz = p[b + COM], p[b + COM + 1], p[b + COM + 2]
+        cx = W[i, W_O] + W[i, 0] * lx + W[i, 1] * ly + W[i, 2] * lz
+        cy = W[i, W_O + 1] + W[i, 3] * lx + W[i, 4] * ly + W[i, 5] * lz
+        cz = W[i, W_O + 2] + W[i, 6] * lx + W[i, 7] * ly + W[i, 8] * lz
+        B[i, 0] = m
+        B[i, 1], B[i, 2], B[i, 3] = m * cx, m * cy, m * cz
+        c2 = cx * cx + cy * cy + cz * cz
+        # R I_c Rᵀ
+        for r in range(3):
+            for c in range(3):
+                s = 0.0
+                for j in range(3):
+                    t = 0.0
+                    for l in range(3):
+                        t += p[b + INERTIA + 3 * j + l] * W[i, 3 * c + l]
+                    s += W[i, 3 * r + j] * t
+                B[i, 4 + 3 * r + c] = s
+        B[i, 4] += m * (c2 - cx * cx)
+        B[i, 8] += m * (c2 - cy * cy)
+        B[i, 12] += m * (c2 - cz * cz)
+        B[i, 5] -= m * cx * cy
+        B[i, 7] -= m * cx * cy
+        B[i, 6] -= m * cx * cz
+        B[i, 10] -= m * cx * cz
+        B[i, 9] -= m * cy * cz
+        B[i, 11] -= m * cy * cz
+
+
+@kernel_helper
+def _cross(ax, ay, az, bx, by, bz):
+    return ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx
+
+
+@kernel_helper
+def _inertia_times(B, i, w0, w1, w2, v0, v1, v2):
+    """(n_O, f) = I (ω, v_O): n_O = I_O ω + h × v_O, f = m v_O + ω × h."""
+    hx, hy, hz = B[i, 1], B[i, 2], B[i, 3]
+    c0, c1, c2 = _cross(hx, hy, hz, v0, v1, v2)
+    n0 = B[i, 4] * w0 + B[i, 5] * w1 + B[i, 6] * w2 + c0
+    n1 = B[i, 7] * w0 + B[i, 8] * w1 + B[i, 9] * w2 + c1
+    n2 = B[i, 10] * w0 + B[i, 11] * w1 + B[i, 12] * w2 + c2
+    d0, d1, d2 = _cross(w0, w1, w2, hx, hy, hz)
+    m = B[i, 0]
+    return n0, n1, n2, m * v0 + d0, m * v1 + d1, m * v2 + d2
+
+
+@kernel_helper
+def _rnea(p, n, W, B, qd, qdd, gx, gy, gz, tau):
+    """τ = rnea(q, q', q'') (Featherstone Table 5.1 in world coordinates) for the
+    poses in W; the base accelerates at −g."""
+    for i in range(n):
+        k = int(p[HEAD + BLOCK * i + PARENT])
+        for r in range(6):
+            s = W[i, W_S + r]
+            if k < 0:
+                W[i, W_V + r] = s * qd[i]
+                W[i, W_A + r] = s * qdd[i]
+            else:
+                W[i, W_V + r] = W[k, W_V + r] + s * qd[i]
+                W[i, W_A + r] = W[k, W_A + r] + s * qdd[i]
+        if k < 0:
+            W[i, W_A + 3] -= gx
+            W[i, W_A + 4] -= gy
+            W[i, W_A + 5] -= gz
+        # a += v × (S q'): (ω1, v1) × (ω2, v2) = (ω1 × ω2, ω1 × v2 + v1 × ω2)
+        w0, w1, w2 = W[i, W_V], W[i, W_V + 1], W[i, W_V + 2]
+        v0, v1, v2 = W[i, W_V + 3], W[i, W_V + 4], W[i, W_V + 5]
+        s0, s1, s2 = W[i, W_S] * qd[i], W[i, W_S + 1] * qd[i], W[i, W_S + 2] * qd[i]
+        u0, u1, u2 = W[i, W_S + 3] * qd[i], W[i, W_S + 4] * qd[i], W[i, W_S + 5] * qd[i]
+        c0, c1, c2 = _cross(w0, w1, w2, s0, s1, s2)
+        W[i, W_A] += c0
+        W[i, W_A + 1] += c1
+        W[i, W_A + 2] += c2
+        c0, c1, c2 = _cross(w0, w1, w2, u0, u1, u2)
+        d0, d1, d2 = _cross(v0, v1, v2, s0, s1, s2)
+        W[i, W_A + 3] += c0 + d0
+        W[i, W_A + 4] += c1 + d1
+        W[i, W_A + 5] += c2 + d2
+        # f = I a + v ×* I v, (ω, v) ×* (n, f) = (ω × n + v × f, ω × f)
+        a = _inertia_times(B, i, W[i, W_A], W[i, W_A + 1], W[i, W_A + 2],
+                           W[i, W_A + 3], W[i, W_A + 4], W[i, W_A + 5])
+        m = _inertia_times(B, i, w0, w1, w2, v0, v1, v2)
+        c0, c1, c2 = _cross(w0, w1, w2, m[0], m[1], m[2])
+        d0, d1, d2 = _cross(v0, v1, v2, m[3], m[4], m[5])
+        e0, e1, e2 = _cross(w0, w1, w2, m[3], m[4], m[5])
+        W[i, W_F] = a[0] + c0 + d0
+        W[i, W_F + 1] = a[1] + c1 + d1
+        W[i, W_F + 2] = a[2] + c2 + d2
+        W[i, W_F + 3] = a[3] + e0
+        W[i, W_F + 4] = a[4] + e1
+        W[i, W_F + 5] = a[5] + e2
+    for i in range(n - 1, -1, -1):
+        s = W[i, W_S] * W[i, W_F]
+        for r in range(1, 6):
+            s += W[i, W_S + r] * W[i, W_F + r]
+        tau[i] = s
+        k = int(p[HEAD + BLOCK * i + PARENT])
+        if k >= 0:
+            for r in range(6):
+                W[k, W_F + r] += W[i, W_F + r]
+
+
+@kernel_helper
+def _crba(p, n, W, B, C, M):
+    """M by composite rigid bodies (Featherstone Table 6.2 in world coordinates)."""
+    for i in range(n):
+        for r in range(NB):
+            C[i, r] = B[i, r]
+    for i in range(n - 1, -1, -1):
+        k = int(p[HEAD + BLOCK * i + PARENT])
+        if k >= 0:
+            for r in range(NB):
+                C[k, r] += C[i, r]
+    for j in range(n):
+        F = _inertia_times(C, j, W[j, W_S], W[j, W_S + 1], W[j, W_S + 2],
+                           W[j, W_S + 3], W[j, W_S + 4], W[j, W_S + 5])
+        k = j
+        while k >= 0:
+            s = W[k, W_S] * F[0]
+            for r in range(1, 6):
+                s += W[k, W_S + r] * F[r]
+            M[k, j] = s
+            M[j, k] = s
+            k = int(p[HEAD + BLOCK * k + PARENT])
+
+
+@kernel_helper
+def _sv_mcross(a, b):
+    """Spatial motion cross product (ω1, v1) × (ω2, v2) = (ω1 × ω2, ω1 × v2 + v1 × ω2)."""
+    c0, c1, c2 = _cross(a[0], a[1], a[2], b[0], b[1], b[2])
+    d0, d1, d2 = _cross(a[0], a[1], a[2], b[3], b[4], b[5])
+    e0, e1, e2 = _cross(a[3], a[4], a[5], b[0], b[1], b[2])
+    return (c0, c1, c2, d0 + e0, d1 + e1, d2 + e2)
+
+
+@kernel_helper
+def _sv_fcross(a, f):
+    """Spatial force cross product (ω, v) ×* (n, f) = (ω × n + v × f, ω × f)."""
+    c0, c1, c2 = _cross(a[0], a[1], a[2], f[0], f[1], f[2])
+    d0, d1, d2 = _cross(a[3], a[4], a[5], f[3], f[4], f[5])
+    e0, e1, e2 = _cross(a[0], a[1], a[2], f[3], f[4], f[5])
+    return (c0 + d0, c1 + d1, c2 + d2, e0, e1, e2)
+
+
+@kernel_helper
+def _sv_row(W, i, c):
+    return (W[i, c], W[i, c + 1], W[i, c + 2], W[i, c + 3], W[i, c + 4], W[i, c + 5])
+
+
+@kernel_helper
+def _sv_inertia(B, i, x):
+    return _inertia_times(B, i, x[0], x[1], x[2], x[3], x[4], x[5])
+
+
+@kernel_helper
+def _sv_add(a, b):
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3], a[4] + b[4], a[5] + b[5])
+
+
+@kernel_helper
+def _sv_sub(a, b):
+    return (a[0] - b[0], a[1] - b[1], a[2] - b[2], a[3] - b[3], a[4] - b[4], a[5] - b[5])
+
+
+@kernel_helper
+def _sv_dot(a, b):
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5]
+
+
+@kernel_helper
+def _rnea_derivatives(p, n, W, B, gx, gy, gz, wrt_q, D, mark, dF):
+    """D[i, j] = ∂τ_i/∂q_j (wrt_q) or ∂τ_i/∂q'_j after _rnea filled W (v, a per body,
+    F summed over subtrees): a change of q_j turns the subtree of j about S_j."""
+    zero = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    for j in range(n):
+        Sj = _sv_row(W, j, W_S)
+        pj = int(p[HEAD + BLOCK * j + PARENT])
+        if pj >= 0:
+            vp, ap = _sv_row(W, pj, W_V), _sv_row(W, pj, W_A)
+        else:
+            vp, ap = zero, (0.0, 0.0, 0.0, -gx, -gy, -gz)
+        vj = _sv_row(W, j, W_V)
+        Sv = _sv_mcross(Sj, vp)
+        for k in range(n):
+            mark[k] = 0
+            for r in range(6):
+                dF[k, r] = 0.0
+        for k in range(j, n):
+            pk = int(p[HEAD + BLOCK * k + PARENT])
+            if k != j and (pk < 0 or mark[pk] == 0):
+                continue
+            mark[k] = 1
+            vk, ak = _sv_row(W, k, W_V), _sv_row(W, k, W_A)
+            Ivk = _sv_inertia(B, k, vk)
+            if wrt_q:
+                dv = _sv_mcross(Sj, _sv_sub(vk, vp))
+                da = _sv_sub(_sv_mcross(Sj, _sv_sub(ak, ap)), _sv_mcross(Sv, _sv_sub(vk, vp)))
+                # dI x = S ×* (I x) − I (S × x)
+                dIa = _sv_sub(_sv_fcross(Sj, _sv_inertia(B, k, ak)), _sv_inertia(B, k, _sv_mcross(Sj, ak)))
+                dIv = _sv_sub(_sv_fcross(Sj, Ivk), _sv_inertia(B, k, _sv_mcross(Sj, vk)))
+                df = _sv_add(_sv_add(dIa, _sv_inertia(B, k, da)), _sv_add(_sv_fcross(dv, Ivk), _sv_fcross(vk, _sv_add(dIv, _sv_inertia(B, k, dv)))))
+            else:
+                dv = Sj
+                da = _sv_add(_sv_mcross(Sj, _sv_sub(vk, vj)), _sv_mcross(vj, Sj))
+                df = _sv_add(_sv_inertia(B, k, da), _sv_add(_sv_fcross(dv, Ivk), _sv_fcross(vk, _sv_inertia(B, k, dv))))
+            for r in range(6):
+                dF[k, r] = df[r]
+        for k in range(n - 1, j, -1):
+            if mark[k] == 1:
+                pk = int(p[HEAD + BLOCK * k + PARENT])
+                for r in range(6):
+                    dF[pk, r] += dF[k, r]
+        for i in range(j, n):
+            if mark[i] == 1:
+                Si = _sv_row(W, i, W_S)
+                s = _sv_dot(Si, _sv_row(dF, i, 0))
+                if wrt_q:
+                    s += _sv_dot(_sv_mcross(Sj, Si), _sv_row(W, i, W_F))
+                D[i, j] = s
+        dFj = _sv_row(dF, j, 0)
+        i = pj
+        while i >= 0:
+            D[i, j] = _sv_dot(_sv_row(W, i, W_S), dFj)
+            i = int(p[HEAD + BLOCK * i + PARENT])
+
+
+@kernel_helper
+def joint_forces(v, u, p, n, Q):
+    """Q_i += sat(u_i) − d_i v_i − f_i tanh(v_i / v_s): effort saturation, viscous
+    damping and smoothed Coulomb friction (also the Python model's joint terms)."""
+    vs = p[4]
+    for i in range(n):
+        b = HEAD + BLOCK * i
+        x = u[i]
+        lim = p[b + EFFORT]
+        if lim > 0.0:
+            x = min(max(x, -lim), lim)
+        Q[i] += x - p[b + DAMPING] * v[i] - p[b + FRICTION] * math.tanh(v[i] / vs)
+
+
+@kernel_helper
+def joint_force_slopes(v, p, n, Qv):
+    """Qv_ii −= d_i + f_i / (v_s cosh²(v_i / v_s)): ∂/∂v of :func:`joint_forces`
+    (1/cosh²x = 4e/(1 + e)², e = exp(−2|x|): no overflow)."""
+    vs = p[4]
+    for i in range(n):
+        b = HEAD + BLOCK * i
+        e = math.exp(-2.0 * abs(v[i] / vs))
+        Qv[i, i] -= p[b + DAMPING] + p[b + FRICTION] / vs * (4.0 * e / ((1.0 + e) * (1.0 + e)))
+
+
+# -- the kernels ------------------------------------------------------------------------------
+def tree_mass(q, t, p, M):
+    n = int(p[0])
+    W, B, C = np.zeros((n, NW)), np.zeros((n, NB)), np.zeros((n, NB))
+    _kinematics(q, p, n, W, B)
+    _crba(p, n, W, B, C, M)
+
+
+def tree_forces(q, v, t, u, p, Q):
+    n = int(p[0])
+    W, B = np.zeros((n, NW)), np.zeros((n, NB))
+    _kinematics(q, p, n, W, B)
+    _rnea(p, n, W, B, v, np.zeros(n), p[1], p[2], p[3], Q)
+    for i in range(n):
+        Q[i] = -Q[i]
+    joint_forces(v, u, p, n, Q)
+
+
+def tree_force_jacobians(q, v, t, u, p, Qq, Qv):
+    """Q_q = −∂rnea(q, v, 0)/∂q, Q_v = −∂rnea/∂v − the joint terms' slopes."""
+    n = int(p[0])
+    W, B = np.zeros((n, NW)), np.zeros((n, NB))
+    tau, mark, dF = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros((n, 6))
+    _kinematics(q, p, n, W, B)
+    _rnea(p, n, W, B, v, np.zeros(n), p[1], p[2], p[3], tau)
+    _rnea_derivatives(p, n, W, B, p[1], p[2], p[3], True, Qq, mark, dF)
+    _rnea_derivatives(p, n, W, B, p[1], p[2], p[3], False, Qv, mark, dF)
+    for i in range(n):
+        for j in range(n):
+            Qq[i, j] = -Qq[i, j]
+            Qv[i, j] = -Qv[i, j]
+    joint_force_slopes(v, p, n, Qv)
+
+
+def tree_mass_jacobian_term(q, a, t, p, J):
+    """(M(q) a)_q = ∂rnea(q, 0, a; g = 0)/∂q."""
+    n = int(p[0])
+    W, B = np.zeros((n, NW)), np.zeros((n, NB))
+    tau, mark, dF = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros((n, 6))
+    _kinematics(q, p, n, W, B)
+    _rnea(p, n, W, B, np.zeros(n), a, 0.0, 0.0, 0.0, tau)
+    _rnea_derivatives(p, n, W, B, 0.0, 0.0, 0.0, True, J, mark, dF)
+
+
+def no_constraints(q, t, p, out):
+    """A tree in joint coordinates has no constraints (m = 0): C, C_q, C_t."""
+
+
+def no_constraint_terms(q, x, t, p, out):
+    """m = 0: no γ(q, v), no (C_qᵀλ)_q."""
+
+
+def tree_kernels():
+    from .kernels import MultibodyKernels  # noqa: PLC0415
+    return MultibodyKernels(tree_mass, tree_forces, no_constraints, no_constraints, no_constraints,
+                            no_constraint_terms, tree_force_jacobians, no_constraint_terms,
+                            tree_mass_jacobian_term)
+
+
+# -- packing ------------------------------------------------------------------------------------
+def tree_parameters(pin_model, gravity, velocity_scale, damping, friction, effort):
+    """The flat ``p`` of a pinocchio model of a fixed-base tree with one-dof revolute
+    and prismatic joints (URDF continuous joints arrive as revolute)."""
+    n = pin_model.njoints - 1
+    p = np.zeros(HEAD + BLOCK * n)
+    p[0] = n
+    p[1:4] = gravity
+    p[4] = velocity_scale
+    q0 = np.zeros(pin_model.nq)
+    for i in range(n):
+        joint = pin_model.joints[i + 1]
+        if joint.nq != 1 or joint.nv != 1:
+            raise InvalidInputError(f"joint {pin_model.names[i + 1]!r} ({joint.shortname()}) is not a "
+                             f"one-dof revolute or prismatic joint")
+        data = joint.createData()
+        joint.calc(data, q0)
+        S = np.array(data.S).reshape(6)  # (linear, angular) in the joint frame
+        lin, ang = S[:3], S[3:]
+        revolute = bool(np.any(ang))
+        axis = ang if revolute else lin
+        if (revolute and np.any(lin)) or abs(np.linalg.norm(axis) - 1.0) > 1e-12:
+            raise InvalidInputError(f"joint {pin_model.names[i + 1]!r} ({joint.shortname()}): "
+                             f"motion subspace {S} is not a unit rotation or translation")
+        if not pin_model.parents[i + 1] <= i:  # the kernels' recursions need parents first
+            raise InvalidInputError(f"joint {pin_model.names[i + 1]!r} comes before its parent")
+        placement, inertia = pin_model.jointPlacements[i + 1], pin_model.inertias[i + 1]
+        b = HEAD + BLOCK * i
+        p[b + PARENT] = pin_model.parents[i + 1] - 1
+        p[b + TYPE] = 0.0 if revolute else 1.0
+        p[b + AXIS:b + AXIS + 3] = axis
+        p[b + ROT:b + ROT + 9] = np.asarray(placement.rotation).reshape(9)
+        p[b + POS:b + POS + 3] = placement.translation
+        p[b + MASS] = inertia.mass
+        p[b + COM:b + COM + 3] = inertia.lever
+        p[b + INERTIA:b + INERTIA + 9] = np.asarray(inertia.inertia).reshape(9)
+        p[b + DAMPING] = damping[i]
+        p[b + FRICTION] = friction[i]
+        p[b + EFFORT] = effort[i]
+    return p
