@@ -86,32 +86,64 @@ class KernelModel(MultibodyModel):
     def _f(x):
         return np.asarray(x, dtype=float)
 
+    @staticmethod
+    def _number(*xs):
+        """The dtype of a result: float, or complex / object when an argument is complex
+        or holds hyper-dual numbers (cosim.derivatives evaluates the kernels' plain
+        Python with those to differentiate them exactly; a kernel that calls ``math``
+        then raises TypeError and the derivatives fall back to differences)."""
+        kind = None
+        for x in xs:
+            d = getattr(x, "dtype", None)
+            k = d.kind if d is not None else ("c" if isinstance(x, complex) else
+                                              "f" if isinstance(x, (float, int)) else "O")
+            if k == "O":
+                return object
+            if k == "c":
+                kind = complex
+        return kind
+
+    def _args(self, *xs):
+        dt = self._number(*xs)
+        if dt is None:
+            return float, [self._f(x) for x in xs[:-1]] + [float(xs[-1])]
+        return dt, [np.asarray(x, dtype=dt) for x in xs[:-1]] + [xs[-1]]
+
     def mass(self, q, t):
         if self._M_const is not None:
             return self._M_const
         n = self.n_q
-        M = np.zeros((n, n))
-        self.kernel_set.mass(self._f(q), float(t), self._p, M)
+        dt, (q, t) = self._args(q, t)
+        M = np.zeros((n, n), dtype=dt)
+        self.kernel_set.mass(q, t, self._p, M)
         return M
 
     def forces(self, q, v, t, u):
-        Q = np.zeros(self.n_q)
-        self.kernel_set.forces(self._f(q), self._f(v), float(t), self._f(u), self._p, Q)
+        dt = self._number(q, v, t)
+        if dt is None:
+            Q = np.zeros(self.n_q)
+            self.kernel_set.forces(self._f(q), self._f(v), float(t), self._f(u), self._p, Q)
+            return Q
+        Q = np.zeros(self.n_q, dtype=dt)
+        self.kernel_set.forces(np.asarray(q, dtype=dt), np.asarray(v, dtype=dt), t, self._f(u), self._p, Q)
         return Q
 
     def constraints(self, q, t):
-        C = np.zeros(self.n_c)
-        self.kernel_set.constraints(self._f(q), float(t), self._p, C)
+        dt, (q, t) = self._args(q, t)
+        C = np.zeros(self.n_c, dtype=dt)
+        self.kernel_set.constraints(q, t, self._p, C)
         return C
 
     def constraint_jacobian(self, q, t):
-        Cq = np.zeros((self.n_c, self.n_q))
-        self.kernel_set.constraint_jacobian(self._f(q), float(t), self._p, Cq)
+        dt, (q, t) = self._args(q, t)
+        Cq = np.zeros((self.n_c, self.n_q), dtype=dt)
+        self.kernel_set.constraint_jacobian(q, t, self._p, Cq)
         return Cq
 
     def constraint_dt(self, q, t):
-        Ct = np.zeros(self.n_c)
-        self.kernel_set.constraint_dt(self._f(q), float(t), self._p, Ct)
+        dt, (q, t) = self._args(q, t)
+        Ct = np.zeros(self.n_c, dtype=dt)
+        self.kernel_set.constraint_dt(q, t, self._p, Ct)
         return Ct
 
     def gamma(self, q, v, t):
