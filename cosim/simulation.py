@@ -150,7 +150,7 @@ class Simulation:
         # default for user models: a wrong hand-derived C_q or γ otherwise ends in a Newton
         # failure or, worse, a plausible wrong result; costs milliseconds); "off": skip it
         # (the default for the library's models, which the test suite checks).
-        self.user_model = not type(self.model).__module__.startswith("cosim.")
+        self.user_model = is_user_model(self.model)
         self.check = ("quick" if self.user_model else "off") if check is None else check
         if self.check not in ("quick", "off"):
             raise InvalidInputError(f"check must be 'quick' or 'off', got {check!r}")
@@ -887,6 +887,14 @@ class Simulation:
 
 
 __all__ = ["Simulation", "Block"]
+
+
+_PACKAGE = __name__.rpartition(".")[0] + "."  # "cosim." (or the FMU bundle's private copy)
+
+
+def is_user_model(model):
+    """True unless ``model``'s class comes from this package (the library's models)."""
+    return not type(model).__module__.startswith(_PACKAGE)
 
 
 def _quick_check(model):

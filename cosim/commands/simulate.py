@@ -30,8 +30,6 @@ def stop_time(model, t_end=None):
     return default_stop_time(model)
 
 
-def is_user_model(model):
-    return not type(model).__module__.startswith("cosim.")
 
 
 class _Progress:
