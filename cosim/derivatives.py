@@ -209,7 +209,15 @@ def select(model, term, candidates, fallback, reference=None, rtol=PROBE_RTOL, a
     if chosen is not None:
         for path, fn in candidates:
             if path == chosen:
-                return np.asarray(fn(), dtype=float)
+                try:
+                    with warnings.catch_warnings():  # a float cast of a complex: not exact
+                        warnings.simplefilter("error", np.exceptions.ComplexWarning)
+                        return np.asarray(_exact(fn()), dtype=float)
+                except (TypeError, np.exceptions.ComplexWarning) as exc:
+                    # a branch taken only at this state casts to float
+                    _store(model, term, DIFFERENCES, f"{path} failed at a later state "
+                           f"({type(exc).__name__}: {str(exc)[:60]})")
+                    return np.asarray(fallback(), dtype=float)
         return fallback()
     notes, ref = [], None
     for path, fn in candidates:

@@ -228,3 +228,26 @@ def test_an_early_newton_failure_of_a_user_model_points_to_the_checker():
         warnings.simplefilter("ignore")
         with pytest.raises(ConvergenceError, match=r"run `cosim check test_auto_derivatives:BadRow`"):
             sim.do_step(0.0, 1.0)
+
+
+class LateCast(Road):
+    """Complex-safe at the first state; a branch taken only for x > 1 writes C into a
+    float array (TypeError with a complex q, ComplexWarning with float(np.complex128))."""
+
+    def constraints(self, q, t):
+        if np.real(q[0]) > 1.0:
+            out = np.zeros(1)
+            out[0] = q[1] - 0.5 * q[0] ** 2 - self.params["a"] * np.sin(self.params["omega"] * t + 1.0)
+            return out
+        return super().constraints(q, t)
+
+
+def test_an_exact_path_that_fails_at_a_later_state_falls_back_to_differences():
+    m = LateCast()
+    q, v = m.initial_state()
+    assert m.constraint_jacobian(q, 0.0) == pytest.approx(np.array([[-q[0], 1.0]]), abs=1e-15)
+    assert derivatives.paths(m)["C_q"] == "complex-step"
+    q2 = np.array([1.5, 0.0])
+    assert m.constraint_jacobian(q2, 0.0) == pytest.approx(np.array([[-1.5, 1.0]]), abs=1e-12)
+    assert derivatives.paths(m)["C_q"] == "differences"
+    assert "complex-step failed at a later state (" in dict((t, n) for t, _, n in derivatives.derivative_report(m))["C_q"]
