@@ -107,6 +107,14 @@ class ICReport:
                 "q": [float(x) for x in self.q], "v": [float(x) for x in self.v],
                 "warnings": list(self.warnings)}
 
+    def one_line(self):
+        """The report in one line (the FMU's log and the ROS node's start-up line)."""
+        if not self.repaired:
+            return ("initial state consistent: the initial-condition analysis (seed 000 "
+                    "Algorithm 1) changed nothing")
+        return ("initial state repaired by the initial-condition analysis (seed 000 eqs. 6-9): "
+                + "; ".join(self.summary()))
+
     def summary(self):
         lines = []
         if self.redundant_constraints:

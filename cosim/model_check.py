@@ -158,9 +158,11 @@ def _states(model, n_states, seed):
     return out
 
 
-def check_model(model, params=None, *, n_states=3, seed=0, rtol=1e-6, atol=1e-10):
+def check_model(model, params=None, *, n_states=3, seed=0, rtol=1e-6, atol=1e-10, trajectory=True):
     """Check ``model`` (instance, library name or ``module:Class`` / ``file.py:Class``)
-    and return a :class:`CheckReport` (``report.ok``, ``report.table()``)."""
+    and return a :class:`CheckReport` (``report.ok``, ``report.table()``).
+    ``trajectory``: also check γ and (for ``conservative`` models) the energy along a
+    short trajectory from the initial state (:func:`_check_trajectory`)."""
     model = load_model(model, **dict(params or {}))
     report = CheckReport(model=model.name, rtol=rtol)
     if not isinstance(model, MultibodyModel):
@@ -267,16 +269,129 @@ def check_model(model, params=None, *, n_states=3, seed=0, rtol=1e-6, atol=1e-10
     t_pd.finish()
     for term in (t_cq, t_ct, t_g, t_qq, t_qv, t_cl, t_ma):
         term.finish()
-    if m:
-        for name, label in (("constraint_jacobian", "C_q"), ("constraint_dt", "C_t"), ("gamma", "gamma")):
-            if not provides(model, name):
-                report.rows.append(CheckRow(label, AUTO, note="not given: computed by differences "
-                                            "(cosim.derivatives)"))
-    if _call(model.force_jacobians, *states[0][1:]) == (None, None):
-        report.rows.append(CheckRow("Q_q, Q_v", AUTO, note="not given: forward differences in the "
-                                    "Newton matrix"))
+    if t_shape.fail_note:  # the model cannot be evaluated: nothing more to learn
+        _check_initial_state(model, report, states[0])
+        return report
+    _, q0, v0, t0, u0 = states[0]
+    try:
+        paths = derivatives.derivative_report(model, q0, v0, t0, u0)
+    except Exception as exc:  # noqa: BLE001 - a user model's bug, reported as a row
+        paths = []
+        report.rows.append(CheckRow("automatic derivatives", FAIL, note=f"{type(exc).__name__}: {exc}"))
+    for term, path, note in paths:
+        if path not in ("analytic", "none", "constant"):
+            report.rows.append(CheckRow(term, AUTO, note=f"not given: {path}" + (f" ({note})" if note else "")))
     _check_initial_state(model, report, states[0])
+    if trajectory:
+        _check_trajectory(model, report, states[0], rtol, atol)
     return report
+
+
+def _rk4_trajectory(model, q, v, t, u, h, n):
+    """n RK4 steps of q' = v, v' = a(q, v, t) with a from eq. 10 (no projection):
+    lists of t, q, v, a, λ at the n + 1 points."""
+    from .integrators.common import consistent_accelerations
+
+    def f(tt, qq, vv):
+        return consistent_accelerations(model, tt, qq, vv, u)[0]
+
+    out = []
+    for k in range(n + 1):
+        a, lam = consistent_accelerations(model, t, q, v, u)
+        out.append((t, q.copy(), v.copy(), a, lam))
+        if k == n:
+            break
+        k1q, k1v = v, a
+        k2q, k2v = v + 0.5 * h * k1v, f(t + 0.5 * h, q + 0.5 * h * k1q, v + 0.5 * h * k1v)
+        k3q, k3v = v + 0.5 * h * k2v, f(t + 0.5 * h, q + 0.5 * h * k2q, v + 0.5 * h * k2v)
+        k4q, k4v = v + h * k3v, f(t + h, q + h * k3q, v + h * k3v)
+        q = q + h / 6.0 * (k1q + 2 * k2q + 2 * k3q + k4q)
+        v = v + h / 6.0 * (k1v + 2 * k2v + 2 * k3v + k4v)
+        t = t + h
+    return out
+
+
+def _d_dt(values, k, h):
+    """Five-point central difference of samples ``values`` at index k (error O(h⁴))."""
+    return (values[k - 2] - 8.0 * values[k - 1] + 8.0 * values[k + 1] - values[k + 2]) / (12.0 * h)
+
+
+def _check_trajectory(model, report, state, rtol, atol, n=8):
+    """Along 8 RK4 steps of h = τ/1024 from the initial state (τ: the time to move one
+    coordinate scale at the initial velocities or accelerations): γ against C_q a − d/dt(C_q v + C_t) (eq. 5 holds for any smooth
+    motion, whatever γ the accelerations were computed with), and, for a model that
+    declares ``conservative = True``, dE/dt = 0 against the power scale Σ|v_i Q_i|."""
+    _, q, v, t, u = state
+    u = model.default_inputs()
+    if model.n_c:  # start on the velocity constraints (else constraint forces do work)
+        try:
+            Cq = np.asarray(model.constraint_jacobian(q, t), dtype=float)
+            res = Cq @ v + np.asarray(model.constraint_dt(q, t), dtype=float)
+            v = v - Cq.T @ np.linalg.lstsq(Cq @ Cq.T, res, rcond=None)[0]
+        except Exception:  # noqa: BLE001 - reported by the trajectory below
+            pass
+    tau = derivatives._line_time(model, q, v)
+    try:  # ... and the time to move one coordinate scale from rest under the accelerations
+        from .integrators.common import consistent_accelerations
+        a0 = np.abs(consistent_accelerations(model, t, np.asarray(q, float), np.asarray(v, float), u)[0])
+        ref = np.maximum(np.abs(q), derivatives._scales(model, np.size(q))[0])
+        if np.any(a0 > 0):
+            tau = min(tau, float(np.min(np.sqrt(ref[a0 > 0] / a0[a0 > 0]))))
+    except Exception:  # noqa: BLE001 - reported by the trajectory below
+        pass
+    h = tau / 1024.0
+    try:
+        traj = _rk4_trajectory(model, np.asarray(q, float), np.asarray(v, float), float(t), u, h, n)
+    except Exception as exc:  # noqa: BLE001 - a singular [[M, C_q^T], [C_q, 0]] or a model bug
+        report.rows.append(CheckRow("short trajectory (RK4)", FAIL, note=f"{type(exc).__name__}: {exc}"))
+        return
+    inner = range(2, n - 1)
+    if model.n_c:
+        term = _Term(report, "gamma vs C_q a - d/dt(C_q v + C_t) (trajectory)", rtol, atol,
+                     labels=("gamma", "trajectory"))
+        r = [np.asarray(model.constraint_jacobian(qq, tt)) @ vv + np.asarray(model.constraint_dt(qq, tt))
+             for tt, qq, vv, _a, _l in traj]
+        for k in inner:
+            tt, qq, vv, a, _ = traj[k]
+            Cq = np.asarray(model.constraint_jacobian(qq, tt))
+            g_traj = Cq @ a - _d_dt(r, k, h)
+            g = np.asarray(model.gamma(qq, vv, tt), dtype=float)
+            # the size of the terms γ is made of: |C_q a| (a from the model's γ) and γ itself
+            size = np.maximum(np.abs(Cq) @ np.abs(a), np.abs(g))
+            err = np.abs(g - g_traj)
+            term.seen = term.compared = True
+            j = int(np.argmax(err / (size + 1e-300)))
+            if err[j] > term.error:
+                term.error, term.relative = float(err[j]), float(err[j] / max(size[j], 1e-300))
+                term.where = f"worst {model.constraint_names[j]} at t = {tt:.3g} s"
+            if err[j] > rtol * size[j] + atol and not term.fail_note:
+                term.fail_note = (f"gamma {g[j]:.6g} vs trajectory {g_traj[j]:.6g} "
+                                  f"({model.constraint_names[j]}, t = {tt:.3g} s)")
+        term.finish()
+    if getattr(model, "conservative", False):
+        E = [model.energy(tt, np.concatenate([qq, vv]), u) for tt, qq, vv, _a, _l in traj]
+        if any(e is None for e in E):
+            report.rows.append(CheckRow("energy conserved (trajectory)", FAIL,
+                                        note="conservative = True but energy() returns None: define "
+                                        "potential_energy(q, t) (J)"))
+            return
+        worst, rel_worst, note = 0.0, 0.0, ""
+        ok = True
+        for k in inner:
+            tt, qq, vv, a, lam = traj[k]
+            Q = np.asarray(model.forces(qq, vv, tt, u), dtype=float)
+            power = float(np.sum(np.abs(vv * Q)) + np.sum(np.abs(vv * (np.asarray(model.mass(qq, tt)) @ a))))
+            dE = abs(float(_d_dt(np.asarray(E, dtype=float), k, h)))
+            rel = dE / max(power, 1e-300)
+            if dE > worst:
+                worst, rel_worst = dE, rel
+            if dE > rtol * power + atol and ok:
+                ok = False
+                note = (f"dE/dt = {dE:.3e} W at t = {tt:.3g} s against a power scale "
+                        f"{power:.3e} W: forces() or potential_energy() does not match a "
+                        f"conservative model (or declare conservative = False)")
+        report.rows.append(CheckRow("energy conserved (trajectory)", OK if ok else FAIL, worst, rel_worst,
+                                    note or f"dE/dt along {n} RK4 steps of {h:.2e} s"))
 
 
 def _check_initial_state(model, report, state):

@@ -62,7 +62,8 @@ import numpy as np
 
 from . import derivatives, serialization
 from .blocks import Block, StopSimulation, make_block
-from .errors import (ChatteringError, ConvergenceError, CosimError, InvalidInputError, StateError,
+from .errors import (ChatteringError, ConvergenceError, CosimError, InvalidInputError, ModelDefinitionError,
+                     StateError,
                      UnknownParameterError)
 from .events import ChatterMonitor, crossed, crossings, event_values, locate
 from .integrators import Integrator, make_integrator, resolve_backend
@@ -143,8 +144,18 @@ class Simulation:
     def __init__(self, model="pendulum", method="generalized-alpha", params=None, rtol=1e-6,
                  atol=1e-8, h=None, method_options=None, blocks=(), connections=(), start_time=0.0,
                  event_tolerance=1e-10, max_chattering_events=50, chattering_window=None,
-                 on_chattering="error", backend="auto", max_ic_repair=None):
+                 on_chattering="error", backend="auto", max_ic_repair=None, check=None):
         self.model = load_model(model, **dict(params or {}))
+        # check="quick": the model checker at the initial state before anything runs (the
+        # default for user models: a wrong hand-derived C_q or γ otherwise ends in a Newton
+        # failure or, worse, a plausible wrong result; costs milliseconds); "off": skip it
+        # (the default for the library's models, which the test suite checks).
+        self.user_model = is_user_model(self.model)
+        self.check = ("quick" if self.user_model else "off") if check is None else check
+        if self.check not in ("quick", "off"):
+            raise InvalidInputError(f"check must be 'quick' or 'off', got {check!r}")
+        if self.check == "quick":
+            _quick_check(self.model)
         # a start the IC analysis would move by more than this is an error (issue 19)
         self.max_ic_repair = None if max_ic_repair is None else \
             finite_float("max_ic_repair", max_ic_repair, nonnegative=True)
@@ -194,8 +205,27 @@ class Simulation:
         self._config = self._describe_config()
         self._start(new_integrator=False)
 
+    @property
+    def derivative_report(self):
+        """How each derivative of the multibody protocol is computed, a list of
+        ``{"term", "path", "note"}``: path "analytic" (the model gives it), "complex-step",
+        "hyper-dual" or "differences" (:mod:`cosim.derivatives`, chosen per term at the
+        first call), "constant"/"none" where it vanishes; None for first-order models."""
+        if self.model.kind != "multibody":
+            return None
+        return [{"term": t, "path": p, "note": n} for t, p, n in derivatives.derivative_report(self.model)]
+
+    def _with_check_hint(self, exc):
+        """A Newton failure in the first steps of a user model: point to the checker."""
+        if not self.user_model or "cosim check" in str(exc) or self.integrator.stats.get("steps", 0) > 20:
+            return exc
+        cls = type(self.model)
+        return type(exc)(f"{exc} — a failure in the first steps of a user model often means a wrong "
+                         f"derivative: run `cosim check {cls.__module__}:{cls.__qualname__}`",
+                         t=exc.t, h=exc.h, cause=exc.cause)
+
     @classmethod
-    def from_spec(cls, spec, allow_files=False):
+    def from_spec(cls, spec, allow_files=False, check=None):
         """The simulation a :class:`cosim.spec.SimulationSpec` describes (the CLI, scenario
         files and sweeps build theirs here).  ``allow_files``: load a ``file.py:Class``
         plant (only the command line, whose arguments the user typed, allows it).  Sine
@@ -218,7 +248,7 @@ class Simulation:
         sim = cls(model=model, method=method, params=params, h=spec.h,
                   method_options=thaw(spec.method_options), blocks=thaw(spec.blocks),
                   connections=thaw(spec.connections), start_time=spec.start_time,
-                  backend=spec.backend, **kwargs)
+                  backend=spec.backend, check=check, **kwargs)
         unknown = sorted(set(spec.inputs) - set(exact) - set(sim.input_names))
         if unknown:
             raise SpecError(f"inputs {unknown} are not external inputs of the simulation "
@@ -564,6 +594,11 @@ class Simulation:
         if self._fast and observer is None:
             try:
                 self.integrator._advance_checked(t_end)  # t_end and the budget checked above; restores itself on failure
+            except ConvergenceError as exc:
+                hinted = self._with_check_hint(exc)
+                if hinted is exc:
+                    raise
+                raise hinted from exc
             except CosimError:
                 raise
             except Exception as exc:
@@ -580,6 +615,10 @@ class Simulation:
         except BaseException as exc:
             self._observer = None
             self._apply_state(snapshot)
+            if isinstance(exc, ConvergenceError):
+                hinted = self._with_check_hint(exc)
+                if hinted is not exc:
+                    raise hinted from exc
             if isinstance(exc, CosimError) or not isinstance(exc, Exception):
                 raise
             raise ConvergenceError(f"do_step({t!r}, {h!r}) failed: {exc!r}", t=t, h=h,
@@ -856,3 +895,30 @@ class Simulation:
 
 
 __all__ = ["Simulation", "Block"]
+
+
+_PACKAGE = __name__.rpartition(".")[0] + "."  # "cosim." (or the FMU bundle's private copy)
+
+
+def is_user_model(model):
+    """True unless ``model``'s class comes from this package (the library's models)."""
+    return not type(model).__module__.startswith(_PACKAGE)
+
+
+def _quick_check(model):
+    """Simulation(check="quick"): the checker's comparisons at the initial state only
+    (no random states, no trajectory); a failing term is a ModelDefinitionError."""
+    from .ic import check_terms
+    from .model_check import check_model
+    if model.kind == "multibody":  # shapes first: its errors name the method and the time
+        q, v = model.initial_state()
+        check_terms(model, 0.0, np.asarray(q, dtype=float), np.asarray(v, dtype=float),
+                    model.default_inputs())
+    report = check_model(model, n_states=0, trajectory=False)
+    if not report.ok:
+        cls = type(model)
+        bad = "; ".join(f"{r.term}: {r.note}" for r in report.failures())
+        raise ModelDefinitionError(
+            f"model {model.name!r} fails the set-up check at its initial state ({bad}); "
+            f"`cosim check {cls.__module__}:{cls.__qualname__}` prints the table "
+            f"(Simulation(check='off') skips this check)")

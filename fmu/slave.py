@@ -126,12 +126,20 @@ def _serialize_snapshot(sim, sim_state):
         sim.set_state(current)
 
 
+IC_CATEGORY = "cosimInitialConditions"
+
+
 class CosimSlave(Fmi2Slave):
     """FMI 2.0 CS slave running one :class:`cosim.Simulation` (see module docstring).
 
     The generated module defines ``class <Identifier>(CosimSlave)``; all
     behaviour comes from the JSON configuration in the resources folder.
     """
+
+    # FMI 2.0.4 §2.2.4 LogCategories: the IC report (issue 19) has its own category
+    log_categories = dict(Fmi2Slave.log_categories, **{
+        IC_CATEGORY: "what the initial-condition analysis (seed 000 Algorithm 1) changed at the "
+                     "start: fmi2Warning when it repaired the initial state, fmi2OK otherwise"})
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -348,6 +356,10 @@ class CosimSlave(Fmi2Slave):
             self._sim = self._build_simulation()
             self._inputs_pending = True
             self._outputs = None
+            report = self._sim.ic_report
+            if report is not None:  # logged once per simulation (fmi2OK only with debug logging)
+                self.log(report.one_line(), Fmi2Status.warning if report.repaired else Fmi2Status.ok,
+                         IC_CATEGORY)
         return self._sim
 
     def _output(self, i):

@@ -108,6 +108,7 @@ class SimulationNode(Node):
         self.add_pre_set_parameters_callback(params.integer_to_double_callback(self))
         self.config = cfg = params.declare(self, model_parameters)
         self.sim = cosim.Simulation.from_spec(params.simulation_spec(cfg))
+        self.ic_message = self._log_ic_report()
         self.option_warnings = self._check_options(cfg)
         self.joints = JointMap(self.sim, cfg)
         self.states = StateDirectory(cfg["state_directory"], cfg["state_max_bytes"])
@@ -115,6 +116,15 @@ class SimulationNode(Node):
         self._create_interfaces(cfg)
         self.add_on_set_parameters_callback(self._validate_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
+
+    def _log_ic_report(self):
+        """The IC report at start-up (issue 19): WARN when the initial state was repaired."""
+        report = self.sim.ic_report
+        if report is None:
+            return None
+        message = report.one_line()
+        (self.get_logger().warning if report.repaired else self.get_logger().info)(message)
+        return message
 
     def _check_options(self, cfg):
         """No silent changes (cosim.options): a fixed integrator step that the

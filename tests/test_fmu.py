@@ -1480,3 +1480,25 @@ def test_crafted_fmu_states_are_errors_not_crashes(pendulum_fmu):
                  "time mismatch", "fraction bomb"):
         assert out[name] == FMI2_ERROR, (name, out)
     assert out["same_as_reference"] is True
+
+
+def test_ic_report_is_logged_in_its_own_category(fmu_dir, pendulum_fmu):
+    """Issue 19: the IC report through the fmi2 logger, category cosimInitialConditions
+    (declared in modelDescription.xml, FMI 2.0.4 §2.2.4): fmi2Warning with the size of a
+    repair; fmi2OK (debug logging on) for a consistent start."""
+    path = fmu_dir / "CrankRepaired.fmu"
+    assert cosim_main(["fmu", "build", "crank_slider", "-o", str(path), "--param",
+                       "seed_initial_velocity=1", "--name", "CrankRepaired"]) == 0
+    md = read_model_description(str(path))
+    assert "cosimInitialConditions" in [getattr(c, "name", c) for c in md.logCategories]
+    slave = Slave(path, "ic-repaired", logging=True)
+    ic = [(s, m) for s, c, m in slave.messages if c == "cosimInitialConditions"]
+    assert ic == [(1, "initial state repaired by the initial-condition analysis (seed 000 eqs. 6-9): "
+                      "velocities repaired by 7.500e+01 (max abs change)")]  # 1 = fmi2Warning
+    slave.fmu.terminate()
+    slave.fmu.freeInstance()
+    slave = Slave(pendulum_fmu, "ic-consistent", logging=True)
+    ic = [(s, m) for s, c, m in slave.messages if c == "cosimInitialConditions"]
+    assert len(ic) == 1 and ic[0][0] == 0 and ic[0][1].startswith("initial state consistent")
+    slave.fmu.terminate()
+    slave.fmu.freeInstance()

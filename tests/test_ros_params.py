@@ -156,3 +156,23 @@ def test_integrator_step_cut_by_the_communication_step_is_said(context):
         assert node.option_warnings == []
     finally:
         node.destroy_node()
+
+
+def test_ic_report_is_a_start_up_line(context, tmp_path):
+    """Issue 19: the node says what the IC analysis did, INFO for a consistent start and
+    WARN with the size of a repair (a real node process: its log output)."""
+    node = SimulationNode(context=context, cli_args=["--ros-args", "--params-file", PLANT_YAML])
+    try:
+        assert node.ic_message.startswith("initial state consistent")
+    finally:
+        node.destroy_node()
+    proc = NodeProcess("ros_nodes.sim_node", ros_environment(unique_domain_id("ic-report")),
+                       overrides={"model": "crank_slider", "params.seed_initial_velocity": 1.0},
+                       log_dir=tmp_path)
+    try:
+        wait_for(lambda: "ready (model crank_slider" in proc.log(), 60.0, what="node start")
+        line = [ln for ln in proc.log().splitlines() if "initial-condition analysis (seed 000 eqs" in ln]
+        assert len(line) == 1 and line[0].startswith("[WARN]") and "[cosim_sim]" in line[0]
+        assert line[0].endswith("velocities repaired by 7.500e+01 (max abs change)")
+    finally:
+        proc.stop()

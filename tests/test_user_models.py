@@ -239,8 +239,13 @@ def test_check_cli_exit_codes_and_json(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["ok"] is False
     bad = [r for r in out["rows"] if r["verdict"] == "FAIL"]
-    assert [r["term"] for r in bad] == ["gamma vs -d2C/ds2 (eq. 5)"]
-    assert bad[0]["error"] > 0
+    # the point check, the check along a trajectory, and (the pendulum declares itself
+    # conservative) the energy: the wrong γ lets the velocity constraint drift, so the
+    # constraint force does work
+    assert [r["term"] for r in bad] == ["gamma vs -d2C/ds2 (eq. 5)",
+                                        "gamma vs C_q a - d/dt(C_q v + C_t) (trajectory)",
+                                        "energy conserved (trajectory)"]
+    assert all(r["error"] > 0 for r in bad)
 
 
 # -- 3. no silent repairs -------------------------------------------------------------------
@@ -368,7 +373,12 @@ class BadSign(Pendulum):
 def test_early_newton_failure_of_a_user_model_points_to_the_checker(tmp_path, capsys):
     path = tmp_path / "badpend.py"
     path.write_text(BAD_SIGN)
+    # the default set-up check (user model: check="quick") stops it before the run
     assert main(["simulate", f"{path}:BadSign", "--t-end", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "fails the set-up check" in err and "C_q vs dC/dq" in err and "cosim check" in err
+    # without it the Newton iteration fails in the first steps, and the message points to the checker
+    assert main(["simulate", f"{path}:BadSign", "--t-end", "1", "--check", "off"]) == 2
     err = capsys.readouterr().err
     assert "Newton iteration failed" in err and f"run `cosim check {path}:BadSign`" in err
     assert main(["check", f"{path}:BadSign"]) == 1

@@ -42,6 +42,7 @@ class {cls}(MultibodyModel):
     positive_parameters = ("m", "l")         # refused when <= 0
     constant_mass = True                     # M does not depend on q: cheaper Newton matrices
     default_t_end = 5.0                      # `cosim simulate` runs this long without --t-end
+    conservative = True                      # no damping/driving at zero inputs: `cosim check` checks dE/dt = 0
 
     def initial_state(self):
         """(q0, v0): here at rest at angle phi0.  An inconsistent start is repaired by the
@@ -63,8 +64,10 @@ class {cls}(MultibodyModel):
         """C(q, t), m: position-level constraints."""
         return np.array([q[0] ** 2 + q[1] ** 2 - self.params["l"] ** 2])
 
-    # Optional (cosim computes them when absent; give them for speed and exactness,
-    # then `cosim check` compares them against its own):
+    # Optional: cosim computes them when absent, exactly (complex step / hyper-dual
+    # numbers through this numpy code) or by differences where the code does not allow
+    # it (float() casts, np.zeros filled in place); `cosim simulate --verbose` says which.
+    # Give them for speed; `cosim check` then compares them against its own:
     # def constraint_jacobian(self, q, t):      # C_q, m x n
     #     return np.array([[2.0 * q[0], 2.0 * q[1]]])
     # def constraint_dt(self, q, t):            # C_t, m

@@ -30,8 +30,6 @@ def stop_time(model, t_end=None):
     return default_stop_time(model)
 
 
-def is_user_model(model):
-    return not type(model).__module__.startswith("cosim.")
 
 
 class _Progress:
@@ -79,7 +77,7 @@ def is_urdf_class(plant):
 
 def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rtol=None,
                    atol=None, h=None, params=None, method_options=None, progress=False,
-                   backend="auto", frames=(), position_limits=False, max_ic_repair=None):
+                   backend="auto", frames=(), position_limits=False, max_ic_repair=None, check=None):
     """Run ``model`` to ``t_end`` (:func:`cosim.run.execute`); returns a dict with the
     :class:`~cosim.run.RunResult` (``result``), its time series (``time``, ``y``,
     ``outputs``, ``residuals``, ``order``) and the live simulation (``sim``).
@@ -108,11 +106,11 @@ def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rt
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CosimWarning)
         if isinstance(model, str):  # the command line: a file.py:Class plant may be loaded
-            sim = Simulation.from_spec(spec, allow_files=True)
+            sim = Simulation.from_spec(spec, allow_files=True, check=check)
         else:  # a class or an instance given in Python: no spec name reaches it
             sim = Simulation(model=model, method=method, params=params or {}, rtol=rtol, atol=atol, h=h,
                              method_options=dict(spec.method_options), backend=backend,
-                             max_ic_repair=max_ic_repair)
+                             max_ic_repair=max_ic_repair, check=check)
     for w in caught:  # the IC repair warning is printed by the caller (ic_report)
         if not issubclass(w.category, CosimWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
@@ -120,9 +118,11 @@ def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rt
     try:
         sim, result = execute(spec, sim=sim, progress=bar.update, end_at_stop_event=True)
     except ConvergenceError as exc:
-        if sim.stats["communication_steps"] == 0 and is_user_model(sim.model):
-            raise type(exc)(f"{exc} — a failure in the first steps of a user model often "
-                            f"means a wrong derivative: run `cosim check {model if isinstance(model, str) else 'MODEL'}`",
+        # Simulation adds the checker hint with module:Class; name the model as typed here
+        if isinstance(model, str) and "`cosim check " in str(exc):
+            cls = type(sim.model)
+            raise type(exc)(str(exc).replace(f"`cosim check {cls.__module__}:{cls.__qualname__}`",
+                                             f"`cosim check {model}`"),
                             t=exc.t, h=exc.h, cause=exc.cause) from None
         raise
     finally:
@@ -166,6 +166,9 @@ def summary_dict(result):
     }
     if r.energy is not None:
         out["energy_drift"] = float(r.energy[1] - r.energy[0])
+    sim = result.get("sim") if isinstance(result, dict) else None
+    if sim is not None and sim.derivative_report is not None:
+        out["derivatives"] = {row["term"]: row["path"] for row in sim.derivative_report}
     return out
 
 
@@ -229,7 +232,7 @@ def _cmd(args):
         h=args.h, params=parse_assignments(args.param), method_options=method_options,
         progress=(not args.json) and sys.stderr.isatty(), backend=args.backend,
         frames=tuple(args.frame or ()), position_limits=args.position_limits,
-        max_ic_repair=args.max_ic_repair)
+        max_ic_repair=args.max_ic_repair, check=args.check)
     summary = summary_dict(result)
     if args.out:
         write_csv(args.out, result)
@@ -249,6 +252,10 @@ def _cmd(args):
         print("  initial state repaired by the IC analysis (seed 000 eqs. 6-9):")
         for line in ic.summary():
             print(f"    {line}")
+    if args.verbose and result["sim"].derivative_report is not None:
+        print("  derivatives (cosim.derivatives):")
+        for row in result["sim"].derivative_report:
+            print(f"    {row['term']:<14s} {row['path']}" + (f"  ({row['note']})" if row["note"] else ""))
     for name, value in zip(summary["coordinates"], summary["q"]):
         print(f"  {name:>12s} = {value: .10e}")
     for name, value in summary["outputs"].items():
@@ -298,6 +305,11 @@ def register(sub):
                         "a position or velocity) is an error instead of a warned repair")
     p.add_argument("--position-limits", action="store_true",
                    help="robot from URDF: joint position limits as stop events (restitution parameter)")
+    p.add_argument("--check", choices=("quick", "off"), default=None,
+                   help="model check at set-up (default: quick for user models, off for the library's)")
+    p.add_argument("--verbose", action="store_true",
+                   help="also print how each derivative is computed (analytic / complex-step / "
+                   "hyper-dual / differences)")
     p.add_argument("--backend", choices=("auto", "numba", "python"), default="auto",
                    help="auto (default): compiled numba kernels where the method and model have them, "
                         "else the Python reference; numba: ask for them (a warning says when they "

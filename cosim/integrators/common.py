@@ -5,8 +5,8 @@ import numpy as np
 from scipy.linalg.lapack import dgetrf as _getrf
 from scipy.linalg.lapack import dgetrs as _getrs
 
+from .. import derivatives
 from ..errors import SingularMatrixError
-from ..models.base import provides
 
 EPS = np.finfo(float).eps
 
@@ -49,40 +49,37 @@ def fd_jacobian(fun, x, f0=None, scale=None):
 
 
 def force_jacobians(model, q, v, t, u):
-    """(Q_q, Q_v) analytic if the model gives them, else forward differences."""
+    """(Q_q, Q_v) analytic if the model gives them, else automatic
+    (:func:`cosim.derivatives.force_jacobians`: complex step, hyper-dual or differences)."""
     jac = model.force_jacobians(q, v, t, u)
     if jac is not None:
         return jac
-    Q0 = model.forces(q, v, t, u)
-    Qq = fd_jacobian(lambda qq: model.forces(qq, v, t, u), q, Q0)
-    Qv = fd_jacobian(lambda vv: model.forces(q, vv, t, u), v, Q0)
-    return Qq, Qv
+    return derivatives.force_jacobians(getattr(model, "full_model", model), q, v, t, u)
 
 
 def constraint_force_jacobian(model, q, lam, t):
-    """(C_q^T λ)_q analytic if given, else forward differences."""
+    """(C_q^T λ)_q analytic if given, else automatic (complex step / hyper-dual / differences)."""
     if lam.size == 0:
         return np.zeros((q.size, q.size))
     jac = model.constraint_force_jacobian(q, lam, t)
     if jac is not None:
         return jac
-    full = getattr(model, "full_model", model)  # cosim.ic.ReducedConstraints view
-    if getattr(full, "n_c", 0) and not provides(full, "constraint_jacobian"):
-        # C_q itself by differences: (C_qᵀλ)_q = ∂²(λᵀC)/∂q² directly (not nested)
-        from .. import derivatives
-        s = derivatives._scales(full, q.size)[0]
-        return derivatives.hessian(lambda qq: lam @ model.constraints(qq, t), q, s)
-    return fd_jacobian(lambda qq: model.constraint_jacobian(qq, t).T @ lam, q)
+    full = getattr(model, "full_model", None)  # cosim.ic.ReducedConstraints view
+    if full is not None:
+        lam_full = np.zeros(full.n_c)
+        lam_full[model._keep] = lam
+        return derivatives.constraint_force_jacobian(full, q, lam_full, t)
+    return derivatives.constraint_force_jacobian(model, q, lam, t)
 
 
 def mass_term_jacobian(model, q, a, t):
-    """(M(q) a)_q: zero for constant mass, analytic if given, else differences."""
+    """(M(q) a)_q: zero for constant mass, analytic if given, else automatic."""
     if model.constant_mass:
         return None
     jac = model.mass_jacobian_term(q, a, t)
     if jac is not None:
         return jac
-    return fd_jacobian(lambda qq: model.mass(qq, t) @ a, q)
+    return derivatives.mass_jacobian_term(getattr(model, "full_model", model), q, a, t)
 
 
 def lu_factor(matrix, what="iteration matrix", t=None, h=None):

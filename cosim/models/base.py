@@ -149,6 +149,11 @@ class Model:
         """Total mechanical energy where meaningful, else None."""
         return None
 
+    # True: with the inputs at their defaults the model has no damping, no driving and
+    # no time-dependent constraints, so energy() is constant; `cosim check` then checks
+    # dE/dt = 0 along a short trajectory (a wrong force or potential shows up there).
+    conservative = False
+
     # Stop time [s] of `cosim simulate` / the FMU's default experiment when the
     # user gives none (None: the CLI states its 1 s fall-back).
     default_t_end = None

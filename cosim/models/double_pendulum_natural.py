@@ -123,6 +123,7 @@ class DoublePendulumNatural(KernelModel):
         Signal("y2", "m", "y of the tip O2"),
     )
     constant_mass = True
+    conservative = True  # with zero inputs: `cosim check` checks dE/dt = 0
 
     positive_parameters = ("m1", "m2", "l1", "l2")
 

@@ -96,30 +96,78 @@ class KernelModel(MultibodyModel):
     def _f(x):
         return np.asarray(x, dtype=float)
 
+    @staticmethod
+    def _plain(q, t):
+        """True for the float arguments of the integrators (the fast path)."""
+        return type(q) is np.ndarray and q.dtype.kind == "f" and (type(t) is float or type(t) is np.float64)
+
+    @staticmethod
+    def _number(*xs):
+        """The dtype of a result: None (float), or complex / object when an argument is
+        complex or holds hyper-dual numbers (cosim.derivatives evaluates the kernels' plain
+        Python with those to differentiate them exactly; a kernel that calls ``math``
+        then raises TypeError and the derivatives fall back to differences)."""
+        kind = None
+        for x in xs:
+            k = np.asarray(x).dtype.kind
+            if k == "O":
+                return object
+            if k == "c":
+                kind = complex
+        return kind
+
+    def _args(self, *xs):
+        dt = None if self._plain(xs[0], xs[-1]) else self._number(*xs)
+        if dt is None:
+            return float, [self._f(x) for x in xs[:-1]] + [float(xs[-1])]
+        return dt, [np.asarray(x, dtype=dt) for x in xs[:-1]] + [xs[-1]]
+
+    def _generic(self, kernel, shape, q, t):
+        """A kernel called with complex or hyper-dual arguments (cosim.derivatives)."""
+        dt, (q, t) = self._args(q, t)
+        out = np.zeros(shape, dtype=dt)
+        kernel(q, t, self._p, out)
+        return out
+
     def mass(self, q, t):
         if self._M_const is not None:
             return self._M_const
         n = self.n_q
+        if not self._plain(q, t):
+            return self._generic(self.kernel_set.mass, (n, n), q, t)
         M = np.zeros((n, n))
         self.kernel_set.mass(self._f(q), float(t), self._p, M)
         return M
 
     def forces(self, q, v, t, u):
+        if not (self._plain(q, t) and type(v) is np.ndarray and v.dtype.kind == "f"):
+            dt = self._number(q, v, t)
+            if dt is not None:
+                Q = np.zeros(self.n_q, dtype=dt)
+                self.kernel_set.forces(np.asarray(q, dtype=dt), np.asarray(v, dtype=dt), t, self._f(u),
+                                       self._p, Q)
+                return Q
         Q = np.zeros(self.n_q)
         self.kernel_set.forces(self._f(q), self._f(v), float(t), self._f(u), self._p, Q)
         return Q
 
     def constraints(self, q, t):
+        if not self._plain(q, t):
+            return self._generic(self.kernel_set.constraints, self.n_c, q, t)
         C = np.zeros(self.n_c)
         self.kernel_set.constraints(self._f(q), float(t), self._p, C)
         return C
 
     def constraint_jacobian(self, q, t):
+        if not self._plain(q, t):
+            return self._generic(self.kernel_set.constraint_jacobian, (self.n_c, self.n_q), q, t)
         Cq = np.zeros((self.n_c, self.n_q))
         self.kernel_set.constraint_jacobian(self._f(q), float(t), self._p, Cq)
         return Cq
 
     def constraint_dt(self, q, t):
+        if not self._plain(q, t):
+            return self._generic(self.kernel_set.constraint_dt, self.n_c, q, t)
         Ct = np.zeros(self.n_c)
         self.kernel_set.constraint_dt(self._f(q), float(t), self._p, Ct)
         return Ct

@@ -50,6 +50,7 @@ class KnifeEdge(MultibodyModel):
         Signal("side_slip", "m/s", "velocity across the blade (0 when the constraint holds)"),
     )
     constant_mass = True
+    conservative = True  # with zero inputs: `cosim check` checks dE/dt = 0
 
     def setup(self):
         p = self.params

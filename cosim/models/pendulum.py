@@ -91,6 +91,7 @@ class Pendulum(KernelModel):
         Signal("rod_force", "N", "tension in the rod (from the multiplier)"),
     )
     constant_mass = True
+    conservative = True  # with zero inputs: `cosim check` checks dE/dt = 0
     kernel_set = KERNELS
     positive_parameters = ("m", "l")
 

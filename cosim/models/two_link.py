@@ -136,6 +136,7 @@ class TwoLink(KernelModel):
         Signal("tip_y", "m", "end-effector y"),
     )
     constant_mass = True
+    conservative = True  # with zero inputs: `cosim check` checks dE/dt = 0
     kernel_set = KERNELS
 
     positive_parameters = ("m1", "m2", "l1", "l2")
