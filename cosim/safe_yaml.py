@@ -16,7 +16,7 @@ source and, for syntax errors, the line and column.
 """
 from __future__ import annotations
 
-import yaml
+import functools
 
 from .errors import SpecError
 
@@ -25,23 +25,29 @@ MAX_DEPTH = 64           # nested mappings / sequences
 MAX_NODES = 200_000      # scalars + containers after aliases are expanded
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader that refuses to compose deeper than MAX_DEPTH."""
+@functools.lru_cache(maxsize=1)
+def _loader_class():
+    """SafeLoader that refuses to compose deeper than MAX_DEPTH (made on first use:
+    PyYAML is imported only where YAML is read, e.g. not inside an FMU)."""
+    import yaml
 
-    def __init__(self, stream, source):
-        super().__init__(stream)
-        self._depth, self._source = 0, source
+    class BoundedLoader(yaml.SafeLoader):
+        def __init__(self, stream, source):
+            super().__init__(stream)
+            self._depth, self._source = 0, source
 
-    def compose_node(self, parent, index):
-        self._depth += 1
-        try:
-            if self._depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
-                raise SpecError(f"{self._source}: nested more than {MAX_DEPTH} levels deep "
-                                f"(line {mark.line + 1}); refusing to read it")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+        def compose_node(self, parent, index):
+            self._depth += 1
+            try:
+                if self._depth > MAX_DEPTH:
+                    mark = self.peek_event().start_mark
+                    raise SpecError(f"{self._source}: nested more than {MAX_DEPTH} levels deep "
+                                    f"(line {mark.line + 1}); refusing to read it")
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+
+    return BoundedLoader
 
 
 def _one_line(exc):
@@ -79,7 +85,8 @@ def load_text(text, source):
         text = decode(text, source)
     if len(text) > MAX_BYTES:
         raise SpecError(f"{source}: {len(text)} bytes, more than {MAX_BYTES}")
-    loader = _BoundedLoader(text, source)
+    import yaml
+    loader = _loader_class()(text, source)
     try:
         data = loader.get_single_data()
     except SpecError:  # the depth limit, raised while composing
