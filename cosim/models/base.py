@@ -81,10 +81,10 @@ class Model:
                 raise UnknownParameterError(
                     f"model {self.name!r} has no parameter {key!r} (parameters: {known})")
             values[key] = self._check_parameter(key, value)
-        for key in spec.keys() - params.keys():  # defaults: a user model's must fit its ranges too
-            rng = declared_range(type(self), key)
+        for p in self.parameters:  # defaults: a user model's must fit its ranges too
+            rng = declared_range(type(self), p.name) if p.name not in params else None
             if rng is not None:
-                rng.check(key, values[key])
+                rng.check(p.name, values[p.name])
         self.params = values
         self._setup_checked()
 
