@@ -49,7 +49,7 @@ def configurations():
            None, 1)
 
 
-def run(make, drive, steps, dt=1e-3):
+def run(make, drive, steps, dt=1e-3, progress=False):
     """RSS samples (step, MB) over ``steps`` communication steps."""
     sim = make()
     samples, every = [], max(1, steps // 20)
@@ -60,12 +60,17 @@ def run(make, drive, steps, dt=1e-3):
         sim.do_step(sim.time, dt)
         if k % every == 0 or k == steps - 1:
             samples.append((k + 1, rss_mb()))
+            if progress:
+                print(f"  step {k + 1:9d}  RSS {samples[-1][1]:8.2f} MB  "
+                      f"{time.perf_counter() - wall:8.1f} s", flush=True)
     return np.array(samples), time.perf_counter() - wall
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=20_000, help="communication steps per configuration")
+    p.add_argument("--only", default="", help="run only configurations whose name contains this")
+    p.add_argument("--progress", action="store_true", help="print every RSS sample as it is taken")
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
     print(f"RSS growth over {args.steps} communication steps of 1 ms (slope over the second half)")
@@ -73,8 +78,10 @@ def main(argv=None):
           f"{'MB per 1e5 steps':>17s} {'wall s':>7s}")
     worst = 0.0
     for name, make, drive, divisor in configurations():
+        if args.only not in name:
+            continue
         steps = args.steps // divisor
-        s, wall = run(make, drive, steps)
+        s, wall = run(make, drive, steps, progress=args.progress)
         half = s[len(s) // 2:]
         slope = np.polyfit(half[:, 0], half[:, 1], 1)[0] if len(half) > 1 else 0.0
         growth = slope * 1e5

@@ -111,12 +111,56 @@ PLOT_FORMATS = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 
 def check_plot_path(path, option="--plot"):
     """matplotlib appends '.png' to a name without a known suffix (so the file
-    would not be where we say); ask for a suffix instead."""
+    would not be where we say); ask for a suffix instead.  The file must be
+    writable too (:func:`check_output_file`), checked before the run."""
     if path is None:
         return None
     from pathlib import Path
+    if Path(str(path)).is_dir():
+        raise InvalidInputError(f"{option} {str(path)!r} is a directory; give a file name")
     suffix = Path(str(path)).suffix.lower()
     if suffix not in PLOT_FORMATS:
         raise InvalidInputError(f"{option} {str(path)!r}: give a file name ending in "
                                 f"{', '.join(PLOT_FORMATS)}")
-    return str(path)
+    return check_output_file(path, option)
+
+
+def _writable_folder(folder, option, path):
+    import os
+    if not os.path.exists(folder):
+        raise InvalidInputError(f"{option} {str(path)!r}: no directory {folder!r}")
+    if not os.path.isdir(folder):
+        raise InvalidInputError(f"{option} {str(path)!r}: {folder!r} is not a directory")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InvalidInputError(f"{option} {str(path)!r}: directory {folder!r} is not writable")
+
+
+def check_output_file(path, option="--out"):
+    """An output file the command will write after the run: checked before it (issue
+    14) -- its directory exists and is writable, and it is not a directory itself."""
+    if path is None:
+        return None
+    import os
+    path = str(path)
+    if not path or path.endswith(("/", os.sep)) or os.path.isdir(path):
+        raise InvalidInputError(f"{option} {path!r} is a directory; give a file name")
+    _writable_folder(os.path.dirname(path) or ".", option, path)
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise InvalidInputError(f"{option} {path!r}: the file is not writable")
+    return path
+
+
+def check_output_dir(path, option="--out"):
+    """An output folder (created if missing): checked before the run -- an existing
+    one is a writable directory, a new one's parent exists and is writable."""
+    if path is None:
+        return None
+    import os
+    path = str(path)
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise InvalidInputError(f"{option} {path!r} exists and is not a directory")
+        _writable_folder(path, option, path)
+    else:
+        _writable_folder(os.path.dirname(os.path.normpath(path)) or ".", option, path)
+    return path

@@ -69,6 +69,7 @@ from .events import ChatterMonitor, crossed, crossings, event_values, locate
 from .integrators import Integrator, make_integrator, resolve_backend
 from .jit import check_backend
 from .models import load_model
+from .model_probe import probe_model
 from .multirate import SampleClock, base_step, exact_time
 from .state_schema import MAX_EVENT_LOG, check_simulation_state
 from .validation import finite_float, finite_vector
@@ -368,6 +369,8 @@ class Simulation:
         self._u = self._compose_inputs(self._u_ext)
         ic = {} if self.max_ic_repair is None or self.model.kind != "multibody" else \
             {"max_repair": self.max_ic_repair}
+        # every model term once, overflow raised, shapes checked (issue 14)
+        probe_model(self.model, self.start_time, self.model.initial_y(), self._u)
         self.integrator.initialize(self.start_time, u=self._u, **ic)
         self._time = self.start_time
         self._z = self._event_values()
@@ -562,7 +565,13 @@ class Simulation:
                 raise
             self._config = self._describe_config()
             return
+        old = self.model.params[name]
         self.model.set_parameter(name, value)
+        try:  # the new value must not overflow the model at the current state (issue 14)
+            probe_model(self.model, self._time, self.integrator.y, self._u, "the current state")
+        except BaseException:
+            self.model.set_parameter(name, old)
+            raise
         self.integrator.restart()
         self._z = self._event_values()
 

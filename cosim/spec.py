@@ -35,8 +35,9 @@ from .errors import CosimError, InvalidInputError, SpecError
 from .multirate import exact_time
 from .validation import finite_float
 
-MAX_SPEC_BYTES = 1 << 20        # a spec / scenario file: at most 1 MiB of text
-MAX_SPEC_NODES = 200_000        # scalars + containers after YAML aliases are expanded
+from .safe_yaml import MAX_BYTES as MAX_SPEC_BYTES     # a spec / scenario file: at most 1 MiB
+from .safe_yaml import MAX_DEPTH as MAX_SPEC_DEPTH     # nesting levels
+from .safe_yaml import MAX_NODES as MAX_SPEC_NODES     # values after YAML aliases are expanded
 DEFAULT_COMMUNICATION_STEP = 0.01   # the scenario files' documented default
 BACKENDS = ("auto", "numba", "python")
 METRIC_KINDS = ("final", "max", "min", "rms", "settling_time", "events")
@@ -70,21 +71,24 @@ class FrozenMap(Mapping):
         return (FrozenMap, (self._d,))
 
 
-def freeze(value, where="spec", _count=None):
-    """Plain data -> immutable (dict -> FrozenMap, list -> tuple), bounded in size."""
+def freeze(value, where="spec", _count=None, _depth=1):
+    """Plain data -> immutable (dict -> FrozenMap, list -> tuple), bounded in size and depth."""
     count = _count if _count is not None else [0]
     count[0] += 1
     if count[0] > MAX_SPEC_NODES:
         raise SpecError(f"{where}: more than {MAX_SPEC_NODES} values (YAML aliases expand "
                         f"to copies); refusing to read it")
+    if _depth > MAX_SPEC_DEPTH:
+        raise SpecError(f"{where}: nested more than {MAX_SPEC_DEPTH} levels deep (or a "
+                        f"recursive reference); refusing to read it")
     if isinstance(value, Mapping):
-        return FrozenMap((str(k), freeze(v, where, count)) for k, v in value.items())
+        return FrozenMap((str(k), freeze(v, where, count, _depth + 1)) for k, v in value.items())
     if isinstance(value, (list, tuple)):
-        return tuple(freeze(v, where, count) for v in value)
+        return tuple(freeze(v, where, count, _depth + 1) for v in value)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if hasattr(value, "tolist"):  # numpy scalars and arrays
-        return freeze(value.tolist(), where, count)
+        return freeze(value.tolist(), where, count, _depth)
     raise SpecError(f"{where}: {type(value).__name__} {value!r:.60} is not plain data "
                     f"(numbers, strings, lists, mappings)")
 
@@ -466,33 +470,27 @@ class SimulationSpec:
 
 
 def parse_yaml(text, source="spec"):
-    """Plain data from YAML/JSON text: safe loader only (no tags, no code), bounded size."""
-    import yaml
-    if len(text) > MAX_SPEC_BYTES:
-        raise SpecError(f"{source}: {len(text)} bytes, more than {MAX_SPEC_BYTES}")
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{source} is not valid YAML: {' '.join(str(exc).split())}") from None
+    """Plain data from YAML/JSON text: safe loader only (no tags, no code), bounded size,
+    depth and alias expansion (:mod:`cosim.safe_yaml`)."""
+    from .safe_yaml import load_text
+    return load_text(text, source)
 
 
 def read_file(path, what="spec"):
-    """(data, path) of a spec or scenario file (or a shipped scenario named bare), read
-    with at most MAX_SPEC_BYTES + 1 bytes; errors say ``what`` it was."""
+    """(data, path) of a spec or scenario file, read with at most MAX_SPEC_BYTES + 1 bytes.
+    A path is taken literally; only a bare name (no folder) that is not a file here
+    resolves to a shipped scenario.  Errors say ``what`` it was and name the path as given."""
+    from .safe_yaml import read_path
     from .scenario import resolve
+    given = str(path)
     path = resolve(path)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_SPEC_BYTES + 1)
+        data = read_path(path, f"{what} {given!r}")
     except OSError as exc:
         from .shipped import scenario_names
-        raise SpecError(f"cannot read {what} {str(path)!r}: {exc.strerror} (shipped scenarios, "
-                        f"usable by name: {', '.join(scenario_names())})") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise SpecError(f"{what} {str(path)!r} is not UTF-8 text") from None
-    return parse_yaml(text, source=f"{what} {str(path)!r}"), path
+        raise SpecError(f"cannot read {what} {given!r}: {exc.strerror} (shipped scenarios, "
+                        f"usable by bare name: {', '.join(scenario_names())})") from None
+    return data, path
 
 
 def _plant_class(model, model_format, urdf_options=None):

@@ -38,6 +38,8 @@ def _cmd_build(args):
     if os.getcwd() not in sys.path:  # a user model module:Class in the current directory
         sys.path.append(os.getcwd())
 
+    from cosim.options import check_output_file
+    check_output_file(args.output, "--output")  # before the build (issue 14)
     params = parse_assignments(args.param, "--param")
     options = parse_assignments(args.option, "--option")
     if args.step is not None and args.comm_step is not None:

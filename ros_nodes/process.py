@@ -84,13 +84,15 @@ def check_params_file_sections(argv, fully_qualified_name):
     """Each ``--params-file`` must have a section that applies to this node
     (by name, namespace or wildcard); a file for another node is an error
     instead of silently running the defaults.  Returns an error text or None."""
-    import yaml
+    from cosim.errors import SpecError
+    from cosim.safe_yaml import read_path
     for path in params_files(argv):
-        try:
-            with open(path) as fh:
-                doc = yaml.safe_load(fh)
-        except (OSError, yaml.YAMLError) as exc:
-            return f"cannot read parameter file {path!r}: {exc}"
+        try:  # bounded: size, depth, alias expansion (cosim.safe_yaml)
+            doc = read_path(path, f"parameter file {path!r}")
+        except OSError as exc:
+            return f"cannot read parameter file {path!r}: {exc.strerror}"
+        except SpecError as exc:
+            return str(exc)
         keys = [str(k) for k in (doc or {})] if isinstance(doc, dict) else []
         if not any(_section_applies(k, fully_qualified_name) for k in keys):
             return (f"parameter file {path!r} has no section for node {fully_qualified_name!r} "

@@ -515,6 +515,11 @@ def test_tunable_parameter_and_solver_setting_through_fmi(ball_fmu, pendulum_fmu
                 ball.fmu.doStep(n * 0.1, 0.1)
             assert info.value.status == fmi2Discard
             assert any("'e' must be finite" in m for _, _, m in ball.messages), ball.messages
+            ball.set({"e": 2.0})  # outside the declared range [0, 1] (issue 14): discarded too
+            with pytest.raises(FMICallException) as info:
+                ball.fmu.doStep(n * 0.1, 0.1)
+            assert info.value.status == fmi2Discard
+            assert any("parameter 'e' must be in [0, 1], got 2.0" in m for _, _, m in ball.messages)
             ball.set({"e": 0.5})
             sim.set_parameter("e", 0.5)
         t = n * 0.1

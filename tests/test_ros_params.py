@@ -176,3 +176,19 @@ def test_ic_report_is_a_start_up_line(context, tmp_path):
         assert line[0].endswith("velocities repaired by 7.500e+01 (max abs change)")
     finally:
         proc.stop()
+
+
+def test_declared_parameter_range_enforced_on_runtime_updates(harness, tmp_path):
+    """Issue 14: a model's declared range (bouncing_ball: restitution e in [0, 1]) is checked
+    for a `params.*` update from a peer; the reason names it and nothing changes."""
+    plant = tmp_path / "ball.yaml"
+    plant.write_text("cosim_sim:\n  ros__parameters:\n    model: bouncing_ball\n    method: dopri5\n"
+                     "    params:\n      e: 0.8\n    communication_step: 0.01\n    mode: real_time\n"
+                     "    start_paused: true\n")
+    hs = harness(yaml_path=str(plant))
+    before = dict(hs.plant.sim.model.params)
+    res = set_remote(hs.node, **{"params.e": 2.0})
+    assert not res.successful and "parameter 'e' must be in [0, 1], got 2.0" in res.reason, res.reason
+    assert hs.plant.sim.model.params == before
+    assert set_remote(hs.node, **{"params.e": 0.5}).successful
+    assert hs.plant.sim.model.params["e"] == 0.5

@@ -91,7 +91,8 @@ def _cmd(args):
     from ..cli import build_parser
     from ..jit import cache_dir
 
-    out = Path(args.out_dir).resolve()
+    from ..options import check_output_dir
+    out = Path(check_output_dir(args.out_dir, "--out-dir")).resolve()
     out.mkdir(parents=True, exist_ok=True)
     parser = build_parser()
     rows, t_all = [], time.perf_counter()

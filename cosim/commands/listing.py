@@ -15,18 +15,18 @@ def _list(registry, package):
 
 
 def _scenarios(args):
-    import yaml
-
+    from ..errors import SpecError
+    from ..safe_yaml import read_path
     from ..shipped import launch_dir, scenario_dir, scenario_names
 
     for name in scenario_names():
         try:
-            with open(scenario_dir() / f"{name}.yaml", encoding="utf-8") as fh:
-                data = yaml.safe_load(fh) or {}
+            data = read_path(scenario_dir() / f"{name}.yaml", name) or {}
+            data = data if isinstance(data, dict) else {}
             text = " ".join(str(data.get("description", "")).split())
             text = text.split(". ")[0].rstrip(".")  # the first sentence
             text = text if len(text) <= 100 else text[:99] + "…"
-        except (OSError, yaml.YAMLError) as exc:
+        except (OSError, SpecError) as exc:
             text = f"(unreadable: {exc})"
         print(f"{name:26s} {text}")
     print(f"\nrun one by name: cosim run NAME  (files in {scenario_dir()})")

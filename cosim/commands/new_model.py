@@ -104,13 +104,17 @@ def template(name, path):
 
 def write_template(name, path=None):
     path = path or f"{name}.py"
+    from ..options import check_output_file
+    check_output_file(path, "--output")  # folder exists and is writable; not a directory
     if not path.endswith(".py"):
-        raise InvalidInputError(f"output {path!r} must be a .py file")
+        raise InvalidInputError(f"--output {path!r} must be a .py file")
     text = template(name, path)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)  # never overwrite
     except FileExistsError:
         raise InvalidInputError(f"{path!r} exists; choose another name or -o FILE") from None
+    except OSError as exc:  # a missing or unwritable folder, a directory given as the file
+        raise InvalidInputError(f"cannot write {path!r}: {exc.strerror}") from None
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
     return path, class_name(name)

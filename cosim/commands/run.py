@@ -9,13 +9,14 @@ base_step_exact ("p/q"), blocks, stopped, stop_time, state, outputs, events
 import json
 import sys
 
-from ..options import check_plot_path
+from ..options import check_output_file, check_plot_path
 from ..run import execute
 from ..scenario import Scenario, scenario_summary, write_scenario_csv, write_scenario_plot
 
 
 def _cmd(args):
     check_plot_path(args.plot)
+    check_output_file(args.out)
     scenario = Scenario.load(args.scenario)
     spec = scenario.spec.replace(backend=args.backend)
     if args.t_end is not None:

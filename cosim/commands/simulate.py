@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import ConvergenceError, CosimWarning, InvalidInputError
 from ..model_files import resolve_cli_model
-from ..options import check_plot_path, check_step_against_grid, check_tolerances, parse_assignments, warn
+from ..options import check_output_file, check_plot_path, check_step_against_grid, check_tolerances, parse_assignments, warn
 from ..run import DEFAULT_T_END, FALLBACK_T_END, default_stop_time, execute
 from ..spec import SimulationSpec
 from ..validation import communication_step_count, finite_float
@@ -227,6 +227,7 @@ def _cmd(args):
                                     f"{method_options['max_order']} disagree; give one")
         method_options["max_order"] = args.max_order
     check_plot_path(args.plot)
+    check_output_file(args.out)
     result = run_simulation(
         args.model, args.method, t_end=args.t_end, dt=args.dt, rtol=args.rtol, atol=args.atol,
         h=args.h, params=parse_assignments(args.param), method_options=method_options,

@@ -13,7 +13,7 @@ import logging
 import sys
 
 from ..errors import SpecError
-from ..options import check_plot_path
+from ..options import check_output_dir, check_plot_path
 
 
 def _bar(done, total):
@@ -25,8 +25,8 @@ def _bar(done, total):
 def _cmd(args):
     from ..spec import SimulationSpec
     from ..sweep import make_variations, sweep, write_plot
-    if args.plot:
-        check_plot_path(args.plot)
+    check_plot_path(args.plot)
+    check_output_dir(args.out)
     specs = [SimulationSpec.load(p) for p in args.spec]
     if args.timeout <= 0:
         raise SpecError(f"--timeout must be > 0, got {args.timeout!r}")

@@ -46,6 +46,9 @@ class Integrator:
     description = ""
     model_kinds: tuple[str, ...] = ("multibody",)
     implicit = True
+    # False: the method has no formulation of nonholonomic constraints B v + b = 0
+    # (seed 000 eq. 93); a model with them is refused when the integrator is made
+    supports_nonholonomic = True
     # Extra options accepted by the constructor: name -> default.
     options: dict = {}
 
@@ -55,6 +58,11 @@ class Integrator:
             raise InvalidInputError(
                 f"method {self.name!r} integrates {', '.join(self.model_kinds)} models, "
                 f"model {model.name!r} is {model.kind}")
+        if not self.supports_nonholonomic and getattr(model, "nonholonomic_names", ()):
+            raise InvalidInputError(f"method {self.name!r} does not support nonholonomic "
+                                    f"constraints (model {model.name!r}; methods that do: "
+                                    f"generalized-alpha, generalized-alpha-i2, dopri5, rk4, "
+                                    f"rkc-penalty, local-index1)")
         unknown = sorted(set(options) - set(self.options))
         if unknown:
             known = ", ".join(sorted(self.options)) or "none"

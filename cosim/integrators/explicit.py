@@ -241,8 +241,13 @@ class ExplicitRungeKutta(MultibodyIntegrator):
         if y0.size == 0:
             return min(1.0, self.max_step)
         scale = self.atol + np.abs(y0) * self.rtol
-        d0, d1 = rms_norm(y0, scale), rms_norm(f0, scale)
+        with np.errstate(over="ignore"):  # an overflow gives inf, handled below
+            d0, d1 = rms_norm(y0, scale), rms_norm(f0, scale)
         h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
+        if not h0 >= 1e-300:  # |f| / |y| beyond the float range: no step can be taken (issue 14)
+            self._fail(f"the initial derivative is too large for any step (|f| / |y| = {d1:.3g} / "
+                       f"{d0:.3g} in tolerance units; parameters out of range?)", h0,
+                       "initial step underflows")
         try:
             f1 = self._f(self.t + h0, y0 + h0 * f0)
             d2 = rms_norm(f1 - f0, scale) / h0

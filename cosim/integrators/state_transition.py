@@ -78,6 +78,10 @@ class StateTransition(Integrator):
         pair = cache.get(h)
         if pair is None:
             pair = van_loan(self._A, self._B, h)  # seed 001 eqs. 3.20-3.21
+            if not (np.all(np.isfinite(pair[0])) and np.all(np.isfinite(pair[1]))):  # issue 14
+                self._fail(f"e^(A h) overflows (max |A| = {np.max(np.abs(self._A)):.3g}, max |B| = "
+                           f"{np.max(np.abs(self._B), initial=0.0):.3g}; matrices out of range?)",
+                           h, "non-finite transition matrix")
             cache[h] = pair
             if len(cache) > self.opts["cache_size"]:
                 cache.popitem(last=False)

@@ -217,6 +217,7 @@ class PreadjustedSPARK(MultibodyIntegrator):
     """
 
     name = "spark"
+    supports_nonholonomic = False  # seed 003 covers holonomic constraints only
     description = ("parameter-preadjusted symplectic Gauss-Lobatto SPARK (or Lobatto IIIA-IIIB/RATTLE), "
                    "fixed step (seed 003)")
     options = {"stages": 1, "gamma": "0", "scheme": "gauss-lobatto", "newton_tol": 1e-12, "opt_h": None,

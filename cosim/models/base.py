@@ -20,6 +20,7 @@ import numpy as np
 from .. import derivatives
 from ..errors import InvalidInputError, ModelDefinitionError, UnknownParameterError
 from ..validation import finite_float
+from .ranges import declared_range
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,11 @@ class Model:
     inputs: tuple[Signal, ...] = ()
     outputs: tuple[Signal, ...] = ()
     events: tuple[Event, ...] = ()
-    # Parameters that must be > 0 (masses, lengths, stiffnesses).
+    # Declared parameter ranges (cosim.models.ranges): name -> Range, e.g.
+    # {"m": POSITIVE, "e": UNIT_INTERVAL, "damping": SWITCH}; checked by
+    # _check_parameter on every path that sets a parameter (issue 14).
+    parameter_ranges: dict = {}
+    # Parameters that must be > 0 (masses, lengths, stiffnesses): short for POSITIVE.
     positive_parameters: tuple[str, ...] = ()
 
     def __init__(self, **params):
@@ -76,15 +81,35 @@ class Model:
                 raise UnknownParameterError(
                     f"model {self.name!r} has no parameter {key!r} (parameters: {known})")
             values[key] = self._check_parameter(key, value)
-        for key in self.positive_parameters:
-            if not values[key] > 0.0:
-                raise InvalidInputError(f"parameter {key!r} must be > 0, got {values[key]!r}")
+        for p in self.parameters:  # defaults: a user model's must fit its ranges too
+            rng = declared_range(type(self), p.name) if p.name not in params else None
+            if rng is not None:
+                rng.check(p.name, values[p.name])
         self.params = values
-        self.setup()
+        self._setup_checked()
 
     # -- parameters --------------------------------------------------------
     def _check_parameter(self, key, value):
-        return finite_float(f"parameter {key!r}", value, positive=key in self.positive_parameters)
+        """The one parameter validator: a real finite number (a bool is refused, not read
+        as 0/1) inside the range the model declares (:mod:`cosim.models.ranges`)."""
+        if isinstance(value, (bool, np.bool_)):
+            raise InvalidInputError(f"parameter {key!r} must be a number, got {type(value).__name__} "
+                                    f"{value!r}")
+        x = finite_float(f"parameter {key!r}", value)
+        rng = declared_range(type(self), key)
+        return x if rng is None else rng.check(key, x)
+
+    def _setup_checked(self):
+        """``setup()``, with a float overflow there (e.g. a length of 1e300 squared) turned
+        into an error naming the model and its parameters (issue 14)."""
+        try:
+            with np.errstate(over="raise"):
+                self.setup()
+        except (OverflowError, FloatingPointError, ZeroDivisionError) as exc:
+            changed = {k: v for k, v in self.params.items()
+                       if not any(p.name == k and p.default == v for p in self.parameters)}
+            raise InvalidInputError(f"model {self.name!r}: parameters {changed} overflow in setup() "
+                                    f"({type(exc).__name__}: {exc})") from None
 
     def setup(self):
         """Derive cached quantities from ``self.params`` (override)."""
@@ -98,7 +123,7 @@ class Model:
         old = dict(self.params)
         self.params[key] = checked
         try:
-            self.setup()
+            self._setup_checked()
         except Exception:
             self.params = old
             self.setup()

@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from .base import Event, MultibodyModel, Parameter, Signal
+from .ranges import NONNEGATIVE, POSITIVE, UNIT_INTERVAL
 
 
 class BouncingBall(MultibodyModel):
@@ -40,15 +41,8 @@ class BouncingBall(MultibodyModel):
     events = (Event("impact", direction=-1), Event("stop", direction=-1, terminal=True))
     constant_mass = True
 
-    def _check_parameter(self, key, value):
-        x = super()._check_parameter(key, value)
-        if key in ("m", "g") and not x > 0:
-            raise_invalid(key, x, "> 0")
-        if key == "e" and not 0.0 <= x <= 1.0:
-            raise_invalid(key, x, "in [0, 1]")
-        if key in ("h0", "v_stop") and x < 0:
-            raise_invalid(key, x, ">= 0")
-        return x
+    parameter_ranges = {"m": POSITIVE, "g": POSITIVE, "e": UNIT_INTERVAL, "h0": NONNEGATIVE,
+                        "v_stop": NONNEGATIVE}
 
     def setup(self):
         self._M = np.array([[self.params["m"]]])
@@ -107,8 +101,3 @@ class BouncingBall(MultibodyModel):
             t += 2.0 * speed / g
             out.append((t, speed))
         return out
-
-
-def raise_invalid(key, value, what):
-    from ..errors import InvalidInputError
-    raise InvalidInputError(f"parameter {key!r} must be {what}, got {value!r}")

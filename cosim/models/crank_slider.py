@@ -45,6 +45,7 @@ default 0 (not in the benchmark).
 import numpy as np
 
 from .base import MultibodyModel, Parameter, Signal
+from .ranges import POSITIVE, SWITCH
 
 PI_TESTSET = 3.1415927  # crank.f's value of π
 
@@ -105,8 +106,10 @@ class CrankSlider(MultibodyModel):
     typical_magnitudes = (1.0, 1.0, 1.0, 1e-4, 1e-4, 1e-5, 1e-5,
                           100.0, 100.0, 10.0, 1e-1, 1e-2, 1e-3, 1e-3)
 
-    positive_parameters = ("m2", "m3", "l1", "l2", "j1", "j2", "youngs_modulus", "width", "height",
-                           "rho")
+    parameter_ranges = {**{k: POSITIVE for k in ("m1", "m2", "m3", "l1", "l2", "j1", "j2",
+                                                 "youngs_modulus", "width", "height", "rho")},
+                        **{k: SWITCH for k in ("nonlinear_stiffness", "damping",
+                                               "seed_initial_velocity")}}
 
     def setup(self):
         p = self.params

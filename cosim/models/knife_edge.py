@@ -23,6 +23,7 @@ The energy T + V with V = −m g sin α · x is conserved.
 import numpy as np
 
 from .base import MultibodyModel, Parameter, Signal
+from .ranges import POSITIVE
 
 
 class KnifeEdge(MultibodyModel):
@@ -40,6 +41,7 @@ class KnifeEdge(MultibodyModel):
         Parameter("omega0", 2.0, "rad/s", "initial turning rate"),
         Parameter("theta0", 0.0, "rad", "initial heading"),
     )
+    parameter_ranges = {"m": POSITIVE, "J": POSITIVE}
     inputs = (
         Signal("push", "N", "force along the blade"),
         Signal("steer", "N.m", "torque about the vertical"),

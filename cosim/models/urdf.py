@@ -63,6 +63,7 @@ import numpy as np
 from ..errors import InvalidInputError, UnknownModelError
 from . import rigid_body, urdf_parse
 from .base import Event, MultibodyModel, Parameter, Signal
+from .ranges import NONNEGATIVE, POSITIVE, UNIT_INTERVAL
 
 KERNELS = rigid_body.tree_kernels()
 
@@ -141,15 +142,6 @@ class URDFModel(MultibodyModel):
         # returns the symmetric matrix: symmetrize only where it does not
         M = pin.crba(self._pm, self._pd, pin.randomConfiguration(self._pm, -np.ones(n), np.ones(n)))
         self._symmetrize = not np.array_equal(M, M.T)
-
-    def _check_parameter(self, key, value):
-        value = super()._check_parameter(key, value)
-        nonneg = key.endswith((".damping", ".friction", ".effort_limit")) or key == "restitution"
-        if nonneg and value < 0.0:
-            raise InvalidInputError(f"parameter {key!r} must be >= 0, got {value!r}")
-        if key == "restitution" and value > 1.0:
-            raise InvalidInputError(f"parameter 'restitution' must be in [0, 1], got {value!r}")
-        return value
 
     def initial_state(self):
         return self._q0.copy(), self._v0.copy()
@@ -305,8 +297,10 @@ def urdf_model_class(text, frames=(), position_limits=False):
         "position_limits": bool(position_limits), "source_digest": robot.sha256,
         "description": f"robot {robot.name!r} from URDF (pinocchio), {len(names)} joints",
         "coordinates": names, "parameters": tuple(params), "inputs": tuple(inputs),
-        "outputs": tuple(outputs), "events": events, "positive_parameters":
-            ("friction_velocity_scale",),
+        "outputs": tuple(outputs), "events": events, "parameter_ranges": {
+            **{p.name: NONNEGATIVE for p in params
+               if p.name.endswith((".damping", ".friction", ".effort_limit"))},
+            "restitution": UNIT_INTERVAL, "friction_velocity_scale": POSITIVE},
         "_pin_model": pm, "_limited": np.array(limited, dtype=int), "_joint": joints,
         "coordinate_scale": 1.0,
     }
