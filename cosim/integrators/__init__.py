@@ -27,6 +27,7 @@ COMPILED_REGISTRY = {
     "generalized-alpha": ".ga_compiled:CompiledGeneralizedAlpha",
     "bdf": ".bdf_compiled:CompiledBDFIndex3",
     "bdf-i2": ".bdf_compiled:CompiledBDFIndex2",
+    "bdf-i1": ".bdf_compiled:CompiledBDFIndex1",
 }
 
 
