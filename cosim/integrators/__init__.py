@@ -28,6 +28,7 @@ COMPILED_REGISTRY = {
     "state-transition": ".state_transition_compiled:CompiledStateTransition",
     "bdf": ".bdf_compiled:CompiledBDFIndex3",
     "bdf-i2": ".bdf_compiled:CompiledBDFIndex2",
+    "bdf-i1": ".bdf_compiled:CompiledBDFIndex1",
 }
 
 

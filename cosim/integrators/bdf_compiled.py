@@ -1,6 +1,6 @@
-"""BDF index 3 ("bdf") and stabilised index 2 ("bdf-i2") on the compiled
-(numba) backend: a thin wrapper around :mod:`cosim.integrators.bdf_kernel`
-(one compiled entry per model for both), built like
+"""BDF index 3 ("bdf"), stabilised index 2 ("bdf-i2") and index 1 ("bdf-i1")
+on the compiled (numba) backend: a thin wrapper around
+:mod:`cosim.integrators.bdf_kernel` (one compiled entry per model for all three), built like
 :mod:`cosim.integrators.ga_compiled`.
 
 The wrapper owns the API, validation, the IC analysis, the restart (eq. 10
@@ -29,7 +29,7 @@ from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError, S
 from ..validation import finite_float
 from . import bdf_kernel as K
 from .base import STAT_KEYS
-from .bdf import ORDER_HISTORY_MAX, BDFIndex2, BDFIndex3
+from .bdf import ORDER_HISTORY_MAX, BDFIndex1, BDFIndex2, BDFIndex3
 from .dense_lu import pivots_valid
 from .ga_compiled import _Scalar
 from .ga_compiled import supports as _model_supported
@@ -433,3 +433,9 @@ class CompiledBDFIndex2(_CompiledBDF, BDFIndex2):
     """Stabilised index-2 BDF ("bdf-i2") whose step loop runs compiled (numba)."""
 
     _variant = K.INDEX2
+
+
+class CompiledBDFIndex1(_CompiledBDF, BDFIndex1):
+    """BDF with q, v, a as index-1 variables ("bdf-i1") whose step loop runs compiled (numba)."""
+
+    _variant = K.INDEX1

@@ -82,7 +82,8 @@ N_SCALARS = 16
 (I_N, I_M, NEED_JAC, HAS_FACTOR, HAS_J, K_NEXT, ORDER, K_USED, VALID, N_STEPS, MAX_ORD,
  REUSE, VEL_ERROR, POS_WEIGHTS, CONST_MASS, REASON, F_K, NEWTON_FAILS, ERROR_FAILS,
  HIST_COUNT, I_NS, VARIANT) = range(22)
-INDEX3, INDEX2 = 0, 1    # I[VARIANT]: "bdf" (eqs. 73-80) or "bdf-i2" (GGL, eqs. 81-84)
+INDEX3, INDEX2, INDEX1 = 0, 1, 2   # I[VARIANT]: "bdf" (eqs. 73-80), "bdf-i2" (GGL, eqs. 81-84),
+                                   # "bdf-i1" (q, v, a index-1 variables, the system after eq. 84)
 VE_OFF, VE_ON, VE_SCALED = 0, 1, 2   # I[VEL_ERROR]: velocity_error False / True / "scaled"
 STATS = 22               # base.STAT_KEYS order
 N_STATS = 6
@@ -92,8 +93,13 @@ PIV = ORDER_COUNTS + MAX_ORDER + 1
 
 
 def system_size(variant, n, m):
-    """Unknowns of the Newton system: (δ, λ̂) for index 3, (δ, ĥε, ĥ²λ, ĥμ) for index 2."""
-    return n + m if variant == INDEX3 else 2 * n + 2 * m
+    """Unknowns of the Newton system: (δ, λ̂) for index 3, (δ, ĥε, ĥ²λ, ĥμ) for
+    index 2, (δ, ĥε, ĥ²Δa, ĥ²Δλ, ĥ²τ, ĥμ) for index 1."""
+    if variant == INDEX3:
+        return n + m
+    if variant == INDEX2:
+        return 2 * n + 2 * m
+    return 3 * n + 3 * m
 
 
 def offsets(n, m, ns):
@@ -133,7 +139,7 @@ def restart(fns, S, I, u, p):
 def workspace(n, m, ns):
     """1-D float work (slots of :func:`_wslots`), the n×n / m×n / ns×ns matrices."""
     N = ns
-    vec = np.zeros(26 * n + 14 * m + 4 * N + 8 * ROWS)
+    vec = np.zeros(28 * n + 18 * m + 4 * N + 8 * ROWS)
     M = np.zeros((n, n))
     Qq = np.zeros((n, n))
     Qv = np.zeros((n, n))
@@ -154,7 +160,7 @@ def _wslots(n, m, ns):
     zpred = o;  o += N
     a0 = o;     o += n
     lhat = o;   o += m
-    w2 = o;     o += 2 * n
+    w2 = o;     o += 3 * n
     q = o;      o += n
     v = o;      o += n
     a = o;      o += n
@@ -177,8 +183,11 @@ def _wslots(n, m, ns):
     g1 = o;     o += m
     qx = o;     o += n
     mu = o;     o += m
+    tq = o;     o += m
+    g2 = o;     o += m
+    vx = o;     o += n
     return (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
-            lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, o)
+            lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, tq, g2, vx, o)
 
 
 # ---------------------------------------------------------------------------------
@@ -187,7 +196,7 @@ def _wslots(n, m, ns):
 def _point(W, n, m, ws, hhat, h2):
     """q, v, a at predictor + δ (eqs. 75-77) and λ̂ = λ̂0 + Δ."""
     (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
-     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, _) = ws
+     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, tq, g2, vx, _) = ws
     for i in range(n):
         d = W[delta + i]
         W[q + i] = W[ypred + i] + d
@@ -277,7 +286,7 @@ def _jacobian(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, M
 def _point2(W, n, m, ws, hhat):
     """q, v, ĥ v' (in a), Λ = Λ0 + x_λ (in lam), μ at predictor + x."""
     (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
-     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, _) = ws
+     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, tq, g2, vx, _) = ws
     for i in range(n):
         W[q + i] = W[ypred + i] + W[delta + i]
         W[v + i] = W[ypred + n + i] + W[delta + n + i] / hhat
@@ -403,13 +412,198 @@ def _jacobian2(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, 
                 Jw[2 * n + m + k, n + j] = Cq[k, j]
 
 
+# ---------------------------------------------------------------------------------
+# index 1 (BDFIndex1._solve): unknowns x = (δ, ĥε, ĥ²Δa, ĥ²Δλ, ĥ²τ... as
+# bdf.py: τ and μ unscaled), rows (ĥ²·dynamics, ĥ·(ĥv' − ĥa + C_qᵀτ),
+# ĥq' − ĥv + C_qᵀμ, C, ĥ·(C_q v + C_t), ĥ²·(C_q a − γ))
+# ---------------------------------------------------------------------------------
+def _point1(W, n, m, ws, hhat, h2):
+    """q, v, a, λ, τ (in tq), μ at predictor + x."""
+    (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
+     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, tq, g2, vx, _) = ws
+    for i in range(n):
+        W[q + i] = W[ypred + i] + W[delta + i]
+        W[v + i] = W[ypred + n + i] + W[delta + n + i] / hhat
+        W[a + i] = W[zpred + i] + W[delta + 2 * n + i] / h2
+    for k in range(m):
+        W[lam + k] = W[zpred + n + k] + W[delta + 3 * n + k] / h2
+        W[tq + k] = W[delta + 3 * n + m + k]
+        W[mu + k] = W[delta + 3 * n + 2 * m + k]
+
+
+def _gamma_at(fns, p, n, m, t1, qv, vv, W, out):
+    for k in range(m):
+        W[out + k] = 0.0
+    fns[5](qv, vv, t1, p, W[out:out + m])
+
+
+def _cqa_gamma(fns, p, n, m, t1, qv, vv, av, Cq, W, tmp, out):
+    """C_q(q) a − γ(q, v) into W[out:out+m] (Cq, W[tmp] overwritten)."""
+    for k in range(m):
+        for j in range(n):
+            Cq[k, j] = 0.0
+    fns[3](qv, t1, p, Cq)
+    _gamma_at(fns, p, n, m, t1, qv, vv, W, tmp)
+    for k in range(m):
+        s = 0.0
+        for j in range(n):
+            s += Cq[k, j] * av[j]
+        W[out + k] = s - W[tmp + k]
+
+
+def _residual1(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq):
+    q, v, a, lam, Q, C, F, ct, g0, g1, mu, tq = ws[7], ws[8], ws[9], ws[10], ws[11], ws[12], ws[14], \
+        ws[24], ws[25], ws[26], ws[28], ws[29]
+    ydpred, delta = ws[2], ws[13]
+    _point1(W, n, m, ws, hhat, h2)
+    qv = W[q:q + n]
+    vv = W[v:v + n]
+    for i in range(n):
+        for j in range(n):
+            M[i, j] = 0.0
+        W[Q + i] = 0.0
+    fns[0](qv, t1, p, M)
+    fns[1](qv, vv, t1, u, p, W[Q:Q + n])
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += M[i, j] * W[a + j]
+        W[F + i] = h2 * (s - W[Q + i])
+        W[F + n + i] = hhat * (hhat * W[ydpred + n + i] + W[delta + n + i] / hhat) - h2 * W[a + i]
+        W[F + 2 * n + i] = hhat * W[ydpred + i] + W[delta + i] - hhat * W[v + i]
+    if m > 0:
+        _cqv(fns, p, n, m, t1, qv, vv, Cq, W, ct, g0)
+        for i in range(n):
+            s = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            for k in range(m):
+                s += Cq[k, i] * W[lam + k]
+                s1 += Cq[k, i] * W[tq + k]
+                s2 += Cq[k, i] * W[mu + k]
+            W[F + i] += h2 * s
+            W[F + n + i] += s1
+            W[F + 2 * n + i] += s2
+        for k in range(m):
+            W[C + k] = 0.0
+        fns[2](qv, t1, p, W[C:C + m])
+        _gamma_at(fns, p, n, m, t1, qv, vv, W, g1)
+        for k in range(m):
+            s = 0.0
+            for j in range(n):
+                s += Cq[k, j] * W[a + j]
+            W[F + 3 * n + k] = W[C + k]
+            W[F + 3 * n + m + k] = hhat * W[g0 + k]
+            W[F + 3 * n + 2 * m + k] = h2 * (s - W[g1 + k])
+
+
+def _jacobian1(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
+    q, v, a, lam, ct, g0, g1, qx, mu, tq, g2, vx = ws[7], ws[8], ws[9], ws[10], ws[24], ws[25], \
+        ws[26], ws[27], ws[28], ws[29], ws[30], ws[31]
+    N = 3 * n + 3 * m
+    i_a, i_l, i_t, i_m = 2 * n, 3 * n, 3 * n + m, 3 * n + 2 * m
+    _point1(W, n, m, ws, hhat, h2)
+    qv = W[q:q + n]
+    vv = W[v:v + n]
+    av = W[a:a + n]
+    for i in range(N):
+        for j in range(N):
+            Jw[i, j] = 0.0
+    for i in range(n):
+        for j in range(n):
+            Qq[i, j] = 0.0
+            Qv[i, j] = 0.0
+            Mq[i, j] = 0.0
+            M[i, j] = 0.0
+            Hm[i, j] = 0.0
+    fns[6](qv, vv, t1, u, p, Qq, Qv)
+    fns[0](qv, t1, p, M)
+    if not const_mass:
+        fns[8](qv, av, t1, p, Mq)
+    if m > 0:
+        fns[7](qv, W[lam:lam + m], t1, p, Hm)
+    for i in range(n):
+        for j in range(n):
+            Kij = -Qq[i, j]
+            if not const_mass:
+                Kij = Kij + Mq[i, j]
+            if m > 0:
+                Kij = Kij + Hm[i, j]
+            Jw[i, j] = h2 * Kij
+            Jw[i, n + j] = -hhat * Qv[i, j]
+            Jw[i, i_a + j] = M[i, j]
+        Jw[n + i, n + i] = 1.0
+        Jw[n + i, i_a + i] = -1.0
+        Jw[i_a + i, i] = 1.0
+        Jw[i_a + i, n + i] = -1.0
+    if m > 0:
+        for k in range(m):
+            for j in range(n):
+                Cq[k, j] = 0.0
+        fns[3](qv, t1, p, Cq)
+        for k in range(m):
+            for j in range(n):
+                Jw[j, i_l + k] = Cq[k, j]
+                Jw[n + j, i_t + k] = Cq[k, j]
+                Jw[i_a + j, i_m + k] = Cq[k, j]
+                Jw[i_l + k, j] = Cq[k, j]
+                Jw[i_t + k, n + j] = Cq[k, j]
+                Jw[i_m + k, i_a + j] = Cq[k, j]
+        for i in range(n):
+            for j in range(n):
+                Hm[i, j] = 0.0
+        fns[7](qv, W[tq:tq + m], t1, p, Hm)
+        for i in range(n):
+            for j in range(n):
+                Jw[n + i, j] = Hm[i, j]
+                Hm[i, j] = 0.0
+        fns[7](qv, W[mu:mu + m], t1, p, Hm)
+        for i in range(n):
+            for j in range(n):
+                Jw[i_a + i, j] += Hm[i, j]
+        sq = math.sqrt(EPS)
+        # ĥ ∂(C_q v + C_t)/∂q and ĥ² ∂(C_q a − γ)/∂q by forward differences
+        _cqv(fns, p, n, m, t1, qv, vv, Cq, W, ct, g0)
+        for j in range(n):
+            for i in range(n):
+                W[qx + i] = W[q + i]
+            hj = sq * max(abs(W[q + j]), 1e-3)
+            W[qx + j] += hj
+            hj = W[qx + j] - W[q + j]
+            _cqv(fns, p, n, m, t1, W[qx:qx + n], vv, Cq, W, ct, g1)
+            for k in range(m):
+                Jw[i_t + k, j] = hhat * ((W[g1 + k] - W[g0 + k]) / hj)
+        _cqa_gamma(fns, p, n, m, t1, qv, vv, av, Cq, W, ct, g0)
+        for j in range(n):
+            for i in range(n):
+                W[qx + i] = W[q + i]
+            hj = sq * max(abs(W[q + j]), 1e-3)
+            W[qx + j] += hj
+            hj = W[qx + j] - W[q + j]
+            _cqa_gamma(fns, p, n, m, t1, W[qx:qx + n], vv, av, Cq, W, ct, g1)
+            for k in range(m):
+                Jw[i_m + k, j] = h2 * ((W[g1 + k] - W[g0 + k]) / hj)
+        # −ĥ ∂γ/∂v
+        _gamma_at(fns, p, n, m, t1, qv, vv, W, g0)
+        for j in range(n):
+            for i in range(n):
+                W[vx + i] = W[v + i]
+            hj = sq * max(abs(W[v + j]), 1e-3)
+            W[vx + j] += hj
+            hj = W[vx + j] - W[v + j]
+            _gamma_at(fns, p, n, m, t1, qv, W[vx:vx + n], W, g2)
+            for k in range(m):
+                Jw[i_m + k, n + j] = -hhat * ((W[g2 + k] - W[g0 + k]) / hj)
+
+
 def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
     """Algorithm 2 as newton.QuasiNewton.solve (prior_rate, 8 iterations) in the
     RMS norm of BDFIndex3._solve / BDFIndex2._solve.  Returns (converged,
     status); δ in W[delta]."""
     N = I[I_NS]
     index3 = I[VARIANT] == INDEX3
-    nw = n if index3 else 2 * n           # entries of the update the norm weighs
+    variant = I[VARIANT]
+    nw = (variant + 1) * n                # entries of the update the norm weighs (q; q, v; q, v, a)
     delta, F, w2 = ws[13], ws[14], ws[6]
     piv = I[PIV:PIV + N]
     const_mass = I[CONST_MASS] == 1
@@ -424,8 +618,10 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, C
         if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
             if index3:
                 _jacobian(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw)
-            else:
+            elif variant == INDEX2:
                 _jacobian2(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw)
+            else:
+                _jacobian1(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw)
             I[ST_JAC] += 1
             for i in range(N):
                 for j in range(N):
@@ -453,8 +649,10 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, C
             old_norm = -1.0
         if index3:
             _residual(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq)
-        else:
+        elif variant == INDEX2:
             _residual2(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq)
+        else:
+            _residual1(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq)
         I[ST_RES] += 1
         I[ST_NEWTON] += 1
         finite = True
@@ -589,7 +787,7 @@ def step(fns, S, I, LU, u, p, t_limit, work):
     W, M, Qq, Qv, Hm, Mq, Cq, Jw = work
     ws = _wslots(n, m, ns)
     (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
-     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, _) = ws
+     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, tq, g2, vx, _) = ws
     o_y, o_yp, o_qdd, o_lam, o_D, o_Dz, o_tau, o_J, o_ht, o_hk, _ = offsets(n, m, ns)
     Jm = S[o_J:o_J + ns * ns]
     fixed = S[H_FIXED] > 0.0
@@ -689,7 +887,7 @@ def step(fns, S, I, LU, u, p, t_limit, work):
                 wq = W[winv + i]
                 x = 1.0 / (wvi * hhat)
                 W[w2 + i] = (wq * wq + x * x) * wscale
-        else:
+        elif I[VARIANT] == INDEX2:
             # BDFIndex2._solve: RMS of the q and v updates (winv_v = winv/ĥ)
             wdiv = max(2 * n, 1)
             for i in range(n):
@@ -697,6 +895,16 @@ def step(fns, S, I, LU, u, p, t_limit, work):
                 W[w2 + i] = x * x / wdiv
                 x = W[winv + n + i] / hhat
                 W[w2 + n + i] = x * x / wdiv
+        else:
+            # BDFIndex1._solve: RMS of the q, v and a updates (winv_a = winv_v/ĥ²·ĥ)
+            wdiv = max(3 * n, 1)
+            for i in range(n):
+                x = W[winv + i]
+                W[w2 + i] = x * x / wdiv
+                x = W[winv + n + i] / hhat
+                W[w2 + n + i] = x * x / wdiv
+                x = W[winv + n + i] / h2 * hhat
+                W[w2 + 2 * n + i] = x * x / wdiv
         for kk2 in range(m):
             W[lhat + kk2] = h2 * W[zpred + n + kk2]
         t1 = t + h
@@ -726,13 +934,20 @@ def step(fns, S, I, LU, u, p, t_limit, work):
             if index3:
                 W[dy + n + i] = W[ydpred + i] - W[ypred + n + i] + d / hhat     # eq. 76
                 W[qdd1 + i] = W[a0 + i] + d / h2
+            elif I[VARIANT] == INDEX1:
+                W[dy + n + i] = W[delta + n + i] / hhat
+                W[qdd1 + i] = W[zpred + i] + W[delta + 2 * n + i] / h2
             else:
                 eps = W[delta + n + i] / hhat
                 W[dy + n + i] = eps
                 W[qdd1 + i] = W[ydpred + n + i] + eps / hhat
-        o_l = n if index3 else 2 * n
-        for kk2 in range(m):
-            W[lam1 + kk2] = (W[lhat + kk2] + W[delta + o_l + kk2]) / h2
+        if I[VARIANT] == INDEX1:
+            for kk2 in range(m):
+                W[lam1 + kk2] = W[zpred + n + kk2] + W[delta + 3 * n + kk2] / h2
+        else:
+            o_l = n if index3 else 2 * n
+            for kk2 in range(m):
+                W[lam1 + kk2] = (W[lhat + kk2] + W[delta + o_l + kk2]) / h2
         # error estimates of orders k−1, k, k+1 (Algorithm 4 f)
         for j in range(ROWS):
             W[ce + j] = h / W[tau + j]
@@ -801,7 +1016,7 @@ def _accept(S, I, n, m, W, ws, h, h_base, lands, t_limit, k, e_k, s_k, s_dn, e_u
     N = n + m
     n2 = 2 * n
     (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
-     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, _) = ws
+     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, tq, g2, vx, _) = ws
     o_y, o_yp, o_qdd, o_lam, o_D, o_Dz, o_tau, o_J, o_ht, o_hk, _ = offsets(n, m, I[I_NS])
     valid_old = I[VALID]
     for i in range(n2):
