@@ -19,7 +19,8 @@ def harness(monkeypatch, request):
 
 @pytest.fixture(scope="session", autouse=True)
 def compiled_kernels_warm():
-    """Compile (or load) the numba kernels of the library models once, before any
+    """Compile (or load) the numba kernels of the library models and of URDF robots
+    (one shared entry, cosim.models.rigid_body; ~65 s of CPU cold) once, before any
     test: a first compilation takes minutes on a loaded 2-core machine and prints
     a notice on stderr, which must not land inside a subprocess test (CLI one-line
     errors, FMU and ROS nodes with time limits).  Without numba: nothing to do."""
