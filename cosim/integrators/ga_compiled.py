@@ -253,7 +253,7 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
     def _sync_parameters(self):
         """Method constants and options into the record (after check_options)."""
         S, I = self._S, self._I
-        S[K.RTOL], S[K.ATOL] = self.rtol, self.atol
+        S[K.RTOL], S[K.ATOL] = self._err_rtol, self._err_atol  # internal_tolerances
         S[K.H_FIXED] = 0.0 if self.h_fixed is None else self.h_fixed
         S[K.MAX_STEP] = self.max_step
         S[K.ALPHA_M], S[K.ALPHA_F], S[K.GAMMA], S[K.BETA], S[K.ETA] = (

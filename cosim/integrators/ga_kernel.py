@@ -38,6 +38,7 @@ DEADBAND = 1.3
 REFRESH_AFTER = 4
 TINY_STEP = 1e-5
 MAX_REJECTIONS = 30
+ROUNDOFF = 10.0
 NEWTON_MAX_ITER = 25
 NEWTON_TOL = 1e-4
 NEWTON_ERR_TOL = 1e-3
@@ -567,7 +568,10 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         t1 = t + h
         bh2, gh = b * h * h, g * h
         rescale = h_last > 0.0 and h != h_last
-        floor = (100.0 * EPS * g / (b * h)) * qmax
+        # scale-aware Newton test (reference: GeneralizedAlpha._attempt): updates
+        # below ROUNDOFF·ε·max(1, |q|) in q (γ/(β h) times that in v) are converged
+        qfloor = ROUNDOFF * EPS * qmax / NEWTON_TOL
+        vfloor = (g / (b * h)) * qfloor
         for i in range(n):
             ai = a_old[i]
             if rescale:
@@ -577,8 +581,8 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             qdd0[i] = (am * ai + (1.0 - am - af) * qdd[i]) / (1.0 - af) + eta * xh
             v0[i] = v[i] + h * ((1.0 - g) * ai + g * qdd[i]) + gh * xh
             q0[i] = q[i] + h * v[i] + (h * h) * ((0.5 - b) * ai + b * qdd[i]) + bh2 * xh
-            w_v[i] = (rtol * abs(v[i]) + atol) + floor
-            scale[i] = max(bh2 / w[i], gh / w_v[i])
+            w_v[i] = (rtol * abs(v[i]) + atol) + vfloor
+            scale[i] = max(bh2 / (w[i] + qfloor), gh / w_v[i])
             if m > 0:
                 lam_scale[i] = scale[i] * minv_d[i] / eta
         for k in range(m):
