@@ -370,7 +370,7 @@ def _norm(dd, n, m, scale, CqT, lam_scale):
 
 
 def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, eta, scale, CqT,
-            lam_scale, delta, F, Jw, work):
+            lam_scale, scale_r, lam_scale_r, delta, F, Jw, work):
     """Returns (converged, iterations, status); δ in ``delta``."""
     N = n + m
     piv = I[PIV:PIV + N]
@@ -431,6 +431,9 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
         if n_j == 1 or old_norm < 0.0:
             sigma = 0.0
         elif dnorm > 0.9 * old_norm:
+            if _norm(F, n, m, scale_r, CqT, lam_scale_r) < NEWTON_TOL:
+                S[SIGMA] = sigma   # stalled at the rounding level: converged
+                return True, it, OK
             I[NEED_JAC] = 1
         else:
             sigma = max(0.5 * sigma, dnorm / old_norm)
@@ -541,6 +544,8 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     x_hat, scale, w_v = work[12], work[13], work[15]
     CqT = np.zeros((n, m))
     lam_scale = np.zeros(n)
+    scale_r = np.zeros(n)
+    lam_scale_r = np.zeros(n)
     minv_d = np.zeros(n)
     if m > 0:
         Cq0 = np.zeros((m, n))
@@ -568,8 +573,11 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         t1 = t + h
         bh2, gh = b * h * h, g * h
         rescale = h_last > 0.0 and h != h_last
-        # scale-aware Newton test (reference: GeneralizedAlpha._attempt): updates
-        # below ROUNDOFF·ε·max(1, |q|) in q (γ/(β h) times that in v) are converged
+        # Newton norm (velocity weights floored at 100 rounding units) and the
+        # stall norm (reference: GeneralizedAlpha._attempt): once the iteration
+        # stops contracting, updates below ROUNDOFF·ε·max(1, |q|) in q (γ/(β h)
+        # times that in v) are converged
+        floor = (100.0 * EPS * g / (b * h)) * qmax
         qfloor = ROUNDOFF * EPS * qmax / NEWTON_TOL
         vfloor = (g / (b * h)) * qfloor
         for i in range(n):
@@ -581,14 +589,18 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             qdd0[i] = (am * ai + (1.0 - am - af) * qdd[i]) / (1.0 - af) + eta * xh
             v0[i] = v[i] + h * ((1.0 - g) * ai + g * qdd[i]) + gh * xh
             q0[i] = q[i] + h * v[i] + (h * h) * ((0.5 - b) * ai + b * qdd[i]) + bh2 * xh
-            w_v[i] = (rtol * abs(v[i]) + atol) + vfloor
-            scale[i] = max(bh2 / (w[i] + qfloor), gh / w_v[i])
+            wv0 = rtol * abs(v[i]) + atol
+            w_v[i] = wv0 + floor
+            scale[i] = max(bh2 / w[i], gh / w_v[i])
+            scale_r[i] = max(bh2 / (w[i] + qfloor), gh / (wv0 + vfloor))
             if m > 0:
                 lam_scale[i] = scale[i] * minv_d[i] / eta
+                lam_scale_r[i] = scale_r[i] * minv_d[i] / eta
         for k in range(m):
             lam_hat[k] = lam_old[k] + h * lam_rate[k]
         converged, iters, status = _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat,
-                                           bh2, gh, eta, scale, CqT, lam_scale, delta, F, Jw, work)
+                                           bh2, gh, eta, scale, CqT, lam_scale, scale_r, lam_scale_r,
+                                           delta, F, Jw, work)
         if status == SINGULAR or status == NONFINITE_MATRIX:
             S[F_H] = h
             return status
@@ -610,8 +622,9 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             break
         # error estimate eq. 34 and step control eq. 36 with Algorithm 3 f
         xm = 0.0
+        errfloor = (10.0 * ROUNDOFF * EPS / b) * qmax   # rounding floor of h² x
         for i in range(n):
-            e = abs(x[i]) / w[i]
+            e = abs(x[i]) / (w[i] + errfloor)
             if e > xm:
                 xm = e
         xi = (h * h * xm) ** (1.0 / 3.0) if n > 0 else 0.0

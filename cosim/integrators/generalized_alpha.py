@@ -303,15 +303,17 @@ class GeneralizedAlpha(MultibodyIntegrator):
         # §4) the iteration matrix is h-independent, but rounding ε|q| of
         # C(q) still moves x by ~ε|q|/(β h²), i.e. q by ~ε|q| and v by
         # ~γ ε|q|/(β h) — the O(1/h) sensitivity of the index-3 velocities.
-        # An update at that level is converged: the floors below are divided
-        # by the Newton tolerance, so "‖Δ‖ < tol" reads "update below tol·W or
-        # below ROUNDOFF·ε of the variable it moves" (before: floor inside W,
-        # never reached for h ≲ 1e-5 — 20 iterations and 9 LU per step at
-        # h = 1e-6 on Andrews).
-        qfloor = ROUNDOFF * EPS * max(1.0, float(np.abs(y[:n]).max()) if n else 1.0) / self.newton.tol
-        w_q = w + qfloor
-        w_v = error_weights(y[n:], self._err_rtol, self._err_atol) + (g / (b * h)) * qfloor
-        scale = np.maximum(bh2 / w_q, gh / w_v)
+        # The plain norm (velocity weights floored at 100 such units) stalls
+        # there for h ≲ 1e-5 (20 iterations, 9 LU per step at h = 1e-6 on
+        # Andrews).  Second norm, used only once the iteration has stopped
+        # contracting: an update below ROUNDOFF·ε·max(1,|q|) in q (γ/(β h)
+        # times that in v) is rounding, and the iterate is converged.
+        qmax = max(1.0, float(np.abs(y[:n]).max()) if n else 1.0)
+        w_v0 = error_weights(y[n:], self._err_rtol, self._err_atol)
+        w_v = w_v0 + (100.0 * EPS * g / (b * h)) * qmax
+        scale = np.maximum(bh2 / w, gh / w_v)
+        qfloor = ROUNDOFF * EPS * qmax / self.newton.tol
+        scale_r = np.maximum(bh2 / (w + qfloor), gh / (w_v0 + (g / (b * h)) * qfloor))
         J = self._J
 
         def unpack(delta):
@@ -365,23 +367,29 @@ class GeneralizedAlpha(MultibodyIntegrator):
             # a change Δz of λ moves q by about β h²/η · M⁻¹ C_qᵀ Δz (and v by
             # γ h/η · M⁻¹ C_qᵀ Δz); measure it like Δx so λ converges too
             # (diagonal of M as the estimate of M)
-            lam_scale = scale * self._inv_mass_diag(y[:n]) / eta
+            minv = self._inv_mass_diag(y[:n])
             CqT = self._constraint_rows(y[:n], self.t).T
 
-            def norm(dd):
-                return max((np.abs(dd[:n]) * scale).max(),
-                           (np.abs(CqT @ dd[n:]) * lam_scale).max())
+            def norm_with(sc):
+                lam_sc = sc * minv / eta
+                return lambda dd: max((np.abs(dd[:n]) * sc).max(),
+                                      (np.abs(CqT @ dd[n:]) * lam_sc).max())
         else:
-            def norm(dd):
-                return (np.abs(dd) * scale).max() if n else 0.0
+            def norm_with(sc):
+                return lambda dd: (np.abs(dd) * sc).max() if n else 0.0
 
-        res = self.newton.solve(residual, jacobian, n + mz, norm, h=h, t=self.t)
+        res = self.newton.solve(residual, jacobian, n + mz, norm_with(scale), h=h, t=self.t,
+                                stall_norm=norm_with(scale_r))
         q, v, qdd, lam = unpack(res.delta)
         x = x_hat + res.delta[:n]
         xi = None
         if self.h_fixed is None:
-            # error estimate, eq. 34: Ξ = (h² ‖x‖)^{1/3} ∝ h
-            xi = (h * h * float(np.max(np.abs(x) / w))) ** (1.0 / 3.0) if n else 0.0
+            # error estimate, eq. 34: Ξ = (h² ‖x‖)^{1/3} ∝ h.  h² x carries the
+            # Newton's accepted rounding, up to ROUNDOFF·ε·max(1,|q|)/β (it is
+            # β h² x in q): the weights get 10× that as a floor, else a tiny
+            # (internal) atol makes Ξ > 1 for every h (failure at t = 0).
+            w_err = w + (10.0 * ROUNDOFF * EPS / b) * qmax
+            xi = (h * h * float(np.max(np.abs(x) / w_err))) ** (1.0 / 3.0) if n else 0.0
         return res, q, v, qdd, lam, x, xi
 
     def _constraint_rows(self, q, t):
