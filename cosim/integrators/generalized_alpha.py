@@ -137,6 +137,16 @@ class GeneralizedAlpha(MultibodyIntegrator):
     * velocity projection after each step (option ``project_velocities``)
       and a step-size deadband (h grows only by ≥ 30 %): both keep step-size
       changes from exciting the parasitic constraint mode.
+    * Newton at small steps (issue 12): the system is the scaled one of
+      eq. 32-33 (constraint rows by 1/(β h²), as Bottasso, Bauchau & Cardona
+      2007 and Arnold & Brüls 2007 §4), so its conditioning does not depend on
+      h; what grew as h → 0 was the convergence test, which asked for updates
+      below the O(ε/h) rounding of the velocities.  Once the iteration stops
+      contracting, an update at the rounding level (ROUNDOFF) is accepted:
+      Andrews at h = 1e-6, 20.5 → 2.95 iterations and 9.1 → 0.14 LU per step.
+    * tolerance-proportional step control (option ``tolerance_proportional``,
+      default on; ``false`` is the plain eq. 34): the error test and Newton
+      norm use tol·(tol/TOL_REF)^(1/2), so the global error follows rtol.
     * a_n is rescaled when h changes; the Newton iteration starts from the
       extrapolated innovation (neither changes the converged solution).
     * rejections: first retry with h_new (eq. 36), then halve; the step
