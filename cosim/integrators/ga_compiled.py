@@ -217,6 +217,7 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         self._entry = _model_entries(model)
         self._allocate(model.n_q, model.n_c)
         super().__init__(model, **kwargs)
+        self._sync_parameters()   # tolerances and constants also for a restore before initialize
 
     # -- the record ----------------------------------------------------------------------
     def _allocate(self, n, m):
@@ -253,7 +254,8 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
     def _sync_parameters(self):
         """Method constants and options into the record (after check_options)."""
         S, I = self._S, self._I
-        S[K.RTOL], S[K.ATOL] = self._err_rtol, self._err_atol  # internal_tolerances
+        S[K.RTOL], S[K.ATOL] = self.rtol, self.atol
+        S[K.ERR_SCALE] = self._err_scale  # internal_tolerances: error-test weights s·W
         S[K.H_FIXED] = 0.0 if self.h_fixed is None else self.h_fixed
         S[K.MAX_STEP] = self.max_step
         S[K.ALPHA_M], S[K.ALPHA_F], S[K.GAMMA], S[K.BETA], S[K.ETA] = (

@@ -62,7 +62,7 @@ R_NO_CONVERGENCE = 3     # "no convergence in 25 iterations"
 
 # -- scalar slots of S ---------------------------------------------------------
 T, T_PREV, H_NEXT, H_LAST, SIGMA, H_JAC, RELAX, RTOL, ATOL, H_FIXED, MAX_STEP = range(11)
-ALPHA_M, ALPHA_F, GAMMA, BETA, ETA, F_H, F_INFO, F_T = range(11, 19)
+ALPHA_M, ALPHA_F, GAMMA, BETA, ETA, F_H, F_INFO, F_T, ERR_SCALE = range(11, 20)
 N_SCALARS = 20
 # -- slots of I ----------------------------------------------------------------------
 I_N, I_M, NEED_JAC, HAS_FACTOR, PROJECT, CONST_MASS, MINV_EXACT, MINV_DIAG, FIXED, REASON = range(10)
@@ -431,7 +431,7 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
         if n_j == 1 or old_norm < 0.0:
             sigma = 0.0
         elif dnorm > 0.9 * old_norm:
-            if _norm(F, n, m, scale_r, CqT, lam_scale_r) < NEWTON_TOL:
+            if S[H_FIXED] > 0.0 and _norm(F, n, m, scale_r, CqT, lam_scale_r) < NEWTON_TOL:
                 S[SIGMA] = sigma   # stalled at the rounding level: converged
                 return True, it, OK
             I[NEED_JAC] = 1
@@ -623,8 +623,9 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         # error estimate eq. 34 and step control eq. 36 with Algorithm 3 f
         xm = 0.0
         errfloor = (10.0 * ROUNDOFF * EPS / b) * qmax   # rounding floor of h² x
+        es = S[ERR_SCALE]                                 # tolerance proportionality
         for i in range(n):
-            e = abs(x[i]) / (w[i] + errfloor)
+            e = abs(x[i]) / (es * w[i] + errfloor)
             if e > xm:
                 xm = e
         xi = (h * h * xm) ** (1.0 / 3.0) if n > 0 else 0.0
