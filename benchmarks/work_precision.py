@@ -14,14 +14,19 @@ modules); pendulum t = 3 from scipy DOP853 on the index-1 ODE at 1e-12
 (tests/reference.py).  A run that exceeds ``--budget`` seconds is stopped and
 the method's tighter rtols are skipped (printed "budget").
 
-Second table: mean Newton iterations per step at a fixed h = 1e-6 (1000 steps)
-for the implicit methods on Andrews and the pendulum.
+Second table: mean Newton iterations (and LU factorisations) per step at a
+fixed h = 1e-6 (1000 steps; ``--newton-h`` for other steps) for the implicit
+methods on Andrews and the pendulum.
 
     python benchmarks/work_precision.py                   # full (long: ~1 h)
     python benchmarks/work_precision.py --quick           # Andrews, bdf family, 4 rtols
     python benchmarks/work_precision.py --models andrews --methods bdf bdf-i2 --starts 8
     python benchmarks/work_precision.py --method-option bdf:reuse_matrix=true   # before the fix
     python benchmarks/work_precision.py --plot wp.png
+    python benchmarks/work_precision.py --models andrews pendulum --methods generalized-alpha \
+        --rtols 1e-3 1e-4 1e-5 1e-6 1e-7 1e-8 1e-9 --backend numba --newton-h 1e-4 1e-5 1e-6 1e-7
+    python benchmarks/work_precision.py --methods generalized-alpha \
+        --method-option generalized-alpha:tolerance_proportional=false    # plain eq. 34
     python benchmarks/work_precision.py --models crank_slider --methods bdf --rtols 1e-3 1e-4 \
         --atol 1e-2 --starts 2 --no-newton-table          # seed Table 6 setting
 """
@@ -65,12 +70,12 @@ def perturbed_y0(model, seed):
     return y0
 
 
-def run_one(model_name, method, rtol, seed, budget, options, atol=None):
+def run_one(model_name, method, rtol, seed, budget, options, atol=None, backend="python"):
     """(error, stats, seconds) or None when over budget."""
     t_end, q_ref = reference(model_name)
     model = load_model(model_name)
     atol = rtol / 100 if atol is None else atol
-    integ = make_integrator(model, method, rtol=rtol, atol=atol, **options)
+    integ = make_integrator(model, method, backend=backend, rtol=rtol, atol=atol, **options)
     integ.initialize(0.0, perturbed_y0(model, seed))
     t0 = time.perf_counter()
     while integ.t < t_end:
@@ -89,12 +94,12 @@ def slope(rtols, errs):
     return float(np.polyfit(x, y, 1)[0])
 
 
-def work_precision(model_name, method, rtols, starts, budget, options, atol=None):
+def work_precision(model_name, method, rtols, starts, budget, options, atol=None, backend="python"):
     rows = []
     for rtol in rtols:
         res = []
         for seed in range(1, starts + 1):
-            r = run_one(model_name, method, rtol, seed, budget, options, atol)
+            r = run_one(model_name, method, rtol, seed, budget, options, atol, backend)
             if r is None:
                 res = None
                 break
@@ -138,14 +143,14 @@ def print_table(model_name, method, options, rows):
               f"{max(d['spread'] for _, d in rows if d is not None):.2f}")
 
 
-def newton_at_small_h(methods, h=1e-6, n_steps=1000):
+def newton_at_small_h(methods, h=1e-6, n_steps=1000, backend="python"):
     print(f"\nNewton iterations per step at fixed h = {h:g} ({n_steps} steps from t = 0)")
     print(f"{'model':<10s} {'method':<22s} {'it/step':>8s} {'LU/step':>8s}")
     for model_name in ("andrews", "pendulum"):
         for method in methods:
             if method == "dopri5":
                 continue
-            integ = make_integrator(load_model(model_name), method, h=h)
+            integ = make_integrator(load_model(model_name), method, backend=backend, h=h)
             integ.initialize()
             integ.advance(h * n_steps)
             st = integ.stats
@@ -197,6 +202,11 @@ def main(argv=None):
     parser.add_argument("--method-option", action="append", default=[],
                         help="METHOD:NAME=VALUE passed to that method (repeatable)")
     parser.add_argument("--no-newton-table", action="store_true")
+    parser.add_argument("--newton-h", type=float, nargs="+", default=[1e-6], metavar="H",
+                        help="fixed step(s) of the Newton table (default 1e-6)")
+    parser.add_argument("--backend", choices=("python", "numba", "auto"), default="python",
+                        help="python (default): the reference; numba/auto: the compiled core where "
+                             "the method has one (generalized-alpha) — same algorithm, much faster")
     parser.add_argument("--plot", metavar="PNG", nargs="?", const="work_precision.png")
     args = parser.parse_args(argv)
     if args.quick:
@@ -213,12 +223,14 @@ def main(argv=None):
     for model_name in args.models:
         for method in args.methods:
             o = opts.get(method, {})
-            rows = work_precision(model_name, method, args.rtols, args.starts, args.budget, o, args.atol)
+            rows = work_precision(model_name, method, args.rtols, args.starts, args.budget, o, args.atol,
+                                  args.backend)
             print_table(model_name, method, o, rows)
             results.append((model_name, method, rows))
             sys.stdout.flush()
     if not args.no_newton_table:
-        newton_at_small_h([m for m in args.methods if m != "dopri5"])
+        for h in args.newton_h:
+            newton_at_small_h([m for m in args.methods if m != "dopri5"], h=h, backend=args.backend)
     if args.plot:
         plot(args.plot, results)
 

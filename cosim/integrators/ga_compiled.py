@@ -236,6 +236,7 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         self._n_out = len(model.output_names) if self._kernel_outputs else 0
         self._allocate(model.n_q, model.n_c)
         super().__init__(model, **kwargs)
+        self._sync_parameters()   # tolerances and constants also for a restore before initialize
 
     # -- the record ----------------------------------------------------------------------
     def _allocate(self, n, m):
@@ -278,6 +279,7 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         """Method constants and options into the record (after check_options)."""
         S, I = self._S, self._I
         S[K.RTOL], S[K.ATOL] = self.rtol, self.atol
+        S[K.ERR_SCALE] = self._err_scale  # internal_tolerances: error-test weights s·W
         S[K.H_FIXED] = 0.0 if self.h_fixed is None else self.h_fixed
         S[K.MAX_STEP] = self.max_step
         S[K.ALPHA_M], S[K.ALPHA_F], S[K.GAMMA], S[K.BETA], S[K.ETA] = (

@@ -38,6 +38,7 @@ DEADBAND = 1.3
 REFRESH_AFTER = 4
 TINY_STEP = 1e-5
 MAX_REJECTIONS = 30
+ROUNDOFF = 10.0
 NEWTON_MAX_ITER = 25
 NEWTON_TOL = 1e-4
 NEWTON_ERR_TOL = 1e-3
@@ -61,7 +62,7 @@ R_NO_CONVERGENCE = 3     # "no convergence in 25 iterations"
 
 # -- scalar slots of S ---------------------------------------------------------
 T, T_PREV, H_NEXT, H_LAST, SIGMA, H_JAC, RELAX, RTOL, ATOL, H_FIXED, MAX_STEP = range(11)
-ALPHA_M, ALPHA_F, GAMMA, BETA, ETA, F_H, F_INFO, F_T = range(11, 19)
+ALPHA_M, ALPHA_F, GAMMA, BETA, ETA, F_H, F_INFO, F_T, ERR_SCALE = range(11, 20)
 N_SCALARS = 20
 # -- slots of I ----------------------------------------------------------------------
 I_N, I_M, NEED_JAC, HAS_FACTOR, PROJECT, CONST_MASS, MINV_EXACT, MINV_DIAG, FIXED, REASON = range(10)
@@ -375,7 +376,7 @@ def _norm(dd, n, m, scale, CqT, lam_scale):
 
 
 def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, eta, scale, CqT,
-            lam_scale, delta, F, Jw, work):
+            lam_scale, scale_r, lam_scale_r, delta, F, Jw, work):
     """Returns (converged, iterations, status); δ in ``delta``."""
     N = n + m
     piv = I[PIV:PIV + N]
@@ -436,6 +437,9 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
         if n_j == 1 or old_norm < 0.0:
             sigma = 0.0
         elif dnorm > 0.9 * old_norm:
+            if S[H_FIXED] > 0.0 and _norm(F, n, m, scale_r, CqT, lam_scale_r) < NEWTON_TOL:
+                S[SIGMA] = sigma   # stalled at the rounding level: converged
+                return True, it, OK
             I[NEED_JAC] = 1
         else:
             sigma = max(0.5 * sigma, dnorm / old_norm)
@@ -546,6 +550,8 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     x_hat, scale, w_v = work[12], work[13], work[15]
     CqT = np.zeros((n, m))
     lam_scale = np.zeros(n)
+    scale_r = np.zeros(n)
+    lam_scale_r = np.zeros(n)
     minv_d = np.zeros(n)
     if m > 0:
         Cq0 = np.zeros((m, n))
@@ -573,7 +579,13 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         t1 = t + h
         bh2, gh = b * h * h, g * h
         rescale = h_last > 0.0 and h != h_last
+        # Newton norm (velocity weights floored at 100 rounding units) and the
+        # stall norm (reference: GeneralizedAlpha._attempt): once the iteration
+        # stops contracting, updates below ROUNDOFF·ε·max(1, |q|) in q (γ/(β h)
+        # times that in v) are converged
         floor = (100.0 * EPS * g / (b * h)) * qmax
+        qfloor = ROUNDOFF * EPS * qmax / NEWTON_TOL
+        vfloor = (g / (b * h)) * qfloor
         for i in range(n):
             ai = a_old[i]
             if rescale:
@@ -583,14 +595,18 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             qdd0[i] = (am * ai + (1.0 - am - af) * qdd[i]) / (1.0 - af) + eta * xh
             v0[i] = v[i] + h * ((1.0 - g) * ai + g * qdd[i]) + gh * xh
             q0[i] = q[i] + h * v[i] + (h * h) * ((0.5 - b) * ai + b * qdd[i]) + bh2 * xh
-            w_v[i] = (rtol * abs(v[i]) + atol) + floor
+            wv0 = rtol * abs(v[i]) + atol
+            w_v[i] = wv0 + floor
             scale[i] = max(bh2 / w[i], gh / w_v[i])
+            scale_r[i] = max(bh2 / (w[i] + qfloor), gh / (wv0 + vfloor))
             if m > 0:
                 lam_scale[i] = scale[i] * minv_d[i] / eta
+                lam_scale_r[i] = scale_r[i] * minv_d[i] / eta
         for k in range(m):
             lam_hat[k] = lam_old[k] + h * lam_rate[k]
         converged, iters, status = _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat,
-                                           bh2, gh, eta, scale, CqT, lam_scale, delta, F, Jw, work)
+                                           bh2, gh, eta, scale, CqT, lam_scale, scale_r, lam_scale_r,
+                                           delta, F, Jw, work)
         if status == SINGULAR or status == NONFINITE_MATRIX:
             S[F_H] = h
             return status
@@ -612,8 +628,10 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             break
         # error estimate eq. 34 and step control eq. 36 with Algorithm 3 f
         xm = 0.0
+        errfloor = (10.0 * ROUNDOFF * EPS / b) * qmax   # rounding floor of h² x
+        es = S[ERR_SCALE]                                 # tolerance proportionality
         for i in range(n):
-            e = abs(x[i]) / w[i]
+            e = abs(x[i]) / (es * w[i] + errfloor)
             if e > xm:
                 xm = e
         xi = (h * h * xm) ** (1.0 / 3.0) if n > 0 else 0.0

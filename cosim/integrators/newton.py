@@ -99,7 +99,10 @@ class QuasiNewton:
             self.relax = 1.0
 
     # -- one nonlinear solve -----------------------------------------------------
-    def solve(self, residual, jacobian, n, norm, h=None, t=None):
+    def solve(self, residual, jacobian, n, norm, h=None, t=None, stall_norm=None):
+        """``stall_norm`` (optional): when the iteration stops contracting
+        (‖Δδ‖ > 0.9‖Δδ_old‖), an update with stall_norm < tol is accepted —
+        the caller's measure of "at the rounding level" (generalized-α)."""
         stats = self.stats
         delta = np.zeros(n)
         old_norm = None
@@ -142,6 +145,9 @@ class QuasiNewton:
             if n_j == 1 or old_norm is None:
                 sigma = 0.0
             elif dnorm > 0.9 * old_norm:
+                if stall_norm is not None and stall_norm(dd) < self.tol:
+                    self.sigma = sigma
+                    return NewtonResult(delta, True, it, sigma, "converged")
                 self.need_jac = True  # diverging or stalling: re-form J here
             else:
                 sigma = max(0.5 * sigma, dnorm / old_norm)
