@@ -232,7 +232,8 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
             raise InvalidInputError(f"backend 'numba': {reason}")
         self._restart_pending = False
         self._entry = _model_entries(model)
-        self._kernel_outputs = model.kernel_outputs()
+        probe = getattr(model, "kernel_outputs", None)  # KernelModel; a URDF robot has none
+        self._kernel_outputs = bool(probe is not None and probe())
         self._n_out = len(model.output_names) if self._kernel_outputs else 0
         self._allocate(model.n_q, model.n_c)
         super().__init__(model, **kwargs)
