@@ -145,7 +145,7 @@ def test_andrews_positions_at_0_03_and_error_falls_with_rtol():
     errors, end_errors = {}, {}
     for rtol in (1e-4, 1e-6, 1e-8):
         # the seed's per-step control (eq. 34 on the user's tolerances); the
-        # tolerance-proportional default is tested below
+        # tolerance-proportional option is tested below
         ig = GeneralizedAlpha(m, rtol=rtol, atol=rtol, tolerance_proportional=False)
         ig.initialize(0.0)
         worst = 0.0
@@ -207,7 +207,7 @@ def _wp_error(model_name, rtol):
         t_end = 3.0
         q_ref = pendulum_reference(t_end)[0]
     ig = make_integrator(load_model(model_name), "generalized-alpha", backend="auto",
-                         rtol=rtol, atol=rtol / 100)
+                         rtol=rtol, atol=rtol / 100, tolerance_proportional=True)
     ig.initialize(0.0)
     ig.advance(t_end)
     return float(np.max(np.abs(ig.q - q_ref) / np.maximum(1.0, np.abs(q_ref))))

@@ -145,7 +145,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
       contracting, an update at the rounding level (ROUNDOFF) is accepted:
       Andrews at h = 1e-6, 20.5 → 2.95 iterations and 9.1 → 0.14 LU per step.
     * tolerance-proportional step control (option ``tolerance_proportional``,
-      default on; ``false`` is the plain eq. 34): the error test and Newton
+      default off = the plain eq. 34): the error test and Newton
       uses tol·(tol/TOL_REF)^(1/2), so the global error follows rtol.
     * a_n is rescaled when h changes; the Newton iteration starts from the
       extrapolated innovation (neither changes the converged solution).
@@ -157,7 +157,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
 
     name = "generalized-alpha"
     description = "generalized-alpha, index 3, adaptive step (seed 000 Alg. 3)"
-    options = {"rho_inf": 0.8, "project_velocities": True, "tolerance_proportional": True}
+    options = {"rho_inf": 0.8, "project_velocities": True, "tolerance_proportional": False}
 
     def check_options(self):
         rho = self.opts["rho_inf"]
