@@ -408,7 +408,10 @@ class GeneralizedAlpha(MultibodyIntegrator):
             # Newton's accepted rounding, up to ROUNDOFF·ε·max(1,|q|)/β (it is
             # β h² x in q): the weights get 10× that as a floor, else a tiny
             # (internal) atol makes Ξ > 1 for every h (failure at t = 0).
-            w_err = self._err_scale * w + (10.0 * ROUNDOFF * EPS / b) * qmax
+            # (only with the tolerance-proportional scaling: the plain eq. 34
+            # stays exactly as it was)
+            ef = (10.0 * ROUNDOFF * EPS / b) * qmax if self._err_scale < 1.0 else 0.0
+            w_err = self._err_scale * w + ef
             xi = (h * h * float(np.max(np.abs(x) / w_err))) ** (1.0 / 3.0) if n else 0.0
         return res, q, v, qdd, lam, x, xi
 
