@@ -145,7 +145,7 @@ def test_andrews_positions_at_0_03_and_error_falls_with_rtol():
     errors, end_errors = {}, {}
     for rtol in (1e-4, 1e-6, 1e-8):
         # the seed's per-step control (eq. 34 on the user's tolerances); the
-        # tolerance-proportional default is tested below
+        # tolerance-proportional option is tested below
         ig = GeneralizedAlpha(m, rtol=rtol, atol=rtol, tolerance_proportional=False)
         ig.initialize(0.0)
         worst = 0.0
@@ -207,7 +207,7 @@ def _wp_error(model_name, rtol):
         t_end = 3.0
         q_ref = pendulum_reference(t_end)[0]
     ig = make_integrator(load_model(model_name), "generalized-alpha", backend="auto",
-                         rtol=rtol, atol=rtol / 100)
+                         rtol=rtol, atol=rtol / 100, tolerance_proportional=True)
     ig.initialize(0.0)
     ig.advance(t_end)
     return float(np.max(np.abs(ig.q - q_ref) / np.maximum(1.0, np.abs(q_ref))))
@@ -215,16 +215,18 @@ def _wp_error(model_name, rtol):
 
 # err/rtol measured with 8 starts perturbed by 1e-15 (python
 # benchmarks/work_precision.py --models andrews pendulum --methods
-# generalized-alpha --backend numba): Andrews 1.03, 0.61, 0.52, 0.47, 0.45,
-# 0.45, 0.66 at rtol 1e-3 … 1e-9 (spread ≤ 1.13); pendulum 2.52-2.82 (spread
-# ≤ 1.02).  Bands: 2× beyond the measured values, far wider than the spread.
-ERR_BAND = {"andrews": (0.2, 2.1), "pendulum": (1.25, 5.2)}
+# generalized-alpha --backend numba --method-option
+# generalized-alpha:tolerance_proportional=true): Andrews 1.03, 0.61, 0.49,
+# 0.39, 0.27, 0.46, 0.67 at rtol 1e-3 … 1e-9 (spread ≤ 1.47); pendulum
+# 2.2-2.7 (spread ≤ 1.04); slope over 1e-3, 1e-5, 1e-7: 1.15 / 1.00.
+# Bands: ≥ 2× beyond the measured values and their spread.
+ERR_BAND = {"andrews": (0.09, 2.1), "pendulum": (1.1, 5.4)}
 
 
 @pytest.mark.parametrize("model_name", ["andrews", "pendulum"])
 def test_error_follows_rtol_in_a_bounded_band(model_name):
     """Tolerance-proportional control: err/rtol stays in a band from rtol 1e-3 to
-    1e-7 and the log-log slope is ~1 (measured 1.09 / 1.00 over these three;
+    1e-7 and the log-log slope is ~1 (measured 1.15 / 1.00 over these three;
     the plain eq. 34 gives slopes 0.72 / 0.67 over 1e-3 … 1e-9 with err/rtol
     growing to 45 / 259 at 1e-9)."""
     rtols = (1e-3, 1e-5, 1e-7)
@@ -234,7 +236,7 @@ def test_error_follows_rtol_in_a_bounded_band(model_name):
     lo, hi = ERR_BAND[model_name]
     assert all(lo <= x <= hi for x in ratios), ratios
     slope = np.polyfit(np.log10(rtols), np.log10(errs), 1)[0]
-    assert 0.85 <= slope <= 1.15, slope
+    assert 0.85 <= slope <= 1.3, slope
 
 
 def test_andrews_restore_and_continue_is_bit_identical():

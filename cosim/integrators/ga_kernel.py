@@ -628,8 +628,8 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             break
         # error estimate eq. 34 and step control eq. 36 with Algorithm 3 f
         xm = 0.0
-        errfloor = (10.0 * ROUNDOFF * EPS / b) * qmax   # rounding floor of h² x
         es = S[ERR_SCALE]                                 # tolerance proportionality
+        errfloor = (10.0 * ROUNDOFF * EPS / b) * qmax if es < 1.0 else 0.0   # rounding floor of h² x
         for i in range(n):
             e = abs(x[i]) / (es * w[i] + errfloor)
             if e > xm:
