@@ -178,9 +178,12 @@ def entry(mode, S, I, LU, u, p, t_target, max_steps, y_out):
     return status
 
 
+# error_model="numpy": x / 0.0 is inf/nan, which the kernels' finiteness checks turn
+# into a status code with the record restored; numba's default raises a Python
+# exception from the middle of a step and leaves the record half-written
 for _name, _obj in list(globals().items()):
     if isinstance(_obj, _types.FunctionType) and _obj.__module__ == __name__:
-        globals()[_name] = _numba.njit(cache=True, nogil=True)(_obj)
+        globals()[_name] = _numba.njit(cache=True, nogil=True, error_model="numpy")(_obj)
 '''
 
 

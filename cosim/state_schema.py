@@ -189,6 +189,10 @@ def check_lu(path, lu, piv, n=None):
     if bad.size:
         k = int(bad[0])
         _fail(f"{path}.piv[{k}]", f"LU pivots must be row interchanges {k} <= piv[{k}] < {n}, got {piv[k]}")
+    zero = np.flatnonzero(np.diagonal(lu) == 0.0)
+    if zero.size:  # a factorisation never keeps a zero pivot (it is refused as singular)
+        k = int(zero[0])
+        _fail(f"{path}.lu[{k}, {k}]", "LU factor has a zero pivot (a singular matrix is never kept)")
 
 
 def check_newton_state(path, d, n=None):
