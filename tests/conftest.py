@@ -26,6 +26,8 @@ def compiled_kernels_warm():
     errors, FMU and ROS nodes with time limits).  Without numba: nothing to do."""
     from cosim.jit import numba_available
     if numba_available():
+        import os
+
         from cosim.commands.warmup import warm_up
-        warm_up()
+        warm_up(workers=min(2, os.cpu_count() or 1))  # a cold machine compiles two at a time
     yield
