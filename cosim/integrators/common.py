@@ -29,23 +29,8 @@ def weighted_rms_norm(x, weights):
     return float(np.sqrt(np.mean((x / weights) ** 2)))
 
 
-def fd_jacobian(fun, x, f0=None, scale=None):
-    """Forward-difference Jacobian of ``fun`` at ``x`` (one shared helper)."""
-    x = np.asarray(x, dtype=float)
-    if f0 is None:
-        f0 = fun(x)
-    f0 = np.asarray(f0, dtype=float)
-    n = x.size
-    jac = np.empty((f0.size, n))
-    sq = np.sqrt(EPS)
-    ref = np.abs(x) if scale is None else np.maximum(np.abs(x), scale)
-    for j in range(n):
-        h = sq * max(ref[j], 1e-3)
-        xp = x.copy()
-        xp[j] += h
-        h = xp[j] - x[j]  # exactly representable step
-        jac[:, j] = (np.asarray(fun(xp), dtype=float) - f0) / h
-    return jac
+# forward-difference Jacobian: one helper for the integrators and cosim.derivatives
+fd_jacobian = derivatives.forward_jacobian
 
 
 def force_jacobians(model, q, v, t, u):
