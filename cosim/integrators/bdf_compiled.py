@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import MutableMapping
 
 import numpy as np
 
@@ -31,7 +30,7 @@ from . import bdf_kernel as K
 from .base import STAT_KEYS
 from .bdf import ORDER_HISTORY_MAX, BDFIndex1, BDFIndex2, BDFIndex3
 from .dense_lu import pivots_valid
-from .ga_compiled import _Scalar
+from .ga_compiled import _Array, _Scalar, _Stats
 from .ga_compiled import supports as _model_supported
 from .newton import QuasiNewton
 
@@ -69,59 +68,6 @@ class _Int:
 
     def __set__(self, obj, value):
         obj._I[self.slot] = int(value)
-
-
-class _Array:
-    """A block of S, returned as a copy of the given shape and written by copy."""
-
-    def __init__(self, index, shape=None):
-        self.index, self.shape = index, shape
-
-    def __get__(self, obj, cls=None):
-        if obj is None:
-            return self
-        if not obj._has_state:
-            return None
-        start, length = obj._slices[self.index]
-        out = obj._S[start:start + length].copy()
-        return out if self.shape is None else out.reshape(self.shape(obj))
-
-    def __set__(self, obj, value):
-        if value is None:
-            return
-        start, length = obj._slices[self.index]
-        arr = np.asarray(value, dtype=float).reshape(-1)
-        if arr.shape != (length,):
-            raise StateError(f"state array has {arr.size} entries, the record slot holds {length}")
-        obj._S[start:start + length] = arr
-
-
-class _RecordStats(MutableMapping):
-    """The statistics counters in the record, as the dict the reference expects."""
-
-    def __init__(self, owner):
-        self._owner = owner
-
-    def __getitem__(self, key):
-        return int(self._owner._I[K.STATS + STAT_KEYS.index(key)])
-
-    def __setitem__(self, key, value):
-        if key not in STAT_KEYS:
-            raise KeyError(key)
-        self._owner._I[K.STATS + STAT_KEYS.index(key)] = int(value)
-
-    def __delitem__(self, key):
-        raise TypeError("statistics keys are fixed")
-
-    def __iter__(self):
-        return iter(STAT_KEYS)
-
-    def __len__(self):
-        return len(STAT_KEYS)
-
-    def clear(self):
-        for key in STAT_KEYS:
-            self[key] = 0
 
 
 class _RecordNewton(QuasiNewton):
@@ -236,7 +182,7 @@ class _CompiledBDF:
         self._I[K.K_NEXT] = self._I[K.ORDER] = self._I[K.K_USED] = self._I[K.VALID] = 1
         self._LU = np.zeros((ns, ns))
         self._has_state = False
-        self._stats_view = _RecordStats(self)
+        self._stats_view = _Stats(self, K.STATS)
         self._hist_seen = 0
 
     @property

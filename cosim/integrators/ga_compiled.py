@@ -87,11 +87,11 @@ class _Scalar:
 
 
 class _Array:
-    """A slice of S, returned as a copy (the reference never mutates its arrays,
-    so nobody relies on aliasing) and written by copy."""
+    """A slice of S (``shape(obj)``: reshaped), returned as a copy (the reference
+    never mutates its arrays, so nobody relies on aliasing) and written by copy."""
 
-    def __init__(self, index):
-        self.index = index  # position in ga_kernel.offsets()
+    def __init__(self, index, shape=None):
+        self.index, self.shape = index, shape  # position in the kernel's offsets()
 
     def __get__(self, obj, cls=None):
         if obj is None:
@@ -101,7 +101,8 @@ class _Array:
         if obj._restart_pending:
             obj._flush_restart()
         start, length = obj._slices[self.index]
-        return obj._S[start:start + length].copy()
+        out = obj._S[start:start + length].copy()
+        return out if self.shape is None else out.reshape(self.shape(obj))
 
     def __set__(self, obj, value):
         if value is None:
@@ -117,18 +118,19 @@ class _Array:
 
 
 class _Stats(MutableMapping):
-    """The statistics counters in the record, as the dict the reference expects."""
+    """The statistics counters in the record (from slot ``base`` of I), as the dict
+    the reference expects."""
 
-    def __init__(self, owner):
-        self._owner = owner
+    def __init__(self, owner, base):
+        self._owner, self._base = owner, base
 
     def __getitem__(self, key):
-        return int(self._owner._I[K.STATS + STAT_KEYS.index(key)])
+        return int(self._owner._I[self._base + STAT_KEYS.index(key)])
 
     def __setitem__(self, key, value):
         if key not in STAT_KEYS:
             raise KeyError(key)
-        self._owner._I[K.STATS + STAT_KEYS.index(key)] = int(value)
+        self._owner._I[self._base + STAT_KEYS.index(key)] = int(value)
 
     def __delitem__(self, key):
         raise TypeError("statistics keys are fixed")
@@ -138,6 +140,10 @@ class _Stats(MutableMapping):
 
     def __len__(self):
         return len(STAT_KEYS)
+
+    def clear(self):
+        for key in STAT_KEYS:
+            self[key] = 0
 
 
 class _RecordNewton(QuasiNewton):
@@ -261,7 +267,7 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         self._y_out = np.zeros(self._n_out)
         self._outputs_fresh = False
         self._restart_pending = False  # restart() deferred into the next compiled advance
-        self._stats_view = _Stats(self)
+        self._stats_view = _Stats(self, K.STATS)
         if old_stats is not None:
             self.stats = old_stats
 
