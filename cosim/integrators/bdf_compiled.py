@@ -29,8 +29,7 @@ from ..validation import finite_float
 from . import bdf_kernel as K
 from .base import STAT_KEYS
 from .bdf import ORDER_HISTORY_MAX, BDFIndex1, BDFIndex2, BDFIndex3
-from .dense_lu import pivots_valid
-from .ga_compiled import _Array, _Scalar, _Stats
+from .ga_compiled import _Array, _Scalar, _Stats, record_factor, store_factor
 from .ga_compiled import supports as _model_supported
 from .newton import QuasiNewton
 
@@ -95,29 +94,11 @@ class _RecordNewton(QuasiNewton):
 
     @property
     def factor(self):
-        o = self._owner
-        if not o._I[K.HAS_FACTOR]:
-            return None
-        return o._LU.copy(), o._I[K.PIV:K.PIV + o._N].astype(np.int32)
+        return record_factor(self._owner, K.HAS_FACTOR, K.PIV)
 
     @factor.setter
     def factor(self, value):
-        o = self._owner
-        if value is None:
-            o._I[K.HAS_FACTOR] = 0
-            return
-        lu, piv = value
-        N = o._N
-        lu = np.asarray(lu, dtype=float)
-        piv = np.asarray(piv)
-        # a restored factorisation is indexed by compiled code: check it first
-        if lu.shape != (N, N) or not np.isfinite(lu).all():
-            raise StateError(f"iteration-matrix LU must be a finite {N}x{N} array, got shape {lu.shape}")
-        if piv.shape != (N,) or piv.dtype.kind not in "iu" or not pivots_valid(piv.astype(np.int64), N):
-            raise StateError(f"iteration-matrix pivots must be {N} row indices k <= piv[k] < {N}")
-        o._LU[:, :] = lu
-        o._I[K.PIV:K.PIV + N] = piv
-        o._I[K.HAS_FACTOR] = 1
+        store_factor(self._owner, value, K.HAS_FACTOR, K.PIV)
 
 
 _NO_OUTPUTS = np.zeros(0)  # the entry computes no outputs for BDF (get_outputs: Python)

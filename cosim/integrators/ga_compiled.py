@@ -188,30 +188,37 @@ class _RecordNewton(QuasiNewton):
 
     @property
     def factor(self):
-        o = self._owner
-        if not o._I[K.HAS_FACTOR]:
-            return None
-        N = o._N
-        return o._LU.copy(), o._I[K.PIV:K.PIV + N].astype(np.int32)
+        return record_factor(self._owner, K.HAS_FACTOR, K.PIV)
 
     @factor.setter
     def factor(self, value):
-        o = self._owner
-        if value is None:
-            o._I[K.HAS_FACTOR] = 0
-            return
-        lu, piv = value
-        N = o._N
-        lu = np.asarray(lu, dtype=float)
-        piv = np.asarray(piv)
-        # a restored factorisation is indexed by compiled code: check it first
-        if lu.shape != (N, N) or not np.isfinite(lu).all():
-            raise StateError(f"iteration-matrix LU must be a finite {N}x{N} array, got shape {lu.shape}")
-        if piv.shape != (N,) or piv.dtype.kind not in "iu" or not pivots_valid(piv.astype(np.int64), N):
-            raise StateError(f"iteration-matrix pivots must be {N} row indices k <= piv[k] < {N}")
-        o._LU[:, :] = lu
-        o._I[K.PIV:K.PIV + N] = piv
-        o._I[K.HAS_FACTOR] = 1
+        store_factor(self._owner, value, K.HAS_FACTOR, K.PIV)
+
+
+def record_factor(o, has_slot, piv_slot):
+    """(LU, pivots) kept in a compiled integrator's record, or None."""
+    if not o._I[has_slot]:
+        return None
+    return o._LU.copy(), o._I[piv_slot:piv_slot + o._N].astype(np.int32)
+
+
+def store_factor(o, value, has_slot, piv_slot):
+    """Put (LU, pivots) into the record (None: no factorisation kept)."""
+    if value is None:
+        o._I[has_slot] = 0
+        return
+    lu, piv = value
+    N = o._N
+    lu = np.asarray(lu, dtype=float)
+    piv = np.asarray(piv)
+    # a restored factorisation is indexed by compiled code: check it first
+    if lu.shape != (N, N) or not np.isfinite(lu).all():
+        raise StateError(f"iteration-matrix LU must be a finite {N}x{N} array, got shape {lu.shape}")
+    if piv.shape != (N,) or piv.dtype.kind not in "iu" or not pivots_valid(piv.astype(np.int64), N):
+        raise StateError(f"iteration-matrix pivots must be {N} row indices k <= piv[k] < {N}")
+    o._LU[:, :] = lu
+    o._I[piv_slot:piv_slot + N] = piv
+    o._I[has_slot] = 1
 
 
 class CompiledGeneralizedAlpha(GeneralizedAlpha):
