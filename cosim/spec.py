@@ -33,7 +33,7 @@ from pathlib import Path
 
 from .errors import CosimError, InvalidInputError, SpecError
 from .multirate import exact_time
-from .validation import finite_float
+from .validation import finite_float, flag
 
 from .safe_yaml import MAX_BYTES as MAX_SPEC_BYTES     # a spec / scenario file: at most 1 MiB
 from .safe_yaml import MAX_DEPTH as MAX_SPEC_DEPTH     # nesting levels
@@ -145,10 +145,6 @@ def _list(key, value):
     return list(value)
 
 
-_WORDS = {"true": True, "yes": True, "on": True, "1": True,
-          "false": False, "no": False, "off": False, "0": False}
-
-
 def typed_method_options(method, options):
     """Method options checked against the method's declared defaults: unknown names are
     errors; a value for a boolean option may be a word (true/false/on/off/yes/no) and
@@ -168,10 +164,10 @@ def typed_method_options(method, options):
         default = declared.get(name, common.get(name))
         where = f"method_options.{name}"
         if isinstance(default, bool):
-            word = value if isinstance(value, bool) else _WORDS.get(str(value).strip().lower())
-            if word is None:
-                raise SpecError(f"{where} must be true or false, got {value!r:.80}")
-            value = bool(word)
+            try:  # the integrators' one parser of boolean options
+                value = flag(where, value, cls.flag_words.get(name, ()))
+            except InvalidInputError as exc:
+                raise SpecError(str(exc)) from None
         elif isinstance(default, int) and not isinstance(value, str):
             if isinstance(value, bool) or not float(value).is_integer():
                 raise SpecError(f"{where} must be an integer, got {value!r:.80}")

@@ -71,6 +71,29 @@ def finite_float(name, value, *, positive=False, nonnegative=False, strict=False
     return x
 
 
+# the words a boolean option may be given as (command line, YAML, FMU/ROS strings)
+FLAG_WORDS = {"true": True, "yes": True, "on": True, "1": True,
+              "false": False, "no": False, "off": False, "0": False}
+
+
+def flag(name, value, words=()):
+    """A boolean option: a bool, 0/1, or one of FLAG_WORDS -> bool.  ``words``: other
+    strings the option also takes (returned lower-cased, e.g. ``"scaled"``).  The one
+    parser of every method's boolean options (a bare ``bool("false")`` is True)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, str):
+        key = value.strip().lower()
+        if key in FLAG_WORDS:
+            return FLAG_WORDS[key]
+        if key in words:
+            return key
+    elif isinstance(value, numbers.Real) and value in (0, 1):
+        return bool(value)
+    extra = "".join(f" or {w!r}" for w in words)
+    raise InvalidInputError(f"{name} must be true or false{extra}, got {value!r:.80}")
+
+
 def tolerance(name, value, minimum):
     """A relative/absolute tolerance: finite, and >= ``minimum`` (termination)."""
     x = finite_float(name, value, positive=True)

@@ -263,3 +263,38 @@ def test_fmu_build_name_that_is_a_model_and_a_scenario_means_the_model():
     assert not _is_scenario("bouncing_ball")          # the library model
     assert _is_scenario("bouncing_ball.yaml")         # the shipped scenario
     assert _is_scenario("pendulum_pd") and not _is_scenario("pendulum")
+
+
+# -- one parser for every method's boolean options (issue 13 item 1) ------------------
+
+@pytest.mark.parametrize("word, expected", [("false", False), ("off", False), (0, False),
+                                            ("True", True), ("yes", True), (1, True)])
+def test_block_lstable_error_estimate_word_means_what_it_says(word, expected):
+    """`bool("false")` is True: the option arrived as a word and ran with the estimate on."""
+    from cosim.integrators import make_integrator
+    from cosim.models import load_model
+    it = make_integrator(load_model("pendulum"), "block-lstable", h=0.01, error_estimate=word)
+    it.initialize()
+    it.advance(0.02)
+    assert it.opts["error_estimate"] is expected
+    assert (it.error_estimate > 0.0) is expected
+
+
+@pytest.mark.parametrize("method, option, value", [("block-lstable", "error_estimate", "maybe"),
+                                                   ("generalized-alpha", "project_velocities", 2),
+                                                   ("bdf", "reuse_matrix", "scaled"),
+                                                   ("bdf", "velocity_error", "scaledd")])
+def test_boolean_option_with_a_bad_value_is_refused_naming_it(method, option, value):
+    from cosim.integrators import make_integrator
+    from cosim.models import load_model
+    with pytest.raises(InvalidInputError, match=f"{option} must be true or false.*{value!r}"):
+        make_integrator(load_model("pendulum"), method, **{option: value})
+
+
+def test_velocity_error_scaled_is_accepted_from_a_spec_and_the_api_alike():
+    from cosim.integrators import make_integrator
+    from cosim.models import load_model
+    from cosim.spec import typed_method_options
+    assert typed_method_options("bdf", {"velocity_error": "Scaled"}) == {"velocity_error": "scaled"}
+    it = make_integrator(load_model("pendulum"), "bdf", velocity_error="scaled")
+    assert it.velocity_error is True and it._velocity_scaled

@@ -33,7 +33,7 @@ import numpy as np
 from ..errors import ConvergenceError, InvalidInputError, StateError, UnknownParameterError
 from ..models.base import check_inputs
 from ..state_schema import check_integrator_state
-from ..validation import (DEFAULT_MAX_STEPS, MIN_ATOL, MIN_RTOL, finite_float, step_count,
+from ..validation import (DEFAULT_MAX_STEPS, MIN_ATOL, MIN_RTOL, finite_float, flag, step_count,
                           tolerance)
 
 EPS = float(np.finfo(float).eps)
@@ -49,8 +49,11 @@ class Integrator:
     # False: the method has no formulation of nonholonomic constraints B v + b = 0
     # (seed 000 eq. 93); a model with them is refused when the integrator is made
     supports_nonholonomic = True
-    # Extra options accepted by the constructor: name -> default.
+    # Extra options accepted by the constructor: name -> default.  An option whose
+    # default is a bool is parsed by validation.flag before check_options; one that
+    # also takes words lists them here (name -> tuple of words, e.g. "scaled").
     options: dict = {}
+    flag_words: dict = {}
 
     def __init__(self, model, *, rtol=1e-6, atol=1e-8, h=None, max_step=None,
                  first_step=None, max_steps=None, **options):
@@ -77,6 +80,9 @@ class Integrator:
         self.max_step = math.inf if max_step is None else finite_float("max_step", max_step, positive=True)
         self.first_step = None if first_step is None else finite_float("first_step", first_step, positive=True)
         self.opts = {**self.options, **options}
+        for name, default in self.options.items():
+            if isinstance(default, bool):
+                self.opts[name] = flag(name, self.opts[name], self.flag_words.get(name, ()))
         self.check_options()
         self.u = model.default_inputs()
         self.stats = dict.fromkeys(STAT_KEYS, 0)

@@ -116,6 +116,7 @@ class _BDF(MultibodyIntegrator):
     # Andrews it controls the true local error at the tolerance but needs a
     # tolerance ~1e-3 tighter for the seed's Table 5 accuracy (see the README).
     options = {"max_order": MAX_ORDER, "velocity_error": True, "velocity_weights": "position"}
+    flag_words = {"velocity_error": ("scaled",)}
 
     def check_options(self):
         k = self.opts["max_order"]
@@ -123,20 +124,9 @@ class _BDF(MultibodyIntegrator):
                 not float(k).is_integer() or not 1 <= int(k) <= MAX_ORDER:
             raise InvalidInputError(f"max_order must be an integer 1..{MAX_ORDER}, got {k!r}")
         self.opts["max_order"] = self.max_order = int(k)
-        ve = self.opts["velocity_error"]
-        words = {"true": True, "yes": True, "on": True, "1": True,
-                 "false": False, "no": False, "off": False, "0": False}
-        self._velocity_scaled = isinstance(ve, str) and ve.strip().lower() == "scaled"
-        if self._velocity_scaled:
-            ve = True
-        elif isinstance(ve, str) and ve.strip().lower() in words:   # from the command line
-            ve = words[ve.strip().lower()]
-        elif isinstance(ve, (int, float, np.integer, np.floating)) and not isinstance(ve, bool) \
-                and ve in (0, 1):
-            ve = bool(ve)
-        if not isinstance(ve, (bool, np.bool_)):
-            raise InvalidInputError(f"velocity_error must be true, false or 'scaled', got {ve!r}")
-        self.velocity_error = bool(ve)
+        ve = self.opts["velocity_error"]   # parsed by validation.flag (base class)
+        self._velocity_scaled = ve == "scaled"
+        self.velocity_error = True if self._velocity_scaled else ve
         self.opts["velocity_error"] = "scaled" if self._velocity_scaled else self.velocity_error
         vw = self.opts["velocity_weights"]
         if not isinstance(vw, str) or vw.strip().lower() not in ("position", "velocity"):
@@ -276,11 +266,12 @@ class _BDF(MultibodyIntegrator):
 
     def _step(self, t_limit):
         nt = self.newton
-        saved = (nt.factor, nt.sigma, nt.h_jac, nt.need_jac, nt.relax, self._J, dict(self.stats))
+        saved = (nt.snapshot(), self._J, dict(self.stats))
         try:
             self._step_inner(t_limit)
         except BaseException:
-            (nt.factor, nt.sigma, nt.h_jac, nt.need_jac, nt.relax, self._J, stats) = saved
+            newton, self._J, stats = saved
+            nt.rollback(newton)
             self.stats.clear()
             self.stats.update(stats)
             raise
@@ -503,12 +494,7 @@ class BDFIndex3(_BDF):
 
     def check_options(self):
         super().check_options()
-        ru = self.opts["reuse_matrix"]
-        if isinstance(ru, str) and ru.strip().lower() in ("true", "false", "yes", "no", "on", "off", "1", "0"):
-            ru = ru.strip().lower() in ("true", "yes", "on", "1")
-        if not isinstance(ru, (bool, np.bool_)):
-            raise InvalidInputError(f"reuse_matrix must be true or false, got {ru!r}")
-        self.opts["reuse_matrix"] = self._reuse_across_steps = bool(ru)
+        self._reuse_across_steps = self.opts["reuse_matrix"]   # parsed by validation.flag
         # Order tests (Skelboe, Table 2; smoothness ‖∇^k‖ ≥ ‖∇^{k+1}‖ ≥ ‖∇^{k+2}‖)
         # on the velocity estimate times ĥ.  The index-3 velocity is the BDF
         # derivative of q: its local error is one order lower than q's and

@@ -359,7 +359,7 @@ class LStableBlock(MultibodyIntegrator):
 
         newton = self.newton
         newton.plan_reuse(h, self.h_last if self.h_last is not None else h)
-        saved = newton.state()
+        saved = newton.snapshot()
         result = newton.solve(residual, jacobian, z0.size, norm, h=h, t=t0)
         if not result.converged:
             newton.invalidate()
@@ -377,7 +377,7 @@ class LStableBlock(MultibodyIntegrator):
                 result = analytic
             newton.invalidate()  # do not keep the difference Jacobian for the next step
         if not result.converged:
-            newton.restore(saved)
+            newton.rollback(saved)
             hint = ("; index 3 stalls at its round-off floor (eps·cond/h²) on stiff models such as "
                     "andrews: index=2 or index=1, or another h" if self.index == 3 else "")
             self._fail(f"block stage equations did not converge{hint}", h, result.reason)

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import ConvergenceError, SingularMatrixError
 from .base import MultibodyIntegrator
-from .common import EPS, last_step_dense_output, lu_factor, lu_solve
+from .common import EPS, error_weights, last_step_dense_output, lu_factor, lu_solve
 
 SAFETY = 0.9
 MIN_FACTOR = 0.2
@@ -240,7 +240,7 @@ class ExplicitRungeKutta(MultibodyIntegrator):
         y0 = self.y
         if y0.size == 0:
             return min(1.0, self.max_step)
-        scale = self.atol + np.abs(y0) * self.rtol
+        scale = error_weights(y0, self.rtol, self.atol)
         with np.errstate(over="ignore"):  # an overflow gives inf, handled below
             d0, d1 = rms_norm(y0, scale), rms_norm(f0, scale)
         h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
@@ -268,8 +268,8 @@ class ExplicitRungeKutta(MultibodyIntegrator):
             return y
         n = self.n
         q, v = y[:n], y[n:]
-        wq = self.rtol * np.abs(q) + self.atol
-        wv = self.rtol * np.abs(v) + self.atol
+        wq = error_weights(q, self.rtol, self.atol)
+        wv = error_weights(v, self.rtol, self.atol)
         q, v, its = self._rhs.project(t, q, v, wq, wv)
         self.projection_iterations += its
         return np.concatenate([q, v])
@@ -357,7 +357,7 @@ class ExplicitRungeKutta(MultibodyIntegrator):
         self.h_next = min(h_new, self.max_step)
 
     def _error_ratio(self, y, y_new, err_vec):
-        scale = self.atol + np.maximum(np.abs(y), np.abs(y_new)) * self.rtol
+        scale = error_weights(np.maximum(np.abs(y), np.abs(y_new)), self.rtol, self.atol)
         return rms_norm(err_vec, scale)
 
     # -- restart / state ---------------------------------------------------------------

@@ -25,7 +25,7 @@ import numpy as np
 from scipy.linalg.lapack import dgesv as _gesv
 
 from ..errors import InvalidInputError
-from ..validation import finite_float
+from ..validation import finite_float, flag
 from .base import MultibodyIntegrator
 from .common import (EPS, augmented_matrix, consistent_accelerations, constraint_force_jacobian,
                      error_weights, fd_jacobian, force_jacobians, mass_term_jacobian)
@@ -79,17 +79,6 @@ def nonholonomic_velocity_jacobian(model, q, v, t):
         return jac
     return fd_jacobian(lambda qq: model.nonholonomic_matrix(qq, t) @ v
                        + model.nonholonomic_offset(qq, t), q)
-
-
-def _flag(name, value):
-    """A boolean option; also accepts 0/1 and "true"/"false" (command line)."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, float)) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "1", "0"):
-        return value.strip().lower() in ("true", "yes", "1")
-    raise InvalidInputError(f"{name} must be true or false, got {value!r}")
 
 
 def internal_tolerances(rtol, atol, proportional):
@@ -170,8 +159,8 @@ class GeneralizedAlpha(MultibodyIntegrator):
         if not (0.0 <= r <= 1.0):  # also rejects NaN
             raise InvalidInputError(f"rho_inf must be in [0, 1], got {rho!r}")
         self.opts["rho_inf"] = r
-        self._project = _flag("project_velocities", self.opts["project_velocities"])
-        prop = _flag("tolerance_proportional", self.opts.get("tolerance_proportional", False))
+        self._project = flag("project_velocities", self.opts["project_velocities"])
+        prop = flag("tolerance_proportional", self.opts.get("tolerance_proportional", False))
         self._err_rtol, self._err_atol = internal_tolerances(self.rtol, self.atol, prop)
         # the error test's weights are s·W (W of the user's tolerances); the
         # Newton norm keeps W: 1e-4·W is already far below s·W ≥ 1e-3·W, and a
@@ -438,8 +427,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
             return self.t
         self.check_step_budget(t_target)  # as Integrator.advance: refuse a hopeless interval at once
         nt = self.newton
-        saved = ([getattr(self, k) for k in self._SNAP], dict(self.stats),
-                 (nt.factor, nt.sigma, nt.h_jac, nt.need_jac, nt.relax))
+        saved = ([getattr(self, k) for k in self._SNAP], dict(self.stats), nt.snapshot())
         try:
             n = 0
             while self.t < t_target:
@@ -452,17 +440,18 @@ class GeneralizedAlpha(MultibodyIntegrator):
                 setattr(self, k, val)
             self.stats.clear()
             self.stats.update(saved[1])
-            nt.factor, nt.sigma, nt.h_jac, nt.need_jac, nt.relax = saved[2]
+            nt.rollback(saved[2])
             raise
         return self.t
 
     def _step(self, t_limit):
         nt = self.newton
-        saved = (nt.factor, nt.sigma, nt.h_jac, nt.need_jac, nt.relax, self.h_next)
+        saved, h_next = nt.snapshot(), self.h_next
         try:
             self._step_inner(t_limit)
         except BaseException:
-            nt.factor, nt.sigma, nt.h_jac, nt.need_jac, nt.relax, self.h_next = saved
+            nt.rollback(saved)
+            self.h_next = h_next
             raise
 
     def _project_velocity(self, q, v, t):

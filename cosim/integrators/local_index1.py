@@ -41,7 +41,7 @@ import scipy.linalg as sla
 
 from ..errors import InvalidInputError, SingularMatrixError
 from .base import MultibodyIntegrator
-from .common import consistent_accelerations, fd_jacobian, last_step_dense_output
+from .common import consistent_accelerations, error_weights, fd_jacobian, last_step_dense_output
 from .newton import QuasiNewton
 
 SAFETY = 0.9
@@ -122,7 +122,7 @@ class LocalEquivalentIndex1(MultibodyIntegrator):
         if self.first_step is not None:
             return min(self.first_step, self.max_step)
         # trapezoidal error ≈ h³‖x'''‖/12; without x''' use h²‖q''‖ ≈ tolerance
-        w = self.rtol * np.abs(self.y) + self.atol
+        w = error_weights(self.y, self.rtol, self.atol)
         g = np.concatenate([self.v, self.qdd])
         d = float(np.max(np.abs(g) / w)) if g.size else 0.0
         h = 0.1 / math.sqrt(d) if d > 0 else 1e-3
@@ -205,7 +205,7 @@ class LocalEquivalentIndex1(MultibodyIntegrator):
                 J[pq:r, n:] = Av - 0.5 * h * (Av @ a_v)
             return J
 
-        w = self.rtol * np.abs(x_pred) + self.atol
+        w = error_weights(x_pred, self.rtol, self.atol)
 
         def norm(dd):
             return float(np.max(np.abs(dd) / w))
@@ -219,18 +219,19 @@ class LocalEquivalentIndex1(MultibodyIntegrator):
         err = 0.0
         if self.h_fixed is None:
             est = (np.concatenate([q1, v1]) - x_pred) / 3.0
-            scale = self.atol + self.rtol * np.maximum(np.abs(self.y), np.abs(x_pred))
+            scale = error_weights(np.maximum(np.abs(self.y), np.abs(x_pred)), self.rtol, self.atol)
             err = float(np.sqrt(np.mean((est / scale) ** 2)))
         return (q1, v1, a1, lam1, err), None
 
     # -- step ----------------------------------------------------------------------------
     def _step(self, t_limit):
         nt = self.newton
-        saved = (nt.factor, nt.sigma, nt.h_jac, nt.need_jac, nt.relax, self.h_next)
+        saved, h_next = nt.snapshot(), self.h_next
         try:
             self._step_inner(t_limit)
         except BaseException:
-            nt.factor, nt.sigma, nt.h_jac, nt.need_jac, nt.relax, self.h_next = saved
+            nt.rollback(saved)
+            self.h_next = h_next
             raise
 
     def _step_inner(self, t_limit):

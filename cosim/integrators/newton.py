@@ -72,6 +72,16 @@ class QuasiNewton:
         self.need_jac = True
         self.relax = 1.0
 
+    def snapshot(self):
+        """The rollback point of a step attempt: the controller memory and the LU, by
+        reference (a solve replaces ``factor``, never writes into it).  Every method's
+        failed step restores it with :meth:`rollback`; :meth:`state` is the copy that
+        goes into a serialized state."""
+        return (self.factor, self.sigma, self.h_jac, self.need_jac, self.relax)
+
+    def rollback(self, snap):
+        self.factor, self.sigma, self.h_jac, self.need_jac, self.relax = snap
+
     def state(self):
         """Controller memory plus the current LU factors (plain arrays), so a
         restore continues bit-identically with the same iteration matrix."""

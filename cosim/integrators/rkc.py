@@ -51,7 +51,7 @@ import numpy as np
 
 from ..errors import InvalidInputError, SingularMatrixError
 from .base import MultibodyIntegrator
-from .common import last_step_dense_output, lu_factor, lu_solve
+from .common import error_weights, last_step_dense_output, lu_factor, lu_solve
 from .explicit import IndexOneRHS, rms_norm
 
 MAX_REJECTIONS = 60
@@ -337,7 +337,7 @@ class RKCPenalty(MultibodyIntegrator):
     def _initial_step(self, f0):
         if self.first_step is not None:
             return min(self.first_step, self.max_step)
-        scale = self.atol + np.abs(self.y) * self.rtol
+        scale = error_weights(self.y, self.rtol, self.atol)
         d1 = rms_norm(f0, scale)
         h = min(self.max_step, 0.1 / d1 if d1 > 0 else 1e-3)
         # Euler error estimate (as in rkc.f): ‖h0 (f(y + h0 f) − f)‖ ≈ h0² ‖y''‖
@@ -404,7 +404,7 @@ class RKCPenalty(MultibodyIntegrator):
                 cause = str(exc)
             if cause is None and not fixed:
                 est = 0.8 * (y - y_new) + 0.4 * h * (f0 + f_new)
-                scale = self.atol + self.rtol * np.maximum(np.abs(y), np.abs(y_new))
+                scale = error_weights(np.maximum(np.abs(y), np.abs(y_new)), self.rtol, self.atol)
                 err = rms_norm(est, scale)
             if cause is None and err <= 1.0:
                 break

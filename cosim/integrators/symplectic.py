@@ -445,13 +445,13 @@ class PreadjustedSPARK(MultibodyIntegrator):
 
         newton = self.newton
         newton.plan_reuse(h, self.h_last if self.h_last is not None else h)
-        saved = newton.state()
+        saved = newton.snapshot()
         result = newton.solve(residual, jacobian, z0.size, norm, h=h, t=t0)
         if not result.converged:
             newton.invalidate()
             result = newton.solve(residual, jacobian, z0.size, norm, h=h, t=t0)
         if not result.converged:
-            newton.restore(saved)
+            newton.rollback(saved)
             self._fail("stage equations did not converge", h, result.reason)
         z = z0 + result.delta
         t1 = t0 + h
