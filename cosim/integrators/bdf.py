@@ -77,7 +77,7 @@ import numpy as np
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
 from .base import MultibodyIntegrator
 from .common import (EPS, consistent_accelerations, constraint_force_jacobian, error_weights,
-                     fd_jacobian, force_jacobians, lu_factor, lu_solve, mass_term_jacobian)
+                     fd_jacobian, force_jacobians, initial_step, lu_factor, lu_solve, mass_term_jacobian)
 from .newton import QuasiNewton
 
 MAX_ORDER = 5
@@ -167,8 +167,7 @@ class _BDF(MultibodyIntegrator):
         # order-1 error ≈ h²/2 ‖q''‖: take 1/50 of the tolerance in q.
         w = error_weights(self.q, self.rtol, self.atol)
         acc = float(np.max(np.abs(self.qdd) / w)) if self.qdd.size else 0.0
-        h = math.sqrt(0.04 / acc) if acc > 0 else 1e-3
-        return min(max(h, 1e-10), 1e-2, self.max_step)
+        return initial_step(acc, 0.02, self.max_step)
 
     def _start(self, h):
         """Order 1 from the current point: D_0 = h ẏ_0, τ = (h, 2h) (Algorithm 4 step 3)."""

@@ -1,6 +1,8 @@
 """Shared numerical helpers: error weights and norms, finite-difference
 Jacobians, consistent accelerations (seed 000 eq. 10), LU with a
 singularity check."""
+import math
+
 import numpy as np
 from scipy.linalg.lapack import dgetrf as _getrf
 from scipy.linalg.lapack import dgetrs as _getrs
@@ -14,6 +16,17 @@ EPS = np.finfo(float).eps
 def error_weights(y, rtol, atol):
     """W_k = RTOL·|y_k| + ATOL_k (seed 000 eq. 35)."""
     return rtol * np.abs(y) + atol
+
+
+def initial_step(curvature, fraction, max_step, h_min=1e-10, h_max=1e-2):
+    """The first step of the implicit multibody methods: the h whose position change
+    from the initial acceleration, h²/2·‖q''‖_W, is ``fraction`` of the tolerance
+    (``curvature`` = ‖q''‖_W, max norm in error weights): h = √(2·fraction/‖q''‖),
+    within [h_min, h_max] and ≤ max_step; 1e-3 when q'' = 0.  The controller
+    then grows it.  (The explicit methods use Hairer-Nørsett-Wanner's estimate,
+    explicit.py; RKC its Euler estimate as rkc.f.)"""
+    h = math.sqrt(2.0 * fraction / curvature) if curvature > 0 else 1e-3
+    return min(max(h, h_min), h_max, max_step)
 
 
 def weighted_max_norm(x, weights):

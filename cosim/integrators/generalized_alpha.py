@@ -28,7 +28,7 @@ from ..errors import InvalidInputError
 from ..validation import finite_float, flag
 from .base import MultibodyIntegrator
 from .common import (EPS, augmented_matrix, consistent_accelerations, constraint_force_jacobian,
-                     error_weights, fd_jacobian, force_jacobians, mass_term_jacobian)
+                     error_weights, fd_jacobian, force_jacobians, initial_step, mass_term_jacobian)
 from .newton import QuasiNewton
 
 SAFETY = 0.9        # eq. 36
@@ -202,8 +202,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
         # scale — cautious; the controller doubles it per step.
         w = error_weights(self.q, self._err_rtol, self._err_atol)
         acc = float(np.max(np.abs(self.qdd) / w)) if self.qdd.size else 0.0
-        h = math.sqrt(0.02 / acc) if acc > 0 else 1e-3
-        return min(max(h, 1e-10), 1e-2, self.max_step)
+        return initial_step(acc, 0.01, self.max_step)
 
     # -- restart / state -------------------------------------------------------------
     def _restart(self):

@@ -34,14 +34,14 @@ trapezoidal result estimates the local error, (x_trap − x_Heun)/3 (both are
 2nd order; for y' = λy the trapezoidal error is z³/12 and the difference
 z³/4).  Dense output: cubic Hermite from x and g at both ends.
 """
-import math
 
 import numpy as np
 import scipy.linalg as sla
 
 from ..errors import InvalidInputError, SingularMatrixError
 from .base import MultibodyIntegrator
-from .common import consistent_accelerations, error_weights, fd_jacobian, last_step_dense_output
+from .common import (consistent_accelerations, error_weights, fd_jacobian, initial_step,
+                     last_step_dense_output)
 from .newton import QuasiNewton
 
 SAFETY = 0.9
@@ -125,8 +125,7 @@ class LocalEquivalentIndex1(MultibodyIntegrator):
         w = error_weights(self.y, self.rtol, self.atol)
         g = np.concatenate([self.v, self.qdd])
         d = float(np.max(np.abs(g) / w)) if g.size else 0.0
-        h = 0.1 / math.sqrt(d) if d > 0 else 1e-3
-        return min(max(h, 1e-8), 1e-2, self.max_step)
+        return initial_step(d, 0.005, self.max_step, h_min=1e-8)
 
     # -- pieces ------------------------------------------------------------------------
     def _g(self, t, q, v):
