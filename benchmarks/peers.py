@@ -1,37 +1,56 @@
-"""Work-precision comparison of our implicit integrators with peer solvers.
+"""Work-precision comparison of our integrators with peer solvers, the peers
+given the same compiled model code as ours (issue 13, "must show").
 
-In one process and on the same problems (Andrews' squeezer on [0, 0.03],
-the Cartesian pendulum on [0, 10], the flexible crank-slider on [0, 0.1]):
+In one process and on the same problems (Andrews' squeezer on [0, 0.03], the
+flexible crank-slider on [0, 0.1], the Cartesian pendulum on [0, 10]):
 
-* ours: ``bdf`` (index 3 + projection filter), ``bdf-i2`` (GGL),
-  ``bdf[v-wts]`` (= ``bdf`` with ``velocity_weights="velocity"``: velocities
-  weighted by RTOL|v_k| + ATOL as in DASSL / IDA instead of the seed's W_q^k),
-  ``bdf[q-err]`` (= ``bdf`` with ``velocity_error=False``: local error test on
-  q only) and ``generalized-alpha`` (index 3), driven through
+* ours, on the compiled backend (``backend="numba"``: the whole step loop
+  and the model's kernels compiled): ``bdf`` (index 3 + projection filter),
+  ``bdf-i2`` (GGL), ``generalized-alpha`` (index 3), ``bdf[v-wts]``
+  (= ``bdf`` with velocities weighted by RTOL|v_k| + ATOL as in DASSL / IDA)
+  and in the full run ``bdf[q-err]`` (local error test on q only), driven through
   ``Integrator.advance``;
-* SUNDIALS IDA (scikit-sundae ``sksundae.ida.IDA``, dense direct solver,
-  its own finite-difference Jacobian) on the index-1 DAE
-  y = (q, v, λ):  q' − v = 0,  M v' + C_qᵀλ − Q = 0,  C_q v' − γ = 0;
-* scipy ``solve_ivp`` (Radau, BDF, LSODA, DOP853) on the index-1 ODE
-  q' = v,  [[M, C_qᵀ], [C_q, 0]] [v'; λ] = [Q; γ].
+* peers with **compiled model code** ("numba"): scipy ``solve_ivp`` (Radau,
+  BDF, LSODA, DOP853) on the index-1 ODE  q' = v,
+  [[M, C_qᵀ], [C_q, 0]] [v'; λ] = [Q; γ]  whose right-hand side is one
+  ``numba.njit`` function calling the model's kernels (mass, forces,
+  constraint_jacobian, gamma of ``cosim.models``, the same functions our
+  compiled backend fuses) and solving the augmented system inside; SUNDIALS
+  IDA (scikit-sundae ``sksundae.ida.IDA``, dense direct solver, its own
+  finite-difference Jacobian) on the index-1 DAE y = (q, v, λ):
+  q' − v = 0,  M v' + C_qᵀλ − Q = 0,  C_q v' − γ = 0  with an njit residual;
+* the same peers with **plain-Python model code** ("python"): the right-hand
+  side / residual built from the model's Python methods (numpy, scipy.linalg).
 
-All formulations call the same model code (M, Q, C, C_q, γ of
-``cosim.models``).  Error = max |q(t_end) − q_ref| with q_ref from DOP853 at
-rtol = atol = 1e-12 on the index-1 ODE (Andrews, pendulum) or the IVP
-test-set reference value (crank-slider, t = 0.1).  Columns: steps, residual
-(right-hand side) evaluations, Jacobian evaluations, LU factorisations, wall
-time, and the wall time divided by IDA's wall time at the same error
-(log-log interpolation of IDA's work-precision curve; '~' marks
-extrapolation beyond IDA's measured error range, 'n/a' more than a factor 3
-beyond it or when IDA's errors span less than a decade).
+The njit functions are compiled (or loaded from numba's disk cache) and called
+once before anything is timed; that compile time is printed separately, as is
+the load time of our compiled entries.  Error = max |q(t_end) − q_ref| with
+q_ref from DOP853 at rtol = atol = 1e-12 on the index-1 ODE (Andrews,
+pendulum) or the IVP test-set reference value (crank-slider, t = 0.1).
+Columns: steps, residual (right-hand side) evaluations, Jacobian evaluations,
+LU factorisations, wall and CPU time of the whole solve (set-up included),
+and the row's time divided by the best compiled peer's (``/cmp@err``) and the
+best plain-Python peer's (``/py@err``) at the same error: log-log
+interpolation of each peer's work-precision curve, the best (lowest) peer at
+that error; '~' marks extrapolation beyond a curve's measured error range
+(at most a factor 3 beyond it, and only for curves spanning a decade).  The
+summary then compares our best method with the best peer at matched errors
+(each decade inside both ranges); goals (issue 13): ≤ 1.0 against compiled
+peers, ≤ 0.2 against plain-Python peers.
 
-Wall times are the best of up to ``--repeat`` runs (default 3; runs over 2 s
-are not repeated) because the machine may be shared.
+Times are the best of up to ``--repeat`` runs (default 3; runs over 2 s are
+not repeated) because the machine may be shared; small factorisations run
+single-threaded for every solver (``cosim.blas.single_threaded``).
 
-Run:  python benchmarks/peers.py [--quick] [--problem andrews|pendulum|crank_slider]
+Run:  python benchmarks/peers.py [--quick] [--problem andrews|crank_slider|pendulum]
 """
 import argparse
+import hashlib
+import importlib.util
+import inspect
 import math
+import os
+import sys
 import time
 import warnings
 
@@ -39,65 +58,215 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.integrate import solve_ivp
 
+from cosim import jit
+from cosim.blas import single_threaded
 from cosim.integrators import make_integrator
 from cosim.integrators.common import consistent_accelerations
 from cosim.models import load_model
 
 PROBLEMS = {
-    # name: (t_end, atol, rtols for ours/IDA/scipy, rtols for generalized-alpha)
-    "andrews": (0.03, 1e-8, (1e-4, 1e-5, 1e-6, 1e-7, 1e-8), (1e-4, 1e-5, 1e-6)),
+    # name: (t_end, atol (None: = rtol), rtols for ours/peers, rtols for generalized-alpha)
+    "andrews": (0.03, 1e-8, (1e-4, 1e-5, 1e-6, 1e-7, 1e-8), (1e-4, 1e-5, 1e-6, 1e-7)),
+    "crank_slider": (0.1, None, (1e-3, 1e-4, 1e-5, 1e-6), (1e-3, 1e-4, 1e-5, 1e-6)),
     "pendulum": (10.0, 1e-8, (1e-4, 1e-5, 1e-6, 1e-7, 1e-8), (1e-4, 1e-5, 1e-6)),
-    "crank_slider": (0.1, None, (1e-3, 1e-4), (1e-3, 1e-4)),
 }
 QUICK = {
     "andrews": ((1e-4, 1e-6, 1e-8), (1e-4, 1e-6)),
+    "crank_slider": ((1e-3, 1e-4, 1e-5), (1e-3, 1e-4, 1e-5)),
     "pendulum": ((1e-4, 1e-6, 1e-8), (1e-4, 1e-6)),
-    "crank_slider": ((1e-3,), (1e-3,)),
 }
+DEFAULT_PROBLEMS = ("andrews", "crank_slider")
 SCIPY_METHODS = ("Radau", "BDF", "LSODA", "DOP853")
+OURS = ("bdf", "bdf-i2", "generalized-alpha")
+GOALS = {"numba": 1.0, "python": 0.2}
 
 
-def index1_accelerations(model, q, v, t, u):
-    M = model.mass(q, t)
-    Q = model.forces(q, v, t, u)
-    Cq = model.constraint_jacobian(q, t)
-    n, m = q.size, Cq.shape[0]
-    K = np.zeros((n + m, n + m))
-    K[:n, :n] = M
-    K[:n, n:] = Cq.T
-    K[n:, :n] = Cq
-    sol = sla.solve(K, np.concatenate([Q, model.gamma(q, v, t)]), check_finite=False)
-    return sol[:n], sol[n:]
+# -- compiled model code for the peers ---------------------------------------------------------
+_PEER_SOURCE = '''"""njit right-hand side / residual of the index-1 equations of {model}, calling
+its kernels (generated by benchmarks/peers.py; digest {digest})."""
+import numba
+import numpy as np
+
+from cosim.jit import _kernel_helpers
+from {module} import KERNELS as _K
+
+_kernel_helpers(_K.functions())  # helpers the kernels call, made callable from njit code
+_mass = numba.njit(cache=True)(_K.mass)
+_forces = numba.njit(cache=True)(_K.forces)
+_cjac = numba.njit(cache=True)(_K.constraint_jacobian)
+_gamma = numba.njit(cache=True)(_K.gamma)
+N, NC = {n}, {m}
 
 
-def ode_rhs(model, u):
-    n = model.n_q
-
-    def rhs(t, y):
-        q, v = y[:n], y[n:]
-        return np.concatenate([v, index1_accelerations(model, q, v, t, u)[0]])
-    return rhs
-
-
-def reference(name, t_end):
-    model = load_model(name)
-    if name == "crank_slider":
-        from cosim.models.crank_slider import REFERENCE_Q, REFERENCE_T
-        assert t_end == REFERENCE_T
-        return REFERENCE_Q.copy()
-    sol = solve_ivp(ode_rhs(model, model.default_inputs()), (0.0, t_end), model.initial_y(),
-                    method="DOP853", rtol=1e-12, atol=1e-12)
-    return sol.y[:model.n_q, -1]
+@numba.njit(cache=True)
+def parts(q, v, t, u, p):
+    M = np.zeros((N, N))
+    Q = np.zeros(N)
+    G = np.zeros((NC, N))
+    g = np.zeros(NC)
+    _mass(q, t, p, M)
+    _forces(q, v, t, u, p, Q)
+    _cjac(q, t, p, G)
+    _gamma(q, v, t, p, g)
+    return M, Q, G, g
 
 
-def atol_for(name, rtol):
-    atol = PROBLEMS[name][1]
-    return rtol if atol is None else atol
+@numba.njit(cache=True)
+def ode_rhs(t, y, u, p):
+    """q' = v, [[M, C_qᵀ], [C_q, 0]] [v'; λ] = [Q; γ] (LAPACK gesv)."""
+    q, v = y[:N], y[N:]
+    M, Q, G, g = parts(q, v, t, u, p)
+    K = np.zeros((N + NC, N + NC))
+    b = np.empty(N + NC)
+    for i in range(N):
+        b[i] = Q[i]
+        for j in range(N):
+            K[i, j] = M[i, j]
+    for k in range(NC):
+        b[N + k] = g[k]
+        for j in range(N):
+            K[N + k, j] = G[k, j]
+            K[j, N + k] = G[k, j]
+    x = np.linalg.solve(K, b)
+    dy = np.empty(2 * N)
+    dy[:N] = v
+    dy[N:] = x[:N]
+    return dy
 
 
+@numba.njit(cache=True)
+def ida_residual(t, y, yp, res, u, p):
+    """q' − v,  M v' + C_qᵀ λ − Q,  C_q v' − γ  for y = (q, v, λ)."""
+    q, v, lam = y[:N], y[N:2 * N], y[2 * N:]
+    M, Q, G, g = parts(q, v, t, u, p)
+    for i in range(N):
+        res[i] = yp[i] - v[i]
+        r = -Q[i]
+        for j in range(N):
+            r += M[i, j] * yp[N + j]
+        for k in range(NC):
+            r += G[k, i] * lam[k]
+        res[N + i] = r
+    for k in range(NC):
+        r = -g[k]
+        for j in range(N):
+            r += G[k, j] * yp[N + j]
+        res[2 * N + k] = r
+'''
+
+
+def compiled_peer_code(model):
+    """The generated module (see ``_PEER_SOURCE``) for ``model``'s kernels, written to
+    the cosim cache directory so that numba caches its machine code on disk."""
+    ks = model.kernels()
+    module = ks.mass.__module__
+    text = _PEER_SOURCE.format(model=model.name, module=module, n=model.n_q, m=model.n_c,
+                               digest="{digest}")
+    sources = "".join(inspect.getsource(f) for f in ks.functions())
+    digest = hashlib.sha256((text + sources).encode()).hexdigest()[:16]
+    text = text.replace("{digest}", digest)
+    folder = os.path.join(jit.cache_dir(), "peers")
+    os.makedirs(folder, exist_ok=True)
+    name = f"peer_{model.name}_{digest}"
+    path = os.path.join(folder, name + ".py")
+    if not os.path.exists(path):
+        with open(path + ".tmp", "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(path + ".tmp", path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class Problem:
+    """One model with its two kinds of peer code and the reference solution."""
+
+    def __init__(self, name):
+        self.name = name
+        self.t_end = PROBLEMS[name][0]
+        self.model = load_model(name)
+        self.u = np.ascontiguousarray(self.model.default_inputs(), dtype=float)
+        self.p = np.ascontiguousarray(self.model.kernel_parameters(), dtype=float)
+        t0 = time.perf_counter()
+        self.code = compiled_peer_code(self.model)
+        n, m = self.model.n_q, self.model.n_c
+        y0 = self.model.initial_y()
+        # compile (or load) before timing, for the argument types the solvers pass:
+        # scipy's finite-difference Jacobian hands in columns (non-contiguous), IDA
+        # read-only y and y'
+        self.code.ode_rhs(0.0, y0, self.u, self.p)
+        self.code.ode_rhs(0.0, np.repeat(y0[:, None], 2, axis=1)[:, 0], self.u, self.p)
+        z = np.zeros(2 * n + m)
+        self.code.ida_residual(0.0, z, z, z.copy(), self.u, self.p)
+        z.flags.writeable = False
+        self.code.ida_residual(0.0, z, z, np.zeros(2 * n + m), self.u, self.p)
+        self.compile_seconds = time.perf_counter() - t0
+        # the two right-hand sides agree (same equations, two codes)
+        a, b = self.code.ode_rhs(0.0, y0, self.u, self.p), self.python_rhs()(0.0, y0)
+        assert np.allclose(a, b, rtol=1e-9, atol=1e-9 * np.max(np.abs(b))), (a, b)
+        self.q_ref = self.reference()
+
+    def atol(self, rtol):
+        atol = PROBLEMS[self.name][1]
+        return rtol if atol is None else atol
+
+    # -- plain-Python model code (the model's methods) ----------------------------------
+    def python_rhs(self):
+        model, u, n = self.model, self.u, self.model.n_q
+
+        def rhs(t, y):
+            q, v = y[:n], y[n:]
+            M = model.mass(q, t)
+            Cq = model.constraint_jacobian(q, t)
+            m = Cq.shape[0]
+            K = np.zeros((n + m, n + m))
+            K[:n, :n] = M
+            K[:n, n:] = Cq.T
+            K[n:, :n] = Cq
+            b = np.concatenate([model.forces(q, v, t, u), model.gamma(q, v, t)])
+            return np.concatenate([v, sla.solve(K, b, check_finite=False)[:n]])
+        return rhs
+
+    def python_residual(self):
+        model, u, n = self.model, self.u, self.model.n_q
+
+        def resfn(t, y, yp, res):
+            q, v, lam = y[:n], y[n:2 * n], y[2 * n:]
+            vd = yp[n:2 * n]
+            Cq = model.constraint_jacobian(q, t)
+            res[:n] = yp[:n] - v
+            res[n:2 * n] = model.mass(q, t) @ vd + Cq.T @ lam - model.forces(q, v, t, u)
+            res[2 * n:] = Cq @ vd - model.gamma(q, v, t)
+        return resfn
+
+    # -- compiled model code ------------------------------------------------------------------
+    def numba_rhs(self):
+        f, u, p = self.code.ode_rhs, self.u, self.p
+        return lambda t, y: f(t, y, u, p)
+
+    def numba_residual(self):
+        f, u, p = self.code.ida_residual, self.u, self.p
+
+        def resfn(t, y, yp, res):
+            f(t, y, yp, res, u, p)
+        return resfn
+
+    def reference(self):
+        if self.name == "crank_slider":
+            from cosim.models.crank_slider import REFERENCE_Q, REFERENCE_T
+            assert self.t_end == REFERENCE_T
+            return REFERENCE_Q.copy()
+        sol = solve_ivp(self.numba_rhs(), (0.0, self.t_end), self.model.initial_y(),
+                        method="DOP853", rtol=1e-12, atol=1e-12)
+        return sol.y[:self.model.n_q, -1]
+
+
+# -- runs -------------------------------------------------------------------------------------
 def best_of(fn, repeat):
     """Run ``fn`` up to ``repeat`` times (once if it takes > 2 s); keep the
-    fastest wall time.  The machine is shared: the minimum is the honest figure."""
+    fastest.  The machine is shared: the minimum is the honest figure."""
     best = fn()
     for _ in range(repeat - 1):
         if best["wall"] > 2.0:
@@ -108,139 +277,213 @@ def best_of(fn, repeat):
     return best
 
 
-def run_ours(name, method, rtol, t_end, q_ref, label=None, **options):
-    model = load_model(name)
-    t0 = time.perf_counter()
-    integ = make_integrator(model, method, rtol=rtol, atol=atol_for(name, rtol), **options)
-    integ.initialize()
-    integ.advance(t_end)
-    wall = time.perf_counter() - t0
+class Clock:
+    def __enter__(self):
+        self.w, self.c = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall, self.cpu = time.perf_counter() - self.w, time.process_time() - self.c
+
+
+def run_ours(prob, method, rtol, label=None, **options):
+    model = load_model(prob.name)
+    with Clock() as clock:
+        integ = make_integrator(model, method, rtol=rtol, atol=prob.atol(rtol), backend="numba", **options)
+        integ.initialize()
+        integ.advance(prob.t_end)
     s = integ.stats
-    return dict(solver=label or method, rtol=rtol, err=float(np.max(np.abs(integ.q - q_ref))),
-                steps=s["steps"], nfev=s["residual_evaluations"], njev=s["jacobian_evaluations"],
-                nlu=s["lu_factorizations"], wall=wall,
+    return dict(solver=label or method, code="ours", rtol=rtol,
+                err=float(np.max(np.abs(integ.q - prob.q_ref))), steps=s["steps"],
+                nfev=s["residual_evaluations"], njev=s["jacobian_evaluations"], nlu=s["lu_factorizations"],
+                wall=clock.wall, cpu=clock.cpu,
                 note=f"orders {integ.order_counts[1:]}" if hasattr(integ, "order_counts") else "")
 
 
-def run_ida(name, rtol, t_end, q_ref):
+def run_ida(prob, code, rtol):
     from sksundae.ida import IDA
-    model = load_model(name)
-    u = model.default_inputs()
-    n, m = model.n_q, model.n_c
-    t0 = time.perf_counter()
-    q0, v0 = model.initial_state()
-    a0, lam0 = consistent_accelerations(model, 0.0, q0, v0, u)
-
-    def resfn(t, y, yp, res):
-        q, v, lam = y[:n], y[n:2 * n], y[2 * n:]
-        vd = yp[n:2 * n]
-        Cq = model.constraint_jacobian(q, t)
-        res[:n] = yp[:n] - v
-        res[n:2 * n] = model.mass(q, t) @ vd + Cq.T @ lam - model.forces(q, v, t, u)
-        res[2 * n:] = Cq @ vd - model.gamma(q, v, t)
-
-    y0 = np.concatenate([q0, v0, lam0])
-    yp0 = np.concatenate([v0, a0, np.zeros(m)])
-    solver = IDA(resfn, rtol=rtol, atol=atol_for(name, rtol), algebraic_idx=list(range(2 * n, 2 * n + m)),
-                 max_num_steps=1_000_000)
-    sol = solver.solve([0.0, t_end], y0, yp0)
-    wall = time.perf_counter() - t0
+    model, n, m = prob.model, prob.model.n_q, prob.model.n_c
+    with Clock() as clock:
+        q0, v0 = model.initial_state()
+        a0, lam0 = consistent_accelerations(model, 0.0, q0, v0, prob.u)
+        resfn = prob.numba_residual() if code == "numba" else prob.python_residual()
+        y0 = np.concatenate([q0, v0, lam0])
+        yp0 = np.concatenate([v0, a0, np.zeros(m)])
+        solver = IDA(resfn, rtol=rtol, atol=prob.atol(rtol), algebraic_idx=list(range(2 * n, 2 * n + m)),
+                     max_num_steps=1_000_000)
+        sol = solver.solve([0.0, prob.t_end], y0, yp0)
+    row = dict(solver="IDA", code=code, rtol=rtol, steps=len(sol.t) - 1, nfev=sol.nfev, njev=sol.njev,
+               nlu=sol.njev, wall=clock.wall, cpu=clock.cpu, note="index-1 DAE (q, v, λ)")
     if not sol.success:
-        return dict(solver="IDA", rtol=rtol, err=math.nan, steps=len(sol.t) - 1, nfev=sol.nfev,
-                    njev=sol.njev, nlu=sol.njev, wall=wall, note="FAILED " + str(sol.message))
-    return dict(solver="IDA", rtol=rtol, err=float(np.max(np.abs(sol.y[-1, :n] - q_ref))),
-                steps=len(sol.t) - 1, nfev=sol.nfev, njev=sol.njev, nlu=sol.njev, wall=wall,
-                note="index-1 DAE (q, v, λ)")
+        return dict(row, err=math.nan, note="FAILED " + str(sol.message))
+    return dict(row, err=float(np.max(np.abs(sol.y[-1, :n] - prob.q_ref))))
 
 
-def run_scipy(name, method, rtol, t_end, q_ref):
-    model = load_model(name)
-    n = model.n_q
-    t0 = time.perf_counter()
-    rhs = ode_rhs(model, model.default_inputs())
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        sol = solve_ivp(rhs, (0.0, t_end), model.initial_y(), method=method, rtol=rtol,
-                        atol=atol_for(name, rtol))
-    wall = time.perf_counter() - t0
-    return dict(solver=method, rtol=rtol, err=float(np.max(np.abs(sol.y[:n, -1] - q_ref))),
-                steps=len(sol.t) - 1, nfev=sol.nfev, njev=sol.njev, nlu=sol.nlu, wall=wall,
-                note="index-1 ODE" + ("" if sol.success else " FAILED"))
+def run_scipy(prob, method, code, rtol):
+    n = prob.model.n_q
+    with Clock() as clock:
+        rhs = prob.numba_rhs() if code == "numba" else prob.python_rhs()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sol = solve_ivp(rhs, (0.0, prob.t_end), prob.model.initial_y(), method=method, rtol=rtol,
+                            atol=prob.atol(rtol))
+    return dict(solver=method, code=code, rtol=rtol, err=float(np.max(np.abs(sol.y[:n, -1] - prob.q_ref))),
+                steps=len(sol.t) - 1, nfev=sol.nfev, njev=sol.njev, nlu=sol.nlu, wall=clock.wall,
+                cpu=clock.cpu, note="index-1 ODE" + ("" if sol.success else " FAILED"))
 
 
-def ida_ratio(row, ida_rows):
-    """Wall time of ``row`` over IDA's wall time interpolated at the same error."""
-    pts = sorted((r["err"], r["wall"]) for r in ida_rows if r["err"] > 0 and math.isfinite(r["err"]))
-    if len(pts) < 2 or not row["err"] > 0:
-        return ""
-    le = np.log([p[0] for p in pts])
-    lw = np.log([p[1] for p in pts])
-    x = math.log(row["err"])
+# -- matched-error comparison ------------------------------------------------------------------
+def time_at(err, rows, key):
+    """Time (``key``) of one solver's work-precision curve at ``err``: (time,
+    extrapolated) or None.  The curve is interpolated log-log; a run that reached
+    an error ≤ ``err`` in less time bounds it (a solver whose error saturates, or
+    that is more accurate than asked, is not charged for the error it did not
+    need).  Outside the curve's error range: extrapolated at most a factor 3 and
+    only for a curve spanning a decade, else None unless a run bounds it."""
+    pts = sorted((r["err"], r[key]) for r in rows if r["err"] > 0 and math.isfinite(r["err"]))
+    if not pts or not err > 0:
+        return None
+    bound = min((w for e, w in pts if e <= err), default=math.inf)
+    found = _interpolated(err, pts)
+    if found is None or found[0] > bound:
+        return (bound, False) if math.isfinite(bound) else None
+    return found
+
+
+def _interpolated(err, pts):
+    if len(pts) < 2:
+        return None
+    le = np.log([pt[0] for pt in pts])
+    lw = np.log([pt[1] for pt in pts])
+    x = math.log(err)
     extrap = x < le[0] or x > le[-1]
     if extrap and (le[-1] - le[0] < math.log(10.0)
                    or x < le[0] - math.log(3.0) or x > le[-1] + math.log(3.0)):
-        return "n/a"      # IDA's curve too short, or the error too far outside it
+        return None
     if extrap:  # linear extrapolation from the two nearest points
         i = 0 if x < le[0] else len(le) - 2
         slope = (lw[i + 1] - lw[i]) / (le[i + 1] - le[i]) if le[i + 1] != le[i] else 0.0
-        w = math.exp(lw[i] + slope * (x - le[i]))
-    else:
-        w = math.exp(np.interp(x, le, lw))
-    return f"{'~' if extrap else ''}{row['wall'] / w:.2f}"
+        return math.exp(lw[i] + slope * (x - le[i])), True
+    return math.exp(np.interp(x, le, lw)), False
 
 
-def print_table(name, rows, ida_rows):
-    print(f"\n=== {name}: t_end = {PROBLEMS[name][0]}, atol = "
-          f"{PROBLEMS[name][1] if PROBLEMS[name][1] is not None else 'rtol'} ===")
-    head = (f"{'solver':18s} {'rtol':>7s} {'error q':>9s} {'steps':>7s} {'res.ev':>8s} "
-            f"{'jac.ev':>7s} {'LU':>7s} {'wall s':>8s} {'/IDA@err':>9s}  note")
+def best_at(err, curves, key):
+    """(time, solver, extrapolated) of the fastest curve at ``err``, or None."""
+    found = [(t, solver, ex) for solver, rows in curves.items()
+             for t, ex in [time_at(err, rows, key) or (math.inf, False)] if math.isfinite(t)]
+    return min(found) if found else None
+
+
+def curves_of(rows, code):
+    out = {}
+    for r in rows:
+        if r["code"] == code:
+            out.setdefault(r["solver"], []).append(r)
+    return out
+
+
+def ratio_text(row, curves, key):
+    best = best_at(row["err"], curves, key)
+    if best is None:
+        return "n/a"
+    return f"{'~' if best[2] else ''}{row[key] / best[0]:.2f}"
+
+
+def print_table(prob, rows, key):
+    peers = {code: curves_of(rows, code) for code in ("numba", "python")}
+    atol = PROBLEMS[prob.name][1]
+    print(f"\n=== {prob.name}: t_end = {prob.t_end}, atol = {atol if atol is not None else 'rtol'}; "
+          f"peers' njit code compiled/loaded in {prob.compile_seconds:.1f} s (not timed below) ===")
+    head = (f"{'solver':18s} {'code':6s} {'rtol':>7s} {'error q':>9s} {'steps':>7s} {'res.ev':>8s} "
+            f"{'jac.ev':>7s} {'LU':>6s} {'wall ms':>9s} {'cpu ms':>9s} {'/cmp@err':>9s} {'/py@err':>8s}  note")
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['solver']:18s} {r['rtol']:7.0e} {r['err']:9.2e} {r['steps']:7d} {r['nfev']:8d} "
-              f"{r['njev']:7d} {r['nlu']:7d} {r['wall']:8.3f} {ida_ratio(r, ida_rows):>9s}  {r['note']}")
+        print(f"{r['solver']:18s} {r['code']:6s} {r['rtol']:7.0e} {r['err']:9.2e} {r['steps']:7d} "
+              f"{r['nfev']:8d} {r['njev']:7d} {r['nlu']:6d} {1e3 * r['wall']:9.2f} {1e3 * r['cpu']:9.2f} "
+              f"{ratio_text(r, peers['numba'], key):>9s} {ratio_text(r, peers['python'], key):>8s}  {r['note']}")
+    ours = curves_of(rows, "ours")
+    errs = [r["err"] for r in rows if r["code"] == "ours" and r["err"] > 0 and math.isfinite(r["err"])]
+    if not errs:
+        return
+    for clock in (key, "cpu" if key == "wall" else "wall"):
+        print_matched(errs, ours, {code: curves_of(rows, code) for code in ("numba", "python")}, clock)
+
+
+def print_matched(errs, ours, peers, key):
+    """Our best method ÷ the best peer at each decade of error inside our range."""
+    print(f"\nmatched error ({key} time, our best method ÷ the best peer at that error; "
+          f"goals: ≤ {GOALS['numba']} vs compiled, ≤ {GOALS['python']} vs plain Python):")
+    for k in range(math.ceil(math.log10(min(errs))), math.floor(math.log10(max(errs))) + 1):
+        err = 10.0 ** k
+        mine = best_at(err, ours, key)
+        if mine is None:
+            continue
+        parts = [f"  error {err:7.0e}: ours {1e3 * mine[0]:8.2f} ms ({mine[1]})"]
+        for code in ("numba", "python"):
+            peer = best_at(err, peers[code], key)
+            if peer is None:
+                parts.append(f"{code:>6s} peers n/a")
+                continue
+            ratio = mine[0] / peer[0]
+            mark = "ok" if ratio <= GOALS[code] else "MISSED"
+            parts.append(f"{'compiled' if code == 'numba' else 'python':>8s} best {1e3 * peer[0]:8.2f} ms "
+                         f"({peer[1]}) ratio {ratio:5.2f} {mark}")
+        print(" | ".join(parts))
+
+
+def warm_ours(prob, methods):
+    """Load (or compile) our compiled entries before timing; returns seconds."""
+    t0 = time.perf_counter()
+    for method in methods:
+        integ = make_integrator(load_model(prob.name), method, rtol=1e-3, atol=prob.atol(1e-3), backend="numba")
+        integ.initialize()
+        integ.advance(prob.t_end * 1e-3)
+    return time.perf_counter() - t0
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="fewer tolerances, shorter run")
-    p.add_argument("--problem", action="append", choices=sorted(PROBLEMS),
-                   help="problem(s) to run (default: all)")
-    p.add_argument("--skip-explicit", action="store_true",
-                   help="skip DOP853 (slow on the stiff crank-slider)")
-    p.add_argument("--repeat", type=int, default=None,
-                   help="best-of-N wall time (default 3, 1 with --quick)")
-    args = p.parse_args(argv)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer tolerances, no repeats (~1-2 min)")
+    ap.add_argument("--problem", action="append", choices=sorted(PROBLEMS),
+                    help=f"problem(s) to run (default: {', '.join(DEFAULT_PROBLEMS)})")
+    ap.add_argument("--repeat", type=int, default=None,
+                    help="best-of-N times (default 3, 1 with --quick)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="time the ratios use (default wall, best of N)")
+    ap.add_argument("--no-python-peers", action="store_true", help="skip the plain-Python peers")
+    args = ap.parse_args(argv)
     if args.repeat is None:
         args.repeat = 1 if args.quick else 3
-    for name in args.problem or list(PROBLEMS):
-        t_end, _, rtols, ga_rtols = PROBLEMS[name]
-        if args.quick:
-            rtols, ga_rtols = QUICK[name]
-        q_ref = reference(name, t_end)
-        rows = []
-        rep = args.repeat
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
+          f"({os.cpu_count()} CPUs); times: best of {args.repeat}")
+    with single_threaded():
+        for name in args.problem or DEFAULT_PROBLEMS:
+            _, _, rtols, ga_rtols = PROBLEMS[name]
+            if args.quick:
+                rtols, ga_rtols = QUICK[name]
+            prob = Problem(name)
+            print(f"\n[{name}] our compiled entries loaded in {warm_ours(prob, OURS):.1f} s (not timed below)")
+            rep = args.repeat
 
-        def timed(fn, *a, **k):
-            return best_of(lambda: fn(*a, **k), rep)
+            def timed(fn, *a, **k):
+                return best_of(lambda: fn(*a, **k), rep)
 
-        ida_rows = [timed(run_ida, name, r, t_end, q_ref) for r in rtols]
-        for method in ("bdf", "bdf-i2"):
-            rows += [timed(run_ours, name, method, r, t_end, q_ref) for r in rtols]
-        # index-3 BDF with velocities weighted by RTOL|v_k| + ATOL (DASSL / IDA
-        # convention) instead of the seed's position weights W_q^k (eq. 35)
-        rows += [timed(run_ours, name, "bdf", r, t_end, q_ref, label="bdf[v-wts]",
-                       velocity_weights="velocity") for r in rtols]
-        # index-3 BDF with the local error test on q only (like generalized-α's)
-        rows += [timed(run_ours, name, "bdf", r, t_end, q_ref, label="bdf[q-err]",
-                       velocity_error=False) for r in rtols]
-        rows += [timed(run_ours, name, "generalized-alpha", r, t_end, q_ref) for r in ga_rtols]
-        rows += ida_rows
-        for method in SCIPY_METHODS:
-            if method == "DOP853" and (args.skip_explicit or (args.quick and name == "crank_slider")):
-                continue
-            rows += [timed(run_scipy, name, method, r, t_end, q_ref) for r in rtols]
-        print_table(name, rows, ida_rows)
+            rows = []
+            for method in OURS:
+                rr = ga_rtols if method == "generalized-alpha" else rtols
+                rows += [timed(run_ours, prob, method, r) for r in rr]
+            rows += [timed(run_ours, prob, "bdf", r, label="bdf[v-wts]", velocity_weights="velocity")
+                     for r in rtols]
+            if not args.quick:
+                rows += [timed(run_ours, prob, "bdf", r, label="bdf[q-err]", velocity_error=False)
+                         for r in rtols]
+            for code in ("numba",) if args.no_python_peers else ("numba", "python"):
+                rows += [timed(run_ida, prob, code, r) for r in rtols]
+                for method in SCIPY_METHODS:
+                    rows += [timed(run_scipy, prob, method, code, r) for r in rtols]
+            print_table(prob, rows, args.clock)
+            sys.stdout.flush()
 
 
 if __name__ == "__main__":

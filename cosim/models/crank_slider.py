@@ -44,7 +44,9 @@ default 0 (not in the benchmark).
 """
 import numpy as np
 
-from .base import MultibodyModel, Parameter, Signal
+from ..jit import kernel_helper
+from .base import Parameter, Signal
+from .kernels import KernelModel, MultibodyKernels
 from .ranges import POSITIVE, SWITCH
 
 PI_TESTSET = 3.1415927  # crank.f's value of π
@@ -67,7 +69,292 @@ PUBLISHED_V0 = np.array([0.150000000e+03, -0.749957670e+02, -0.268938672e-05, 0.
                          0.463434311e-02, -0.178591076e-05, -0.268938672e-05])
 
 
-class CrankSlider(MultibodyModel):
+# -- kernels ------------------------------------------------------------------------
+# p: the scalars below, then the test set's constant 4×4 matrices MQ (elastic mass),
+# KQ (stiffness), BQ (coupling), DQᵀ (damping), row-major, and the vectors c1, c2,
+# c12, c21 (crank.f's AM/F); outputs arrive zero-filled.  e = q[3:7] are the
+# elastic coordinates.  ``np.sin``/``np.cos`` (not ``math``) keep the kernels
+# usable with complex steps and hyper-dual numbers (cosim.derivatives).
+(P_M1, P_M2, P_M3, P_L1, P_L2, P_J1, P_J2, P_RHO, P_G, P_OMEGA, P_NONLINEAR, P_FACKN,
+ P_FACBN) = range(13)
+P_MQ, P_KQ, P_BQ, P_DQT = 13, 29, 45, 61
+P_C1, P_C2, P_C12, P_C21 = 77, 81, 85, 89
+P_SIZE = 93
+
+
+def parameter_vector(params):
+    """The kernels' flat parameter vector from the model's parameters (crank.f's
+    set-up of AM, F and the nonlinear stiffness factors)."""
+    pi = PI_TESTSET
+    bb, hh, l2, rho, E = (params[k] for k in ("width", "height", "l2", "rho", "youngs_modulus"))
+    facm, fack, facb = rho * bb * hh * l2, E * bb * hh / l2, bb * hh * l2
+    MQ = np.zeros((4, 4))
+    MQ[0, 0] = MQ[1, 1] = 0.5 * facm
+    MQ[2, 2], MQ[2, 3], MQ[3, 2], MQ[3, 3] = 8.0 * facm, facm, facm, 2.0 * facm
+    KQ = np.zeros((4, 4))
+    KQ[0, 0] = fack * pi ** 4 / 24.0 * (hh / l2) ** 2
+    KQ[1, 1] = fack * pi ** 4 * 2.0 / 3.0 * (hh / l2) ** 2
+    KQ[2, 2], KQ[2, 3], KQ[3, 2], KQ[3, 3] = (fack * 16.0 / 3.0, -fack * 8.0 / 3.0,
+                                              -fack * 8.0 / 3.0, fack * 7.0 / 3.0)
+    BQ = np.zeros((4, 4))
+    BQ[0, 2] = -facb * 16.0 / pi ** 3
+    BQ[0, 3] = facb * (8.0 / pi ** 3 - 1.0 / pi)
+    BQ[1, 3] = facb * 0.5 / pi
+    BQ[2, 0], BQ[3, 0], BQ[3, 1] = -BQ[0, 2], -BQ[0, 3], -BQ[1, 3]
+    DQ = np.zeros((4, 4))
+    if params["damping"] >= 0.5:
+        DQ[0, 0], DQ[1, 1] = 5.0, 25.0
+        DQ[2, 2] = 0.5 * 2.308375455264791e+02
+        DQ[2, 3] = -0.5 * 2.62688487992052e+02
+        DQ[3, 2] = -0.5 * 2.626884879920526e+02
+        DQ[3, 3] = 0.5 * 4.217421837156818e+02
+    c1 = [0.0, 0.0, facb * 2.0 / 3.0, facb / 6.0]
+    c2 = [facb * 2.0 / pi, 0.0, 0.0, 0.0]
+    c12 = [0.0, 0.0, l2 * facb / 3.0, l2 * facb / 6.0]
+    c21 = [l2 * facb / pi, -l2 * facb * 0.5 / pi, 0.0, 0.0]
+    scalars = [params["m1"], params["m2"], params["m3"], params["l1"], l2, params["j1"], params["j2"],
+               rho, params["g"], params["omega"], 1.0 if params["nonlinear_stiffness"] >= 0.5 else 0.0,
+               0.5 * E * bb * hh / l2 ** 2 * pi ** 2, 80.0 / (pi ** 2 * 9.0)]
+    p = np.array(scalars + MQ.ravel().tolist() + KQ.ravel().tolist() + BQ.ravel().tolist()
+                 + DQ.T.ravel().tolist() + c1 + c2 + c12 + c21)
+    assert p.size == P_SIZE
+    return p
+
+
+@kernel_helper
+def dot4(p, at, x, x0):
+    """Σ_i p[at + i] x[x0 + i] (a 4-vector of p with 4 entries of x)."""
+    return p[at] * x[x0] + p[at + 1] * x[x0 + 1] + p[at + 2] * x[x0 + 2] + p[at + 3] * x[x0 + 3]
+
+
+@kernel_helper
+def row4(p, at, i, x, x0):
+    """(A x[x0:x0+4])_i for the 4×4 matrix A stored row-major at p[at]."""
+    return dot4(p, at + 4 * i, x, x0)
+
+
+@kernel_helper
+def col4(p, at, i, x, x0):
+    """(Aᵀ x[x0:x0+4])_i for the 4×4 matrix A stored row-major at p[at]."""
+    return (p[at + i] * x[x0] + p[at + 4 + i] * x[x0 + 1] + p[at + 8 + i] * x[x0 + 2]
+            + p[at + 12 + i] * x[x0 + 3])
+
+
+@kernel_helper
+def nonlinear_gradient(i, q, p):
+    """Component i of the gradient of the test set's nonlinear strain potential
+    P = q1²q4/2 + 2 q2² q4 − B q1 q2 (2 q4 − 4 q3)  (e = (q1, q2, q3, q4) = q[3:7])."""
+    q1, q2, q3, q4 = q[3], q[4], q[5], q[6]
+    B = p[P_FACBN]
+    if i == 0:
+        return q1 * q4 - B * q2 * (-4.0 * q3 + 2.0 * q4)
+    if i == 1:
+        return 4.0 * q2 * q4 - B * q1 * (-4.0 * q3 + 2.0 * q4)
+    if i == 2:
+        return 4.0 * B * q1 * q2
+    return 0.5 * q1 * q1 + 2.0 * q2 * q2 - 2.0 * B * q1 * q2
+
+
+@kernel_helper
+def nonlinear_hessian(i, j, q, p):
+    """Entry (i, j) of the Hessian of P (symmetric)."""
+    if i > j:
+        i, j = j, i
+    q1, q2, q3, q4 = q[3], q[4], q[5], q[6]
+    B = p[P_FACBN]
+    if i == 0:
+        if j == 0:
+            return q4
+        if j == 1:
+            return -B * (-4.0 * q3 + 2.0 * q4)
+        if j == 2:
+            return 4.0 * B * q2
+        return q1 - 2.0 * B * q2
+    if i == 1:
+        if j == 1:
+            return 4.0 * q4
+        if j == 2:
+            return 4.0 * B * q1
+        return 4.0 * q2 - 2.0 * B * q1
+    return 0.0 * q1
+
+
+def mass(q, t, p, M):
+    """crank.f's AM: rigid crank/rod/slider coupled to the elastic rod."""
+    rho, l1, l2 = p[P_RHO], p[P_L1], p[P_L2]
+    s, c = np.sin(q[0] - q[1]), np.cos(q[0] - q[1])
+    c1e, c2e = dot4(p, P_C1, q, 3), dot4(p, P_C2, q, 3)
+    eMe = 0.0 * c1e
+    for i in range(4):
+        eMe += col4(p, P_MQ, i, q, 3) * q[3 + i]  # (e MQ) e
+    M[0, 0] = p[P_J1] + p[P_M2] * l1 * l1
+    M[0, 1] = 0.5 * l1 * l2 * p[P_M2] * c + rho * l1 * (s * c2e + c * c1e)
+    M[1, 0] = M[0, 1]
+    M[1, 1] = p[P_J2] + eMe + 2.0 * rho * dot4(p, P_C12, q, 3)
+    M[2, 2] = p[P_M3]
+    for i in range(4):
+        M[0, 3 + i] = rho * l1 * (-s * p[P_C1 + i] + c * p[P_C2 + i])
+        M[3 + i, 0] = M[0, 3 + i]
+        M[1, 3 + i] = rho * p[P_C21 + i] + rho * col4(p, P_BQ, i, q, 3)
+        M[3 + i, 1] = M[1, 3 + i]
+        for j in range(4):
+            M[3 + i, 3 + j] = p[P_MQ + 4 * i + j]
+
+
+def mass_jacobian_term(q, a, t, p, J):
+    """(M(q) a)_q: M depends on φ1 − φ2 and e."""
+    rho, l1, l2 = p[P_RHO], p[P_L1], p[P_L2]
+    s, c = np.sin(q[0] - q[1]), np.cos(q[0] - q[1])
+    c1e, c2e = dot4(p, P_C1, q, 3), dot4(p, P_C2, q, 3)
+    dM01 = -0.5 * l1 * l2 * p[P_M2] * s + rho * l1 * (c * c2e - s * c1e)
+    j00 = dM01 * a[1]
+    for i in range(4):
+        dM0e = rho * l1 * (-c * p[P_C1 + i] - s * p[P_C2 + i])  # d/dφ1 of M[0, 3 + i]
+        dM01e = rho * l1 * (s * p[P_C2 + i] + c * p[P_C1 + i])  # d/de_i of M[0, 1]
+        j00 += dM0e * a[3 + i]
+        J[0, 3 + i] = dM01e * a[1]
+        J[1, 3 + i] = (dM01e * a[0] + (2.0 * row4(p, P_MQ, i, q, 3) + 2.0 * rho * p[P_C12 + i]) * a[1]
+                       + rho * row4(p, P_BQ, i, a, 3))
+        J[3 + i, 0] = dM0e * a[0]
+        J[3 + i, 1] = -J[3 + i, 0]
+        for j in range(4):
+            J[3 + i, 3 + j] = rho * p[P_BQ + 4 * j + i] * a[1]
+    J[0, 0] = j00
+    J[0, 1] = -j00
+    J[1, 0] = dM01 * a[0]
+    J[1, 1] = -J[1, 0]
+
+
+def forces(q, v, t, u, p, F):
+    """crank.f's F: gravity (off by default), Coriolis/centrifugal coupling, −K e,
+    −D ė, the optional nonlinear stiffness; the slider force input."""
+    rho, l1, l2, g, m2 = p[P_RHO], p[P_L1], p[P_L2], p[P_G], p[P_M2]
+    s, c = np.sin(q[0] - q[1]), np.cos(q[0] - q[1])
+    sp1, cp1 = np.sin(q[0]), np.cos(q[0])
+    sp2, cp2 = np.sin(q[1]), np.cos(q[1])
+    v1, v2 = v[0], v[1]
+    c1e, c2e = dot4(p, P_C1, q, 3), dot4(p, P_C2, q, 3)
+    c1d, c2d = dot4(p, P_C1, v, 3), dot4(p, P_C2, v, 3)
+    dMd = 0.0 * c1e  # ė·(MQ e)
+    dBd = 0.0 * c1e  # ė·(BQ ė)
+    for i in range(4):
+        MQe = row4(p, P_MQ, i, q, 3)
+        BQd = row4(p, P_BQ, i, v, 3)
+        dMd += v[3 + i] * MQe
+        dBd += v[3 + i] * BQd
+        F[3 + i] = (v2 * v2 * MQe + rho * (v2 * v2 * p[P_C12 + i]
+                                           + l1 * v1 * v1 * (c * p[P_C1 + i] + s * p[P_C2 + i])
+                                           + 2.0 * v2 * BQd)
+                    - rho * g * (sp2 * p[P_C1 + i] + cp2 * p[P_C2 + i])
+                    - row4(p, P_KQ, i, q, 3) - row4(p, P_DQT, i, v, 3))
+        if p[P_NONLINEAR] != 0.0:
+            F[3 + i] -= p[P_FACKN] * nonlinear_gradient(i, q, p)
+    F[0] = (-0.5 * l1 * g * (p[P_M1] + 2.0 * m2) * cp1 - 0.5 * l1 * l2 * m2 * v2 * v2 * s
+            + rho * l1 * v2 * v2 * (-s * c1e + c * c2e) - 2.0 * rho * l1 * v2 * (c * c1d + s * c2d))
+    F[1] = (-0.5 * l2 * g * m2 * cp2 + 0.5 * l1 * l2 * m2 * v1 * v1 * s
+            + rho * l1 * v1 * v1 * (s * c1e - c * c2e) - 2.0 * rho * v2 * dot4(p, P_C12, v, 3)
+            - 2.0 * v2 * dMd - rho * dBd - rho * g * (cp2 * c1e - sp2 * c2e))
+    F[2] = u[0]
+
+
+def force_jacobians(q, v, t, u, p, Qq, Qv):
+    rho, l1, l2, g, m2 = p[P_RHO], p[P_L1], p[P_L2], p[P_G], p[P_M2]
+    s, c = np.sin(q[0] - q[1]), np.cos(q[0] - q[1])
+    sp1 = np.sin(q[0])
+    sp2, cp2 = np.sin(q[1]), np.cos(q[1])
+    v1, v2 = v[0], v[1]
+    c1e, c2e = dot4(p, P_C1, q, 3), dot4(p, P_C2, q, 3)
+    c1d, c2d = dot4(p, P_C1, v, 3), dot4(p, P_C2, v, 3)
+    dMe = 0.0 * c1e  # ė·(MQ e)
+    # row φ1
+    d12 = (-0.5 * l1 * l2 * m2 * v2 * v2 * c + rho * l1 * v2 * v2 * (-c * c1e - s * c2e)
+           - 2.0 * rho * l1 * v2 * (-s * c1d + c * c2d))
+    Qq[0, 0] = 0.5 * l1 * g * (p[P_M1] + 2.0 * m2) * sp1 + d12
+    Qq[0, 1] = -d12
+    Qv[0, 1] = (-l1 * l2 * m2 * v2 * s + 2.0 * rho * l1 * v2 * (-s * c1e + c * c2e)
+                - 2.0 * rho * l1 * (c * c1d + s * c2d))
+    # row φ2
+    d21 = 0.5 * l1 * l2 * m2 * v1 * v1 * c + rho * l1 * v1 * v1 * (c * c1e + s * c2e)
+    Qq[1, 0] = d21
+    Qq[1, 1] = 0.5 * l2 * g * m2 * sp2 - d21 + rho * g * (sp2 * c1e + cp2 * c2e)
+    Qv[1, 0] = l1 * l2 * m2 * v1 * s + 2.0 * rho * l1 * v1 * (s * c1e - c * c2e)
+    for i in range(4):
+        ci1, ci2, ci12 = p[P_C1 + i], p[P_C2 + i], p[P_C12 + i]
+        MQe = row4(p, P_MQ, i, q, 3)
+        dMe += v[3 + i] * MQe
+        Qq[0, 3 + i] = rho * l1 * v2 * v2 * (-s * ci1 + c * ci2)
+        Qv[0, 3 + i] = -2.0 * rho * l1 * v2 * (c * ci1 + s * ci2)
+        Qq[1, 3 + i] = (rho * l1 * v1 * v1 * (s * ci1 - c * ci2) - 2.0 * v2 * row4(p, P_MQ, i, v, 3)
+                        - rho * g * (cp2 * ci1 - sp2 * ci2))
+        Qv[1, 3 + i] = (-2.0 * rho * v2 * ci12 - 2.0 * v2 * MQe
+                        - rho * (row4(p, P_BQ, i, v, 3) + col4(p, P_BQ, i, v, 3)))
+        # elastic rows
+        de = rho * l1 * v1 * v1 * (-s * ci1 + c * ci2)
+        Qq[3 + i, 0] = de
+        Qq[3 + i, 1] = -de - rho * g * (cp2 * ci1 - sp2 * ci2)
+        Qv[3 + i, 0] = 2.0 * rho * l1 * v1 * (c * ci1 + s * ci2)
+        Qv[3 + i, 1] = 2.0 * v2 * MQe + rho * (2.0 * v2 * ci12 + 2.0 * row4(p, P_BQ, i, v, 3))
+        for j in range(4):
+            Qq[3 + i, 3 + j] = v2 * v2 * p[P_MQ + 4 * i + j] - p[P_KQ + 4 * i + j]
+            if p[P_NONLINEAR] != 0.0:
+                Qq[3 + i, 3 + j] -= p[P_FACKN] * nonlinear_hessian(i, j, q, p)
+            Qv[3 + i, 3 + j] = 2.0 * rho * v2 * p[P_BQ + 4 * i + j] - p[P_DQT + 4 * i + j]
+    Qv[1, 1] = -2.0 * rho * dot4(p, P_C12, v, 3) - 2.0 * dMe
+
+
+def constraints(q, t, p, C):
+    """Slider on the x axis, driven crank (module docstring)."""
+    l1, L = p[P_L1], p[P_L2] + q[6]
+    C[0] = l1 * np.sin(q[0]) + L * np.sin(q[1])
+    C[1] = q[2] - l1 * np.cos(q[0]) - L * np.cos(q[1])
+    C[2] = q[0] - p[P_OMEGA] * t
+
+
+def constraint_jacobian(q, t, p, G):
+    l1, L = p[P_L1], p[P_L2] + q[6]
+    sp1, cp1, sp2, cp2 = np.sin(q[0]), np.cos(q[0]), np.sin(q[1]), np.cos(q[1])
+    G[0, 0], G[0, 1], G[0, 6] = l1 * cp1, L * cp2, sp2
+    G[1, 0], G[1, 1], G[1, 2], G[1, 6] = l1 * sp1, L * sp2, 1.0, -cp2
+    G[2, 0] = 1.0
+
+
+def constraint_dt(q, t, p, Ct):
+    """Rheonomic crank drive: (C3)_t = −Ω."""
+    Ct[2] = -p[P_OMEGA]
+
+
+def gamma(q, v, t, p, g):
+    """Seed 000 eq. 5 (C_qt = 0, C_tt = 0)."""
+    l1, L = p[P_L1], p[P_L2] + q[6]
+    sp1, cp1, sp2, cp2 = np.sin(q[0]), np.cos(q[0]), np.sin(q[1]), np.cos(q[1])
+    v1, v2, vq4 = v[0], v[1], v[6]
+    g[0] = l1 * sp1 * v1 * v1 + L * sp2 * v2 * v2 - 2.0 * cp2 * v2 * vq4
+    g[1] = -l1 * cp1 * v1 * v1 - L * cp2 * v2 * v2 - 2.0 * sp2 * v2 * vq4
+
+
+def constraint_force_jacobian(q, lam, t, p, H):
+    l1, L = p[P_L1], p[P_L2] + q[6]
+    sp1, cp1, sp2, cp2 = np.sin(q[0]), np.cos(q[0]), np.sin(q[1]), np.cos(q[1])
+    H[0, 0] = -l1 * sp1 * lam[0] + l1 * cp1 * lam[1]
+    H[1, 1] = -L * sp2 * lam[0] + L * cp2 * lam[1]
+    H[1, 6] = cp2 * lam[0] + sp2 * lam[1]
+    H[6, 1] = H[1, 6]
+
+
+def outputs(q, v, t, u, p, y):
+    """x3, x3', φ2, q1 (mid-rod lateral deflection), q4 (axial elongation)."""
+    y[0] = q[2]
+    y[1] = v[2]
+    y[2] = q[1]
+    y[3] = q[3]
+    y[4] = q[6]
+
+
+KERNELS = MultibodyKernels(mass, forces, constraints, constraint_jacobian, constraint_dt, gamma,
+                           force_jacobians, constraint_force_jacobian, mass_jacobian_term, outputs)
+
+
+class CrankSlider(KernelModel):
     name = "crank_slider"
     description = "flexible slider-crank, elastic rod with 4 elastic coordinates (seed 000 §8.2, Simeon 1996)"
     coordinates = ("phi1", "phi2", "x3", "q1", "q2", "q3", "q4")
@@ -101,6 +388,7 @@ class CrankSlider(MultibodyModel):
         Signal("axial_elongation", "m", "axial displacement of the rod end (q4)"),
     )
     constant_mass = False
+    kernel_set = KERNELS
     # typical magnitudes of (q, v) over the benchmark, for per-component atol:
     # the elastic coordinates are ~1e-5 m, far below a scalar atol of 1e-6
     typical_magnitudes = (1.0, 1.0, 1.0, 1e-4, 1e-4, 1e-5, 1e-5,
@@ -110,40 +398,6 @@ class CrankSlider(MultibodyModel):
                                                  "youngs_modulus", "width", "height", "rho")},
                         **{k: SWITCH for k in ("nonlinear_stiffness", "damping",
                                                "seed_initial_velocity")}}
-
-    def setup(self):
-        p = self.params
-        pi = PI_TESTSET
-        bb, hh, l2, rho, E = p["width"], p["height"], p["l2"], p["rho"], p["youngs_modulus"]
-        facm, fack, facb = rho * bb * hh * l2, E * bb * hh / l2, bb * hh * l2
-        MQ = np.zeros((4, 4))
-        MQ[0, 0] = MQ[1, 1] = 0.5 * facm
-        MQ[2, 2], MQ[2, 3], MQ[3, 2], MQ[3, 3] = 8.0 * facm, facm, facm, 2.0 * facm
-        KQ = np.zeros((4, 4))
-        KQ[0, 0] = fack * pi ** 4 / 24.0 * (hh / l2) ** 2
-        KQ[1, 1] = fack * pi ** 4 * 2.0 / 3.0 * (hh / l2) ** 2
-        KQ[2, 2], KQ[2, 3], KQ[3, 2], KQ[3, 3] = (fack * 16.0 / 3.0, -fack * 8.0 / 3.0,
-                                                  -fack * 8.0 / 3.0, fack * 7.0 / 3.0)
-        BQ = np.zeros((4, 4))
-        BQ[0, 2] = -facb * 16.0 / pi ** 3
-        BQ[0, 3] = facb * (8.0 / pi ** 3 - 1.0 / pi)
-        BQ[1, 3] = facb * 0.5 / pi
-        BQ[2, 0], BQ[3, 0], BQ[3, 1] = -BQ[0, 2], -BQ[0, 3], -BQ[1, 3]
-        DQ = np.zeros((4, 4))
-        if p["damping"] >= 0.5:
-            DQ[0, 0], DQ[1, 1] = 5.0, 25.0
-            DQ[2, 2] = 0.5 * 2.308375455264791e+02
-            DQ[2, 3] = -0.5 * 2.62688487992052e+02
-            DQ[3, 2] = -0.5 * 2.626884879920526e+02
-            DQ[3, 3] = 0.5 * 4.217421837156818e+02
-        self._MQ, self._KQ, self._BQ, self._DQT = MQ, KQ, BQ, DQ.T.copy()
-        self._c1 = np.array([0.0, 0.0, facb * 2.0 / 3.0, facb / 6.0])
-        self._c2 = np.array([facb * 2.0 / pi, 0.0, 0.0, 0.0])
-        self._c12 = np.array([0.0, 0.0, l2 * facb / 3.0, l2 * facb / 6.0])
-        self._c21 = np.array([l2 * facb / pi, -l2 * facb * 0.5 / pi, 0.0, 0.0])
-        self._nonlinear = p["nonlinear_stiffness"] >= 0.5
-        self._fackn = 0.5 * E * bb * hh / l2 ** 2 * pi ** 2
-        self._facbn = 80.0 / (pi ** 2 * 9.0)
 
     # -- state ---------------------------------------------------------------------
     def initial_state(self):
@@ -162,175 +416,17 @@ class CrankSlider(MultibodyModel):
             v[0] = w  # inconsistent on purpose: cosim.ic repairs it (eqs. 8-9)
         return q, v
 
-    # -- dynamics --------------------------------------------------------------------
-    def _mass_parts(self, q):
-        p = self.params
-        rho, l1, l2 = p["rho"], p["l1"], p["l2"]
-        e = q[3:]
-        s, c = np.sin(q[0] - q[1]), np.cos(q[0] - q[1])
-        return p, rho, l1, l2, e, s, c
+    def kernel_parameters(self):
+        return parameter_vector(self.params)
 
-    def mass(self, q, t):
-        p, rho, l1, l2, e, s, c = self._mass_parts(q)
-        MQ = self._MQ
-        M = np.zeros((7, 7))
-        M[0, 0] = p["j1"] + p["m2"] * l1 * l1
-        M[0, 1] = M[1, 0] = 0.5 * l1 * l2 * p["m2"] * c + rho * l1 * (s * (self._c2 @ e) + c * (self._c1 @ e))
-        M[1, 1] = p["j2"] + e @ MQ @ e + 2.0 * rho * (self._c12 @ e)
-        M[2, 2] = p["m3"]
-        M[0, 3:] = M[3:, 0] = rho * l1 * (-s * self._c1 + c * self._c2)
-        M[1, 3:] = M[3:, 1] = rho * self._c21 + rho * (self._BQ.T @ e)
-        M[3:, 3:] = MQ
-        return M
-
-    def mass_jacobian_term(self, q, a, t):
-        p, rho, l1, l2, e, s, c = self._mass_parts(q)
-        c1, c2 = self._c1, self._c2
-        aq = a[3:]
-        dM01 = -0.5 * l1 * l2 * p["m2"] * s + rho * l1 * (c * (c2 @ e) - s * (c1 @ e))
-        dM0e = rho * l1 * (-c * c1 - s * c2)  # d/dφ1 of M[0, 3:]
-        J = np.zeros((7, 7))
-        J[0, 0] = dM01 * a[1] + dM0e @ aq
-        J[0, 1] = -J[0, 0]
-        dM01e = rho * l1 * (s * c2 + c * c1)  # d/de of M[0, 1]
-        J[0, 3:] = dM01e * a[1]
-        J[1, 0] = dM01 * a[0]
-        J[1, 1] = -J[1, 0]
-        J[1, 3:] = (dM01e * a[0] + (2.0 * (self._MQ @ e) + 2.0 * rho * self._c12) * a[1]
-                    + rho * (self._BQ @ aq))
-        J[3:, 0] = dM0e * a[0]
-        J[3:, 1] = -J[3:, 0]
-        J[3:, 3:] = rho * self._BQ.T * a[1]
-        return J
-
-    def forces(self, q, v, t, u):
-        p, rho, l1, l2, e, s, c = self._mass_parts(q)
-        g, m2 = p["g"], p["m2"]
-        c1, c2, c12 = self._c1, self._c2, self._c12
-        v1, v2, ed = v[0], v[1], v[3:]
-        sp1, cp1 = np.sin(q[0]), np.cos(q[0])
-        sp2, cp2 = np.sin(q[1]), np.cos(q[1])
-        c1e, c2e, c1d, c2d = c1 @ e, c2 @ e, c1 @ ed, c2 @ ed
-        MQe = self._MQ @ e
-        BQd = self._BQ @ ed
-        F = np.empty(7)
-        F[0] = (-0.5 * l1 * g * (p["m1"] + 2.0 * m2) * cp1 - 0.5 * l1 * l2 * m2 * v2 * v2 * s
-                + rho * l1 * v2 * v2 * (-s * c1e + c * c2e) - 2.0 * rho * l1 * v2 * (c * c1d + s * c2d))
-        F[1] = (-0.5 * l2 * g * m2 * cp2 + 0.5 * l1 * l2 * m2 * v1 * v1 * s
-                + rho * l1 * v1 * v1 * (s * c1e - c * c2e) - 2.0 * rho * v2 * (c12 @ ed)
-                - 2.0 * v2 * (ed @ MQe) - rho * (ed @ BQd) - rho * g * (cp2 * c1e - sp2 * c2e))
-        F[2] = u[0]
-        F[3:] = (v2 * v2 * MQe + rho * (v2 * v2 * c12 + l1 * v1 * v1 * (c * c1 + s * c2) + 2.0 * v2 * BQd)
-                 - rho * g * (sp2 * c1 + cp2 * c2) - self._KQ @ e - self._DQT @ ed)
-        if self._nonlinear:
-            F[3:] -= self._fackn * self._nonlinear_gradient(e)
-        return F
-
-    def _nonlinear_gradient(self, e):
-        q1, q2, q3, q4 = e
-        B = self._facbn
-        return np.array([q1 * q4 - B * q2 * (-4.0 * q3 + 2.0 * q4),
-                         4.0 * q2 * q4 - B * q1 * (-4.0 * q3 + 2.0 * q4),
-                         4.0 * B * q1 * q2,
-                         0.5 * q1 * q1 + 2.0 * q2 * q2 - 2.0 * B * q1 * q2])
-
-    def _nonlinear_hessian(self, e):
-        q1, q2, q3, q4 = e
-        B = self._facbn
-        H = np.array([
-            [q4, -B * (-4.0 * q3 + 2.0 * q4), 4.0 * B * q2, q1 - 2.0 * B * q2],
-            [0.0, 4.0 * q4, 4.0 * B * q1, 4.0 * q2 - 2.0 * B * q1],
-            [0.0, 0.0, 0.0, 0.0],
-            [0.0, 0.0, 0.0, 0.0]])
-        return np.triu(H) + np.triu(H, 1).T
-
-    def force_jacobians(self, q, v, t, u):
-        p, rho, l1, l2, e, s, c = self._mass_parts(q)
-        g, m2 = p["g"], p["m2"]
-        c1, c2, c12 = self._c1, self._c2, self._c12
-        v1, v2, ed = v[0], v[1], v[3:]
-        sp1, cp1 = np.sin(q[0]), np.cos(q[0])
-        sp2, cp2 = np.sin(q[1]), np.cos(q[1])
-        c1e, c2e, c1d, c2d = c1 @ e, c2 @ e, c1 @ ed, c2 @ ed
-        MQ, BQ = self._MQ, self._BQ
-        MQe, BQd = MQ @ e, BQ @ ed
-        Qq = np.zeros((7, 7))
-        Qv = np.zeros((7, 7))
-        # row φ1
-        d12 = (-0.5 * l1 * l2 * m2 * v2 * v2 * c + rho * l1 * v2 * v2 * (-c * c1e - s * c2e)
-               - 2.0 * rho * l1 * v2 * (-s * c1d + c * c2d))
-        Qq[0, 0] = 0.5 * l1 * g * (p["m1"] + 2.0 * m2) * sp1 + d12
-        Qq[0, 1] = -d12
-        Qq[0, 3:] = rho * l1 * v2 * v2 * (-s * c1 + c * c2)
-        Qv[0, 1] = (-l1 * l2 * m2 * v2 * s + 2.0 * rho * l1 * v2 * (-s * c1e + c * c2e)
-                    - 2.0 * rho * l1 * (c * c1d + s * c2d))
-        Qv[0, 3:] = -2.0 * rho * l1 * v2 * (c * c1 + s * c2)
-        # row φ2
-        d21 = 0.5 * l1 * l2 * m2 * v1 * v1 * c + rho * l1 * v1 * v1 * (c * c1e + s * c2e)
-        Qq[1, 0] = d21
-        Qq[1, 1] = 0.5 * l2 * g * m2 * sp2 - d21 + rho * g * (sp2 * c1e + cp2 * c2e)
-        Qq[1, 3:] = rho * l1 * v1 * v1 * (s * c1 - c * c2) - 2.0 * v2 * (MQ @ ed) - rho * g * (cp2 * c1 - sp2 * c2)
-        Qv[1, 0] = l1 * l2 * m2 * v1 * s + 2.0 * rho * l1 * v1 * (s * c1e - c * c2e)
-        Qv[1, 1] = -2.0 * rho * (c12 @ ed) - 2.0 * (ed @ MQe)
-        Qv[1, 3:] = -2.0 * rho * v2 * c12 - 2.0 * v2 * MQe - rho * ((BQ + BQ.T) @ ed)
-        # elastic rows
-        de = rho * l1 * v1 * v1 * (-s * c1 + c * c2)
-        Qq[3:, 0] = de
-        Qq[3:, 1] = -de - rho * g * (cp2 * c1 - sp2 * c2)
-        Qq[3:, 3:] = v2 * v2 * MQ - self._KQ
-        if self._nonlinear:
-            Qq[3:, 3:] -= self._fackn * self._nonlinear_hessian(e)
-        Qv[3:, 0] = 2.0 * rho * l1 * v1 * (c * c1 + s * c2)
-        Qv[3:, 1] = 2.0 * v2 * MQe + rho * (2.0 * v2 * c12 + 2.0 * BQd)
-        Qv[3:, 3:] = 2.0 * rho * v2 * BQ - self._DQT
-        return Qq, Qv
-
-    # -- constraints -------------------------------------------------------------------
-    def constraints(self, q, t):
-        l1, L = self.params["l1"], self.params["l2"] + q[6]
-        return np.array([l1 * np.sin(q[0]) + L * np.sin(q[1]),
-                         q[2] - l1 * np.cos(q[0]) - L * np.cos(q[1]),
-                         q[0] - self.params["omega"] * t])
-
-    def constraint_jacobian(self, q, t):
-        l1, L = self.params["l1"], self.params["l2"] + q[6]
-        sp1, cp1, sp2, cp2 = np.sin(q[0]), np.cos(q[0]), np.sin(q[1]), np.cos(q[1])
-        G = np.zeros((3, 7))
-        G[0, 0], G[0, 1], G[0, 6] = l1 * cp1, L * cp2, sp2
-        G[1, 0], G[1, 1], G[1, 2], G[1, 6] = l1 * sp1, L * sp2, 1.0, -cp2
-        G[2, 0] = 1.0
-        return G
-
-    def constraint_dt(self, q, t):
-        return np.array([0.0, 0.0, -self.params["omega"]])
-
-    def gamma(self, q, v, t):
-        # seed 000 eq. 5 (C_qt = 0, C_tt = 0)
-        l1, L = self.params["l1"], self.params["l2"] + q[6]
-        sp1, cp1, sp2, cp2 = np.sin(q[0]), np.cos(q[0]), np.sin(q[1]), np.cos(q[1])
-        v1, v2, vq4 = v[0], v[1], v[6]
-        return np.array([l1 * sp1 * v1 * v1 + L * sp2 * v2 * v2 - 2.0 * cp2 * v2 * vq4,
-                         -l1 * cp1 * v1 * v1 - L * cp2 * v2 * v2 - 2.0 * sp2 * v2 * vq4,
-                         0.0])
-
-    def constraint_force_jacobian(self, q, lam, t):
-        l1, L = self.params["l1"], self.params["l2"] + q[6]
-        sp1, cp1, sp2, cp2 = np.sin(q[0]), np.cos(q[0]), np.sin(q[1]), np.cos(q[1])
-        H = np.zeros((7, 7))
-        H[0, 0] = -l1 * sp1 * lam[0] + l1 * cp1 * lam[1]
-        H[1, 1] = -L * sp2 * lam[0] + L * cp2 * lam[1]
-        H[1, 6] = H[6, 1] = cp2 * lam[0] + sp2 * lam[1]
-        return H
-
-    # -- outputs / energy ------------------------------------------------------------------
-    def outputs_qv(self, t, q, v, u):
-        return np.array([q[2], v[2], q[1], q[3], q[6]])
-
+    # -- energy ----------------------------------------------------------------------------
     def strain_energy(self, q):
-        e = q[3:]
-        w = 0.5 * e @ self._KQ @ e
-        if self._nonlinear:
+        p = self._p
+        e = np.asarray(q, dtype=float)[3:]
+        KQ = p[P_KQ:P_KQ + 16].reshape(4, 4)
+        w = 0.5 * e @ KQ @ e
+        if p[P_NONLINEAR] != 0.0:
             q1, q2, q3, q4 = e
-            P = 0.5 * q1 * q1 * q4 + 2.0 * q2 * q2 * q4 - self._facbn * q1 * q2 * (-4.0 * q3 + 2.0 * q4)
-            w += self._fackn * P
+            P = 0.5 * q1 * q1 * q4 + 2.0 * q2 * q2 * q4 - p[P_FACBN] * q1 * q2 * (-4.0 * q3 + 2.0 * q4)
+            w += p[P_FACKN] * P
         return float(w)
