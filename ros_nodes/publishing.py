@@ -1,13 +1,21 @@
-"""The plant's state publications: ``/clock``, ``joint_states`` and ``outputs``
-with messages reused between steps (filled by the simulation thread only)."""
+"""The plant's state publications: ``/clock``, ``joint_states`` and ``outputs``.
+
+Each message is built once; per step ``prepare`` writes the new stamp and
+values and ``send`` publishes.  The three are kept as serialized bytes and
+patched in place (``wire``): no message conversion or serialization per
+step, no per-step allocation beyond the published ``bytes``.  Where the
+rmw's layout cannot be located the ordinary messages are filled and
+published instead (same values, same topics and types)."""
 from __future__ import annotations
 
+import numpy as np
 from rclpy.duration import Duration
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
-from .common import CLOCK_QOS, state_qos, time_to_msg
+from .common import CLOCK_QOS, state_qos, time_to_msg, time_to_ns
+from .wire import Wire
 
 
 class StatePublisher:
@@ -21,27 +29,54 @@ class StatePublisher:
         self.js_msg = JointState()
         self.js_msg.header.frame_id = cfg["frame_id"]
         self.js_msg.name = joints.names
+        n = len(joints.names)
+        self.js_msg.position = [0.0] * n
+        self.js_msg.velocity = [0.0] * len(joints.vel_index)
+        self.js_msg.effort = [0.0] * (n if joints.has_efforts else 0)
         self.out_msg = Float64MultiArray()
         self.out_msg.layout.dim = [MultiArrayDimension(label=joints.output_label,
                                                        size=n_outputs, stride=n_outputs)]
+        self.out_msg.data = [0.0] * n_outputs
         self.clock_msg = ClockMsg()
+        self.wires = (Wire.build(self.clock_msg, (), lambda m: m.clock),
+                      Wire.build(self.js_msg, ("position", "velocity", "effort"),
+                                 lambda m: m.header.stamp),
+                      Wire.build(self.out_msg, ("data",), None))
+        self.serialized = all(w is not None for w in self.wires)
+        self._payloads = (b"", b"", b"")
 
     def prepare(self, sim):
-        """Fill the messages from the simulation (no publishing)."""
-        self.joints.fill(sim, self.js_msg, self.out_msg)
-        time_to_msg(sim.time, self.js_msg.header.stamp)
-        time_to_msg(sim.time, self.clock_msg.clock)
+        """Write the simulation's time and values into the messages (no publishing)."""
+        if not self.serialized:
+            self.joints.fill(sim, self.js_msg, self.out_msg)
+            time_to_msg(sim.time, self.js_msg.header.stamp)
+            time_to_msg(sim.time, self.clock_msg.clock)
+            return
+        clock, js, out = self.wires
+        sec, nanosec = divmod(time_to_ns(sim.time), 1_000_000_000)
+        clock.set_stamp(sec, nanosec)
+        js.set_stamp(sec, nanosec)
+        self.joints.fill_arrays(sim, js.arrays["position"], js.arrays["velocity"],
+                                js.arrays["effort"], out.arrays["data"])
+        self._payloads = (clock.payload(), js.payload(), out.payload())
 
     def send(self):
+        if not self.serialized:
+            if self.clock is not None:
+                self.clock.publish(self.clock_msg)
+            self.js.publish(self.js_msg)
+            self.out.publish(self.out_msg)
+            return
+        clock, js, out = self._payloads
         if self.clock is not None:
-            self.clock.publish(self.clock_msg)
-        self.js.publish(self.js_msg)
-        self.out.publish(self.out_msg)
+            self.clock.publish(clock)
+        self.js.publish(js)
+        self.out.publish(out)
 
     def send_clock(self):
         """The prepared /clock again (paused: the frozen time for late joiners)."""
         if self.clock is not None:
-            self.clock.publish(self.clock_msg)
+            self.clock.publish(self._payloads[0] if self.serialized else self.clock_msg)
 
     def subscriber_count(self):
         return sum(p.get_subscription_count() for p in (self.js, self.out, self.clock)
