@@ -171,7 +171,7 @@ def _loop(node, n_steps, rec, count):
     node.stopping.set()
 
 
-def breakdown(yaml_path, duration, domain_id, overrides=()):
+def breakdown(yaml_path, duration, domain_id, overrides=(), messages=False):
     """Percentiles (µs) of each part over ``duration`` s at the YAML's rate; also
     the number of steps and whether the serialized publication path was used."""
     from rclpy.parameter import Parameter
@@ -186,6 +186,8 @@ def breakdown(yaml_path, duration, domain_id, overrides=()):
     node = SimulationNode(context=ctx, cli_args=["--ros-args", "--params-file", yaml_path],
                           parameter_overrides=[Parameter(k, value=v)
                                                for k, v in dict(overrides).items()])
+    if messages:  # the ordinary message path, for comparison
+        node.out.serialized = False
     saved = pacing.run_real_time
     pacing.run_real_time = lambda nd: _loop(nd, n, rec, count)
     sys.setswitchinterval(5e-5)  # as sim_node._make
@@ -252,13 +254,13 @@ def publish_cost(domain_id, n=3000):
     return results
 
 
-def print_breakdown(yaml_path, duration, overrides, priority):
+def print_breakdown(yaml_path, duration, overrides, priority, messages=False):
     load0 = os.getloadavg()[0]
     if priority:
         from ros_nodes.common import set_real_time_priority
         set_real_time_priority(priority, rclpy.logging.get_logger("ros_rt"))
     stats, steps, serialized = breakdown(yaml_path, duration, unique_domain_id("breakdown"),
-                                         overrides)
+                                         overrides, messages)
     print(f"\nreal-time plant in-process, per-part times, {steps} steps ({duration:.0f} s), "
           f"load {load0:.2f} -> {os.getloadavg()[0]:.2f}, SCHED_FIFO {priority or 'off'}, "
           f"publication {'serialized bytes' if serialized else 'messages'}")
@@ -300,6 +302,9 @@ def main():
     ap.add_argument("--rt-only", action="store_true", help="the real-time scenario only")
     ap.add_argument("--breakdown", action="store_true",
                     help="only: per-part times of the real-time plant, in this process")
+    ap.add_argument("--messages", action="store_true",
+                    help="with --breakdown: publish ordinary messages (the path before "
+                         "ros_nodes.wire), for comparison")
     ap.add_argument("--publish-cost", action="store_true",
                     help="only: cost of rclpy publications without a simulation")
     args = ap.parse_args()
@@ -318,7 +323,8 @@ def main():
         if args.publish_cost:
             print_publish_cost()
         if args.breakdown:
-            print_breakdown(rt_yaml, duration, rt_extra_breakdown(args), args.priority)
+            print_breakdown(rt_yaml, duration, rt_extra_breakdown(args), args.priority,
+                            args.messages)
         return 0
     p50, p99, pmax = bare_step_cost(rt_yaml)
     print(f"bare cosim do_step, two_link, h=1 ms: p50 {p50:.0f} us  p99 {p99:.0f} us  "

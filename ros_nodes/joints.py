@@ -79,27 +79,21 @@ class JointMap:
         self.commanded = sorted(set(self.command_inputs) | set(effort_inputs.values()))
         self.output_label = ",".join(outputs)
         self.out_slice = slice(n_y, n_y + len(outputs))
-        self.any_missing = bool(self.eff_missing.any())
-        self._values = np.empty(n_y + len(outputs) + len(inputs))
-        self._y = self._values[:n_y]
-        self._outputs = self._values[self.out_slice]
-        self._inputs = self._values[n_y + len(outputs):]
+        n_values = n_y + len(outputs) + len(inputs)
+        self._values = np.empty(n_values + 1)  # [y, outputs, inputs, NaN]
+        self._values[n_values] = float("nan")   # the effort of a joint without an input
+        self._gathered = self._values[:n_values]
+        eff_or_nan = np.where(self.eff_missing, n_values, self.eff_index)
+        self.sources = {"position": self.pos_index, "velocity": self.vel_index,
+                        "effort": eff_or_nan if self.has_efforts else np.empty(0, dtype=int),
+                        "data": np.arange(n_y, n_y + len(outputs))}
 
-    def fill_arrays(self, sim, position, velocity, effort, outputs):
-        """Write the JointState fields and the outputs into float64 arrays of their
-        lengths (views into serialized messages, see ``wire``); no allocation
-        beyond what the simulation's getters return."""
-        values = self._values
-        self._y[:] = sim.integrator.y
-        self._outputs[:] = sim.get_outputs()
-        self._inputs[:] = sim.get_inputs()
-        position[:] = values[self.pos_index]
-        velocity[:] = values[self.vel_index]
-        if self.has_efforts:
-            effort[:] = values[self.eff_index]
-            if self.any_missing:
-                effort[self.eff_missing] = float("nan")
-        outputs[:] = self._outputs
+    def gather(self, sim):
+        """The value vector ``[y, outputs, inputs, NaN]`` that ``sources`` (each
+        published float64 field's positions in it) refer to; reused, not allocated."""
+        np.concatenate((sim.integrator.y, sim.get_outputs(), sim.get_inputs()),
+                       out=self._gathered)
+        return self._values
 
     def fill(self, sim, js, out):
         """Fill a JointState and the outputs Float64MultiArray from the simulation.

@@ -42,7 +42,12 @@ class StatePublisher:
                       Wire.build(self.js_msg, ("position", "velocity", "effort"),
                                  lambda m: m.header.stamp),
                       Wire.build(self.out_msg, ("data",), None))
-        self.serialized = all(w is not None for w in self.wires)
+        self.serialized = all(w is not None and w.doubles is not None for w in self.wires)
+        if self.serialized:  # per message: where each value goes, where it comes from
+            self._plan = [(w.doubles, np.concatenate([w.slots[f] for f in fields]),
+                           np.concatenate([joints.sources[f] for f in fields]))
+                          for w, fields in ((self.wires[1], ("position", "velocity", "effort")),
+                                            (self.wires[2], ("data",)))]
         self._payloads = (b"", b"", b"")
 
     def prepare(self, sim):
@@ -56,8 +61,9 @@ class StatePublisher:
         sec, nanosec = divmod(time_to_ns(sim.time), 1_000_000_000)
         clock.set_stamp(sec, nanosec)
         js.set_stamp(sec, nanosec)
-        self.joints.fill_arrays(sim, js.arrays["position"], js.arrays["velocity"],
-                                js.arrays["effort"], out.arrays["data"])
+        values = self.joints.gather(sim)
+        for doubles, slots, sources in self._plan:
+            doubles[slots] = values[sources]
         self._payloads = (clock.payload(), js.payload(), out.payload())
 
     def send(self):

@@ -43,17 +43,33 @@ def _find_once(blob, pattern):
 class Wire:
     """One message type's serialized template with writable float64 fields and stamp.
 
-    ``arrays[name]`` is a float64 numpy view into the bytes for each named
-    sequence field (fixed length, given by the template); ``set_stamp(sec,
-    nanosec)`` writes the stamp; ``payload()`` returns the bytes to publish."""
+    ``arrays[name]``: a float64 numpy view into the bytes for each named
+    sequence field (fixed length, given by the template); ``doubles`` and
+    ``slots[name]``: one float64 view over the bytes and each field's element
+    indices in it, so that all fields are written by one indexed assignment
+    (None when the fields do not share one 8-byte alignment);
+    ``set_stamp(sec, nanosec)`` writes the stamp; ``payload()`` returns the
+    bytes to publish."""
 
-    def __init__(self, buf, arrays, stamp_offsets):
+    def __init__(self, buf, offsets, sizes, stamp_offsets):
         self.buf = buf
-        self.arrays = arrays
+        self.arrays = {name: np.ndarray((sizes[name],), dtype="<f8", buffer=buf, offset=off)
+                       for name, off in offsets.items()}
+        bases = {off % 8 for name, off in offsets.items() if sizes[name]}
+        self.doubles, self.slots = None, {}
+        if len(bases) <= 1:
+            base = bases.pop() if bases else 0
+            self.doubles = np.ndarray(((len(buf) - base) // 8,), dtype="<f8", buffer=buf,
+                                      offset=base)
+            self.slots = {name: (off - base) // 8 + np.arange(sizes[name])
+                          for name, off in offsets.items()}
         self._stamp = stamp_offsets
+        self._stamp_pair = stamp_offsets is not None and stamp_offsets[1] == stamp_offsets[0] + 4
 
     def set_stamp(self, sec, nanosec):
-        if self._stamp is not None:
+        if self._stamp_pair:
+            struct.pack_into("<iI", self.buf, self._stamp[0], sec, nanosec)
+        elif self._stamp is not None:
             s, n = self._stamp
             struct.pack_into("<i", self.buf, s, sec)
             struct.pack_into("<I", self.buf, n, nanosec)
@@ -76,9 +92,9 @@ class Wire:
     def _build(cls, msg, fields, stamp):
         msg_type = type(msg)
         probe = deserialize_message(serialize_message(msg), msg_type)  # a private copy
-        k = 0
+        sizes, k = {}, 0
         for name in fields:
-            n = len(getattr(probe, name))
+            sizes[name] = n = len(getattr(probe, name))
             setattr(probe, name, [_sentinel(k + i) for i in range(n)])
             k += n
         if stamp is not None:
@@ -87,22 +103,21 @@ class Wire:
         blob = serialize_message(probe)
         if blob[:2] not in (b"\x00\x01", b"\x00\x03"):  # CDR_LE / PL_CDR_LE encapsulation
             raise LookupError
-        buf = bytearray(blob)
-        arrays, k = {}, 0
+        offsets, k = {}, 0
         for name in fields:
-            n = len(getattr(probe, name))
+            n = sizes[name]
             if n == 0:
-                arrays[name] = np.empty(0)
+                offsets[name] = 0
                 continue
-            off = _find_once(blob, struct.pack("<d", _sentinel(k)))
+            off = offsets[name] = _find_once(blob, struct.pack("<d", _sentinel(k)))
             for i in range(1, n):  # the sequence is contiguous
                 if _find_once(blob, struct.pack("<d", _sentinel(k + i))) != off + 8 * i:
                     raise LookupError
-            arrays[name] = np.ndarray((n,), dtype="<f8", buffer=buf, offset=off)
             k += n
-        offsets = None if stamp is None else (_find_once(blob, struct.pack("<i", 0x2A5C_3B1D)),
-                                              _find_once(blob, struct.pack("<I", 0x3A7E_9F13)))
-        wire = cls(buf, arrays, offsets)
+        stamp_offsets = None if stamp is None else (
+            _find_once(blob, struct.pack("<i", 0x2A5C_3B1D)),
+            _find_once(blob, struct.pack("<I", 0x3A7E_9F13)))
+        wire = cls(bytearray(blob), offsets, sizes, stamp_offsets)
         wire._check(msg_type, fields, stamp)
         for name in fields:  # the template's own values
             wire.arrays[name][:] = getattr(msg, name)
@@ -112,13 +127,16 @@ class Wire:
         return wire
 
     def _check(self, msg_type, fields, stamp):
-        """Write test values and require the bytes to deserialize to exactly them."""
-        expect, k = {}, 0
-        for name in fields:
-            a = self.arrays[name]
-            a[:] = 0.5 + np.arange(a.size) + 100.0 * k
-            expect[name] = a.tolist()
-            k += 1
+        """Write test values (through ``doubles``/``slots`` when there) and require
+        the bytes to deserialize to exactly them."""
+        expect = {}
+        for k, name in enumerate(fields):
+            values = 0.5 + np.arange(self.arrays[name].size) + 100.0 * k
+            if self.doubles is not None:
+                self.doubles[self.slots[name]] = values
+            else:
+                self.arrays[name][:] = values
+            expect[name] = values.tolist()
         self.set_stamp(-7, 999_999_999)
         back = deserialize_message(self.payload(), msg_type)
         st = None if stamp is None else stamp(back)
