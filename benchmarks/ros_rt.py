@@ -32,6 +32,8 @@ domain, for a bounded time, and reads the node's whole-run statistics from
     python benchmarks/ros_rt.py --priority 50   # plant and controller at SCHED_FIFO 50 (root)
     python benchmarks/ros_rt.py --priority 50 --spin 0.001   # busy-wait whole periods
     python benchmarks/ros_rt.py --duration 60 --rt-only      # the real-time scenario only
+    python benchmarks/ros_rt.py --rt-only --subscribe        # with readers of the state topics
+    python benchmarks/ros_rt.py --rt-only --state-rate 100   # joint_states at 100 Hz
     python benchmarks/ros_rt.py --breakdown --duration 20    # per-part times, in-process
     python benchmarks/ros_rt.py --publish-cost               # rclpy publish alone
 """
@@ -54,7 +56,7 @@ from ros_nodes.testing import (LAUNCH, NodeProcess, load_parameters, ros_environ
                                simulation_kwargs, unique_domain_id)
 
 
-def collect(duration, procs_factory, label):
+def collect(duration, procs_factory, label, subscribe=False):
     """Start processes, listen to /diagnostics for ``duration`` s, return the last status."""
     domain = unique_domain_id(label)
     env = ros_environment(domain)
@@ -73,6 +75,19 @@ def collect(duration, procs_factory, label):
                 windows.append(values)
 
     node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
+    received = {"joint_states": 0, "outputs": 0, "/clock": 0}
+    if subscribe:  # default-QoS readers of the state topics, as robot_state_publisher & co.
+        from rosgraph_msgs.msg import Clock
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Float64MultiArray
+
+        def counter(topic):
+            def on_msg(msg):
+                received[topic] += 1
+            return on_msg
+        for topic, kind in (("joint_states", JointState), ("outputs", Float64MultiArray),
+                            ("/clock", Clock)):
+            node.create_subscription(kind, topic, counter(topic), 10)
     procs = procs_factory(env)
     load = os.getloadavg()
     try:
@@ -89,7 +104,7 @@ def collect(duration, procs_factory, label):
             p.stop()
         node.destroy_node()
         rclpy.try_shutdown(context=ctx)
-    return last, windows, logs, load
+    return last, windows, logs, load, received
 
 
 _executors = {}
@@ -300,6 +315,12 @@ def main():
     ap.add_argument("--priority", type=int, default=0,
                     help="SCHED_FIFO priority of plant and controller (needs root); 0 = normal")
     ap.add_argument("--rt-only", action="store_true", help="the real-time scenario only")
+    ap.add_argument("--state-rate", type=float, default=0.0,
+                    help="real time: state_publish_rate in Hz (joint_states/outputs every "
+                         "k-th step, /clock every step); 0 = every step")
+    ap.add_argument("--subscribe", action="store_true",
+                    help="real time: this process subscribes to joint_states, outputs and "
+                         "/clock (default QoS), so every publication is delivered")
     ap.add_argument("--breakdown", action="store_true",
                     help="only: per-part times of the real-time plant, in this process")
     ap.add_argument("--messages", action="store_true",
@@ -317,6 +338,8 @@ def main():
     rt_extra = dict(extra)
     if args.spin is not None:
         rt_extra["real_time.spin_threshold"] = args.spin
+    if args.state_rate:
+        rt_extra["state_publish_rate"] = args.state_rate
 
     print(f"machine: {os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.2f}")
     if args.publish_cost or args.breakdown:
@@ -331,8 +354,9 @@ def main():
           f"max {pmax:.0f} us")
 
     # --- real-time mode, 1 kHz
-    last, windows, logs, load = collect(
-        duration, lambda env: [NodeProcess("ros_nodes.sim_node", env, rt_yaml, rt_extra)], "rt")
+    last, windows, logs, load, received = collect(
+        duration, lambda env: [NodeProcess("ros_nodes.sim_node", env, rt_yaml, rt_extra)], "rt",
+        subscribe=args.subscribe)
     if not last:
         print("real time: no diagnostics received\n" + "\n".join(logs))
         return 1
@@ -342,7 +366,12 @@ def main():
     print(f"\nreal-time mode, two_link, 1 kHz, RTF 1, {duration:.0f} s "
           f"(load {load[0]:.2f}, "
           f"SCHED_FIFO {args.priority or 'off'}, busy-wait "
-          f"{(args.spin if args.spin is not None else 2e-4) * 1e6:.0f} us)")
+          f"{(args.spin if args.spin is not None else 2e-4) * 1e6:.0f} us, "
+          f"{'default-QoS readers of joint_states, outputs, /clock in this process' if args.subscribe else 'no readers of the state topics'}"
+          f"{f', joint_states at {args.state_rate:g} Hz' if args.state_rate else ''})")
+    if args.subscribe:
+        print(f"  received here          {received['joint_states']} joint_states, "
+              f"{received['outputs']} outputs, {received['/clock']} /clock (whole run)")
     if args.priority and not any("SCHED_FIFO priority" in log and "cannot" not in log
                                  for log in logs):
         print("  (SCHED_FIFO could not be set: see the plant log)")
@@ -368,7 +397,7 @@ def main():
                           {"sched_priority": args.priority})
         time.sleep(1.0)
         return [ctl, NodeProcess("ros_nodes.sim_node", env, ls_yaml, extra)]
-    last, windows, logs, load = collect(duration, lock_step_procs, "lockstep")
+    last, windows, logs, load, _ = collect(duration, lock_step_procs, "lockstep")
     if not last:
         print("lock step: no diagnostics received\n" + "\n".join(logs))
         return 1

@@ -108,3 +108,29 @@ def test_plant_publishes_the_state_the_message_path_fills(harness):
     assert list(deserialize_message(out_b, Float64MultiArray).data) == list(out_ref.data)
     clock = deserialize_message(clock_b, ClockMsg).clock
     assert (clock.sec, clock.nanosec) == (js.header.stamp.sec, js.header.stamp.nanosec)
+
+
+def test_state_publish_rate_decimates_joint_states_not_clock(harness):
+    """free_run, 100 Hz steps, state_publish_rate 25 Hz: joint_states and outputs at
+    every 4th step counted from the first state (t = 0, 0.04, ... 0.2 = end_time, where
+    the final state is published whole), /clock at every step."""
+    from ros_nodes.testing import RECORD_QOS, wait_for
+    hs = harness({"mode": "free_run", "state_publish_rate": 25.0, "end_time": 0.2,
+                  "start_paused": True})
+    outputs = []
+    hs.node.create_subscription(Float64MultiArray, "outputs", outputs.append, RECORD_QOS)
+    wait_for(lambda: hs.plant.out.js.get_subscription_count() > 0
+             and hs.plant.out.out.get_subscription_count() > 0, 10.0, what="readers")
+    n_clock = len(hs.clock)
+    assert hs.service("resume_simulation").success
+    end_ns = 200_000_000
+    wait_for(lambda: hs.states and hs.states[-1][0] == end_ns and hs.clock
+             and hs.clock[-1] == end_ns, 10.0, what="the state at end_time")
+    stamps = sorted({s[0] for s in hs.states})
+    assert stamps == [k * 40_000_000 for k in range(6)]
+    assert sorted(set(hs.clock[n_clock:])) == [k * 10_000_000 for k in range(21)]
+    # outputs go with joint_states (the same times; output 0 is the angle); the t = 0
+    # one may precede the outputs reader's own discovery of the writer
+    published = {s[1][0] for s in hs.states}
+    wait_for(lambda: len({m.data[0] for m in outputs}) >= len(stamps) - 1, 10.0, what="outputs")
+    assert {m.data[0] for m in outputs} <= published
