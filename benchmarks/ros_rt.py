@@ -156,9 +156,9 @@ def _loop(node, n_steps, rec, count):
             node.wake.wait(min((remaining - spin_ns) * 1e-9, 0.05))
             node.wake.clear()
             remaining = deadline - pc()
-        woke = pc()
-        while pc() < deadline:
-            pass
+        woke = now = pc()
+        while now < deadline:
+            now = pc()
         r0 = _run_delay(tid)
         c0 = tt()
         t0 = pc()
@@ -176,7 +176,7 @@ def _loop(node, n_steps, rec, count):
         t5 = pc()
         c1 = tt()
         r1 = _run_delay(tid)
-        rec[k] = (t0 - deadline, woke - (deadline - spin_ns), t1 - t0, t2 - t1, t3 - t2,
+        rec[k] = (now - deadline, woke - (deadline - spin_ns), t1 - t0, t2 - t1, t3 - t2,
                   t4 - t3, t5 - t4, t5 - t0, c1 - c0, r1 - r0)
         k += 1
         deadline += period_ns

@@ -13,7 +13,7 @@ input check, state snapshot and serialisation is a call into cosim.  It
   (``pacing``), reports ``/diagnostics`` (``telemetry``).
 
 Parts: ``params`` (declared parameter table), ``joints`` (message mapping),
-``publishing`` (state publications),
+``publishing`` (state publications), ``wire`` (messages kept serialized),
 ``commands`` (checks and stamp policy), ``services``, ``pacing``,
 ``telemetry``, ``state_files``, ``common`` (QoS and helpers), ``process``
 (``--help``, signals, exit status).
