@@ -34,6 +34,7 @@ domain, for a bounded time, and reads the node's whole-run statistics from
     python benchmarks/ros_rt.py --duration 60 --rt-only      # the real-time scenario only
     python benchmarks/ros_rt.py --rt-only --subscribe        # with readers of the state topics
     python benchmarks/ros_rt.py --rt-only --state-rate 100   # joint_states at 100 Hz
+    python benchmarks/ros_rt.py --rt-only --subscribe --async-publish  # Fast DDS sends async
     python benchmarks/ros_rt.py --breakdown --duration 20    # per-part times, in-process
     python benchmarks/ros_rt.py --publish-cost               # rclpy publish alone
 """
@@ -315,6 +316,9 @@ def main():
     ap.add_argument("--priority", type=int, default=0,
                     help="SCHED_FIFO priority of plant and controller (needs root); 0 = normal")
     ap.add_argument("--rt-only", action="store_true", help="the real-time scenario only")
+    ap.add_argument("--async-publish", action="store_true",
+                    help="RMW_FASTRTPS_PUBLICATION_MODE=ASYNCHRONOUS for the nodes (Fast DDS "
+                         "sends from its own thread; rmw_fastrtps only)")
     ap.add_argument("--state-rate", type=float, default=0.0,
                     help="real time: state_publish_rate in Hz (joint_states/outputs every "
                          "k-th step, /clock every step); 0 = every step")
@@ -330,6 +334,8 @@ def main():
                     help="only: cost of rclpy publications without a simulation")
     args = ap.parse_args()
     duration = args.duration or (4.0 if args.quick else 10.0)
+    if args.async_publish:  # read by rmw_fastrtps at start-up; the nodes inherit it
+        os.environ["RMW_FASTRTPS_PUBLICATION_MODE"] = "ASYNCHRONOUS"
     rt_yaml = os.path.join(LAUNCH, "two_link_real_time.yaml")
     ls_yaml = os.path.join(LAUNCH, "two_link_lock_step.yaml")
     pd_yaml = os.path.join(LAUNCH, "pd_two_link.yaml")
@@ -368,7 +374,8 @@ def main():
           f"SCHED_FIFO {args.priority or 'off'}, busy-wait "
           f"{(args.spin if args.spin is not None else 2e-4) * 1e6:.0f} us, "
           f"{'default-QoS readers of joint_states, outputs, /clock in this process' if args.subscribe else 'no readers of the state topics'}"
-          f"{f', joint_states at {args.state_rate:g} Hz' if args.state_rate else ''})")
+          f"{f', joint_states at {args.state_rate:g} Hz' if args.state_rate else ''}"
+          f"{', Fast DDS asynchronous publication' if args.async_publish else ''})")
     if args.subscribe:
         print(f"  received here          {received['joint_states']} joint_states, "
               f"{received['outputs']} outputs, {received['/clock']} /clock (whole run)")
