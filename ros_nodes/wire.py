@@ -5,10 +5,10 @@ values are written in place and the bytes are published with
 ``Publisher.publish(bytes)`` (``rmw_publish_serialized_message``).
 
 This skips rclpy's per-publish conversion of the Python message to its C
-struct and the rmw's serialization: measured on this project's 2-core
-machine, three state publications cost ~15 µs hot / ~50 µs after a 1 ms
-sleep as messages and ~4 µs / ~20 µs as bytes (``benchmarks/ros_rt.py
---publish-cost``).
+struct and the rmw's serialization: on this project's shared 2-core VM the
+three state publications cost 14-36 µs back to back / 49-78 µs after a 1 ms
+sleep as messages and 4-7 µs / 20-32 µs as bytes (load 5-8,
+``benchmarks/ros_rt.py --publish-cost``).
 
 The byte offsets are found, not assumed: the template is serialized with
 distinct sentinel values and each value is located in the bytes (so any rmw
