@@ -95,8 +95,8 @@ PLANT = (
       "readers) or best_effort (sensor data)", choices=RELIABILITIES),
     S("state_publish_rate", 0.0, "real_time/free_run: publish joint_states and outputs at this "
       "rate in Hz of simulation time (every k-th communication step; 1/communication_step "
-      "must be a multiple of it), /clock still every step; 0 = every step (lock_step: "
-      "always every step)", range=(0.0, 1e9)),
+      "must be a multiple of it), /clock still every step; 0 = every step (lock_step "
+      "publishes every state: a rate is refused there)", range=(0.0, 1e9)),
     S("publish_clock", True, "publish /clock (this node is the time source)"),
     S("paused_clock_period", 0.1, "while paused or idle: republish /clock (frozen time) every "
       "this many wall seconds; 0 = never", range=(0.0, 3600.0)),
