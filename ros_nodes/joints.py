@@ -79,6 +79,21 @@ class JointMap:
         self.commanded = sorted(set(self.command_inputs) | set(effort_inputs.values()))
         self.output_label = ",".join(outputs)
         self.out_slice = slice(n_y, n_y + len(outputs))
+        n_values = n_y + len(outputs) + len(inputs)
+        self._values = np.empty(n_values + 1)  # [y, outputs, inputs, NaN]
+        self._values[n_values] = float("nan")   # the effort of a joint without an input
+        self._gathered = self._values[:n_values]
+        eff_or_nan = np.where(self.eff_missing, n_values, self.eff_index)
+        self.sources = {"position": self.pos_index, "velocity": self.vel_index,
+                        "effort": eff_or_nan if self.has_efforts else np.empty(0, dtype=int),
+                        "data": np.arange(n_y, n_y + len(outputs))}
+
+    def gather(self, sim):
+        """The value vector ``[y, outputs, inputs, NaN]`` that ``sources`` (each
+        published float64 field's positions in it) refer to; reused, not allocated."""
+        np.concatenate((sim.integrator.y, sim.get_outputs(), sim.get_inputs()),
+                       out=self._gathered)
+        return self._values
 
     def fill(self, sim, js, out):
         """Fill a JointState and the outputs Float64MultiArray from the simulation.

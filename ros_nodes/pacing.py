@@ -65,7 +65,7 @@ def run_free_run(node):
         if node.runnable() and not (node.check_stale(time.monotonic())
                                     and node.stale_policy == "pause"):
             if node.advance():
-                node.publish_state()
+                node.publish_state(step=True)
                 continue
         peers = _idle(node, peers)
         _wait(node)
@@ -120,10 +120,10 @@ def run_real_time(node):
         now = perf()
         while now < deadline:
             now = perf()
-        node.send_state()
+        node.send_state(step=True)
         jitter.append(now - deadline)
         if node.advance():
-            node.prepare_state()
+            node.prepare_state(step=True)
         done = perf()
         latency.append(done - now)
         deadline += period

@@ -93,6 +93,10 @@ PLANT = (
       "Float64MultiArray commands; default: all inputs"),
     S("state_reliability", "reliable", "QoS of joint_states/outputs: reliable (default QoS "
       "readers) or best_effort (sensor data)", choices=RELIABILITIES),
+    S("state_publish_rate", 0.0, "real_time/free_run: publish joint_states and outputs at this "
+      "rate in Hz of simulation time (every k-th communication step; 1/communication_step "
+      "must be a multiple of it), /clock still every step; 0 = every step (lock_step "
+      "publishes every state: a rate is refused there)", range=(0.0, 1e9)),
     S("publish_clock", True, "publish /clock (this node is the time source)"),
     S("paused_clock_period", 0.1, "while paused or idle: republish /clock (frozen time) every "
       "this many wall seconds; 0 = never", range=(0.0, 3600.0)),
@@ -245,6 +249,25 @@ def read(node):
         if reason:
             raise ConfigurationError(reason)
     return cfg
+
+
+def state_decimation(cfg):
+    """Steps per joint_states publication from ``state_publish_rate`` (1: every step);
+    a rate that is not the communication rate divided by a whole number is an error."""
+    rate, step = cfg["state_publish_rate"], cfg["communication_step"]
+    if rate == 0.0:
+        return 1
+    if cfg["mode"] == "lock_step":
+        raise ConfigurationError("parameter 'state_publish_rate' applies to real_time and "
+                                 "free_run (lock_step publishes every state: each is answered "
+                                 f"by a command), got {rate!r} with mode lock_step")
+    every = round(1.0 / (rate * step))
+    if every < 1 or abs(every * rate * step - 1.0) > 1e-9:
+        raise ConfigurationError(
+            f"parameter 'state_publish_rate' must be the communication rate "
+            f"{1.0 / step:g} Hz divided by a whole number (communication_step {step!r}), "
+            f"got {rate!r}")
+    return every
 
 
 def simulation_spec(cfg):

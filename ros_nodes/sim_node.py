@@ -13,7 +13,7 @@ input check, state snapshot and serialisation is a call into cosim.  It
   (``pacing``), reports ``/diagnostics`` (``telemetry``).
 
 Parts: ``params`` (declared parameter table), ``joints`` (message mapping),
-``publishing`` (state publications),
+``publishing`` (state publications), ``wire`` (messages kept serialized),
 ``commands`` (checks and stamp policy), ``services``, ``pacing``,
 ``telemetry``, ``state_files``, ``common`` (QoS and helpers), ``process``
 (``--help``, signals, exit status).
@@ -184,7 +184,8 @@ class SimulationNode(Node):
         self.throttle = LogThrottle(self.get_logger(), cfg["log_throttle_period"])
 
     def _create_interfaces(self, cfg):
-        self.out = StatePublisher(self, cfg, self.joints, len(self.sim.output_names))
+        self.out = StatePublisher(self, cfg, self.joints, len(self.sim.output_names),
+                                  params.state_decimation(cfg))
         self._diag_pub = self.create_publisher(DiagnosticArray, cfg["topics.diagnostics"],
                                                DIAGNOSTICS_QOS)
         topics = {"command": cfg["topics.command"], "joint_command": cfg["topics.joint_command"]}
@@ -377,18 +378,21 @@ class SimulationNode(Node):
         self.command_ready = False
         return True
 
-    def prepare_state(self):
-        self.out.prepare(self.sim)
+    def prepare_state(self, step=False):
+        self.out.prepare(self.sim, step)
 
-    def send_state(self):
-        self.out.send()
+    def send_state(self, step=False):
+        """Publish the prepared state (``step``: a paced step, see ``state_publish_rate``)."""
+        if not step and not self.out.states_ready:
+            self.out.prepare(self.sim)  # skipped by a decimated step: fill it now
+        self.out.send(step)
         self.last_pub = self.last_clock_pub = self.pub_wall = time.monotonic()
         if self._inline:
             self.commands.published(time_to_ns(self.sim.time))
 
-    def publish_state(self):
-        self.prepare_state()
-        self.send_state()
+    def publish_state(self, step=False):
+        self.prepare_state(step)
+        self.send_state(step)
 
     def idle_clock(self, now):
         """Paused or idle: republish /clock (the frozen time) for late joiners."""

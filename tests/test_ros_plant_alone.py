@@ -78,6 +78,9 @@ def test_free_run_plant_alone_clock_and_sim_time(tmp_path):
     ({"communication_step": -0.1}, "communication_step out of range"),
     ({"method_options.bogus": 1.0}, "bogus"),
     ({"method_options.rho_inf": 1.5}, "rho_inf must be in [0, 1], got 1.5"),
+    ({"mode": "free_run", "state_publish_rate": 30.0},
+     "'state_publish_rate' must be the communication rate 100 Hz divided by a whole number"),
+    ({"state_publish_rate": 50.0}, "'state_publish_rate' applies to real_time and free_run"),
 ])
 def test_configuration_errors_name_the_parameter(monkeypatch, overrides, text):
     monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
