@@ -165,9 +165,15 @@ class CosimSlave(Fmi2Slave):
         self._output_vars = variables["outputs"]
         self._param_vars = variables["parameters"]
         self._solver_vars = variables["solver"]
-        self._inputs = np.array([float(v["start"]) for v in self._input_vars], dtype=float)
+        # one float64 buffer shared with the FMU binary (fmu/native/cosim_fmi2.cpp), which
+        # sets inputs and reads outputs in it without calling Python (_fmi_layout):
+        # [inputs pending, outputs valid, inputs..., outputs...]; never reallocated
+        n_in, n_out = len(self._input_vars), len(self._output_vars)
+        self._shared = np.zeros(2 + n_in + n_out, dtype=float)
+        self._inputs = self._shared[2:2 + n_in]  # written in place only
+        self._outbuf = self._shared[2 + n_in:]  # outputs at the current time when valid
+        self._inputs[:] = [float(v["start"]) for v in self._input_vars]
         self._inputs_pending = True  # inputs not yet handed to the simulation
-        self._outputs = None  # cached output values at the current time
         self._params = {v["key"]: float(v["start"]) for v in self._param_vars}
         self._tunable = {v["key"] for v in self._param_vars if v.get("tunable")}
         self._pending_params = {}
@@ -186,16 +192,48 @@ class CosimSlave(Fmi2Slave):
                                    var.causality == Fmi2Causality.parameter
                                    and var.variability == Fmi2Variability.fixed)}
 
+    # -- the buffer shared with the FMU binary ---------------------------------------------
+    @property
+    def _inputs_pending(self):
+        """Inputs set since they were last handed to the simulation (also by the binary)."""
+        return self._shared[0] != 0.0
+
+    @_inputs_pending.setter
+    def _inputs_pending(self, value):
+        self._shared[0] = 1.0 if value else 0.0
+
+    @property
+    def _outputs(self):
+        """Output values at the current time and inputs (a copy), or None when they must
+        be computed; setting None invalidates them (the binary does so on an input)."""
+        return self._outbuf.tolist() if self._shared[1] != 0.0 else None
+
+    @_outputs.setter
+    def _outputs(self, values):
+        if values is None:
+            self._shared[1] = 0.0
+        else:
+            self._outbuf[:] = values
+            self._shared[1] = 1.0
+
+    def _fmi_layout(self):
+        """For the FMU binary: (shared buffer, its address, input value references, output
+        value references) -- fmi2SetReal of inputs and fmi2GetReal of inputs and valid
+        outputs then run in C; anything else calls the methods below."""
+        return (self._shared, int(self._shared.ctypes.data), tuple(self._input_vrs),
+                tuple(self._output_vrs))
+
     # -- variables -----------------------------------------------------------------------
     def _register_all(self):
         C, V = Fmi2Causality, Fmi2Variability
-        for i, v in enumerate(self._input_vars):
+        self._input_vrs = [  # value reference of input i, output i (in _shared)
             self._add_real(v, C.input, V.continuous, getter=lambda i=i: float(self._inputs[i]),
                            setter=lambda x, i=i: self._set_input(i, x))
-        for i, v in enumerate(self._output_vars):
-            variability = V.discrete if v.get("discrete") else V.continuous
-            self._add_real(v, C.output, variability, initial=Fmi2Initial.calculated,
-                           getter=lambda i=i: self._output(i))
+            for i, v in enumerate(self._input_vars)]
+        self._output_vrs = [
+            self._add_real(v, C.output, V.discrete if v.get("discrete") else V.continuous,
+                           initial=Fmi2Initial.calculated, getter=lambda i=i: self._output(i))
+            for i, v in enumerate(self._output_vars)]
         for v in self._param_vars:
             key = v["key"]
             self._add_real(v, C.parameter, V.tunable if v.get("tunable") else V.fixed,
@@ -228,6 +266,7 @@ class CosimSlave(Fmi2Slave):
         self._real_get[var.value_reference] = getter
         if setter is not None:
             self._real_set[var.value_reference] = setter
+        return var.value_reference
 
     # -- fmi2Get*/fmi2Set* (§2.1.7): an unknown reference is fmi2Error, nothing changed ------
     def _variables(self, vrs, kind, what):
@@ -363,16 +402,20 @@ class CosimSlave(Fmi2Slave):
         return self._sim
 
     def _output(self, i):
-        out = self._outputs
-        if out is None:
-            if self._failure is not None:
-                raise InvalidInputError(self._failure)
-            sim = self._ensure_simulation()
-            if self._inputs_pending:  # direct feedthrough: outputs see the inputs just set
-                sim.set_inputs(self._inputs)  # NaN/inf -> fmi2Error here, fmi2Discard at doStep
-                self._inputs_pending = False
-            out = self._outputs = sim.get_outputs().tolist()
-        return out[i]
+        if self._shared[1] == 0.0:
+            self._refresh_outputs()
+        return float(self._outbuf[i])
+
+    def _refresh_outputs(self):
+        """Compute the outputs at the current time and inputs into the shared buffer
+        (called by the FMU binary's fmi2GetReal when they are not valid)."""
+        if self._failure is not None:
+            raise InvalidInputError(self._failure)
+        sim = self._ensure_simulation()
+        if self._inputs_pending:  # direct feedthrough: outputs see the inputs just set
+            sim.set_inputs(self._inputs)  # NaN/inf -> fmi2Error here, fmi2Discard at doStep
+            self._inputs_pending = False
+        self._outputs = sim.get_outputs()
 
     def _events(self):
         return 0 if self._sim is None else self._sim.stats["events"]
@@ -396,6 +439,7 @@ class CosimSlave(Fmi2Slave):
                 self._inputs_pending = False
                 self._outputs = None
         except Exception as exc:
+            self._outputs = None
             self._failure = (f"fmi2ExitInitializationMode failed: {type(exc).__name__}: {exc}; "
                              f"call fmi2Reset or fmi2SetFMUstate with a valid state")
             raise
@@ -446,7 +490,10 @@ class CosimSlave(Fmi2Slave):
             for key, value in pending.items():
                 self._params[key] = float(value)
             self._pending_params = {}
-        self._outputs = None  # computed when first read
+        try:  # read next by the master: computed in this call (the binary's one Python call)
+            self._outputs = sim.get_outputs()
+        except Exception:  # noqa: BLE001 - computed (and raised) again when read
+            self._outputs = None
         if sim.stopped:  # terminal event in this step: it ends there (§4.2.3)
             self._terminated = True
             self._last_time = float(sim.stop_time)
@@ -493,7 +540,7 @@ class CosimSlave(Fmi2Slave):
         self._sim = sim
         self._params, self._solver = dict(state.params), dict(state.solver)
         self._start_time = state.start_time
-        self._inputs = np.array(state.inputs, dtype=float)
+        self._inputs[:] = state.inputs  # in place: the FMU binary holds the buffer
         self._inputs_pending = True
         self._initialized = state.initialized
         self._pending_params = {}
