@@ -170,6 +170,7 @@ class CosimSlave(Fmi2Slave):
         # [inputs pending, outputs valid, inputs..., outputs...]; never reallocated
         n_in, n_out = len(self._input_vars), len(self._output_vars)
         self._shared = np.zeros(2 + n_in + n_out, dtype=float)
+        self._flags = memoryview(self._shared)  # [0], [1] as Python floats (cheaper than numpy)
         self._inputs = self._shared[2:2 + n_in]  # written in place only
         self._outbuf = self._shared[2 + n_in:]  # outputs at the current time when valid
         self._inputs[:] = [float(v["start"]) for v in self._input_vars]
@@ -196,25 +197,25 @@ class CosimSlave(Fmi2Slave):
     @property
     def _inputs_pending(self):
         """Inputs set since they were last handed to the simulation (also by the binary)."""
-        return self._shared[0] != 0.0
+        return self._flags[0] != 0.0
 
     @_inputs_pending.setter
     def _inputs_pending(self, value):
-        self._shared[0] = 1.0 if value else 0.0
+        self._flags[0] = 1.0 if value else 0.0
 
     @property
     def _outputs(self):
         """Output values at the current time and inputs (a copy), or None when they must
         be computed; setting None invalidates them (the binary does so on an input)."""
-        return self._outbuf.tolist() if self._shared[1] != 0.0 else None
+        return self._outbuf.tolist() if self._flags[1] != 0.0 else None
 
     @_outputs.setter
     def _outputs(self, values):
         if values is None:
-            self._shared[1] = 0.0
+            self._flags[1] = 0.0
         else:
             self._outbuf[:] = values
-            self._shared[1] = 1.0
+            self._flags[1] = 1.0
 
     def _fmi_layout(self):
         """For the FMU binary: (shared buffer, its address, input value references, output
@@ -402,7 +403,7 @@ class CosimSlave(Fmi2Slave):
         return self._sim
 
     def _output(self, i):
-        if self._shared[1] == 0.0:
+        if self._flags[1] == 0.0:
             self._refresh_outputs()
         return float(self._outbuf[i])
 
@@ -451,6 +452,47 @@ class CosimSlave(Fmi2Slave):
         return self._last_time
 
     def do_step(self, current_time, step_size):
+        sim = self._sim
+        # the common case (initialized, running, at the FMU's time, no parameter change):
+        # the same as _do_step below without re-deriving what cannot have changed
+        if sim is not None and self._failure is None and self._initialized \
+                and not self._terminated and not self._pending_params and 0.0 < step_size < _INF \
+                and abs(current_time - (now := sim.time)) <= _TIME_MATCH * max(1.0, abs(now)):
+            flags = self._flags
+            try:
+                if flags[0] != 0.0:  # inputs set since the last hand-over
+                    sim.set_inputs(self._inputs)  # validated: NaN/inf -> discard, unchanged
+                    flags[0] = 0.0
+                sim.do_step(current_time, step_size)  # all or nothing
+            except Exception as exc:  # noqa: BLE001 - §4.2.2: fmi2Discard, state unchanged
+                self._last_time = sim.time
+                self._log_discard(current_time, step_size, exc)
+                return False
+            return self._stepped(sim)
+        return self._do_step(current_time, step_size)
+
+    def _log_discard(self, current_time, step_size, exc):
+        self.log(f"fmi2DoStep(currentCommunicationPoint={current_time!r}, "
+                 f"communicationStepSize={step_size!r}) discarded, state unchanged at "
+                 f"t={self._sim.time!r}: {type(exc).__name__}: {exc}", Fmi2Status.discard)
+
+    def _stepped(self, sim):
+        """After a completed fmi2DoStep: outputs, terminal event (§4.2.3)."""
+        try:  # read next by the master: computed in this call (the binary's one Python call)
+            self._outbuf[:] = sim.get_outputs()
+            self._flags[1] = 1.0
+        except Exception:  # noqa: BLE001 - computed (and raised) again when read
+            self._flags[1] = 0.0
+        if sim.stopped:  # terminal event in this step: it ends there (§4.2.3)
+            self._terminated = True
+            self._last_time = float(sim.stop_time)
+            self.log(f"terminal event at t={self._last_time!r}: fmi2Terminated is true",
+                     Fmi2Status.discard)
+            return False
+        self._last_time = sim.time
+        return True
+
+    def _do_step(self, current_time, step_size):
         # usage errors (§4.2.2, §4.2.4): fmi2Error, nothing changed
         if self._failure is not None:
             raise InvalidInputError(self._failure)
@@ -482,26 +524,13 @@ class CosimSlave(Fmi2Slave):
             if snapshot is not None:
                 sim.set_state(snapshot)
                 self._inputs_pending = True  # re-applied next time (idempotent)
-            self.log(f"fmi2DoStep(currentCommunicationPoint={current_time!r}, "
-                     f"communicationStepSize={step_size!r}) discarded, state unchanged at "
-                     f"t={sim.time!r}: {type(exc).__name__}: {exc}", Fmi2Status.discard)
+            self._log_discard(current_time, step_size, exc)
             return False
         if pending:
             for key, value in pending.items():
                 self._params[key] = float(value)
             self._pending_params = {}
-        try:  # read next by the master: computed in this call (the binary's one Python call)
-            self._outputs = sim.get_outputs()
-        except Exception:  # noqa: BLE001 - computed (and raised) again when read
-            self._outputs = None
-        if sim.stopped:  # terminal event in this step: it ends there (§4.2.3)
-            self._terminated = True
-            self._last_time = float(sim.stop_time)
-            self.log(f"terminal event at t={self._last_time!r}: fmi2Terminated is true",
-                     Fmi2Status.discard)
-            return False
-        self._last_time = sim.time
-        return True
+        return self._stepped(sim)
 
     # -- FMU state (§2.1.8) ---------------------------------------------------------------
     def _get_fmu_state(self):
