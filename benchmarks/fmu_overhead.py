@@ -11,21 +11,22 @@ the pair.  Two loops are timed:
   ``sim.set_inputs`` + ``sim.do_step`` + ``sim.get_outputs``.
 
 Then the layers of the two_link FMU step (generalized-α, h = 1 ms, a new input
-every step), each its own instance doing the same work, interleaved step by step
-(rotating order, so machine load hits all alike), setReal / doStep / getReal
-timed separately:
+every step), each its own instance doing the same work, setReal / doStep /
+getReal timed separately:
 
 * ``Simulation``: ``set_inputs`` / ``do_step`` / ``get_outputs`` (the core);
 * ``slave (Python)``: the FMU's own slave object (its private package) called
   directly: ``set_real`` / ``do_step`` / ``get_real``;
 * ``binary (ctypes)``: the FMU binary's ``fmi2SetReal`` / ``fmi2DoStep`` /
   ``fmi2GetReal`` through bare ctypes pointers and preallocated arrays;
-* ``fmpy FMU2Slave``: ``setReal`` / ``doStep`` / ``getReal`` (what an importer does);
-* ``fmpy trivial call``: ``setDebugLogging`` (a C-only entry): fmpy + ctypes alone.
+* ``fmpy FMU2Slave``: ``setReal`` / ``doStep`` / ``getReal`` (what an importer does).
 
-The cost of a layer is the difference to the row above.  Each figure is the
-median of one round; the table shows the best of ``--rounds`` rounds (shared
-machine: the load is printed with it).
+The layers take turns in blocks of 20 steps (rotating order, so machine load
+hits all alike).  Columns: wall-time medians of the calls, and ``CPU/step``,
+the thread CPU time per step of the whole loop (the loop's own bookkeeping
+included; blind to preemption on a shared machine).  A second table splits
+the fmpy figures by layer (differences of the medians).  All figures come from
+the best of ``--rounds`` rounds (the load is printed with the table).
 
 Usage: ``python benchmarks/fmu_overhead.py [--quick] [--steps N] [--rounds R]``.
 Goals: FMU overhead below 50 µs per step (median); issue 13: two_link doStep
@@ -119,15 +120,18 @@ LAYERS = ("Simulation", "slave (Python)", "binary (ctypes)", "fmpy FMU2Slave")
 TWO_LINK_OUT = ["joint1_angle", "joint2_angle", "joint1_rate", "joint2_rate"]
 
 
+BLOCK = 20  # steps of one layer in a row; the layers take turns block by block
+
+
 def layer_round(path, n_steps):
-    """{layer: (setReal, doStep, getReal, total) medians in µs} of one interleaved round."""
-    import cosim.simulation  # noqa: F401 - the host's own copy is not used below
+    """{layer: (setReal, doStep, getReal, total, CPU per step) in µs} of one round: the
+    calls' wall-time medians, and thread CPU time per step (blind to preemption)."""
     from fmu.bundle import package_name
     from fmu.host import open_slave
 
     fmu, vr = open_slave(path, "fmpy")
     raw, _ = open_slave(path, "ctypes")
-    pkg = package_name(read_guid(path))
+    pkg = package_name(read_guid(path))  # the FMU's private package, loaded by open_slave
     slave = sys.modules[pkg + ".slave_module"].SLAVE_CLASS(
         instance_name="slave", resources=os.path.join(fmu.unzipDirectory, "resources"),
         visible=False)
@@ -152,58 +156,60 @@ def layer_round(path, n_steps):
     comp = raw.component
 
     h = 1e-3
-    perf = time.perf_counter_ns
+    perf, cpu = time.perf_counter_ns, time.thread_time_ns
     times = {name: ([], [], []) for name in LAYERS}
-    trivial = []
+    cpu_ns = dict.fromkeys(LAYERS, 0)
     outputs = {}
-    t = 0.0
-    for k in range(n_steps):
-        value = 0.5 * np.sin(2.0 * t)
+    n_blocks = max(1, n_steps // BLOCK)
+    for block in range(n_blocks):
         for j in range(4):
-            layer = (k + j) % 4
-            if layer == 0:
-                t0 = perf()
-                u[i_in] = value
-                sim.set_inputs(u)
-                t1 = perf()
-                sim.do_step(t, h)
-                t2 = perf()
-                out = sim.get_outputs()
-            elif layer == 1:
-                t0 = perf()
-                slave.set_real(in_vr, [value])
-                t1 = perf()
-                ok = slave.do_step(t, h)
-                t2 = perf()
-                out = slave.get_real(out_vr)
-            elif layer == 2:
-                t0 = perf()
-                c_val[0] = value
-                status = set_real(comp, c_in, 1, c_val)
-                t1 = perf()
-                status |= do_step(comp, t, h, 1)
-                t2 = perf()
-                status |= get_real(comp, c_out, len(out_vr), c_res)
-                out = c_res
-            else:
-                t0 = perf()
-                fmu.setReal(in_vr, [value])
-                t1 = perf()
-                fmu.doStep(t, h)
-                t2 = perf()
-                out = fmu.getReal(out_vr)
-            t3 = perf()
-            a, b, c = times[LAYERS[layer]]
-            a.append(t1 - t0)
-            b.append(t2 - t1)
-            c.append(t3 - t2)
+            layer = (block + j) % 4
+            name = LAYERS[layer]
+            a, b, c = times[name]
+            c0 = cpu()
+            for k in range(block * BLOCK, (block + 1) * BLOCK):
+                t = k * h
+                value = 0.5 * np.sin(2.0 * t)
+                if layer == 0:
+                    t0 = perf()
+                    u[i_in] = value
+                    sim.set_inputs(u)
+                    t1 = perf()
+                    sim.do_step(t, h)
+                    t2 = perf()
+                    out = sim.get_outputs()
+                elif layer == 1:
+                    t0 = perf()
+                    slave.set_real(in_vr, [value])
+                    t1 = perf()
+                    if not slave.do_step(t, h):
+                        raise RuntimeError(f"slave step {k} failed")
+                    t2 = perf()
+                    out = slave.get_real(out_vr)
+                elif layer == 2:
+                    t0 = perf()
+                    c_val[0] = value
+                    status = set_real(comp, c_in, 1, c_val)
+                    t1 = perf()
+                    status |= do_step(comp, t, h, 1)
+                    t2 = perf()
+                    status |= get_real(comp, c_out, len(out_vr), c_res)
+                    out = c_res
+                    if status:
+                        raise RuntimeError(f"binary step {k} failed")
+                else:
+                    t0 = perf()
+                    fmu.setReal(in_vr, [value])
+                    t1 = perf()
+                    fmu.doStep(t, h)
+                    t2 = perf()
+                    out = fmu.getReal(out_vr)
+                t3 = perf()
+                a.append(t1 - t0)
+                b.append(t2 - t1)
+                c.append(t3 - t2)
+            cpu_ns[name] += cpu() - c0
             outputs[layer] = list(out)[:len(out_vr)]
-        if not ok or status != 0:
-            raise RuntimeError(f"step {k} failed")
-        t0 = perf()
-        fmu.setDebugLogging(False, [])
-        trivial.append(perf() - t0)
-        t = (k + 1) * h
     mismatch = max(float(np.max(np.abs(np.subtract(outputs[i], outputs[0])))) for i in range(1, 4))
     for f in (fmu, raw):
         f.terminate()
@@ -211,8 +217,8 @@ def layer_round(path, n_steps):
     result = {}
     for name, (a, b, c) in times.items():
         a, b, c = (np.asarray(x, dtype=float) / 1000.0 for x in (a, b, c))
-        result[name] = (np.median(a), np.median(b), np.median(c), np.median(a + b + c))
-    result["fmpy trivial call"] = (np.nan, np.median(np.asarray(trivial) / 1000.0), np.nan, np.nan)
+        result[name] = (np.median(a), np.median(b), np.median(c), np.median(a + b + c),
+                        cpu_ns[name] / 1000.0 / (n_blocks * BLOCK))
     return result, mismatch
 
 
@@ -225,25 +231,36 @@ def layers(workdir, n_steps, rounds):
     from fmu.builder import build_fmu
 
     path = build_fmu("two_link", Path(workdir) / "layers_two_link.fmu", step=1e-3)
-    best, worst_mismatch = None, 0.0
+    results, worst_mismatch = [], 0.0
     for _ in range(rounds):
         result, mismatch = layer_round(path, n_steps)
         worst_mismatch = max(worst_mismatch, mismatch)
-        best = result if best is None else {k: tuple(np.fmin(best[k], v)) for k, v in result.items()}
+        results.append(result)
+    best = min(results, key=lambda r: r["fmpy FMU2Slave"][3])  # every figure from one round
     print(f"\nlayers of the two_link FMU step (generalized-α, h = 1 ms, a new input every step), "
-          f"{n_steps} steps x {rounds} rounds, median µs (best round); load {os.getloadavg()[0]:.2f}")
-    print(f"{'layer':22s} {'setReal':>8s} {'doStep':>8s} {'getReal':>8s} {'total':>8s}"
-          f" {'+doStep':>8s} {'+total':>8s}")
-    previous = None
-    for name in LAYERS + ("fmpy trivial call",):
-        row = best[name]
-        extra = ("", "") if previous is None or name not in LAYERS else \
-            (f"{row[1] - previous[1]:8.1f}", f"{row[3] - previous[3]:8.1f}")
-        cells = " ".join("     n/a" if np.isnan(x) else f"{x:8.1f}" for x in row)
-        print(f"{name:22s} {cells} {extra[0]:>8s} {extra[1]:>8s}")
-        if name in LAYERS:
-            previous = row
-    print(f"{'':22s} max |output - Simulation output| over the layers = {worst_mismatch:.1e}")
+          f"{n_steps} steps, best of {rounds} rounds (by the fmpy total), µs; "
+          f"load {os.getloadavg()[0]:.2f}")
+    print(f"{'calls (median wall time)':56s} {'setReal':>8s} {'doStep':>8s} {'getReal':>8s} "
+          f"{'total':>8s} {'CPU/step':>8s}")
+    for name, calls in zip(LAYERS, ("set_inputs / do_step / get_outputs",
+                                    "set_real / do_step / get_real",
+                                    "fmi2SetReal / fmi2DoStep / fmi2GetReal",
+                                    "setReal / doStep / getReal")):
+        cells = " ".join(f"{x:8.1f}" for x in best[name])
+        print(f"{name + ': ' + calls:56s} {cells}")
+    sim, slave, binary, fmpy = (best[name] for name in LAYERS)
+    print(f"{'':56s} max |output - Simulation output| over the layers = {worst_mismatch:.1e}")
+    # the binary never calls the slave's set_real/get_real: it writes the input into and
+    # reads the outputs from the buffer it shares with the slave, and calls do_step once
+    print(f"{'cost by layer':56s} {'doStep':>8s} {'exchange':>8s}   (exchange = setReal + doStep "
+          f"+ getReal)")
+    rows = [("Simulation (set_inputs+do_step+get_outputs)", sim[3], sim[3]),
+            ("FMU slave do_step (Python) beyond that", slave[1] - sim[3], slave[1] - sim[3]),
+            ("FMU binary + ctypes crossing", binary[1] - slave[1], binary[3] - slave[1]),
+            ("fmpy FMU2Slave wrapper", fmpy[1] - binary[1], fmpy[3] - binary[3]),
+            ("= through fmpy", fmpy[1], fmpy[3])]
+    for label, step, exchange in rows:
+        print(f"{label:56s} {step:8.1f} {exchange:8.1f}")
     return best
 
 
