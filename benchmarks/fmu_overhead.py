@@ -22,11 +22,10 @@ getReal timed separately:
 * ``fmpy FMU2Slave``: ``setReal`` / ``doStep`` / ``getReal`` (what an importer does).
 
 The layers take turns in blocks of 20 steps (rotating order, so machine load
-hits all alike).  Columns: wall-time medians of the calls, and ``CPU/step``,
-the thread CPU time per step of the whole loop (the loop's own bookkeeping
-included; blind to preemption on a shared machine).  A second table splits
-the fmpy figures by layer (differences of the medians).  All figures come from
-the best of ``--rounds`` rounds (the load is printed with the table).
+hits all alike); the figures are wall-time medians of the calls (a median is
+robust to the few preempted calls of a shared machine).  A second table
+splits the fmpy figures by layer (differences of the medians).  All figures
+come from the best of ``--rounds`` rounds (the load is printed with them).
 
 Usage: ``python benchmarks/fmu_overhead.py [--quick] [--steps N] [--rounds R]``.
 Goals: FMU overhead below 50 µs per step (median); issue 13: two_link doStep
@@ -124,8 +123,7 @@ BLOCK = 20  # steps of one layer in a row; the layers take turns block by block
 
 
 def layer_round(path, n_steps):
-    """{layer: (setReal, doStep, getReal, total, CPU per step) in µs} of one round: the
-    calls' wall-time medians, and thread CPU time per step (blind to preemption)."""
+    """{layer: (setReal, doStep, getReal, total)} wall-time medians in µs of one round."""
     from fmu.bundle import package_name
     from fmu.host import open_slave
 
@@ -156,9 +154,8 @@ def layer_round(path, n_steps):
     comp = raw.component
 
     h = 1e-3
-    perf, cpu = time.perf_counter_ns, time.thread_time_ns
+    perf = time.perf_counter_ns
     times = {name: ([], [], []) for name in LAYERS}
-    cpu_ns = dict.fromkeys(LAYERS, 0)
     outputs = {}
     n_blocks = max(1, n_steps // BLOCK)
     for block in range(n_blocks):
@@ -166,7 +163,6 @@ def layer_round(path, n_steps):
             layer = (block + j) % 4
             name = LAYERS[layer]
             a, b, c = times[name]
-            c0 = cpu()
             for k in range(block * BLOCK, (block + 1) * BLOCK):
                 t = k * h
                 value = 0.5 * np.sin(2.0 * t)
@@ -208,7 +204,6 @@ def layer_round(path, n_steps):
                 a.append(t1 - t0)
                 b.append(t2 - t1)
                 c.append(t3 - t2)
-            cpu_ns[name] += cpu() - c0
             outputs[layer] = list(out)[:len(out_vr)]
     mismatch = max(float(np.max(np.abs(np.subtract(outputs[i], outputs[0])))) for i in range(1, 4))
     for f in (fmu, raw):
@@ -217,8 +212,7 @@ def layer_round(path, n_steps):
     result = {}
     for name, (a, b, c) in times.items():
         a, b, c = (np.asarray(x, dtype=float) / 1000.0 for x in (a, b, c))
-        result[name] = (np.median(a), np.median(b), np.median(c), np.median(a + b + c),
-                        cpu_ns[name] / 1000.0 / (n_blocks * BLOCK))
+        result[name] = (np.median(a), np.median(b), np.median(c), np.median(a + b + c))
     return result, mismatch
 
 
@@ -241,7 +235,7 @@ def layers(workdir, n_steps, rounds):
           f"{n_steps} steps, best of {rounds} rounds (by the fmpy total), µs; "
           f"load {os.getloadavg()[0]:.2f}")
     print(f"{'calls (median wall time)':56s} {'setReal':>8s} {'doStep':>8s} {'getReal':>8s} "
-          f"{'total':>8s} {'CPU/step':>8s}")
+          f"{'total':>8s}")
     for name, calls in zip(LAYERS, ("set_inputs / do_step / get_outputs",
                                     "set_real / do_step / get_real",
                                     "fmi2SetReal / fmi2DoStep / fmi2GetReal",

@@ -455,20 +455,22 @@ class CosimSlave(Fmi2Slave):
         sim = self._sim
         # the common case (initialized, running, at the FMU's time, no parameter change):
         # the same as _do_step below without re-deriving what cannot have changed
-        if sim is not None and self._failure is None and self._initialized \
-                and not self._terminated and not self._pending_params and 0.0 < step_size < _INF \
-                and abs(current_time - (now := sim.time)) <= _TIME_MATCH * max(1.0, abs(now)):
+        if sim is not None and 0.0 < step_size < _INF and (
+                current_time == (now := sim.time)  # a master adding h as the FMU does
+                or abs(current_time - now) <= _TIME_MATCH * max(1.0, abs(now))) \
+                and self._failure is None and self._initialized and not self._terminated \
+                and not self._pending_params:
             flags = self._flags
             try:
                 if flags[0] != 0.0:  # inputs set since the last hand-over
                     sim.set_inputs(self._inputs)  # validated: NaN/inf -> discard, unchanged
                     flags[0] = 0.0
-                sim.do_step(current_time, step_size)  # all or nothing
+                t_end = sim.do_step(current_time, step_size)  # all or nothing
             except Exception as exc:  # noqa: BLE001 - §4.2.2: fmi2Discard, state unchanged
-                self._last_time = sim.time
+                self._last_time = now
                 self._log_discard(current_time, step_size, exc)
                 return False
-            return self._stepped(sim)
+            return self._stepped(sim, t_end)
         return self._do_step(current_time, step_size)
 
     def _log_discard(self, current_time, step_size, exc):
@@ -476,8 +478,8 @@ class CosimSlave(Fmi2Slave):
                  f"communicationStepSize={step_size!r}) discarded, state unchanged at "
                  f"t={self._sim.time!r}: {type(exc).__name__}: {exc}", Fmi2Status.discard)
 
-    def _stepped(self, sim):
-        """After a completed fmi2DoStep: outputs, terminal event (§4.2.3)."""
+    def _stepped(self, sim, t_end):
+        """After a completed fmi2DoStep to ``t_end``: outputs, terminal event (§4.2.3)."""
         try:  # read next by the master: computed in this call (the binary's one Python call)
             self._outbuf[:] = sim.get_outputs()
             self._flags[1] = 1.0
@@ -489,7 +491,7 @@ class CosimSlave(Fmi2Slave):
             self.log(f"terminal event at t={self._last_time!r}: fmi2Terminated is true",
                      Fmi2Status.discard)
             return False
-        self._last_time = sim.time
+        self._last_time = t_end
         return True
 
     def _do_step(self, current_time, step_size):
@@ -519,7 +521,7 @@ class CosimSlave(Fmi2Slave):
                 self._inputs_pending = False
             for key, value in pending.items():
                 sim.set_parameter(key, value)
-            sim.do_step(current_time, step_size)  # all or nothing
+            t_end = sim.do_step(current_time, step_size)  # all or nothing
         except Exception as exc:  # noqa: BLE001 - §4.2.2: fmi2Discard, state unchanged
             if snapshot is not None:
                 sim.set_state(snapshot)
@@ -530,7 +532,7 @@ class CosimSlave(Fmi2Slave):
             for key, value in pending.items():
                 self._params[key] = float(value)
             self._pending_params = {}
-        return self._stepped(sim)
+        return self._stepped(sim, t_end)
 
     # -- FMU state (§2.1.8) ---------------------------------------------------------------
     def _get_fmu_state(self):
