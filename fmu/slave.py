@@ -45,6 +45,12 @@ message logged, and ``do_step`` returning False into **fmi2Discard**):
   ``Simulation.get_state``/``set_state``/``serialize_state``/
   ``deserialize_state`` (bit-identical continuation); a serialized FMU state
   is a :mod:`cosim.serialization` blob (versioned, checksummed, no pickle).
+* Hot path: the FMU binary shares one float64 buffer with the slave
+  (``_fmi_layout``: a pending-inputs flag, an outputs-valid flag, the inputs,
+  the outputs); ``fmi2SetReal`` of inputs and ``fmi2GetReal`` of inputs and
+  valid outputs run in C on it, ``fmi2DoStep`` is one call of ``do_step``
+  (whose common case skips re-deriving what cannot have changed, and which
+  stores the new outputs); anything else goes through the checked methods.
 * No module-level simulation state: every instance owns its configuration,
   its :class:`~cosim.Simulation`, its inputs and outputs.  The FMU imports
   this module from its private package (:mod:`fmu.bundle`).
