@@ -456,7 +456,7 @@ class Simulation:
     def set_inputs(self, values):
         """Hold new external input values (a mapping name -> value, or a sequence in
         ``input_names`` order) from the current time on (ZOH)."""
-        if isinstance(values, Mapping):
+        if type(values) is not np.ndarray and isinstance(values, Mapping):  # (an ABC check costs)
             new = self._u_ext.copy()
             for key, value in values.items():
                 idx = self._input_index.get(key)

@@ -45,6 +45,12 @@ message logged, and ``do_step`` returning False into **fmi2Discard**):
   ``Simulation.get_state``/``set_state``/``serialize_state``/
   ``deserialize_state`` (bit-identical continuation); a serialized FMU state
   is a :mod:`cosim.serialization` blob (versioned, checksummed, no pickle).
+* Hot path: the FMU binary shares one float64 buffer with the slave
+  (``_fmi_layout``: a pending-inputs flag, an outputs-valid flag, the inputs,
+  the outputs); ``fmi2SetReal`` of inputs and ``fmi2GetReal`` of inputs and
+  valid outputs run in C on it, ``fmi2DoStep`` is one call of ``do_step``
+  (whose common case skips re-deriving what cannot have changed, and which
+  stores the new outputs); anything else goes through the checked methods.
 * No module-level simulation state: every instance owns its configuration,
   its :class:`~cosim.Simulation`, its inputs and outputs.  The FMU imports
   this module from its private package (:mod:`fmu.bundle`).
@@ -165,9 +171,16 @@ class CosimSlave(Fmi2Slave):
         self._output_vars = variables["outputs"]
         self._param_vars = variables["parameters"]
         self._solver_vars = variables["solver"]
-        self._inputs = np.array([float(v["start"]) for v in self._input_vars], dtype=float)
+        # one float64 buffer shared with the FMU binary (fmu/native/cosim_fmi2.cpp), which
+        # sets inputs and reads outputs in it without calling Python (_fmi_layout):
+        # [inputs pending, outputs valid, inputs..., outputs...]; never reallocated
+        n_in, n_out = len(self._input_vars), len(self._output_vars)
+        self._shared = np.zeros(2 + n_in + n_out, dtype=float)
+        self._flags = memoryview(self._shared)  # [0], [1] as Python floats (cheaper than numpy)
+        self._inputs = self._shared[2:2 + n_in]  # written in place only
+        self._outbuf = self._shared[2 + n_in:]  # outputs at the current time when valid
+        self._inputs[:] = [float(v["start"]) for v in self._input_vars]
         self._inputs_pending = True  # inputs not yet handed to the simulation
-        self._outputs = None  # cached output values at the current time
         self._params = {v["key"]: float(v["start"]) for v in self._param_vars}
         self._tunable = {v["key"] for v in self._param_vars if v.get("tunable")}
         self._pending_params = {}
@@ -186,16 +199,48 @@ class CosimSlave(Fmi2Slave):
                                    var.causality == Fmi2Causality.parameter
                                    and var.variability == Fmi2Variability.fixed)}
 
+    # -- the buffer shared with the FMU binary ---------------------------------------------
+    @property
+    def _inputs_pending(self):
+        """Inputs set since they were last handed to the simulation (also by the binary)."""
+        return self._flags[0] != 0.0
+
+    @_inputs_pending.setter
+    def _inputs_pending(self, value):
+        self._flags[0] = 1.0 if value else 0.0
+
+    @property
+    def _outputs(self):
+        """Output values at the current time and inputs (a copy), or None when they must
+        be computed; setting None invalidates them (the binary does so on an input)."""
+        return self._outbuf.tolist() if self._flags[1] != 0.0 else None
+
+    @_outputs.setter
+    def _outputs(self, values):
+        if values is None:
+            self._flags[1] = 0.0
+        else:
+            self._outbuf[:] = values
+            self._flags[1] = 1.0
+
+    def _fmi_layout(self):
+        """For the FMU binary: (shared buffer, its address, input value references, output
+        value references) -- fmi2SetReal of inputs and fmi2GetReal of inputs and valid
+        outputs then run in C; anything else calls the methods below."""
+        return (self._shared, int(self._shared.ctypes.data), tuple(self._input_vrs),
+                tuple(self._output_vrs))
+
     # -- variables -----------------------------------------------------------------------
     def _register_all(self):
         C, V = Fmi2Causality, Fmi2Variability
-        for i, v in enumerate(self._input_vars):
+        self._input_vrs = [  # value reference of input i, output i (in _shared)
             self._add_real(v, C.input, V.continuous, getter=lambda i=i: float(self._inputs[i]),
                            setter=lambda x, i=i: self._set_input(i, x))
-        for i, v in enumerate(self._output_vars):
-            variability = V.discrete if v.get("discrete") else V.continuous
-            self._add_real(v, C.output, variability, initial=Fmi2Initial.calculated,
-                           getter=lambda i=i: self._output(i))
+            for i, v in enumerate(self._input_vars)]
+        self._output_vrs = [
+            self._add_real(v, C.output, V.discrete if v.get("discrete") else V.continuous,
+                           initial=Fmi2Initial.calculated, getter=lambda i=i: self._output(i))
+            for i, v in enumerate(self._output_vars)]
         for v in self._param_vars:
             key = v["key"]
             self._add_real(v, C.parameter, V.tunable if v.get("tunable") else V.fixed,
@@ -228,6 +273,7 @@ class CosimSlave(Fmi2Slave):
         self._real_get[var.value_reference] = getter
         if setter is not None:
             self._real_set[var.value_reference] = setter
+        return var.value_reference
 
     # -- fmi2Get*/fmi2Set* (§2.1.7): an unknown reference is fmi2Error, nothing changed ------
     def _variables(self, vrs, kind, what):
@@ -363,16 +409,20 @@ class CosimSlave(Fmi2Slave):
         return self._sim
 
     def _output(self, i):
-        out = self._outputs
-        if out is None:
-            if self._failure is not None:
-                raise InvalidInputError(self._failure)
-            sim = self._ensure_simulation()
-            if self._inputs_pending:  # direct feedthrough: outputs see the inputs just set
-                sim.set_inputs(self._inputs)  # NaN/inf -> fmi2Error here, fmi2Discard at doStep
-                self._inputs_pending = False
-            out = self._outputs = sim.get_outputs().tolist()
-        return out[i]
+        if self._flags[1] == 0.0:
+            self._refresh_outputs()
+        return float(self._outbuf[i])
+
+    def _refresh_outputs(self):
+        """Compute the outputs at the current time and inputs into the shared buffer
+        (called by the FMU binary's fmi2GetReal when they are not valid)."""
+        if self._failure is not None:
+            raise InvalidInputError(self._failure)
+        sim = self._ensure_simulation()
+        if self._inputs_pending:  # direct feedthrough: outputs see the inputs just set
+            sim.set_inputs(self._inputs)  # NaN/inf -> fmi2Error here, fmi2Discard at doStep
+            self._inputs_pending = False
+        self._outputs = sim.get_outputs()
 
     def _events(self):
         return 0 if self._sim is None else self._sim.stats["events"]
@@ -396,6 +446,7 @@ class CosimSlave(Fmi2Slave):
                 self._inputs_pending = False
                 self._outputs = None
         except Exception as exc:
+            self._outputs = None
             self._failure = (f"fmi2ExitInitializationMode failed: {type(exc).__name__}: {exc}; "
                              f"call fmi2Reset or fmi2SetFMUstate with a valid state")
             raise
@@ -407,6 +458,49 @@ class CosimSlave(Fmi2Slave):
         return self._last_time
 
     def do_step(self, current_time, step_size):
+        sim = self._sim
+        # the common case (initialized, running, at the FMU's time, no parameter change):
+        # the same as _do_step below without re-deriving what cannot have changed
+        if sim is not None and 0.0 < step_size < _INF and (
+                current_time == (now := sim.time)  # a master adding h as the FMU does
+                or abs(current_time - now) <= _TIME_MATCH * max(1.0, abs(now))) \
+                and self._failure is None and self._initialized and not self._terminated \
+                and not self._pending_params:
+            flags = self._flags
+            try:
+                if flags[0] != 0.0:  # inputs set since the last hand-over
+                    sim.set_inputs(self._inputs)  # validated: NaN/inf -> discard, unchanged
+                    flags[0] = 0.0
+                t_end = sim.do_step(current_time, step_size)  # all or nothing
+            except Exception as exc:  # noqa: BLE001 - §4.2.2: fmi2Discard, state unchanged
+                self._last_time = now
+                self._log_discard(current_time, step_size, exc)
+                return False
+            return self._stepped(sim, t_end)
+        return self._do_step(current_time, step_size)
+
+    def _log_discard(self, current_time, step_size, exc):
+        self.log(f"fmi2DoStep(currentCommunicationPoint={current_time!r}, "
+                 f"communicationStepSize={step_size!r}) discarded, state unchanged at "
+                 f"t={self._sim.time!r}: {type(exc).__name__}: {exc}", Fmi2Status.discard)
+
+    def _stepped(self, sim, t_end):
+        """After a completed fmi2DoStep to ``t_end``: outputs, terminal event (§4.2.3)."""
+        try:  # read next by the master: computed in this call (the binary's one Python call)
+            self._outbuf[:] = sim.get_outputs()
+            self._flags[1] = 1.0
+        except Exception:  # noqa: BLE001 - computed (and raised) again when read
+            self._flags[1] = 0.0
+        if sim.stopped:  # terminal event in this step: it ends there (§4.2.3)
+            self._terminated = True
+            self._last_time = float(sim.stop_time)
+            self.log(f"terminal event at t={self._last_time!r}: fmi2Terminated is true",
+                     Fmi2Status.discard)
+            return False
+        self._last_time = t_end
+        return True
+
+    def _do_step(self, current_time, step_size):
         # usage errors (§4.2.2, §4.2.4): fmi2Error, nothing changed
         if self._failure is not None:
             raise InvalidInputError(self._failure)
@@ -433,28 +527,18 @@ class CosimSlave(Fmi2Slave):
                 self._inputs_pending = False
             for key, value in pending.items():
                 sim.set_parameter(key, value)
-            sim.do_step(current_time, step_size)  # all or nothing
+            t_end = sim.do_step(current_time, step_size)  # all or nothing
         except Exception as exc:  # noqa: BLE001 - §4.2.2: fmi2Discard, state unchanged
             if snapshot is not None:
                 sim.set_state(snapshot)
                 self._inputs_pending = True  # re-applied next time (idempotent)
-            self.log(f"fmi2DoStep(currentCommunicationPoint={current_time!r}, "
-                     f"communicationStepSize={step_size!r}) discarded, state unchanged at "
-                     f"t={sim.time!r}: {type(exc).__name__}: {exc}", Fmi2Status.discard)
+            self._log_discard(current_time, step_size, exc)
             return False
         if pending:
             for key, value in pending.items():
                 self._params[key] = float(value)
             self._pending_params = {}
-        self._outputs = None  # computed when first read
-        if sim.stopped:  # terminal event in this step: it ends there (§4.2.3)
-            self._terminated = True
-            self._last_time = float(sim.stop_time)
-            self.log(f"terminal event at t={self._last_time!r}: fmi2Terminated is true",
-                     Fmi2Status.discard)
-            return False
-        self._last_time = sim.time
-        return True
+        return self._stepped(sim, t_end)
 
     # -- FMU state (§2.1.8) ---------------------------------------------------------------
     def _get_fmu_state(self):
@@ -493,7 +577,7 @@ class CosimSlave(Fmi2Slave):
         self._sim = sim
         self._params, self._solver = dict(state.params), dict(state.solver)
         self._start_time = state.start_time
-        self._inputs = np.array(state.inputs, dtype=float)
+        self._inputs[:] = state.inputs  # in place: the FMU binary holds the buffer
         self._inputs_pending = True
         self._initialized = state.initialized
         self._pending_params = {}

@@ -256,6 +256,25 @@ def test_deferred_restart_is_invisible():
     assert np.max(np.abs(ref.y - flushed.y)) <= 1e-12
 
 
+def test_new_inputs_cost_one_compiled_call_per_communication_step():
+    """Simulation.do_step after set_inputs restarts and advances in one call of the
+    compiled entry (the deferred restart is fused, not flushed by a separate call)."""
+    sim = cosim.Simulation(model="two_link", method="generalized-alpha", h=1e-3, backend="numba")
+    integ = sim.integrator
+    entry, calls = integ._entry, []
+
+    def counted(*args):
+        calls.append(args[0])
+        return entry(*args)
+
+    integ._entry = counted
+    for k in range(5):
+        sim.set_inputs([0.3 * k, -0.1])
+        sim.do_step(sim.time, 1e-3)
+    assert len(calls) == 5
+    assert np.array_equal(sim.get_outputs(), _python_outputs(sim))
+
+
 # -- state-transition (LTI) compiled: the step and the outputs in one call ---------------------
 def _lti_pair(**kw):
     return [cosim.Simulation(model="lti", method="state-transition", backend=b, **kw)

@@ -434,8 +434,11 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
 
     def _advance_checked(self, t_target):
         # Simulation.do_step's hot path: one compiled call, outputs computed in it
-        if self._restart_pending or not t_target > self._S[K.T]:
+        if not t_target > self._S[K.T]:
             return self.advance(t_target)
+        if self._restart_pending:  # new inputs: restart and advance in that one call (_run)
+            self._run(t_target, self._call_budget, K.WHOLE_INTERVAL)
+            return t_target
         self._outputs_fresh = False
         status = self._entry(K.WHOLE_INTERVAL, self._S, self._I, self._LU, self._u_c, self.model._p,
                              t_target, self._call_budget, self._y_out)

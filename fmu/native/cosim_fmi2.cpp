@@ -21,6 +21,11 @@
 //  * The interpreter is never finalized by the FMU, and the library is linked
 //    with -z nodelete: 0.7.0's Py_Finalize at library unload is the process-exit
 //    use-after-free (pythonfmu PR #213, cppfmu issue #3).
+//  * Hot path (benchmarks/fmu_overhead.py): fmi2SetReal of inputs and fmi2GetReal
+//    of inputs and valid outputs read/write the slave's shared float64 buffer
+//    (CosimSlave._fmi_layout) without calling Python or taking the GIL;
+//    fmi2DoStep is one call of a bound method looked up once per instance.
+//    Any other reference or state takes the full Python path (same checks).
 #define PY_SSIZE_T_CLEAN
 #define Py_LIMITED_API 0x03080000
 #include <Python.h>
@@ -31,6 +36,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -147,6 +153,78 @@ struct Component
     bool visible = false;
     std::vector<PyObject*> strings; // keeps fmi2GetString results alive until the next call
 
+    // hot path, bound to `instance` by bind() (all null when the slave has no layout)
+    PyObject* doStep = nullptr;     // bound instance.do_step
+    PyObject* refresh = nullptr;    // bound instance._refresh_outputs
+    PyObject* logQueue = nullptr;   // instance.log_queue (a list, never rebound)
+    PyObject* shared = nullptr;     // the slave's shared numpy buffer (kept alive)
+    double* buf = nullptr;          // [inputs pending, outputs valid, inputs..., outputs...]
+    std::vector<std::int32_t> slot; // value reference -> index in buf (0: not in the buffer)
+    std::uint32_t nIn = 0;
+
+    enum { PENDING = 0, VALID = 1, FIRST = 2 };
+
+    // the buffer slot of value reference v: FIRST.. for inputs and outputs, 0 otherwise
+    std::int32_t slotOf(fmi2ValueReference v) const { return v < slot.size() ? slot[v] : 0; }
+    bool isInput(std::int32_t k) const { return k >= FIRST && k < FIRST + static_cast<std::int32_t>(nIn); }
+
+    void unbind()
+    {
+        Py_CLEAR(doStep);
+        Py_CLEAR(refresh);
+        Py_CLEAR(logQueue);
+        Py_CLEAR(shared);
+        buf = nullptr;
+        slot.clear();
+        nIn = 0;
+    }
+
+    // look the hot-path objects up once (after create); a slave without _fmi_layout
+    // (or a malformed one) simply runs every call through the Python methods
+    void bind()
+    {
+        unbind();
+        doStep = PyObject_GetAttrString(instance, "do_step");
+        PyObject* q = PyObject_GetAttrString(instance, "log_queue");
+        if (q != nullptr && PyList_Check(q)) logQueue = q;
+        else Py_XDECREF(q);
+        PyErr_Clear();
+        PyObject* layout = PyObject_CallMethod(instance, "_fmi_layout", nullptr);
+        refresh = PyObject_GetAttrString(instance, "_refresh_outputs");
+        if (layout == nullptr || refresh == nullptr || !PyTuple_Check(layout) || PyTuple_Size(layout) != 4) {
+            Py_XDECREF(layout);
+            Py_CLEAR(refresh);
+            PyErr_Clear();
+            return;
+        }
+        PyObject* ins = PyTuple_GetItem(layout, 2);
+        PyObject* outs = PyTuple_GetItem(layout, 3);
+        void* address = PyLong_AsVoidPtr(PyTuple_GetItem(layout, 1));
+        bool ok = address != nullptr && PyTuple_Check(ins) && PyTuple_Check(outs);
+        std::vector<std::int32_t> table;
+        Py_ssize_t n = ok ? PyTuple_Size(ins) + PyTuple_Size(outs) : 0;
+        for (Py_ssize_t i = 0; ok && i < n; ++i) {
+            PyObject* item = i < PyTuple_Size(ins) ? PyTuple_GetItem(ins, i)
+                                                   : PyTuple_GetItem(outs, i - PyTuple_Size(ins));
+            unsigned long v = PyLong_AsUnsignedLong(item);
+            ok = !PyErr_Occurred() && v < (1ul << 20);  // our own references: small integers
+            if (!ok) break;
+            if (v >= table.size()) table.resize(v + 1, 0);
+            table[v] = static_cast<std::int32_t>(FIRST + i);
+        }
+        if (ok) {
+            shared = PyTuple_GetItem(layout, 0);
+            Py_INCREF(shared);
+            buf = static_cast<double*>(address);
+            slot.swap(table);
+            nIn = static_cast<std::uint32_t>(PyTuple_Size(ins));
+        } else {
+            Py_CLEAR(refresh);
+        }
+        Py_DECREF(layout);
+        PyErr_Clear();
+    }
+
     void log(fmi2Status status, const char* category, const std::string& message) const
     {
         if (logger == nullptr) return;
@@ -164,6 +242,7 @@ struct Component
     void drainLog() const
     {
         if (instance == nullptr) return;
+        if (logQueue != nullptr && PyList_Size(logQueue) == 0) return;  // the usual case
         PyObject* queue = PyObject_GetAttrString(instance, "log_queue");
         if (queue == nullptr) {
             PyErr_Clear();
@@ -341,6 +420,7 @@ FMI2_Export fmi2Component fmi2Instantiate(fmi2String instanceName, fmi2Type fmuT
         Py_INCREF(c->cls);
         Py_INCREF(c->resources);
         c->instance = c->create();
+        if (c->instance != nullptr) c->bind();
     }
     Py_XDECREF(loaded);
     if (c->instance == nullptr) {
@@ -362,6 +442,7 @@ FMI2_Export void fmi2FreeInstance(fmi2Component c)
     {
         Gil gil;
         for (auto* s : self->strings) Py_DECREF(s);
+        self->unbind();
         Py_XDECREF(self->instance);
         Py_XDECREF(self->cls);
         Py_XDECREF(self->resources);
@@ -406,14 +487,38 @@ FMI2_Export fmi2Status fmi2Reset(fmi2Component c)
     Gil gil;
     PyObject* fresh = self->create();  // back to the state after fmi2Instantiate
     if (fresh == nullptr) return self->error("fmi2Reset");
+    self->unbind();
     Py_XDECREF(self->instance);
     self->instance = fresh;
+    self->bind();
     self->drainLog();
     return fmi2OK;
 }
 
 FMI2_Export fmi2Status fmi2GetReal(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, fmi2Real value[])
 {
+    Component* self = comp(c);
+    if (self->buf != nullptr && (nvr == 0 || vr != nullptr)) {  // inputs and outputs: from the buffer
+        bool outputs = false, known = true;
+        for (size_t i = 0; i < nvr && known; ++i) {
+            std::int32_t k = self->slotOf(vr[i]);
+            known = k != 0;
+            outputs = outputs || (known && !self->isInput(k));
+        }
+        if (known) {
+            if (outputs && self->buf[Component::VALID] == 0.0) {  // compute them (may raise)
+                Gil gil;
+                PyObject* r = PyObject_CallObject(self->refresh, nullptr);
+                if (r == nullptr) return self->error("fmi2GetReal");
+                Py_DECREF(r);
+                self->drainLog();
+            }
+            if (!outputs || self->buf[Component::VALID] != 0.0) {
+                for (size_t i = 0; i < nvr; ++i) value[i] = self->buf[self->slotOf(vr[i])];
+                return fmi2OK;
+            }
+        }
+    }
     return get_values(c, "fmi2GetReal", "get_real", vr, nvr, [value](Component*, size_t i, PyObject* v) {
         value[i] = PyFloat_AsDouble(v);
         return !(value[i] == -1.0 && PyErr_Occurred());
@@ -456,6 +561,17 @@ FMI2_Export fmi2Status fmi2GetString(fmi2Component c, const fmi2ValueReference v
 
 FMI2_Export fmi2Status fmi2SetReal(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, const fmi2Real value[])
 {
+    Component* self = comp(c);
+    if (self->buf != nullptr && nvr > 0 && vr != nullptr && value != nullptr) {
+        bool inputs = true;  // only inputs: settable in every state, validated when used
+        for (size_t i = 0; i < nvr && inputs; ++i) inputs = self->isInput(self->slotOf(vr[i]));
+        if (inputs) {  // CosimSlave._set_input, all of them
+            for (size_t i = 0; i < nvr; ++i) self->buf[self->slotOf(vr[i])] = value[i];
+            self->buf[Component::PENDING] = 1.0;
+            self->buf[Component::VALID] = 0.0;
+            return fmi2OK;
+        }
+    }
     return set_values(c, "fmi2SetReal", "set_real", vr, nvr, [value](size_t i) { return PyFloat_FromDouble(value[i]); });
 }
 
@@ -596,7 +712,16 @@ FMI2_Export fmi2Status fmi2DoStep(fmi2Component c, fmi2Real currentCommunication
 {
     Component* self = comp(c);
     Gil gil;
-    PyObject* r = PyObject_CallMethod(self->instance, "do_step", "(dd)", currentCommunicationPoint, communicationStepSize);
+    PyObject* r;
+    if (self->doStep != nullptr) {
+        PyObject* t = PyFloat_FromDouble(currentCommunicationPoint);
+        PyObject* h = PyFloat_FromDouble(communicationStepSize);
+        r = (t && h) ? PyObject_CallFunctionObjArgs(self->doStep, t, h, nullptr) : nullptr;
+        Py_XDECREF(t);
+        Py_XDECREF(h);
+    } else {
+        r = PyObject_CallMethod(self->instance, "do_step", "(dd)", currentCommunicationPoint, communicationStepSize);
+    }
     if (r == nullptr) return self->error("fmi2DoStep");
     int ok = PyObject_IsTrue(r);
     Py_DECREF(r);
