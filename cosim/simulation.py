@@ -211,10 +211,22 @@ class Simulation:
         """How each derivative of the multibody protocol is computed, a list of
         ``{"term", "path", "note"}``: path "analytic" (the model gives it), "complex-step",
         "hyper-dual" or "differences" (:mod:`cosim.derivatives`, chosen per term at the
-        first call), "constant"/"none" where it vanishes; None for first-order models."""
+        first call), "constant"/"none" where it vanishes; None for first-order models.
+        On the numba backend, a term whose kernel the model leaves out is generated
+        (:mod:`cosim.models.auto_kernels`): path "complex-step", "complex-contour" or
+        "differences" with " (compiled)" appended."""
         if self.model.kind != "multibody":
             return None
-        return [{"term": t, "path": p, "note": n} for t, p, n in derivatives.derivative_report(self.model)]
+        compiled = {}
+        if self.backend == "numba" and getattr(self.model, "kernel_set", None) is not None:
+            from .models import auto_kernels
+            compiled = auto_kernels.report(self.model)
+        rows = []
+        for t, p, n in derivatives.derivative_report(self.model):
+            if t in compiled:
+                p, n = compiled[t][0] + " (compiled)", compiled[t][1]
+            rows.append({"term": t, "path": p, "note": n})
+        return rows
 
     def _with_check_hint(self, exc):
         """A Newton failure in the first steps of a user model: point to the checker."""

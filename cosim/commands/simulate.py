@@ -254,7 +254,7 @@ def _cmd(args):
         for line in ic.summary():
             print(f"    {line}")
     if args.verbose and result["sim"].derivative_report is not None:
-        print("  derivatives (cosim.derivatives):")
+        print("  derivatives (cosim.derivatives; compiled: cosim.models.auto_kernels):")
         for row in result["sim"].derivative_report:
             print(f"    {row['term']:<14s} {row['path']}" + (f"  ({row['note']})" if row["note"] else ""))
     for name, value in zip(summary["coordinates"], summary["q"]):
