@@ -228,6 +228,24 @@ class Simulation:
             rows.append({"term": t, "path": p, "note": n})
         return rows
 
+    @property
+    def backend_reason(self):
+        """Why this run is on the Python backend (None on numba).  A multibody model
+        without kernels runs there by measurement (issue 13 item 3): the compiled core
+        calling back into Python per kernel is faster per step but cannot be cached
+        (``python benchmarks/user_model_callback.py``)."""
+        if self.backend == "numba":
+            return None
+        if self.requested_backend == "python":
+            return "the python backend was asked for"
+        from .integrators import compiled_unavailable
+        why = compiled_unavailable(self.method, self.model) or "the compiled twin cannot run it"
+        if self.model.kind == "multibody" and getattr(self.model, "kernels", None) is None:
+            why += ("; a compiled core calling back into its Python methods was measured (README, "
+                    "'Your own model') and is not used: its first call compiles for minutes in "
+                    "every process, for at most 1.4x per step")
+        return why
+
     def _with_check_hint(self, exc):
         """A Newton failure in the first steps of a user model: point to the checker."""
         if not self.user_model or "cosim check" in str(exc) or self.integrator.stats.get("steps", 0) > 20:

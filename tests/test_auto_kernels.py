@@ -14,7 +14,7 @@ import pytest
 from cosim.jit import numba_available
 from cosim.models.andrews import Andrews
 from cosim.models.auto_kernels import complete, without_derivative_kernels
-from cosim.models.base import Parameter
+from cosim.models.base import MultibodyModel, Parameter
 from cosim.models.kernels import KernelModel, MultibodyKernels
 from cosim.models.pendulum import Pendulum
 from cosim.models.two_link import TwoLink
@@ -48,10 +48,10 @@ def _terms(kernels, model, q, v, t):
 
 # worst relative error over the states above, measured (python benchmarks/auto_kernels.py):
 # complex step ≤ 2e-16 (C_q), contour γ 7e-15; differences C_q 4e-14, γ 5e-12, Q_v 2.3e-10
-# (andrews' quadratic-velocity terms: second derivatives are h-limited), (C_qᵀλ)_q 6e-12.
+# (andrews' quadratic-velocity terms), (C_qᵀλ)_q by second differences of λᵀC 1.3e-8.
 # Asserted with a margin of ~10 for other CPUs' libm.
 TOL = {"complex": {"C_q": 1e-15, "gamma": 1e-13, "H": 1e-12},
-       "differences": {"C_q": 1e-12, "gamma": 1e-10, "Q_q": 1e-10, "Q_v": 3e-9, "H": 1e-10, "Ma_q": 1e-11}}
+       "differences": {"C_q": 1e-12, "gamma": 1e-10, "Q_q": 1e-10, "Q_v": 3e-9, "H": 1e-7, "Ma_q": 1e-11}}
 
 
 @needs_numba
@@ -159,11 +159,15 @@ def test_time_dependent_constraint_exact_paths_and_report():
 
 @needs_numba
 @pytest.mark.parametrize("cls, method, t_end, h, bound", [
-    # measured: pendulum 1.5e-12 (exact paths), two_link 9.4e-12 (differences; one Newton
-    # iteration more in 2000 steps), andrews ... (differences)
+    # measured: pendulum 1.5e-12 (exact paths); two_link 9.4e-12 (differences; one Newton
+    # iteration more in 2000 steps; spread of the analytic run under a 1e-15 change of q0:
+    # 2.9e-13); andrews BDF rtol 1e-6 to 0.01 s (differences) 4.3e-11, same step and
+    # Jacobian counts — the spread of the analytic run itself is 4.1e-11.  (To 0.03 s the
+    # step sequences part, 949 vs 961 steps, 8e-9 apart, both 1.4-1.6e-8 from the test-set
+    # reference: benchmarks/auto_kernels.py --tables steps.)
     (Pendulum, "generalized-alpha", 2.0, 1e-3, 1e-10),
     (TwoLink, "generalized-alpha", 2.0, 1e-3, 1e-10),
-    (Andrews, "bdf", 0.003, None, 1e-10),
+    (Andrews, "bdf", 0.01, None, 1e-10),
 ])
 def test_library_models_without_derivative_kernels_run_compiled_and_agree(cls, method, t_end, h, bound):
     runs = []
@@ -177,3 +181,30 @@ def test_library_models_without_derivative_kernels_run_compiled_and_agree(cls, m
     assert abs(sa["steps"] - sb["steps"]) <= 1
     rows = {r["term"]: r["path"] for r in report}
     assert rows["C_q"].endswith("(compiled)") and rows["gamma"].endswith("(compiled)")
+
+
+class Slider(MultibodyModel):
+    """A plain-Python user model (no kernels): a mass on a tilted rail."""
+    name = "slider_user"
+    coordinates = ("x", "y")
+    constraint_names = ("rail",)
+
+    def mass(self, q, t):
+        return np.eye(2)
+
+    def forces(self, q, v, t, u):
+        return np.array([0.0, -9.81])
+
+    def constraints(self, q, t):
+        return np.array([q[1] - 0.5 * q[0]])
+
+    def initial_state(self):
+        return np.zeros(2), np.zeros(2)
+
+
+def test_a_model_without_kernels_runs_on_the_python_backend_and_says_why():
+    sim = Simulation(Slider, method="generalized-alpha", h=1e-3)
+    assert sim.backend == "python"
+    assert "has no compiled kernels" in sim.backend_reason
+    assert "calling back into its Python methods was measured" in sim.backend_reason
+    assert Simulation("pendulum", backend="python").backend_reason == "the python backend was asked for"

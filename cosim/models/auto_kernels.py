@@ -324,6 +324,48 @@ def _ad_gamma_fd(q, v, t, p, g):
         g[i] = -(64.0 * d[2, i] - 20.0 * d[1, i] + d[0, i]) / 45.0
 '''
 
+_H_HESSIAN = '''
+def _ad_lam_c(z, t, p, lam, c):
+    """λᵀC(z, t)."""
+    for i in range(c.size):
+        c[i] = 0.0
+    {C}(z, t, p, c)
+    s = 0.0
+    for i in range(c.size):
+        s += lam[i] * c[i]
+    return s
+
+
+def _ad_h_hessian(q, lam, t, p, H):
+    """(C_qᵀλ)_q = ∂²(λᵀC)/∂q² by central second differences, steps ε^¼·max(|q_j|, s_j)
+    (~1e-8 relative, as cosim.derivatives.hessian: a Newton-matrix term) (generated)."""
+    sc = {SC}
+    n = q.size
+    c = np.empty(lam.size)
+    z = np.empty(n)
+    h = np.empty(n)
+    for i in range(n):
+        z[i] = q[i]
+        h[i] = _ad_pow2(1.220703125e-4 * max(abs(q[i]), sc[i]))
+    f0 = _ad_lam_c(z, t, p, lam, c)
+    for i in range(n):
+        z[i] = q[i] + 2.0 * h[i]
+        fp = _ad_lam_c(z, t, p, lam, c)
+        z[i] = q[i] - 2.0 * h[i]
+        fm = _ad_lam_c(z, t, p, lam, c)
+        H[i, i] = (fp - 2.0 * f0 + fm) / (4.0 * h[i] * h[i])
+        for j in range(i):
+            s = 0.0
+            for si in (1.0, -1.0):
+                for sj in (1.0, -1.0):
+                    z[i] = q[i] + si * h[i]
+                    z[j] = q[j] + sj * h[j]
+                    s += si * sj * _ad_lam_c(z, t, p, lam, c)
+            z[j] = q[j]
+            H[i, j] = H[j, i] = s / (4.0 * h[i] * h[j])
+        z[i] = q[i]
+'''
+
 _FORCE_JACOBIANS = '''
 def _ad_force_jacobians_{KIND}(q, v, t, u, p, Qq, Qv):
     """(Q_q, Q_v) (generated)."""
@@ -354,7 +396,7 @@ def _source(names, n_q, scales, T):
            "{H2}": repr(derivatives.H_SECOND), "{N}": str(CONTOUR_POINTS), "{R}": repr(CONTOUR_RADIUS)}
     for k, v in names.items():
         sub["{" + k + "}"] = v
-    parts = [_HELPERS, _CT_CS, _CT_FD, _GAMMA_CONTOUR, _GAMMA_FD2]
+    parts = [_HELPERS, _CT_CS, _CT_FD, _GAMMA_CONTOUR, _GAMMA_FD2, _H_HESSIAN]
     if "CQ" in names and "CT" in names:
         parts += [_GAMMA_VEL_CS, _GAMMA_VEL_FD]
     for kind, tag in ((CS, "cs"), (FD, "fd")):
@@ -375,7 +417,7 @@ def _source(names, n_q, scales, T):
                                "Mz[:, :] = 0.0\n{MASS}(z, t, p, Mz)\nfor r in range(n):\n"
                                "    for i in range(n):\n        c[r] += Mz[r, i] * a[i]", "J", sc))
         # (C_q^T λ)_q through a C_q kernel: the model's (CQ) or the generated one
-        for src, cq in (("user", names.get("CQ")), ("auto", "_ad_cq_cs"), ("auto_fd", "_ad_cq_fd")):
+        for src, cq in (("user", names.get("CQ")), ("auto", "_ad_cq_cs")):
             if cq is None or (src != "user" and cplx):
                 continue  # a generated C_q is not differentiated by complex steps
             parts.append(_jacobian(
@@ -533,11 +575,14 @@ def _complete(model):
             pick("constraint_force_jacobian", mod._ad_h_user_cs, mod._ad_h_user_fd,
                  complex_safe(ks.constraint_jacobian, "constraint_jacobian"),
                  lambda: [np.zeros((n, n))], lambda f, o: f(q, lam, t, p, *o))
-        else:  # differences of the generated C_q (exact by complex steps where C allows)
-            exact = chosen.get("constraint_jacobian") is mod._ad_cq_cs
-            chosen["constraint_force_jacobian"] = mod._ad_h_auto_fd if exact else mod._ad_h_auto_fd_fd
-            report["constraint_force_jacobian"] = (FD, "differences of the generated C_q ("
-                                                   + report["constraint_jacobian"][0] + ")")
+        elif chosen.get("constraint_jacobian") is mod._ad_cq_cs:
+            # Richardson differences of the complex-step C_q: ~1e-14
+            chosen["constraint_force_jacobian"] = mod._ad_h_auto_fd
+            report["constraint_force_jacobian"] = (FD, "Richardson differences of the complex-step C_q")
+        else:  # C is not complex-safe: the Hessian of λᵀC by plain second differences
+            # (6n² C calls by nested Richardson cost andrews 28x per BDF step; this 2n²)
+            chosen["constraint_force_jacobian"] = mod._ad_h_hessian
+            report["constraint_force_jacobian"] = (FD, "second differences of λᵀC (~1e-8: a Newton-matrix term)")
     if "mass_jacobian_term" in todo:
         pick("mass_jacobian_term", mod._ad_ma_cs, mod._ad_ma_fd, complex_safe(ks.mass, "mass"),
              lambda: [np.zeros((n, n))], lambda f, o: f(q, v, t, p, *o))

@@ -93,6 +93,13 @@ class KernelModel(MultibodyModel):
             return ks
         return auto_kernels.complete(self)[0]
 
+    def kernels_unavailable(self):
+        """Why :meth:`kernels` is None (the derivative kernels could not be generated)."""
+        from . import auto_kernels  # noqa: PLC0415
+        if self.kernel_set is None or not auto_kernels.missing(self.kernel_set, self.constant_mass):
+            return None
+        return auto_kernels.complete(self)[1] if auto_kernels.complete(self)[0] is None else None
+
     def gives_derivative(self, term):
         """False for a derivative whose kernel is None (computed automatically)."""
         ks = self.kernel_set
