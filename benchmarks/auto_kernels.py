@@ -15,7 +15,7 @@ per call and per step with analytic vs generated kernels.
 * calls: µs per call of each compiled kernel, analytic vs generated (best of 5);
 * steps: µs per step of a whole compiled run, analytic vs generated kernels
   (the entries of tests/test_auto_kernels.py: pendulum and two_link
-  generalized-α h = 1 ms 2 s, andrews BDF rtol 1e-6 to 0.03 s), CPU time best of 3.
+  generalized-α h = 1 ms 2 s, andrews BDF rtol 1e-6 to 0.03 s), CPU time best of 9.
 """
 import argparse
 import importlib.util
@@ -36,6 +36,7 @@ from cosim.models.double_pendulum_natural import DoublePendulumNatural  # noqa: 
 from cosim.models.pendulum import Pendulum  # noqa: E402
 from cosim.models.two_link import TwoLink  # noqa: E402
 
+REPEAT = 9  # whole runs per row (the best is printed: a shared machine)
 TERMS = ("C_q", "C_t", "gamma", "Q_q", "Q_v", "H", "Ma_q")
 FIELD = {"C_q": "constraint_jacobian", "C_t": "constraint_dt", "gamma": "gamma", "Q_q": "force_jacobians",
          "Q_v": "force_jacobians", "H": "constraint_force_jacobian", "Ma_q": "mass_jacobian_term"}
@@ -223,7 +224,7 @@ def calls():
 
 def steps():
     from cosim.simulation import Simulation  # noqa: PLC0415
-    print(f"\nWhole compiled runs, analytic vs generated derivative kernels: CPU µs per step, best of 3 "
+    print(f"\nWhole compiled runs, analytic vs generated derivative kernels: CPU µs per step, best of {REPEAT} "
           f"(load {os.getloadavg()[0]:.1f})")
     print(f"{'run':<44s} {'analytic':>10s} {'generated':>10s} {'ratio':>7s} {'steps a/g':>12s} "
           f"{'jac evals a/g':>14s} {'max rel diff':>13s}")
@@ -233,7 +234,7 @@ def steps():
         res = []
         for c in (cls, without_derivative_kernels(cls)):
             best = np.inf
-            for _ in range(3):
+            for _ in range(REPEAT):
                 sim = Simulation(c, method=method, h=h, backend="numba")
                 t0 = time.process_time()
                 sim.do_step(0.0, t_end)

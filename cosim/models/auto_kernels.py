@@ -31,7 +31,7 @@ hand-written kernels (:func:`cosim.jit.model_entry_points`).  Per term:
 (C_qᵀλ)_q: complex step through the model's C_q kernel; Richardson differences of
 the complex-step C_q; or, when C is not complex-safe, second differences of λᵀC
 (~1e-8, like cosim.derivatives.hessian: a Newton-matrix term; nested Richardson
-differences cost andrews 28x the analytic time per BDF step, this 8x).
+differences cost andrews 28x the analytic time per BDF step, this 3.5-8x).
 
 A complex-step path is also checked once in Python at a probe state against
 differences (a kernel using ``abs`` compiles for complex and is wrong): if
