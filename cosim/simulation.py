@@ -243,7 +243,7 @@ class Simulation:
         if self.model.kind == "multibody" and getattr(self.model, "kernels", None) is None:
             why += ("; a compiled core calling back into its Python methods was measured (README, "
                     "'Your own model') and is not used: its first call compiles for minutes in "
-                    "every process, for at most 1.4x per step")
+                    "every process, for 1.0-1.6x per step")
         return why
 
     def _with_check_hint(self, exc):
