@@ -211,10 +211,40 @@ class Simulation:
         """How each derivative of the multibody protocol is computed, a list of
         ``{"term", "path", "note"}``: path "analytic" (the model gives it), "complex-step",
         "hyper-dual" or "differences" (:mod:`cosim.derivatives`, chosen per term at the
-        first call), "constant"/"none" where it vanishes; None for first-order models."""
+        first call), "constant"/"none" where it vanishes; None for first-order models.
+        On the numba backend, a term whose kernel the model leaves out is generated
+        (:mod:`cosim.models.auto_kernels`): path "complex-step", "complex-contour" or
+        "differences" with " (compiled)" appended."""
         if self.model.kind != "multibody":
             return None
-        return [{"term": t, "path": p, "note": n} for t, p, n in derivatives.derivative_report(self.model)]
+        compiled = {}
+        if self.backend == "numba" and getattr(self.model, "kernel_set", None) is not None:
+            from .models import auto_kernels
+            compiled = auto_kernels.report(self.model)
+        rows = []
+        for t, p, n in derivatives.derivative_report(self.model):
+            if t in compiled:
+                p, n = compiled[t][0] + " (compiled)", compiled[t][1]
+            rows.append({"term": t, "path": p, "note": n})
+        return rows
+
+    @property
+    def backend_reason(self):
+        """Why this run is on the Python backend (None on numba).  A multibody model
+        without kernels runs there by measurement (issue 13 item 3): the compiled core
+        calling back into Python per kernel is faster per step but cannot be cached
+        (``python benchmarks/user_model_callback.py``)."""
+        if self.backend == "numba":
+            return None
+        if self.requested_backend == "python":
+            return "the python backend was asked for"
+        from .integrators import compiled_unavailable
+        why = compiled_unavailable(self.method, self.model) or "the compiled twin cannot run it"
+        if self.model.kind == "multibody" and getattr(self.model, "kernels", None) is None:
+            why += ("; a compiled core calling back into its Python methods was measured (README, "
+                    "'Your own model') and is not used: its first call compiles for minutes in "
+                    "every process, for 1.0-1.6x per step")
+        return why
 
     def _with_check_hint(self, exc):
         """A Newton failure in the first steps of a user model: point to the checker."""

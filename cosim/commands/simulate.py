@@ -259,8 +259,10 @@ def _cmd(args):
         print("  initial state repaired by the IC analysis (seed 000 eqs. 6-9):")
         for line in ic.summary():
             print(f"    {line}")
+    if args.verbose and result["sim"].backend_reason:
+        print(f"  backend python: {result['sim'].backend_reason}")
     if args.verbose and result["sim"].derivative_report is not None:
-        print("  derivatives (cosim.derivatives):")
+        print("  derivatives (cosim.derivatives; compiled: cosim.models.auto_kernels):")
         for row in result["sim"].derivative_report:
             print(f"    {row['term']:<14s} {row['path']}" + (f"  ({row['note']})" if row["note"] else ""))
     for name, value in zip(summary["coordinates"], summary["q"]):

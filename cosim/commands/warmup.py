@@ -30,6 +30,8 @@ def warm_up(model_names=None, workers=1):
                     rows.append((name, method, 0.0, "python (no kernels)"))
                 continue
             jobs.append((name, model, method))
+    if not model_names:  # the entries of tests/test_auto_kernels.py
+        jobs += [(f"{name}{AUTO}", _auto_kernel_model(name), method) for name, method in AUTO_KERNEL_ENTRIES]
     compiled = {}
     if workers > 1 and len(jobs) > 1:
         import concurrent.futures  # noqa: PLC0415
@@ -50,6 +52,19 @@ def warm_up(model_names=None, workers=1):
     return rows
 
 
+# kernel models without derivative kernels (generated: cosim.models.auto_kernels), one
+# method each — tests/test_auto_kernels.py runs them
+AUTO = " (auto derivatives)"
+AUTO_KERNEL_ENTRIES = (("pendulum", "generalized-alpha"), ("two_link", "generalized-alpha"),
+                       ("andrews", "bdf"))
+
+
+def _auto_kernel_model(name):
+    from ..models import model_class  # noqa: PLC0415
+    from ..models.auto_kernels import without_derivative_kernels  # noqa: PLC0415
+    return without_derivative_kernels(model_class(name))()
+
+
 def _warm(model, method):
     """Seconds to compile (or load) ``method``'s entry for ``model``."""
     from ..integrators import make_integrator  # noqa: PLC0415
@@ -66,6 +81,8 @@ def _warm_by_name(name, method):
     """(worker process) :func:`_warm` for a library model or "urdf robots"."""
     if name == "urdf robots":
         model = _urdf_robots()[0][1]
+    elif name.endswith(AUTO):
+        model = _auto_kernel_model(name[:-len(AUTO)])
     else:
         from ..models import load_model  # noqa: PLC0415
         model = load_model(name)

@@ -49,7 +49,8 @@ def supports(model):
     """Why the compiled generalized-α cannot run ``model`` (None: it can)."""
     kernels = getattr(model, "kernels", None)
     if kernels is None or kernels() is None:
-        return f"model {model.name!r} has no compiled kernels"
+        why = getattr(model, "kernels_unavailable", lambda: None)()  # KernelModel: generated ones
+        return f"model {model.name!r} has no compiled kernels" + (f" ({why})" if why else "")
     from ..models.kernels import KernelModel  # noqa: PLC0415
     # the class whose Python methods the kernels describe: KernelModel (derived from
     # them) or a class with its own checked implementation (URDFModel: pinocchio)

@@ -374,6 +374,9 @@ AUTOMATIC_TERMS = ("constraint_jacobian", "constraint_dt", "gamma")
 
 def provides(model, term):
     """True when ``model``'s class defines ``term`` itself (not the base-class default)."""
+    given = getattr(model, "gives_derivative", None)
+    if given is not None and not given(term):
+        return False  # a kernel model without that derivative kernel
     base = MultibodyModel if isinstance(model, MultibodyModel) else type(model)
     own = getattr(type(model), term, None)
     return own is not None and own is not getattr(base, term, None)

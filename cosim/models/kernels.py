@@ -8,6 +8,10 @@ compiled integrators fuse them into their residual and iteration matrix, and
 :class:`KernelModel` derives the model's Python methods from the same
 functions, so the equations are written once.
 
+Only mass, forces and constraints are compulsory: a derivative kernel left None
+is generated (complex step or Richardson differences, cosim.models.auto_kernels)
+for the compiled backend and computed by cosim.derivatives on the Python one.
+
 Every kernel writes its result into the output array(s) passed last, which
 arrive zero-filled.  Kernels use only what numba compiles: scalar math,
 ``math``/``numpy`` functions on scalars, indexing.  Signatures:
@@ -39,11 +43,12 @@ class MultibodyKernels:
     mass: Callable
     forces: Callable
     constraints: Callable
-    constraint_jacobian: Callable
-    constraint_dt: Callable
-    gamma: Callable
-    force_jacobians: Callable
-    constraint_force_jacobian: Callable
+    # the derivative kernels may be None: cosim.models.auto_kernels generates them
+    constraint_jacobian: Optional[Callable] = None
+    constraint_dt: Optional[Callable] = None
+    gamma: Optional[Callable] = None
+    force_jacobians: Optional[Callable] = None
+    constraint_force_jacobian: Optional[Callable] = None
     mass_jacobian_term: Optional[Callable] = None
     outputs: Optional[Callable] = None
 
@@ -51,7 +56,7 @@ class MultibodyKernels:
         """The kernels in field order, the no-op defaults standing for missing ones
         (their position is their name ``_k<i>`` in the compiled entry)."""
         defaults = {"mass_jacobian_term": no_mass_jacobian, "outputs": no_outputs}
-        return tuple(getattr(self, f.name) or defaults[f.name] for f in fields(self))
+        return tuple(getattr(self, f.name) or defaults.get(f.name) for f in fields(self))
 
 
 def no_mass_jacobian(q, a, t, p, J):
@@ -77,7 +82,28 @@ class KernelModel(MultibodyModel):
                "force_jacobians", "constraint_force_jacobian", "mass_jacobian_term")
 
     def kernels(self):
-        return self.kernel_set
+        """The kernel set the compiled integrators run: ``kernel_set``, its missing
+        derivative kernels generated (:mod:`cosim.models.auto_kernels`); None when
+        they cannot be compiled (the Python reference then runs)."""
+        ks = self.kernel_set
+        if ks is None:
+            return None
+        from . import auto_kernels  # noqa: PLC0415
+        if not auto_kernels.missing(ks, self.constant_mass):
+            return ks
+        return auto_kernels.complete(self)[0]
+
+    def kernels_unavailable(self):
+        """Why :meth:`kernels` is None (the derivative kernels could not be generated)."""
+        from . import auto_kernels  # noqa: PLC0415
+        if self.kernel_set is None or not auto_kernels.missing(self.kernel_set, self.constant_mass):
+            return None
+        return auto_kernels.complete(self)[1] if auto_kernels.complete(self)[0] is None else None
+
+    def gives_derivative(self, term):
+        """False for a derivative whose kernel is None (computed automatically)."""
+        ks = self.kernel_set
+        return ks is None or getattr(ks, term, True) is not None
 
     def kernel_parameters(self) -> np.ndarray:
         raise NotImplementedError
@@ -159,6 +185,8 @@ class KernelModel(MultibodyModel):
         return C
 
     def constraint_jacobian(self, q, t):
+        if self.kernel_set.constraint_jacobian is None:
+            return MultibodyModel.constraint_jacobian(self, q, t)
         if not self._plain(q, t):
             return self._generic(self.kernel_set.constraint_jacobian, (self.n_c, self.n_q), q, t)
         Cq = np.zeros((self.n_c, self.n_q))
@@ -166,6 +194,8 @@ class KernelModel(MultibodyModel):
         return Cq
 
     def constraint_dt(self, q, t):
+        if self.kernel_set.constraint_dt is None:
+            return MultibodyModel.constraint_dt(self, q, t)
         if not self._plain(q, t):
             return self._generic(self.kernel_set.constraint_dt, self.n_c, q, t)
         Ct = np.zeros(self.n_c)
@@ -173,17 +203,23 @@ class KernelModel(MultibodyModel):
         return Ct
 
     def gamma(self, q, v, t):
+        if self.kernel_set.gamma is None:
+            return MultibodyModel.gamma(self, q, v, t)
         g = np.zeros(self.n_c)
         self.kernel_set.gamma(self._f(q), self._f(v), float(t), self._p, g)
         return g
 
     def force_jacobians(self, q, v, t, u):
+        if self.kernel_set.force_jacobians is None:
+            return None  # cosim.derivatives
         n = self.n_q
         Qq, Qv = np.zeros((n, n)), np.zeros((n, n))
         self.kernel_set.force_jacobians(self._f(q), self._f(v), float(t), self._f(u), self._p, Qq, Qv)
         return Qq, Qv
 
     def constraint_force_jacobian(self, q, lam, t):
+        if self.kernel_set.constraint_force_jacobian is None:
+            return None  # cosim.derivatives
         n = self.n_q
         H = np.zeros((n, n))
         self.kernel_set.constraint_force_jacobian(self._f(q), self._f(lam), float(t), self._p, H)
@@ -216,7 +252,7 @@ class KernelModel(MultibodyModel):
         return y
 
     def mass_jacobian_term(self, q, a, t):
-        if self.constant_mass:
+        if self.constant_mass or self.kernel_set.mass_jacobian_term is None:
             return None
         n = self.n_q
         J = np.zeros((n, n))
