@@ -651,3 +651,21 @@ def test_explicit_events_located_alike_on_both_backends(method):
     assert len(times["python"]) >= 2 and len(times["python"]) == len(times["numba"])
     assert np.max(np.abs(np.subtract(times["python"], times["numba"]))) <= 1e-10
     assert np.max(np.abs(sims["python"].y - sims["numba"].y)) <= 1e-10
+
+
+@pytest.mark.parametrize("method", ["dopri5", "rk4"])
+def test_explicit_crafted_state_is_rejected_before_the_record_changes(method):
+    integ = make_integrator(load_model("two_link"), method, backend="numba", rtol=1e-6)
+    integ.initialize()
+    integ.advance(0.05)
+    good = integ.state()
+    for field, value, text in (("projection_iterations", 10 ** 30, "projection_iterations"),
+                               ("f_cur", np.zeros(3), "f_cur"), ("h_next", -1.0, "h_next")):
+        bad = dict(good, method_state=dict(good["method_state"], **{field: value}))
+        with pytest.raises(StateError, match=text):
+            integ.restore(bad)
+        after = integ.state()
+        assert after["t"] == good["t"] and np.array_equal(after["y"], good["y"])
+        assert np.array_equal(after["method_state"]["f_cur"], good["method_state"]["f_cur"])
+    integ.advance(0.1)
+    assert integ.t == 0.1
