@@ -669,3 +669,16 @@ def test_explicit_crafted_state_is_rejected_before_the_record_changes(method):
         assert np.array_equal(after["method_state"]["f_cur"], good["method_state"]["f_cur"])
     integ.advance(0.1)
     assert integ.t == 0.1
+
+
+def test_explicit_kernel_constants_are_the_reference_constants():
+    from cosim.integrators import explicit, explicit_kernel
+    assert np.array_equal(explicit_kernel.DP_C, explicit.DP_C)
+    for s in range(6):
+        assert np.array_equal(explicit_kernel.DP_A[s, :s], explicit.DP_A[s])
+        assert not explicit_kernel.DP_A[s, s:].any()
+    for name in ("DP_B", "DP_E", "DP_P"):
+        assert np.array_equal(getattr(explicit_kernel, name), getattr(explicit, name)), name
+    for name in ("SAFETY", "MIN_FACTOR", "MAX_FACTOR", "MAX_REJECTIONS", "PROJECTION_TOL",
+                 "PROJECTION_MAX_ITER"):
+        assert getattr(explicit_kernel, name) == getattr(explicit, name), name
