@@ -4,6 +4,7 @@ real-time factor, at 1 ms communication steps:
 * LTI plant (default mass-spring, 2 states) with the exact state-transition method;
 * the same plant with a discrete state-feedback block at 1 ms (multirate path);
 * generalized-α in fixed-step mode (h = 1 ms) on ``two_link``;
+* dopri5 (adaptive, rtol 1e-6) and rk4 (fixed h = 1 ms) on ``two_link``;
 * BDF (adaptive, rtol 1e-4) on ``andrews`` (the seven-body mechanism, 0.03 s runs);
 * Andrews BDF whole run [0, 0.03] (atol 1e-8, as benchmarks/peers.py) at
   rtol 1e-4 … 1e-8 on the python and numba backends: steps, error
@@ -140,6 +141,24 @@ def main(argv=None):
         results["ga"] = results.get("ga_numba", results.get("ga_python"))
     else:
         print("generalized-alpha: not available yet (skipped)")
+
+    # explicit methods (issue 13): dopri5 adaptive and rk4 fixed-step on two_link
+    for method, opts, label in (("dopri5", dict(rtol=1e-6, atol=1e-8), "dopri5 rtol 1e-6, two_link"),
+                                ("rk4", dict(h=dt), "rk4 h=1 ms, two_link")):
+        if method not in methods:
+            print(f"{method}: not available yet (skipped)")
+            continue
+        for backend in ("python", "numba"):
+            def rk(backend=backend, method=method, opts=opts):
+                return cosim.Simulation(model="two_link", method=method, backend=backend, **opts)
+            sim = rk()
+            if sim.backend != backend:
+                print(f"{method} on {backend}: not available ({sim.backend} runs instead; skipped)")
+                continue
+            n = n_slow if backend == "python" else n_fast
+            time_steps(sim, 50, dt)
+            results[f"{method}_{backend}"] = row(f"{label} [{backend}]", time_steps(sim, n, dt),
+                                                 bare_integrator(rk, n, dt), dt)
 
     if "bdf" in methods:
         for backend in ("python", "numba"):

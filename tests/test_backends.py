@@ -13,7 +13,7 @@ import cosim
 from cosim.errors import ConvergenceError, InvalidInputError, StateError
 from cosim.integrators import dense_lu, make_integrator
 from cosim.jit import BackendFallbackWarning
-from cosim.models import load_model
+from cosim.models import load_model, model_class
 
 numba = pytest.importorskip("numba")
 
@@ -154,7 +154,7 @@ def test_backend_choice_and_fallback_are_announced():
     with pytest.raises(InvalidInputError, match="backend must be one of"):
         cosim.Simulation(model="pendulum", backend="fortran")
     with pytest.warns(BackendFallbackWarning, match="has no compiled kernel yet"):
-        sim = cosim.Simulation(model="pendulum", method="dopri5", backend="numba")
+        sim = cosim.Simulation(model="pendulum", method="spark", h=1e-3, backend="numba")
     assert sim.backend == "python"
     # a model without kernels runs on the reference under "auto" (no warning needed)
     assert cosim.Simulation(model="knife_edge", method="generalized-alpha").backend == "python"
@@ -558,3 +558,190 @@ def test_crank_slider_numba_same_counts_and_within_the_roundoff_spread(case):
     assert compiled.stats["steps"] >= n
     assert {k: compiled.stats[k] for k in COUNTS} == {k: ref.stats[k] for k in COUNTS}
     assert np.max(np.abs(yc - yr)) <= max(5.0 * spread, 1e-12)
+
+
+# -- dopri5, rk4: explicit_kernel / explicit_compiled against explicit.DormandPrince / RK4 ----------------
+EXPLICIT_CASES = {
+    "dopri5-pendulum-adaptive": dict(method="dopri5", model="pendulum", n_steps=100, dt=0.01,
+                                     kw=dict(rtol=1e-7, atol=1e-9)),
+    "rk4-pendulum-adaptive": dict(method="rk4", model="pendulum", n_steps=100, dt=0.01,
+                                  kw=dict(rtol=1e-7, atol=1e-9)),
+    "dopri5-pendulum-fixed-inputs": dict(method="dopri5", model="pendulum", n_steps=200, dt=1e-3,
+                                         kw=dict(h=1e-3), inputs=lambda k: {"torque": 2.0 * np.sin(0.05 * k)}),
+    "rk4-two_link-fixed-inputs": dict(method="rk4", model="two_link", n_steps=300, dt=1e-3, kw=dict(h=1e-3),
+                                      inputs=lambda k: [0.5 * np.cos(0.02 * k), -0.3]),
+    "dopri5-two_link-adaptive-inputs": dict(method="dopri5", model="two_link", n_steps=40, dt=0.01,
+                                            kw=dict(rtol=1e-6, atol=1e-8),
+                                            inputs=lambda k: [0.5 * np.cos(0.2 * k), -0.3]),
+    "rk4-two_link-adaptive": dict(method="rk4", model="two_link", n_steps=40, dt=0.01,
+                                  kw=dict(rtol=1e-6, atol=1e-8)),
+    # long communication steps: the step-size controller and rejections at work
+    "dopri5-pendulum-long": dict(method="dopri5", model="pendulum", n_steps=4, dt=0.5,
+                                 kw=dict(rtol=1e-6, atol=1e-8)),
+    "rk4-pendulum-long": dict(method="rk4", model="pendulum", n_steps=4, dt=0.5,
+                              kw=dict(rtol=1e-6, atol=1e-8)),
+    "dopri5-double_pendulum_natural-long": dict(method="dopri5", model="double_pendulum_natural", n_steps=2,
+                                                dt=0.25, kw=dict(rtol=1e-6, atol=1e-8)),
+    # Andrews, first 2 ms (the reference perturbed by 1e-15 moves by <= 1.5e-13 there with
+    # dopri5, <= 8.4e-12 with rk4; measured)
+    "dopri5-andrews-short": dict(method="dopri5", model="andrews", n_steps=1, dt=2e-3,
+                                 kw=dict(rtol=1e-6, atol=1e-6)),
+    "rk4-andrews-short": dict(method="rk4", model="andrews", n_steps=1, dt=2e-3,
+                              kw=dict(rtol=1e-6, atol=1e-6)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXPLICIT_CASES))
+def test_explicit_numba_and_python_same_counts_and_agree_1e10(case):
+    c = EXPLICIT_CASES[case]
+    runs = {backend: _drive(backend, c["model"], c["n_steps"], c["dt"], c.get("inputs"),
+                            method=c["method"], **c["kw"])
+            for backend in ("python", "numba")}
+    (sp, yp), (sn, yn) = runs["python"], runs["numba"]
+    ip, inn = sp.integrator, sn.integrator
+    assert type(inn).__name__ in ("CompiledDormandPrince", "CompiledRK4")
+    assert {k: sp.stats[k] for k in COUNTS} == {k: sn.stats[k] for k in COUNTS}
+    assert ip.projection_iterations == inn.projection_iterations
+    assert sp.stats["steps"] >= c["n_steps"]
+    assert np.max(np.abs(yp - yn)) <= 1e-10
+    h = ip.t - ip.t_prev
+    for t in (ip.t - 0.3 * h, ip.t - 0.9 * h):  # dense output of the last step
+        assert np.max(np.abs(ip.dense_output(t) - inn.dense_output(t))) <= 1e-10
+    np.testing.assert_allclose(sp.get_outputs(), sn.get_outputs(), rtol=0, atol=1e-9)
+    assert np.array_equal(sn.get_outputs(), _python_outputs(sn))   # outputs computed in the step
+
+
+@pytest.mark.parametrize("method, kw", [("dopri5", dict(rtol=1e-6, atol=1e-8)), ("rk4", dict(h=1e-3))])
+def test_explicit_numba_rollback_and_serialization_are_bit_identical(method, kw):
+    sim, _ = _drive("numba", "two_link", 20, 0.01, method=method, **kw)
+    snap = sim.get_state()
+    blob = sim.serialize_state()
+    for _ in range(20):
+        sim.do_step(sim.time, 0.01)
+    y1, stats1 = sim.y, dict(sim.stats)
+    sim.set_state(snap)
+    assert sim.serialize_state() == blob
+    for _ in range(20):
+        sim.do_step(sim.time, 0.01)
+    assert np.array_equal(sim.y, y1) and dict(sim.stats) == stats1
+    fresh = cosim.Simulation(model="two_link", method=method, backend="numba", **kw)
+    fresh.deserialize_state(blob)
+    for _ in range(20):
+        fresh.do_step(fresh.time, 0.01)
+    assert np.array_equal(fresh.y, y1) and dict(fresh.stats) == stats1
+
+
+@pytest.mark.parametrize("method", ["dopri5", "rk4"])
+def test_explicit_state_moves_between_backends(method):
+    kw = dict(method=method, rtol=1e-7, atol=1e-9)
+    sim, _ = _drive("numba", "pendulum", 30, 0.01, **kw)
+    other = cosim.Simulation(model="pendulum", backend="python", **kw)
+    other.deserialize_state(sim.serialize_state())
+    for _ in range(30):
+        sim.do_step(sim.time, 0.01)
+        other.do_step(other.time, 0.01)
+    assert np.max(np.abs(sim.y - other.y)) <= 1e-10
+    assert {k: sim.stats[k] for k in COUNTS} == {k: other.stats[k] for k in COUNTS}
+    back = cosim.Simulation(model="pendulum", backend="numba", **kw)
+    back.deserialize_state(other.serialize_state())
+    for _ in range(10):
+        back.do_step(back.time, 0.01)
+        other.do_step(other.time, 0.01)
+    assert np.max(np.abs(back.y - other.y)) <= 1e-10
+    assert {k: back.stats[k] for k in COUNTS} == {k: other.stats[k] for k in COUNTS}
+
+
+@pytest.mark.parametrize("method", ["dopri5", "rk4"])
+def test_explicit_failures_leave_state_unchanged_with_the_reference_message(method):
+    messages = {}
+    for backend in ("python", "numba"):
+        # fixed step far beyond the stability limit: the projection fails (test_explicit)
+        integ = make_integrator(load_model("andrews"), method, backend=backend, h=5e-3)
+        integ.initialize()
+        before = integ.state()
+        with pytest.raises(ConvergenceError) as err:
+            integ.advance(0.05)
+        after = integ.state()
+        assert after["t"] == before["t"] and np.array_equal(after["y"], before["y"])
+        assert after["stats"] == before["stats"]
+        messages[backend, "fixed"] = str(err.value)
+        # step budget
+        integ = make_integrator(load_model("pendulum"), method, backend=backend, rtol=1e-9, max_steps=5)
+        integ.initialize()
+        before = integ.state()
+        with pytest.raises(ConvergenceError, match="more than max_steps=5 steps") as err:
+            integ.advance(1.0)
+        after = integ.state()
+        assert after["t"] == before["t"] and np.array_equal(after["y"], before["y"])
+        assert after["stats"] == before["stats"]
+        messages[backend, "budget"] = str(err.value)
+    assert messages["python", "fixed"] == messages["numba", "fixed"]
+    # the budget message names the t reached: the step sizes agree to roundoff (err ratios)
+    (head_p, t_p), (head_n, t_n) = (messages[b, "budget"].split(" (at t=") for b in ("python", "numba"))
+    assert head_p == head_n and t_p.split(")")[1] == t_n.split(")")[1]
+    assert abs(float(t_p.split(")")[0]) - float(t_n.split(")")[0])) <= 1e-10
+    assert messages["numba", "fixed"].startswith(f"{method}: explicit step failed at t=0.01, h=0.005 "
+                                                 f"(constraint projection failed: position projection")
+
+
+class _BottomPendulum(model_class("pendulum")):
+    """The pendulum with a state event: the bob passes x = 0 moving right and its
+    velocity is reversed (C_q v = 0 still holds); kernels unchanged (compiled)."""
+
+    events = (cosim.models.Event("bottom", direction=+1),)
+
+    def event_functions(self, t, y, u):
+        return np.array([y[0]])
+
+    def apply_event(self, index, t, y, u):
+        y = np.array(y, dtype=float)
+        y[2:] = -y[2:]
+        return y
+
+
+@pytest.mark.parametrize("method", ["dopri5", "rk4"])
+def test_explicit_events_located_alike_on_both_backends(method):
+    """Events run through step(), state()/restore(), dense_output and reset_point:
+    the compiled step loop returns to Python after every step; the located times
+    and the final state agree with the reference to 1e-10."""
+    sims = {b: cosim.Simulation(model=_BottomPendulum(phi0=1.0), method=method, rtol=1e-8, atol=1e-10,
+                                backend=b, check="off") for b in ("python", "numba")}
+    for sim in sims.values():
+        for k in range(30):
+            sim.do_step(k * 0.1, 0.1)
+    assert type(sims["numba"].integrator).__name__ in ("CompiledDormandPrince", "CompiledRK4")
+    times = {b: [e["time"] for e in sim.event_log if e.get("name") == "bottom"] for b, sim in sims.items()}
+    assert len(times["python"]) >= 2 and len(times["python"]) == len(times["numba"])
+    assert np.max(np.abs(np.subtract(times["python"], times["numba"]))) <= 1e-10
+    assert np.max(np.abs(sims["python"].y - sims["numba"].y)) <= 1e-10
+
+
+@pytest.mark.parametrize("method", ["dopri5", "rk4"])
+def test_explicit_crafted_state_is_rejected_before_the_record_changes(method):
+    integ = make_integrator(load_model("two_link"), method, backend="numba", rtol=1e-6)
+    integ.initialize()
+    integ.advance(0.05)
+    good = integ.state()
+    for field, value, text in (("projection_iterations", 10 ** 30, "projection_iterations"),
+                               ("f_cur", np.zeros(3), "f_cur"), ("h_next", -1.0, "h_next")):
+        bad = dict(good, method_state=dict(good["method_state"], **{field: value}))
+        with pytest.raises(StateError, match=text):
+            integ.restore(bad)
+        after = integ.state()
+        assert after["t"] == good["t"] and np.array_equal(after["y"], good["y"])
+        assert np.array_equal(after["method_state"]["f_cur"], good["method_state"]["f_cur"])
+    integ.advance(0.1)
+    assert integ.t == 0.1
+
+
+def test_explicit_kernel_constants_are_the_reference_constants():
+    from cosim.integrators import explicit, explicit_kernel
+    assert np.array_equal(explicit_kernel.DP_C, explicit.DP_C)
+    for s in range(6):
+        assert np.array_equal(explicit_kernel.DP_A[s, :s], explicit.DP_A[s])
+        assert not explicit_kernel.DP_A[s, s:].any()
+    for name in ("DP_B", "DP_E", "DP_P"):
+        assert np.array_equal(getattr(explicit_kernel, name), getattr(explicit, name)), name
+    for name in ("SAFETY", "MIN_FACTOR", "MAX_FACTOR", "MAX_REJECTIONS", "PROJECTION_TOL",
+                 "PROJECTION_MAX_ITER"):
+        assert getattr(explicit_kernel, name) == getattr(explicit, name), name

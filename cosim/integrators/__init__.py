@@ -29,6 +29,8 @@ COMPILED_REGISTRY = {
     "bdf": ".bdf_compiled:CompiledBDFIndex3",
     "bdf-i2": ".bdf_compiled:CompiledBDFIndex2",
     "bdf-i1": ".bdf_compiled:CompiledBDFIndex1",
+    "dopri5": ".explicit_compiled:CompiledDormandPrince",
+    "rk4": ".explicit_compiled:CompiledRK4",
 }
 
 

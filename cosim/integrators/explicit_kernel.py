@@ -1,0 +1,567 @@
+"""Explicit Runge-Kutta with constraint projection (dopri5, rk4) as pure
+functions on one flat state record — the compiled twin of
+:mod:`cosim.integrators.explicit` (seed 000 §6, eqs. 88-89).
+
+Same algorithm, step for step: stages of the index-1 form
+q' = v, [[M, C_qᵀ], [C_q, 0]] [q''; λ] = [Q; γ] (eq. 88, J of eq. 89 factorised
+once per evaluation with :mod:`dense_lu`), the Dormand-Prince 5(4) pair with
+FSAL and Shampine's dense output, or classical RK4 (fixed step, or step
+doubling with the Richardson estimate), the RMS error ratio, the step-size
+proposal, and after every accepted step the simplified-Newton projection onto
+C = 0 and C_q v + C_t = 0 with the last factor (one refactorisation allowed).
+The Python classes are the reference; ``tests/test_backends.py`` holds the two
+to the same step, rejection, evaluation and LU counts and to 1e-10.
+
+The record (everything the method remembers; a snapshot is two array copies):
+
+* ``S`` float64: scalars (slots below), then y, y_prev, q'', λ, f_cur (the
+  FSAL / first stage, valid when ``I[HAS_F]``), dense-output data (dopri5:
+  Q = Kᵀ P row-major (2n × 4) and the projection shift (2n); rk4: f0, f1);
+* ``I`` int64: sizes, the method, flags, statistics, the LU pivots;
+* ``LU`` float64 (n+m)²: the factor of J from the last evaluation (work space,
+  not state: every projection follows an evaluation in the same step).
+
+No exceptions inside: functions return status / cause codes that the thin
+wrapper (:mod:`cosim.integrators.explicit_compiled`) turns into the
+reference's error messages.  Model kernels are called as ``fns[k](…)``
+(:mod:`cosim.models.kernels` field order; bound by :mod:`cosim.jit`).
+"""
+import math
+
+import numpy as np
+
+from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
+
+EPS = 2.220446049250313e-16
+
+# -- algorithm constants (the same names and values as explicit.py) --------------
+SAFETY = 0.9
+MIN_FACTOR = 0.2
+MAX_FACTOR = 10.0
+MAX_REJECTIONS = 60
+PROJECTION_TOL = 1e-6
+PROJECTION_MAX_ITER = 8
+ORDER = 4                 # err ∝ h^(ORDER+1) for both methods
+DOPRI5 = 0
+RK4 = 1
+
+# Dormand-Prince 5(4) (Hairer-Nørsett-Wanner I, II.5), as explicit.DP_*
+DP_C = np.array([0.0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1.0])
+DP_A = np.array([
+    [0.0, 0.0, 0.0, 0.0, 0.0],
+    [1 / 5, 0.0, 0.0, 0.0, 0.0],
+    [3 / 40, 9 / 40, 0.0, 0.0, 0.0],
+    [44 / 45, -56 / 15, 32 / 9, 0.0, 0.0],
+    [19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729, 0.0],
+    [9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656],
+])
+DP_B = np.array([35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84])
+DP_E = np.array([-71 / 57600, 0.0, 71 / 16695, -71 / 1920, 17253 / 339200, -22 / 525, 1 / 40])
+DP_P = np.array([
+    [1.0, -8048581381 / 2820520608, 8663915743 / 2820520608, -12715105075 / 11282082432],
+    [0.0, 0.0, 0.0, 0.0],
+    [0.0, 131558114200 / 32700410799, -68118460800 / 10900136933, 87487479700 / 32700410799],
+    [0.0, -1754552775 / 470086768, 14199869525 / 1410260304, -10690763975 / 1880347072],
+    [0.0, 127303824393 / 49829197408, -318862633887 / 49829197408, 701980252875 / 199316789632],
+    [0.0, -282668133 / 205662961, 2019193451 / 616988883, -1453857185 / 822651844],
+    [0.0, 40617522 / 29380423, -110615467 / 29380423, 69997945 / 29380423],
+])
+
+# -- status codes (returned by step/advance) ---------------------------------------
+OK = 0
+STEP_FAILED = 1          # fixed step: "explicit step failed" (cause in I[CAUSE])
+TOO_SMALL = 2            # "step size became too small" (cause in I[CAUSE])
+NONFINITE_DERIVATIVE = 3  # f at the start of a step is not finite
+SINGULAR = 4             # J singular at the start of a step (ratio in S[F_CINFO], t in S[F_CT])
+NONFINITE_MATRIX = 5     # J has NaN/inf at the start of a step (t in S[F_CT])
+UNDERFLOW = 6            # the step no longer moves t
+STEP_BUDGET = 7          # max_steps steps without reaching the target (record restored)
+# entry modes (cosim.jit's generated entry)
+WHOLE_INTERVAL = 0
+RESTART = 1
+ONE_STEP = 2
+# causes of a rejected / failed trial step (the reference's exception texts)
+C_NONE = 0               # error ratio above 1 (in S[F_ERR])
+C_NONFINITE_SOLUTION = 1
+C_SINGULAR = 2           # J singular at S[F_CT] (pivot ratio S[F_CINFO])
+C_NONFINITE_MATRIX = 3   # J has NaN/inf at S[F_CT]
+C_POSITION = 4           # position projection did not converge at S[F_CT]
+C_VELOCITY = 5           # velocity projection did not converge at S[F_CT]
+C_RHS = 6                # rk4: f at the projected point is not finite
+
+# -- scalar slots of S -------------------------------------------------------------
+T, T_PREV, H_NEXT, RTOL, ATOL, H_FIXED, MAX_STEP, DENSE_H, F_T, F_H, F_ERR, F_CT, F_CINFO = range(13)
+N_SCALARS = 13
+# -- slots of I ----------------------------------------------------------------------
+I_N, I_M, METHOD, HAS_F, HAS_DENSE, PROJ_ITERS, CAUSE = range(7)
+STATS = 7                # steps, rejected, newton_iterations, residual_evaluations,
+N_STATS = 6              # jacobian_evaluations, lu_factorizations (base.STAT_KEYS order)
+ST_STEPS, ST_REJ, ST_NEWTON, ST_RES, ST_JAC, ST_LU = range(STATS, STATS + N_STATS)
+PIV = STATS + N_STATS
+
+
+def offsets(n, m):
+    """Start of y, y_prev, q'', λ, f_cur, dense data in S, and the total length."""
+    o_y = N_SCALARS
+    o_yp = o_y + 2 * n
+    o_qdd = o_yp + 2 * n
+    o_lam = o_qdd + n
+    o_f = o_lam + m
+    o_d = o_f + 2 * n
+    return o_y, o_yp, o_qdd, o_lam, o_f, o_d, o_d + 10 * n
+
+
+def int_length(n, m):
+    return PIV + n + m
+
+
+def state_view(S, I):
+    """(q, v, t) of the record, as views (the compiled entry's outputs)."""
+    n = I[I_N]
+    return S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T]
+
+
+def restart(fns, S, I, u, p):
+    """Integrator.restart: no FSAL stage, no dense output, t_prev = t, y_prev = y."""
+    n, m = I[I_N], I[I_M]
+    o_y, o_yp = offsets(n, m)[0], offsets(n, m)[1]
+    I[HAS_F] = 0
+    I[HAS_DENSE] = 0
+    S[T_PREV] = S[T]
+    S[o_yp:o_yp + 2 * n] = S[o_y:o_y + 2 * n]
+    return OK
+
+
+# ---------------------------------------------------------------------------------
+# the right-hand side (eq. 88) and the projection (seed 000 §6)
+# ---------------------------------------------------------------------------------
+def workspace(n, m):
+    """Work arrays of one advance() call: (q, v, M, C_q, Q, γ, rhs, C, C_t, stages K (7 × 2n),
+    y0, y_new, y_stage, y_proj, err/tmp, λ, k2, k3, k4, y_full, y_half, f_half, f)."""
+    n2 = 2 * n
+    return (np.zeros(n), np.zeros(n), np.zeros((n, n)), np.zeros((m, n)), np.zeros(n), np.zeros(m),
+            np.zeros(n + m), np.zeros(m), np.zeros(m), np.zeros((7, n2)),
+            np.zeros(n2), np.zeros(n2), np.zeros(n2), np.zeros(n2), np.zeros(n2), np.zeros(m),
+            np.zeros(n2), np.zeros(n2), np.zeros(n2), np.zeros(n2), np.zeros(n2), np.zeros(n2),
+            np.zeros(n2))
+
+
+def _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq):
+    """LU of J(q, t) = [[M, C_qᵀ], [C_q, 0]] (eq. 89) into LU / I[PIV] with the
+    singularity test of common.lu_factor; returns a cause code."""
+    N = n + m
+    for i in range(N):
+        for j in range(N):
+            LU[i, j] = 0.0
+    M[:, :] = 0.0
+    fns[0](q, t, p, M)
+    for i in range(n):
+        for j in range(n):
+            LU[i, j] = M[i, j]
+    if m > 0:
+        Cq[:, :] = 0.0
+        fns[3](q, t, p, Cq)
+        for k in range(m):
+            for i in range(n):
+                LU[i, n + k] = Cq[k, i]
+                LU[n + k, i] = Cq[k, i]
+    for i in range(N):
+        for j in range(N):
+            if not math.isfinite(LU[i, j]):
+                S[F_CT] = t
+                return C_NONFINITE_MATRIX
+    info = lu_factor_inplace(LU, I[PIV:PIV + N])
+    ratio = 0.0 if info != 0 else pivot_ratio(LU)
+    if ratio <= 1e-14:
+        S[F_CT] = t
+        S[F_CINFO] = ratio
+        return C_SINGULAR
+    I[ST_LU] += 1
+    return C_NONE
+
+
+def _evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
+    """f = y' = [v; q''] at (t, y) (eq. 88) and λ (IndexOneRHS.__call__); the
+    factor of J stays in LU.  Returns a cause code (C_NONE on success)."""
+    q, v, M, Cq, Q, g, rhs = w[0], w[1], w[2], w[3], w[4], w[5], w[6]
+    I[ST_RES] += 1
+    for i in range(n):
+        q[i] = y[i]
+        v[i] = y[n + i]
+    cause = _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq)
+    if cause != C_NONE:
+        return cause
+    Q[:] = 0.0
+    fns[1](q, v, t, u, p, Q)
+    for i in range(n):
+        rhs[i] = Q[i]
+    if m > 0:
+        g[:] = 0.0
+        fns[5](q, v, t, p, g)
+        for k in range(m):
+            rhs[n + k] = g[k]
+    lu_solve_inplace(LU, I[PIV:PIV + n + m], rhs)
+    for i in range(n):
+        f[i] = v[i]
+        f[n + i] = rhs[i]
+    for k in range(m):
+        lam[k] = rhs[n + k]
+    return C_NONE
+
+
+def _all_finite(x):
+    for i in range(x.shape[0]):
+        if not math.isfinite(x[i]):
+            return False
+    return True
+
+
+def _project(fns, S, I, LU, p, n, m, t, y_new, y_proj, w):
+    """IndexOneRHS.project: position then velocity projection of y_new into
+    y_proj with the factor in LU (one refactorisation at the current q per
+    stage if the simplified iteration is slow).  Returns a cause code."""
+    for i in range(2 * n):
+        y_proj[i] = y_new[i]
+    if m == 0:
+        return C_NONE
+    M, Cq, rhs, C, Ct = w[2], w[3], w[6], w[7], w[8]
+    q, v = w[0], w[1]
+    N = n + m
+    piv = I[PIV:PIV + N]
+    rtol, atol = S[RTOL], S[ATOL]
+    for i in range(n):
+        q[i] = y_new[i]
+        v[i] = y_new[n + i]
+    its = 0
+    done = False
+    for attempt in range(2):
+        for _ in range(PROJECTION_MAX_ITER):
+            C[:] = 0.0
+            fns[2](q, t, p, C)
+            for i in range(n):
+                rhs[i] = 0.0
+            for k in range(m):
+                rhs[n + k] = -C[k]
+            lu_solve_inplace(LU, piv, rhs)
+            finite = True
+            for i in range(n):
+                q[i] += rhs[i]
+                if not math.isfinite(rhs[i]):
+                    finite = False
+            its += 1
+            if not finite:
+                break
+            rel, big, qmax = 0.0, 0.0, 0.0
+            for i in range(n):
+                d = abs(rhs[i])
+                rel = max(rel, d / (rtol * abs(y_new[i]) + atol))
+                big = max(big, d)
+                qmax = max(qmax, abs(q[i]))
+            if rel <= PROJECTION_TOL or big <= 4 * EPS * max(1.0, qmax):
+                done = True
+                break
+        if done:
+            break
+        if attempt == 0:
+            cause = _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq)
+            if cause != C_NONE:
+                return cause
+    if not done:
+        S[F_CT] = t
+        return C_POSITION
+    done = False
+    for attempt in range(2):
+        for _ in range(PROJECTION_MAX_ITER):
+            Cq[:, :] = 0.0
+            fns[3](q, t, p, Cq)
+            Ct[:] = 0.0
+            fns[4](q, t, p, Ct)
+            for i in range(n):
+                rhs[i] = 0.0
+            for k in range(m):
+                s = 0.0
+                for i in range(n):
+                    s += Cq[k, i] * v[i]
+                rhs[n + k] = -(s + Ct[k])
+            lu_solve_inplace(LU, piv, rhs)
+            finite = True
+            for i in range(n):
+                v[i] += rhs[i]
+                if not math.isfinite(rhs[i]):
+                    finite = False
+            its += 1
+            if not finite:
+                break
+            rel, big, vmax = 0.0, 0.0, 0.0
+            for i in range(n):
+                d = abs(rhs[i])
+                rel = max(rel, d / (rtol * abs(y_new[n + i]) + atol))
+                big = max(big, d)
+                vmax = max(vmax, abs(v[i]))
+            if rel <= PROJECTION_TOL or big <= 4 * EPS * max(1.0, vmax):
+                done = True
+                break
+        if done:
+            break
+        if attempt == 0:
+            cause = _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq)
+            if cause != C_NONE:
+                return cause
+    if not done:
+        S[F_CT] = t
+        return C_VELOCITY
+    for i in range(n):
+        y_proj[i] = q[i]
+        y_proj[n + i] = v[i]
+    I[PROJ_ITERS] += its
+    return C_NONE
+
+
+# ---------------------------------------------------------------------------------
+# error estimate, trial steps
+# ---------------------------------------------------------------------------------
+def error_ratio(y, y_new, e, rtol, atol):
+    """RMS of e / (rtol·max(|y|, |y_new|) + atol) (ExplicitRungeKutta._error_ratio)."""
+    N = y.shape[0]
+    if N == 0:
+        return 0.0
+    s = 0.0
+    for i in range(N):
+        a, b = abs(y[i]), abs(y_new[i])
+        x = e[i] / (rtol * (a if a >= b else b) + atol)
+        s += x * x
+    return math.sqrt(s / N)
+
+
+def _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
+    """DormandPrince._attempt: stages in K (K[0] = f0 given), y_new, the FSAL
+    stage K[6] (its factor stays for the projection); returns (cause, err)."""
+    K, y_new, ys, e, lam = w[9], w[11], w[12], w[14], w[15]
+    n2 = 2 * n
+    for s in range(1, 6):
+        for i in range(n2):
+            acc = 0.0
+            for j in range(s):
+                acc += DP_A[s, j] * K[j, i]
+            ys[i] = y[i] + h * acc
+        cause = _evaluate(fns, S, I, LU, p, u, n, m, t + DP_C[s] * h, ys, K[s], lam, w)
+        if cause != C_NONE:
+            return cause, 0.0
+    for i in range(n2):
+        acc = 0.0
+        for j in range(6):
+            acc += DP_B[j] * K[j, i]
+        y_new[i] = y[i] + h * acc
+    cause = _evaluate(fns, S, I, LU, p, u, n, m, t + h, y_new, K[6], lam, w)
+    if cause != C_NONE or fixed:
+        return cause, 0.0
+    for i in range(n2):
+        acc = 0.0
+        for j in range(7):
+            acc += DP_E[j] * K[j, i]
+        e[i] = h * acc
+    return C_NONE, error_ratio(y, y_new, e, S[RTOL], S[ATOL])
+
+
+def _rk4(fns, S, I, LU, p, u, n, m, t, y, h, k1, out, w):
+    """One classical RK4 step from (t, y) with first stage k1 into out."""
+    ys, lam, k2, k3, k4 = w[12], w[15], w[16], w[17], w[18]
+    n2 = 2 * n
+    for i in range(n2):
+        ys[i] = y[i] + (0.5 * h) * k1[i]
+    cause = _evaluate(fns, S, I, LU, p, u, n, m, t + 0.5 * h, ys, k2, lam, w)
+    if cause != C_NONE:
+        return cause
+    for i in range(n2):
+        ys[i] = y[i] + (0.5 * h) * k2[i]
+    cause = _evaluate(fns, S, I, LU, p, u, n, m, t + 0.5 * h, ys, k3, lam, w)
+    if cause != C_NONE:
+        return cause
+    for i in range(n2):
+        ys[i] = y[i] + h * k3[i]
+    cause = _evaluate(fns, S, I, LU, p, u, n, m, t + h, ys, k4, lam, w)
+    if cause != C_NONE:
+        return cause
+    c = h / 6.0
+    for i in range(n2):
+        out[i] = y[i] + c * (((k1[i] + 2.0 * k2[i]) + 2.0 * k3[i]) + k4[i])
+    return C_NONE
+
+
+def _attempt_rk4(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
+    """RK4._attempt: one step (fixed) or step doubling with the Richardson
+    estimate (y_{h/2,h/2} − y_h)/15; returns (cause, err), y_new in w[11]."""
+    K, y_new, e, y_full, y_half, f_half = w[9], w[11], w[14], w[19], w[20], w[21]
+    f0 = K[0]
+    if fixed:
+        return _rk4(fns, S, I, LU, p, u, n, m, t, y, h, f0, y_new, w), 0.0
+    cause = _rk4(fns, S, I, LU, p, u, n, m, t, y, h, f0, y_full, w)
+    if cause != C_NONE:
+        return cause, 0.0
+    cause = _rk4(fns, S, I, LU, p, u, n, m, t, y, 0.5 * h, f0, y_half, w)
+    if cause != C_NONE:
+        return cause, 0.0
+    cause = _evaluate(fns, S, I, LU, p, u, n, m, t + 0.5 * h, y_half, f_half, w[15], w)
+    if cause != C_NONE:
+        return cause, 0.0
+    cause = _rk4(fns, S, I, LU, p, u, n, m, t + 0.5 * h, y_half, 0.5 * h, f_half, y_new, w)
+    if cause != C_NONE:
+        return cause, 0.0
+    for i in range(2 * n):
+        e[i] = (y_new[i] - y_full[i]) / 15.0
+    return C_NONE, error_ratio(y, y_new, e, S[RTOL], S[ATOL])
+
+
+# ---------------------------------------------------------------------------------
+# one step
+# ---------------------------------------------------------------------------------
+def step(fns, S, I, LU, u, p, t_limit, w):
+    """One accepted step ending at or before ``t_limit``
+    (ExplicitRungeKutta._step_inner).  Returns a status code; on failure
+    S[F_H] is the step size, I[CAUSE] / S[F_ERR] what made it fail."""
+    n, m = I[I_N], I[I_M]
+    n2 = 2 * n
+    o_y, o_yp, o_qdd, o_lam, o_f, o_d, _ = offsets(n, m)
+    K, y, y_new, y_proj, lam, f = w[9], w[10], w[11], w[13], w[15], w[22]
+    dopri = I[METHOD] == DOPRI5
+    t = S[T]
+    for i in range(n2):
+        y[i] = S[o_y + i]
+    # f at the current point (FSAL stage when available): _derivative_at_current
+    if I[HAS_F] == 0:
+        cause = _evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w)
+        if cause == C_SINGULAR:
+            return SINGULAR
+        if cause == C_NONFINITE_MATRIX:
+            return NONFINITE_MATRIX
+        if not _all_finite(f):
+            S[F_H] = 0.0
+            return NONFINITE_DERIVATIVE
+        S[o_f:o_f + n2] = f
+        S[o_qdd:o_qdd + n] = f[n:]
+        S[o_lam:o_lam + m] = lam
+        I[HAS_F] = 1
+    for i in range(n2):
+        K[0, i] = S[o_f + i]
+    fixed = S[H_FIXED] > 0.0
+    h_prop = S[H_FIXED] if fixed else S[H_NEXT]
+    # Integrator._clamp_step
+    h = min(h_prop, S[MAX_STEP])
+    remaining = t_limit - t
+    if not h > 4.0 * EPS * abs(t) and h < remaining:
+        S[F_H] = h
+        return UNDERFLOW
+    if fixed:
+        lands = h >= remaining - 1e-6 * h
+    else:
+        lands = h >= remaining or remaining - h < 0.25 * h
+    if lands:
+        h = remaining
+    h_min = 1e-12 * max(1.0, abs(t))
+    rejected = False
+    rejections = 0
+    err = 0.0
+    t_new = t
+    while True:
+        t_new = t_limit if lands else t + h
+        if dopri:
+            cause, err = _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w)
+        else:
+            cause, err = _attempt_rk4(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w)
+        if cause == C_NONE and not (_all_finite(y_new) and math.isfinite(err)):
+            cause = C_NONFINITE_SOLUTION
+        if cause == C_NONE and err <= 1.0:
+            cause = _project(fns, S, I, LU, p, n, m, t_new, y_new, y_proj, w)
+            if cause == C_NONE and not dopri:
+                # RK4._after_projection: f at the projected point, the next k1
+                cause = _evaluate(fns, S, I, LU, p, u, n, m, t_new, y_proj, f, lam, w)
+                if cause == C_NONE and not _all_finite(f):
+                    cause = C_RHS
+        if cause == C_NONE and err <= 1.0:
+            break
+        I[CAUSE] = cause
+        S[F_ERR] = err
+        if fixed:
+            S[F_H] = h
+            return STEP_FAILED
+        I[ST_REJ] += 1
+        rejections += 1
+        if cause != C_NONE:
+            factor = 0.5
+        else:
+            factor = max(MIN_FACTOR, SAFETY * err ** (-1.0 / (ORDER + 1)))
+        h *= factor
+        lands = False
+        rejected = True
+        if h < h_min or rejections > MAX_REJECTIONS:
+            S[F_H] = h
+            return TOO_SMALL
+    # accept
+    S[T_PREV] = t
+    S[o_yp:o_yp + n2] = y
+    S[T] = t_new
+    S[o_y:o_y + n2] = y_proj
+    if dopri:
+        # FSAL: f(ŷ) with q' = v of the projected point; dense Q = Kᵀ P, shift = y_proj − ŷ
+        for i in range(n):
+            S[o_f + i] = y_proj[n + i]
+            S[o_f + n + i] = K[6, n + i]
+            S[o_qdd + i] = K[6, n + i]
+        for i in range(n2):
+            for j in range(4):
+                acc = 0.0
+                for s in range(7):
+                    acc += K[s, i] * DP_P[s, j]
+                S[o_d + 4 * i + j] = acc
+            S[o_d + 8 * n + i] = y_proj[i] - y_new[i]
+    else:
+        for i in range(n2):
+            S[o_d + i] = K[0, i]          # f0: f_cur at the start
+            S[o_d + n2 + i] = f[i]        # f1: f at the projected end point
+            S[o_f + i] = f[i]
+        for i in range(n):
+            S[o_qdd + i] = f[n + i]
+    S[o_lam:o_lam + m] = lam
+    S[DENSE_H] = h
+    I[HAS_DENSE] = 1
+    I[HAS_F] = 1
+    I[ST_STEPS] += 1
+    if fixed:
+        S[H_NEXT] = S[H_FIXED]
+        return OK
+    if err == 0.0:
+        factor = MAX_FACTOR
+    else:
+        factor = min(MAX_FACTOR, SAFETY * err ** (-1.0 / (ORDER + 1)))
+    if rejected:
+        factor = min(1.0, factor)
+    h_new = h * factor
+    if lands and h < h_prop and not rejected:
+        h_new = max(h_new, h_prop)  # a step cut by the target says nothing new
+    S[H_NEXT] = min(h_new, S[MAX_STEP])
+    return OK
+
+
+def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
+    """Steps until t = t_target (exactly) or ``max_steps`` steps were taken
+    (with ``whole``: not reaching the target is the failure STEP_BUDGET).
+    On failure S and I are as on entry (all or nothing) except the failure
+    slots F_T (t of the failing step), F_H, F_ERR, F_CT, F_CINFO, I[CAUSE]."""
+    n, m = I[I_N], I[I_M]
+    S0, I0 = S.copy(), I.copy()
+    w = workspace(n, m)
+    k = 0
+    status = OK
+    while S[T] < t_target and k < max_steps:
+        status = step(fns, S, I, LU, u, p, t_target, w)
+        if status != OK:
+            break
+        k += 1
+    if status == OK and whole and S[T] < t_target:
+        status = STEP_BUDGET
+    if status != OK:
+        t_fail, h, e, ct, ci, cause = S[T], S[F_H], S[F_ERR], S[F_CT], S[F_CINFO], I[CAUSE]
+        S[:] = S0
+        I[:] = I0
+        S[F_T], S[F_H], S[F_ERR], S[F_CT], S[F_CINFO], I[CAUSE] = t_fail, h, e, ct, ci, cause
+    return status
