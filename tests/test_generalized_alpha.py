@@ -199,15 +199,16 @@ def test_newton_iterations_per_step_stay_bounded_as_h_shrinks(model_name, h):
 def _wp_error(model_name, rtol):
     """Mixed error max|Δq|/max(1,|q_ref|) at the end time of benchmarks/work_precision.py
     (Andrews t = 0.03 against the IVP test set, pendulum t = 3 against DOP853 at
-    1e-12), atol = rtol/100; compiled backend where it exists (same counts and
-    1e-10 agreement as the reference: tests/test_backends.py)."""
+    1e-12), atol = rtol/100; compiled backend where it exists (within the
+    reference's 1e-15 perturbation spread: tests/test_backends.py)."""
     if model_name == "andrews":
         from cosim.models.andrews import REFERENCE_Q as q_ref, REFERENCE_T as t_end
     else:
         t_end = 3.0
         q_ref = pendulum_reference(t_end)[0]
+    # the default (tolerance_proportional on since issue 12)
     ig = make_integrator(load_model(model_name), "generalized-alpha", backend="auto",
-                         rtol=rtol, atol=rtol / 100, tolerance_proportional=True)
+                         rtol=rtol, atol=rtol / 100)
     ig.initialize(0.0)
     ig.advance(t_end)
     return float(np.max(np.abs(ig.q - q_ref) / np.maximum(1.0, np.abs(q_ref))))
@@ -215,10 +216,11 @@ def _wp_error(model_name, rtol):
 
 # err/rtol measured with 8 starts perturbed by 1e-15 (python
 # benchmarks/work_precision.py --models andrews pendulum --methods
-# generalized-alpha --backend numba --method-option
-# generalized-alpha:tolerance_proportional=true): Andrews 1.03, 0.61, 0.49,
-# 0.39, 0.27, 0.46, 0.67 at rtol 1e-3 … 1e-9 (spread ≤ 1.47); pendulum
-# 2.2-2.7 (spread ≤ 1.04); slope over 1e-3, 1e-5, 1e-7: 1.15 / 1.00.
+# generalized-alpha --backend numba --starts 8): Andrews 1.03, 0.61, 0.49,
+# 0.39, 0.27, 0.45, 0.78 at rtol 1e-3 … 1e-9 (spread ≤ 1.26; against the IVP
+# test set's q(0.03), 9.1e-11 from the benchmark's DOP853 reference: no
+# difference at these errors); pendulum 2.2-2.8 (spread ≤ 1.04); slope over
+# 1e-3, 1e-5, 1e-7: 1.15 / 1.00.
 # Bands: ≥ 2× beyond the measured values and their spread.
 ERR_BAND = {"andrews": (0.09, 2.1), "pendulum": (1.1, 5.4)}
 

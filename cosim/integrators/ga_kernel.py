@@ -437,7 +437,7 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
         if n_j == 1 or old_norm < 0.0:
             sigma = 0.0
         elif dnorm > 0.9 * old_norm:
-            if S[H_FIXED] > 0.0 and _norm(F, n, m, scale_r, CqT, lam_scale_r) < NEWTON_TOL:
+            if _norm(F, n, m, scale_r, CqT, lam_scale_r) < NEWTON_TOL:
                 S[SIGMA] = sigma   # stalled at the rounding level: converged
                 return True, it, OK
             I[NEED_JAC] = 1
