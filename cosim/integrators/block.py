@@ -246,7 +246,7 @@ class LStableBlock(MultibodyIntegrator):
         if not (math.isfinite(tol) and 0.0 < tol < 1.0):
             raise InvalidInputError(f"newton_tol must be in (0, 1), got {o['newton_tol']!r}")
         o.update(r=r_int, index=int(index), pade_k=int(k), newton_tol=tol,
-                 error_estimate=bool(o["error_estimate"]))
+                 error_estimate=o["error_estimate"])
         self.r, self.index, self.pade_k = r_int, int(index), int(k)
         self.c = block_nodes(r_int, nodes)
         self.B, self.d = block_coefficients(self.c, self.pade_k)
