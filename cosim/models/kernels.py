@@ -78,7 +78,6 @@ class MultibodyKernels:
 
 
 COMPILED_FIELDS = tuple(f.name for f in fields(MultibodyKernels))[:10]  # mass … outputs
-NONHOLONOMIC_FIELDS = tuple(f.name for f in fields(MultibodyKernels))[10:]
 
 
 def no_mass_jacobian(q, a, t, p, J):
