@@ -210,7 +210,8 @@ def test_backend_choice_and_fallback_are_announced():
     with pytest.warns(BackendFallbackWarning, match="has no compiled kernel yet"):
         sim = cosim.Simulation(model="pendulum", method="spark", h=1e-3, backend="numba")
     assert sim.backend == "python"
-    # a model without kernels runs on the reference under "auto" (no warning needed)
+    # a model the compiled kernel cannot run (knife_edge: nonholonomic rows) runs on the
+    # reference under "auto" (no warning needed; Simulation.backend_reason says why)
     assert cosim.Simulation(model="knife_edge", method="generalized-alpha").backend == "python"
     assert cosim.Simulation(model="two_link", method="generalized-alpha").backend == "numba"
 

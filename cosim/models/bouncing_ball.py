@@ -20,11 +20,58 @@ import math
 
 import numpy as np
 
-from .base import Event, MultibodyModel, Parameter, Signal
+from .base import Event, Parameter, Signal
+from .kernels import KernelModel, MultibodyKernels, no_mass_jacobian
 from .ranges import NONNEGATIVE, POSITIVE, UNIT_INTERVAL
 
+# -- kernels: p = (m, g); outputs arrive zero-filled ------------------------------------
+# The continuous equations only: the switching functions and jump maps (events)
+# stay in Python (cosim.simulation locates them on the integrator's dense output).
 
-class BouncingBall(MultibodyModel):
+
+def mass(q, t, p, M):
+    M[0, 0] = p[0]
+
+
+def forces(q, v, t, u, p, Q):
+    """Gravity and the input force: m q'' = −m g + f."""
+    Q[0] = -p[0] * p[1] + u[0]
+
+
+def force_jacobians(q, v, t, u, p, Qq, Qv):
+    """Q does not depend on q or v."""
+
+
+def constraints(q, t, p, C):
+    """No constraints (n_c = 0)."""
+
+
+def constraint_jacobian(q, t, p, Cq):
+    """No constraints."""
+
+
+def constraint_dt(q, t, p, Ct):
+    """No constraints."""
+
+
+def gamma(q, v, t, p, g):
+    """No constraints."""
+
+
+def constraint_force_jacobian(q, lam, t, p, H):
+    """No constraints."""
+
+
+def outputs(q, v, t, u, p, y):
+    y[0] = q[0]
+    y[1] = v[0]
+
+
+KERNELS = MultibodyKernels(mass, forces, constraints, constraint_jacobian, constraint_dt, gamma,
+                           force_jacobians, constraint_force_jacobian, no_mass_jacobian, outputs)
+
+
+class BouncingBall(KernelModel):
     name = "bouncing_ball"
     description = "ball bouncing on the ground: impact events with restitution and a terminal stop (seed 001 §3.7)"
     coordinates = ("height",)
@@ -40,30 +87,16 @@ class BouncingBall(MultibodyModel):
     outputs = (Signal("height", "m"), Signal("velocity", "m/s"))
     events = (Event("impact", direction=-1), Event("stop", direction=-1, terminal=True))
     constant_mass = True
+    kernel_set = KERNELS
 
     parameter_ranges = {"m": POSITIVE, "g": POSITIVE, "e": UNIT_INTERVAL, "h0": NONNEGATIVE,
                         "v_stop": NONNEGATIVE}
 
-    def setup(self):
-        self._M = np.array([[self.params["m"]]])
+    def kernel_parameters(self):
+        return [self.params["m"], self.params["g"]]
 
     def initial_state(self):
         return np.array([self.params["h0"]]), np.array([self.params["v0"]])
-
-    def mass(self, q, t):
-        return self._M
-
-    def forces(self, q, v, t, u):
-        return np.array([-self.params["m"] * self.params["g"] + u[0]])
-
-    def force_jacobians(self, q, v, t, u):
-        return np.zeros((1, 1)), np.zeros((1, 1))
-
-    def gamma(self, q, v, t):
-        return np.zeros(0)
-
-    def outputs_qv(self, t, q, v, u):
-        return np.array([q[0], v[0]])
 
     def potential_energy(self, q, t=0.0):
         return self.params["m"] * self.params["g"] * q[0]

@@ -27,6 +27,17 @@ arrive zero-filled.  Kernels use only what numba compiles: scalar math,
     mass_jacobian_term(q, a, t, p, J)      J = (M(q) a)_q: (n, n); None for constant mass
     outputs(q, v, t, u, p, y)              y: (n_out,) the model's outputs (optional):
                                            the compiled step computes them with the state
+
+Nonholonomic constraints G = B(q, t) v + b(q, t) = 0 (seed 000 §7, eq. 93), all
+optional, n_g = len(nonholonomic_names); the Python methods of the same names
+are derived from them (the compiled integrators do not run nonholonomic
+models yet: these kernels are not part of a compiled entry):
+
+    nonholonomic_matrix(q, t, p, B)                  B: (n_g, n)
+    nonholonomic_offset(q, t, p, b)                  b: (n_g,)
+    nonholonomic_gamma(q, v, t, p, g)                g: (n_g,)  B q'' = γ_G = −(B' v + b')
+    nonholonomic_force_jacobian(q, mu, t, p, H)      H = (Bᵀ μ)_q: (n, n)
+    nonholonomic_velocity_jacobian(q, v, t, p, J)    J = (B v + b)_q: (n_g, n)
 """
 from __future__ import annotations
 
@@ -51,12 +62,22 @@ class MultibodyKernels:
     constraint_force_jacobian: Optional[Callable] = None
     mass_jacobian_term: Optional[Callable] = None
     outputs: Optional[Callable] = None
+    # nonholonomic rows (module docstring): Python only, not in functions()
+    nonholonomic_matrix: Optional[Callable] = None
+    nonholonomic_offset: Optional[Callable] = None
+    nonholonomic_gamma: Optional[Callable] = None
+    nonholonomic_force_jacobian: Optional[Callable] = None
+    nonholonomic_velocity_jacobian: Optional[Callable] = None
 
     def functions(self):
-        """The kernels in field order, the no-op defaults standing for missing ones
-        (their position is their name ``_k<i>`` in the compiled entry)."""
+        """The kernels of a compiled entry in field order, the no-op defaults
+        standing for missing ones (their position is their name ``_k<i>`` in
+        the entry, the outputs kernel last)."""
         defaults = {"mass_jacobian_term": no_mass_jacobian, "outputs": no_outputs}
-        return tuple(getattr(self, f.name) or defaults.get(f.name) for f in fields(self))
+        return tuple(getattr(self, name) or defaults.get(name) for name in COMPILED_FIELDS)
+
+
+COMPILED_FIELDS = tuple(f.name for f in fields(MultibodyKernels))[:10]  # mass … outputs
 
 
 def no_mass_jacobian(q, a, t, p, J):
@@ -258,3 +279,66 @@ class KernelModel(MultibodyModel):
         J = np.zeros((n, n))
         self.kernel_set.mass_jacobian_term(self._f(q), self._f(a), float(t), self._p, J)
         return J
+
+    # -- nonholonomic rows G = B(q, t) v + b(q, t) = 0 (seed 000 §7) ----------------------
+    @property
+    def n_g(self):
+        return len(self.nonholonomic_names)
+
+    def nonholonomic_matrix(self, q, t):
+        kernel = self.kernel_set.nonholonomic_matrix
+        if kernel is None:
+            return self._no_nonholonomic_kernel("nonholonomic_matrix", MultibodyModel.nonholonomic_matrix,
+                                                q, t)
+        if not self._plain(q, t):
+            return self._generic(kernel, (self.n_g, self.n_q), q, t)
+        B = np.zeros((self.n_g, self.n_q))
+        kernel(self._f(q), float(t), self._p, B)
+        return B
+
+    def nonholonomic_offset(self, q, t):
+        kernel = self.kernel_set.nonholonomic_offset
+        if kernel is None:
+            return MultibodyModel.nonholonomic_offset(self, q, t)  # b = 0
+        if not self._plain(q, t):
+            return self._generic(kernel, self.n_g, q, t)
+        b = np.zeros(self.n_g)
+        kernel(self._f(q), float(t), self._p, b)
+        return b
+
+    def nonholonomic_gamma(self, q, v, t):
+        """γ_G of B q'' = γ_G (the accelerations' nonholonomic rows)."""
+        kernel = self.kernel_set.nonholonomic_gamma
+        if kernel is None:
+            return self._no_nonholonomic_kernel("nonholonomic_gamma", None, q, t)
+        g = np.zeros(self.n_g)
+        kernel(self._f(q), self._f(v), float(t), self._p, g)
+        return g
+
+    def nonholonomic_force_jacobian(self, q, mu, t):
+        """(Bᵀ μ)_q, or None (differences: cosim.integrators.generalized_alpha)."""
+        kernel = self.kernel_set.nonholonomic_force_jacobian
+        if kernel is None:
+            return None
+        H = np.zeros((self.n_q, self.n_q))
+        kernel(self._f(q), self._f(mu), float(t), self._p, H)
+        return H
+
+    def nonholonomic_velocity_jacobian(self, q, v, t):
+        """(B v + b)_q, or None (differences: cosim.integrators.generalized_alpha)."""
+        kernel = self.kernel_set.nonholonomic_velocity_jacobian
+        if kernel is None:
+            return None
+        J = np.zeros((self.n_g, self.n_q))
+        kernel(self._f(q), self._f(v), float(t), self._p, J)
+        return J
+
+    def _no_nonholonomic_kernel(self, name, default, q, t):
+        """A model without nonholonomic rows: the base class's empty answer; one that
+        declares rows must give the kernel."""
+        if not self.n_g and default is not None:
+            return default(self, q, t)
+        if not self.n_g:
+            return np.zeros(0)
+        self._missing(f"kernel_set.{name}", f"the kernel of {name} for the nonholonomic constraints "
+                      f"{list(self.nonholonomic_names)} (cosim.models.kernels)")

@@ -22,11 +22,100 @@ The energy T + V with V = −m g sin α · x is conserved.
 """
 import numpy as np
 
-from .base import MultibodyModel, Parameter, Signal
+from .base import Parameter, Signal
+from .kernels import KernelModel, MultibodyKernels, no_mass_jacobian
 from .ranges import POSITIVE
 
+# -- kernels: p = (m, J, g, alpha); outputs arrive zero-filled ---------------------------
+# ``np.sin``/``np.cos`` (not ``math``): the Python methods derived from these kernels
+# give the bits of the former numpy methods and accept complex / hyper-dual numbers.
 
-class KnifeEdge(MultibodyModel):
+
+def mass(q, t, p, M):
+    """M = diag(m, m, J)."""
+    M[0, 0] = M[1, 1] = p[0]
+    M[2, 2] = p[1]
+
+
+def forces(q, v, t, u, p, Q):
+    """Gravity down the slope (+x), the push along the blade, the steering torque."""
+    c, s = np.cos(q[2]), np.sin(q[2])
+    Q[0] = p[0] * p[2] * np.sin(p[3]) + u[0] * c
+    Q[1] = u[0] * s
+    Q[2] = u[1]
+
+
+def force_jacobians(q, v, t, u, p, Qq, Qv):
+    """Only the push direction depends on θ; Q_v = 0."""
+    Qq[0, 2] = -u[0] * np.sin(q[2])
+    Qq[1, 2] = u[0] * np.cos(q[2])
+
+
+def constraints(q, t, p, C):
+    """No holonomic constraints (n_c = 0)."""
+
+
+def constraint_jacobian(q, t, p, Cq):
+    """No holonomic constraints."""
+
+
+def constraint_dt(q, t, p, Ct):
+    """No holonomic constraints."""
+
+
+def gamma(q, v, t, p, g):
+    """No holonomic constraints."""
+
+
+def constraint_force_jacobian(q, lam, t, p, H):
+    """No holonomic constraints."""
+
+
+def outputs(q, v, t, u, p, y):
+    """Heading, speed along the blade, velocity across it (side slip)."""
+    c, s = np.cos(q[2]), np.sin(q[2])
+    y[0] = q[2]
+    y[1] = c * v[0] + s * v[1]
+    y[2] = -s * v[0] + c * v[1]
+
+
+# -- nonholonomic constraint G = B(q) v + b = 0 (seed 000 eq. 93) -------------------------
+def nonholonomic_matrix(q, t, p, B):
+    """B = [−sin θ, cos θ, 0]: no velocity across the blade."""
+    B[0, 0] = -np.sin(q[2])
+    B[0, 1] = np.cos(q[2])
+
+
+def nonholonomic_offset(q, t, p, b):
+    """b = 0."""
+
+
+def nonholonomic_gamma(q, v, t, p, g):
+    """γ_G = −(B' v + b') so that B q'' = γ_G: here θ'(cos θ x' + sin θ y')."""
+    c, s = np.cos(q[2]), np.sin(q[2])
+    g[0] = v[2] * (c * v[0] + s * v[1])
+
+
+def nonholonomic_force_jacobian(q, mu, t, p, H):
+    """(Bᵀ μ)_q."""
+    c, s = np.cos(q[2]), np.sin(q[2])
+    H[0, 2] = -c * mu[0]
+    H[1, 2] = -s * mu[0]
+
+
+def nonholonomic_velocity_jacobian(q, v, t, p, J):
+    """(B v + b)_q."""
+    c, s = np.cos(q[2]), np.sin(q[2])
+    J[0, 2] = -c * v[0] - s * v[1]
+
+
+KERNELS = MultibodyKernels(mass, forces, constraints, constraint_jacobian, constraint_dt, gamma,
+                           force_jacobians, constraint_force_jacobian, no_mass_jacobian, outputs,
+                           nonholonomic_matrix, nonholonomic_offset, nonholonomic_gamma,
+                           nonholonomic_force_jacobian, nonholonomic_velocity_jacobian)
+
+
+class KnifeEdge(KernelModel):
     name = "knife_edge"
     description = "planar knife edge on an inclined plane, one nonholonomic constraint (seed 000 §7)"
     coordinates = ("x", "y", "theta")
@@ -53,11 +142,11 @@ class KnifeEdge(MultibodyModel):
     )
     constant_mass = True
     conservative = True  # with zero inputs: `cosim check` checks dE/dt = 0
+    kernel_set = KERNELS
 
-    def setup(self):
+    def kernel_parameters(self):
         p = self.params
-        self._M = np.diag([p["m"], p["m"], p["J"]])
-        self._zero = np.zeros((3, 3))
+        return [p["m"], p["J"], p["g"], p["alpha"]]
 
     def initial_state(self):
         p = self.params
@@ -66,53 +155,7 @@ class KnifeEdge(MultibodyModel):
         v = np.array([u0 * np.cos(th), u0 * np.sin(th), p["omega0"]])
         return q, v
 
-    def mass(self, q, t):
-        return self._M
-
-    def forces(self, q, v, t, u):
-        p = self.params
-        c, s = np.cos(q[2]), np.sin(q[2])
-        return np.array([p["m"] * p["g"] * np.sin(p["alpha"]) + u[0] * c, u[0] * s, u[1]])
-
-    def force_jacobians(self, q, v, t, u):
-        Qq = np.zeros((3, 3))
-        Qq[0, 2] = -u[0] * np.sin(q[2])
-        Qq[1, 2] = u[0] * np.cos(q[2])
-        return Qq, self._zero
-
-    def gamma(self, q, v, t):
-        return np.zeros(0)
-
-    # -- nonholonomic constraint G = B(q) v + b = 0 --------------------------------
-    def nonholonomic_matrix(self, q, t):
-        return np.array([[-np.sin(q[2]), np.cos(q[2]), 0.0]])
-
-    def nonholonomic_offset(self, q, t):
-        return np.zeros(1)
-
-    def nonholonomic_gamma(self, q, v, t):
-        """γ_G = −(B' v + b') so that B q'' = γ_G: here θ'(cos θ x' + sin θ y')."""
-        c, s = np.cos(q[2]), np.sin(q[2])
-        return np.array([v[2] * (c * v[0] + s * v[1])])
-
-    def nonholonomic_force_jacobian(self, q, mu, t):
-        """(Bᵀ μ)_q."""
-        c, s = np.cos(q[2]), np.sin(q[2])
-        jac = np.zeros((3, 3))
-        jac[0, 2] = -c * mu[0]
-        jac[1, 2] = -s * mu[0]
-        return jac
-
-    def nonholonomic_velocity_jacobian(self, q, v, t):
-        """(B v + b)_q."""
-        c, s = np.cos(q[2]), np.sin(q[2])
-        return np.array([[0.0, 0.0, -c * v[0] - s * v[1]]])
-
-    # -- outputs, energy, exact solution ------------------------------------------------
-    def outputs_qv(self, t, q, v, u):
-        c, s = np.cos(q[2]), np.sin(q[2])
-        return np.array([q[2], c * v[0] + s * v[1], -s * v[0] + c * v[1]])
-
+    # -- energy, exact solution ---------------------------------------------------------
     def potential_energy(self, q, t=0.0):
         p = self.params
         return -p["m"] * p["g"] * np.sin(p["alpha"]) * q[0]
