@@ -62,6 +62,9 @@ def supports(model):
         return f"model {model.name!r} overrides {', '.join(overridden)} of its kernels"
     if getattr(model, "nonholonomic_names", ()):
         return f"model {model.name!r} has nonholonomic constraints (not in the compiled kernel yet)"
+    if not jit.entry_loaded(K, kernels().functions()):  # (an FMU's deleted unzip folder)
+        from . import dense_lu  # noqa: PLC0415
+        return jit.sources_unreadable((K, dense_lu), kernels().functions())
     return None
 
 
