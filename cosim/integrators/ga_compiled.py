@@ -47,6 +47,15 @@ def _model_entries(model):
 
 def supports(model):
     """Why the compiled generalized-α cannot run ``model`` (None: it can)."""
+    reason = model_supported(model)
+    if reason is None and not jit.entry_loaded(K, model.kernels().functions()):
+        from . import dense_lu  # noqa: PLC0415  (an FMU's deleted unzip folder)
+        reason = jit.sources_unreadable((K, dense_lu), model.kernels().functions())
+    return reason
+
+
+def model_supported(model):
+    """Why no compiled method can run ``model`` (None: its kernels describe it)."""
     kernels = getattr(model, "kernels", None)
     if kernels is None or kernels() is None:
         why = getattr(model, "kernels_unavailable", lambda: None)()  # KernelModel: generated ones
@@ -62,9 +71,6 @@ def supports(model):
         return f"model {model.name!r} overrides {', '.join(overridden)} of its kernels"
     if getattr(model, "nonholonomic_names", ()):
         return f"model {model.name!r} has nonholonomic constraints (not in the compiled kernel yet)"
-    if not jit.entry_loaded(K, kernels().functions()):  # (an FMU's deleted unzip folder)
-        from . import dense_lu  # noqa: PLC0415
-        return jit.sources_unreadable((K, dense_lu), kernels().functions())
     return None
 
 
