@@ -149,6 +149,21 @@ def independent_constraints(Cq, tol=1e-9):
     return np.sort(piv[:rank])
 
 
+_PERTURBATIONS = {}  # n -> the three fixed-seed directions of the singularity test
+
+
+def _perturbations(n):
+    """Three standard-normal directions in R^n from the fixed seed 12345 (the same
+    every run; made once per n, as a generator costs more than the rank test)."""
+    if n not in _PERTURBATIONS:
+        rng = np.random.default_rng(12345)
+        directions = tuple(rng.standard_normal(n) for _ in range(3))
+        for d in directions:
+            d.flags.writeable = False
+        _PERTURBATIONS[n] = directions
+    return _PERTURBATIONS[n]
+
+
 def _weights(name, w, n):
     if w is None:
         return np.ones(n)
@@ -195,9 +210,9 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
     Wv = _weights("weights_v", weights_v, n)
     report_warnings = []
     full_model = model
-    # C, C_q, C_t at (q0, t0), reused below while q is still q0 (the same function at
-    # the same arguments: the same values, one evaluation instead of three)
-    _, _, C0, Cq0, Ct0, _ = check_terms(model, t0, q0, v0, u)
+    # M, C, C_q, C_t at (q0, t0), reused below while q is still q0 (the same function at
+    # the same arguments: the same values, one evaluation instead of up to four)
+    M0, _, C0, Cq0, Ct0, _ = check_terms(model, t0, q0, v0, u)
 
     # 1. redundant constraints
     redundant = ()
@@ -211,11 +226,10 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
     # 2. singular configuration: rank test at perturbed configurations
     singular = False
     if check_singular and full_model.n_c:
-        rng = np.random.default_rng(12345)
         scale = 1e-3 * max(1.0, float(np.max(np.abs(q0))))
         ranks = {keep.size if full_model.n_c else 0}
-        for _ in range(3):
-            qp = q0 + scale * rng.standard_normal(n)
+        for direction in _perturbations(n):
+            qp = q0 + scale * direction
             ranks.add(independent_constraints(full_model.constraint_jacobian(qp, t0), rank_tol).size)
         if len(ranks) > 1:
             singular = True
@@ -282,7 +296,8 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
         v = sol[:n]
 
     # 5. accelerations and multipliers, eq. 10
-    qdd, lam = consistent_accelerations(model, t0, q, v, u)
+    qdd, lam = (consistent_accelerations(model, t0, q, v, u, M=M0, Cq=Cq0) if at_q0 else
+                consistent_accelerations(model, t0, q, v, u))
     dq = float(np.max(np.abs(q - q0))) if n else 0.0
     dv = float(np.max(np.abs(v - v0))) if n else 0.0
     moved_q = dq > REPAIR_TOLERANCE * max(1.0, float(np.max(np.abs(q0))) if n else 1.0)
