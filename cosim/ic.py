@@ -72,6 +72,7 @@ class ReducedConstraints:
         return self._model.energy(t, y, u)
 
 
+_GEQP3 = sla.get_lapack_funcs(("geqp3",), (np.zeros(1),))
 REPAIR_TOLERANCE = 1e-10  # a change below this (relative) is rounding, not a repair
 
 
@@ -132,12 +133,35 @@ def independent_constraints(Cq, tol=1e-9):
     m = Cq.shape[0]
     if m == 0:
         return np.zeros(0, dtype=int)
-    _, R, piv = sla.qr(Cq.T, mode="economic", pivoting=True)
-    d = np.abs(np.diag(R))
+    # LAPACK dgeqp3 directly (what scipy.linalg.qr(pivoting=True) calls, with its workspace
+    # query, so the same R and pivots): scipy's wrapper costs ~5x the factorisation here
+    a = np.array(np.asarray_chkfinite(Cq, dtype=float).T, order="F")
+    geqp3 = _GEQP3[0]
+    lwork = int(geqp3(a, lwork=-1)[3][0])
+    qr, jpvt, _, _, info = geqp3(a, lwork=max(lwork, 1), overwrite_a=1)
+    if info != 0:
+        raise ValueError(f"column-pivoted QR of the constraint Jacobian failed (LAPACK info {info})")
+    piv = jpvt - 1
+    d = np.abs(np.diag(qr)[:min(qr.shape)])
     if d.size == 0 or d[0] == 0.0:
         return np.zeros(0, dtype=int)
     rank = int(np.sum(d > tol * d[0]))
     return np.sort(piv[:rank])
+
+
+_PERTURBATIONS = {}  # n -> the three fixed-seed directions of the singularity test
+
+
+def _perturbations(n):
+    """Three standard-normal directions in R^n from the fixed seed 12345 (the same
+    every run; made once per n, as a generator costs more than the rank test)."""
+    if n not in _PERTURBATIONS:
+        rng = np.random.default_rng(12345)
+        directions = tuple(rng.standard_normal(n) for _ in range(3))
+        for d in directions:
+            d.flags.writeable = False
+        _PERTURBATIONS[n] = directions
+    return _PERTURBATIONS[n]
 
 
 def _weights(name, w, n):
@@ -151,7 +175,8 @@ def _weights(name, w, n):
 
 def check_terms(model, t, q, v, u):
     """Shapes and finiteness of M, Q, C, C_q, C_t, γ at the start: an error names
-    the method, the model and the time (a wrong model fails here, not in Newton)."""
+    the method, the model and the time (a wrong model fails here, not in Newton).
+    Returns the six values (copies), for reuse at the same (q, v, t)."""
     n, m = model.n_q, model.n_c
     calls = (("mass(q, t)", model.mass, (q, t), (n, n)),
              ("forces(q, v, t, u)", model.forces, (q, v, t, u), (n,)),
@@ -159,14 +184,17 @@ def check_terms(model, t, q, v, u):
              ("constraint_jacobian(q, t)", model.constraint_jacobian, (q, t), (m, n)),
              ("constraint_dt(q, t)", model.constraint_dt, (q, t), (m,)),
              ("gamma(q, v, t)", model.gamma, (q, v, t), (m,)))
+    values = []
     for label, fn, args, shape in calls:
-        val = np.asarray(fn(*args), dtype=float)
+        val = np.array(fn(*args), dtype=float)  # a copy: a model may reuse its buffers
         if val.shape != shape:
             raise ModelDefinitionError(f"model {model.name!r}: {label} returned shape {val.shape} at "
                                        f"t={t!r}, expected {shape} (n_q = {n}, n_c = {m})")
         if not np.all(np.isfinite(val)):
             raise ModelDefinitionError(f"model {model.name!r}: {label} returned non-finite values "
                                        f"at t={t!r}: {val.tolist()}")
+        values.append(val)
+    return values
 
 
 def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=None,
@@ -182,12 +210,14 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
     Wv = _weights("weights_v", weights_v, n)
     report_warnings = []
     full_model = model
-    check_terms(model, t0, q0, v0, u)
+    # M, C, C_q, C_t at (q0, t0), reused below while q is still q0 (the same function at
+    # the same arguments: the same values, one evaluation instead of up to four)
+    M0, _, C0, Cq0, Ct0, _ = check_terms(model, t0, q0, v0, u)
 
     # 1. redundant constraints
     redundant = ()
     if model.n_c:
-        keep = independent_constraints(model.constraint_jacobian(q0, t0), rank_tol)
+        keep = independent_constraints(Cq0, rank_tol)
         if keep.size < model.n_c:
             model = ReducedConstraints(full_model, keep)
             redundant = model.removed_constraints
@@ -196,11 +226,10 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
     # 2. singular configuration: rank test at perturbed configurations
     singular = False
     if check_singular and full_model.n_c:
-        rng = np.random.default_rng(12345)
         scale = 1e-3 * max(1.0, float(np.max(np.abs(q0))))
         ranks = {keep.size if full_model.n_c else 0}
-        for _ in range(3):
-            qp = q0 + scale * rng.standard_normal(n)
+        for direction in _perturbations(n):
+            qp = q0 + scale * direction
             ranks.add(independent_constraints(full_model.constraint_jacobian(qp, t0), rank_tol).size)
         if len(ranks) > 1:
             singular = True
@@ -211,13 +240,17 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
 
     # 3. position projection, eq. 7 (Newton with the Gauss-Newton matrix)
     q = q0.copy()
+    at_q0 = model is full_model  # q == q0 and the full constraint set: C0, Cq0, Ct0 hold
     iterations = 0
     if model.n_c:
         W = np.diag(Wq)
         lam = np.zeros(model.n_c)
         for iterations in range(1, max_iter + 1):
-            C = model.constraints(q, t0)
-            Cq = model.constraint_jacobian(q, t0)
+            if at_q0:
+                C, Cq = C0, Cq0
+            else:
+                C = model.constraints(q, t0)
+                Cq = model.constraint_jacobian(q, t0)
             F = np.concatenate([Wq * (q - q0) + Cq.T @ lam, C])
             if np.max(np.abs(C)) <= tol * max(1.0, float(np.max(np.abs(q)))) and \
                     np.max(np.abs(F[:n])) <= 1e-8 * max(1.0, float(np.max(Wq))):
@@ -230,9 +263,10 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
                     f"initial position projection failed for {full_model.name!r}: {exc}") from None
             q = q + step[:n]
             lam = lam + step[n:]
+            at_q0 = False
             if not np.all(np.isfinite(q)):
                 break
-        C = model.constraints(q, t0)
+        C = C0 if at_q0 else model.constraints(q, t0)
         cmax = float(np.max(np.abs(C))) if np.all(np.isfinite(C)) else np.inf
         if not cmax <= 1e-9 * max(1.0, float(np.max(np.abs(q)))):
             names = [model.constraint_names[i] for i in np.flatnonzero(~(np.abs(C) <= 1e-9))]
@@ -250,8 +284,8 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
 
     # 4. velocity projection, eqs. 8-9 (with nonholonomic rows B v = -b)
     v = v0.copy()
-    Cq = model.constraint_jacobian(q, t0)
-    rhs_c = -model.constraint_dt(q, t0)
+    Cq = Cq0 if at_q0 else model.constraint_jacobian(q, t0)
+    rhs_c = -(Ct0 if at_q0 else model.constraint_dt(q, t0))
     if len(getattr(model, "nonholonomic_names", ())):
         Cq = np.vstack([Cq, model.nonholonomic_matrix(q, t0)])
         rhs_c = np.concatenate([rhs_c, -model.nonholonomic_offset(q, t0)])
@@ -262,7 +296,8 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
         v = sol[:n]
 
     # 5. accelerations and multipliers, eq. 10
-    qdd, lam = consistent_accelerations(model, t0, q, v, u)
+    qdd, lam = (consistent_accelerations(model, t0, q, v, u, M=M0, Cq=Cq0) if at_q0 else
+                consistent_accelerations(model, t0, q, v, u))
     dq = float(np.max(np.abs(q - q0))) if n else 0.0
     dv = float(np.max(np.abs(v - v0))) if n else 0.0
     moved_q = dq > REPAIR_TOLERANCE * max(1.0, float(np.max(np.abs(q0))) if n else 1.0)

@@ -75,6 +75,7 @@ from .state_schema import MAX_EVENT_LOG, check_simulation_state
 from .validation import finite_float, finite_vector
 
 _EPS = np.finfo(float).eps
+_isfinite = math.isfinite
 _TIME_MATCH = 1e-12  # relative tolerance for do_step's t against sim.time
 
 
@@ -486,6 +487,18 @@ class Simulation:
     def set_inputs(self, values):
         """Hold new external input values (a mapping name -> value, or a sequence in
         ``input_names`` order) from the current time on (ZOH)."""
+        if type(values) is np.ndarray and self._inputs_identity and values.dtype == np.float64 \
+                and values.ndim == 1:
+            # hot path (an FMU/ROS step): a float vector, the model's inputs are the external
+            # ones; the same checks as below in one pass over a list, one copy, shared by
+            # _u_ext and _u (both are replaced, never written in place)
+            lst = values.tolist()
+            if len(lst) == len(self._u_ext) and all(map(_isfinite, lst)):
+                new = values.copy()
+                if lst != self._u.tolist():
+                    self._hold_plant_inputs(new)
+                self._u_ext = new
+                return
         if type(values) is not np.ndarray and isinstance(values, Mapping):  # (an ABC check costs)
             new = self._u_ext.copy()
             for key, value in values.items():

@@ -1324,10 +1324,54 @@ def test_fmus_are_isolated_from_each_other_and_from_the_host(tmp_path):
     rows = np.array(res["alternating"])
     assert np.array_equal(rows[:, 0], rows[:, 1])  # same model, same numerics, separate code
     assert res["host_cosim_kept"] and res["host_modules_clean"] and res["path_clean"]
-    # the FMU's bdf runs the Python reference here (its model kernels were imported from
-    # the deleted first folder, so they cannot be compiled: bdf_compiled.supports), the
-    # host's the compiled one: the backends agree to 1e-10
+    # the FMU's bdf runs from the second unzip folder (the package imported afresh there,
+    # the first folder being deleted), the host's from the repository: agree to 1e-10
     assert abs(res["bdf"][0] - res["bdf"][1]) <= 1e-10 and res["bdf"][0] != res["bdf"][2]
+
+
+REEXTRACT_HOST = textwrap.dedent("""
+    import json, os, sys
+    import cosim
+    from fmpy import read_model_description, simulate_fmu
+    from fmu.bundle import package_name
+    path = {path!r}
+    pkg = package_name(read_model_description(path).guid)
+    out = {{}}
+    # fmpy unzips each run to a new temp folder and deletes it afterwards; the second run
+    # uses a method (generalized-alpha) the first one (bdf) did not compile
+    for key, start in (("bdf", {{"solver.method": "bdf"}}), ("ga", {{}})):
+        res = simulate_fmu(path, stop_time=0.1, output_interval=0.01, start_values=start)
+        root = list(sys.modules[pkg].__path__)[0]
+        entries = sys.modules[pkg + ".cosim.jit"]._entries
+        out[key] = {{"angle": float(res["angle"][-1]), "root_exists": os.path.isdir(root),
+                    "compiled": sorted(k[0].rsplit(".", 1)[-1] for k in entries)}}
+        sim = cosim.Simulation(model="pendulum", method=start.get("solver.method", "generalized-alpha"))
+        for n in range(10):
+            sim.do_step(n * 0.01, (n + 1) * 0.01 - n * 0.01)
+        out[key]["host"] = float(sim.get_outputs()[0])
+    print(json.dumps(out))
+""")
+
+
+def test_same_fmu_unzipped_again_after_its_folder_was_deleted_compiles_from_the_new_folder(
+        pendulum_fmu, tmp_path):
+    """fmpy.simulate_fmu twice on one FMU in one process (the first unzip folder deleted in
+    between): the second instance imports the FMU's package afresh from its own folder, so
+    a method not compiled before (generalized-alpha after bdf) is compiled from readable
+    sources and runs the compiled backend, with the host's results to 1e-10 (before the
+    fix the stale package pointed at the deleted folder: fmi2ExitInitializationMode failed
+    with numba's "no locator available for file", or the Python reference ran)."""
+    proc = subprocess.run([sys.executable, "-c", REEXTRACT_HOST.format(path=str(pendulum_fmu))],
+                          capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["bdf"]["compiled"] == ["bdf_kernel"]
+    assert res["ga"]["compiled"] == ["ga_kernel"]  # a fresh package, compiled (no fall-back)
+    assert not res["bdf"]["root_exists"] and not res["ga"]["root_exists"]  # fmpy deleted them
+    for key in ("bdf", "ga"):
+        assert abs(res[key]["angle"] - res[key]["host"]) <= 1e-10, key
+    assert res["bdf"]["angle"] != res["ga"]["angle"]  # two methods really ran
 
 
 def test_conformance_script_every_fmu_in_a_venv_without_cosim(tmp_path):

@@ -164,3 +164,35 @@ def test_a_repair_larger_than_max_ic_repair_is_an_error(capsys):
                      "--max-ic-repair", "1", "--t-end", "0.001"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "more than max_ic_repair=1.0" in err[0]
+
+
+def test_rank_test_matches_scipy_pivoted_qr():
+    """independent_constraints calls LAPACK geqp3 directly: the kept rows equal those of
+    scipy.linalg.qr(C_qᵀ, pivoting=True) with the same relative threshold, on random,
+    rank-deficient (repeated / nearly repeated rows, zero columns) and wide/tall C_q."""
+    import scipy.linalg as sla
+    from cosim.ic import independent_constraints
+
+    def reference(Cq, tol=1e-9):
+        _, R, piv = sla.qr(Cq.T, mode="economic", pivoting=True)
+        d = np.abs(np.diag(R))
+        if d.size == 0 or d[0] == 0.0:
+            return np.zeros(0, dtype=int)
+        return np.sort(piv[:int(np.sum(d > tol * d[0]))])
+
+    rng = np.random.default_rng(7)
+    deficient = 0
+    for k in range(400):
+        m, n = int(rng.integers(1, 10)), int(rng.integers(1, 12))
+        Cq = rng.standard_normal((m, n))
+        if k % 3 == 0 and m > 1:
+            Cq[-1] = 2.0 * Cq[0] + (1e-13 if k % 2 else 0.0)  # redundant row
+        if k % 5 == 0:
+            Cq[:, 0] = 0.0
+        keep = independent_constraints(Cq)
+        assert keep.tolist() == reference(Cq).tolist(), Cq
+        deficient += keep.size < m
+    assert deficient > 100  # the rank-deficient cases were exercised
+    assert independent_constraints(np.zeros((2, 3))).size == 0
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        independent_constraints(np.array([[np.nan, 1.0]]))

@@ -30,7 +30,7 @@ from . import bdf_kernel as K
 from .base import STAT_KEYS
 from .bdf import ORDER_HISTORY_MAX, BDFIndex1, BDFIndex2, BDFIndex3
 from .ga_compiled import _Array, _Scalar, _Stats, record_factor, store_factor
-from .ga_compiled import supports as _model_supported
+from .ga_compiled import model_supported as _model_supported
 from .newton import QuasiNewton
 
 _NEWTON_REASONS = {K.R_RESIDUAL: "residual is not finite", K.R_UPDATE: "Newton update is not finite",

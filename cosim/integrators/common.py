@@ -115,15 +115,16 @@ def augmented_matrix(M, Cq):
     return K
 
 
-def consistent_accelerations(model, t, q, v, u):
+def consistent_accelerations(model, t, q, v, u, M=None, Cq=None):
     """Solve [[M, C_qᵀ], [C_q, 0]] [q''; λ] = [Q; γ] (seed 000 eq. 10).
 
     Nonholonomic constraints B v + b = 0 add rows B q'' = γ_G when the model
-    provides ``nonholonomic_gamma``.
+    provides ``nonholonomic_gamma``.  ``M``, ``Cq``: the model's values at (q, t)
+    when the caller has them already.
     """
-    M = model.mass(q, t)
+    M = model.mass(q, t) if M is None else M
     Q = model.forces(q, v, t, u)
-    Cq = model.constraint_jacobian(q, t)
+    Cq = model.constraint_jacobian(q, t) if Cq is None else Cq
     gam = model.gamma(q, v, t)
     n_g = len(model.nonholonomic_names)
     if n_g:

@@ -26,7 +26,7 @@ from . import explicit_kernel as K
 from .base import STAT_KEYS
 from .explicit import RK4, DormandPrince, IndexOneRHS
 from .ga_compiled import _Array, _Scalar, _Stats
-from .ga_compiled import supports as _model_supported
+from .ga_compiled import model_supported as _model_supported
 
 MAX_STEPS_PER_CALL = 1_000_000
 _Y, _YP, _QDD, _LAM = range(4)   # positions in explicit_kernel.offsets()

@@ -47,6 +47,15 @@ def _model_entries(model):
 
 def supports(model):
     """Why the compiled generalized-α cannot run ``model`` (None: it can)."""
+    reason = model_supported(model)
+    if reason is None and not jit.entry_loaded(K, model.kernels().functions()):
+        from . import dense_lu  # noqa: PLC0415  (an FMU's deleted unzip folder)
+        reason = jit.sources_unreadable((K, dense_lu), model.kernels().functions())
+    return reason
+
+
+def model_supported(model):
+    """Why no compiled method can run ``model`` (None: its kernels describe it)."""
     kernels = getattr(model, "kernels", None)
     if kernels is None or kernels() is None:
         why = getattr(model, "kernels_unavailable", lambda: None)()  # KernelModel: generated ones
@@ -437,12 +446,22 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         # Simulation.do_step's hot path: one compiled call, outputs computed in it
         if not t_target > self._S[K.T]:
             return self.advance(t_target)
-        if self._restart_pending:  # new inputs: restart and advance in that one call (_run)
-            self._run(t_target, self._call_budget, K.WHOLE_INTERVAL)
-            return t_target
         self._outputs_fresh = False
-        status = self._entry(K.WHOLE_INTERVAL, self._S, self._I, self._LU, self._u_c, self.model._p,
-                             t_target, self._call_budget, self._y_out)
+        budget = self.max_steps
+        if budget > MAX_STEPS_PER_CALL:
+            budget = MAX_STEPS_PER_CALL
+        if self._restart_pending:  # new inputs: restart and advance in one call (as _run)
+            status = self._entry(_RESTART_THEN_ADVANCE, self._S, self._I, self._LU, self._u_c,
+                                 self.model._p, t_target, budget, self._y_out)
+            if status >= jit.RESTART_STATUS:  # the restart failed, nothing changed
+                self._flush_restart()  # the reference raises its clear error (or solves it)
+                status = self._entry(K.WHOLE_INTERVAL, self._S, self._I, self._LU, self._u_c,
+                                     self.model._p, t_target, budget, self._y_out)
+            else:
+                self._restart_pending = False
+        else:
+            status = self._entry(K.WHOLE_INTERVAL, self._S, self._I, self._LU, self._u_c, self.model._p,
+                                 t_target, budget, self._y_out)
         if status == K.OK:
             self._outputs_fresh = self._kernel_outputs
         else:

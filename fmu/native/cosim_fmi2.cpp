@@ -72,6 +72,13 @@ def _cosim_fmu_load(resource_uri, guid):
     pkg = cfg["package"]
     root = os.path.join(resources, pkg)
     mod = sys.modules.get(pkg)
+    if mod is not None and not os.path.isdir(list(mod.__path__)[0]):
+        # the folder this build was imported from is gone (fmpy deletes its unzip folder
+        # after freeInstance): its modules cannot read their sources any more (numba
+        # compiles from them), so forget them and import the build afresh from here
+        for name in [n for n in sys.modules if n == pkg or n.startswith(pkg + ".")]:
+            del sys.modules[name]
+        mod = None
     if mod is None:
         spec = importlib.util.spec_from_file_location(
             pkg, os.path.join(root, "__init__.py"), submodule_search_locations=[root])
