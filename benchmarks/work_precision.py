@@ -32,6 +32,7 @@ methods on Andrews and the pendulum.
         --atol 1e-2 --starts 2 --no-newton-table          # seed Table 6 setting
 """
 import argparse
+import ast
 import functools
 import math
 import os
@@ -298,9 +299,12 @@ def plot(path, results):
             med = np.array([p[1]["err"] for p in pts])
             line, = ax.loglog(r, med, "o-", label=method)
             ax.fill_between(r, lo, hi, color=line.get_color(), alpha=0.2)
+            perr = np.array([p[1]["path"] for p in pts])
+            if np.all(np.isfinite(perr)):
+                ax.loglog(r, perr, "--", color=line.get_color(), lw=0.9)
         ax.loglog([1e-10, 1e-3], [1e-10, 1e-3], "k:", lw=0.8, label="err = rtol")
         ax.set_xlabel("rtol (atol = rtol/100)")
-        ax.set_ylabel("error at t_end (band: ensemble min-max)")
+        ax.set_ylabel("error (solid: at t_end, band: min-max over starts; dashed: path max)", fontsize=8)
         ax.set_title(model_name)
         ax.invert_xaxis()
         ax.legend(fontsize=7)
@@ -350,6 +354,10 @@ def main(argv=None):
     for item in args.method_option:
         method, _, kv = item.partition(":")
         key, _, value = kv.partition("=")
+        try:                                  # numbers as numbers (max_order=4)
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            pass                              # words stay strings (velocity_error=scaled)
         opts.setdefault(method, {})[key] = value
     from cosim.integrators import resolve_backend
     print("backends: " + ", ".join(f"{m} {resolve_backend(m, load_model(args.models[0]), args.backend)}"
