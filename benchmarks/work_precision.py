@@ -160,11 +160,11 @@ def work_precision(model_name, method, rtols, starts, budget, options, atol=None
                                 rej_frac=float(np.median(rej / (steps + rej))),
                                 its=float(np.median(its)), wall=float(wall.mean()), errs=errs,
                                 path=float(np.median(path)),
-                                path_spread=float(path.max() / path.min()))))
+                                path_spread=float(path.max() / path.min()), paths=path)))
     return rows
 
 
-def print_table(model_name, method, options, rows):
+def print_table(model_name, method, options, rows, per_start=False):
     label = method + ("" if not options else " " + ",".join(f"{k}={v}" for k, v in options.items()))
     print(f"\n{model_name}  {label}")
     print(f"{'rtol':>7s} {'err(med)':>9s} {'err/rtol':>9s} {'spread':>7s} {'steps':>13s} "
@@ -182,6 +182,9 @@ def print_table(model_name, method, options, rows):
               f"{d['steps'][0]:6d}-{d['steps'][1]:<6d} {d['rej']:6.0f} {100 * d['rej_frac']:5.1f} "
               f"{d['its']:7.2f} {d['wall']:8.2f} {d['path']:9.2e} {d['path'] / rtol:7.3f} "
               f"{d['path_spread']:7.2f}")
+        if per_start:
+            print("         t_end by start: " + " ".join(f"{x:.2e}" for x in d["errs"]))
+            print("         path by start:  " + " ".join(f"{x:.2e}" for x in d["paths"]))
     done = [x for x in done if x is not None]
     if done:
         r, e = zip(*done)
@@ -337,6 +340,7 @@ def main(argv=None):
     parser.add_argument("--method-option", action="append", default=[],
                         help="METHOD:NAME=VALUE passed to that method (repeatable)")
     parser.add_argument("--no-newton-table", action="store_true")
+    parser.add_argument("--per-start", action="store_true", help="print every start's errors")
     parser.add_argument("--newton-h", type=float, nargs="+", default=[1e-6], metavar="H",
                         help="fixed step(s) of the Newton table (default 1e-6)")
     parser.add_argument("--backend", choices=("python", "numba", "auto"), default="python",
@@ -377,7 +381,7 @@ def main(argv=None):
             o = opts.get(method, {})
             rows = work_precision(model_name, method, args.rtols, args.starts, args.budget, o, args.atol,
                                   args.backend)
-            print_table(model_name, method, o, rows)
+            print_table(model_name, method, o, rows, args.per_start)
             results.append((model_name, method, rows))
             sys.stdout.flush()
     if not args.no_newton_table:

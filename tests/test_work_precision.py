@@ -54,7 +54,7 @@ CASES = [
     ("bdf", 1e-9),                   # 0.34  1.65 | 0.053  4.28  (end point: the documented miss)
     ("bdf-i2", 1e-6),                # 0.28  1.00 | 0.086  1.00
     ("bdf-i1", 1e-9),                # 0.37  1.00 | 0.0052 162   (end point: cancellation)
-    ("generalized-alpha", 1e-5),     # 0.59  1.04 | 0.49   1.04
+    ("generalized-alpha", 1e-5),     # 1.35  1.04 | 0.49   1.04
     ("dopri5", 1e-7),                # 0.73  1.00 | 0.23   1.00
     ("generalized-alpha-i2", 1e-3),  # 0.047 1.00 | 0.011  1.00  (Python backend: 4 starts)
 ]
@@ -67,9 +67,9 @@ def test_andrews_path_error_follows_rtol_within_3x_over_perturbed_starts(method,
     assert 0.01 * rtol <= np.median(path) <= 10.0 * rtol
 
 
-@pytest.mark.parametrize("method,rtol", [("bdf", 1e-6), ("bdf-i2", 1e-9), ("generalized-alpha", 1e-4)])
+@pytest.mark.parametrize("method,rtol", [("bdf", 1e-7), ("bdf-i2", 1e-9), ("generalized-alpha", 1e-4)])
 def test_andrews_end_point_error_follows_rtol_within_3x_over_perturbed_starts(method, rtol):
-    # measured: bdf 1e-6 err/rtol 0.016 spread 1.15; bdf-i2 1e-9 0.17, 1.06;
+    # measured: bdf 1e-7 err/rtol 0.045 spread 1.33; bdf-i2 1e-9 0.17, 1.06;
     # generalized-alpha 1e-4 0.61, 1.00
     end, _ = errors(method, rtol)
     assert end.max() <= 3.0 * end.min()
