@@ -8,7 +8,18 @@ iterations per step, and the log-log slope of median error vs rtol
 (least squares over the rtols that finished).
 
 Error: max_k |q_k − q_ref,k| / max(1, |q_ref,k|) at the end time (the mixed
-norm of benchmarks/andrews.py).  References: Andrews t = 0.03 from scipy
+norm of benchmarks/andrews.py), and the same norm's maximum over every
+accepted step against the reference's dense output ("path"; Andrews and the
+pendulum).  On Andrews the end time lies near a zero of the BDF family's
+oscillating error, which makes the end-point err/rtol dip and its spread a
+spread of near-zeros (bdf-i1 at rtol 1e-9: 5e-12 at t = 0.03, 3.7e-10 on the
+path); the path error has no such cancellation.
+
+``--must-show``: issue 12's table — Andrews, the six methods, rtol 1e-3 …
+1e-10, 8 starts, backend auto — with a pass/FAIL mark per goal (error
+monotone within 2×, slope 0.7-1.3, err/rtol in [0.01, 10], spread ≤ 3 at every
+rtol; for the t_end and the path error), bdf/bdf-i2 steps at 1e-10 (≤ 1.5)
+and Newton iterations per step at h = 1e-6 (≤ 4).  References: Andrews t = 0.03 from scipy
 DOP853 on the index-1 ODE at 1e-13 (the IVP test set's values are 9.1e-11
 away: ``--andrews-reference testset``), crank-slider t = 0.1 from the IVP
 test set (``REFERENCE_Q``); pendulum t = 3 from scipy DOP853 on the index-1 ODE at 1e-12
@@ -23,7 +34,7 @@ methods on Andrews and the pendulum.
     python benchmarks/work_precision.py --quick           # Andrews, bdf family, 4 rtols
     python benchmarks/work_precision.py --models andrews --methods bdf bdf-i2 --starts 8
     python benchmarks/work_precision.py --method-option bdf:reuse_matrix=true   # before the fix
-    python benchmarks/work_precision.py --plot wp.png
+    python benchmarks/work_precision.py --must-show --plot wp.png   # issue 12's table + figure
     python benchmarks/work_precision.py --models andrews pendulum --methods generalized-alpha \
         --rtols 1e-3 1e-4 1e-5 1e-6 1e-7 1e-8 1e-9 --backend numba --newton-h 1e-4 1e-5 1e-6 1e-7
     python benchmarks/work_precision.py --methods generalized-alpha \
@@ -32,6 +43,7 @@ methods on Andrews and the pendulum.
         --atol 1e-2 --starts 2 --no-newton-table          # seed Table 6 setting
 """
 import argparse
+import ast
 import functools
 import math
 import os
@@ -87,20 +99,43 @@ def perturbed_y0(model, seed):
     return y0
 
 
+PATH_REFERENCE = {"andrews": (1e-13, 1e-13), "pendulum": (1e-12, 1e-12)}   # DOP853 (rtol, atol)
+
+
+def path_error(model_name, times, qs):
+    """max over the accepted steps of max_k |q_k(t) − q_ref,k(t)| / max(1, |q_ref,k(t)|)
+    against the DOP853 dense output (7th-order interpolant) of the same
+    reference; None where the model has no trajectory reference."""
+    if model_name not in PATH_REFERENCE or not times:
+        return None
+    from reference import index1_trajectory
+    rtol, atol = PATH_REFERENCE[model_name]
+    q_ref = index1_trajectory(model_name, np.array(times), rtol=rtol, atol=atol)[0]
+    return float(np.max(np.abs(np.array(qs) - q_ref) / np.maximum(1.0, np.abs(q_ref))))
+
+
 def run_one(model_name, method, rtol, seed, budget, options, atol=None, backend="python"):
-    """(error, stats, seconds) or None when over budget."""
+    """(error at t_end, stats, seconds, max error over the accepted steps) or
+    None when over budget.  Stepping one accepted step per call does not
+    change the step sequence (each call takes exactly one step)."""
     t_end, q_ref = reference(model_name)
     model = load_model(model_name)
     atol = rtol / 100 if atol is None else atol
     integ = make_integrator(model, method, backend=backend, rtol=rtol, atol=atol, **options)
     integ.initialize(0.0, perturbed_y0(model, seed))
+    track = model_name in PATH_REFERENCE
+    times, qs = [], []
     t0 = time.perf_counter()
     while integ.t < t_end:
         integ.step(t_end)
+        if track:
+            times.append(integ.t)
+            qs.append(integ.q.copy())
         if time.perf_counter() - t0 > budget:
             return None
+    wall = time.perf_counter() - t0
     err = float(np.max(np.abs(integ.q - q_ref) / np.maximum(1.0, np.abs(q_ref))))
-    return err, dict(integ.stats), time.perf_counter() - t0
+    return err, dict(integ.stats), wall, path_error(model_name, times, qs)
 
 
 def slope(rtols, errs):
@@ -113,7 +148,7 @@ def slope(rtols, errs):
 
 def work_precision(model_name, method, rtols, starts, budget, options, atol=None, backend="python"):
     rows = []
-    for rtol in rtols:
+    for i, rtol in enumerate(rtols):
         res = []
         for seed in range(1, starts + 1):
             r = run_one(model_name, method, rtol, seed, budget, options, atol, backend)
@@ -122,34 +157,46 @@ def work_precision(model_name, method, rtols, starts, budget, options, atol=None
                 break
             res.append(r)
         if res is None:
-            rows.append((rtol, None))
+            rows += [(r, None) for r in rtols[i:]]     # this and the tighter rtols: not run
             break
         errs = np.array([r[0] for r in res])
         steps = np.array([r[1]["steps"] for r in res])
         rej = np.array([r[1]["rejected"] for r in res])
         its = np.array([r[1]["newton_iterations"] / max(r[1]["steps"], 1) for r in res])
         wall = np.array([r[2] for r in res])
+        path = np.array([np.nan if r[3] is None else r[3] for r in res])
         rows.append((rtol, dict(err=float(np.median(errs)), spread=float(errs.max() / errs.min()),
-                                steps=(int(steps.min()), int(steps.max())), rej=float(np.median(rej)),
+                                steps=(int(steps.min()), int(steps.max())),
+                                steps_med=float(np.median(steps)), rej=float(np.median(rej)),
                                 rej_frac=float(np.median(rej / (steps + rej))),
-                                its=float(np.median(its)), wall=float(wall.mean()), errs=errs)))
+                                its=float(np.median(its)), wall=float(wall.mean()), errs=errs,
+                                path=float(np.median(path)),
+                                path_spread=float(path.max() / path.min()), paths=path)))
     return rows
 
 
-def print_table(model_name, method, options, rows):
+def print_table(model_name, method, options, rows, per_start=False):
     label = method + ("" if not options else " " + ",".join(f"{k}={v}" for k, v in options.items()))
     print(f"\n{model_name}  {label}")
     print(f"{'rtol':>7s} {'err(med)':>9s} {'err/rtol':>9s} {'spread':>7s} {'steps':>13s} "
-          f"{'rej':>6s} {'rej%':>5s} {'it/step':>7s} {'wall[s]':>8s}")
+          f"{'rej':>6s} {'rej%':>5s} {'it/step':>7s} {'wall[s]':>8s} {'path err':>9s} {'p/rtol':>7s} "
+          f"{'spread':>7s}")
     done = []
     for rtol, d in rows:
         if d is None:
-            print(f"{rtol:7.0e}   budget exceeded (tighter rtols skipped)")
+            if not done or done[-1] is not None:
+                print(f"{rtol:7.0e}   budget exceeded (tighter rtols skipped)")
+            done.append(None)
             continue
         done.append((rtol, d["err"]))
         print(f"{rtol:7.0e} {d['err']:9.2e} {d['err'] / rtol:9.2e} {d['spread']:7.2f} "
               f"{d['steps'][0]:6d}-{d['steps'][1]:<6d} {d['rej']:6.0f} {100 * d['rej_frac']:5.1f} "
-              f"{d['its']:7.2f} {d['wall']:8.2f}")
+              f"{d['its']:7.2f} {d['wall']:8.2f} {d['path']:9.2e} {d['path'] / rtol:7.3f} "
+              f"{d['path_spread']:7.2f}")
+        if per_start:
+            print("         t_end by start: " + " ".join(f"{x:.2e}" for x in d["errs"]))
+            print("         path by start:  " + " ".join(f"{x:.2e}" for x in d["paths"]))
+    done = [x for x in done if x is not None]
     if done:
         r, e = zip(*done)
         ratios = [b / a for a, b in zip(e[:-1], e[1:])]
@@ -158,6 +205,82 @@ def print_table(model_name, method, options, rows):
         print(f"  slope {slope(r, e):.2f}   err/rtol {min(er):.2g} … {max(er):.2g}   "
               f"max err(tighter)/err(looser) {mono:.2f}   max spread "
               f"{max(d['spread'] for _, d in rows if d is not None):.2f}")
+
+
+# Issue 12 "Must show" goals (Andrews, rtol 1e-3 … 1e-10, atol = rtol/100).
+GOALS = dict(monotone=2.0, slope=(0.7, 1.3), err_rtol=(0.01, 10.0), spread=3.0, bdf_vs_i2=1.5,
+             newton=4.0)
+
+
+def mark(ok):
+    return "pass" if ok else "FAIL"
+
+
+def goal_checks(rows, key="err"):
+    """Per-goal (value text, ok) of one method's rows on the error ``key``
+    ("err": at t_end, "path": max over the accepted steps); a skipped rtol fails."""
+    done = [(r, d) for r, d in rows if d is not None]
+    if done and not np.isfinite(done[0][1][key]):
+        return None
+    skipped = [r for r, d in rows if d is None]
+    if not done:
+        return None
+    r = np.array([x for x, _ in done])
+    e = np.array([d[key] for _, d in done])
+    ratios = e[1:] / e[:-1]
+    mono = float(ratios.max()) if len(ratios) else float("nan")
+    sl = slope(r, e)
+    er = e / r
+    sp = np.array([d["spread" if key == "err" else "path_spread"] for _, d in done])
+    lo, hi = GOALS["err_rtol"]
+    return dict(
+        monotone=(f"{mono:.2f}", bool(mono <= GOALS["monotone"])),
+        slope=(f"{sl:.2f}", bool(GOALS["slope"][0] <= sl <= GOALS["slope"][1])),
+        err_rtol=(f"{er.min():.2g}…{er.max():.2g}", bool(er.min() >= lo and er.max() <= hi)),
+        spread=(f"{sp.max():.2f}@{r[sp.argmax()]:.0e}", bool(sp.max() <= GOALS["spread"])),
+        rtols=(f"{len(done)}/{len(rows)}" + (f" (budget {skipped[0]:.0e})" if skipped else ""),
+               not skipped),
+        fails=[(f"{x:.0e}", f"err/rtol {q:.3g}") for x, q in zip(r, er) if not lo <= q <= hi]
+              + [(f"{x:.0e}", f"spread {q:.2f}") for x, q in zip(r, sp) if q > GOALS["spread"]])
+
+
+def must_show(results):
+    """The issue 12 "Must show" table: one line per method on Andrews with a
+    pass/FAIL mark per goal (a goal over rtols that did not finish fails)."""
+    rows_of = {meth: rows for m, meth, rows in results if m == "andrews"}
+    if not rows_of:
+        return
+    print("\nMust show (issue 12), Andrews: error monotone within 2x (max err(tighter)/err(looser)), "
+          "log-log slope 0.7-1.3, err/rtol in [0.01, 10], spread <= 3x at every rtol")
+    print("  t_end: the error at t = 0.03 (the issue's measure); path: the max error over the accepted "
+          "steps against the reference's dense output")
+    print(f"{'method':<22s} {'error':<6s} {'rtols run':<22s} {'monotone':>14s} {'slope':>11s} "
+          f"{'err/rtol':>20s} {'max spread':>18s}")
+    for meth, rows in rows_of.items():
+        if goal_checks(rows) is None:
+            print(f"{meth:<22s} no rtol finished within the budget: FAIL")
+            continue
+        for key, label in (("err", "t_end"), ("path", "path")):
+            c = goal_checks(rows, key)
+            if c is None:
+                continue
+            cell = lambda k, w: (f"{c[k][0] + ' ' + mark(c[k][1]):>{w}s}" if w > 0  # noqa: E731
+                                 else f"{c[k][0] + ' ' + mark(c[k][1]):<{-w}s}")
+            print(f"{meth if key == 'err' else '':<22s} {label:<6s} {cell('rtols', -22)} "
+                  f"{cell('monotone', 14)} {cell('slope', 11)} {cell('err_rtol', 20)} "
+                  f"{cell('spread', 18)}")
+            for rt, what in c["fails"]:
+                print(f"{'':<29s}   miss at rtol {rt}: {what}")
+    if "bdf" in rows_of and "bdf-i2" in rows_of:
+        a = dict((r, d) for r, d in rows_of["bdf"] if d is not None)
+        b = dict((r, d) for r, d in rows_of["bdf-i2"] if d is not None)
+        common = sorted(set(a) & set(b))
+        if common:
+            r = common[0]
+            q = a[r]["steps_med"] / b[r]["steps_med"]
+            print(f"bdf / bdf-i2 steps (medians) at rtol {r:.0e}: {a[r]['steps_med']:.0f} / "
+                  f"{b[r]['steps_med']:.0f} = {q:.2f}  (goal <= {GOALS['bdf_vs_i2']} at 1e-10) "
+                  + (mark(q <= GOALS['bdf_vs_i2']) if abs(r - 1e-10) < 1e-22 else "n/a"))
 
 
 def newton_at_small_h(methods, h=1e-6, n_steps=1000, backend="python"):
@@ -171,8 +294,11 @@ def newton_at_small_h(methods, h=1e-6, n_steps=1000, backend="python"):
             integ.initialize()
             integ.advance(h * n_steps)
             st = integ.stats
-            print(f"{model_name:<10s} {method:<22s} {st['newton_iterations'] / st['steps']:8.2f} "
-                  f"{st['lu_factorizations'] / st['steps']:8.2f}")
+            its = st['newton_iterations'] / st['steps']
+            goal = (f"  (goal <= {GOALS['newton']:g} at h = 1e-6: {mark(its <= GOALS['newton'])})"
+                    if h == 1e-6 and method in ("bdf", "generalized-alpha") else "")
+            print(f"{model_name:<10s} {method:<22s} {its:8.2f} "
+                  f"{st['lu_factorizations'] / st['steps']:8.2f}{goal}")
 
 
 def plot(path, results):
@@ -194,9 +320,12 @@ def plot(path, results):
             med = np.array([p[1]["err"] for p in pts])
             line, = ax.loglog(r, med, "o-", label=method)
             ax.fill_between(r, lo, hi, color=line.get_color(), alpha=0.2)
+            perr = np.array([p[1]["path"] for p in pts])
+            if np.all(np.isfinite(perr)):
+                ax.loglog(r, perr, "--", color=line.get_color(), lw=0.9)
         ax.loglog([1e-10, 1e-3], [1e-10, 1e-3], "k:", lw=0.8, label="err = rtol")
         ax.set_xlabel("rtol (atol = rtol/100)")
-        ax.set_ylabel("error at t_end (band: ensemble min-max)")
+        ax.set_ylabel("error (solid: at t_end, band: min-max over starts; dashed: path max)", fontsize=8)
         ax.set_title(model_name)
         ax.invert_xaxis()
         ax.legend(fontsize=7)
@@ -209,6 +338,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="Andrews only, bdf/bdf-i2, rtol 1e-4, 1e-6, 1e-8, 1e-10")
+    parser.add_argument("--must-show", action="store_true",
+                        help="issue 12's table: Andrews, the six methods, rtol 1e-3 … 1e-10, 8 starts, "
+                             "backend auto, with pass/FAIL marks per goal")
     parser.add_argument("--models", nargs="+", default=["andrews", "pendulum", "crank_slider"])
     parser.add_argument("--methods", nargs="+", default=list(METHODS))
     parser.add_argument("--rtols", nargs="+", type=float, default=list(RTOLS))
@@ -219,11 +351,13 @@ def main(argv=None):
     parser.add_argument("--method-option", action="append", default=[],
                         help="METHOD:NAME=VALUE passed to that method (repeatable)")
     parser.add_argument("--no-newton-table", action="store_true")
+    parser.add_argument("--per-start", action="store_true", help="print every start's errors")
     parser.add_argument("--newton-h", type=float, nargs="+", default=[1e-6], metavar="H",
                         help="fixed step(s) of the Newton table (default 1e-6)")
     parser.add_argument("--backend", choices=("python", "numba", "auto"), default="python",
                         help="python (default): the reference; numba/auto: the compiled core where "
-                             "the method has one (generalized-alpha) — same algorithm, much faster")
+                             "the method has one (generalized-alpha, bdf family, dopri5; the "
+                             "reference otherwise) — same algorithm, much faster")
     parser.add_argument("--plot", metavar="PNG", nargs="?", const="work_precision.png")
     parser.add_argument("--andrews-reference", choices=("dop853", "testset"), default="dop853",
                         help="Andrews q(0.03): DOP853 index-1 at 1e-13 (default) or the IVP test "
@@ -234,11 +368,22 @@ def main(argv=None):
     if args.quick:
         args.models, args.methods = ["andrews"], ["bdf", "bdf-i2"]
         args.rtols = [1e-4, 1e-6, 1e-8, 1e-10]
+    if args.must_show:
+        args.models, args.methods, args.rtols = ["andrews"], list(METHODS), list(RTOLS)
+        if args.backend == "python":
+            args.backend = "auto"
     opts = {}
     for item in args.method_option:
         method, _, kv = item.partition(":")
         key, _, value = kv.partition("=")
+        try:                                  # numbers as numbers (max_order=4)
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            pass                              # words stay strings (velocity_error=scaled)
         opts.setdefault(method, {})[key] = value
+    from cosim.integrators import resolve_backend
+    print("backends: " + ", ".join(f"{m} {resolve_backend(m, load_model(args.models[0]), args.backend)}"
+                                   for m in args.methods) + f" (--backend {args.backend})")
     print(f"Work-precision: atol = {'rtol/100' if args.atol is None else args.atol}, error = max |q - q_ref| / max(1, |q_ref|) at t_end; "
           f"{args.starts} starts with q0 perturbed by 1e-15 (spread = max/min error)")
     results = []
@@ -247,14 +392,18 @@ def main(argv=None):
             o = opts.get(method, {})
             rows = work_precision(model_name, method, args.rtols, args.starts, args.budget, o, args.atol,
                                   args.backend)
-            print_table(model_name, method, o, rows)
+            print_table(model_name, method, o, rows, args.per_start)
             results.append((model_name, method, rows))
             sys.stdout.flush()
     if not args.no_newton_table:
         for h in args.newton_h:
             newton_at_small_h([m for m in args.methods if m != "dopri5"], h=h, backend=args.backend)
+    must_show(results)
     if args.plot:
-        plot(args.plot, results)
+        try:
+            plot(args.plot, results)
+        except ImportError:
+            print("\n--plot needs matplotlib (pip install matplotlib): no figure written")
 
 
 if __name__ == "__main__":
