@@ -820,8 +820,9 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
                 lam_scale_r[i] = scale_r[i] * minv_d[i] / eta
         for k in range(m):
             lam_hat[k] = lam_old[k] + h * lam_rate[k]
+        cq = bh if ggl else bh2   # q = q0 + cq·x (numba: no inline conditional in a call)
         converged, iters, status = _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat,
-                                           bh if ggl else bh2, gh, eta, scale, CqT, lam_scale, scale_r,
+                                           cq, gh, eta, scale, CqT, lam_scale, scale_r,
                                            lam_scale_r, delta, F, Jw, work, ggl, qd0, b, g, sy, s_mu)
         if status == SINGULAR or status == NONFINITE_MATRIX:
             S[F_H] = h
@@ -840,7 +841,10 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             lands = False
             continue
         # x: the acceleration innovation (index 3: x; GGL: y) that a and x_rate keep
-        x = y_hat + delta[n:2 * n] if ggl else x_hat + delta[:n]
+        if ggl:
+            x = y_hat + delta[n:2 * n]
+        else:
+            x = x_hat + delta[:n]
         if fixed:
             break
         if ggl:
