@@ -4,7 +4,8 @@ real-time factor, at 1 ms communication steps:
 * LTI plant (default mass-spring, 2 states) with the exact state-transition method;
 * the same plant with a discrete state-feedback block at 1 ms (multirate path);
 * generalized-α in fixed-step mode (h = 1 ms) on ``two_link``;
-* dopri5 (adaptive, rtol 1e-6) and rk4 (fixed h = 1 ms) on ``two_link``;
+* dopri5 (adaptive, rtol 1e-6), rk4 and generalized-α-i2 (GGL, fixed h = 1 ms)
+  on ``two_link``;
 * BDF (adaptive, rtol 1e-4) on ``andrews`` (the seven-body mechanism, 0.03 s runs);
 * Andrews BDF whole run [0, 0.03] (atol 1e-8, as benchmarks/peers.py) at
   rtol 1e-4 … 1e-8 on the python and numba backends: steps, error
@@ -142,9 +143,11 @@ def main(argv=None):
     else:
         print("generalized-alpha: not available yet (skipped)")
 
-    # explicit methods (issue 13): dopri5 adaptive and rk4 fixed-step on two_link
+    # explicit methods (issue 13): dopri5 adaptive and rk4 fixed-step on two_link; the
+    # GGL index-2 generalized-α fixed-step
     for method, opts, label in (("dopri5", dict(rtol=1e-6, atol=1e-8), "dopri5 rtol 1e-6, two_link"),
-                                ("rk4", dict(h=dt), "rk4 h=1 ms, two_link")):
+                                ("rk4", dict(h=dt), "rk4 h=1 ms, two_link"),
+                                ("generalized-alpha-i2", dict(h=dt), "generalized-alpha-i2 h=1 ms, two_link")):
         if method not in methods:
             print(f"{method}: not available yet (skipped)")
             continue

@@ -25,6 +25,7 @@ METHOD_REGISTRY = {
 # methods with a compiled (numba) twin of the Python reference
 COMPILED_REGISTRY = {
     "generalized-alpha": ".ga_compiled:CompiledGeneralizedAlpha",
+    "generalized-alpha-i2": ".ga_compiled:CompiledGeneralizedAlphaIndex2",
     "state-transition": ".state_transition_compiled:CompiledStateTransition",
     "bdf": ".bdf_compiled:CompiledBDFIndex3",
     "bdf-i2": ".bdf_compiled:CompiledBDFIndex2",

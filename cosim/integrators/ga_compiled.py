@@ -1,5 +1,7 @@
 """Generalized-α on the compiled (numba) backend: a thin wrapper around
-:mod:`cosim.integrators.ga_kernel`.
+:mod:`cosim.integrators.ga_kernel`, for the index-3 method and the GGL
+index-2 one ("generalized-alpha-i2", the kernel's formulation switch; both
+run the same compiled entry of a model).
 
 The wrapper owns what the kernel does not: the API, validation, the IC
 analysis (Python, once), dense output, events, state capture and error
@@ -27,6 +29,7 @@ from . import ga_kernel as K
 from .base import STAT_KEYS
 from .dense_lu import pivots_valid
 from .generalized_alpha import GeneralizedAlpha
+from .generalized_alpha_i2 import GeneralizedAlphaIndex2
 from .newton import QuasiNewton
 
 _NEWTON_REASONS = {K.R_RESIDUAL: "residual is not finite", K.R_UPDATE: "Newton update is not finite",
@@ -235,6 +238,7 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
     """Generalized-α, index 3, whose step loop runs compiled (numba)."""
 
     backend = "numba"
+    _ggl = 0  # the kernel's formulation switch I[GGL]
 
     t = _Scalar(K.T, none=math.nan)
     t_prev = _Scalar(K.T_PREV, none=math.nan)
@@ -268,16 +272,17 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         offs = K.offsets(n, m)
         lengths = (2 * n, 2 * n, n, n, m, n, n, m)
         self._slices = [(offs[i], lengths[i]) for i in range(8)]
-        self._N = n + m
+        self._N = K.matrix_size(n, m, self._ggl)
         self._S = np.zeros(offs[-1])
         self._S[K.T] = self._S[K.T_PREV] = math.nan
         self._S[K.H_JAC] = -1.0
         self._S[K.RELAX] = 1.0
-        self._I = np.zeros(K.int_length(n, m), dtype=np.int64)
+        self._I = np.zeros(K.int_length(n, m, self._ggl), dtype=np.int64)
         self._I[K.I_N], self._I[K.I_M] = n, m
+        self._I[K.GGL] = self._ggl
         self._I[K.NEED_JAC] = 1
         self._I[K.MINV_EXACT] = -1
-        self._LU = np.zeros((n + m, n + m))
+        self._LU = np.zeros((self._N, self._N))
         self._has_state = False
         # the outputs the compiled step computes at its end state (models with an
         # outputs kernel); fresh until anything else writes the record
@@ -506,3 +511,12 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
             self._restart_pending = True
         else:
             self._restart()
+
+
+class CompiledGeneralizedAlphaIndex2(CompiledGeneralizedAlpha, GeneralizedAlphaIndex2):
+    """Generalized-α on the GGL index-2 form (seed 000 eqs. 37-39) whose step loop
+    runs compiled: the same record and entry as the index-3 method with the
+    kernel's formulation switch set (options, name and messages from the
+    reference class :class:`GeneralizedAlphaIndex2`)."""
+
+    _ggl = 1

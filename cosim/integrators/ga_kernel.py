@@ -1,12 +1,18 @@
-"""Generalized-α (index 3) as pure functions on one flat state record — the
-compiled twin of :class:`~cosim.integrators.generalized_alpha.GeneralizedAlpha`.
+"""Generalized-α as pure functions on one flat state record — the compiled
+twin of :class:`~cosim.integrators.generalized_alpha.GeneralizedAlpha`
+(index 3) and, with the formulation switch ``I[GGL]`` = 1, of
+:class:`~cosim.integrators.generalized_alpha_i2.GeneralizedAlphaIndex2`
+(the GGL index-2 form, seed 000 eqs. 37-39).  One kernel, one compiled entry
+per model for both: they share the predictor, the quasi-Newton loop, the
+step control and the restart; the GGL form has its own unknowns (x, y, λ, μ),
+residual eq. 38, iteration matrix eq. 39, Newton norm and error estimate.
 
 Same algorithm, step for step (seed 000 §3, Algorithm 3, with the
 departures listed in that class's docstring): predictor eq. 30-31, Newton on
 eq. 32 with the iteration matrix eq. 33 and Algorithm 2's quasi-Newton reuse,
 error estimate eq. 34, step control eq. 36 with the deadband, velocity
 projection (eq. 8-9 with W = M), consistent accelerations eq. 10 on restart.
-The Python class is the reference; ``tests/test_backends.py`` holds the two
+The Python classes are the reference; ``tests/test_backends.py`` holds the two
 to the same step, rejection, iteration and LU counts and to 1e-10.
 
 The model enters as its kernels (:mod:`cosim.models.kernels`), a tuple in
@@ -17,7 +23,7 @@ arrays, so a snapshot or rollback is three array copies:
 * ``S`` float64: scalars (offsets below) then y, y_prev, q'', q''_prev, λ, a,
   x_rate, λ_rate, 1/|diag M| (norm scale), 1/diag M (exact, for projection);
 * ``I`` int64: sizes, flags, statistics, the LU pivots;
-* ``LU`` float64 (n+m)²: the kept iteration-matrix factors.
+* ``LU`` float64 N² (N = n+m; GGL: 2n+2m): the kept iteration-matrix factors.
 
 No exceptions inside: every function returns a status code that the thin
 wrapper (:mod:`cosim.integrators.ga_compiled`) turns into the reference's
@@ -66,7 +72,8 @@ ALPHA_M, ALPHA_F, GAMMA, BETA, ETA, F_H, F_INFO, F_T, ERR_SCALE = range(11, 20)
 N_SCALARS = 20
 # -- slots of I ----------------------------------------------------------------------
 I_N, I_M, NEED_JAC, HAS_FACTOR, PROJECT, CONST_MASS, MINV_EXACT, MINV_DIAG, FIXED, REASON = range(10)
-STATS = 10               # steps, rejected, newton_iterations, residual_evaluations,
+GGL = 10                 # formulation: 0 index 3 (eqs. 32-34), 1 GGL index 2 (eqs. 37-39)
+STATS = 11               # steps, rejected, newton_iterations, residual_evaluations,
 N_STATS = 6              # jacobian_evaluations, lu_factorizations (base.STAT_KEYS order)
 ST_STEPS, ST_REJ, ST_NEWTON, ST_RES, ST_JAC, ST_LU = range(STATS, STATS + N_STATS)
 PIV = STATS + N_STATS
@@ -88,8 +95,13 @@ def offsets(n, m):
     return o_y, o_yp, o_qdd, o_qddp, o_lam, o_a, o_xr, o_lr, o_mid, o_mix, o_mix + n
 
 
-def int_length(n, m):
-    return PIV + n + m
+def matrix_size(n, m, ggl):
+    """Unknowns of one Newton solve: (x, λ) index 3, (x, y, λ, μ) GGL."""
+    return 2 * (n + m) if ggl else n + m
+
+
+def int_length(n, m, ggl=0):
+    return PIV + matrix_size(n, m, ggl)
 
 
 def state_view(S, I):
@@ -285,10 +297,13 @@ def restart(fns, S, I, u, p):
 # ---------------------------------------------------------------------------------
 def workspace(n, m):
     """Work arrays of one advance() call, so the Newton loop allocates nothing:
-    (q, v, q'', λ, M, Q, C_q, C, q0, v0, q''0, λ̂, x̂, scale, w, w_v)."""
+    (q, v, q'', λ, M, Q, C_q, C, q0, v0, q''0, λ̂, x̂, scale, w, w_v) and for
+    the GGL form (q'0, ŷ, s_y, s_μ, q', μ, C_t, g0, g1, q + h e_j)."""
     return (np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(m), np.zeros((n, n)), np.zeros(n),
             np.zeros((m, n)), np.zeros(m), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(m),
-            np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n))
+            np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n),
+            np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(m),
+            np.zeros(m), np.zeros(m), np.zeros(m), np.zeros(n))
 
 
 def _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F, work):
@@ -375,10 +390,178 @@ def _norm(dd, n, m, scale, CqT, lam_scale):
     return r
 
 
+# -- the GGL form (GeneralizedAlphaIndex2._attempt): unknowns δ = (Δx, Δy, Δλ, μ),
+#    q = q0 + β h x,  q' = q'0 + γ x,  v = v0 + γ h y,  v' = q''0 + η y  (eq. 37 predictor
+#    with the extrapolated innovations folded into q0, q'0, v0, q''0)
+def _cqv(fns, p, n, m, t1, q, v, Cq, Ct, out):
+    """C_q(q) v + C_t(q) into ``out`` (Cq, Ct overwritten)."""
+    Cq[:, :] = 0.0
+    fns[3](q, t1, p, Cq)
+    Ct[:] = 0.0
+    fns[4](q, t1, p, Ct)
+    for k in range(m):
+        s = 0.0
+        for j in range(n):
+            s += Cq[k, j] * v[j]
+        out[k] = s + Ct[k]
+
+
+def _residual_ggl(fns, p, u, n, m, t1, q0, qd0, v0, qdd0, lam_hat, bh, g, gh, eta, delta, F, work):
+    """Eq. 38: [q' − v + C_qᵀ μ ; M v' − Q + C_qᵀ λ ; C/(β h) ; (C_q v + C_t)/(γ h)]."""
+    q, v, vd, lam, M, Q, Cq, C = work[0], work[1], work[2], work[3], work[4], work[5], work[6], work[7]
+    qd, mu, Ct = work[20], work[21], work[22]
+    for i in range(n):
+        q[i] = q0[i] + bh * delta[i]
+        qd[i] = qd0[i] + g * delta[i]
+        v[i] = v0[i] + gh * delta[n + i]
+        vd[i] = qdd0[i] + eta * delta[n + i]
+    M[:, :] = 0.0
+    fns[0](q, t1, p, M)
+    Q[:] = 0.0
+    fns[1](q, v, t1, u, p, Q)
+    for i in range(n):
+        F[i] = qd[i] - v[i]
+        s = 0.0
+        for j in range(n):
+            s += M[i, j] * vd[j]
+        F[n + i] = s - Q[i]
+    if m > 0:
+        for k in range(m):
+            lam[k] = lam_hat[k] + delta[2 * n + k]
+            mu[k] = delta[2 * n + m + k]
+        Cq[:, :] = 0.0
+        fns[3](q, t1, p, Cq)
+        for i in range(n):
+            s1 = 0.0
+            s2 = 0.0
+            for k in range(m):
+                s1 += Cq[k, i] * mu[k]
+                s2 += Cq[k, i] * lam[k]
+            F[i] += s1
+            F[n + i] += s2
+        C[:] = 0.0
+        fns[2](q, t1, p, C)
+        inv_bh, inv_gh = 1.0 / bh, 1.0 / gh
+        for k in range(m):
+            F[2 * n + k] = inv_bh * C[k]
+        _cqv(fns, p, n, m, t1, q, v, Cq, Ct, work[23])
+        for k in range(m):
+            F[2 * n + m + k] = inv_gh * work[23][k]
+
+
+def _jacobian_ggl(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh, b, g, gh, eta, const_mass,
+                  delta, J, work):
+    """Eq. 39, columns (x, y, λ, μ): [[γ I + β h (C_qᵀμ)_q, −γ h I, 0, C_qᵀ],
+    [β h (−Q_q + (M v')_q + (C_qᵀλ)_q), η M − γ h Q_v, C_qᵀ, 0], [C_q, 0, 0, 0],
+    [(β/γ) (C_q v + C_t)_q, C_q, 0, 0]]; (C_q v + C_t)_q by forward differences
+    (common.fd_jacobian, the same steps)."""
+    q = q0 + bh * delta[:n]
+    v = v0 + gh * delta[n:2 * n]
+    vd = qdd0 + eta * delta[n:2 * n]
+    J[:, :] = 0.0
+    Qq = np.zeros((n, n))
+    Qv = np.zeros((n, n))
+    fns[6](q, v, t1, u, p, Qq, Qv)
+    K = -Qq
+    if not const_mass:
+        Mq = np.zeros((n, n))
+        fns[8](q, vd, t1, p, Mq)
+        K = K + Mq
+    M = np.zeros((n, n))
+    fns[0](q, t1, p, M)
+    for i in range(n):
+        J[i, i] = g
+        J[i, n + i] = -gh
+        for j in range(n):
+            J[n + i, n + j] = eta * M[i, j] - gh * Qv[i, j]
+    if m > 0:
+        lam = lam_hat + delta[2 * n:2 * n + m]
+        mu = delta[2 * n + m:]
+        H = np.zeros((n, n))
+        fns[7](q, lam, t1, p, H)
+        K = K + H
+        Hmu = np.zeros((n, n))
+        fns[7](q, mu, t1, p, Hmu)
+        Cq, Ct, g0, g1, qx = work[6], work[22], work[23], work[24], work[25]
+        for i in range(n):
+            for j in range(n):
+                J[i, j] += bh * Hmu[i, j]
+        _cqv(fns, p, n, m, t1, q, v, Cq, Ct, g0)
+        sq = math.sqrt(EPS)
+        bg = b / g
+        for j in range(n):
+            qx[:] = q
+            hj = sq * max(abs(q[j]), 1e-3)
+            qx[j] += hj
+            hj = qx[j] - q[j]  # exactly representable step
+            _cqv(fns, p, n, m, t1, qx, v, Cq, Ct, g1)
+            for k in range(m):
+                J[2 * n + m + k, j] = bg * ((g1[k] - g0[k]) / hj)
+        Cq[:, :] = 0.0
+        fns[3](q, t1, p, Cq)
+        for k in range(m):
+            for j in range(n):
+                J[j, 2 * n + m + k] = Cq[k, j]
+                J[n + j, 2 * n + k] = Cq[k, j]
+                J[2 * n + k, j] = Cq[k, j]
+                J[2 * n + m + k, n + j] = Cq[k, j]
+    for i in range(n):
+        for j in range(n):
+            J[n + i, j] = bh * K[i, j]
+
+
+def _amax(a):
+    """max |…| of an array as numpy's .max(): NaN propagates."""
+    r = -math.inf
+    for i in range(a.shape[0]):
+        x = a[i]
+        if x > r or x != x:
+            r = x
+            if x != x:
+                return x
+    return r
+
+
+def _pymax(a, b):
+    """Python's max(a, b) (keeps a unless b > a)."""
+    return b if b > a else a
+
+
+def _norm_ggl(dd, n, m, sx, sy, CqT, s_lam, s_mu, tmp):
+    """The reference's Newton norm of the GGL form: position change β h Δx (W_q),
+    velocity change γ h Δy (W_v with the rounding floor), the multipliers
+    through C_qᵀ (λ on the velocity scale, μ on the position scale)."""
+    if n == 0:
+        return 0.0
+    for i in range(n):
+        tmp[i] = abs(dd[i]) * sx[i]
+    a = _amax(tmp)
+    for i in range(n):
+        tmp[i] = abs(dd[n + i]) * sy[i]
+    val = _pymax(a, _amax(tmp))
+    if m > 0:
+        val = _pymax(val, _rows_norm(dd, 2 * n, n, m, CqT, s_lam, tmp))
+        val = _pymax(val, _rows_norm(dd, 2 * n + m, n, m, CqT, s_mu, tmp))
+    return val
+
+
+def _rows_norm(dd, off, n, m, CqT, sc, tmp):
+    """max |C_qᵀ dd[off:off+m]| · sc."""
+    for i in range(n):
+        s = 0.0
+        for k in range(m):
+            s += CqT[i, k] * dd[off + k]
+        tmp[i] = abs(s) * sc[i]
+    return _amax(tmp)
+
+
 def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, eta, scale, CqT,
-            lam_scale, scale_r, lam_scale_r, delta, F, Jw, work):
-    """Returns (converged, iterations, status); δ in ``delta``."""
-    N = n + m
+            lam_scale, scale_r, lam_scale_r, delta, F, Jw, work, ggl, qd0, b, g, sy, s_mu):
+    """Returns (converged, iterations, status); δ in ``delta``.  With ``ggl`` the
+    GGL form (eqs. 38-39): ``bh2`` is then β h (q = q0 + β h x), ``scale`` and
+    ``lam_scale`` are its s_x and s_λ, ``qd0``, ``sy``, ``s_mu`` its own, and
+    there is no stall acceptance (the reference passes no stall norm)."""
+    N = matrix_size(n, m, ggl)
     piv = I[PIV:PIV + N]
     const_mass = I[CONST_MASS] == 1
     old_norm = -1.0
@@ -388,7 +571,11 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
     delta[:] = 0.0
     for it in range(1, NEWTON_MAX_ITER + 1):
         if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
-            _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_mass, delta, Jw)
+            if ggl:
+                _jacobian_ggl(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, b, g, gh, eta, const_mass,
+                              delta, Jw, work)
+            else:
+                _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_mass, delta, Jw)
             I[ST_JAC] += 1
             for i in range(N):
                 for j in range(N):
@@ -408,7 +595,10 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
             S[RELAX] = 1.0
             n_j = 0
             old_norm = -1.0
-        _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F, work)
+        if ggl:
+            _residual_ggl(fns, p, u, n, m, t1, q0, qd0, v0, qdd0, lam_hat, bh2, g, gh, eta, delta, F, work)
+        else:
+            _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F, work)
         I[ST_RES] += 1
         I[ST_NEWTON] += 1
         if not _all_finite(F):
@@ -422,7 +612,10 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
             F[i] *= -relax
         n_j += 1
         delta += F
-        dnorm = _norm(F, n, m, scale, CqT, lam_scale)
+        if ggl:
+            dnorm = _norm_ggl(F, n, m, scale, sy, CqT, lam_scale, s_mu, work[25])  # (q + h e_j: scratch)
+        else:
+            dnorm = _norm(F, n, m, scale, CqT, lam_scale)
         if not math.isfinite(dnorm):
             I[NEED_JAC] = 1
             I[REASON] = R_UPDATE
@@ -437,7 +630,7 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
         if n_j == 1 or old_norm < 0.0:
             sigma = 0.0
         elif dnorm > 0.9 * old_norm:
-            if _norm(F, n, m, scale_r, CqT, lam_scale_r) < NEWTON_TOL:
+            if not ggl and _norm(F, n, m, scale_r, CqT, lam_scale_r) < NEWTON_TOL:
                 S[SIGMA] = sigma   # stalled at the rounding level: converged
                 return True, it, OK
             I[NEED_JAC] = 1
@@ -508,10 +701,11 @@ def _clamp(S, h, t_limit):
 
 
 def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
-    """One accepted step ending at or before ``t_limit`` (GeneralizedAlpha._step_inner).
-    Returns a status code; on failure S[F_H] is the step size tried."""
+    """One accepted step ending at or before ``t_limit`` (GeneralizedAlpha._step_inner;
+    the attempt is GeneralizedAlpha._attempt, or GeneralizedAlphaIndex2._attempt
+    with I[GGL]).  Returns a status code; on failure S[F_H] is the step size tried."""
     n, m = I[I_N], I[I_M]
-    N = n + m
+    ggl = I[GGL] == 1
     o_y, o_yp, o_qdd, o_qddp, o_lam, o_a, o_xr, o_lr, o_mid, o_mix, _ = offsets(n, m)
     am, af, g, b, eta = S[ALPHA_M], S[ALPHA_F], S[GAMMA], S[BETA], S[ETA]
     fixed = S[H_FIXED] > 0.0
@@ -548,6 +742,7 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             qmax = abs(q[i])
     q0, v0, qdd0, lam_hat = work[8], work[9], work[10], work[11]
     x_hat, scale, w_v = work[12], work[13], work[15]
+    qd0, y_hat, sy, s_mu = work[16], work[17], work[18], work[19]   # GGL only
     CqT = np.zeros((n, m))
     lam_scale = np.zeros(n)
     scale_r = np.zeros(n)
@@ -586,17 +781,38 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         floor = (100.0 * EPS * g / (b * h)) * qmax
         qfloor = ROUNDOFF * EPS * qmax / NEWTON_TOL
         vfloor = (g / (b * h)) * qfloor
+        bh = b * h
         for i in range(n):
             ai = a_old[i]
             if rescale:
                 ai = qdd[i] + (h / h_last) * (a_old[i] - qdd[i])
-            xh = h * x_rate[i]
-            x_hat[i] = xh
-            qdd0[i] = (am * ai + (1.0 - am - af) * qdd[i]) / (1.0 - af) + eta * xh
-            v0[i] = v[i] + h * ((1.0 - g) * ai + g * qdd[i]) + gh * xh
-            q0[i] = q[i] + h * v[i] + (h * h) * ((0.5 - b) * ai + b * qdd[i]) + bh2 * xh
+            qdd_p = (am * ai + (1.0 - am - af) * qdd[i]) / (1.0 - af)
+            v_p = v[i] + h * ((1.0 - g) * ai + g * qdd[i])
+            q_p = q[i] + h * v[i] + (h * h) * ((0.5 - b) * ai + b * qdd[i])
             wv0 = rtol * abs(v[i]) + atol
             w_v[i] = wv0 + floor
+            if ggl:
+                # GGL Newton start: ŷ = h·x_rate, x̂ = h ŷ; q = q0 + β h x,
+                # q' = q'0 + γ x, v = v0 + γ h y, v' = q''0 + η y
+                yh = h * x_rate[i]
+                xh = h * yh
+                y_hat[i] = yh
+                x_hat[i] = xh
+                q0[i] = q_p + bh * xh
+                qd0[i] = v_p + g * xh
+                v0[i] = v_p + gh * yh
+                qdd0[i] = qdd_p + eta * yh
+                scale[i] = bh / w[i]                    # s_x
+                sy[i] = gh / w_v[i]
+                s_mu[i] = scale[i] / g
+                if m > 0:
+                    lam_scale[i] = sy[i] * minv_d[i] / eta
+                continue
+            xh = h * x_rate[i]
+            x_hat[i] = xh
+            qdd0[i] = qdd_p + eta * xh
+            v0[i] = v_p + gh * xh
+            q0[i] = q_p + bh2 * xh
             scale[i] = max(bh2 / w[i], gh / w_v[i])
             scale_r[i] = max(bh2 / (w[i] + qfloor), gh / (wv0 + vfloor))
             if m > 0:
@@ -604,9 +820,10 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
                 lam_scale_r[i] = scale_r[i] * minv_d[i] / eta
         for k in range(m):
             lam_hat[k] = lam_old[k] + h * lam_rate[k]
+        cq = bh if ggl else bh2   # q = q0 + cq·x (numba: no inline conditional in a call)
         converged, iters, status = _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat,
-                                           bh2, gh, eta, scale, CqT, lam_scale, scale_r, lam_scale_r,
-                                           delta, F, Jw, work)
+                                           cq, gh, eta, scale, CqT, lam_scale, scale_r,
+                                           lam_scale_r, delta, F, Jw, work, ggl, qd0, b, g, sy, s_mu)
         if status == SINGULAR or status == NONFINITE_MATRIX:
             S[F_H] = h
             return status
@@ -623,18 +840,36 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             h *= 0.5
             lands = False
             continue
-        x = x_hat + delta[:n]
+        # x: the acceleration innovation (index 3: x; GGL: y) that a and x_rate keep
+        if ggl:
+            x = y_hat + delta[n:2 * n]
+        else:
+            x = x_hat + delta[:n]
         if fixed:
             break
-        # error estimate eq. 34 and step control eq. 36 with Algorithm 3 f
-        xm = 0.0
-        es = S[ERR_SCALE]                                 # tolerance proportionality
-        errfloor = (10.0 * ROUNDOFF * EPS / b) * qmax if es < 1.0 else 0.0   # rounding floor of h² x
-        for i in range(n):
-            e = abs(x[i]) / (es * w[i] + errfloor)
-            if e > xm:
-                xm = e
-        xi = (h * h * xm) ** (1.0 / 3.0) if n > 0 else 0.0
+        if ggl:
+            # eq. 39's estimate Ξ = (h · max(‖x‖_q, ‖y‖_v))^{1/2} (W of the user's tolerances)
+            xt = x_hat + delta[:n]
+            xq = 0.0
+            xv = 0.0
+            for i in range(n):
+                e = abs(xt[i]) / w[i]
+                if e > xq or e != e:
+                    xq = e
+                e = abs(x[i]) / (rtol * abs(v[i]) + atol)
+                if e > xv or e != e:
+                    xv = e
+            xi = math.sqrt(h * _pymax(xq, xv)) if n > 0 else 0.0
+        else:
+            # error estimate eq. 34 and step control eq. 36 with Algorithm 3 f
+            xm = 0.0
+            es = S[ERR_SCALE]                                 # tolerance proportionality
+            errfloor = (10.0 * ROUNDOFF * EPS / b) * qmax if es < 1.0 else 0.0   # rounding floor of h² x
+            for i in range(n):
+                e = abs(x[i]) / (es * w[i] + errfloor)
+                if e > xm:
+                    xm = e
+            xi = (h * h * xm) ** (1.0 / 3.0) if n > 0 else 0.0
         h_err = h * SAFETY / xi if xi > 0.0 else math.inf
         h_new = min(h_err, MAX_GROWTH * h)
         if xi <= 1.0:
@@ -652,10 +887,16 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         h = h_try
         lands = False
     # accept
-    q1 = q0 + bh2 * delta[:n]
-    v1 = v0 + gh * delta[:n]
-    qdd1 = qdd0 + eta * delta[:n]
-    lam1 = lam_hat + delta[n:]
+    if ggl:
+        q1 = q0 + (b * h) * delta[:n]
+        v1 = v0 + gh * delta[n:2 * n]
+        qdd1 = qdd0 + eta * delta[n:2 * n]
+        lam1 = lam_hat + delta[2 * n:2 * n + m]
+    else:
+        q1 = q0 + bh2 * delta[:n]
+        v1 = v0 + gh * delta[:n]
+        qdd1 = qdd0 + eta * delta[:n]
+        lam1 = lam_hat + delta[n:]
     S[T_PREV] = t
     S[o_yp:o_yp + 2 * n] = S[o_y:o_y + 2 * n]
     S[o_qddp:o_qddp + n] = qdd
@@ -686,11 +927,12 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     Returns a status code; on failure S, I and LU are as they were on entry
     (all or nothing) except the failure slots F_H, F_INFO, F_T and I[REASON]."""
     n, m = I[I_N], I[I_M]
+    N = matrix_size(n, m, I[GGL])
     S0, I0, LU0 = S.copy(), I.copy(), LU.copy()
     work = workspace(n, m)
-    delta = np.zeros(n + m)
-    F = np.zeros(n + m)
-    Jw = np.zeros((n + m, n + m))
+    delta = np.zeros(N)
+    F = np.zeros(N)
+    Jw = np.zeros((N, N))
     k = 0
     while S[T] < t_target and k < max_steps:
         status = step(fns, S, I, LU, u, p, t_target, work, delta, F, Jw)

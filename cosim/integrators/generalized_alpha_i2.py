@@ -28,6 +28,9 @@ against the plain eq. 34, whose err/rtol grew to 96); at equal error it takes
 0.8× (pendulum) to 1.5× (Andrews) the steps: generalized-alpha-i2 at rtol r
 gives about the error of generalized-alpha at r/30.  Measured with
 benchmarks/work_precision.py (see the README, "generalized-α-i2 tolerances").
+
+This class is the reference of the compiled twin (ga_kernel.py with its
+formulation switch I[GGL] = 1, wrapper ga_compiled.CompiledGeneralizedAlphaIndex2).
 """
 import numpy as np
 
