@@ -332,13 +332,18 @@ def sources_unreadable(modules, functions=()):
     return None
 
 
-def model_entry_points(method_module, kernel_functions, model_name, method_name, helpers=()):
+def model_entry_points(method_module, kernel_functions, model_name, method_name, helpers=(),
+                       extras=(), outputs_index=None):
     """The compiled entry ``entry(mode, S, I, LU, u, p, t_target, max_steps, y_out)``
-    (see ``_ENTRY_FOOTER``; the last kernel computes the outputs) of ``method_module`` with the model's kernel functions
+    (see ``_ENTRY_FOOTER``; kernel ``outputs_index``, default the last, computes
+    the outputs) of ``method_module`` with the model's kernel functions
     bound as globals, from a generated module (the helper and method sources
     pasted after imports of the model's kernels) whose machine code numba
     caches on disk: the first run for a model compiles and says so on stderr,
-    later runs load it.  Kernels are called directly, so LLVM can inline them."""
+    later runs load it.  Kernels are called directly, so LLVM can inline them.
+    ``extras``: modules pasted after ``method_module`` whose functions replace
+    the method's functions of the same names (a variant for some models only,
+    e.g. nonholonomic rows, that leaves every other model's entry as it was)."""
     import hashlib  # noqa: PLC0415
     import importlib.util  # noqa: PLC0415
     key = (method_module.__name__, tuple(kernel_functions))
@@ -349,8 +354,9 @@ def model_entry_points(method_module, kernel_functions, model_name, method_name,
         if "<locals>" in fn.__qualname__ or fn.__name__ == "<lambda>":
             raise InvalidInputError(f"kernel {fn.__qualname__!r} of model {model_name!r} must be a "
                                     f"module-level function to be compiled")
-    body = "".join(_module_body(m, len(kernel_functions)) for m in (*helpers, method_module))
-    reserved = set().union(*(_top_level_names(m) for m in (*helpers, method_module)))
+    pasted_modules = (*helpers, method_module, *extras)
+    body = "".join(_module_body(m, len(kernel_functions)) for m in pasted_modules)
+    reserved = set().union(*(_top_level_names(m) for m in pasted_modules))
     reserved |= {"entry", "_types", "_numba", "_name", "_obj", "__kernels__", "RESTART_STATUS"}
     pasted = _pasted_kernels(tuple(kernel_functions), reserved)
     if pasted is not None:
@@ -371,9 +377,10 @@ def model_entry_points(method_module, kernel_functions, model_name, method_name,
     template = _ENTRY_HEADER.format(method=method_name, model=model_name, digest="{digest}",
                                     fmt=ENTRY_FORMAT, kernels=kernels, restart_status=RESTART_STATUS,
                                     sources=", ".join(m.__name__.rsplit(".", 1)[-1]
-                                                      for m in (*helpers, method_module)),
+                                                      for m in pasted_modules),
                                     imports=imports) + body + _ENTRY_FOOTER.replace(
-                                        "{outputs}", str(len(kernel_functions) - 1))
+                                        "{outputs}", str(len(kernel_functions) - 1 if outputs_index is None
+                                                         else outputs_index))
     digest = hashlib.sha256((template + model_sources).encode()).hexdigest()[:16]
     source = template.replace("{digest}", digest, 1)
     folder = os.path.join(cache_dir() or tempfile.mkdtemp(prefix="cosim-"), "entries")

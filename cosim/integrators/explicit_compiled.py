@@ -33,22 +33,54 @@ _Y, _YP, _QDD, _LAM = range(4)   # positions in explicit_kernel.offsets()
 _J_TEXT = "[[M, C_q^T], [C_q, 0]] (seed 000 eq. 89)"   # IndexOneRHS.factorize's matrix name
 
 
+def _n_nonholonomic(model):
+    return len(getattr(model, "nonholonomic_names", ()) or ())
+
+
+def _kernel_functions(model):
+    """The entry's kernels: the model's, then its nonholonomic ones if it has rows."""
+    ks = model.kernels()
+    if not _n_nonholonomic(model):
+        return ks.functions()
+    return ks.functions() + ks.nonholonomic_functions()
+
+
+def _extras(model):
+    """Modules pasted after explicit_kernel: the nonholonomic variant only for a model
+    with such rows (every other model's entry stays as it is)."""
+    if not _n_nonholonomic(model):
+        return ()
+    from . import explicit_nh_kernel  # noqa: PLC0415
+    return (explicit_nh_kernel,)
+
+
 def _model_entries(model):
     from . import dense_lu  # noqa: PLC0415
+    from ..models.kernels import COMPILED_FIELDS  # noqa: PLC0415
     # kernel_name: models sharing one kernel set (every URDF robot) share one entry file
-    return jit.model_entry_points(K, model.kernels().functions(),
+    return jit.model_entry_points(K, _kernel_functions(model),
                                   getattr(model, "kernel_name", model.name), "explicit",
-                                  helpers=(dense_lu,))
+                                  helpers=(dense_lu,), extras=_extras(model),
+                                  outputs_index=len(COMPILED_FIELDS) - 1)
 
 
 def supports(model):
     """Why the compiled dopri5/rk4 cannot run ``model`` (None: it can): a
-    multibody model with kernels, no nonholonomic rows (first-order models run
-    the reference)."""
-    reason = _model_supported(model)
-    if reason is None and not jit.entry_loaded(K, model.kernels().functions()):
+    multibody model with kernels, including nonholonomic ones for its
+    nonholonomic rows (first-order models run the reference)."""
+    reason = _model_supported(model, nonholonomic=True)
+    if reason is None and _n_nonholonomic(model):
+        from ..models.kernels import KernelModel  # noqa: PLC0415
+        base = getattr(model, "kernel_reference", KernelModel)
+        overridden = [name for name in ("nonholonomic_matrix", "nonholonomic_offset", "nonholonomic_gamma")
+                      if getattr(type(model), name, None) is not getattr(base, name, None)]
+        if overridden:
+            reason = f"model {model.name!r} overrides {', '.join(overridden)} of its kernels"
+        elif model.kernels().nonholonomic_functions() is None:
+            reason = f"model {model.name!r} has nonholonomic constraints without all their kernels"
+    if reason is None and not jit.entry_loaded(K, _kernel_functions(model)):
         from . import dense_lu  # noqa: PLC0415
-        reason = jit.sources_unreadable((K, dense_lu), model.kernels().functions())
+        reason = jit.sources_unreadable((K, dense_lu, *_extras(model)), _kernel_functions(model))
     return reason
 
 
@@ -82,6 +114,7 @@ class _CompiledExplicit:
         probe = getattr(model, "kernel_outputs", None)  # KernelModel; a URDF robot has none
         self._kernel_outputs = bool(probe is not None and probe())
         self._n_out = len(model.output_names) if self._kernel_outputs else 0
+        self._n_g = _n_nonholonomic(model)
         self._allocate(model.n_q, model.n_c)
         super().__init__(model, **kwargs)
         self.multibody = True
@@ -90,8 +123,10 @@ class _CompiledExplicit:
         self._sync_parameters()
 
     # -- the record ----------------------------------------------------------------------
-    def _allocate(self, n, m):
+    def _allocate(self, n, m_holonomic):
         old_stats = dict(self._stats_view) if hasattr(self, "_stats_view") else None
+        g = self._n_g
+        m = m_holonomic + g   # multiplier rows: C and (explicit_nh_kernel) B
         offs = K.offsets(n, m)
         lengths = (2 * n, 2 * n, n, m)
         self._slices = [(offs[i], lengths[i]) for i in range(4)]
@@ -99,8 +134,10 @@ class _CompiledExplicit:
         self._o_f, self._o_d = offs[4], offs[5]
         self._S = np.zeros(offs[-1])
         self._S[K.T] = self._S[K.T_PREV] = math.nan
-        self._I = np.zeros(K.int_length(n, m), dtype=np.int64)
+        self._I = np.zeros(K.int_length(n, m) + (1 if g else 0), dtype=np.int64)
         self._I[K.I_N], self._I[K.I_M] = n, m
+        if g:
+            self._I[-1] = g   # explicit_nh_kernel.n_nonholonomic
         self._I[K.METHOD] = self._method_code
         self._LU = np.zeros((n + m, n + m))
         self._y_out = np.zeros(self._n_out)

@@ -57,8 +57,9 @@ def supports(model):
     return reason
 
 
-def model_supported(model):
-    """Why no compiled method can run ``model`` (None: its kernels describe it)."""
+def model_supported(model, nonholonomic=False):
+    """Why no compiled method can run ``model`` (None: its kernels describe it);
+    ``nonholonomic``: the method's entry has the nonholonomic rows (explicit_compiled)."""
     kernels = getattr(model, "kernels", None)
     if kernels is None or kernels() is None:
         why = getattr(model, "kernels_unavailable", lambda: None)()  # KernelModel: generated ones
@@ -72,7 +73,7 @@ def model_supported(model):
     if overridden:
         # a subclass changed the Python equations: the kernels no longer describe it
         return f"model {model.name!r} overrides {', '.join(overridden)} of its kernels"
-    if getattr(model, "nonholonomic_names", ()):
+    if getattr(model, "nonholonomic_names", ()) and not nonholonomic:
         return f"model {model.name!r} has nonholonomic constraints (not in the compiled kernel yet)"
     return None
 

@@ -30,8 +30,9 @@ arrive zero-filled.  Kernels use only what numba compiles: scalar math,
 
 Nonholonomic constraints G = B(q, t) v + b(q, t) = 0 (seed 000 §7, eq. 93), all
 optional, n_g = len(nonholonomic_names); the Python methods of the same names
-are derived from them (the compiled integrators do not run nonholonomic
-models yet: these kernels are not part of a compiled entry):
+are derived from them.  They join a compiled entry only for a model that
+declares such rows (:meth:`MultibodyKernels.nonholonomic_functions`; today
+the compiled dopri5/rk4, cosim.integrators.explicit_nh_kernel):
 
     nonholonomic_matrix(q, t, p, B)                  B: (n_g, n)
     nonholonomic_offset(q, t, p, b)                  b: (n_g,)
@@ -62,7 +63,7 @@ class MultibodyKernels:
     constraint_force_jacobian: Optional[Callable] = None
     mass_jacobian_term: Optional[Callable] = None
     outputs: Optional[Callable] = None
-    # nonholonomic rows (module docstring): Python only, not in functions()
+    # nonholonomic rows (module docstring): not in functions(), see nonholonomic_functions()
     nonholonomic_matrix: Optional[Callable] = None
     nonholonomic_offset: Optional[Callable] = None
     nonholonomic_gamma: Optional[Callable] = None
@@ -76,8 +77,15 @@ class MultibodyKernels:
         defaults = {"mass_jacobian_term": no_mass_jacobian, "outputs": no_outputs}
         return tuple(getattr(self, name) or defaults.get(name) for name in COMPILED_FIELDS)
 
+    def nonholonomic_functions(self):
+        """The nonholonomic kernels in field order (``_k10`` … ``_k14`` of an entry
+        that has them, after :meth:`functions`); None when one is missing."""
+        fns = tuple(getattr(self, name) for name in NONHOLONOMIC_FIELDS)
+        return None if any(f is None for f in fns) else fns
+
 
 COMPILED_FIELDS = tuple(f.name for f in fields(MultibodyKernels))[:10]  # mass … outputs
+NONHOLONOMIC_FIELDS = tuple(f.name for f in fields(MultibodyKernels))[10:]
 
 
 def no_mass_jacobian(q, a, t, p, J):
