@@ -210,9 +210,12 @@ def test_backend_choice_and_fallback_are_announced():
     with pytest.warns(BackendFallbackWarning, match="has no compiled kernel yet"):
         sim = cosim.Simulation(model="pendulum", method="spark", h=1e-3, backend="numba")
     assert sim.backend == "python"
-    # a model the compiled kernel cannot run (knife_edge: nonholonomic rows) runs on the
-    # reference under "auto" (no warning needed; Simulation.backend_reason says why)
+    # a model the compiled kernel cannot run (knife_edge: nonholonomic rows, only the explicit
+    # entry has them) runs on the reference under "auto" (no warning needed; backend_reason says why)
     assert cosim.Simulation(model="knife_edge", method="generalized-alpha").backend == "python"
+    for method in ("dopri5", "rk4"):
+        sim = cosim.Simulation(model="knife_edge", method=method, h=1e-3)
+        assert sim.backend == "numba" and sim.backend_reason is None
     assert cosim.Simulation(model="two_link", method="generalized-alpha").backend == "numba"
 
 
@@ -607,7 +610,7 @@ def test_bdf_state_moves_between_backends(method):
         other.do_step(other.time, 0.01)
     assert np.max(np.abs(sim.y - other.y)) <= 1e-10
     assert {k: sim.stats[k] for k in COUNTS} == {k: other.stats[k] for k in COUNTS}
-    back = cosim.Simulation(model="pendulum", backend="numba", **kw)
+    back = cosim.Simulation(model=model, backend="numba", **kw)
     back.deserialize_state(other.serialize_state())
     for _ in range(10):
         back.do_step(back.time, 0.01)
@@ -747,6 +750,15 @@ EXPLICIT_CASES = {
                                  kw=dict(rtol=1e-6, atol=1e-6)),
     "rk4-andrews-short": dict(method="rk4", model="andrews", n_steps=1, dt=2e-3,
                               kw=dict(rtol=1e-6, atol=1e-6)),
+    # nonholonomic rows (explicit_nh_kernel; measured agreement <= 4e-14, so no roundoff spread)
+    "dopri5-knife_edge-long": dict(method="dopri5", model="knife_edge", n_steps=4, dt=0.5,
+                                   kw=dict(rtol=1e-6, atol=1e-8)),
+    "rk4-knife_edge-long": dict(method="rk4", model="knife_edge", n_steps=4, dt=0.5,
+                                kw=dict(rtol=1e-6, atol=1e-8)),
+    "dopri5-knife_edge-adaptive-inputs": dict(method="dopri5", model="knife_edge", n_steps=2, dt=1.0,
+                                              kw=dict(rtol=1e-9, atol=1e-11), inputs=lambda k: [2.0, 0.5]),
+    "rk4-knife_edge-fixed-inputs": dict(method="rk4", model="knife_edge", n_steps=100, dt=0.01,
+                                        kw=dict(h=1e-3), inputs=lambda k: [0.3 * np.sin(0.1 * k), 0.1]),
 }
 
 
@@ -762,6 +774,8 @@ def test_explicit_numba_and_python_same_counts_and_agree_1e10(case):
     assert {k: sp.stats[k] for k in COUNTS} == {k: sn.stats[k] for k in COUNTS}
     assert ip.projection_iterations == inn.projection_iterations
     assert sp.stats["steps"] >= c["n_steps"]
+    if "long" in case:
+        assert sp.stats["rejected"] > 0   # the controller's rejections are exercised too
     assert np.max(np.abs(yp - yn)) <= 1e-10
     h = ip.t - ip.t_prev
     for t in (ip.t - 0.3 * h, ip.t - 0.9 * h):  # dense output of the last step
@@ -770,9 +784,10 @@ def test_explicit_numba_and_python_same_counts_and_agree_1e10(case):
     assert np.array_equal(sn.get_outputs(), _python_outputs(sn))   # outputs computed in the step
 
 
+@pytest.mark.parametrize("model", ["two_link", "knife_edge"])
 @pytest.mark.parametrize("method, kw", [("dopri5", dict(rtol=1e-6, atol=1e-8)), ("rk4", dict(h=1e-3))])
-def test_explicit_numba_rollback_and_serialization_are_bit_identical(method, kw):
-    sim, _ = _drive("numba", "two_link", 20, 0.01, method=method, **kw)
+def test_explicit_numba_rollback_and_serialization_are_bit_identical(method, kw, model):
+    sim, _ = _drive("numba", model, 20, 0.01, method=method, **kw)
     snap = sim.get_state()
     blob = sim.serialize_state()
     for _ in range(20):
@@ -783,25 +798,26 @@ def test_explicit_numba_rollback_and_serialization_are_bit_identical(method, kw)
     for _ in range(20):
         sim.do_step(sim.time, 0.01)
     assert np.array_equal(sim.y, y1) and dict(sim.stats) == stats1
-    fresh = cosim.Simulation(model="two_link", method=method, backend="numba", **kw)
+    fresh = cosim.Simulation(model=model, method=method, backend="numba", **kw)
     fresh.deserialize_state(blob)
     for _ in range(20):
         fresh.do_step(fresh.time, 0.01)
     assert np.array_equal(fresh.y, y1) and dict(fresh.stats) == stats1
 
 
+@pytest.mark.parametrize("model", ["pendulum", "knife_edge"])
 @pytest.mark.parametrize("method", ["dopri5", "rk4"])
-def test_explicit_state_moves_between_backends(method):
+def test_explicit_state_moves_between_backends(method, model):
     kw = dict(method=method, rtol=1e-7, atol=1e-9)
-    sim, _ = _drive("numba", "pendulum", 30, 0.01, **kw)
-    other = cosim.Simulation(model="pendulum", backend="python", **kw)
+    sim, _ = _drive("numba", model, 30, 0.01, **kw)
+    other = cosim.Simulation(model=model, backend="python", **kw)
     other.deserialize_state(sim.serialize_state())
     for _ in range(30):
         sim.do_step(sim.time, 0.01)
         other.do_step(other.time, 0.01)
     assert np.max(np.abs(sim.y - other.y)) <= 1e-10
     assert {k: sim.stats[k] for k in COUNTS} == {k: other.stats[k] for k in COUNTS}
-    back = cosim.Simulation(model="pendulum", backend="numba", **kw)
+    back = cosim.Simulation(model=model, backend="numba", **kw)
     back.deserialize_state(other.serialize_state())
     for _ in range(10):
         back.do_step(back.time, 0.01)
@@ -904,3 +920,19 @@ def test_explicit_kernel_constants_are_the_reference_constants():
     for name in ("SAFETY", "MIN_FACTOR", "MAX_FACTOR", "MAX_REJECTIONS", "PROJECTION_TOL",
                  "PROJECTION_MAX_ITER"):
         assert getattr(explicit_kernel, name) == getattr(explicit, name), name
+
+
+@pytest.mark.parametrize("method, kw", [("dopri5", dict(rtol=1e-9, atol=1e-11)), ("rk4", dict(h=1e-3))])
+def test_compiled_knife_edge_follows_the_closed_form_and_holds_the_nonholonomic_row(method, kw):
+    """The compiled nonholonomic rows against an independent reference: the knife edge's
+    closed-form path (Neimark & Fufaev; knife_edge.exact_solution) and B v + b = 0 after
+    every step (the velocity projection)."""
+    sim = cosim.Simulation(model="knife_edge", method=method, backend="numba", **kw)
+    model = sim.model
+    for _ in range(100):
+        sim.do_step(sim.time, 0.01)
+        q, v = model.split(sim.y)
+        assert np.max(np.abs(model.nonholonomic_matrix(q, sim.time) @ v)) <= 1e-13
+    q_ex, v_ex = model.exact_solution(1.0)
+    assert np.max(np.abs(sim.y - np.concatenate([q_ex, v_ex]))) <= 1e-10   # measured 4e-13
+    assert sim.get_outputs()[2] == pytest.approx(0.0, abs=1e-13)   # the side-slip output
