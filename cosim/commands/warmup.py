@@ -27,7 +27,7 @@ def warm_up(model_names=None, workers=1):
         for method in COMPILED_REGISTRY:
             if resolve_backend(method, model, "auto") != "numba":
                 if model_names:
-                    rows.append((name, method, 0.0, "python (no kernels)"))
+                    rows.append((name, method, 0.0, "python (not compiled)"))
                 continue
             jobs.append((name, model, method))
     if not model_names:  # the entries of tests/test_auto_kernels.py
