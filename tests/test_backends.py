@@ -610,7 +610,7 @@ def test_bdf_state_moves_between_backends(method):
         other.do_step(other.time, 0.01)
     assert np.max(np.abs(sim.y - other.y)) <= 1e-10
     assert {k: sim.stats[k] for k in COUNTS} == {k: other.stats[k] for k in COUNTS}
-    back = cosim.Simulation(model=model, backend="numba", **kw)
+    back = cosim.Simulation(model="pendulum", backend="numba", **kw)
     back.deserialize_state(other.serialize_state())
     for _ in range(10):
         back.do_step(back.time, 0.01)
