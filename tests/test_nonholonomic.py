@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from reference import pendulum_reference
 
-from cosim.errors import UnknownParameterError
+from cosim.errors import InvalidInputError, UnknownParameterError
 from cosim.integrators import make_integrator
 from cosim.integrators.generalized_alpha import GeneralizedAlpha
 from cosim.integrators.generalized_alpha_i2 import GeneralizedAlphaIndex2
@@ -107,23 +107,36 @@ def test_knife_edge_restore_is_bit_identical_with_inputs():
 
 
 # -- index-2 GGL -----------------------------------------------------------------------------
-def test_index2_is_registered_and_has_only_rho_inf():
-    ig = make_integrator(load_model("pendulum"), "generalized-alpha-i2", rho_inf=0.6)
-    assert isinstance(ig, GeneralizedAlphaIndex2) and ig.opts == {"rho_inf": 0.6}
+def test_index2_is_registered_and_has_only_rho_inf_and_tolerance_factor():
+    ig = make_integrator(load_model("pendulum"), "generalized-alpha-i2", rho_inf=0.6, rtol=1e-6, atol=1e-8)
+    assert isinstance(ig, GeneralizedAlphaIndex2) and ig.opts == {"rho_inf": 0.6, "tolerance_factor": 30.0}
+    # the error test's tolerances: the user's × 30 (issue 12 item 7), capped at rtol 0.1
+    assert (ig.user_rtol, ig.user_atol) == (1e-6, 1e-8)
+    assert ig.rtol == pytest.approx(3e-5, rel=1e-15) and ig.atol == pytest.approx(3e-7, rel=1e-15)
+    plain = GeneralizedAlphaIndex2(load_model("pendulum"), rtol=1e-6, atol=1e-8, tolerance_factor=1)
+    assert (plain.rtol, plain.atol) == (1e-6, 1e-8)
+    capped = GeneralizedAlphaIndex2(load_model("pendulum"), rtol=1e-2, atol=1e-4)
+    assert capped.rtol == 0.1 and capped.atol == pytest.approx(1e-3, rel=1e-15)
     with pytest.raises(UnknownParameterError):
         GeneralizedAlphaIndex2(load_model("pendulum"), project_velocities=True)
+    for bad in (0.5, -1, float("nan"), "x", True):
+        with pytest.raises(InvalidInputError, match="tolerance_factor must be a number in"):
+            GeneralizedAlphaIndex2(load_model("pendulum"), tolerance_factor=bad)
 
 
-def test_index2_pendulum_holds_both_constraint_levels_and_matches_reference():
+@pytest.mark.parametrize("factor,q_tol,v_tol", [(1, 1e-4, 1e-3), (30, 1e-3, 1e-2)])
+def test_index2_pendulum_holds_both_constraint_levels_and_matches_reference(factor, q_tol, v_tol):
+    # factor 1: the seed's test (W = 1e-4); 30 (default): W = 3e-3, and the
+    # error follows rtol within the issue-12 band (err/rtol ≤ 10)
     m = load_model("pendulum")
-    ig = GeneralizedAlphaIndex2(m, rtol=1e-4, atol=1e-4)
+    ig = GeneralizedAlphaIndex2(m, rtol=1e-4, atol=1e-4, tolerance_factor=factor)
     ig.initialize(0.0)
     for k in range(1, 11):
         ig.advance(0.1 * k)
         pos, vel, _ = m.residual_levels(ig.t, ig.y)
-        assert pos < 1e-8 and vel < 1e-6    # at the Newton tolerance (W = 1e-4)
+        assert pos < factor * 1e-8 and vel < factor * 1e-6    # at the Newton tolerance (∝ W)
     q_ref, v_ref = pendulum_reference(1.0)
-    assert np.max(np.abs(ig.q - q_ref)) < 1e-4 and np.max(np.abs(ig.v - v_ref)) < 1e-3
+    assert np.max(np.abs(ig.q - q_ref)) < q_tol and np.max(np.abs(ig.v - v_ref)) < v_tol
 
 
 def test_index2_pendulum_fixed_step_order_two():

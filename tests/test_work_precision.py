@@ -56,21 +56,23 @@ CASES = [
     ("bdf-i1", 1e-9),                # 0.37  1.00 | 0.0052 162   (end point: cancellation)
     ("generalized-alpha", 1e-5),     # 1.35  1.04 | 0.49   1.04
     ("dopri5", 1e-7),                # 0.73  1.00 | 0.23   1.00
-    ("generalized-alpha-i2", 1e-3),  # 0.047 1.00 | 0.011  1.00  (Python backend: 4 starts)
+    ("generalized-alpha-i2", 1e-3),  # 2.98  1.12 | 1.02   1.11  (tolerance_factor 30; 1: 0.047 | 0.011)
 ]
 
 
 @pytest.mark.parametrize("method,rtol", CASES)
 def test_andrews_path_error_follows_rtol_within_3x_over_perturbed_starts(method, rtol):
-    end, path = errors(method, rtol, 4 if method == "generalized-alpha-i2" else STARTS)
+    end, path = errors(method, rtol)
     assert path.max() <= 3.0 * path.min()
     assert 0.01 * rtol <= np.median(path) <= 10.0 * rtol
 
 
-@pytest.mark.parametrize("method,rtol", [("bdf", 1e-7), ("bdf-i2", 1e-9), ("generalized-alpha", 1e-4)])
+@pytest.mark.parametrize("method,rtol", [("bdf", 1e-7), ("bdf-i2", 1e-9), ("generalized-alpha", 1e-4),
+                                         ("generalized-alpha-i2", 1e-6)])
 def test_andrews_end_point_error_follows_rtol_within_3x_over_perturbed_starts(method, rtol):
     # measured: bdf 1e-7 err/rtol 0.045 spread 1.33; bdf-i2 1e-9 0.17, 1.06;
-    # generalized-alpha 1e-4 0.61, 1.00
+    # generalized-alpha 1e-4 0.61, 1.00; generalized-alpha-i2 1e-6 0.69, 1.17
+    # (its seed test, tolerance_factor=1: 0.0021 at 1e-6, below the band)
     end, _ = errors(method, rtol)
     assert end.max() <= 3.0 * end.min()
     assert 0.01 * rtol <= np.median(end) <= 10.0 * rtol
