@@ -25,11 +25,11 @@ import numpy as np
 
 from .. import jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError, StateError
-from ..validation import finite_float
 from . import bdf_kernel as K
 from .base import STAT_KEYS
 from .bdf import ORDER_HISTORY_MAX, BDFIndex1, BDFIndex2, BDFIndex3
 from .ga_compiled import _Array, _Scalar, _Stats, record_factor, store_factor
+from .ga_compiled import WholeIntervalAdvance
 from .ga_compiled import model_supported as _model_supported
 from .newton import QuasiNewton
 
@@ -104,8 +104,11 @@ class _RecordNewton(QuasiNewton):
 _NO_OUTPUTS = np.zeros(0)  # the entry computes no outputs for BDF (get_outputs: Python)
 
 
-class _CompiledBDF:
+class _CompiledBDF(WholeIntervalAdvance):
     """The compiled step loop under a BDF reference class (mixed in first)."""
+
+    _K = K
+    _max_steps_per_call = MAX_STEPS_PER_CALL
 
     # (read by the record views shared with generalized-α: BDF restarts at once
     # and leaves the outputs to Python)
@@ -328,26 +331,6 @@ class _CompiledBDF:
         raise SingularMatrixError(f"{name}: singular iteration matrix at t={t!r}, h={h!r}, "
                                   f"order {int(I[K.F_K])} ({inner})", t=t, h=h,
                                   cause="singular iteration matrix")
-
-    def advance(self, t_target):
-        t_target = finite_float("t_target", t_target)
-        t = self._S[K.T]
-        if t_target < t:
-            raise InvalidInputError(f"target time {t_target!r} is before t={float(t)!r}")
-        if t_target == t:
-            return t_target
-        self.check_step_budget(t_target)
-        self._run(t_target, min(self.max_steps, MAX_STEPS_PER_CALL), K.WHOLE_INTERVAL)
-        return t_target
-
-    def _advance_checked(self, t_target):
-        if not t_target > self._S[K.T]:
-            return self.advance(t_target)
-        self._run(t_target, min(self.max_steps, MAX_STEPS_PER_CALL), K.WHOLE_INTERVAL)
-        return t_target
-
-    def _step(self, t_limit):
-        self._run(t_limit, 1, K.ONE_STEP)
 
 
 class CompiledBDFIndex3(_CompiledBDF, BDFIndex3):

@@ -21,11 +21,11 @@ import numpy as np
 
 from .. import jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError, StateError
-from ..validation import finite_float
 from . import explicit_kernel as K
 from .base import STAT_KEYS
 from .explicit import RK4, DormandPrince, IndexOneRHS
 from .ga_compiled import _Array, _Scalar, _Stats
+from .ga_compiled import WholeIntervalAdvance
 from .ga_compiled import model_supported as _model_supported
 
 MAX_STEPS_PER_CALL = 1_000_000
@@ -91,8 +91,12 @@ def _singular_text(status, t, ratio):
     return f"{_J_TEXT} is numerically singular at t={t}, h=None (pivot ratio {ratio:.1e})"
 
 
-class _CompiledExplicit:
+class _CompiledExplicit(WholeIntervalAdvance):
     """The compiled step loop under an explicit reference class (mixed in first)."""
+
+    _K = K
+    _max_steps_per_call = MAX_STEPS_PER_CALL
+    _strict_times = True
 
     backend = "numba"
     _restart_pending = False      # (read by the record views shared with generalized-α)
@@ -290,27 +294,6 @@ class _CompiledExplicit:
             return "constraint projection failed: right-hand side is not finite"
         which = "position" if code == K.C_POSITION else "velocity"
         return f"constraint projection failed: {which} projection did not converge at t={ct!r}"
-
-    def advance(self, t_target):
-        t_target = finite_float("t_target", t_target, strict=True)
-        t = self._S[K.T]
-        if t_target < t:
-            raise InvalidInputError(f"target time {t_target!r} is before t={float(t)!r}")
-        if t_target == t:
-            return t_target
-        self.check_step_budget(t_target)
-        self._run(t_target, min(self.max_steps, MAX_STEPS_PER_CALL), K.WHOLE_INTERVAL)
-        return t_target
-
-    def _advance_checked(self, t_target):
-        # Simulation.do_step's hot path: one compiled call, outputs computed in it
-        if not t_target > self._S[K.T]:
-            return self.advance(t_target)
-        self._run(t_target, min(self.max_steps, MAX_STEPS_PER_CALL), K.WHOLE_INTERVAL)
-        return t_target
-
-    def _step(self, t_limit):
-        self._run(t_limit, 1, K.ONE_STEP)
 
     def fresh_outputs(self):
         """The model's outputs at the current state as the compiled step computed

@@ -131,6 +131,38 @@ class _Array:
         obj._S[start:start + length] = arr
 
 
+class WholeIntervalAdvance:
+    """``advance``/``_advance_checked``/``_step`` of a compiled wrapper whose
+    kernel module ``_K`` runs to the target in one call (many steps, all or
+    nothing within the step budget: the kernel restores its record itself).
+    ``_strict_times``: the target goes through ``finite_float(strict=True)``."""
+
+    _K = None
+    _strict_times = False
+
+    def advance(self, t_target):
+        K = self._K
+        t_target = finite_float("t_target", t_target, strict=self._strict_times)
+        t = self._S[K.T]
+        if t_target < t:
+            raise InvalidInputError(f"target time {t_target!r} is before t={float(t)!r}")
+        if t_target == t:
+            return t_target
+        self.check_step_budget(t_target)
+        self._run(t_target, min(self.max_steps, self._max_steps_per_call), K.WHOLE_INTERVAL)
+        return t_target
+
+    def _advance_checked(self, t_target):
+        # Simulation.do_step's hot path: one compiled call, outputs computed in it
+        if not t_target > self._S[self._K.T]:
+            return self.advance(t_target)
+        self._run(t_target, min(self.max_steps, self._max_steps_per_call), self._K.WHOLE_INTERVAL)
+        return t_target
+
+    def _step(self, t_limit):
+        self._run(t_limit, 1, self._K.ONE_STEP)
+
+
 class _Stats(MutableMapping):
     """The statistics counters in the record (from slot ``base`` of I), as the dict
     the reference expects."""
