@@ -55,6 +55,18 @@ def test_simulate_json_pendulum_conserves_energy_and_constraint(tmp_path, capsys
     assert png_path.stat().st_size > 10_000 and png_path.read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.parametrize("model, says, lost", [
+    ("pendulum", "the model is conservative", False),
+    ("bouncing_ball", "not declared conservative", True),  # impacts lose energy on purpose
+])
+def test_energy_line_says_whether_the_change_is_an_error_measure(model, says, lost, capsys):
+    assert main(["simulate", model, "--t-end", "1.0", "--backend", "python"]) == 0
+    line = next(s for s in capsys.readouterr().out.splitlines() if "kinetic + potential" in s)
+    assert says in line
+    drift = float(line.split("energy")[1].split("J")[0])
+    assert (drift < -1.0) if lost else (abs(drift) < 1e-4)  # ball: restitution < 1 over 1 s
+
+
 def test_simulate_matches_the_independent_pendulum_solution(capsys):
     """Polar-coordinate ODE (seed 001 eq. 3.54) with scipy DOP853 as the reference."""
     from scipy.integrate import solve_ivp

@@ -275,8 +275,11 @@ def _cmd(args):
     print(f"  max |constraint residual|: position {cr['position']:.2e}  velocity {cr['velocity']:.2e}"
           f"  acceleration {cr['acceleration']:.2e}")
     if "energy_drift" in summary:
-        print(f"  change of kinetic + potential energy {summary['energy_drift']:.3e} J"
-              " (a drift where the model is conservative and unforced)")
+        conservative = getattr(result["sim"].model, "conservative", False)
+        why = ("the model is conservative: with zero inputs this is the integration error"
+               if conservative else "the model is not declared conservative (forces, damping, impacts"
+               " or a drive change its energy): not an error measure")
+        print(f"  change of kinetic + potential energy {summary['energy_drift']:.3e} J ({why})")
     for ev in summary["events"]:
         print(f"  event {ev}")
     if args.out:
