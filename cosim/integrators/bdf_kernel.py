@@ -298,8 +298,14 @@ def _fd_block(kind, fns, p, n, m, t1, W, ws, Cq, Jw, row, col, scale):
             Jw[row + k, col + j] = scale * ((W[g1 + k] - W[g0 + k]) / hj)
 
 
-def _matrices(fns, p, u, n, m, t1, qv, vv, av, lamv, const_mass, M, Qq, Qv, Hm, Mq):
-    """M, Q_q, Q_v, (C_qᵀλ)_q (m > 0) and (M a)_q (mass not constant) at (q, v, a, λ)."""
+def _matrices(fns, p, u, n, m, t1, W, ws, const_mass, M, Qq, Qv, Hm, Mq, Jw, n_zero):
+    """M, Q_q, Q_v, (C_qᵀλ)_q (m > 0) and (M a)_q (mass not constant) at the
+    point (q, v, a, λ) in W; Jw[:n_zero, :n_zero] = 0."""
+    q, v, a, lam = ws[WS_Q], ws[WS_V], ws[WS_A], ws[WS_LAM]
+    qv, vv, av = W[q:q + n], W[v:v + n], W[a:a + n]
+    for i in range(n_zero):
+        for j in range(n_zero):
+            Jw[i, j] = 0.0
     for i in range(n):
         for j in range(n):
             Qq[i, j] = 0.0
@@ -309,7 +315,7 @@ def _matrices(fns, p, u, n, m, t1, qv, vv, av, lamv, const_mass, M, Qq, Qv, Hm, 
             M[i, j] = 0.0
     fns[6](qv, vv, t1, u, p, Qq, Qv)
     if m > 0:
-        fns[7](qv, lamv, t1, p, Hm)
+        fns[7](qv, W[lam:lam + m], t1, p, Hm)
     if not const_mass:
         fns[8](qv, av, t1, p, Mq)
     fns[0](qv, t1, p, M)
@@ -381,13 +387,12 @@ def _residual(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq):
 
 def _jacobian(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
     """Eq. 79 times ĥ²: [[M − ĥQ_v + ĥ²(−Q_q + (C_qᵀλ)_q + (M a)_q), C_qᵀ], [C_q, 0]]."""
-    q, v, a, lam = ws[WS_Q], ws[WS_V], ws[WS_A], ws[WS_LAM]
+    q, lam = ws[WS_Q], ws[WS_LAM]
     _point(W, n, m, ws, hhat, h2)
     qv = W[q:q + n]
     for k in range(m):
         W[lam + k] = W[lam + k] / h2          # λ = (λ̂0 + Δ)/ĥ²
-    _matrices(fns, p, u, n, m, t1, qv, W[v:v + n], W[a:a + n], W[lam:lam + m], const_mass,
-              M, Qq, Qv, Hm, Mq)
+    _matrices(fns, p, u, n, m, t1, W, ws, const_mass, M, Qq, Qv, Hm, Mq, Jw, 0)
     for i in range(n):
         for j in range(n):
             Jw[i, j] = M[i, j] - hhat * Qv[i, j] + h2 * _stiffness(Qq, Hm, Mq, i, j, m, const_mass, True)
@@ -435,15 +440,11 @@ def _residual2(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq):
 
 
 def _jacobian2(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
-    q, v, a, lam, mu = ws[WS_Q], ws[WS_V], ws[WS_A], ws[WS_LAM], ws[WS_MU]
+    q, mu = ws[WS_Q], ws[WS_MU]
     N = 2 * n + 2 * m
     _point2(W, n, m, ws, hhat)
     qv = W[q:q + n]
-    for i in range(N):
-        for j in range(N):
-            Jw[i, j] = 0.0
-    _matrices(fns, p, u, n, m, t1, qv, W[v:v + n], W[a:a + n], W[lam:lam + m], const_mass,
-              M, Qq, Qv, Hm, Mq)
+    _matrices(fns, p, u, n, m, t1, W, ws, const_mass, M, Qq, Qv, Hm, Mq, Jw, N)
     for i in range(n):
         for j in range(n):
             Kij = -h2 * Qq[i, j]
@@ -506,16 +507,12 @@ def _residual1(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq):
 
 
 def _jacobian1(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
-    q, v, a, lam, mu, tq = ws[WS_Q], ws[WS_V], ws[WS_A], ws[WS_LAM], ws[WS_MU], ws[WS_TQ]
+    q, mu, tq = ws[WS_Q], ws[WS_MU], ws[WS_TQ]
     N = 3 * n + 3 * m
     i_a, i_l, i_t, i_m = 2 * n, 3 * n, 3 * n + m, 3 * n + 2 * m
     _point1(W, n, m, ws, hhat, h2)
     qv = W[q:q + n]
-    for i in range(N):
-        for j in range(N):
-            Jw[i, j] = 0.0
-    _matrices(fns, p, u, n, m, t1, qv, W[v:v + n], W[a:a + n], W[lam:lam + m], const_mass,
-              M, Qq, Qv, Hm, Mq)
+    _matrices(fns, p, u, n, m, t1, W, ws, const_mass, M, Qq, Qv, Hm, Mq, Jw, N)
     for i in range(n):
         for j in range(n):
             Jw[i, j] = h2 * _stiffness(Qq, Hm, Mq, i, j, m, const_mass, False)
