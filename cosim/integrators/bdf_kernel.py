@@ -166,7 +166,6 @@ def _wslots(n, m, ns):
     a = o;      o += n
     lam = o;    o += m
     Q = o;      o += n
-    C = o;      o += m
     delta = o;  o += ns
     F = o;      o += ns
     dy = o;     o += 2 * n
@@ -184,10 +183,176 @@ def _wslots(n, m, ns):
     qx = o;     o += n
     mu = o;     o += m
     tq = o;     o += m
-    g2 = o;     o += m
     vx = o;     o += n
-    return (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
-            lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, tq, g2, vx, o)
+    return (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, delta, F, dy, qdd1,
+            lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, tq, vx, o)
+
+
+# positions in the tuple of :func:`_wslots`
+(WS_WINV, WS_YPRED, WS_YDPRED, WS_ZPRED, WS_A0, WS_LHAT, WS_W2, WS_Q, WS_V, WS_A, WS_LAM, WS_QF,
+ WS_DELTA, WS_F, WS_DY, WS_QDD1, WS_LAM1, WS_COL, WS_RHS, WS_TAU, WS_OMEGA, WS_CC, WS_CE,
+ WS_CT, WS_G0, WS_G1, WS_QX, WS_MU, WS_TQ, WS_VX) = range(30)
+
+
+# ---------------------------------------------------------------------------------
+# model evaluations shared by the three formulations (the kernels accumulate into
+# their outputs, so every output is zeroed first)
+# ---------------------------------------------------------------------------------
+def _dot(A, r, xv, n):
+    """Row r of A times xv."""
+    s = 0.0
+    for j in range(n):
+        s += A[r, j] * xv[j]
+    return s
+
+
+def _mass_and_forces(fns, p, u, n, t1, qv, vv, W, o_Q, M):
+    """M(q) into M, Q(q, v) into W[o_Q:o_Q+n]."""
+    for i in range(n):
+        for j in range(n):
+            M[i, j] = 0.0
+        W[o_Q + i] = 0.0
+    fns[0](qv, t1, p, M)
+    fns[1](qv, vv, t1, u, p, W[o_Q:o_Q + n])
+
+
+def _constraint_jacobian(fns, p, n, m, t1, qv, Cq):
+    """C_q(q) into Cq."""
+    for k in range(m):
+        for j in range(n):
+            Cq[k, j] = 0.0
+    fns[3](qv, t1, p, Cq)
+
+
+def _add_cq_t(Cq, xv, scale, W, out, n, m):
+    """W[out:out+n] += scale · C_qᵀ x."""
+    for i in range(n):
+        s = 0.0
+        for k in range(m):
+            s += Cq[k, i] * xv[k]
+        W[out + i] += scale * s
+
+
+def _constraints(fns, p, m, t1, qv, W, out):
+    """C(q) into W[out:out+m]."""
+    for k in range(m):
+        W[out + k] = 0.0
+    fns[2](qv, t1, p, W[out:out + m])
+
+
+def _gamma_at(fns, p, m, t1, qv, vv, W, out):
+    """γ(q, v) into W[out:out+m]."""
+    for k in range(m):
+        W[out + k] = 0.0
+    fns[5](qv, vv, t1, p, W[out:out + m])
+
+
+def _cqv(fns, p, n, m, t1, qv, vv, Cq, W, ct, out):
+    """C_q(q) v + C_t(q) into W[out:out+m] (Cq and W[ct] overwritten)."""
+    _constraint_jacobian(fns, p, n, m, t1, qv, Cq)
+    for k in range(m):
+        W[ct + k] = 0.0
+    fns[4](qv, t1, p, W[ct:ct + m])
+    for k in range(m):
+        W[out + k] = _dot(Cq, k, vv, n) + W[ct + k]
+
+
+def _cqa_gamma(fns, p, n, m, t1, qv, vv, av, Cq, W, tmp, out):
+    """C_q(q) a − γ(q, v) into W[out:out+m] (Cq and W[tmp] overwritten)."""
+    _constraint_jacobian(fns, p, n, m, t1, qv, Cq)
+    _gamma_at(fns, p, m, t1, qv, vv, W, tmp)
+    for k in range(m):
+        W[out + k] = _dot(Cq, k, av, n) - W[tmp + k]
+
+
+G_CQV, G_CQA, G_GAMMA = 0, 1, 2   # what _fd_block differentiates
+
+
+def _fd_block(kind, fns, p, n, m, t1, W, ws, Cq, Jw, row, col, scale):
+    """Jw[row:row+m, col:col+n] = scale · ∂g/∂x by forward differences
+    (bdf._cq_v_jacobian, common.fd_jacobian): g = C_q v + C_t (G_CQV) or
+    C_q a − γ (G_CQA) over x = q, g = γ over x = v (G_GAMMA)."""
+    q, v, a, ct, g0, g1 = ws[WS_Q], ws[WS_V], ws[WS_A], ws[WS_CT], ws[WS_G0], ws[WS_G1]
+    x, xp = (v, ws[WS_VX]) if kind == G_GAMMA else (q, ws[WS_QX])
+    qv, vv, av = W[q:q + n], W[v:v + n], W[a:a + n]
+    if kind == G_CQV:
+        _cqv(fns, p, n, m, t1, qv, vv, Cq, W, ct, g0)
+    elif kind == G_CQA:
+        _cqa_gamma(fns, p, n, m, t1, qv, vv, av, Cq, W, ct, g0)
+    else:
+        _gamma_at(fns, p, m, t1, qv, vv, W, g0)
+    sq = math.sqrt(EPS)
+    for j in range(n):
+        for i in range(n):
+            W[xp + i] = W[x + i]
+        hj = sq * max(abs(W[x + j]), 1e-3)
+        W[xp + j] += hj
+        hj = W[xp + j] - W[x + j]
+        if kind == G_CQV:
+            _cqv(fns, p, n, m, t1, W[xp:xp + n], vv, Cq, W, ct, g1)
+        elif kind == G_CQA:
+            _cqa_gamma(fns, p, n, m, t1, W[xp:xp + n], vv, av, Cq, W, ct, g1)
+        else:
+            _gamma_at(fns, p, m, t1, qv, W[xp:xp + n], W, g1)
+        for k in range(m):
+            Jw[row + k, col + j] = scale * ((W[g1 + k] - W[g0 + k]) / hj)
+
+
+def _matrices(fns, p, u, n, m, t1, W, ws, const_mass, M, Qq, Qv, Hm, Mq, Jw, n_zero):
+    """M, Q_q, Q_v, (C_qᵀλ)_q (m > 0) and (M a)_q (mass not constant) at the
+    point (q, v, a, λ) in W; Jw[:n_zero, :n_zero] = 0."""
+    q, v, a, lam = ws[WS_Q], ws[WS_V], ws[WS_A], ws[WS_LAM]
+    qv, vv, av = W[q:q + n], W[v:v + n], W[a:a + n]
+    for i in range(n_zero):
+        for j in range(n_zero):
+            Jw[i, j] = 0.0
+    for i in range(n):
+        for j in range(n):
+            Qq[i, j] = 0.0
+            Qv[i, j] = 0.0
+            Hm[i, j] = 0.0
+            Mq[i, j] = 0.0
+            M[i, j] = 0.0
+    fns[6](qv, vv, t1, u, p, Qq, Qv)
+    if m > 0:
+        fns[7](qv, W[lam:lam + m], t1, p, Hm)
+    if not const_mass:
+        fns[8](qv, av, t1, p, Mq)
+    fns[0](qv, t1, p, M)
+
+
+def _stiffness(Qq, Hm, Mq, i, j, m, const_mass, constraint_first):
+    """Entry (i, j) of −Q_q + (C_qᵀλ)_q + (M a)_q, summed in the reference's order."""
+    K = -Qq[i, j]
+    if m > 0 and constraint_first:
+        K = K + Hm[i, j]
+    if not const_mass:
+        K = K + Mq[i, j]
+    if m > 0 and not constraint_first:
+        K = K + Hm[i, j]
+    return K
+
+
+def _hessian_rows(fns, p, n, m, t1, qv, W, x, Hm, Jw, row, add):
+    """Jw[row:row+n, :n] = (or +=) (C_qᵀ x)_q with x = W[x:x+m] (Hm overwritten)."""
+    for i in range(n):
+        for j in range(n):
+            Hm[i, j] = 0.0
+    fns[7](qv, W[x:x + m], t1, p, Hm)
+    for i in range(n):
+        for j in range(n):
+            if add:
+                Jw[row + i, j] += Hm[i, j]
+            else:
+                Jw[row + i, j] = Hm[i, j]
+
+
+def _put_cq(Jw, Cq, n, m, row, col):
+    """C_q at Jw[row:row+m, col:col+n] and C_qᵀ at Jw[col:col+n, row:row+m]."""
+    for k in range(m):
+        for j in range(n):
+            Jw[row + k, col + j] = Cq[k, j]
+            Jw[col + j, row + k] = Cq[k, j]
 
 
 # ---------------------------------------------------------------------------------
@@ -195,8 +360,8 @@ def _wslots(n, m, ns):
 # ---------------------------------------------------------------------------------
 def _point(W, n, m, ws, hhat, h2):
     """q, v, a at predictor + δ (eqs. 75-77) and λ̂ = λ̂0 + Δ."""
-    (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
-     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, tq, g2, vx, _) = ws
+    ypred, ydpred, a0, lhat, delta = ws[WS_YPRED], ws[WS_YDPRED], ws[WS_A0], ws[WS_LHAT], ws[WS_DELTA]
+    q, v, a, lam = ws[WS_Q], ws[WS_V], ws[WS_A], ws[WS_LAM]
     for i in range(n):
         d = W[delta + i]
         W[q + i] = W[ypred + i] + d
@@ -208,73 +373,33 @@ def _point(W, n, m, ws, hhat, h2):
 
 def _residual(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq):
     """F into W[F:F+N]: [ĥ²(M a − Q) + C_qᵀ λ̂ ; C(q)] (eq. 78 scaled by ĥ²)."""
-    q, v, a, lam, Q, C, F = ws[7], ws[8], ws[9], ws[10], ws[11], ws[12], ws[14]
+    q, v, a, lam, Q, F = ws[WS_Q], ws[WS_V], ws[WS_A], ws[WS_LAM], ws[WS_QF], ws[WS_F]
     _point(W, n, m, ws, hhat, h2)
-    qv = W[q:q + n]
+    qv, av = W[q:q + n], W[a:a + n]
+    _mass_and_forces(fns, p, u, n, t1, qv, W[v:v + n], W, Q, M)
     for i in range(n):
-        for j in range(n):
-            M[i, j] = 0.0
-        W[Q + i] = 0.0
-    fns[0](qv, t1, p, M)
-    fns[1](qv, W[v:v + n], t1, u, p, W[Q:Q + n])
-    for i in range(n):
-        s = 0.0
-        for j in range(n):
-            s += M[i, j] * W[a + j]
-        W[F + i] = h2 * (s - W[Q + i])
+        W[F + i] = h2 * (_dot(M, i, av, n) - W[Q + i])
     if m > 0:
-        for k in range(m):
-            W[C + k] = 0.0
-            for j in range(n):
-                Cq[k, j] = 0.0
-        fns[3](qv, t1, p, Cq)
-        for i in range(n):
-            s = 0.0
-            for k in range(m):
-                s += Cq[k, i] * W[lam + k]
-            W[F + i] += s
-        fns[2](qv, t1, p, W[C:C + m])
-        for k in range(m):
-            W[F + n + k] = W[C + k]
+        _constraint_jacobian(fns, p, n, m, t1, qv, Cq)
+        _add_cq_t(Cq, W[lam:lam + m], 1.0, W, F, n, m)
+        _constraints(fns, p, m, t1, qv, W, F + n)
 
 
 def _jacobian(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
     """Eq. 79 times ĥ²: [[M − ĥQ_v + ĥ²(−Q_q + (C_qᵀλ)_q + (M a)_q), C_qᵀ], [C_q, 0]]."""
-    q, v, a, lam = ws[7], ws[8], ws[9], ws[10]
+    q, lam = ws[WS_Q], ws[WS_LAM]
     _point(W, n, m, ws, hhat, h2)
     qv = W[q:q + n]
+    for k in range(m):
+        W[lam + k] = W[lam + k] / h2          # λ = (λ̂0 + Δ)/ĥ²
+    _matrices(fns, p, u, n, m, t1, W, ws, const_mass, M, Qq, Qv, Hm, Mq, Jw, 0)
     for i in range(n):
         for j in range(n):
-            Qq[i, j] = 0.0
-            Qv[i, j] = 0.0
-            Hm[i, j] = 0.0
-            Mq[i, j] = 0.0
-            M[i, j] = 0.0
-    fns[6](qv, W[v:v + n], t1, u, p, Qq, Qv)
+            Jw[i, j] = M[i, j] - hhat * Qv[i, j] + h2 * _stiffness(Qq, Hm, Mq, i, j, m, const_mass, True)
     if m > 0:
+        _constraint_jacobian(fns, p, n, m, t1, qv, Cq)
+        _put_cq(Jw, Cq, n, m, n, 0)
         for k in range(m):
-            W[lam + k] = W[lam + k] / h2          # λ = (λ̂0 + Δ)/ĥ²
-        fns[7](qv, W[lam:lam + m], t1, p, Hm)
-    if not const_mass:
-        fns[8](qv, W[a:a + n], t1, p, Mq)
-    fns[0](qv, t1, p, M)
-    for i in range(n):
-        for j in range(n):
-            Kij = -Qq[i, j]
-            if m > 0:
-                Kij = Kij + Hm[i, j]
-            if not const_mass:
-                Kij = Kij + Mq[i, j]
-            Jw[i, j] = M[i, j] - hhat * Qv[i, j] + h2 * Kij
-    if m > 0:
-        for k in range(m):
-            for j in range(n):
-                Cq[k, j] = 0.0
-        fns[3](qv, t1, p, Cq)
-        for k in range(m):
-            for j in range(n):
-                Jw[j, n + k] = Cq[k, j]
-                Jw[n + k, j] = Cq[k, j]
             for l in range(m):
                 Jw[n + k, n + l] = 0.0
 
@@ -285,8 +410,8 @@ def _jacobian(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, M
 # ---------------------------------------------------------------------------------
 def _point2(W, n, m, ws, hhat):
     """q, v, ĥ v' (in a), Λ = Λ0 + x_λ (in lam), μ at predictor + x."""
-    (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
-     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, tq, g2, vx, _) = ws
+    ypred, ydpred, lhat, delta = ws[WS_YPRED], ws[WS_YDPRED], ws[WS_LHAT], ws[WS_DELTA]
+    q, v, a, lam, mu = ws[WS_Q], ws[WS_V], ws[WS_A], ws[WS_LAM], ws[WS_MU]
     for i in range(n):
         W[q + i] = W[ypred + i] + W[delta + i]
         W[v + i] = W[ypred + n + i] + W[delta + n + i] / hhat
@@ -296,120 +421,47 @@ def _point2(W, n, m, ws, hhat):
         W[mu + k] = W[delta + 2 * n + m + k]
 
 
-def _cqv(fns, p, n, m, t1, qv, vv, Cq, W, ct, out):
-    """C_q(q) v + C_t(q) into W[out:out+m] (Cq is overwritten)."""
-    for k in range(m):
-        W[ct + k] = 0.0
-        for j in range(n):
-            Cq[k, j] = 0.0
-    fns[3](qv, t1, p, Cq)
-    fns[4](qv, t1, p, W[ct:ct + m])
-    for k in range(m):
-        s = 0.0
-        for j in range(n):
-            s += Cq[k, j] * vv[j]
-        W[out + k] = s + W[ct + k]
-
-
 def _residual2(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq):
-    q, v, a, lam, Q, C, F, ct, g0, mu = ws[7], ws[8], ws[9], ws[10], ws[11], ws[12], ws[14], ws[24], \
-        ws[25], ws[28]
+    q, v, a, lam, Q, F, mu = ws[WS_Q], ws[WS_V], ws[WS_A], ws[WS_LAM], ws[WS_QF], ws[WS_F], ws[WS_MU]
+    ydpred, delta, ct, g0 = ws[WS_YDPRED], ws[WS_DELTA], ws[WS_CT], ws[WS_G0]
     _point2(W, n, m, ws, hhat)
-    qv = W[q:q + n]
+    qv, vv, av = W[q:q + n], W[v:v + n], W[a:a + n]
+    _mass_and_forces(fns, p, u, n, t1, qv, vv, W, Q, M)
     for i in range(n):
-        for j in range(n):
-            M[i, j] = 0.0
-        W[Q + i] = 0.0
-    fns[0](qv, t1, p, M)
-    fns[1](qv, W[v:v + n], t1, u, p, W[Q:Q + n])
-    for i in range(n):
-        s = 0.0
-        for j in range(n):
-            s += M[i, j] * W[a + j]
-        W[F + i] = hhat * s - h2 * W[Q + i]
-        W[F + n + i] = hhat * W[ws[2] + i] + W[ws[13] + i] - hhat * W[v + i]
+        W[F + i] = hhat * _dot(M, i, av, n) - h2 * W[Q + i]
+        W[F + n + i] = hhat * W[ydpred + i] + W[delta + i] - hhat * W[v + i]
     if m > 0:
-        _cqv(fns, p, n, m, t1, qv, W[v:v + n], Cq, W, ct, g0)
-        for i in range(n):
-            s = 0.0
-            s2 = 0.0
-            for k in range(m):
-                s += Cq[k, i] * W[lam + k]
-                s2 += Cq[k, i] * W[mu + k]
-            W[F + i] += s
-            W[F + n + i] += s2
+        _cqv(fns, p, n, m, t1, qv, vv, Cq, W, ct, g0)
+        _add_cq_t(Cq, W[lam:lam + m], 1.0, W, F, n, m)
+        _add_cq_t(Cq, W[mu:mu + m], 1.0, W, F + n, n, m)
+        _constraints(fns, p, m, t1, qv, W, F + 2 * n)
         for k in range(m):
-            W[C + k] = 0.0
-        fns[2](qv, t1, p, W[C:C + m])
-        for k in range(m):
-            W[F + 2 * n + k] = W[C + k]
             W[F + 2 * n + m + k] = hhat * W[g0 + k]
 
 
 def _jacobian2(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
-    q, v, a, lam, ct, g0, g1, qx, mu = ws[7], ws[8], ws[9], ws[10], ws[24], ws[25], ws[26], ws[27], \
-        ws[28]
+    q, mu = ws[WS_Q], ws[WS_MU]
     N = 2 * n + 2 * m
     _point2(W, n, m, ws, hhat)
     qv = W[q:q + n]
-    vv = W[v:v + n]
-    for i in range(N):
-        for j in range(N):
-            Jw[i, j] = 0.0
-    for i in range(n):
-        for j in range(n):
-            Qq[i, j] = 0.0
-            Qv[i, j] = 0.0
-            Mq[i, j] = 0.0
-            M[i, j] = 0.0
-    fns[6](qv, vv, t1, u, p, Qq, Qv)
-    if not const_mass:
-        fns[8](qv, W[a:a + n], t1, p, Mq)
-    fns[0](qv, t1, p, M)
+    _matrices(fns, p, u, n, m, t1, W, ws, const_mass, M, Qq, Qv, Hm, Mq, Jw, N)
     for i in range(n):
         for j in range(n):
             Kij = -h2 * Qq[i, j]
             if not const_mass:
                 Kij = Kij + hhat * Mq[i, j]
+            if m > 0:
+                Kij = Kij + Hm[i, j]
             Jw[i, j] = Kij
             Jw[i, n + j] = M[i, j] - hhat * Qv[i, j]
         Jw[n + i, i] = 1.0
         Jw[n + i, n + i] = -1.0
     if m > 0:
-        for i in range(n):
-            for j in range(n):
-                Hm[i, j] = 0.0
-        fns[7](qv, W[lam:lam + m], t1, p, Hm)
-        for i in range(n):
-            for j in range(n):
-                Jw[i, j] += Hm[i, j]
-                Hm[i, j] = 0.0
-        fns[7](qv, W[mu:mu + m], t1, p, Hm)
-        for i in range(n):
-            for j in range(n):
-                Jw[n + i, j] += Hm[i, j]
-        # ∂(C_q v + C_t)/∂q by forward differences (bdf._cq_v_jacobian, common.fd_jacobian)
-        _cqv(fns, p, n, m, t1, qv, vv, Cq, W, ct, g0)
-        sq = math.sqrt(EPS)
-        for j in range(n):
-            for i in range(n):
-                W[qx + i] = W[q + i]
-            hj = sq * max(abs(W[q + j]), 1e-3)
-            W[qx + j] += hj
-            hj = W[qx + j] - W[q + j]
-            _cqv(fns, p, n, m, t1, W[qx:qx + n], vv, Cq, W, ct, g1)
-            for k in range(m):
-                Jw[2 * n + m + k, j] = hhat * ((W[g1 + k] - W[g0 + k]) / hj)
-        for k in range(m):
-            for j in range(n):
-                Cq[k, j] = 0.0
-        fns[3](qv, t1, p, Cq)
-        for k in range(m):
-            for j in range(n):
-                Jw[j, 2 * n + k] = Cq[k, j]
-                Jw[n + j, 2 * n + m + k] = Cq[k, j]
-                Jw[2 * n + k, j] = Cq[k, j]
-                Jw[2 * n + m + k, n + j] = Cq[k, j]
+        _hessian_rows(fns, p, n, m, t1, qv, W, mu, Hm, Jw, n, True)
+        _fd_block(G_CQV, fns, p, n, m, t1, W, ws, Cq, Jw, 2 * n + m, 0, hhat)
+        _constraint_jacobian(fns, p, n, m, t1, qv, Cq)
+        _put_cq(Jw, Cq, n, m, 2 * n, 0)
+        _put_cq(Jw, Cq, n, m, 2 * n + m, n)
 
 
 # ---------------------------------------------------------------------------------
@@ -419,8 +471,8 @@ def _jacobian2(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, 
 # ---------------------------------------------------------------------------------
 def _point1(W, n, m, ws, hhat, h2):
     """q, v, a, λ, τ (in tq), μ at predictor + x."""
-    (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
-     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, tq, g2, vx, _) = ws
+    ypred, zpred, delta = ws[WS_YPRED], ws[WS_ZPRED], ws[WS_DELTA]
+    q, v, a, lam, tq, mu = ws[WS_Q], ws[WS_V], ws[WS_A], ws[WS_LAM], ws[WS_TQ], ws[WS_MU]
     for i in range(n):
         W[q + i] = W[ypred + i] + W[delta + i]
         W[v + i] = W[ypred + n + i] + W[delta + n + i] / hhat
@@ -431,105 +483,39 @@ def _point1(W, n, m, ws, hhat, h2):
         W[mu + k] = W[delta + 3 * n + 2 * m + k]
 
 
-def _gamma_at(fns, p, n, m, t1, qv, vv, W, out):
-    for k in range(m):
-        W[out + k] = 0.0
-    fns[5](qv, vv, t1, p, W[out:out + m])
-
-
-def _cqa_gamma(fns, p, n, m, t1, qv, vv, av, Cq, W, tmp, out):
-    """C_q(q) a − γ(q, v) into W[out:out+m] (Cq, W[tmp] overwritten)."""
-    for k in range(m):
-        for j in range(n):
-            Cq[k, j] = 0.0
-    fns[3](qv, t1, p, Cq)
-    _gamma_at(fns, p, n, m, t1, qv, vv, W, tmp)
-    for k in range(m):
-        s = 0.0
-        for j in range(n):
-            s += Cq[k, j] * av[j]
-        W[out + k] = s - W[tmp + k]
-
-
 def _residual1(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq):
-    q, v, a, lam, Q, C, F, ct, g0, g1, mu, tq = ws[7], ws[8], ws[9], ws[10], ws[11], ws[12], ws[14], \
-        ws[24], ws[25], ws[26], ws[28], ws[29]
-    ydpred, delta = ws[2], ws[13]
+    q, v, a, lam, Q, F = ws[WS_Q], ws[WS_V], ws[WS_A], ws[WS_LAM], ws[WS_QF], ws[WS_F]
+    ct, g0, g1, mu, tq = ws[WS_CT], ws[WS_G0], ws[WS_G1], ws[WS_MU], ws[WS_TQ]
+    ydpred, delta = ws[WS_YDPRED], ws[WS_DELTA]
     _point1(W, n, m, ws, hhat, h2)
-    qv = W[q:q + n]
-    vv = W[v:v + n]
+    qv, vv, av = W[q:q + n], W[v:v + n], W[a:a + n]
+    _mass_and_forces(fns, p, u, n, t1, qv, vv, W, Q, M)
     for i in range(n):
-        for j in range(n):
-            M[i, j] = 0.0
-        W[Q + i] = 0.0
-    fns[0](qv, t1, p, M)
-    fns[1](qv, vv, t1, u, p, W[Q:Q + n])
-    for i in range(n):
-        s = 0.0
-        for j in range(n):
-            s += M[i, j] * W[a + j]
-        W[F + i] = h2 * (s - W[Q + i])
+        W[F + i] = h2 * (_dot(M, i, av, n) - W[Q + i])
         W[F + n + i] = hhat * (hhat * W[ydpred + n + i] + W[delta + n + i] / hhat) - h2 * W[a + i]
         W[F + 2 * n + i] = hhat * W[ydpred + i] + W[delta + i] - hhat * W[v + i]
     if m > 0:
         _cqv(fns, p, n, m, t1, qv, vv, Cq, W, ct, g0)
-        for i in range(n):
-            s = 0.0
-            s1 = 0.0
-            s2 = 0.0
-            for k in range(m):
-                s += Cq[k, i] * W[lam + k]
-                s1 += Cq[k, i] * W[tq + k]
-                s2 += Cq[k, i] * W[mu + k]
-            W[F + i] += h2 * s
-            W[F + n + i] += s1
-            W[F + 2 * n + i] += s2
+        _add_cq_t(Cq, W[lam:lam + m], h2, W, F, n, m)
+        _add_cq_t(Cq, W[tq:tq + m], 1.0, W, F + n, n, m)
+        _add_cq_t(Cq, W[mu:mu + m], 1.0, W, F + 2 * n, n, m)
+        _constraints(fns, p, m, t1, qv, W, F + 3 * n)
+        _gamma_at(fns, p, m, t1, qv, vv, W, g1)
         for k in range(m):
-            W[C + k] = 0.0
-        fns[2](qv, t1, p, W[C:C + m])
-        _gamma_at(fns, p, n, m, t1, qv, vv, W, g1)
-        for k in range(m):
-            s = 0.0
-            for j in range(n):
-                s += Cq[k, j] * W[a + j]
-            W[F + 3 * n + k] = W[C + k]
             W[F + 3 * n + m + k] = hhat * W[g0 + k]
-            W[F + 3 * n + 2 * m + k] = h2 * (s - W[g1 + k])
+            W[F + 3 * n + 2 * m + k] = h2 * (_dot(Cq, k, av, n) - W[g1 + k])
 
 
 def _jacobian1(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
-    q, v, a, lam, ct, g0, g1, qx, mu, tq, g2, vx = ws[7], ws[8], ws[9], ws[10], ws[24], ws[25], \
-        ws[26], ws[27], ws[28], ws[29], ws[30], ws[31]
+    q, mu, tq = ws[WS_Q], ws[WS_MU], ws[WS_TQ]
     N = 3 * n + 3 * m
     i_a, i_l, i_t, i_m = 2 * n, 3 * n, 3 * n + m, 3 * n + 2 * m
     _point1(W, n, m, ws, hhat, h2)
     qv = W[q:q + n]
-    vv = W[v:v + n]
-    av = W[a:a + n]
-    for i in range(N):
-        for j in range(N):
-            Jw[i, j] = 0.0
+    _matrices(fns, p, u, n, m, t1, W, ws, const_mass, M, Qq, Qv, Hm, Mq, Jw, N)
     for i in range(n):
         for j in range(n):
-            Qq[i, j] = 0.0
-            Qv[i, j] = 0.0
-            Mq[i, j] = 0.0
-            M[i, j] = 0.0
-            Hm[i, j] = 0.0
-    fns[6](qv, vv, t1, u, p, Qq, Qv)
-    fns[0](qv, t1, p, M)
-    if not const_mass:
-        fns[8](qv, av, t1, p, Mq)
-    if m > 0:
-        fns[7](qv, W[lam:lam + m], t1, p, Hm)
-    for i in range(n):
-        for j in range(n):
-            Kij = -Qq[i, j]
-            if not const_mass:
-                Kij = Kij + Mq[i, j]
-            if m > 0:
-                Kij = Kij + Hm[i, j]
-            Jw[i, j] = h2 * Kij
+            Jw[i, j] = h2 * _stiffness(Qq, Hm, Mq, i, j, m, const_mass, False)
             Jw[i, n + j] = -hhat * Qv[i, j]
             Jw[i, i_a + j] = M[i, j]
         Jw[n + i, n + i] = 1.0
@@ -537,63 +523,16 @@ def _jacobian1(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, 
         Jw[i_a + i, i] = 1.0
         Jw[i_a + i, n + i] = -1.0
     if m > 0:
-        for k in range(m):
-            for j in range(n):
-                Cq[k, j] = 0.0
-        fns[3](qv, t1, p, Cq)
-        for k in range(m):
-            for j in range(n):
-                Jw[j, i_l + k] = Cq[k, j]
-                Jw[n + j, i_t + k] = Cq[k, j]
-                Jw[i_a + j, i_m + k] = Cq[k, j]
-                Jw[i_l + k, j] = Cq[k, j]
-                Jw[i_t + k, n + j] = Cq[k, j]
-                Jw[i_m + k, i_a + j] = Cq[k, j]
-        for i in range(n):
-            for j in range(n):
-                Hm[i, j] = 0.0
-        fns[7](qv, W[tq:tq + m], t1, p, Hm)
-        for i in range(n):
-            for j in range(n):
-                Jw[n + i, j] = Hm[i, j]
-                Hm[i, j] = 0.0
-        fns[7](qv, W[mu:mu + m], t1, p, Hm)
-        for i in range(n):
-            for j in range(n):
-                Jw[i_a + i, j] += Hm[i, j]
-        sq = math.sqrt(EPS)
-        # ĥ ∂(C_q v + C_t)/∂q and ĥ² ∂(C_q a − γ)/∂q by forward differences
-        _cqv(fns, p, n, m, t1, qv, vv, Cq, W, ct, g0)
-        for j in range(n):
-            for i in range(n):
-                W[qx + i] = W[q + i]
-            hj = sq * max(abs(W[q + j]), 1e-3)
-            W[qx + j] += hj
-            hj = W[qx + j] - W[q + j]
-            _cqv(fns, p, n, m, t1, W[qx:qx + n], vv, Cq, W, ct, g1)
-            for k in range(m):
-                Jw[i_t + k, j] = hhat * ((W[g1 + k] - W[g0 + k]) / hj)
-        _cqa_gamma(fns, p, n, m, t1, qv, vv, av, Cq, W, ct, g0)
-        for j in range(n):
-            for i in range(n):
-                W[qx + i] = W[q + i]
-            hj = sq * max(abs(W[q + j]), 1e-3)
-            W[qx + j] += hj
-            hj = W[qx + j] - W[q + j]
-            _cqa_gamma(fns, p, n, m, t1, W[qx:qx + n], vv, av, Cq, W, ct, g1)
-            for k in range(m):
-                Jw[i_m + k, j] = h2 * ((W[g1 + k] - W[g0 + k]) / hj)
-        # −ĥ ∂γ/∂v
-        _gamma_at(fns, p, n, m, t1, qv, vv, W, g0)
-        for j in range(n):
-            for i in range(n):
-                W[vx + i] = W[v + i]
-            hj = sq * max(abs(W[v + j]), 1e-3)
-            W[vx + j] += hj
-            hj = W[vx + j] - W[v + j]
-            _gamma_at(fns, p, n, m, t1, qv, W[vx:vx + n], W, g2)
-            for k in range(m):
-                Jw[i_m + k, n + j] = -hhat * ((W[g2 + k] - W[g0 + k]) / hj)
+        _constraint_jacobian(fns, p, n, m, t1, qv, Cq)
+        _put_cq(Jw, Cq, n, m, i_l, 0)
+        _put_cq(Jw, Cq, n, m, i_t, n)
+        _put_cq(Jw, Cq, n, m, i_m, i_a)
+        _hessian_rows(fns, p, n, m, t1, qv, W, tq, Hm, Jw, n, False)
+        _hessian_rows(fns, p, n, m, t1, qv, W, mu, Hm, Jw, i_a, True)
+        # ĥ ∂(C_q v + C_t)/∂q, ĥ² ∂(C_q a − γ)/∂q and −ĥ ∂γ/∂v by forward differences
+        _fd_block(G_CQV, fns, p, n, m, t1, W, ws, Cq, Jw, i_t, 0, hhat)
+        _fd_block(G_CQA, fns, p, n, m, t1, W, ws, Cq, Jw, i_m, 0, h2)
+        _fd_block(G_GAMMA, fns, p, n, m, t1, W, ws, Cq, Jw, i_m, n, -hhat)
 
 
 def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
@@ -604,7 +543,7 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, C
     index3 = I[VARIANT] == INDEX3
     variant = I[VARIANT]
     nw = (variant + 1) * n                # entries of the update the norm weighs (q; q, v; q, v, a)
-    delta, F, w2 = ws[13], ws[14], ws[6]
+    delta, F, w2 = ws[WS_DELTA], ws[WS_F], ws[WS_W2]
     piv = I[PIV:PIV + N]
     const_mass = I[CONST_MASS] == 1
     o_J = offsets(n, m, N)[7]
@@ -718,7 +657,7 @@ def _nanmax(r, x):
 
 def _error_norm(S, I, LU, n, m, W, ws, Jm, o_col, velocity, scaled, hhat):
     """‖col‖ of BDFIndex3._error_norms for one column at W[o_col:o_col+2n]."""
-    winv, rhs = ws[0], ws[19]
+    winv, rhs = ws[WS_WINV], ws[WS_RHS]
     r = 0.0
     for i in range(n):
         r = _nanmax(r, abs(W[o_col + i]) * W[winv + i])
@@ -746,6 +685,19 @@ def _error_norm(S, I, LU, n, m, W, ws, Jm, o_col, velocity, scaled, hhat):
     if rp > r:     # Python's max(q part, p part)
         return rp
     return r
+
+
+def _error_norms(S, I, LU, n, m, W, ws, Jm, k, has_up, velocity, scaled, hhat):
+    """The norms of the columns ∇^{k+1}, ∇^k (inf at k = 1) and ∇^{k+2} (inf
+    without the history) at W[col] (BDF._error_norms)."""
+    c0 = ws[WS_COL]
+    n2 = 2 * n
+    e_k = _error_norm(S, I, LU, n, m, W, ws, Jm, c0, velocity, scaled, hhat)
+    e_dn = _error_norm(S, I, LU, n, m, W, ws, Jm, c0 + n2, velocity, scaled, hhat) \
+        if k > 1 else math.inf
+    e_up = _error_norm(S, I, LU, n, m, W, ws, Jm, c0 + 2 * n2, velocity, scaled, hhat) \
+        if has_up else math.inf
+    return e_k, e_dn, e_up
 
 
 def _h_order(h, j, err, safety, h_base):
@@ -786,8 +738,11 @@ def step(fns, S, I, LU, u, p, t_limit, work):
     n2 = 2 * n
     W, M, Qq, Qv, Hm, Mq, Cq, Jw = work
     ws = _wslots(n, m, ns)
-    (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
-     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, tq, g2, vx, _) = ws
+    winv, ypred, ydpred, zpred, a0, lhat = ws[WS_WINV], ws[WS_YPRED], ws[WS_YDPRED], ws[WS_ZPRED], \
+        ws[WS_A0], ws[WS_LHAT]
+    w2, delta, dy, qdd1, lam1, col = ws[WS_W2], ws[WS_DELTA], ws[WS_DY], ws[WS_QDD1], ws[WS_LAM1], \
+        ws[WS_COL]
+    tau, omega, c, ce = ws[WS_TAU], ws[WS_OMEGA], ws[WS_CC], ws[WS_CE]
     o_y, o_yp, o_qdd, o_lam, o_D, o_Dz, o_tau, o_J, o_ht, o_hk, _ = offsets(n, m, ns)
     Jm = S[o_J:o_J + ns * ns]
     fixed = S[H_FIXED] > 0.0
@@ -887,24 +842,18 @@ def step(fns, S, I, LU, u, p, t_limit, work):
                 wq = W[winv + i]
                 x = 1.0 / (wvi * hhat)
                 W[w2 + i] = (wq * wq + x * x) * wscale
-        elif I[VARIANT] == INDEX2:
-            # BDFIndex2._solve: RMS of the q and v updates (winv_v = winv/ĥ)
-            wdiv = max(2 * n, 1)
-            for i in range(n):
-                x = W[winv + i]
-                W[w2 + i] = x * x / wdiv
-                x = W[winv + n + i] / hhat
-                W[w2 + n + i] = x * x / wdiv
         else:
-            # BDFIndex1._solve: RMS of the q, v and a updates (winv_a = winv_v/ĥ²·ĥ)
-            wdiv = max(3 * n, 1)
+            # BDFIndex2._solve / BDFIndex1._solve: RMS of the q and v updates
+            # (winv_v = winv/ĥ), and of the a updates for index 1 (winv_a = winv_v/ĥ²·ĥ)
+            wdiv = max((I[VARIANT] + 1) * n, 1)
             for i in range(n):
                 x = W[winv + i]
                 W[w2 + i] = x * x / wdiv
                 x = W[winv + n + i] / hhat
                 W[w2 + n + i] = x * x / wdiv
-                x = W[winv + n + i] / h2 * hhat
-                W[w2 + 2 * n + i] = x * x / wdiv
+                if I[VARIANT] == INDEX1:
+                    x = W[winv + n + i] / h2 * hhat
+                    W[w2 + 2 * n + i] = x * x / wdiv
         for kk2 in range(m):
             W[lhat + kk2] = h2 * W[zpred + n + kk2]
         t1 = t + h
@@ -961,24 +910,16 @@ def step(fns, S, I, LU, u, p, t_limit, work):
         if has_up:
             for i in range(n2):
                 W[c2 + i] = W[dy + i] - W[omega + k] * S[o_D + (k + 1) * n2 + i]  # ∇^{k+2}
-        e_k = _error_norm(S, I, LU, n, m, W, ws, Jm, c0, velocity_error, velocity_scaled, hhat)
-        e_dn = _error_norm(S, I, LU, n, m, W, ws, Jm, c1, velocity_error, velocity_scaled, hhat) \
-            if k > 1 else math.inf
-        e_up = _error_norm(S, I, LU, n, m, W, ws, Jm, c2, velocity_error, velocity_scaled, hhat) \
-            if has_up else math.inf
+        e_k, e_dn, e_up = _error_norms(S, I, LU, n, m, W, ws, Jm, k, has_up, velocity_error,
+                                       velocity_scaled, hhat)
         # order tests on the velocity estimate times ĥ (BDFIndex3 only)
         if index3 and velocity_error and not velocity_scaled:
-            s_k = _error_norm(S, I, LU, n, m, W, ws, Jm, c0, True, True, hhat)
-            s_dn = _error_norm(S, I, LU, n, m, W, ws, Jm, c1, True, True, hhat) if k > 1 else math.inf
-            s_up = _error_norm(S, I, LU, n, m, W, ws, Jm, c2, True, True, hhat) if has_up else math.inf
+            s_k, s_dn, s_up = _error_norms(S, I, LU, n, m, W, ws, Jm, k, has_up, True, True, hhat)
         elif velocity_error:
             s_k, s_dn, s_up = e_k, e_dn, e_up
         else:
-            s_k = _error_norm(S, I, LU, n, m, W, ws, Jm, c0, True, velocity_scaled, hhat)
-            s_dn = _error_norm(S, I, LU, n, m, W, ws, Jm, c1, True, velocity_scaled, hhat) \
-                if k > 1 else math.inf
-            s_up = _error_norm(S, I, LU, n, m, W, ws, Jm, c2, True, velocity_scaled, hhat) \
-                if has_up else math.inf
+            s_k, s_dn, s_up = _error_norms(S, I, LU, n, m, W, ws, Jm, k, has_up, True,
+                                           velocity_scaled, hhat)
         err = W[ce + k] * e_k
         h_base = h_prop if lands and h < h_prop else h
         h_k = _h_order(h, k, W[ce + k] * e_k, SAFETY_SAME, h_base)
@@ -1010,39 +951,35 @@ def step(fns, S, I, LU, u, p, t_limit, work):
     return OK
 
 
+def _push_difference(S, o, width, i, x, k, valid_old, W, omega):
+    """Eq. 59 for component i of the difference array at S[o] (rows of
+    ``width``): ∇^{k+1} = x = y_{n+1} − predictor, ∇^{k+2}, and ∇^j for j ≤ k."""
+    if valid_old >= k + 1:
+        S[o + (k + 2) * width + i] = x - W[omega + k] * S[o + (k + 1) * width + i]
+    else:
+        S[o + (k + 2) * width + i] = x
+    S[o + (k + 1) * width + i] = x
+    for j in range(k, 0, -1):
+        S[o + j * width + i] = W[omega + j - 1] * S[o + j * width + i] + S[o + (j + 1) * width + i]
+    for j in range(k + 3, ROWS):
+        S[o + j * width + i] = 0.0
+
+
 def _accept(S, I, n, m, W, ws, h, h_base, lands, t_limit, k, e_k, s_k, s_dn, e_up, s_up,
             h_k, h_dn, decr, fixed, failed):
     """BDF._accept: difference update eq. 59, then order and step (Algorithm 4 i-j)."""
     N = n + m
     n2 = 2 * n
-    (winv, ypred, ydpred, zpred, a0, lhat, w2, q, v, a, lam, Q, C, delta, F, dy, qdd1,
-     lam1, col, rhs, tau, omega, c, ce, ct, g0, g1, qx, mu, tq, g2, vx, _) = ws
+    ypred, zpred, dy, qdd1, lam1 = ws[WS_YPRED], ws[WS_ZPRED], ws[WS_DY], ws[WS_QDD1], ws[WS_LAM1]
+    tau, omega, ce = ws[WS_TAU], ws[WS_OMEGA], ws[WS_CE]
     o_y, o_yp, o_qdd, o_lam, o_D, o_Dz, o_tau, o_J, o_ht, o_hk, _ = offsets(n, m, I[I_NS])
     valid_old = I[VALID]
     for i in range(n2):
-        x = W[dy + i]
-        if valid_old >= k + 1:
-            S[o_D + (k + 2) * n2 + i] = x - W[omega + k] * S[o_D + (k + 1) * n2 + i]
-        else:
-            S[o_D + (k + 2) * n2 + i] = x
-        S[o_D + (k + 1) * n2 + i] = x
-        for j in range(k, 0, -1):
-            S[o_D + j * n2 + i] = W[omega + j - 1] * S[o_D + j * n2 + i] + S[o_D + (j + 1) * n2 + i]
-        for j in range(k + 3, ROWS):
-            S[o_D + j * n2 + i] = 0.0
+        _push_difference(S, o_D, n2, i, W[dy + i], k, valid_old, W, omega)
     I[VALID] = k + 2 if valid_old >= k + 1 else k + 1
     for i in range(N):
         z1 = W[qdd1 + i] if i < n else W[lam1 + i - n]
-        x = z1 - W[zpred + i]
-        if valid_old >= k + 1:
-            S[o_Dz + (k + 2) * N + i] = x - W[omega + k] * S[o_Dz + (k + 1) * N + i]
-        else:
-            S[o_Dz + (k + 2) * N + i] = x
-        S[o_Dz + (k + 1) * N + i] = x
-        for j in range(k, 0, -1):
-            S[o_Dz + j * N + i] = W[omega + j - 1] * S[o_Dz + j * N + i] + S[o_Dz + (j + 1) * N + i]
-        for j in range(k + 3, ROWS):
-            S[o_Dz + j * N + i] = 0.0
+        _push_difference(S, o_Dz, N, i, z1 - W[zpred + i], k, valid_old, W, omega)
     for j in range(ROWS):
         S[o_tau + j] = W[tau + j]
     t_old = S[T]

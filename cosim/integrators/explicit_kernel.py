@@ -224,97 +224,75 @@ def _project(fns, S, I, LU, p, n, m, t, y_new, y_proj, w):
         y_proj[i] = y_new[i]
     if m == 0:
         return C_NONE
-    M, Cq, rhs, C, Ct = w[2], w[3], w[6], w[7], w[8]
     q, v = w[0], w[1]
-    N = n + m
-    piv = I[PIV:PIV + N]
-    rtol, atol = S[RTOL], S[ATOL]
     for i in range(n):
         q[i] = y_new[i]
         v[i] = y_new[n + i]
-    its = 0
-    done = False
-    for attempt in range(2):
-        for _ in range(PROJECTION_MAX_ITER):
-            C[:] = 0.0
-            fns[2](q, t, p, C)
-            for i in range(n):
-                rhs[i] = 0.0
-            for k in range(m):
-                rhs[n + k] = -C[k]
-            lu_solve_inplace(LU, piv, rhs)
-            finite = True
-            for i in range(n):
-                q[i] += rhs[i]
-                if not math.isfinite(rhs[i]):
-                    finite = False
-            its += 1
-            if not finite:
-                break
-            rel, big, qmax = 0.0, 0.0, 0.0
-            for i in range(n):
-                d = abs(rhs[i])
-                rel = max(rel, d / (rtol * abs(y_new[i]) + atol))
-                big = max(big, d)
-                qmax = max(qmax, abs(q[i]))
-            if rel <= PROJECTION_TOL or big <= 4 * EPS * max(1.0, qmax):
-                done = True
-                break
-        if done:
-            break
-        if attempt == 0:
-            cause = _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq)
-            if cause != C_NONE:
-                return cause
-    if not done:
-        S[F_CT] = t
-        return C_POSITION
-    done = False
-    for attempt in range(2):
-        for _ in range(PROJECTION_MAX_ITER):
-            Cq[:, :] = 0.0
-            fns[3](q, t, p, Cq)
-            Ct[:] = 0.0
-            fns[4](q, t, p, Ct)
-            for i in range(n):
-                rhs[i] = 0.0
-            for k in range(m):
-                s = 0.0
-                for i in range(n):
-                    s += Cq[k, i] * v[i]
-                rhs[n + k] = -(s + Ct[k])
-            lu_solve_inplace(LU, piv, rhs)
-            finite = True
-            for i in range(n):
-                v[i] += rhs[i]
-                if not math.isfinite(rhs[i]):
-                    finite = False
-            its += 1
-            if not finite:
-                break
-            rel, big, vmax = 0.0, 0.0, 0.0
-            for i in range(n):
-                d = abs(rhs[i])
-                rel = max(rel, d / (rtol * abs(y_new[n + i]) + atol))
-                big = max(big, d)
-                vmax = max(vmax, abs(v[i]))
-            if rel <= PROJECTION_TOL or big <= 4 * EPS * max(1.0, vmax):
-                done = True
-                break
-        if done:
-            break
-        if attempt == 0:
-            cause = _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq)
-            if cause != C_NONE:
-                return cause
-    if not done:
-        S[F_CT] = t
-        return C_VELOCITY
+    its, cause = _project_stage(fns, S, I, LU, p, n, m, t, y_new, w, 0, 0)
+    if cause != C_NONE:
+        return cause
+    its, cause = _project_stage(fns, S, I, LU, p, n, m, t, y_new, w, 1, its)
+    if cause != C_NONE:
+        return cause
     for i in range(n):
         y_proj[i] = q[i]
         y_proj[n + i] = v[i]
     I[PROJ_ITERS] += its
     return C_NONE
+
+
+def _project_stage(fns, S, I, LU, p, n, m, t, y_new, w, stage, its):
+    """One stage of IndexOneRHS.project: C(q) = 0 moving q (stage 0), then
+    C_q v + C_t = 0 moving v (stage 1), simplified Newton with the factor in
+    LU and one refactorisation at the current q.  Returns (its, cause)."""
+    M, Cq, rhs, C, Ct = w[2], w[3], w[6], w[7], w[8]
+    q, v = w[0], w[1]
+    x = q if stage == 0 else v
+    off = 0 if stage == 0 else n
+    piv = I[PIV:PIV + n + m]
+    rtol, atol = S[RTOL], S[ATOL]
+    for attempt in range(2):
+        for _ in range(PROJECTION_MAX_ITER):
+            for i in range(n):
+                rhs[i] = 0.0
+            if stage == 0:
+                C[:] = 0.0
+                fns[2](q, t, p, C)
+                for k in range(m):
+                    rhs[n + k] = -C[k]
+            else:
+                Cq[:, :] = 0.0
+                fns[3](q, t, p, Cq)
+                Ct[:] = 0.0
+                fns[4](q, t, p, Ct)
+                for k in range(m):
+                    s = 0.0
+                    for i in range(n):
+                        s += Cq[k, i] * v[i]
+                    rhs[n + k] = -(s + Ct[k])
+            lu_solve_inplace(LU, piv, rhs)
+            finite = True
+            for i in range(n):
+                x[i] += rhs[i]
+                if not math.isfinite(rhs[i]):
+                    finite = False
+            its += 1
+            if not finite:
+                break
+            rel, big, xmax = 0.0, 0.0, 0.0
+            for i in range(n):
+                d = abs(rhs[i])
+                rel = max(rel, d / (rtol * abs(y_new[off + i]) + atol))
+                big = max(big, d)
+                xmax = max(xmax, abs(x[i]))
+            if rel <= PROJECTION_TOL or big <= 4 * EPS * max(1.0, xmax):
+                return its, C_NONE
+        if attempt == 0:
+            cause = _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq)
+            if cause != C_NONE:
+                return its, cause
+    S[F_CT] = t
+    return its, (C_POSITION if stage == 0 else C_VELOCITY)
 
 
 # ---------------------------------------------------------------------------------
