@@ -210,10 +210,8 @@ def test_backend_choice_and_fallback_are_announced():
     with pytest.warns(BackendFallbackWarning, match="has no compiled kernel yet"):
         sim = cosim.Simulation(model="pendulum", method="spark", h=1e-3, backend="numba")
     assert sim.backend == "python"
-    # a model the compiled kernel cannot run (knife_edge: nonholonomic rows, only the explicit
-    # entry has them) runs on the reference under "auto" (no warning needed; backend_reason says why)
-    assert cosim.Simulation(model="knife_edge", method="generalized-alpha").backend == "python"
-    for method in ("dopri5", "rk4"):
+    # knife_edge's nonholonomic rows: in the explicit entry and (ga_nh_kernel) in generalized-α's
+    for method in ("dopri5", "rk4", "generalized-alpha", "generalized-alpha-i2"):
         sim = cosim.Simulation(model="knife_edge", method=method, h=1e-3)
         assert sim.backend == "numba" and sim.backend_reason is None
     assert cosim.Simulation(model="two_link", method="generalized-alpha").backend == "numba"
@@ -433,7 +431,132 @@ def test_ggl_failed_compiled_step_leaves_state_unchanged_with_the_reference_mess
 
 def test_auto_backend_runs_ggl_compiled_on_kernel_models_only():
     assert cosim.Simulation(model="two_link", method="generalized-alpha-i2").backend == "numba"
-    assert cosim.Simulation(model="knife_edge", method="generalized-alpha-i2").backend == "python"
+    assert cosim.Simulation(model="knife_edge", method="generalized-alpha-i2").backend == "numba"
+
+    class NoKernels(model_class("pendulum")):   # a Python equation the kernels do not describe
+        def forces(self, q, v, t, u):
+            return super().forces(q, v, t, u)
+
+    sim = cosim.Simulation(model=NoKernels(), method="generalized-alpha-i2", check="off")
+    assert sim.backend == "python" and "overrides forces" in sim.backend_reason
+
+
+# -- knife_edge with generalized-α (index 3 and GGL): the nonholonomic rows B v + b = 0 of
+#    seed 000 §7 through ga_nh_kernel's hooks, pasted into the knife edge's entry only ----------------
+GA_METHODS = ("generalized-alpha", "generalized-alpha-i2")
+KNIFE_GA_FIXED = {"fixed": None, "fixed-inputs": lambda k: [0.3 * np.sin(0.1 * k), 0.1]}
+
+
+def _nonholonomic_residual(sim):
+    model = sim.model
+    q, v = model.split(sim.y)
+    return model.nonholonomic_matrix(q, sim.time) @ v + model.nonholonomic_offset(q, sim.time)
+
+
+@pytest.mark.parametrize("case", sorted(KNIFE_GA_FIXED))
+@pytest.mark.parametrize("method", GA_METHODS)
+def test_ga_knife_edge_numba_and_python_same_counts_and_agree_1e10(method, case):
+    """Fixed h = 1 ms over 1 s: the same counts, ≤ 1e-10 (measured: 0 and 7e-15), and
+    B v + b as the reference leaves it (to the Newton tolerance: ≤ 3.8e-8 measured with
+    the inputs — the reference projects velocities only onto holonomic rows, which this
+    model has none of)."""
+    runs = {}
+    for backend in ("python", "numba"):
+        sim = cosim.Simulation(model="knife_edge", method=method, backend=backend, h=1e-3)
+        ys, gs = [], []
+        for k in range(100):
+            if KNIFE_GA_FIXED[case] is not None:
+                sim.set_inputs(KNIFE_GA_FIXED[case](k))
+            sim.do_step(sim.time, 0.01)
+            ys.append(sim.y)
+            gs.append(_nonholonomic_residual(sim))
+        runs[backend] = sim, np.array(ys), np.array(gs)
+    (sp, yp, gp), (sn, yn, gn) = runs["python"], runs["numba"]
+    assert type(sn.integrator).__name__ in ("CompiledGeneralizedAlpha", "CompiledGeneralizedAlphaIndex2")
+    assert {k: sp.stats[k] for k in COUNTS} == {k: sn.stats[k] for k in COUNTS}
+    assert sp.stats["steps"] == 1000 and sp.stats["lu_factorizations"] >= 1
+    assert np.max(np.abs(yp - yn)) <= 1e-10
+    assert np.max(np.abs(gn)) <= 1e-7 and np.max(np.abs(gp - gn)) <= 1e-12
+    assert np.array_equal(sn.get_outputs(), _python_outputs(sn))   # outputs computed in the step
+    np.testing.assert_allclose(sn.integrator.lam, sp.integrator.lam, rtol=0, atol=1e-9)   # ν
+
+
+@pytest.mark.parametrize("method", GA_METHODS)
+def test_ga_knife_edge_adaptive_within_the_roundoff_spread_of_the_reference(method):
+    """rtol 1e-6, 50 × 20 ms: the compiled run within 5× the reference's own spread over
+    starts perturbed by 1e-15 / −2e-15 (measured 5.6e-14 index 3, 1.3e-14 GGL, with
+    unchanged counts; compiled vs reference: 0), floored at 1e-10; counts within the
+    perturbed references' range ± 5 %."""
+    def run(backend, rel=0.0):
+        m = load_model("knife_edge")
+        integ = make_integrator(m, method, backend=backend, rtol=1e-6, atol=1e-8)
+        y0 = m.initial_y()
+        y0[:m.n_q] += rel * (1.0 + np.abs(y0[:m.n_q]))   # (q0 has zeros)
+        integ.initialize(y0=y0)
+        ys = []
+        for k in range(1, 51):
+            integ.advance(k * 0.02)
+            ys.append(integ.y.copy())
+        return integ, np.array(ys)
+
+    ref, yr = run("python")
+    others = [run("python", rel) for rel in (1e-15, -2e-15)]
+    spread = max(np.max(np.abs(y - yr)) for _, y in others)
+    compiled, yc = run("numba")
+    assert compiled.backend == "numba" and compiled.t == ref.t == 1.0
+    assert np.max(np.abs(yc - yr)) <= max(5.0 * spread, 1e-10)
+    for key in COUNTS:
+        values = [ref.stats[key]] + [o.stats[key] for o, _ in others]
+        assert 0.95 * min(values) <= compiled.stats[key] <= 1.05 * max(values), (key, compiled.stats[key], values)
+
+
+@pytest.mark.parametrize("method, bound", [("generalized-alpha", 4e-8), ("generalized-alpha-i2", 1.1e-7)])
+def test_compiled_ga_knife_edge_follows_the_closed_form_and_holds_the_nonholonomic_row(method, bound):
+    """Against an independent reference: the closed-form path (knife_edge.exact_solution),
+    rtol 1e-8 over 1 s (measured errors 1.3e-8 index 3, 3.7e-8 GGL; bound 3×), and
+    B v + b = 0 after every step to the Newton tolerance (measured ≤ 5.3e-13, 9.4e-12)."""
+    sim = cosim.Simulation(model="knife_edge", method=method, backend="numba", rtol=1e-8, atol=1e-10)
+    for _ in range(100):
+        sim.do_step(sim.time, 0.01)
+        assert np.max(np.abs(_nonholonomic_residual(sim))) <= 1e-10
+    q_ex, v_ex = sim.model.exact_solution(1.0)
+    assert np.max(np.abs(sim.y - np.concatenate([q_ex, v_ex]))) <= bound
+    assert sim.get_outputs()[2] == pytest.approx(0.0, abs=1e-10)   # the side-slip output
+
+
+@pytest.mark.parametrize("method", GA_METHODS)
+def test_ga_knife_edge_rollback_serialization_and_state_across_backends(method):
+    kw = dict(method=method, rtol=1e-6, atol=1e-8)
+    sim, _ = _drive("numba", "knife_edge", 20, 0.02, **kw)
+    snap, blob = sim.get_state(), sim.serialize_state()
+    for _ in range(20):
+        sim.do_step(sim.time, 0.02)
+    y1, stats1 = sim.y, dict(sim.stats)
+    assert stats1["lu_factorizations"] > 0
+    sim.set_state(snap)
+    assert sim.serialize_state() == blob
+    for _ in range(20):
+        sim.do_step(sim.time, 0.02)
+    assert np.array_equal(sim.y, y1) and dict(sim.stats) == stats1
+    fresh = cosim.Simulation(model="knife_edge", backend="numba", **kw)
+    fresh.deserialize_state(blob)
+    for _ in range(20):
+        fresh.do_step(fresh.time, 0.02)
+    assert np.array_equal(fresh.y, y1) and dict(fresh.stats) == stats1
+    # the numba state ([λ; ν], the LU of the (n + n_g) or (2n + n_g) matrix) on the reference
+    other = cosim.Simulation(model="knife_edge", backend="python", **kw)
+    other.deserialize_state(blob)
+    for _ in range(20):
+        other.do_step(other.time, 0.02)
+    assert other.backend == "python"
+    assert np.max(np.abs(other.y - y1)) <= 1e-10
+    assert {k: other.stats[k] for k in COUNTS} == {k: stats1[k] for k in COUNTS}
+    back = cosim.Simulation(model="knife_edge", backend="numba", **kw)
+    back.deserialize_state(other.serialize_state())
+    for _ in range(10):
+        back.do_step(back.time, 0.02)
+        other.do_step(other.time, 0.02)
+    assert np.max(np.abs(back.y - other.y)) <= 1e-10
 
 
 # -- state-transition (LTI) compiled: the step and the outputs in one call ---------------------

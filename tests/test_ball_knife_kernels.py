@@ -5,7 +5,8 @@ The former hand-written numpy methods (at fb54bd1) are copied inline below as th
 reference: the derived methods must give the same bits at random states.  The ball's
 events stay in Python and run with the compiled step loop (Simulation locates them
 on the integrator's dense output); the knife edge's nonholonomic rows have kernels
-for the Python integrators, and the compiled ones refuse the model with a reason.
+for the Python integrators and the compiled dopri5/rk4 and generalized-α; a model whose
+rows lack kernels is refused by the compiled ones with a reason.
 """
 import numpy as np
 import pytest
@@ -127,29 +128,30 @@ def test_a_kernel_model_declaring_nonholonomic_rows_without_their_kernel_is_told
     # b and the derivative kernels are optional: b = 0, derivatives by differences
     assert np.array_equal(model.nonholonomic_offset(np.zeros(1), 0.0), np.zeros(1))
     assert model.nonholonomic_force_jacobian(np.zeros(1), np.ones(1), 0.0) is None
-    # the compiled dopri5/rk4 (which run nonholonomic rows) leave it to the reference
+    # the compiled methods with nonholonomic rows leave it to the reference
     from cosim.integrators import compiled_unavailable
     if numba_available():
-        assert compiled_unavailable("dopri5", model) == (
-            "model 'bouncing_ball' has nonholonomic constraints without all their kernels")
+        for method in ("dopri5", "generalized-alpha", "generalized-alpha-i2"):
+            assert compiled_unavailable(method, model) == (
+                "model 'bouncing_ball' has nonholonomic constraints without all their kernels")
 
 
 @pytest.mark.skipif(not numba_available(), reason="numba is not importable")
 @pytest.mark.parametrize("method", ["generalized-alpha", "generalized-alpha-i2"])
-def test_knife_edge_falls_back_to_python_with_the_reason(method, monkeypatch):
-    """The compiled implicit integrators have no nonholonomic rows (dopri5/rk4 do:
-    tests/test_backends.py): "auto" runs the Python
-    reference and says why; "numba" warns (once per reason and process: the record
-    of given notices starts empty here) and does the same."""
+def test_knife_edge_runs_compiled_generalized_alpha(method, monkeypatch):
+    """generalized-α (index 3 and GGL) run the knife edge's nonholonomic rows compiled
+    (ga_nh_kernel; equivalence with the reference: tests/test_backends.py), under "auto"
+    without a notice and under "numba" without a fall-back warning."""
+    import warnings
     monkeypatch.setitem(jit._state, "announced", set())
     sim = cosim.Simulation(model="knife_edge", method=method, h=1e-3)
-    assert sim.backend == "python"
-    assert sim.backend_reason == "model 'knife_edge' has nonholonomic constraints (not in the compiled kernel yet)"
-    with pytest.warns(BackendFallbackWarning, match="knife_edge' has nonholonomic constraints"):
-        assert cosim.Simulation(model="knife_edge", method=method, h=1e-3, backend="numba").backend == "python"
-    sim.do_step(0.0, 0.1)   # and the reference runs it from the kernels
+    assert sim.backend == "numba" and sim.backend_reason is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BackendFallbackWarning)
+        assert cosim.Simulation(model="knife_edge", method=method, h=1e-3, backend="numba").backend == "numba"
+    sim.do_step(0.0, 0.1)
     q, v = sim.model.exact_solution(0.1)
-    assert np.max(np.abs(sim.y - np.concatenate([q, v]))) < 1e-3
+    assert np.max(np.abs(sim.y - np.concatenate([q, v]))) < 1.5e-6   # h = 1 ms: measured 4.3e-7, 3.7e-7
 
 
 # -- the ball on the compiled step loop: its events are located by Simulation alike ---------------

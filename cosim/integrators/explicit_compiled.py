@@ -26,23 +26,13 @@ from .base import STAT_KEYS
 from .explicit import RK4, DormandPrince, IndexOneRHS
 from .ga_compiled import _Array, _Scalar, _Stats
 from .ga_compiled import WholeIntervalAdvance
+from .ga_compiled import kernel_functions as _kernel_functions
 from .ga_compiled import model_supported as _model_supported
+from .ga_compiled import n_nonholonomic as _n_nonholonomic
 
 MAX_STEPS_PER_CALL = 1_000_000
 _Y, _YP, _QDD, _LAM = range(4)   # positions in explicit_kernel.offsets()
 _J_TEXT = "[[M, C_q^T], [C_q, 0]] (seed 000 eq. 89)"   # IndexOneRHS.factorize's matrix name
-
-
-def _n_nonholonomic(model):
-    return len(getattr(model, "nonholonomic_names", ()) or ())
-
-
-def _kernel_functions(model):
-    """The entry's kernels: the model's, then its nonholonomic ones if it has rows."""
-    ks = model.kernels()
-    if not _n_nonholonomic(model):
-        return ks.functions()
-    return ks.functions() + ks.nonholonomic_functions()
 
 
 def _extras(model):
@@ -69,15 +59,6 @@ def supports(model):
     multibody model with kernels, including nonholonomic ones for its
     nonholonomic rows (first-order models run the reference)."""
     reason = _model_supported(model, nonholonomic=True)
-    if reason is None and _n_nonholonomic(model):
-        from ..models.kernels import KernelModel  # noqa: PLC0415
-        base = getattr(model, "kernel_reference", KernelModel)
-        overridden = [name for name in ("nonholonomic_matrix", "nonholonomic_offset", "nonholonomic_gamma")
-                      if getattr(type(model), name, None) is not getattr(base, name, None)]
-        if overridden:
-            reason = f"model {model.name!r} overrides {', '.join(overridden)} of its kernels"
-        elif model.kernels().nonholonomic_functions() is None:
-            reason = f"model {model.name!r} has nonholonomic constraints without all their kernels"
     if reason is None and not jit.entry_loaded(K, _kernel_functions(model)):
         from . import dense_lu  # noqa: PLC0415
         reason = jit.sources_unreadable((K, dense_lu, *_extras(model)), _kernel_functions(model))

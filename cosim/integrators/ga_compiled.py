@@ -38,28 +38,53 @@ MAX_STEPS_PER_CALL = 1_000_000
 _RESTART_THEN_ADVANCE = 3  # entry mode (cosim.jit._ENTRY_FOOTER)
 
 
+def n_nonholonomic(model):
+    """n_g: the model's nonholonomic rows (seed 000 §7)."""
+    return len(getattr(model, "nonholonomic_names", ()) or ())
+
+
+def kernel_functions(model):
+    """A compiled entry's kernels: the model's, then its nonholonomic ones if it has rows."""
+    ks = model.kernels()
+    if not n_nonholonomic(model):
+        return ks.functions()
+    return ks.functions() + ks.nonholonomic_functions()
+
+
+def _extras(model):
+    """Modules pasted after ga_kernel: the nonholonomic hooks only for a model with
+    such rows (every other model's entry stays as it is)."""
+    if not n_nonholonomic(model):
+        return ()
+    from . import ga_nh_kernel  # noqa: PLC0415
+    return (ga_nh_kernel,)
+
+
 def _model_entries(model):
     """The compiled entry (advance/restart) for this model's kernel set (compiled
     once per model, cached on disk; see cosim.jit.model_entry_points)."""
     from . import dense_lu  # noqa: PLC0415
+    from ..models.kernels import COMPILED_FIELDS  # noqa: PLC0415
     # kernel_name: models sharing one kernel set (every URDF robot) share one entry file
-    return jit.model_entry_points(K, model.kernels().functions(),
+    return jit.model_entry_points(K, kernel_functions(model),
                                   getattr(model, "kernel_name", model.name), "generalized-alpha",
-                                  helpers=(dense_lu,))
+                                  helpers=(dense_lu,), extras=_extras(model),
+                                  outputs_index=len(COMPILED_FIELDS) - 1)
 
 
 def supports(model):
     """Why the compiled generalized-α cannot run ``model`` (None: it can)."""
-    reason = model_supported(model)
-    if reason is None and not jit.entry_loaded(K, model.kernels().functions()):
+    reason = model_supported(model, nonholonomic=True)
+    if reason is None and not jit.entry_loaded(K, kernel_functions(model)):
         from . import dense_lu  # noqa: PLC0415  (an FMU's deleted unzip folder)
-        reason = jit.sources_unreadable((K, dense_lu), model.kernels().functions())
+        reason = jit.sources_unreadable((K, dense_lu, *_extras(model)), kernel_functions(model))
     return reason
 
 
 def model_supported(model, nonholonomic=False):
     """Why no compiled method can run ``model`` (None: its kernels describe it);
-    ``nonholonomic``: the method's entry has the nonholonomic rows (explicit_compiled)."""
+    ``nonholonomic``: the method's entry has the nonholonomic rows (generalized-α,
+    dopri5/rk4), which then need all their kernels."""
     kernels = getattr(model, "kernels", None)
     if kernels is None or kernels() is None:
         why = getattr(model, "kernels_unavailable", lambda: None)()  # KernelModel: generated ones
@@ -73,8 +98,15 @@ def model_supported(model, nonholonomic=False):
     if overridden:
         # a subclass changed the Python equations: the kernels no longer describe it
         return f"model {model.name!r} overrides {', '.join(overridden)} of its kernels"
-    if getattr(model, "nonholonomic_names", ()) and not nonholonomic:
+    if n_nonholonomic(model) and not nonholonomic:
         return f"model {model.name!r} has nonholonomic constraints (not in the compiled kernel yet)"
+    if n_nonholonomic(model):
+        overridden = [name for name in ("nonholonomic_matrix", "nonholonomic_offset", "nonholonomic_gamma")
+                      if getattr(type(model), name, None) is not getattr(base, name, None)]
+        if overridden:
+            return f"model {model.name!r} overrides {', '.join(overridden)} of its kernels"
+        if model.kernels().nonholonomic_functions() is None:
+            return f"model {model.name!r} has nonholonomic constraints without all their kernels"
     return None
 
 
@@ -295,6 +327,7 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         probe = getattr(model, "kernel_outputs", None)  # KernelModel; a URDF robot has none
         self._kernel_outputs = bool(probe is not None and probe())
         self._n_out = len(model.output_names) if self._kernel_outputs else 0
+        self._n_g = n_nonholonomic(model)
         self._allocate(model.n_q, model.n_c)
         super().__init__(model, **kwargs)
         self._sync_parameters()   # tolerances and constants also for a restore before initialize
@@ -302,16 +335,19 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
     # -- the record ----------------------------------------------------------------------
     def _allocate(self, n, m):
         old_stats = dict(self._stats_view) if hasattr(self, "_stats_view") else None
-        offs = K.offsets(n, m)
-        lengths = (2 * n, 2 * n, n, n, m, n, n, m)
+        g = self._n_g
+        offs = K.offsets(n, m + g)   # multipliers [λ; ν] (ga_nh_kernel)
+        lengths = (2 * n, 2 * n, n, n, m + g, n, n, m + g)
         self._slices = [(offs[i], lengths[i]) for i in range(8)]
-        self._N = K.matrix_size(n, m, self._ggl)
+        self._N = K.matrix_size(n, m, self._ggl, g)
         self._S = np.zeros(offs[-1])
         self._S[K.T] = self._S[K.T_PREV] = math.nan
         self._S[K.H_JAC] = -1.0
         self._S[K.RELAX] = 1.0
-        self._I = np.zeros(K.int_length(n, m, self._ggl), dtype=np.int64)
+        self._I = np.zeros(K.int_length(n, m, self._ggl, g), dtype=np.int64)
         self._I[K.I_N], self._I[K.I_M] = n, m
+        if g:
+            self._I[-1] = g   # ga_nh_kernel.n_nonholonomic
         self._I[K.GGL] = self._ggl
         self._I[K.NEED_JAC] = 1
         self._I[K.MINV_EXACT] = -1
@@ -383,7 +419,7 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
 
     def _setup_work(self):
         self.newton = _RecordNewton(self, what=f"{self.name} iteration matrix", prior_rate=True)
-        self._n_g = 0
+        self._n_g = n_nonholonomic(self.model)
         self._J = np.zeros((self._N, self._N))
 
     @property

@@ -95,19 +95,51 @@ def offsets(n, m):
     return o_y, o_yp, o_qdd, o_qddp, o_lam, o_a, o_xr, o_lr, o_mid, o_mix, o_mix + n
 
 
-def matrix_size(n, m, ggl):
-    """Unknowns of one Newton solve: (x, λ) index 3, (x, y, λ, μ) GGL."""
-    return 2 * (n + m) if ggl else n + m
+def matrix_size(n, m, ggl, ng=0):
+    """Unknowns of one Newton solve: (x, λ, ν) index 3, (x, y, λ, ν, μ) GGL
+    (ν: the multipliers of n_g nonholonomic rows, seed 000 §7)."""
+    return 2 * (n + m) + ng if ggl else n + m + ng
 
 
-def int_length(n, m, ggl=0):
-    return PIV + matrix_size(n, m, ggl)
+def int_length(n, m, ggl=0, ng=0):
+    """Length of I; with nonholonomic rows one more slot (the last) holds n_g."""
+    return PIV + matrix_size(n, m, ggl, ng) + (1 if ng else 0)
 
 
 def state_view(S, I):
     """(q, v, t) of the record, as views (the compiled entry's outputs)."""
     n = I[I_N]
     return S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T]
+
+
+# ---------------------------------------------------------------------------------
+# nonholonomic rows G = B(q, t) v + b(q, t) = 0 (seed 000 §7): hooks, empty here.
+# cosim.integrators.ga_nh_kernel redefines them with the rows and is pasted after
+# this module into the entry of a model that has such rows only (cosim.jit
+# extras=); every other entry keeps these bodies, which numba inlines away.
+# Multipliers: λ of the record (and λ̂, C_qᵀ in the norms) hold [λ; ν], m + n_g.
+# ---------------------------------------------------------------------------------
+def n_nonholonomic(I):
+    """n_g (ga_nh_kernel: the last slot of I)."""
+    return 0
+
+
+def _nh_rows(fns, p, m, q, t, Cq):
+    """B(q, t) into rows m: of Cq (the rows the multipliers act through)."""
+
+
+def _nh_gamma(fns, p, m, q, v, t, g):
+    """γ_G (B q'' = γ_G) into g[m:]."""
+
+
+def _nh_residual(fns, p, n, m, t1, q, v, lam_hat, delta, c_nu, r_force, gh, F):
+    """Bᵀν into F[r_force:r_force + n] and (B v + b)/(γ h) into the last n_g rows of
+    F; ν = λ̂[m:] + δ[c_nu:]."""
+
+
+def _nh_jacobian(fns, p, n, m, t1, q, v, lam_hat, delta, c_nu, r_force, c_y, cg, K, J):
+    """(Bᵀν)_q into K, Bᵀ into J's force rows / ν columns, and the last n_g rows:
+    index 3 (c_y < 0) B + cg (B v + b)_q, GGL cg (B v + b)_q under x and B under y."""
 
 
 # ---------------------------------------------------------------------------------
@@ -216,48 +248,53 @@ def consistent_accelerations(fns, S, I, q, v, t, u, p, qdd_out, lam_out):
     M the m×m system C_q M⁻¹ C_qᵀ λ = C_q M⁻¹ Q − γ (as the reference).
     Returns OK or RESTART_FAILED."""
     n, m = I[I_N], I[I_M]
-    o_mix = offsets(n, m)[9]
+    mz = m + n_nonholonomic(I)
+    o_mix = offsets(n, mz)[9]
     Q = np.zeros(n)
     fns[1](q, v, t, u, p, Q)
-    if m > 0 and _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
+    if mz > 0 and _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
         minv = S[o_mix:o_mix + n]
-        Cq = np.zeros((m, n))
+        Cq = np.zeros((mz, n))
         fns[3](q, t, p, Cq)
-        gam = np.zeros(m)
+        _nh_rows(fns, p, m, q, t, Cq)
+        gam = np.zeros(mz)
         fns[5](q, v, t, p, gam)
+        _nh_gamma(fns, p, m, q, v, t, gam)
         CM = Cq * minv
         A = _abt(CM, Cq)
         rhs = _mv(CM, Q) - gam
-        piv = np.empty(m, dtype=np.int64)
+        piv = np.empty(mz, dtype=np.int64)
         info = _gesv(A, rhs, piv)
         if info == 0 and _all_finite(rhs):
             for i in range(n):
                 s = Q[i]
-                for k in range(m):
+                for k in range(mz):
                     s -= rhs[k] * Cq[k, i]
                 qdd_out[i] = minv[i] * s
             lam_out[:] = rhs
             return OK
     # general case: the augmented system with the singularity test of common.lu_factor
-    K = np.zeros((n + m, n + m))
+    K = np.zeros((n + mz, n + mz))
     M = np.zeros((n, n))
     fns[0](q, t, p, M)
     K[:n, :n] = M
-    rhs = np.zeros(n + m)
+    rhs = np.zeros(n + mz)
     rhs[:n] = Q
-    if m > 0:
-        Cq = np.zeros((m, n))
+    if mz > 0:
+        Cq = np.zeros((mz, n))
         fns[3](q, t, p, Cq)
-        gam = np.zeros(m)
+        _nh_rows(fns, p, m, q, t, Cq)
+        gam = np.zeros(mz)
         fns[5](q, v, t, p, gam)
+        _nh_gamma(fns, p, m, q, v, t, gam)
         K[:n, n:] = Cq.T
         K[n:, :n] = Cq
         rhs[n:] = gam
-    for i in range(n + m):
-        for j in range(n + m):
+    for i in range(n + mz):
+        for j in range(n + mz):
             if not math.isfinite(K[i, j]):
                 return RESTART_FAILED
-    piv = np.empty(n + m, dtype=np.int64)
+    piv = np.empty(n + mz, dtype=np.int64)
     info = lu_factor_inplace(K, piv)
     if info != 0 or pivot_ratio(K) <= 1e-14:
         return RESTART_FAILED
@@ -272,7 +309,7 @@ def restart(fns, S, I, u, p):
     jump): q'' and λ from eq. 10, a = q'', h_last = 0, λ_rate = 0; the
     innovation rate x_rate is kept (a fair Newton start).  Also t_prev = t,
     y_prev = y (Integrator.restart)."""
-    n, m = I[I_N], I[I_M]
+    n, m = I[I_N], I[I_M] + n_nonholonomic(I)   # all multipliers [λ; ν]
     o_y, o_yp, o_qdd, o_qddp, o_lam, o_a, o_xr, o_lr, o_mid, o_mix, _ = offsets(n, m)
     q = S[o_y:o_y + n].copy()
     v = S[o_y + n:o_y + 2 * n].copy()
@@ -322,6 +359,7 @@ def _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F
         for j in range(n):
             s += M[i, j] * qdd[j]
         F[i] = s - Q[i]
+    _nh_residual(fns, p, n, m, t1, q, v, lam_hat, delta, n + m, 0, gh, F)   # seed 000 §7
     if m > 0:
         for k in range(m):
             lam[k] = lam_hat[k] + delta[n + k]
@@ -339,8 +377,9 @@ def _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F
             F[n + k] = inv * C[k]
 
 
-def _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_mass, delta, J):
-    """Eq. 33: [[η M + β h² (−Q_q + (C_qᵀλ)_q + (M a)_q) − γ h Q_v, C_qᵀ], [C_q, 0]]."""
+def _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_mass, delta, J, cg):
+    """Eq. 33: [[η M + β h² (−Q_q + (C_qᵀλ)_q + (M a)_q) − γ h Q_v, C_qᵀ], [C_q, 0]]
+    (nonholonomic rows: _nh_jacobian with cg = (β/γ) h)."""
     q = q0 + bh2 * delta[:n]
     v = v0 + gh * delta[:n]
     qdd = qdd0 + eta * delta[:n]
@@ -353,6 +392,7 @@ def _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_ma
         H = np.zeros((n, n))
         fns[7](q, lam, t1, p, H)
         K = K + H
+    _nh_jacobian(fns, p, n, m, t1, q, v, lam_hat, delta, n + m, 0, -1, cg, K, J)
     if not const_mass:
         Mq = np.zeros((n, n))
         fns[8](q, qdd, t1, p, Mq)
@@ -363,8 +403,8 @@ def _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_ma
     if m > 0:
         Cq = np.zeros((m, n))
         fns[3](q, t1, p, Cq)
-        J[:n, n:] = Cq.T
-        J[n:, :n] = Cq
+        J[:n, n:n + m] = Cq.T
+        J[n:n + m, :n] = Cq
         J[n:, n:] = 0.0
 
 
@@ -425,10 +465,11 @@ def _residual_ggl(fns, p, u, n, m, t1, q0, qd0, v0, qdd0, lam_hat, bh, g, gh, et
         for j in range(n):
             s += M[i, j] * vd[j]
         F[n + i] = s - Q[i]
+    i_mu = F.shape[0] - m   # δ = (x, y, λ, ν, μ)
     if m > 0:
         for k in range(m):
             lam[k] = lam_hat[k] + delta[2 * n + k]
-            mu[k] = delta[2 * n + m + k]
+            mu[k] = delta[i_mu + k]
         Cq[:, :] = 0.0
         fns[3](q, t1, p, Cq)
         for i in range(n):
@@ -447,6 +488,7 @@ def _residual_ggl(fns, p, u, n, m, t1, q0, qd0, v0, qdd0, lam_hat, bh, g, gh, et
         _cqv(fns, p, n, m, t1, q, v, Cq, Ct, work[23])
         for k in range(m):
             F[2 * n + m + k] = inv_gh * work[23][k]
+    _nh_residual(fns, p, n, m, t1, q, v, lam_hat, delta, 2 * n + m, n, gh, F)   # seed 000 eq. 94
 
 
 def _jacobian_ggl(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh, b, g, gh, eta, const_mass,
@@ -454,7 +496,7 @@ def _jacobian_ggl(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh, b, g, gh, eta,
     """Eq. 39, columns (x, y, λ, μ): [[γ I + β h (C_qᵀμ)_q, −γ h I, 0, C_qᵀ],
     [β h (−Q_q + (M v')_q + (C_qᵀλ)_q), η M − γ h Q_v, C_qᵀ, 0], [C_q, 0, 0, 0],
     [(β/γ) (C_q v + C_t)_q, C_q, 0, 0]]; (C_q v + C_t)_q by forward differences
-    (common.fd_jacobian, the same steps)."""
+    (common.fd_jacobian, the same steps); nonholonomic rows and ν columns: _nh_jacobian."""
     q = q0 + bh * delta[:n]
     v = v0 + gh * delta[n:2 * n]
     vd = qdd0 + eta * delta[n:2 * n]
@@ -474,9 +516,10 @@ def _jacobian_ggl(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh, b, g, gh, eta,
         J[i, n + i] = -gh
         for j in range(n):
             J[n + i, n + j] = eta * M[i, j] - gh * Qv[i, j]
+    i_mu = J.shape[0] - m   # columns (x, y, λ, ν, μ)
     if m > 0:
-        lam = lam_hat + delta[2 * n:2 * n + m]
-        mu = delta[2 * n + m:]
+        lam = lam_hat + delta[2 * n:i_mu]
+        mu = delta[i_mu:]
         H = np.zeros((n, n))
         fns[7](q, lam, t1, p, H)
         K = K + H
@@ -501,10 +544,11 @@ def _jacobian_ggl(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh, b, g, gh, eta,
         fns[3](q, t1, p, Cq)
         for k in range(m):
             for j in range(n):
-                J[j, 2 * n + m + k] = Cq[k, j]
+                J[j, i_mu + k] = Cq[k, j]
                 J[n + j, 2 * n + k] = Cq[k, j]
                 J[2 * n + k, j] = Cq[k, j]
                 J[2 * n + m + k, n + j] = Cq[k, j]
+    _nh_jacobian(fns, p, n, m, t1, q, v, lam_hat, delta, 2 * n + m, n, n, b / g, K, J)
     for i in range(n):
         for j in range(n):
             J[n + i, j] = bh * K[i, j]
@@ -527,10 +571,10 @@ def _pymax(a, b):
     return b if b > a else a
 
 
-def _norm_ggl(dd, n, m, sx, sy, CqT, s_lam, s_mu, tmp):
+def _norm_ggl(dd, n, m, mz, sx, sy, CqT, s_lam, s_mu, tmp):
     """The reference's Newton norm of the GGL form: position change β h Δx (W_q),
     velocity change γ h Δy (W_v with the rounding floor), the multipliers
-    through C_qᵀ (λ on the velocity scale, μ on the position scale)."""
+    through [C_q; B]ᵀ (λ, ν on the velocity scale) and C_qᵀ (μ, position scale)."""
     if n == 0:
         return 0.0
     for i in range(n):
@@ -539,14 +583,15 @@ def _norm_ggl(dd, n, m, sx, sy, CqT, s_lam, s_mu, tmp):
     for i in range(n):
         tmp[i] = abs(dd[n + i]) * sy[i]
     val = _pymax(a, _amax(tmp))
+    if mz > 0:
+        val = _pymax(val, _rows_norm(dd, 2 * n, n, mz, CqT, s_lam, tmp))
     if m > 0:
-        val = _pymax(val, _rows_norm(dd, 2 * n, n, m, CqT, s_lam, tmp))
-        val = _pymax(val, _rows_norm(dd, 2 * n + m, n, m, CqT, s_mu, tmp))
+        val = _pymax(val, _rows_norm(dd, 2 * n + mz, n, m, CqT, s_mu, tmp))
     return val
 
 
 def _rows_norm(dd, off, n, m, CqT, sc, tmp):
-    """max |C_qᵀ dd[off:off+m]| · sc."""
+    """max |C_qᵀ dd[off:off+m]| · sc (the first m columns of CqT)."""
     for i in range(n):
         s = 0.0
         for k in range(m):
@@ -561,7 +606,9 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
     GGL form (eqs. 38-39): ``bh2`` is then β h (q = q0 + β h x), ``scale`` and
     ``lam_scale`` are its s_x and s_λ, ``qd0``, ``sy``, ``s_mu`` its own, and
     there is no stall acceptance (the reference passes no stall norm)."""
-    N = matrix_size(n, m, ggl)
+    ng = n_nonholonomic(I)
+    mz = m + ng
+    N = matrix_size(n, m, ggl, ng)
     piv = I[PIV:PIV + N]
     const_mass = I[CONST_MASS] == 1
     old_norm = -1.0
@@ -575,7 +622,8 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
                 _jacobian_ggl(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, b, g, gh, eta, const_mass,
                               delta, Jw, work)
             else:
-                _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_mass, delta, Jw)
+                _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_mass, delta, Jw,
+                          (b / g) * h)
             I[ST_JAC] += 1
             for i in range(N):
                 for j in range(N):
@@ -613,9 +661,9 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
         n_j += 1
         delta += F
         if ggl:
-            dnorm = _norm_ggl(F, n, m, scale, sy, CqT, lam_scale, s_mu, work[25])  # (q + h e_j: scratch)
+            dnorm = _norm_ggl(F, n, m, mz, scale, sy, CqT, lam_scale, s_mu, work[25])  # (q + h e_j: scratch)
         else:
-            dnorm = _norm(F, n, m, scale, CqT, lam_scale)
+            dnorm = _norm(F, n, mz, scale, CqT, lam_scale)
         if not math.isfinite(dnorm):
             I[NEED_JAC] = 1
             I[REASON] = R_UPDATE
@@ -630,7 +678,7 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
         if n_j == 1 or old_norm < 0.0:
             sigma = 0.0
         elif dnorm > 0.9 * old_norm:
-            if not ggl and _norm(F, n, m, scale_r, CqT, lam_scale_r) < NEWTON_TOL:
+            if not ggl and _norm(F, n, mz, scale_r, CqT, lam_scale_r) < NEWTON_TOL:
                 S[SIGMA] = sigma   # stalled at the rounding level: converged
                 return True, it, OK
             I[NEED_JAC] = 1
@@ -655,32 +703,37 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
 # one step
 # ---------------------------------------------------------------------------------
 def _project_velocity(fns, S, I, p, n, m, q, v, t):
-    """M-orthogonal projection of v onto C_q v + C_t = 0 (seed 000 eq. 8-9, W = M);
-    v is left as it was in a singular configuration."""
-    o_mix = offsets(n, m)[9]
-    Cq = np.zeros((m, n))
+    """M-orthogonal projection of v onto C_q v + C_t = 0 (seed 000 eq. 8-9, W = M),
+    keeping B Δv = 0 on nonholonomic rows (as the reference); v is left as it
+    was in a singular configuration."""
+    mz = m + n_nonholonomic(I)
+    o_mix = offsets(n, mz)[9]
+    Cq = np.zeros((mz, n))
     fns[3](q, t, p, Cq)
-    Ct = np.zeros(m)
+    _nh_rows(fns, p, m, q, t, Cq)
+    Ct = np.zeros(mz)
     fns[4](q, t, p, Ct)
     r = _mv(Cq, v) + Ct
+    for k in range(m, mz):
+        r[k] = 0.0
     if _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
         minv = S[o_mix:o_mix + n]
         CM = Cq * minv
         A = _abt(CM, Cq)
-        piv = np.empty(m, dtype=np.int64)
+        piv = np.empty(mz, dtype=np.int64)
         info = _gesv(A, r, piv)
         if info != 0 or not _all_finite(r):
             return v
         return v - _mtv(CM, r)
-    K = np.zeros((n + m, n + m))
+    K = np.zeros((n + mz, n + mz))
     M = np.zeros((n, n))
     fns[0](q, t, p, M)
     K[:n, :n] = M
     K[:n, n:] = Cq.T
     K[n:, :n] = Cq
-    rhs = np.zeros(n + m)
+    rhs = np.zeros(n + mz)
     rhs[n:] = -r
-    piv = np.empty(n + m, dtype=np.int64)
+    piv = np.empty(n + mz, dtype=np.int64)
     info = _gesv(K, rhs, piv)
     if info != 0 or not _all_finite(rhs):
         return v
@@ -705,8 +758,9 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     the attempt is GeneralizedAlpha._attempt, or GeneralizedAlphaIndex2._attempt
     with I[GGL]).  Returns a status code; on failure S[F_H] is the step size tried."""
     n, m = I[I_N], I[I_M]
+    mz = m + n_nonholonomic(I)   # multipliers [λ; ν]
     ggl = I[GGL] == 1
-    o_y, o_yp, o_qdd, o_qddp, o_lam, o_a, o_xr, o_lr, o_mid, o_mix, _ = offsets(n, m)
+    o_y, o_yp, o_qdd, o_qddp, o_lam, o_a, o_xr, o_lr, o_mid, o_mix, _ = offsets(n, mz)
     am, af, g, b, eta = S[ALPHA_M], S[ALPHA_F], S[GAMMA], S[BETA], S[ETA]
     fixed = S[H_FIXED] > 0.0
     t = S[T]
@@ -731,9 +785,9 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     failed_once = False
     rejections = 0
     a_old = S[o_a:o_a + n].copy()
-    lam_old = S[o_lam:o_lam + m].copy()
+    lam_old = S[o_lam:o_lam + mz].copy()
     x_rate = S[o_xr:o_xr + n].copy()
-    lam_rate = S[o_lr:o_lr + m].copy()
+    lam_rate = S[o_lr:o_lr + mz].copy()
     h_last = S[H_LAST]
     w = rtol * np.abs(q) + atol
     qmax = 1.0
@@ -743,14 +797,15 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     q0, v0, qdd0, lam_hat = work[8], work[9], work[10], work[11]
     x_hat, scale, w_v = work[12], work[13], work[15]
     qd0, y_hat, sy, s_mu = work[16], work[17], work[18], work[19]   # GGL only
-    CqT = np.zeros((n, m))
+    CqT = np.zeros((n, mz))
     lam_scale = np.zeros(n)
     scale_r = np.zeros(n)
     lam_scale_r = np.zeros(n)
     minv_d = np.zeros(n)
-    if m > 0:
-        Cq0 = np.zeros((m, n))
+    if mz > 0:
+        Cq0 = np.zeros((mz, n))
         fns[3](q, t, p, Cq0)
+        _nh_rows(fns, p, m, q, t, Cq0)
         CqT = np.ascontiguousarray(Cq0.T)
         minv_d = _inv_mass_diag(fns, S, I, q, t, p, o_mid, n)
     h_err = math.inf
@@ -805,7 +860,7 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
                 scale[i] = bh / w[i]                    # s_x
                 sy[i] = gh / w_v[i]
                 s_mu[i] = scale[i] / g
-                if m > 0:
+                if mz > 0:
                     lam_scale[i] = sy[i] * minv_d[i] / eta
                 continue
             xh = h * x_rate[i]
@@ -815,10 +870,10 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             q0[i] = q_p + bh2 * xh
             scale[i] = max(bh2 / w[i], gh / w_v[i])
             scale_r[i] = max(bh2 / (w[i] + qfloor), gh / (wv0 + vfloor))
-            if m > 0:
+            if mz > 0:
                 lam_scale[i] = scale[i] * minv_d[i] / eta
                 lam_scale_r[i] = scale_r[i] * minv_d[i] / eta
-        for k in range(m):
+        for k in range(mz):
             lam_hat[k] = lam_old[k] + h * lam_rate[k]
         cq = bh if ggl else bh2   # q = q0 + cq·x (numba: no inline conditional in a call)
         converged, iters, status = _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat,
@@ -891,7 +946,7 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         q1 = q0 + (b * h) * delta[:n]
         v1 = v0 + gh * delta[n:2 * n]
         qdd1 = qdd0 + eta * delta[n:2 * n]
-        lam1 = lam_hat + delta[2 * n:2 * n + m]
+        lam1 = lam_hat + delta[2 * n:2 * n + mz]
     else:
         q1 = q0 + bh2 * delta[:n]
         v1 = v0 + gh * delta[:n]
@@ -903,7 +958,7 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     S[o_a:o_a + n] = qdd + x
     S[H_LAST] = h
     S[o_xr:o_xr + n] = x / h
-    S[o_lr:o_lr + m] = (lam1 - lam_old) / h
+    S[o_lr:o_lr + mz] = (lam1 - lam_old) / h
     S[T] = t_limit if lands else t + h
     if fixed:
         S[H_NEXT] = S[H_FIXED]
@@ -916,7 +971,7 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     S[o_y:o_y + n] = q1
     S[o_y + n:o_y + 2 * n] = v1
     S[o_qdd:o_qdd + n] = qdd1
-    S[o_lam:o_lam + m] = lam1
+    S[o_lam:o_lam + mz] = lam1
     I[ST_STEPS] += 1
     return OK
 
@@ -926,10 +981,10 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     (with ``whole``: not reaching the target is the failure STEP_BUDGET).
     Returns a status code; on failure S, I and LU are as they were on entry
     (all or nothing) except the failure slots F_H, F_INFO, F_T and I[REASON]."""
-    n, m = I[I_N], I[I_M]
-    N = matrix_size(n, m, I[GGL])
+    n, m, ng = I[I_N], I[I_M], n_nonholonomic(I)
+    N = matrix_size(n, m, I[GGL], ng)
     S0, I0, LU0 = S.copy(), I.copy(), LU.copy()
-    work = workspace(n, m)
+    work = workspace(n, m + ng)
     delta = np.zeros(N)
     F = np.zeros(N)
     Jw = np.zeros((N, N))
