@@ -133,6 +133,30 @@ def restart(fns, S, I, u, p):
 
 
 # ---------------------------------------------------------------------------------
+# nonholonomic rows G = B(q, t) v + b(q, t) = 0 (seed 000 §7, eq. 93): hooks, empty
+# here.  cosim.integrators.explicit_nh_kernel redefines them and is pasted after this
+# module into the entry of a model that has such rows only (cosim.jit extras=);
+# every other entry keeps these bodies, which numba inlines away.  Record: I[I_M] =
+# m + n_g (all multiplier rows; λ in S holds both, as the reference's ``lam``).
+# ---------------------------------------------------------------------------------
+def n_nonholonomic(I):
+    """n_g (explicit_nh_kernel: the last slot of I)."""
+    return 0
+
+
+def _nh_rows(fns, p, mh, q, t, Cq):
+    """B(q, t) into rows mh: of Cq (zero-filled by the caller)."""
+
+
+def _nh_offset(fns, p, mh, q, t, Ct):
+    """b(q, t) into Ct[mh:] (zero-filled by the caller)."""
+
+
+def _nh_gamma(fns, p, mh, q, v, t, g):
+    """γ_G (B q'' = γ_G) into g[mh:] (zero-filled by the caller)."""
+
+
+# ---------------------------------------------------------------------------------
 # the right-hand side (eq. 88) and the projection (seed 000 §6)
 # ---------------------------------------------------------------------------------
 def workspace(n, m):
@@ -147,9 +171,11 @@ def workspace(n, m):
 
 
 def _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq):
-    """LU of J(q, t) = [[M, C_qᵀ], [C_q, 0]] (eq. 89) into LU / I[PIV] with the
+    """LU of J(q, t) = [[M, C_qᵀ], [C_q, 0]] (eq. 89; with nonholonomic rows
+    [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]]) into LU / I[PIV] with the
     singularity test of common.lu_factor; returns a cause code."""
     N = n + m
+    mh = m - n_nonholonomic(I)
     for i in range(N):
         for j in range(N):
             LU[i, j] = 0.0
@@ -161,6 +187,7 @@ def _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq):
     if m > 0:
         Cq[:, :] = 0.0
         fns[3](q, t, p, Cq)
+        _nh_rows(fns, p, mh, q, t, Cq)
         for k in range(m):
             for i in range(n):
                 LU[i, n + k] = Cq[k, i]
@@ -181,9 +208,11 @@ def _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq):
 
 
 def _evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
-    """f = y' = [v; q''] at (t, y) (eq. 88) and λ (IndexOneRHS.__call__); the
-    factor of J stays in LU.  Returns a cause code (C_NONE on success)."""
+    """f = y' = [v; q''] at (t, y) (eq. 88) and λ (IndexOneRHS.__call__; with the
+    rows B q'' = γ_G, λ = [λ; μ]); the factor of J stays in LU.  Returns a cause
+    code (C_NONE on success)."""
     q, v, M, Cq, Q, g, rhs = w[0], w[1], w[2], w[3], w[4], w[5], w[6]
+    mh = m - n_nonholonomic(I)
     I[ST_RES] += 1
     for i in range(n):
         q[i] = y[i]
@@ -198,6 +227,7 @@ def _evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
     if m > 0:
         g[:] = 0.0
         fns[5](q, v, t, p, g)
+        _nh_gamma(fns, p, mh, q, v, t, g)
         for k in range(m):
             rhs[n + k] = g[k]
     lu_solve_inplace(LU, I[PIV:PIV + n + m], rhs)
@@ -219,7 +249,9 @@ def _all_finite(x):
 def _project(fns, S, I, LU, p, n, m, t, y_new, y_proj, w):
     """IndexOneRHS.project: position then velocity projection of y_new into
     y_proj with the factor in LU (one refactorisation at the current q per
-    stage if the simplified iteration is slow).  Returns a cause code."""
+    stage if the simplified iteration is slow).  Returns a cause code.
+    Nonholonomic rows: position projection on C = 0 only (none without
+    holonomic rows), velocity projection on C_q v + C_t = 0 and B v + b = 0."""
     for i in range(2 * n):
         y_proj[i] = y_new[i]
     if m == 0:
@@ -228,7 +260,9 @@ def _project(fns, S, I, LU, p, n, m, t, y_new, y_proj, w):
     for i in range(n):
         q[i] = y_new[i]
         v[i] = y_new[n + i]
-    its, cause = _project_stage(fns, S, I, LU, p, n, m, t, y_new, w, 0, 0)
+    its, cause = 0, C_NONE
+    if m > n_nonholonomic(I):
+        its, cause = _project_stage(fns, S, I, LU, p, n, m, t, y_new, w, 0, 0)
     if cause != C_NONE:
         return cause
     its, cause = _project_stage(fns, S, I, LU, p, n, m, t, y_new, w, 1, its)
@@ -250,6 +284,7 @@ def _project_stage(fns, S, I, LU, p, n, m, t, y_new, w, stage, its):
     x = q if stage == 0 else v
     off = 0 if stage == 0 else n
     piv = I[PIV:PIV + n + m]
+    mh = m - n_nonholonomic(I)
     rtol, atol = S[RTOL], S[ATOL]
     for attempt in range(2):
         for _ in range(PROJECTION_MAX_ITER):
@@ -258,13 +293,17 @@ def _project_stage(fns, S, I, LU, p, n, m, t, y_new, w, stage, its):
             if stage == 0:
                 C[:] = 0.0
                 fns[2](q, t, p, C)
-                for k in range(m):
+                for k in range(mh):
                     rhs[n + k] = -C[k]
+                for k in range(mh, m):
+                    rhs[n + k] = 0.0
             else:
                 Cq[:, :] = 0.0
                 fns[3](q, t, p, Cq)
+                _nh_rows(fns, p, mh, q, t, Cq)
                 Ct[:] = 0.0
                 fns[4](q, t, p, Ct)
+                _nh_offset(fns, p, mh, q, t, Ct)
                 for k in range(m):
                     s = 0.0
                     for i in range(n):
