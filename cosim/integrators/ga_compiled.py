@@ -99,7 +99,8 @@ def model_supported(model, nonholonomic=False):
         # a subclass changed the Python equations: the kernels no longer describe it
         return f"model {model.name!r} overrides {', '.join(overridden)} of its kernels"
     if n_nonholonomic(model) and not nonholonomic:
-        return f"model {model.name!r} has nonholonomic constraints (not in the compiled kernel yet)"
+        # (BDF: no nonholonomic formulation in either backend; its reference refuses the model)
+        return f"model {model.name!r} has nonholonomic constraints (no compiled form of this method)"
     if n_nonholonomic(model):
         overridden = [name for name in ("nonholonomic_matrix", "nonholonomic_offset", "nonholonomic_gamma")
                       if getattr(type(model), name, None) is not getattr(base, name, None)]
