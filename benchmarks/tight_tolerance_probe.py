@@ -146,6 +146,12 @@ def i2(args):
         win = [(T >= a) & (T < b) for a, b in zip(edges[:-1], edges[1:])]
         print("   path err/rtol by 2 ms: " + " ".join(f"{e[w].max() / 1e-10:.2f}" for w in win))
         print("   median h by 2 ms:      " + " ".join(f"{np.median(h[w]):.0e}" for w in win))
+        a, b = args.window
+        w = (T >= a) & (T <= b)
+        grid = np.linspace(a, b, 8)
+        near = [int(np.argmin(np.abs(T - g))) for g in grid]
+        print(f"   t in [{a:g}, {b:g}] ({w.sum()} steps, h {h[w].min():.3e}-{h[w].max():.3e}): "
+              + " ".join(f"{T[k]:.5f}: {e[k] / 1e-10:.4f}" for k in near))
 
 
 def i2_compensated(args):
@@ -204,6 +210,8 @@ def main(argv=None):
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 5])
     p.add_argument("--tolerance-factor", type=float, default=30.0)
     p.add_argument("--plain-too", action="store_true")
+    p.add_argument("--window", type=float, nargs=2, default=[0.0018, 0.0032], metavar=("T0", "T1"),
+                   help="i2: error/rtol at 8 times in this window")
     args = p.parse_args(argv)
     {"floor": floor, "fixed": fixed, "noise": noise, "errfloor": errfloor, "i2": i2,
      "i2-compensated": i2_compensated}[args.probe](args)
