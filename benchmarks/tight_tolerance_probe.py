@@ -15,7 +15,7 @@ benchmarks/work_precision.py (seeds 1..N).
         # Python reference (~3-6 min): eq. 34's weight floor in ROUNDOFF·ε/β units
     python benchmarks/tight_tolerance_probe.py i2 [--seeds 1 5] [--tolerance-factor 30]
         # generalized-alpha-i2, compiled: path error by 2 ms window, steps there
-    python benchmarks/tight_tolerance_probe.py i2-compensated [--seeds 1 6]
+    python benchmarks/tight_tolerance_probe.py i2-compensated [--seeds 1 6] [--until 0.03] [--plain-too]
         # Python reference (~6 min a start): compensated (Kahan) summation of the
         # q and v updates (Hairer, Lubich & Wanner, GNI §VIII.5) vs the plain sums
 """
@@ -194,6 +194,7 @@ def i2_compensated(args):
         G2._predict, G2._attempt = (predict, attempt) if compensated else (predict0, attempt0)
         for seed in args.seeds:
             integ, T, Q, e, cpu = run("generalized-alpha-i2", 1e-10, seed, "python",
+                                      t_end=args.until,
                                       after_step=after_step if compensated else None)
             report(f"generalized-alpha-i2 Python {'compensated' if compensated else 'plain'} "
                    f"seed {seed}", integ, T, e, 1e-10, cpu)
@@ -210,6 +211,7 @@ def main(argv=None):
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 5])
     p.add_argument("--tolerance-factor", type=float, default=30.0)
     p.add_argument("--plain-too", action="store_true")
+    p.add_argument("--until", type=float, default=T_END, help="i2-compensated: end time")
     p.add_argument("--window", type=float, nargs=2, default=[0.0018, 0.0032], metavar=("T0", "T1"),
                    help="i2: error/rtol at 8 times in this window")
     args = p.parse_args(argv)
