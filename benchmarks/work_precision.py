@@ -35,6 +35,8 @@ methods on Andrews and the pendulum.
     python benchmarks/work_precision.py --models andrews --methods bdf bdf-i2 --starts 8
     python benchmarks/work_precision.py --method-option bdf:reuse_matrix=true   # before the fix
     python benchmarks/work_precision.py --must-show --plot wp.png   # issue 12's table + figure
+    python benchmarks/work_precision.py --error-vs-time --methods bdf bdf-i1 --rtols 1e-4 1e-9 \
+        --backend auto      # error around t = 0.03 and the end-point measure at other end times
     python benchmarks/work_precision.py --models andrews pendulum --methods generalized-alpha \
         --rtols 1e-3 1e-4 1e-5 1e-6 1e-7 1e-8 1e-9 --backend numba --newton-h 1e-4 1e-5 1e-6 1e-7
     python benchmarks/work_precision.py --methods generalized-alpha \
@@ -136,6 +138,70 @@ def run_one(model_name, method, rtol, seed, budget, options, atol=None, backend=
     wall = time.perf_counter() - t0
     err = float(np.max(np.abs(integ.q - q_ref) / np.maximum(1.0, np.abs(q_ref))))
     return err, dict(integ.stats), wall, path_error(model_name, times, qs)
+
+
+def track(model_name, method, rtol, seed, options, backend, t_end, atol=None):
+    """(times, q at every accepted step) of one run to ``t_end`` (Andrews)."""
+    model = load_model(model_name)
+    atol = rtol / 100 if atol is None else atol
+    integ = make_integrator(model, method, backend=backend, rtol=rtol, atol=atol, **options)
+    integ.initialize(0.0, perturbed_y0(model, seed))
+    times, qs = [], []
+    while integ.t < t_end:
+        integ.step(t_end)
+        times.append(integ.t)
+        qs.append(integ.q.copy())
+    return np.array(times), np.array(qs)
+
+
+def error_vs_time(method, rtol, starts, options, backend, grid, end_times, atol=None):
+    """Is the error at t = 0.03 a measure of tolerance proportionality or the
+    value of an oscillating error curve near one of its zeros?  Prints, on
+    Andrews, the signed error (q_k − q_ref,k)/max(1, |q_ref,k|) of the
+    components that dominate the mixed norm, at the accepted step nearest to
+    each grid time (median over the starts), the zero crossings of those
+    components in the window, and the end-point err/rtol (median) and spread
+    if the interval ended at each of ``end_times`` (separate runs landing
+    there, reference DOP853 at 1e-13 integrated to that time)."""
+    from reference import index1_trajectory
+    t_end = max(max(grid), max(end_times))
+    runs = [track("andrews", method, rtol, s, options, backend, t_end, atol) for s in range(1, starts + 1)]
+    E = []
+    for T, Q in runs:
+        q_ref = index1_trajectory("andrews", T, rtol=1e-13, atol=1e-13)[0]
+        E.append((T, (Q - q_ref) / np.maximum(1.0, np.abs(q_ref))))
+    lo = min(grid)
+    T1, E1 = E[0]
+    win = T1 >= lo
+    dom = list(np.argsort(-np.abs(E1[win]).max(axis=0))[:3])   # the norm's largest components
+    print(f"\nandrews  {method}  rtol {rtol:g}: signed error / rtol at the accepted step nearest to t "
+          f"(median of {starts} starts; |max| = the mixed norm, min-max over starts)")
+    print(f"{'t':>7s} " + " ".join(f"{'q' + str(k + 1):>9s}" for k in dom) + f" {'|max|':>9s} {'min-max':>17s}")
+    for t in grid:
+        rows = [Ei[np.argmin(np.abs(Ti - t))] for Ti, Ei in E]
+        sig = np.median([r[dom] for r in rows], axis=0) / rtol
+        nrm = np.array([np.abs(r).max() for r in rows]) / rtol
+        print(f"{t:7.4f} " + " ".join(f"{x:9.3f}" for x in sig)
+              + f" {np.median(nrm):9.3f} {nrm.min():8.3f}-{nrm.max():<8.3f}")
+    wmax = np.array([np.abs(Ei[Ti >= lo]).max() for Ti, Ei in E]) / rtol
+    print(f"  max of the norm over [{lo:g}, {t_end:g}]: {np.median(wmax):.3g} (min-max {wmax.min():.3g}-"
+          f"{wmax.max():.3g}); whole path: "
+          f"{np.median([np.abs(Ei).max() for _, Ei in E]) / rtol:.3g}")
+    for k in dom:   # zero crossings of start 1 in the window
+        e = E1[win, k]
+        idx = np.nonzero(np.sign(e[1:]) != np.sign(e[:-1]))[0]
+        tz = T1[win][idx]
+        print(f"  q{k + 1}: {len(tz)} sign changes in [{lo:g}, {t_end:g}] (start 1)"
+              + (f", nearest to t = 0.03: {tz[np.argmin(np.abs(tz - 0.03))]:.5f}" if len(tz) else ""))
+    for te in end_times:
+        errs = []
+        for s in range(1, starts + 1):
+            T, Q = track("andrews", method, rtol, s, options, backend, te, atol)
+            q_ref = index1_trajectory("andrews", [te], rtol=1e-13, atol=1e-13)[0][-1]
+            errs.append(float(np.max(np.abs(Q[-1] - q_ref) / np.maximum(1.0, np.abs(q_ref)))))
+        errs = np.array(errs)
+        print(f"  interval [0, {te:g}]: end-point err/rtol {np.median(errs) / rtol:.3g} "
+              f"(min-max {errs.min() / rtol:.3g}-{errs.max() / rtol:.3g}), spread {errs.max() / errs.min():.2f}")
 
 
 def slope(rtols, errs):
@@ -362,6 +428,13 @@ def main(argv=None):
     parser.add_argument("--andrews-reference", choices=("dop853", "testset"), default="dop853",
                         help="Andrews q(0.03): DOP853 index-1 at 1e-13 (default) or the IVP test "
                              "set's values (9.1e-11 away from it)")
+    parser.add_argument("--error-vs-time", action="store_true",
+                        help="Andrews: signed error of the dominant components around t = 0.03 "
+                             "(--grid) and the end-point err/rtol and spread for other end times "
+                             "(--end-times), per method in --methods and rtol in --rtols")
+    parser.add_argument("--grid", type=float, nargs="+",
+                        default=[0.020 + 0.001 * k for k in range(11)], metavar="T")
+    parser.add_argument("--end-times", type=float, nargs="+", default=[0.025, 0.028, 0.03], metavar="T")
     args = parser.parse_args(argv)
     ANDREWS_REFERENCE["source"] = args.andrews_reference
     reference.cache_clear()
@@ -381,6 +454,13 @@ def main(argv=None):
         except (ValueError, SyntaxError):
             pass                              # words stay strings (velocity_error=scaled)
         opts.setdefault(method, {})[key] = value
+    if args.error_vs_time:
+        for method in args.methods:
+            for rtol in args.rtols:
+                error_vs_time(method, rtol, args.starts, opts.get(method, {}), args.backend,
+                              args.grid, args.end_times, args.atol)
+                sys.stdout.flush()
+        return
     from cosim.integrators import resolve_backend
     print("backends: " + ", ".join(f"{m} {resolve_backend(m, load_model(args.models[0]), args.backend)}"
                                    for m in args.methods) + f" (--backend {args.backend})")

@@ -58,6 +58,10 @@ ROUNDOFF = 10.0
 # counts are those of the plain eq. 34 (measured: benchmarks/work_precision.py).
 TOL_REF = 1e-3
 RTOL_FLOOR = 1e-13
+# floor of eq. 34's weights in units of ROUNDOFF·ε·max(1, |q|)/β (the literal 10.0
+# of ga_kernel.py's errfloor); what limits rtol 1e-10: README "generalized-α
+# tolerances", benchmarks/tight_tolerance_probe.py
+ERR_FLOOR = 10.0
 
 
 def nonholonomic_force_jacobian(model, q, mu, t):
@@ -405,7 +409,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
             # (internal) atol makes Ξ > 1 for every h (failure at t = 0).
             # (only with the tolerance-proportional scaling: the plain eq. 34
             # stays exactly as it was)
-            ef = (10.0 * ROUNDOFF * EPS / b) * qmax if self._err_scale < 1.0 else 0.0
+            ef = (ERR_FLOOR * ROUNDOFF * EPS / b) * qmax if self._err_scale < 1.0 else 0.0
             w_err = self._err_scale * w + ef
             xi = (h * h * float(np.max(np.abs(x) / w_err))) ** (1.0 / 3.0) if n else 0.0
         return res, q, v, qdd, lam, x, xi

@@ -1,0 +1,223 @@
+"""What limits generalized-α (index 3) and generalized-α-i2 at rtol 1e-10 on
+Andrews (issue 12 "Must show" misses; README "generalized-α tolerances",
+"Work-precision on Andrews").  Error: max_k |q_k − q_ref,k| / max(1, |q_ref,k|)
+against DOP853 at 1e-13 (dense output), at every accepted step ("path") and at
+t = 0.03 ("end"), divided by rtol; starts perturbed by 1e-15 as in
+benchmarks/work_precision.py (seeds 1..N).
+
+    python benchmarks/tight_tolerance_probe.py floor  [--floors 1e-13 3e-14 1e-14 1e-15]
+        # generalized-alpha, compiled, rtol 1e-10, RTOL_FLOOR (data the kernel reads)
+    python benchmarks/tight_tolerance_probe.py fixed  [--h 1.5e-7 1e-7 5e-8]
+        # generalized-alpha, compiled, fixed steps, Newton norm of rtol 1e-10, seeds 1, 2
+    python benchmarks/tight_tolerance_probe.py noise  [--t-end 0.008]
+        # Python reference: |h²x| and its step-to-step second difference (rounding)
+    python benchmarks/tight_tolerance_probe.py errfloor --err-floor 2 --floors 1e-14
+        # Python reference (~3-6 min): eq. 34's weight floor in ROUNDOFF·ε/β units
+    python benchmarks/tight_tolerance_probe.py i2 [--seeds 1 5] [--tolerance-factor 30]
+        # generalized-alpha-i2, compiled: path error by 2 ms window, steps there
+    python benchmarks/tight_tolerance_probe.py i2-compensated [--seeds 1 6] [--until 0.03] [--plain-too]
+        # Python reference (~6 min a start): compensated (Kahan) summation of the
+        # q and v updates (Hairer, Lubich & Wanner, GNI §VIII.5) vs the plain sums
+"""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import cosim.integrators.generalized_alpha as gam  # noqa: E402
+from cosim.integrators import make_integrator  # noqa: E402
+from cosim.models import load_model  # noqa: E402
+from reference import index1_trajectory  # noqa: E402
+from work_precision import perturbed_y0  # noqa: E402
+
+T_END = 0.03
+
+
+def path_errors(T, Q):
+    q_ref = index1_trajectory("andrews", np.asarray(T), rtol=1e-13, atol=1e-13)[0]
+    return np.max(np.abs(np.asarray(Q) - q_ref) / np.maximum(1.0, np.abs(q_ref)), axis=1)
+
+
+def run(method, rtol, seed, backend, options=None, t_end=T_END, after_step=None):
+    model = load_model("andrews")
+    integ = make_integrator(model, method, backend=backend, rtol=rtol, atol=rtol / 100,
+                            **(options or {}))
+    integ.initialize(0.0, perturbed_y0(model, seed))
+    if after_step is not None:
+        after_step(integ, init=True)
+    T, Q = [], []
+    t0 = time.process_time()
+    while integ.t < t_end:
+        integ.step(t_end)
+        if after_step is not None:
+            after_step(integ)
+        T.append(integ.t)
+        Q.append(integ.q.copy())
+    T, Q = np.array(T), np.array(Q)
+    return integ, T, Q, path_errors(T, Q), time.process_time() - t0
+
+
+def report(label, integ, T, e, rtol, cpu):
+    h = np.diff(np.concatenate([[0.0], T]))
+    k = int(np.argmax(e))
+    st = integ.stats
+    print(f"{label}: steps {len(T)} rejected {st['rejected']} Newton it/step "
+          f"{st['newton_iterations'] / len(T):.2f}  path err/rtol {e[k] / rtol:.2f} at t = {T[k]:.4g} "
+          f"(h {h[k]:.2e})  end err/rtol {e[-1] / rtol:.2f}  cpu {cpu:.0f} s", flush=True)
+
+
+def floor(args):
+    for f in args.floors:
+        gam.RTOL_FLOOR = f
+        integ, T, Q, e, cpu = run("generalized-alpha", 1e-10, 1, "numba")
+        report(f"RTOL_FLOOR {f:g}", integ, T, e, 1e-10, cpu)
+
+
+def fixed(args):
+    for h in args.h:
+        for seed in (1, 2):
+            model = load_model("andrews")
+            integ = make_integrator(model, "generalized-alpha", backend="numba", h=h, rtol=1e-10,
+                                    atol=1e-12)
+            integ.initialize(0.0, perturbed_y0(model, seed))
+            n = int(round(T_END / h))
+            T, Q = [], []
+            for k in range(1, n + 1):
+                integ.advance(k * h)
+                T.append(integ.t)
+                Q.append(integ.q.copy())
+            e = path_errors(T, Q)
+            print(f"fixed h {h:g} seed {seed}: path error {e.max():.2e} at t = {T[int(e.argmax())]:.4g}, "
+                  f"end {e[-1]:.2e}, Newton it/step {integ.stats['newton_iterations'] / n:.2f}",
+                  flush=True)
+
+
+def noise(args):
+    rec = []
+    orig = gam.GeneralizedAlpha._attempt
+
+    def attempt(self, h):
+        out = orig(self, h)
+        rec.append((h, out[5].copy()))
+        return out
+
+    gam.GeneralizedAlpha._attempt = attempt
+    model = load_model("andrews")
+    integ = make_integrator(model, "generalized-alpha", backend="python", rtol=1e-10, atol=1e-12)
+    integ.initialize(0.0, perturbed_y0(model, 1))
+    integ.advance(args.t_end)
+    gam.GeneralizedAlpha._attempt = orig
+    H = np.array([r[0] for r in rec][-2000:])
+    hx = H[:, None] ** 2 * np.array([r[1] for r in rec][-2000:])
+    d2 = hx[2:] - 2.0 * hx[1:-1] + hx[:-2]
+    print(f"generalized-alpha rtol 1e-10, last 2000 attempts before t = {args.t_end:g} "
+          f"(h {np.median(H):.2e}); rounding unit ε/β = {np.finfo(float).eps / integ.beta:.1e}")
+    for k in range(model.n_q):
+        print(f"  q{k + 1}: median |h²x| {np.median(np.abs(hx[:, k])):.1e}   median |2nd difference| "
+              f"{np.median(np.abs(d2[:, k])):.1e}")
+
+
+def errfloor(args):
+    gam.ERR_FLOOR = args.err_floor
+    for f in args.floors:
+        gam.RTOL_FLOOR = f
+        try:
+            integ, T, Q, e, cpu = run("generalized-alpha", 1e-10, 1, "python")
+        except Exception as exc:  # noqa: BLE001 - report the failure and go on
+            print(f"ERR_FLOOR {args.err_floor:g} RTOL_FLOOR {f:g}: {exc}")
+            continue
+        report(f"Python reference, ERR_FLOOR {args.err_floor:g} RTOL_FLOOR {f:g}", integ, T, e,
+               1e-10, cpu)
+
+
+def i2(args):
+    edges = np.arange(0.0, T_END + 1e-12, 0.002)
+    for seed in args.seeds:
+        integ, T, Q, e, cpu = run("generalized-alpha-i2", 1e-10, seed, "numba",
+                                  {"tolerance_factor": args.tolerance_factor})
+        report(f"generalized-alpha-i2 tolerance_factor {args.tolerance_factor:g} seed {seed}",
+               integ, T, e, 1e-10, cpu)
+        h = np.diff(np.concatenate([[0.0], T]))
+        win = [(T >= a) & (T < b) for a, b in zip(edges[:-1], edges[1:])]
+        print("   path err/rtol by 2 ms: " + " ".join(f"{e[w].max() / 1e-10:.2f}" for w in win))
+        print("   median h by 2 ms:      " + " ".join(f"{np.median(h[w]):.0e}" for w in win))
+        a, b = args.window
+        w = (T >= a) & (T <= b)
+        grid = np.linspace(a, b, 8)
+        near = [int(np.argmin(np.abs(T - g))) for g in grid]
+        print(f"   t in [{a:g}, {b:g}] ({w.sum()} steps, h {h[w].min():.3e}-{h[w].max():.3e}): "
+              + " ".join(f"{T[k]:.5f}: {e[k] / 1e-10:.4f}" for k in near))
+
+
+def i2_compensated(args):
+    from cosim.integrators.generalized_alpha_i2 import GeneralizedAlphaIndex2 as G2
+    predict0, attempt0 = G2._predict, G2._attempt
+
+    def predict(self, h):  # G2._predict (generalized_alpha.py) with the increments kept apart
+        am, af, g, b = self.alpha_m, self.alpha_f, self.gamma, self.beta
+        n = self.model.n_q
+        q, v, qdd, a = self.y[:n], self.y[n:], self.qdd, self.a
+        if self.h_last > 0.0 and h != self.h_last:
+            a = qdd + (h / self.h_last) * (a - qdd)
+        qdd0 = (am * a + (1.0 - am - af) * qdd) / (1.0 - af)
+        dv = h * ((1.0 - g) * a + g * qdd)
+        dq = h * v + (h * h) * ((0.5 - b) * a + b * qdd)
+        self._increments = (dq, dv)
+        return q + dq, v + dv, qdd0
+
+    def attempt(self, h):
+        n = self.model.n_q
+        y_hat = h * self.x_rate
+        res, q, v, vd, lam, y_tot, xi = attempt0(self, h)
+        if res.converged:
+            # q_{n+1} = q_n + (Δq + carry), the carry the part the sum lost (Kahan)
+            dq, dv = self._increments
+            dq = dq + (self.beta * h) * (h * y_hat + res.delta[:n]) + self._carry[0]
+            dv = dv + (self.gamma * h) * y_tot + self._carry[1]
+            q0, v0 = self.y[:n], self.y[n:]
+            q, v = q0 + dq, v0 + dv
+            self._carry_new = (dq - (q - q0), dv - (v - v0))
+        return res, q, v, vd, lam, y_tot, xi
+
+    def after_step(integ, init=False):
+        if init:
+            integ._carry = (np.zeros(integ.model.n_q), np.zeros(integ.model.n_q))
+        else:
+            integ._carry = integ._carry_new
+
+    for compensated in (True, False) if args.plain_too else (True,):
+        G2._predict, G2._attempt = (predict, attempt) if compensated else (predict0, attempt0)
+        for seed in args.seeds:
+            integ, T, Q, e, cpu = run("generalized-alpha-i2", 1e-10, seed, "python",
+                                      t_end=args.until,
+                                      after_step=after_step if compensated else None)
+            report(f"generalized-alpha-i2 Python {'compensated' if compensated else 'plain'} "
+                   f"seed {seed}", integ, T, e, 1e-10, cpu)
+    G2._predict, G2._attempt = predict0, attempt0
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("probe", choices=("floor", "fixed", "noise", "errfloor", "i2", "i2-compensated"))
+    p.add_argument("--floors", type=float, nargs="+", default=[1e-13, 3e-14, 1e-14, 1e-15])
+    p.add_argument("--h", type=float, nargs="+", default=[1.5e-7, 1e-7, 5e-8])
+    p.add_argument("--t-end", type=float, default=0.008)
+    p.add_argument("--err-floor", type=float, default=2.0)
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 5])
+    p.add_argument("--tolerance-factor", type=float, default=30.0)
+    p.add_argument("--plain-too", action="store_true")
+    p.add_argument("--until", type=float, default=T_END, help="i2-compensated: end time")
+    p.add_argument("--window", type=float, nargs=2, default=[0.0018, 0.0032], metavar=("T0", "T1"),
+                   help="i2: error/rtol at 8 times in this window")
+    args = p.parse_args(argv)
+    {"floor": floor, "fixed": fixed, "noise": noise, "errfloor": errfloor, "i2": i2,
+     "i2-compensated": i2_compensated}[args.probe](args)
+
+
+if __name__ == "__main__":
+    main()
