@@ -413,7 +413,9 @@ def main(argv=None):
     parser.add_argument("--starts", type=int, default=8, help="perturbed starts per rtol (default 8)")
     parser.add_argument("--atol", type=float, default=None,
                         help="fixed absolute tolerance instead of rtol/100")
-    parser.add_argument("--budget", type=float, default=120.0, help="seconds per run before giving up")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds per run before giving up (default 120; 400 with --must-show, "
+                             "whose generalized-alpha-i2 rtol-1e-10 runs take ~120 s under load)")
     parser.add_argument("--method-option", action="append", default=[],
                         help="METHOD:NAME=VALUE passed to that method (repeatable)")
     parser.add_argument("--no-newton-table", action="store_true")
@@ -441,6 +443,8 @@ def main(argv=None):
     if args.quick:
         args.models, args.methods = ["andrews"], ["bdf", "bdf-i2"]
         args.rtols = [1e-4, 1e-6, 1e-8, 1e-10]
+    if args.budget is None:
+        args.budget = 400.0 if args.must_show else 120.0
     if args.must_show:
         args.models, args.methods, args.rtols = ["andrews"], list(METHODS), list(RTOLS)
         if args.backend == "python":
