@@ -300,10 +300,13 @@ def store_factor(o, value, has_slot, piv_slot):
     o._I[has_slot] = 1
 
 
-class CompiledGeneralizedAlpha(GeneralizedAlpha):
-    """Generalized-α, index 3, whose step loop runs compiled (numba)."""
+class CompiledGeneralizedAlpha(WholeIntervalAdvance, GeneralizedAlpha):
+    """Generalized-α, index 3, whose step loop runs compiled (numba); its own
+    ``_advance_checked`` fuses a pending input restart into the advance call."""
 
     backend = "numba"
+    _K = K
+    _max_steps_per_call = MAX_STEPS_PER_CALL
     _ggl = 0  # the kernel's formulation switch I[GGL]
 
     t = _Scalar(K.T, none=math.nan)
@@ -505,18 +508,6 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
         raise SingularMatrixError(f"{what} is numerically singular at t={t}, h={h} "
                                   f"(pivot ratio {info:.1e})", t=t, h=h, cause="singular matrix")
 
-    def advance(self, t_target):
-        t_target = finite_float("t_target", t_target)
-        t = self._S[K.T]
-        if t_target < t:
-            raise InvalidInputError(f"target time {t_target!r} is before t={float(t)!r}")
-        if t_target == t:
-            return t_target
-        self.check_step_budget(t_target)
-        # all or nothing within the step budget: the kernel restores its record itself
-        self._run(t_target, min(self.max_steps, MAX_STEPS_PER_CALL), K.WHOLE_INTERVAL)
-        return t_target
-
     def _advance_checked(self, t_target):
         # Simulation.do_step's hot path: one compiled call, outputs computed in it
         if not t_target > self._S[K.T]:
@@ -546,9 +537,6 @@ class CompiledGeneralizedAlpha(GeneralizedAlpha):
     @property
     def _call_budget(self):
         return min(self.max_steps, MAX_STEPS_PER_CALL)
-
-    def _step(self, t_limit):
-        self._run(t_limit, 1, K.ONE_STEP)
 
     def fresh_outputs(self):
         """The model's outputs at the current state as the compiled step computed
