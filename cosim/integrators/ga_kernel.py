@@ -145,11 +145,12 @@ def _nh_jacobian(fns, p, n, m, t1, q, v, lam_hat, delta, c_nu, r_force, c_y, cg,
 # ---------------------------------------------------------------------------------
 # model terms
 # ---------------------------------------------------------------------------------
-def _inv_mass_diag(fns, S, I, q, t, p, o_mid, n):
-    """1/|diag M| (zeros replaced by max(max|diag M|, 1)), cached for constant M:
-    only scales the multiplier part of the Newton norm."""
+def _inv_mass_diag(fns, S, I, q, t, p, o_mid, n, out):
+    """1/|diag M| (zeros replaced by max(max|diag M|, 1)) into ``out``, cached
+    for constant M: only scales the multiplier part of the Newton norm."""
     if I[MINV_DIAG] == 1:
-        return S[o_mid:o_mid + n].copy()
+        out[:] = S[o_mid:o_mid + n]
+        return
     M = np.zeros((n, n))
     fns[0](q, t, p, M)
     d = np.empty(n)
@@ -159,13 +160,11 @@ def _inv_mass_diag(fns, S, I, q, t, p, o_mid, n):
         if d[i] > dmax:
             dmax = d[i]
     fill = max(dmax, 1.0) if n > 0 else 1.0
-    out = np.empty(n)
     for i in range(n):
         out[i] = 1.0 / (d[i] if d[i] > 0.0 else fill)
     if I[CONST_MASS] == 1:
         S[o_mid:o_mid + n] = out
         I[MINV_DIAG] = 1
-    return out
 
 
 def _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
@@ -190,41 +189,16 @@ def _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
     return I[MINV_EXACT] == 1
 
 
-def _mv(A, x):
-    """A @ x as plain loops: no BLAS call (no threads, the same bits on every CPU)."""
-    r, c = A.shape
-    out = np.zeros(r)
-    for i in range(r):
-        s = 0.0
-        for j in range(c):
-            s += A[i, j] * x[j]
-        out[i] = s
-    return out
-
-
-def _mtv(A, x):
-    """A.T @ x as plain loops."""
-    r, c = A.shape
-    out = np.zeros(c)
-    for i in range(r):
-        xi = x[i]
-        for j in range(c):
-            out[j] += A[i, j] * xi
-    return out
-
-
-def _abt(A, B):
-    """A @ B.T as plain loops."""
+def _abt_into(A, B, out):
+    """out = A @ B.T as plain loops (as _abt)."""
     ra, c = A.shape
     rb = B.shape[0]
-    out = np.zeros((ra, rb))
     for i in range(ra):
         for k in range(rb):
             s = 0.0
             for j in range(c):
                 s += A[i, j] * B[k, j]
             out[i, k] = s
-    return out
 
 
 def _gesv(A, b, piv):
@@ -250,19 +224,30 @@ def consistent_accelerations(fns, S, I, q, v, t, u, p, qdd_out, lam_out):
     n, m = I[I_N], I[I_M]
     mz = m + n_nonholonomic(I)
     o_mix = offsets(n, mz)[9]
-    Q = np.zeros(n)
+    buf = np.zeros(n + 2 * mz * n + 2 * mz + mz * mz)   # one allocation (workspace())
+    Q, o = _cut(buf, 0, n)
     fns[1](q, v, t, u, p, Q)
     if mz > 0 and _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
         minv = S[o_mix:o_mix + n]
-        Cq = np.zeros((mz, n))
+        Cq_flat, o = _cut(buf, o, mz * n)
+        CM_flat, o = _cut(buf, o, mz * n)
+        A_flat, o = _cut(buf, o, mz * mz)
+        gam, o = _cut(buf, o, mz)
+        rhs, o = _cut(buf, o, mz)
+        Cq, CM, A = Cq_flat.reshape((mz, n)), CM_flat.reshape((mz, n)), A_flat.reshape((mz, mz))
         fns[3](q, t, p, Cq)
         _nh_rows(fns, p, m, q, t, Cq)
-        gam = np.zeros(mz)
         fns[5](q, v, t, p, gam)
         _nh_gamma(fns, p, m, q, v, t, gam)
-        CM = Cq * minv
-        A = _abt(CM, Cq)
-        rhs = _mv(CM, Q) - gam
+        for k in range(mz):
+            for j in range(n):
+                CM[k, j] = Cq[k, j] * minv[j]
+        _abt_into(CM, Cq, A)
+        for k in range(mz):
+            s = 0.0
+            for j in range(n):
+                s += CM[k, j] * Q[j]
+            rhs[k] = s - gam[k]
         piv = np.empty(mz, dtype=np.int64)
         info = _gesv(A, rhs, piv)
         if info == 0 and _all_finite(rhs):
@@ -311,10 +296,13 @@ def restart(fns, S, I, u, p):
     y_prev = y (Integrator.restart)."""
     n, m = I[I_N], I[I_M] + n_nonholonomic(I)   # all multipliers [λ; ν]
     o_y, o_yp, o_qdd, o_qddp, o_lam, o_a, o_xr, o_lr, o_mid, o_mix, _ = offsets(n, m)
-    q = S[o_y:o_y + n].copy()
-    v = S[o_y + n:o_y + 2 * n].copy()
-    qdd = np.empty(n)
-    lam = np.empty(m)
+    buf = np.empty(3 * n + m)   # one allocation
+    q, o = _cut(buf, 0, n)
+    v, o = _cut(buf, o, n)
+    qdd, o = _cut(buf, o, n)
+    lam, o = _cut(buf, o, m)
+    q[:] = S[o_y:o_y + n]
+    v[:] = S[o_y + n:o_y + 2 * n]
     status = consistent_accelerations(fns, S, I, q, v, S[T], u, p, qdd, lam)
     if status != OK:
         return status
@@ -332,15 +320,76 @@ def restart(fns, S, I, u, p):
 # ---------------------------------------------------------------------------------
 # one Newton solve (Algorithm 2, as newton.QuasiNewton.solve with prior_rate)
 # ---------------------------------------------------------------------------------
-def workspace(n, m):
-    """Work arrays of one advance() call, so the Newton loop allocates nothing:
-    (q, v, q'', λ, M, Q, C_q, C, q0, v0, q''0, λ̂, x̂, scale, w, w_v) and for
-    the GGL form (q'0, ŷ, s_y, s_μ, q', μ, C_t, g0, g1, q + h e_j)."""
-    return (np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(m), np.zeros((n, n)), np.zeros(n),
-            np.zeros((m, n)), np.zeros(m), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(m),
-            np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n),
-            np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(m),
-            np.zeros(m), np.zeros(m), np.zeros(m), np.zeros(n))
+def _cut(buf, o, k):
+    """The view buf[o:o + k] and the next offset."""
+    return buf[o:o + k], o + k
+
+
+def workspace(n, m, extra=0):
+    """Work arrays of one advance() call, so the step loop allocates nothing
+    (in numba an allocation costs as much as a small model evaluation): views
+    into ONE zeroed buffer.  Slots 0-15 (q, v, q'', λ, M, Q, C_q, C, q0, v0,
+    q''0, λ̂, x̂, scale, w, w_v), 16-25 the GGL form's (q'0, ŷ, s_y, s_μ, q',
+    μ, C_t, g0, g1, q + h e_j), 26-44 step()'s own (q, v, q'', a, λ, x_rate,
+    λ_rate at the step start, weights w, C_qᵀ, λ scale, stall scales,
+    1/|diag M|, C_q at the start, x, accepted q, v, q'', λ), 45-46 the velocity
+    projection's C_q M⁻¹ and C_q M⁻¹ C_qᵀ, and 47: ``extra`` floats (advance():
+    room for the snapshot of S and LU)."""
+    buf = np.zeros(31 * n + 10 * m + n * n + 4 * m * n + m * m + extra)
+    o = 0
+    w0, o = _cut(buf, o, n)
+    w1, o = _cut(buf, o, n)
+    w2, o = _cut(buf, o, n)
+    w3, o = _cut(buf, o, m)
+    w4, o = _cut(buf, o, n * n)
+    w5, o = _cut(buf, o, n)
+    w6, o = _cut(buf, o, m * n)
+    w7, o = _cut(buf, o, m)
+    w8, o = _cut(buf, o, n)
+    w9, o = _cut(buf, o, n)
+    w10, o = _cut(buf, o, n)
+    w11, o = _cut(buf, o, m)
+    w12, o = _cut(buf, o, n)
+    w13, o = _cut(buf, o, n)
+    w14, o = _cut(buf, o, n)
+    w15, o = _cut(buf, o, n)
+    w16, o = _cut(buf, o, n)
+    w17, o = _cut(buf, o, n)
+    w18, o = _cut(buf, o, n)
+    w19, o = _cut(buf, o, n)
+    w20, o = _cut(buf, o, n)
+    w21, o = _cut(buf, o, m)
+    w22, o = _cut(buf, o, m)
+    w23, o = _cut(buf, o, m)
+    w24, o = _cut(buf, o, m)
+    w25, o = _cut(buf, o, n)
+    w26, o = _cut(buf, o, n)
+    w27, o = _cut(buf, o, n)
+    w28, o = _cut(buf, o, n)
+    w29, o = _cut(buf, o, n)
+    w30, o = _cut(buf, o, m)
+    w31, o = _cut(buf, o, n)
+    w32, o = _cut(buf, o, m)
+    w33, o = _cut(buf, o, n)
+    w34, o = _cut(buf, o, n * m)
+    w35, o = _cut(buf, o, n)
+    w36, o = _cut(buf, o, n)
+    w37, o = _cut(buf, o, n)
+    w38, o = _cut(buf, o, n)
+    w39, o = _cut(buf, o, m * n)
+    w40, o = _cut(buf, o, n)
+    w41, o = _cut(buf, o, n)
+    w42, o = _cut(buf, o, n)
+    w43, o = _cut(buf, o, n)
+    w44, o = _cut(buf, o, m)
+    w45, o = _cut(buf, o, m * n)
+    w46, o = _cut(buf, o, m * m)
+    w47, o = _cut(buf, o, extra)
+    return (w0, w1, w2, w3, w4.reshape((n, n)), w5, w6.reshape((m, n)), w7, w8, w9, w10, w11,
+            w12, w13, w14, w15, w16, w17, w18, w19, w20, w21, w22, w23, w24, w25,
+            w26, w27, w28, w29, w30, w31, w32, w33, w34.reshape((n, m)), w35, w36, w37, w38,
+            w39.reshape((m, n)), w40, w41, w42, w43, w44, w45.reshape((m, n)), w46.reshape((m, m)),
+            w47)
 
 
 def _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F, work):
@@ -702,29 +751,43 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
 # ---------------------------------------------------------------------------------
 # one step
 # ---------------------------------------------------------------------------------
-def _project_velocity(fns, S, I, p, n, m, q, v, t):
+def _project_velocity(fns, S, I, p, n, m, q, v, t, work):
     """M-orthogonal projection of v onto C_q v + C_t = 0 (seed 000 eq. 8-9, W = M),
-    keeping B Δv = 0 on nonholonomic rows (as the reference); v is left as it
-    was in a singular configuration."""
+    in place, keeping B Δv = 0 on nonholonomic rows (as the reference); v is left
+    as it was in a singular configuration.  Scratch: work slots 6, 22, 23, 25, 45, 46."""
     mz = m + n_nonholonomic(I)
     o_mix = offsets(n, mz)[9]
-    Cq = np.zeros((mz, n))
+    Cq, Ct, r, tmp, CM, A = work[6], work[22], work[23], work[25], work[45], work[46]
+    Cq[:, :] = 0.0
     fns[3](q, t, p, Cq)
     _nh_rows(fns, p, m, q, t, Cq)
-    Ct = np.zeros(mz)
+    Ct[:] = 0.0
     fns[4](q, t, p, Ct)
-    r = _mv(Cq, v) + Ct
+    for k in range(mz):
+        s = 0.0
+        for j in range(n):
+            s += Cq[k, j] * v[j]
+        r[k] = s + Ct[k]
     for k in range(m, mz):
         r[k] = 0.0
     if _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
         minv = S[o_mix:o_mix + n]
-        CM = Cq * minv
-        A = _abt(CM, Cq)
+        for k in range(mz):
+            for j in range(n):
+                CM[k, j] = Cq[k, j] * minv[j]
+        _abt_into(CM, Cq, A)
         piv = np.empty(mz, dtype=np.int64)
         info = _gesv(A, r, piv)
         if info != 0 or not _all_finite(r):
-            return v
-        return v - _mtv(CM, r)
+            return
+        tmp[:] = 0.0
+        for k in range(mz):
+            rk = r[k]
+            for j in range(n):
+                tmp[j] += CM[k, j] * rk
+        for j in range(n):
+            v[j] = v[j] - tmp[j]
+        return
     K = np.zeros((n + mz, n + mz))
     M = np.zeros((n, n))
     fns[0](q, t, p, M)
@@ -732,12 +795,14 @@ def _project_velocity(fns, S, I, p, n, m, q, v, t):
     K[:n, n:] = Cq.T
     K[n:, :n] = Cq
     rhs = np.zeros(n + mz)
-    rhs[n:] = -r
+    for k in range(mz):
+        rhs[n + k] = -r[k]
     piv = np.empty(n + mz, dtype=np.int64)
     info = _gesv(K, rhs, piv)
     if info != 0 or not _all_finite(rhs):
-        return v
-    return v + rhs[:n]
+        return
+    for j in range(n):
+        v[j] = v[j] + rhs[j]
 
 
 def _clamp(S, h, t_limit):
@@ -764,9 +829,10 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     am, af, g, b, eta = S[ALPHA_M], S[ALPHA_F], S[GAMMA], S[BETA], S[ETA]
     fixed = S[H_FIXED] > 0.0
     t = S[T]
-    q = S[o_y:o_y + n].copy()
-    v = S[o_y + n:o_y + 2 * n].copy()
-    qdd = S[o_qdd:o_qdd + n].copy()
+    q, v, qdd = work[26], work[27], work[28]   # the record at the step start (copies)
+    q[:] = S[o_y:o_y + n]
+    v[:] = S[o_y + n:o_y + 2 * n]
+    qdd[:] = S[o_qdd:o_qdd + n]
     h_prop = S[H_NEXT]
     h, lands = _clamp(S, h_prop, t_limit)
     if lands and h < TINY_STEP * h_prop:
@@ -784,12 +850,15 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     h_min = 1e-12 * max(1.0, abs(t))
     failed_once = False
     rejections = 0
-    a_old = S[o_a:o_a + n].copy()
-    lam_old = S[o_lam:o_lam + mz].copy()
-    x_rate = S[o_xr:o_xr + n].copy()
-    lam_rate = S[o_lr:o_lr + mz].copy()
+    a_old, lam_old, x_rate, lam_rate = work[29], work[30], work[31], work[32]
+    a_old[:] = S[o_a:o_a + n]
+    lam_old[:] = S[o_lam:o_lam + mz]
+    x_rate[:] = S[o_xr:o_xr + n]
+    lam_rate[:] = S[o_lr:o_lr + mz]
     h_last = S[H_LAST]
-    w = rtol * np.abs(q) + atol
+    w = work[33]
+    for i in range(n):
+        w[i] = rtol * abs(q[i]) + atol
     qmax = 1.0
     for i in range(n):
         if abs(q[i]) > qmax:
@@ -797,17 +866,21 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     q0, v0, qdd0, lam_hat = work[8], work[9], work[10], work[11]
     x_hat, scale, w_v = work[12], work[13], work[15]
     qd0, y_hat, sy, s_mu = work[16], work[17], work[18], work[19]   # GGL only
-    CqT = np.zeros((n, mz))
-    lam_scale = np.zeros(n)
-    scale_r = np.zeros(n)
-    lam_scale_r = np.zeros(n)
-    minv_d = np.zeros(n)
+    CqT, lam_scale, scale_r, lam_scale_r, minv_d = work[34], work[35], work[36], work[37], work[38]
+    CqT[:, :] = 0.0
+    lam_scale[:] = 0.0
+    scale_r[:] = 0.0
+    lam_scale_r[:] = 0.0
+    minv_d[:] = 0.0
     if mz > 0:
-        Cq0 = np.zeros((mz, n))
+        Cq0 = work[39]
+        Cq0[:, :] = 0.0
         fns[3](q, t, p, Cq0)
         _nh_rows(fns, p, m, q, t, Cq0)
-        CqT = np.ascontiguousarray(Cq0.T)
-        minv_d = _inv_mass_diag(fns, S, I, q, t, p, o_mid, n)
+        for i in range(n):
+            for k in range(mz):
+                CqT[i, k] = Cq0[k, i]
+        _inv_mass_diag(fns, S, I, q, t, p, o_mid, n, minv_d)
     h_err = math.inf
     h_new = h
     xi = 0.0
@@ -896,10 +969,9 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             lands = False
             continue
         # x: the acceleration innovation (index 3: x; GGL: y) that a and x_rate keep
-        if ggl:
-            x = y_hat + delta[n:2 * n]
-        else:
-            x = x_hat + delta[:n]
+        x = work[40]
+        for i in range(n):
+            x[i] = y_hat[i] + delta[n + i] if ggl else x_hat[i] + delta[i]
         if fixed:
             break
         if ggl:
@@ -942,23 +1014,32 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         h = h_try
         lands = False
     # accept
+    q1, v1, qdd1, lam1 = work[41], work[42], work[43], work[44]
     if ggl:
-        q1 = q0 + (b * h) * delta[:n]
-        v1 = v0 + gh * delta[n:2 * n]
-        qdd1 = qdd0 + eta * delta[n:2 * n]
-        lam1 = lam_hat + delta[2 * n:2 * n + mz]
+        bh = b * h
+        for i in range(n):
+            q1[i] = q0[i] + bh * delta[i]
+            v1[i] = v0[i] + gh * delta[n + i]
+            qdd1[i] = qdd0[i] + eta * delta[n + i]
+        for k in range(mz):
+            lam1[k] = lam_hat[k] + delta[2 * n + k]
     else:
-        q1 = q0 + bh2 * delta[:n]
-        v1 = v0 + gh * delta[:n]
-        qdd1 = qdd0 + eta * delta[:n]
-        lam1 = lam_hat + delta[n:]
+        for i in range(n):
+            q1[i] = q0[i] + bh2 * delta[i]
+            v1[i] = v0[i] + gh * delta[i]
+            qdd1[i] = qdd0[i] + eta * delta[i]
+        for k in range(mz):
+            lam1[k] = lam_hat[k] + delta[n + k]
     S[T_PREV] = t
     S[o_yp:o_yp + 2 * n] = S[o_y:o_y + 2 * n]
     S[o_qddp:o_qddp + n] = qdd
-    S[o_a:o_a + n] = qdd + x
+    for i in range(n):
+        S[o_a + i] = qdd[i] + x[i]
     S[H_LAST] = h
-    S[o_xr:o_xr + n] = x / h
-    S[o_lr:o_lr + mz] = (lam1 - lam_old) / h
+    for i in range(n):
+        S[o_xr + i] = x[i] / h
+    for k in range(mz):
+        S[o_lr + k] = (lam1[k] - lam_old[k]) / h
     S[T] = t_limit if lands else t + h
     if fixed:
         S[H_NEXT] = S[H_FIXED]
@@ -967,7 +1048,7 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     else:
         S[H_NEXT] = h_new
     if I[PROJECT] == 1 and m > 0:
-        v1 = _project_velocity(fns, S, I, p, n, m, q1, v1, S[T])
+        _project_velocity(fns, S, I, p, n, m, q1, v1, S[T], work)
     S[o_y:o_y + n] = q1
     S[o_y + n:o_y + 2 * n] = v1
     S[o_qdd:o_qdd + n] = qdd1
@@ -983,11 +1064,18 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     (all or nothing) except the failure slots F_H, F_INFO, F_T and I[REASON]."""
     n, m, ng = I[I_N], I[I_M], n_nonholonomic(I)
     N = matrix_size(n, m, I[GGL], ng)
-    S0, I0, LU0 = S.copy(), I.copy(), LU.copy()
-    work = workspace(n, m + ng)
-    delta = np.zeros(N)
-    F = np.zeros(N)
-    Jw = np.zeros((N, N))
+    r, c = LU.shape
+    work = workspace(n, m + ng, S.shape[0] + r * c + 2 * N + N * N)
+    rest = work[47]
+    S0, o = _cut(rest, 0, S.shape[0])
+    LU0_flat, o = _cut(rest, o, r * c)
+    delta, o = _cut(rest, o, N)
+    F, o = _cut(rest, o, N)
+    Jw_flat, o = _cut(rest, o, N * N)
+    LU0, Jw = LU0_flat.reshape((r, c)), Jw_flat.reshape((N, N))
+    S0[:] = S        # the snapshot: all or nothing
+    LU0[:, :] = LU
+    I0 = I.copy()
     k = 0
     while S[T] < t_target and k < max_steps:
         status = step(fns, S, I, LU, u, p, t_target, work, delta, F, Jw)
