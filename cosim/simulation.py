@@ -531,8 +531,7 @@ class Simulation:
         """New plant inputs from now on: a discontinuity, the integrator restarts."""
         integ = self.integrator
         if self._plain_set_inputs:  # Integrator.set_inputs minus re-validating checked values
-            integ.u = u
-            integ.restart()
+            integ.hold_inputs(u)
         else:
             integ.set_inputs(u)
         self._u = u
@@ -554,6 +553,13 @@ class Simulation:
         if self.blocks:
             out = np.concatenate([out, *(b.outputs for b in self.blocks)])
         return out
+
+    def outputs_into(self, out):
+        """:meth:`get_outputs` written into ``out`` (a float vector of
+        ``len(output_names)``, e.g. an adapter's shared buffer) without the
+        intermediate array when the compiled step computed them."""
+        if self.blocks or not self.integrator.outputs_into(out):
+            out[:] = self.get_outputs()
 
     def outputs_at(self, t, y):
         """Outputs at (t, y) with the inputs and block outputs held now (dense recording)."""

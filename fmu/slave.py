@@ -487,7 +487,7 @@ class CosimSlave(Fmi2Slave):
     def _stepped(self, sim, t_end):
         """After a completed fmi2DoStep to ``t_end``: outputs, terminal event (§4.2.3)."""
         try:  # read next by the master: computed in this call (the binary's one Python call)
-            self._outbuf[:] = sim.get_outputs()
+            sim.outputs_into(self._outbuf)
             self._flags[1] = 1.0
         except Exception:  # noqa: BLE001 - computed (and raised) again when read
             self._flags[1] = 0.0

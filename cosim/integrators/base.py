@@ -185,6 +185,23 @@ class Integrator:
         them (the compiled backend, models with an outputs kernel), else None."""
         return None
 
+    def hold_inputs(self, u):
+        """Hold ``u`` from now on, already checked and changed (a C-contiguous
+        float vector the caller gives away): :meth:`set_inputs` minus its checks
+        (Simulation's per-step path; the compiled wrappers skip the ``u``
+        property's conversions too)."""
+        self.u = u
+        self.restart()
+
+    def outputs_into(self, out):
+        """Copy :meth:`fresh_outputs` into ``out`` and return True, or return
+        False (nothing written) when there are none."""
+        y = self.fresh_outputs()
+        if y is None:
+            return False
+        out[:] = y
+        return True
+
     def restart(self):
         """Forget the step history at the current point (after a discontinuity)."""
         self._restart()

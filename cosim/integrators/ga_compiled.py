@@ -545,6 +545,17 @@ class CompiledGeneralizedAlpha(WholeIntervalAdvance, GeneralizedAlpha):
             return self._y_out.copy()
         return None
 
+    def outputs_into(self, out):
+        if self._outputs_fresh:
+            out[:] = self._y_out
+            return True
+        return False
+
+    def hold_inputs(self, u):
+        # Integrator.hold_inputs: u is already a C-contiguous float vector
+        self._u_c = u
+        self.restart()
+
     def _flush_restart(self):
         """Carry out the restart that restart() deferred (before anything reads or
         writes the record, so the deferral is invisible)."""
