@@ -325,6 +325,11 @@ def _cut(buf, o, k):
     return buf[o:o + k], o + k
 
 
+def _block(buf, o, r, c):
+    """The r×c matrix view at buf[o:] and the next offset."""
+    return buf[o:o + r * c].reshape((r, c)), o + r * c
+
+
 def workspace(n, m, extra=0):
     """Work arrays of one advance() call, so the step loop allocates nothing
     (in numba an allocation costs as much as a small model evaluation): views
@@ -333,63 +338,25 @@ def workspace(n, m, extra=0):
     μ, C_t, g0, g1, q + h e_j), 26-44 step()'s own (q, v, q'', a, λ, x_rate,
     λ_rate at the step start, weights w, C_qᵀ, λ scale, stall scales,
     1/|diag M|, C_q at the start, x, accepted q, v, q'', λ), 45-46 the velocity
-    projection's C_q M⁻¹ and C_q M⁻¹ C_qᵀ, and 47: ``extra`` floats (advance():
-    room for the snapshot of S and LU)."""
+    projection's C_q M⁻¹ and C_q M⁻¹ C_qᵀ, and 47: ``extra`` floats
+    (advance(): room for the snapshot of S and LU)."""
     buf = np.zeros(31 * n + 10 * m + n * n + 4 * m * n + m * m + extra)
-    o = 0
-    w0, o = _cut(buf, o, n)
-    w1, o = _cut(buf, o, n)
-    w2, o = _cut(buf, o, n)
-    w3, o = _cut(buf, o, m)
-    w4, o = _cut(buf, o, n * n)
-    w5, o = _cut(buf, o, n)
-    w6, o = _cut(buf, o, m * n)
-    w7, o = _cut(buf, o, m)
-    w8, o = _cut(buf, o, n)
-    w9, o = _cut(buf, o, n)
-    w10, o = _cut(buf, o, n)
-    w11, o = _cut(buf, o, m)
-    w12, o = _cut(buf, o, n)
-    w13, o = _cut(buf, o, n)
-    w14, o = _cut(buf, o, n)
-    w15, o = _cut(buf, o, n)
-    w16, o = _cut(buf, o, n)
-    w17, o = _cut(buf, o, n)
-    w18, o = _cut(buf, o, n)
-    w19, o = _cut(buf, o, n)
-    w20, o = _cut(buf, o, n)
-    w21, o = _cut(buf, o, m)
-    w22, o = _cut(buf, o, m)
-    w23, o = _cut(buf, o, m)
-    w24, o = _cut(buf, o, m)
-    w25, o = _cut(buf, o, n)
-    w26, o = _cut(buf, o, n)
-    w27, o = _cut(buf, o, n)
-    w28, o = _cut(buf, o, n)
-    w29, o = _cut(buf, o, n)
-    w30, o = _cut(buf, o, m)
-    w31, o = _cut(buf, o, n)
-    w32, o = _cut(buf, o, m)
-    w33, o = _cut(buf, o, n)
-    w34, o = _cut(buf, o, n * m)
-    w35, o = _cut(buf, o, n)
-    w36, o = _cut(buf, o, n)
-    w37, o = _cut(buf, o, n)
-    w38, o = _cut(buf, o, n)
-    w39, o = _cut(buf, o, m * n)
-    w40, o = _cut(buf, o, n)
-    w41, o = _cut(buf, o, n)
-    w42, o = _cut(buf, o, n)
-    w43, o = _cut(buf, o, n)
-    w44, o = _cut(buf, o, m)
-    w45, o = _cut(buf, o, m * n)
-    w46, o = _cut(buf, o, m * m)
-    w47, o = _cut(buf, o, extra)
-    return (w0, w1, w2, w3, w4.reshape((n, n)), w5, w6.reshape((m, n)), w7, w8, w9, w10, w11,
-            w12, w13, w14, w15, w16, w17, w18, w19, w20, w21, w22, w23, w24, w25,
-            w26, w27, w28, w29, w30, w31, w32, w33, w34.reshape((n, m)), w35, w36, w37, w38,
-            w39.reshape((m, n)), w40, w41, w42, w43, w44, w45.reshape((m, n)), w46.reshape((m, m)),
-            w47)
+    vn = buf[:31 * n].reshape((31, n))            # the n-vectors, one per row
+    o = 31 * n
+    vm = buf[o:o + 10 * m].reshape((10, m))       # the m-vectors
+    o += 10 * m
+    M, o = _block(buf, o, n, n)
+    Cq, o = _block(buf, o, m, n)
+    CqT, o = _block(buf, o, n, m)
+    Cq0, o = _block(buf, o, m, n)
+    CM, o = _block(buf, o, m, n)
+    A, o = _block(buf, o, m, m)
+    return (vn[0], vn[1], vn[2], vm[0], M, vn[3], Cq, vm[1], vn[4], vn[5], vn[6], vm[2],
+            vn[7], vn[8], vn[9], vn[10],
+            vn[11], vn[12], vn[13], vn[14], vn[15], vm[3], vm[4], vm[5], vm[6], vn[16],
+            vn[17], vn[18], vn[19], vn[20], vm[7], vn[21], vm[8], vn[22], CqT, vn[23], vn[24],
+            vn[25], vn[26], Cq0, vn[27], vn[28], vn[29], vn[30], vm[9],
+            CM, A, buf[o:o + extra])
 
 
 def _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F, work):
