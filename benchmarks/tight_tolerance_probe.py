@@ -10,7 +10,8 @@ benchmarks/work_precision.py (seeds 1..N).
     python benchmarks/tight_tolerance_probe.py fixed  [--h 1.5e-7 1e-7 5e-8]
         # generalized-alpha, compiled, fixed steps, Newton norm of rtol 1e-10, seeds 1, 2
     python benchmarks/tight_tolerance_probe.py noise  [--t-end 0.008]
-        # Python reference: |h²x| and its step-to-step second difference (rounding)
+        # Python reference: |h²x|, its tangent part (M-orthogonal and Euclidean
+        # projections) and their step-to-step second differences (rounding)
     python benchmarks/tight_tolerance_probe.py errfloor --err-floor 2 --floors 1e-14
         # Python reference (~3-6 min): eq. 34's weight floor in ROUNDOFF·ε/β units
     python benchmarks/tight_tolerance_probe.py i2 [--seeds 1 5] [--tolerance-factor 30]
@@ -98,12 +99,15 @@ def fixed(args):
 
 
 def noise(args):
+    """h²x of the last 2000 attempts: whole, tangent part P_M h²x (the estimate's,
+    GeneralizedAlpha._tangent_part) and the Euclidean projection P_E h²x; the
+    step-to-step second difference measures their rounding."""
     rec = []
     orig = gam.GeneralizedAlpha._attempt
 
     def attempt(self, h):
         out = orig(self, h)
-        rec.append((h, out[5].copy()))
+        rec.append((self.t + h, h, out[1].copy(), out[5].copy()))
         return out
 
     gam.GeneralizedAlpha._attempt = attempt
@@ -112,14 +116,29 @@ def noise(args):
     integ.initialize(0.0, perturbed_y0(model, 1))
     integ.advance(args.t_end)
     gam.GeneralizedAlpha._attempt = orig
-    H = np.array([r[0] for r in rec][-2000:])
-    hx = H[:, None] ** 2 * np.array([r[1] for r in rec][-2000:])
-    d2 = hx[2:] - 2.0 * hx[1:-1] + hx[:-2]
+    rec = rec[-2000:]
+    H = np.array([r[1] for r in rec])
+    hx = H[:, None] ** 2 * np.array([r[3] for r in rec])
+    pm, pe = np.empty_like(hx), np.empty_like(hx)
+    for i, (t1, _h, q, _x) in enumerate(rec):
+        C, M = model.constraint_jacobian(q, t1), model.mass(q, t1)
+        MiCt = np.linalg.solve(M, C.T)
+        pm[i] = hx[i] - MiCt @ np.linalg.solve(C @ MiCt, C @ hx[i])
+        pe[i] = hx[i] - C.T @ np.linalg.solve(C @ C.T, C @ hx[i])
+
+    def d2(a):
+        return a[2:] - 2.0 * a[1:-1] + a[:-2]
+
     print(f"generalized-alpha rtol 1e-10, last 2000 attempts before t = {args.t_end:g} "
           f"(h {np.median(H):.2e}); rounding unit ε/β = {np.finfo(float).eps / integ.beta:.1e}")
+    print("  median |.| and median |2nd difference|:  h²x | P_M h²x (M-orthogonal) | "
+          "P_E h²x (Euclidean)")
     for k in range(model.n_q):
-        print(f"  q{k + 1}: median |h²x| {np.median(np.abs(hx[:, k])):.1e}   median |2nd difference| "
-              f"{np.median(np.abs(d2[:, k])):.1e}")
+        print(f"  q{k + 1}: " + "   ".join(f"{np.median(np.abs(a[:, k])):.1e} "
+                                         f"{np.median(np.abs(d2(a)[:, k])):.1e}" for a in (hx, pm, pe)))
+    for name, a in (("h²x", hx), ("P_M h²x", pm), ("P_E h²x", pe)):
+        print(f"  max norm of {name}: median {np.median(np.abs(a).max(axis=1)):.2e}, "
+              f"2nd difference {np.median(np.abs(d2(a)).max(axis=1)):.2e}")
 
 
 def errfloor(args):

@@ -131,6 +131,31 @@ def test_numba_adaptive_within_the_roundoff_spread_of_the_reference(model_name):
     assert np.max(np.abs(y_comp - y_ref)) <= 2 * c["dy"]
 
 
+# Option tangent_estimate, measured as above (Python reference, q0·(1 ± {1,2,5}e-15),
+# 3e-15 and the unperturbed one): andrews rtol 1e-6, 30 × 1e-3: steps 7357-7397,
+# rejected 10-15, Newton 16994-17118, LU 173-188, |Δy| ≤ 5.6e-4 (velocities; q ≤ 1.4e-6);
+# numba 7392 / 11 / 17209 / 174, |Δy| 6.9e-4.  The default takes 7546-7585 steps.
+TANGENT = dict(ranges=dict(steps=40, rejected=5, newton=124, lu=15), dy=5.6e-4)
+
+
+def test_numba_tangent_estimate_option_within_the_roundoff_spread_of_the_reference():
+    """Option tangent_estimate (rounding floor on the normal part of h²x only,
+    ga_kernel._tangent_part): the compiled run within twice the reference's own
+    perturbation ranges (+2) and twice its |Δy|, and both differ from the default
+    by more than that bound."""
+    c = ADAPTIVE["andrews"]
+    kw = dict(c["kw"], tangent_estimate=True)
+    ref, y_ref = _advance_to("python", "andrews", c["n_steps"], c["dt"], kw)
+    comp, y_comp = _advance_to("numba", "andrews", c["n_steps"], c["dt"], kw)
+    off, _ = _advance_to("numba", "andrews", c["n_steps"], c["dt"], c["kw"])
+    for key in COUNTS:
+        bound = 2 * TANGENT["ranges"][RANGE_KEY[key]] + 2
+        assert abs(comp.stats[key] - ref.stats[key]) <= bound, (key, comp.stats[key], ref.stats[key])
+    assert np.max(np.abs(y_comp - y_ref)) <= 2 * TANGENT["dy"]
+    bound = 2 * TANGENT["ranges"]["steps"] + 2
+    assert off.stats["steps"] - ref.stats["steps"] > bound and off.stats["steps"] - comp.stats["steps"] > bound
+
+
 def test_numba_rollback_and_restart_are_bit_identical():
     sim, _ = _drive("numba", "two_link", 50, 1e-3, h=1e-3)
     snap = sim.get_state()

@@ -382,6 +382,7 @@ class CompiledGeneralizedAlpha(WholeIntervalAdvance, GeneralizedAlpha):
         S, I = self._S, self._I
         S[K.RTOL], S[K.ATOL] = self.rtol, self.atol
         S[K.ERR_SCALE] = self._err_scale  # internal_tolerances: error-test weights s·W
+        S[K.ERR_TANGENT] = 1.0 if getattr(self, "_tangent", False) else 0.0
         S[K.H_FIXED] = 0.0 if self.h_fixed is None else self.h_fixed
         S[K.MAX_STEP] = self.max_step
         S[K.ALPHA_M], S[K.ALPHA_F], S[K.GAMMA], S[K.BETA], S[K.ETA] = (

@@ -69,7 +69,8 @@ R_NO_CONVERGENCE = 3     # "no convergence in 25 iterations"
 # -- scalar slots of S ---------------------------------------------------------
 T, T_PREV, H_NEXT, H_LAST, SIGMA, H_JAC, RELAX, RTOL, ATOL, H_FIXED, MAX_STEP = range(11)
 ALPHA_M, ALPHA_F, GAMMA, BETA, ETA, F_H, F_INFO, F_T, ERR_SCALE = range(11, 20)
-N_SCALARS = 20
+ERR_TANGENT = 20         # 1.0: option tangent_estimate (floor on the normal part of h² x only)
+N_SCALARS = 21
 # -- slots of I ----------------------------------------------------------------------
 I_N, I_M, NEED_JAC, HAS_FACTOR, PROJECT, CONST_MASS, MINV_EXACT, MINV_DIAG, FIXED, REASON = range(10)
 GGL = 10                 # formulation: 0 index 3 (eqs. 32-34), 1 GGL index 2 (eqs. 37-39)
@@ -772,6 +773,39 @@ def _project_velocity(fns, S, I, p, n, m, q, v, t, work):
         v[j] = v[j] + rhs[j]
 
 
+def _tangent_part(fns, S, I, p, n, m, q, t, x):
+    """P x, P = I − M⁻¹C_qᵀ(C_q M⁻¹ C_qᵀ)⁻¹C_q the M-orthogonal projector onto
+    ker C_q (holonomic rows): the index-3 error estimate without the rounding
+    the Newton iteration leaves along M⁻¹C_qᵀ (GeneralizedAlpha._tangent_part);
+    x unchanged in a singular configuration."""
+    o_mix = offsets(n, m + n_nonholonomic(I))[9]
+    Cq = np.zeros((m, n))
+    fns[3](q, t, p, Cq)
+    r = _mv(Cq, x)
+    if _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
+        minv = S[o_mix:o_mix + n]
+        CM = Cq * minv
+        A = _abt(CM, Cq)
+        piv = np.empty(m, dtype=np.int64)
+        info = _gesv(A, r, piv)
+        if info != 0 or not _all_finite(r):
+            return x
+        return x - _mtv(CM, r)
+    K = np.zeros((n + m, n + m))
+    M = np.zeros((n, n))
+    fns[0](q, t, p, M)
+    K[:n, :n] = M
+    K[:n, n:] = Cq.T
+    K[n:, :n] = Cq
+    rhs = np.zeros(n + m)
+    rhs[n:] = -r
+    piv = np.empty(n + m, dtype=np.int64)
+    info = _gesv(K, rhs, piv)
+    if info != 0 or not _all_finite(rhs):
+        return x
+    return x + rhs[:n]
+
+
 def _clamp(S, h, t_limit):
     """Integrator._clamp_step: (h, lands)."""
     h = min(h, S[MAX_STEP])
@@ -958,11 +992,32 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             # error estimate eq. 34 and step control eq. 36 with Algorithm 3 f
             xm = 0.0
             es = S[ERR_SCALE]                                 # tolerance proportionality
-            errfloor = (10.0 * ROUNDOFF * EPS / b) * qmax if es < 1.0 else 0.0   # rounding floor of h² x
-            for i in range(n):
-                e = abs(x[i]) / (es * w[i] + errfloor)
-                if e > xm:
-                    xm = e
+            if es < 1.0:
+                # rounding floor of h² x; with tangent_estimate on its normal
+                # part x − P x only (GeneralizedAlpha._attempt, _tangent_part)
+                errfloor = (10.0 * ROUNDOFF * EPS / b) * qmax
+                if m > 0 and S[ERR_TANGENT] == 1.0:
+                    xt = _tangent_part(fns, S, I, p, n, m, q0 + bh2 * delta[:n], t1, x)
+                    et = 0.0
+                    for i in range(n):
+                        e = abs(xt[i]) / (es * w[i])
+                        if e > et:
+                            et = e
+                    for i in range(n):
+                        e = abs(x[i] - xt[i]) / (es * w[i] + errfloor)
+                        if e > xm:
+                            xm = e
+                    xm = _pymax(et, xm)
+                else:
+                    for i in range(n):
+                        e = abs(x[i]) / (es * w[i] + errfloor)
+                        if e > xm:
+                            xm = e
+            else:
+                for i in range(n):
+                    e = abs(x[i]) / (es * w[i])
+                    if e > xm:
+                        xm = e
             xi = (h * h * xm) ** (1.0 / 3.0) if n > 0 else 0.0
         h_err = h * SAFETY / xi if xi > 0.0 else math.inf
         h_new = min(h_err, MAX_GROWTH * h)
