@@ -781,16 +781,27 @@ def _tangent_part(fns, S, I, p, n, m, q, t, x):
     o_mix = offsets(n, m + n_nonholonomic(I))[9]
     Cq = np.zeros((m, n))
     fns[3](q, t, p, Cq)
-    r = _mv(Cq, x)
+    r = np.zeros(m)
+    for k in range(m):
+        s = 0.0
+        for j in range(n):
+            s += Cq[k, j] * x[j]
+        r[k] = s
     if _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
         minv = S[o_mix:o_mix + n]
         CM = Cq * minv
-        A = _abt(CM, Cq)
+        A = np.zeros((m, m))
+        _abt_into(CM, Cq, A)
         piv = np.empty(m, dtype=np.int64)
         info = _gesv(A, r, piv)
         if info != 0 or not _all_finite(r):
             return x
-        return x - _mtv(CM, r)
+        tmp = np.zeros(n)
+        for k in range(m):
+            rk = r[k]
+            for j in range(n):
+                tmp[j] += CM[k, j] * rk
+        return x - tmp
     K = np.zeros((n + m, n + m))
     M = np.zeros((n, n))
     fns[0](q, t, p, M)
