@@ -719,25 +719,13 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
 # ---------------------------------------------------------------------------------
 # one step
 # ---------------------------------------------------------------------------------
-def _project_velocity(fns, S, I, p, n, m, q, v, t, work):
-    """M-orthogonal projection of v onto C_q v + C_t = 0 (seed 000 eq. 8-9, W = M),
-    in place, keeping B Δv = 0 on nonholonomic rows (as the reference); v is left
-    as it was in a singular configuration.  Scratch: work slots 6, 22, 23, 25, 45, 46."""
-    mz = m + n_nonholonomic(I)
-    o_mix = offsets(n, mz)[9]
-    Cq, Ct, r, tmp, CM, A = work[6], work[22], work[23], work[25], work[45], work[46]
-    Cq[:, :] = 0.0
-    fns[3](q, t, p, Cq)
-    _nh_rows(fns, p, m, q, t, Cq)
-    Ct[:] = 0.0
-    fns[4](q, t, p, Ct)
-    for k in range(mz):
-        s = 0.0
-        for j in range(n):
-            s += Cq[k, j] * v[j]
-        r[k] = s + Ct[k]
-    for k in range(m, mz):
-        r[k] = 0.0
+def _m_correct(fns, S, I, p, n, q, t, Cq, r, y, CM, A, tmp):
+    """y ← y − M⁻¹Cᵀ(C M⁻¹Cᵀ)⁻¹ r in place, C = Cq (its rows): the M-orthogonal
+    correction of seed 000 eq. 8-9 (W = M); y is left as it was in a singular
+    configuration.  r is overwritten; CM (rows × n), A (rows × rows), tmp (n)
+    are scratch.  Used by the velocity projection and the tangent part of eq. 34."""
+    mz = Cq.shape[0]
+    o_mix = offsets(n, I[I_M] + n_nonholonomic(I))[9]
     if _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
         minv = S[o_mix:o_mix + n]
         for k in range(mz):
@@ -754,7 +742,7 @@ def _project_velocity(fns, S, I, p, n, m, q, v, t, work):
             for j in range(n):
                 tmp[j] += CM[k, j] * rk
         for j in range(n):
-            v[j] = v[j] - tmp[j]
+            y[j] = y[j] - tmp[j]
         return
     K = np.zeros((n + mz, n + mz))
     M = np.zeros((n, n))
@@ -770,7 +758,20 @@ def _project_velocity(fns, S, I, p, n, m, q, v, t, work):
     if info != 0 or not _all_finite(rhs):
         return
     for j in range(n):
-        v[j] = v[j] + rhs[j]
+        y[j] = y[j] + rhs[j]
+
+
+def _project_velocity(fns, S, I, p, n, m, q, v, t, work):
+    """M-orthogonal projection of v onto C_q v + C_t = 0 (seed 000 eq. 8-9, W = M),
+    in place, keeping B Δv = 0 on nonholonomic rows (as the reference); v is left
+    as it was in a singular configuration.  Scratch: work slots 6, 22, 23, 25, 45, 46."""
+    mz = m + n_nonholonomic(I)
+    Cq, Ct, r, tmp, CM, A = work[6], work[22], work[23], work[25], work[45], work[46]
+    _cqv(fns, p, n, m, t, q, v, Cq, Ct, r)   # C_q v + C_t on the holonomic rows
+    _nh_rows(fns, p, m, q, t, Cq)
+    for k in range(m, mz):
+        r[k] = 0.0
+    _m_correct(fns, S, I, p, n, q, t, Cq, r, v, CM, A, tmp)
 
 
 def _tangent_part(fns, S, I, p, n, m, q, t, x):
@@ -778,7 +779,6 @@ def _tangent_part(fns, S, I, p, n, m, q, t, x):
     ker C_q (holonomic rows): the index-3 error estimate without the rounding
     the Newton iteration leaves along M⁻¹C_qᵀ (GeneralizedAlpha._tangent_part);
     x unchanged in a singular configuration."""
-    o_mix = offsets(n, m + n_nonholonomic(I))[9]
     Cq = np.zeros((m, n))
     fns[3](q, t, p, Cq)
     r = np.zeros(m)
@@ -787,34 +787,9 @@ def _tangent_part(fns, S, I, p, n, m, q, t, x):
         for j in range(n):
             s += Cq[k, j] * x[j]
         r[k] = s
-    if _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
-        minv = S[o_mix:o_mix + n]
-        CM = Cq * minv
-        A = np.zeros((m, m))
-        _abt_into(CM, Cq, A)
-        piv = np.empty(m, dtype=np.int64)
-        info = _gesv(A, r, piv)
-        if info != 0 or not _all_finite(r):
-            return x
-        tmp = np.zeros(n)
-        for k in range(m):
-            rk = r[k]
-            for j in range(n):
-                tmp[j] += CM[k, j] * rk
-        return x - tmp
-    K = np.zeros((n + m, n + m))
-    M = np.zeros((n, n))
-    fns[0](q, t, p, M)
-    K[:n, :n] = M
-    K[:n, n:] = Cq.T
-    K[n:, :n] = Cq
-    rhs = np.zeros(n + m)
-    rhs[n:] = -r
-    piv = np.empty(n + m, dtype=np.int64)
-    info = _gesv(K, rhs, piv)
-    if info != 0 or not _all_finite(rhs):
-        return x
-    return x + rhs[:n]
+    y = x.copy()
+    _m_correct(fns, S, I, p, n, q, t, Cq, r, y, np.zeros((m, n)), np.zeros((m, m)), np.zeros(n))
+    return y
 
 
 def _clamp(S, h, t_limit):

@@ -452,24 +452,28 @@ class GeneralizedAlpha(MultibodyIntegrator):
         rounding the Newton iteration leaves in h² x lies along M⁻¹C_qᵀ (for
         h → 0 the iteration matrix eq. 33 is [[ηM, C_qᵀ], [C_q, 0]]), which P
         annihilates.  x is returned unchanged in a singular configuration."""
-        model = self.model
-        Cq = model.constraint_jacobian(q, t)
-        r = Cq @ x
+        Cq = self.model.constraint_jacobian(q, t)
+        return self._m_correction(q, t, Cq, x, Cq @ x)
+
+    def _m_correction(self, q, t, Cq, y, r):
+        """y − M⁻¹Cᵀ(C M⁻¹Cᵀ)⁻¹ r, C = Cq: the M-orthogonal correction of seed 000
+        eq. 8-9 (W = M); y itself in a singular configuration."""
         minv = self._diagonal_mass_inverse(q, t)
         if minv is not None:
+            # constant diagonal M: an m×m solve
             CM = Cq * minv
             _lu, _piv, mult, info = _gesv(CM @ Cq.T, r)
             if info != 0 or not np.isfinite(mult).all():
-                return x
-            return x - mult @ CM
-        K = augmented_matrix(model.mass(q, t), Cq)
+                return y
+            return y - mult @ CM
+        K = augmented_matrix(self.model.mass(q, t), Cq)
         n = q.size
         rhs = np.zeros(K.shape[0])
         rhs[n:] = -r
         _lu, _piv, sol, info = _gesv(K, rhs)
         if info != 0 or not np.isfinite(sol).all():
-            return x
-        return x + sol[:n]
+            return y   # singular configuration: y unchanged
+        return y + sol[:n]
 
     def _constraint_rows(self, q, t):
         """[C_q; B]: the rows the multipliers act through."""
@@ -536,22 +540,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
         if self._n_g:  # keep B v + b = 0 while projecting
             Cq = np.vstack([Cq, model.nonholonomic_matrix(q, t)])
             r = np.concatenate([r, np.zeros(self._n_g)])
-        minv = self._diagonal_mass_inverse(q, t)
-        if minv is not None:
-            # constant diagonal M: Δv = −M⁻¹C_qᵀ (C_q M⁻¹ C_qᵀ)⁻¹ r, an m×m solve
-            CM = Cq * minv
-            _lu, _piv, mult, info = _gesv(CM @ Cq.T, r)
-            if info != 0 or not np.isfinite(mult).all():
-                return v
-            return v - mult @ CM
-        K = augmented_matrix(model.mass(q, t), Cq)
-        n = q.size
-        rhs = np.zeros(K.shape[0])
-        rhs[n:] = -r
-        _lu, _piv, sol, info = _gesv(K, rhs)
-        if info != 0 or not np.isfinite(sol).all():
-            return v   # singular configuration: keep the unprojected velocity
-        return v + sol[:n]
+        return self._m_correction(q, t, Cq, v, r)   # Δv = −M⁻¹C_qᵀ (C_q M⁻¹ C_qᵀ)⁻¹ r
 
     def _consistent_accelerations(self, q, v):
         """Eq. 10 (common.consistent_accelerations); for a constant diagonal M
