@@ -411,3 +411,44 @@ def model_entry_points(method_module, kernel_functions, model_name, method_name,
                  f"compiling kernels for {model_name}/{method_name} (first run only, cached in {folder})…")
     _entries[key] = module.entry
     return module.entry
+
+
+# -- the compiled entry for a caller without Python (the FMU binary) ------------------------
+def native_entry_address(entry):
+    """Address of ``entry``'s machine code in numba's calling convention, for a
+    C caller that steps the record without Python (fmu/native/cosim_fmi2.cpp,
+    ``NumbaEntry``), or None when that convention cannot be vouched for.
+
+    The function is ``int32 f(int64 *ret, void **excinfo, int64 mode, S, I, LU,
+    u, p, double t_target, int64 max_steps, y_out)``, returning 0 when ``*ret``
+    holds the entry's status; every array argument is passed as the fields of
+    numba's array model, one by one (meminfo, parent, nitems, itemsize, data,
+    shape..., strides... in bytes).  The caller passes a NULL meminfo (numba
+    then counts no references) and arrays it keeps alive itself.  Checked here,
+    not assumed: the compiled signature (C-contiguous, writable float64/int64
+    arrays), numba's CPU calling convention with an int32 status, and the array
+    model's field order; any difference returns None and the caller keeps
+    calling through Python."""
+    numba = numba_module()
+    if numba is None or entry is None:
+        return None
+    try:
+        from llvmlite import ir  # noqa: PLC0415
+        from numba.core import callconv, datamodel, types  # noqa: PLC0415
+        f1 = types.Array(types.float64, 1, "C")
+        expected = (types.int64, f1, types.Array(types.int64, 1, "C"),
+                    types.Array(types.float64, 2, "C"), f1, f1, types.float64, types.int64, f1)
+        cres = entry.overloads.get(expected)
+        if cres is None or cres.fndesc.restype != types.int64 \
+                or type(cres.target_context.call_conv) is not callconv.CPUCallConv \
+                or callconv.errcode_t != ir.IntType(32):
+            return None
+        for arr in (f1, expected[3]):
+            model = datamodel.default_manager.lookup(arr)
+            if tuple(model._fields) != ("meminfo", "parent", "nitems", "itemsize", "data",
+                                        "shape", "strides"):
+                return None
+        address = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
+    except Exception:  # noqa: BLE001 - private numba API: no native path, nothing else changes
+        return None
+    return int(address) or None

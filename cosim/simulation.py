@@ -686,6 +686,36 @@ class Simulation:
         self._n_comm += 1
         return t_end
 
+    # -- a caller that steps without Python (the FMU binary) ----------------------------------
+    def native_step_record(self):
+        """The integrator's :meth:`native_step_record` when one communication step
+        is exactly one compiled advance (no blocks, events or observer; the
+        model's inputs are the external ones; the integrator at this time), else
+        None.  The held inputs become one private array (``_u`` = ``_u_ext`` =
+        the integrator's, as :meth:`set_inputs`' hot path shares them) that the
+        caller writes in place; it then reports its steps to
+        :meth:`native_steps_done` before anything else uses this simulation.
+        Also returns the span below which :meth:`do_step` skips the step-budget
+        check and do_step's relative time match."""
+        integ = self.integrator
+        record = getattr(integ, "native_step_record", None)
+        if not (record is not None and self._fast and self._inputs_identity and not self._stopped
+                and integ.t == self._time):
+            return None
+        u = np.array(self._u, dtype=float)  # private: nobody else holds it
+        integ.u = u
+        self._u = self._u_ext = u
+        rec = record()
+        if rec is None:
+            return None
+        return rec + (self._budget_span, _TIME_MATCH)
+
+    def native_steps_done(self, n_steps):
+        """``n_steps`` communication steps taken by the caller of
+        :meth:`native_step_record` since: time and step count catch up."""
+        self._time = float(self.integrator.t)
+        self._n_comm += int(n_steps)
+
     def _time_tol(self, t):
         """Sample instants this close to a communication point coincide with it."""
         return max(self._grid_tol, 16.0 * _EPS * max(1.0, abs(t)))

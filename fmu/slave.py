@@ -191,6 +191,7 @@ class CosimSlave(Fmi2Slave):
         self._failure = None  # why the instance cannot step (module docstring)
         self._last_time = self._start_time  # fmi2LastSuccessfulTime
         self._terminated = False  # fmi2Terminated
+        self.native_steps = 0  # fmi2DoStep calls the binary ran without Python (_native_arm)
         self._real_get = {}
         self._real_set = {}
         self._register_all()
@@ -499,6 +500,40 @@ class CosimSlave(Fmi2Slave):
             return False
         self._last_time = t_end
         return True
+
+    # -- the binary's own steps (cosim_fmi2.cpp "native step") ------------------------------
+    def _native_arm(self):
+        """After a completed fmi2DoStep, for the FMU binary: the compiled record it
+        may step itself (fmi2DoStep with the plain checks of :meth:`do_step`, new
+        inputs written in place, outputs copied into the shared buffer) until it
+        next calls Python, which it then first reports through :meth:`_native_sync`
+        -- or None (then every fmi2DoStep calls :meth:`do_step`).  The tuple:
+        (arrays the binary keeps alive, integers, floats), see ``Native::arm``.
+        ``COSIM_FMU_NATIVE=0`` in the environment turns it off."""
+        sim = self._sim
+        if (sim is None or self._failure is not None or not self._initialized or self._terminated
+                or self._pending_params or self._flags[0] != 0.0 or self._flags[1] == 0.0
+                or os.environ.get("COSIM_FMU_NATIVE", "1") == "0"):
+            return None
+        rec = sim.native_step_record()
+        if rec is None:
+            return None
+        address, S, I, LU, u, p, y_out, budget, t_slot, budget_span, time_match = rec
+        if u.size != self._inputs.size or y_out.size != self._outbuf.size:
+            return None
+        arrays = (S, I, LU, u, p, y_out)
+        ints = (address, S.ctypes.data, S.size, I.ctypes.data, I.size, LU.ctypes.data,
+                LU.shape[0], LU.shape[1], u.ctypes.data, u.size, p.ctypes.data, p.size,
+                y_out.ctypes.data, y_out.size, int(budget), int(t_slot))
+        return arrays, tuple(int(i) for i in ints), (float(budget_span), float(time_match))
+
+    def _native_sync(self, n_steps):
+        """The binary took ``n_steps`` fmi2DoStep calls itself since :meth:`_native_arm`:
+        the simulation's time and step count, and fmi2LastSuccessfulTime, catch up."""
+        sim = self._sim
+        sim.native_steps_done(n_steps)
+        self._last_time = sim.time
+        self.native_steps += int(n_steps)
 
     def _do_step(self, current_time, step_size):
         # usage errors (§4.2.2, §4.2.4): fmi2Error, nothing changed

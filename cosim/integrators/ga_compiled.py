@@ -552,6 +552,26 @@ class CompiledGeneralizedAlpha(WholeIntervalAdvance, GeneralizedAlpha):
             return True
         return False
 
+    def native_step_record(self):
+        """What a caller without Python (the FMU binary) needs to take the step
+        :meth:`_advance_checked` takes, as long as nothing else touches this
+        integrator: (entry address in numba's calling convention, S, I, LU, u, p,
+        y_out, step budget, slot of t in S), or None when the next advance is not
+        that one compiled call (no state yet, a deferred restart, outputs computed
+        in Python) or the entry's convention is not vouched for
+        (:func:`cosim.jit.native_entry_address`).  The caller writes new inputs
+        into ``u`` in place and then runs entry mode 3 (restart, then advance)."""
+        if not (self._has_state and self._kernel_outputs and self._outputs_fresh
+                and not self._restart_pending):
+            return None
+        arrays = (self._S, self._I, self._LU, self._u_c, self.model._p, self._y_out)
+        if not all(a.flags.c_contiguous and a.flags.writeable for a in arrays):
+            return None
+        address = jit.native_entry_address(self._entry)
+        if address is None:
+            return None
+        return (address, *arrays, self._call_budget, K.T)
+
     def hold_inputs(self, u):
         # Integrator.hold_inputs: u is already a C-contiguous float vector
         self._u_c = u

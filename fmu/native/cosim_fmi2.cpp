@@ -26,6 +26,16 @@
 //    (CosimSlave._fmi_layout) without calling Python or taking the GIL;
 //    fmi2DoStep is one call of a bound method looked up once per instance.
 //    Any other reference or state takes the full Python path (same checks).
+//  * Native step (issue 13): after a completed fmi2DoStep the slave may hand over
+//    the compiled record of its integrator (CosimSlave._native_arm: the entry's
+//    address in numba's calling convention, checked by cosim.jit.native_entry_address,
+//    and the record's arrays); fmi2DoStep then runs the plain case itself, without
+//    Python or the GIL -- the slave's checks (time match, step budget, finite
+//    inputs), new inputs written into the record in place, restart-then-advance
+//    (entry mode 3) or advance (mode 0), outputs copied into the shared buffer.
+//    Anything else (a failed or refused step included) first reports the steps
+//    taken so to the slave (CosimSlave._native_sync), drops the record and runs
+//    the Python method, which gives the same result, status and message.
 #define PY_SSIZE_T_CLEAN
 #define Py_LIMITED_API 0x03080000
 #include <Python.h>
@@ -148,6 +158,45 @@ std::string fetch_exception()
     return text;
 }
 
+// numba's calling convention for the compiled entry (cosim.jit.native_entry_address):
+// int32 status of the call, the entry's own status in *ret, arrays as their fields
+#define COSIM_ARRAY1 void*, void*, std::int64_t, std::int64_t, void*, std::int64_t, std::int64_t
+#define COSIM_ARRAY2 void*, void*, std::int64_t, std::int64_t, void*, std::int64_t, std::int64_t, \
+    std::int64_t, std::int64_t
+typedef std::int32_t (*NumbaEntry)(std::int64_t* ret, void** excinfo, std::int64_t mode,
+    COSIM_ARRAY1 /* S */, COSIM_ARRAY1 /* I */, COSIM_ARRAY2 /* LU */, COSIM_ARRAY1 /* u */,
+    COSIM_ARRAY1 /* p */, double t_target, std::int64_t max_steps, COSIM_ARRAY1 /* y_out */);
+// a C-contiguous vector of 8-byte items with no meminfo (numba counts no references)
+#define COSIM_PASS1(data, n) nullptr, nullptr, (n), std::int64_t(8), static_cast<void*>(data), (n), \
+    std::int64_t(8)
+
+// the record the binary steps itself while armed (CosimSlave._native_arm)
+struct Native
+{
+    NumbaEntry entry = nullptr;   // null: not armed
+    PyObject* keep = nullptr;     // the record's arrays, kept alive while armed
+    double* S = nullptr;
+    std::int64_t nS = 0;
+    std::int64_t* I = nullptr;
+    std::int64_t nI = 0;
+    double* LU = nullptr;
+    std::int64_t rows = 0, cols = 0;
+    double* u = nullptr;          // the held inputs (written in place)
+    std::int64_t nu = 0;
+    double* p = nullptr;
+    std::int64_t np = 0;
+    double* y = nullptr;          // outputs at the end of the step
+    std::int64_t ny = 0;
+    std::int64_t budget = 0;      // max steps per call
+    std::int64_t tSlot = 0;       // S[tSlot]: the integrator's time
+    double budgetSpan = 0.0;      // longer steps go through Python (step-budget check)
+    double timeMatch = 0.0;       // relative match of currentCommunicationPoint
+    std::int64_t steps = 0;       // fmi2DoStep calls taken here, not yet reported
+    std::vector<double> uOld;
+
+    enum : std::int64_t { ADVANCE = 0, RESTART_THEN_ADVANCE = 3 };  // cosim.jit._ENTRY_FOOTER
+};
+
 struct Component
 {
     std::string instanceName;
@@ -168,6 +217,8 @@ struct Component
     double* buf = nullptr;          // [inputs pending, outputs valid, inputs..., outputs...]
     std::vector<std::int32_t> slot; // value reference -> index in buf (0: not in the buffer)
     std::uint32_t nIn = 0;
+    std::uint32_t nOut = 0;
+    Native native;
 
     enum { PENDING = 0, VALID = 1, FIRST = 2 };
 
@@ -177,13 +228,135 @@ struct Component
 
     void unbind()
     {
+        disarm();
+        native.steps = 0;
         Py_CLEAR(doStep);
         Py_CLEAR(refresh);
         Py_CLEAR(logQueue);
         Py_CLEAR(shared);
         buf = nullptr;
         slot.clear();
-        nIn = 0;
+        nIn = nOut = 0;
+    }
+
+    void disarm()
+    {
+        native.entry = nullptr;
+        Py_CLEAR(native.keep);
+    }
+
+    // with the GIL, before any other call into Python: the slave catches up with the
+    // steps taken here, and the binary stops stepping until the next arm()
+    void toPython()
+    {
+        if (native.steps > 0) {
+            PyObject* r = PyObject_CallMethod(instance, "_native_sync", "(L)",
+                static_cast<long long>(native.steps));
+            native.steps = 0;
+            if (r == nullptr) log(fmi2Warning, "logStatusWarning", "_native_sync: " + fetch_exception());
+            Py_XDECREF(r);
+        }
+        disarm();
+    }
+
+    // with the GIL, after a completed fmi2DoStep in Python: take the slave's record
+    void arm()
+    {
+        disarm();
+        if (buf == nullptr) return;
+        PyObject* rec = PyObject_CallMethod(instance, "_native_arm", nullptr);
+        if (rec == nullptr) {
+            PyErr_Clear();
+            return;
+        }
+        std::int64_t v[16];
+        double f[2];
+        bool ok = PyTuple_Check(rec) && PyTuple_Size(rec) == 3;
+        PyObject* ints = ok ? PyTuple_GetItem(rec, 1) : nullptr;
+        PyObject* floats = ok ? PyTuple_GetItem(rec, 2) : nullptr;
+        ok = ok && PyTuple_Check(ints) && PyTuple_Size(ints) == 16 && PyTuple_Check(floats)
+            && PyTuple_Size(floats) == 2;
+        for (Py_ssize_t i = 0; ok && i < 16; ++i) {
+            v[i] = static_cast<std::int64_t>(PyLong_AsLongLong(PyTuple_GetItem(ints, i)));
+            ok = !PyErr_Occurred();
+        }
+        for (Py_ssize_t i = 0; ok && i < 2; ++i) {
+            f[i] = PyFloat_AsDouble(PyTuple_GetItem(floats, i));
+            ok = !PyErr_Occurred();
+        }
+        // sizes as the buffer's (the slave checked; a mismatch here: no native step)
+        ok = ok && v[0] != 0 && v[1] != 0 && v[3] != 0 && v[5] != 0 && v[8] != 0 && v[10] != 0
+            && v[12] != 0 && v[9] == static_cast<std::int64_t>(nIn) && v[13] == static_cast<std::int64_t>(nOut)
+            && v[14] > 0 && v[15] >= 0 && v[15] < v[2] && v[6] > 0 && v[7] > 0 && f[0] > 0.0;
+        if (ok) {
+            Native& n = native;
+            n.entry = reinterpret_cast<NumbaEntry>(static_cast<std::intptr_t>(v[0]));
+            n.S = reinterpret_cast<double*>(static_cast<std::intptr_t>(v[1]));
+            n.nS = v[2];
+            n.I = reinterpret_cast<std::int64_t*>(static_cast<std::intptr_t>(v[3]));
+            n.nI = v[4];
+            n.LU = reinterpret_cast<double*>(static_cast<std::intptr_t>(v[5]));
+            n.rows = v[6];
+            n.cols = v[7];
+            n.u = reinterpret_cast<double*>(static_cast<std::intptr_t>(v[8]));
+            n.nu = v[9];
+            n.p = reinterpret_cast<double*>(static_cast<std::intptr_t>(v[10]));
+            n.np = v[11];
+            n.y = reinterpret_cast<double*>(static_cast<std::intptr_t>(v[12]));
+            n.ny = v[13];
+            n.budget = v[14];
+            n.tSlot = v[15];
+            n.budgetSpan = f[0];
+            n.timeMatch = f[1];
+            n.keep = PyTuple_GetItem(rec, 0);
+            Py_INCREF(n.keep);
+            n.uOld.resize(static_cast<size_t>(n.nu));
+        }
+        PyErr_Clear();
+        Py_DECREF(rec);
+    }
+
+    // fmi2DoStep without Python while armed: true when the step is done; false
+    // (nothing changed) when Python must take it -- CosimSlave.do_step's checks
+    bool nativeStep(double t, double h)
+    {
+        Native& n = native;
+        const double now = n.S[n.tSlot];
+        if (!(h > 0.0 && h <= n.budgetSpan && std::isfinite(h))) return false;
+        if (!(t == now || std::fabs(t - now) <= n.timeMatch * std::fmax(1.0, std::fabs(now)))) return false;
+        const double tEnd = t + h;
+        if (!(tEnd > now)) return false;
+        std::int64_t mode = Native::ADVANCE;
+        bool changed = false;
+        if (buf[PENDING] != 0.0) {  // Simulation.set_inputs: finite, restart only if changed
+            for (std::uint32_t i = 0; i < nIn; ++i) {
+                const double x = buf[FIRST + i];
+                if (!std::isfinite(x)) return false;  // Python discards it, with the message
+                changed = changed || x != n.u[i];
+            }
+            if (changed) {
+                std::memcpy(n.uOld.data(), n.u, nIn * sizeof(double));
+                std::memcpy(n.u, buf + FIRST, nIn * sizeof(double));
+                mode = Native::RESTART_THEN_ADVANCE;
+            }
+        }
+        std::int64_t status = -1;
+        void* excinfo = nullptr;
+        const std::int32_t rc = n.entry(&status, &excinfo, mode, COSIM_PASS1(n.S, n.nS),
+            COSIM_PASS1(n.I, n.nI), nullptr, nullptr, n.rows * n.cols, std::int64_t(8),
+            static_cast<void*>(n.LU), n.rows, n.cols, n.cols * std::int64_t(8), std::int64_t(8),
+            COSIM_PASS1(n.u, n.nu), COSIM_PASS1(n.p, n.np), tEnd, n.budget, COSIM_PASS1(n.y, n.ny));
+        if (rc == 0 && status == 0) {
+            buf[PENDING] = 0.0;
+            std::memcpy(buf + FIRST + nIn, n.y, nOut * sizeof(double));
+            buf[VALID] = 1.0;
+            ++n.steps;
+            return true;
+        }
+        // the entry restored its record (all or nothing); Python repeats the step and
+        // reports the failure as it does
+        if (changed) std::memcpy(n.u, n.uOld.data(), nIn * sizeof(double));
+        return false;
     }
 
     // look the hot-path objects up once (after create); a slave without _fmi_layout
@@ -225,6 +398,7 @@ struct Component
             buf = static_cast<double*>(address);
             slot.swap(table);
             nIn = static_cast<std::uint32_t>(PyTuple_Size(ins));
+            nOut = static_cast<std::uint32_t>(PyTuple_Size(outs));
         } else {
             Py_CLEAR(refresh);
         }
@@ -307,6 +481,17 @@ private:
     PyGILState_STATE state_;
 };
 
+// the GIL, with the slave brought up to date with the binary's own steps (a call
+// into the slave's Python methods)
+class Python
+{
+public:
+    explicit Python(Component* c) { c->toPython(); }
+
+private:
+    Gil gil_;
+};
+
 Component* comp(fmi2Component c) { return static_cast<Component*>(c); }
 
 // call a method returning None; exception -> fmi2Error
@@ -332,7 +517,7 @@ fmi2Status get_values(fmi2Component c, const char* function, const char* method,
     const fmi2ValueReference vr[], size_t nvr, Convert convert)
 {
     Component* self = comp(c);
-    Gil gil;
+    Python gil(self);
     PyObject* vrs = vr_list(vr, nvr);
     PyObject* values = PyObject_CallMethod(self->instance, method, "(O)", vrs);
     Py_DECREF(vrs);
@@ -361,7 +546,7 @@ fmi2Status set_values(fmi2Component c, const char* function, const char* method,
     const fmi2ValueReference vr[], size_t nvr, Make make)
 {
     Component* self = comp(c);
-    Gil gil;
+    Python gil(self);
     PyObject* vrs = vr_list(vr, nvr);
     PyObject* values = PyList_New(static_cast<Py_ssize_t>(nvr));
     for (size_t i = 0; i < nvr; ++i) PyList_SetItem(values, static_cast<Py_ssize_t>(i), make(i));
@@ -467,7 +652,7 @@ FMI2_Export fmi2Status fmi2SetupExperiment(fmi2Component c, fmi2Boolean toleranc
     fmi2Real tolerance, fmi2Real startTime, fmi2Boolean stopTimeDefined, fmi2Real stopTime)
 {
     Component* self = comp(c);
-    Gil gil;
+    Python gil(self);
     PyObject* tol = toleranceDefined ? PyFloat_FromDouble(tolerance) : (Py_INCREF(Py_None), Py_None);
     PyObject* stop = stopTimeDefined ? PyFloat_FromDouble(stopTime) : (Py_INCREF(Py_None), Py_None);
     PyObject* r = PyObject_CallMethod(self->instance, "setup_experiment", "(dOO)", startTime, stop, tol);
@@ -480,7 +665,7 @@ FMI2_Export fmi2Status fmi2SetupExperiment(fmi2Component c, fmi2Boolean toleranc
     FMI2_Export fmi2Status fmiName(fmi2Component c)                                   \
     {                                                                                 \
         Component* self = comp(c);                                                    \
-        Gil gil;                                                                      \
+        Python gil(self);                                                                \
         return call_void(self, #fmiName, PyObject_CallMethod(self->instance, method, nullptr)); \
     }
 
@@ -514,7 +699,7 @@ FMI2_Export fmi2Status fmi2GetReal(fmi2Component c, const fmi2ValueReference vr[
         }
         if (known) {
             if (outputs && self->buf[Component::VALID] == 0.0) {  // compute them (may raise)
-                Gil gil;
+                Python gil(self);
                 PyObject* r = PyObject_CallObject(self->refresh, nullptr);
                 if (r == nullptr) return self->error("fmi2GetReal");
                 Py_DECREF(r);
@@ -603,7 +788,7 @@ FMI2_Export fmi2Status fmi2SetString(fmi2Component c, const fmi2ValueReference v
 FMI2_Export fmi2Status fmi2GetFMUstate(fmi2Component c, fmi2FMUstate* state)
 {
     Component* self = comp(c);
-    Gil gil;
+    Python gil(self);
     PyObject* s = PyObject_CallMethod(self->instance, "_get_fmu_state", nullptr);
     if (s == nullptr) return self->error("fmi2GetFMUstate");
     if (*state != nullptr) Py_DECREF(static_cast<PyObject*>(*state));  // overwrite (§2.1.8)
@@ -615,7 +800,7 @@ FMI2_Export fmi2Status fmi2GetFMUstate(fmi2Component c, fmi2FMUstate* state)
 FMI2_Export fmi2Status fmi2SetFMUstate(fmi2Component c, fmi2FMUstate state)
 {
     Component* self = comp(c);
-    Gil gil;
+    Python gil(self);
     if (state == nullptr) {
         PyErr_SetString(PyExc_ValueError, "FMUstate is NULL");
         return self->error("fmi2SetFMUstate");
@@ -651,7 +836,7 @@ static PyObject* state_bytes(Component* self, fmi2FMUstate state)
 FMI2_Export fmi2Status fmi2SerializedFMUstateSize(fmi2Component c, fmi2FMUstate state, size_t* size)
 {
     Component* self = comp(c);
-    Gil gil;
+    Python gil(self);
     PyObject* b = state_bytes(self, state);
     if (b == nullptr) return self->error("fmi2SerializedFMUstateSize");
     *size = static_cast<size_t>(PyBytes_Size(b));
@@ -663,7 +848,7 @@ FMI2_Export fmi2Status fmi2SerializedFMUstateSize(fmi2Component c, fmi2FMUstate 
 FMI2_Export fmi2Status fmi2SerializeFMUstate(fmi2Component c, fmi2FMUstate state, fmi2Byte serializedState[], size_t size)
 {
     Component* self = comp(c);
-    Gil gil;
+    Python gil(self);
     PyObject* b = state_bytes(self, state);
     if (b == nullptr) return self->error("fmi2SerializeFMUstate");
     if (static_cast<size_t>(PyBytes_Size(b)) != size) {
@@ -680,7 +865,7 @@ FMI2_Export fmi2Status fmi2SerializeFMUstate(fmi2Component c, fmi2FMUstate state
 FMI2_Export fmi2Status fmi2DeSerializeFMUstate(fmi2Component c, const fmi2Byte serializedState[], size_t size, fmi2FMUstate* state)
 {
     Component* self = comp(c);
-    Gil gil;
+    Python gil(self);
     PyObject* b = PyBytes_FromStringAndSize(size ? serializedState : "", static_cast<Py_ssize_t>(size));
     if (b == nullptr) return self->error("fmi2DeSerializeFMUstate");
     PyObject* s = PyObject_CallMethod(self->instance, "_fmu_state_from_bytes", "(O)", b);
@@ -718,7 +903,9 @@ FMI2_Export fmi2Status fmi2DoStep(fmi2Component c, fmi2Real currentCommunication
     fmi2Real communicationStepSize, fmi2Boolean)
 {
     Component* self = comp(c);
-    Gil gil;
+    if (self->native.entry != nullptr && self->nativeStep(currentCommunicationPoint, communicationStepSize))
+        return fmi2OK;
+    Python gil(self);
     PyObject* r;
     if (self->doStep != nullptr) {
         PyObject* t = PyFloat_FromDouble(currentCommunicationPoint);
@@ -734,6 +921,7 @@ FMI2_Export fmi2Status fmi2DoStep(fmi2Component c, fmi2Real currentCommunication
     Py_DECREF(r);
     if (ok < 0) return self->error("fmi2DoStep");
     self->drainLog();
+    if (ok) self->arm();
     return ok ? fmi2OK : fmi2Discard;  // §4.2.2
 }
 
@@ -756,7 +944,7 @@ FMI2_Export fmi2Status fmi2GetRealStatus(fmi2Component c, const fmi2StatusKind s
         self->log(fmi2Discard, "logStatusDiscard", "fmi2GetRealStatus: only fmi2LastSuccessfulTime");
         return fmi2Discard;
     }
-    Gil gil;
+    Python gil(self);
     PyObject* r = PyObject_CallMethod(self->instance, "last_successful_time", nullptr);
     if (r == nullptr) return self->error("fmi2GetRealStatus");
     *value = PyFloat_AsDouble(r);
@@ -778,7 +966,7 @@ FMI2_Export fmi2Status fmi2GetBooleanStatus(fmi2Component c, const fmi2StatusKin
         self->log(fmi2Discard, "logStatusDiscard", "fmi2GetBooleanStatus: only fmi2Terminated");
         return fmi2Discard;
     }
-    Gil gil;
+    Python gil(self);
     PyObject* r = PyObject_CallMethod(self->instance, "terminated", nullptr);
     if (r == nullptr) return self->error("fmi2GetBooleanStatus");
     int t = PyObject_IsTrue(r);

@@ -1,0 +1,181 @@
+"""The FMU binary's own steps (fmu/native/cosim_fmi2.cpp "native step", issue 13).
+
+After a completed fmi2DoStep the binary may step the compiled record of the
+slave's integrator itself, without Python.  Here, with a real FMU imported by
+fmpy: every native step gives the bits :class:`cosim.Simulation` gives for the
+same calls; the slave catches up (time, step count, last successful time)
+before any other call reaches Python; a step the binary may not take (NaN
+input, wrong time, a failing Newton iteration, a long step) is taken by Python
+with its status and message and leaves the state as it was; ``COSIM_FMU_NATIVE=0``
+turns it off with the same results.
+"""
+import gc
+
+import numpy as np
+import pytest
+
+import cosim
+
+pytest.importorskip("fmpy")
+pytest.importorskip("pythonfmu")
+from fmpy import extract, read_model_description  # noqa: E402
+from fmpy.fmi1 import FMICallException  # noqa: E402
+from fmpy.fmi2 import (FMU2Slave, defaultCallbacks, fmi2CallbackFunctions,  # noqa: E402
+                       fmi2CallbackLoggerTYPE, fmi2Discard)
+
+from fmu.builder import build_fmu  # noqa: E402
+
+pytestmark = pytest.mark.fmu
+
+H = 1e-3
+OUT = ["joint1_angle", "joint2_angle", "joint1_rate", "joint2_rate", "tip_x", "tip_y"]
+FMI2_LAST_SUCCESSFUL_TIME, FMI2_ERROR = 2, 3
+
+
+@pytest.fixture(scope="module")
+def two_link_fmu(tmp_path_factory):
+    return build_fmu("two_link", tmp_path_factory.mktemp("native") / "TwoLink.fmu", step=H)
+
+
+class Pair:
+    """The FMU and a Simulation driven by the same calls."""
+
+    def __init__(self, path, name):
+        md = read_model_description(str(path))
+        vr = {v.name: v.valueReference for v in md.modelVariables}
+        self.messages = []
+        cb = fmi2CallbackFunctions()
+        cb.logger = fmi2CallbackLoggerTYPE(
+            lambda env, inst, status, cat, msg: self.messages.append((msg or b"").decode()))
+        cb.allocateMemory = defaultCallbacks.allocateMemory
+        cb.freeMemory = defaultCallbacks.freeMemory
+        self.callbacks = cb  # kept alive as long as the instance
+        self.fmu = FMU2Slave(guid=md.guid, unzipDirectory=extract(str(path)),
+                             modelIdentifier=md.coSimulation.modelIdentifier, instanceName=name)
+        self.fmu.instantiate(callbacks=cb, loggingOn=True)
+        self.fmu.setupExperiment(startTime=0.0)
+        self.fmu.enterInitializationMode()
+        self.fmu.exitInitializationMode()
+        self.name = name
+        self.in_vr = [vr["tau1"], vr["tau2"]]
+        self.out_vr = [vr[n] for n in OUT]
+        self.sim = cosim.Simulation(model="two_link", h=H)
+        self.t = 0.0
+
+    def slave(self):
+        """The slave object inside the FMU (same process: fmpy loads the binary here)."""
+        found = [o for o in gc.get_objects()
+                 if callable(getattr(type(o), "_native_arm", None))
+                 and getattr(o, "instance_name", None) == self.name]
+        assert len(found) == 1
+        return found[0]
+
+    def step(self, u=None, h=H):
+        """One step of both (inputs set first when given); the two outputs."""
+        if u is not None:
+            self.fmu.setReal(self.in_vr, list(u))
+            self.sim.set_inputs(list(u))
+        self.fmu.doStep(self.t, h)
+        self.sim.do_step(self.t, h)
+        self.t += h
+        return np.array(self.fmu.getReal(self.out_vr)), self.sim.get_outputs()
+
+    def close(self):
+        self.fmu.terminate()
+        self.fmu.freeInstance()
+
+
+def torque(t):
+    return [0.5 * np.sin(2.0 * t), 0.2 * np.cos(3.0 * t)]
+
+
+def test_native_steps_are_the_simulation_bit_for_bit_and_report_back(two_link_fmu, monkeypatch):
+    runs = {}
+    for native in ("1", "0"):
+        monkeypatch.setenv("COSIM_FMU_NATIVE", native)
+        pair = Pair(two_link_fmu, f"native-{native}")
+        rows = []
+        for k in range(300):  # a new input every step, then held, then set again unchanged
+            u = torque(pair.t) if k < 150 else (None if k < 220 else [0.25, -0.1])
+            got, want = pair.step(u)
+            assert np.array_equal(got, want), (native, k)
+            rows.append(got)
+        slave = pair.slave()
+        taken_natively = slave.native_steps  # before the next call syncs
+        # any call into Python first reports the binary's steps: time and step count
+        assert pair.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == pair.t
+        assert slave._sim.time == pair.sim.time == pair.t
+        assert slave._sim._n_comm == pair.sim._n_comm == 300
+        assert dict(slave._sim.integrator.stats) == dict(pair.sim.integrator.stats)
+        runs[native] = (np.array(rows), taken_natively, slave.native_steps)
+        pair.close()
+    rows1, before1, after1 = runs["1"]
+    rows0, _, after0 = runs["0"]
+    assert np.array_equal(rows1, rows0)
+    assert after0 == 0  # turned off: every step through Python
+    # on: every step but the first (after which the binary takes the record) natively;
+    # the count reaches Python only when something calls it
+    assert before1 == 0 and after1 == 299
+
+
+def test_rollback_over_native_steps_is_bit_identical(two_link_fmu):
+    pair = Pair(two_link_fmu, "native-rollback")
+    for _ in range(20):
+        pair.step(torque(pair.t))
+    state = pair.fmu.getFMUstate()  # a Python call: syncs and takes the record back
+    t0 = pair.t
+    first = [pair.step(torque(pair.t))[0] for _ in range(40)]
+    assert pair.slave().native_steps == 0 + 19  # reported at getFMUstate; the 40 not yet
+    pair.fmu.setFMUstate(state)
+    assert pair.slave().native_steps == 19 + 39  # 40 steps: the first after a Python call
+    pair.t = t0
+    second = []
+    for _ in range(40):
+        pair.fmu.setReal(pair.in_vr, torque(pair.t))
+        pair.fmu.doStep(pair.t, H)
+        pair.t += H
+        second.append(np.array(pair.fmu.getReal(pair.out_vr)))
+    assert np.array_equal(np.array(first), np.array(second))
+    pair.fmu.freeFMUstate(state)
+    pair.close()
+
+
+def test_steps_the_binary_refuses_are_taken_by_python_with_status_and_state_unchanged(two_link_fmu):
+    pair = Pair(two_link_fmu, "native-refused")
+    slave, messages = pair.slave(), pair.messages
+    for _ in range(10):
+        pair.step(torque(pair.t))
+    cases = [  # (inputs, t, h, status, message): each one right after native steps
+        ([float("nan"), 0.0], None, H, fmi2Discard, "must be finite"),
+        ([1e300, 0.0], None, H, fmi2Discard, "numerically singular"),
+        (None, 0.5, H, FMI2_ERROR, "but the FMU is at"),
+        (None, None, -H, FMI2_ERROR, "must be > 0"),
+    ]
+    pair.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME)  # a Python call: reports, disarms
+    for u, t_call, h, status, text in cases:
+        for _ in range(3):  # the first after the previous (Python) call arms; two native
+            got, want = pair.step(torque(pair.t))
+            assert np.array_equal(got, want)
+        synced = slave.native_steps  # as of the last Python call
+        messages.clear()
+        t_now = pair.t
+        if u is not None:
+            pair.fmu.setReal(pair.in_vr, u)
+        with pytest.raises(FMICallException) as info:
+            pair.fmu.doStep(pair.t if t_call is None else t_call, h)
+        assert info.value.status == status, text
+        assert any(text in m for m in messages), (text, messages)
+        assert slave.native_steps == synced + 2  # the binary's steps reported first
+        assert pair.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == t_now
+        if u is not None:  # the reference sees the same refused input
+            with pytest.raises(Exception):
+                pair.sim.set_inputs(u)
+                pair.sim.do_step(pair.t, h)
+    # a step longer than the step-budget-free span goes through Python: same bits
+    assert slave._sim._budget_span < 51.0
+    got, want = pair.step(torque(pair.t), h=51.0)
+    assert np.array_equal(got, want)
+    for _ in range(5):  # and the run goes on exactly as the reference
+        got, want = pair.step(torque(pair.t))
+        assert np.array_equal(got, want)
+    pair.close()
