@@ -17,8 +17,12 @@ getReal timed separately:
 * ``Simulation``: ``set_inputs`` / ``do_step`` / ``get_outputs`` (the core);
 * ``slave (Python)``: the FMU's own slave object (its private package) called
   directly: ``set_real`` / ``do_step`` / ``get_real``;
-* ``binary (ctypes)``: the FMU binary's ``fmi2SetReal`` / ``fmi2DoStep`` /
-  ``fmi2GetReal`` through bare ctypes pointers and preallocated arrays;
+* ``binary, Python path``: the FMU binary's ``fmi2SetReal`` / ``fmi2DoStep`` /
+  ``fmi2GetReal`` through bare ctypes pointers and preallocated arrays, with
+  ``COSIM_FMU_NATIVE=0``: every ``fmi2DoStep`` calls the slave's ``do_step``;
+* ``binary (ctypes)``: the same calls as the binary runs them by default: after a
+  completed step it steps the compiled record itself (its "native step",
+  fmu/native/cosim_fmi2.cpp), no Python on the plain path;
 * ``fmpy FMU2Slave``: ``setReal`` / ``doStep`` / ``getReal`` (what an importer does).
 
 The layers take turns in blocks of 20 steps (rotating order, so machine load
@@ -115,7 +119,10 @@ def run_case(label, model, kwargs, input_name, output_names, n_steps, workdir):
     return rows, mismatch
 
 
-LAYERS = ("Simulation", "slave (Python)", "binary (ctypes)", "fmpy FMU2Slave")
+LAYERS = ("Simulation", "slave (Python)", "binary, Python path", "binary (ctypes)", "fmpy FMU2Slave")
+CALLS = ("set_inputs / do_step / get_outputs", "set_real / do_step / get_real",
+         "the same, COSIM_FMU_NATIVE=0", "fmi2SetReal / fmi2DoStep / fmi2GetReal",
+         "setReal / doStep / getReal")
 TWO_LINK_OUT = ["joint1_angle", "joint2_angle", "joint1_rate", "joint2_rate"]
 
 
@@ -129,6 +136,7 @@ def layer_round(path, n_steps):
 
     fmu, vr = open_slave(path, "fmpy")
     raw, _ = open_slave(path, "ctypes")
+    raw_py, _ = open_slave(path, "ctypes-python")  # stepped with COSIM_FMU_NATIVE=0
     pkg = package_name(read_guid(path))  # the FMU's private package, loaded by open_slave
     slave = sys.modules[pkg + ".slave_module"].SLAVE_CLASS(
         instance_name="slave", resources=os.path.join(fmu.unzipDirectory, "resources"),
@@ -151,18 +159,21 @@ def layer_round(path, n_steps):
     c_val = (ctypes.c_double * 1)()
     c_out = (ctypes.c_uint * len(out_vr))(*out_vr)
     c_res = (ctypes.c_double * len(out_vr))()
-    comp = raw.component
+    comps = {2: raw_py.component, 3: raw.component}
 
     h = 1e-3
     perf = time.perf_counter_ns
     times = {name: ([], [], []) for name in LAYERS}
     outputs = {}
     n_blocks = max(1, n_steps // BLOCK)
+    native_env = os.environ.get("COSIM_FMU_NATIVE")
     for block in range(n_blocks):
-        for j in range(4):
-            layer = (block + j) % 4
+        for j in range(len(LAYERS)):
+            layer = (block + j) % len(LAYERS)
             name = LAYERS[layer]
             a, b, c = times[name]
+            # the binary reads it whenever a Python fmi2DoStep completes (CosimSlave._native_arm)
+            os.environ["COSIM_FMU_NATIVE"] = "0" if layer == 2 else "1"
             for k in range(block * BLOCK, (block + 1) * BLOCK):
                 t = k * h
                 value = 0.5 * np.sin(2.0 * t)
@@ -182,7 +193,8 @@ def layer_round(path, n_steps):
                         raise RuntimeError(f"slave step {k} failed")
                     t2 = perf()
                     out = slave.get_real(out_vr)
-                elif layer == 2:
+                elif layer in (2, 3):
+                    comp = comps[layer]
                     t0 = perf()
                     c_val[0] = value
                     status = set_real(comp, c_in, 1, c_val)
@@ -205,8 +217,13 @@ def layer_round(path, n_steps):
                 b.append(t2 - t1)
                 c.append(t3 - t2)
             outputs[layer] = list(out)[:len(out_vr)]
-    mismatch = max(float(np.max(np.abs(np.subtract(outputs[i], outputs[0])))) for i in range(1, 4))
-    for f in (fmu, raw):
+    if native_env is None:
+        os.environ.pop("COSIM_FMU_NATIVE", None)
+    else:
+        os.environ["COSIM_FMU_NATIVE"] = native_env
+    mismatch = max(float(np.max(np.abs(np.subtract(outputs[i], outputs[0]))))
+                   for i in range(1, len(LAYERS)))
+    for f in (fmu, raw, raw_py):
         f.terminate()
         f.freeInstance()
     result = {}
@@ -236,21 +253,22 @@ def layers(workdir, n_steps, rounds):
           f"load {os.getloadavg()[0]:.2f}")
     print(f"{'calls (median wall time)':56s} {'setReal':>8s} {'doStep':>8s} {'getReal':>8s} "
           f"{'total':>8s}")
-    for name, calls in zip(LAYERS, ("set_inputs / do_step / get_outputs",
-                                    "set_real / do_step / get_real",
-                                    "fmi2SetReal / fmi2DoStep / fmi2GetReal",
-                                    "setReal / doStep / getReal")):
+    for name, calls in zip(LAYERS, CALLS):
         cells = " ".join(f"{x:8.1f}" for x in best[name])
         print(f"{name + ': ' + calls:56s} {cells}")
-    sim, slave, binary, fmpy = (best[name] for name in LAYERS)
+    sim, slave, via_python, binary, fmpy = (best[name] for name in LAYERS)
     print(f"{'':56s} max |output - Simulation output| over the layers = {worst_mismatch:.1e}")
     # the binary never calls the slave's set_real/get_real: it writes the input into and
-    # reads the outputs from the buffer it shares with the slave, and calls do_step once
+    # reads the outputs from the buffer it shares with the slave; its fmi2DoStep calls the
+    # slave's do_step once (Python path) or steps the compiled record itself (native step)
     print(f"{'cost by layer':56s} {'doStep':>8s} {'exchange':>8s}   (exchange = setReal + doStep "
           f"+ getReal)")
     rows = [("Simulation (set_inputs+do_step+get_outputs)", sim[3], sim[3]),
             ("FMU slave do_step (Python) beyond that", slave[1] - sim[3], slave[1] - sim[3]),
-            ("FMU binary + ctypes crossing", binary[1] - slave[1], binary[3] - slave[1]),
+            ("FMU binary + ctypes crossing (Python path)", via_python[1] - slave[1],
+             via_python[3] - slave[1]),
+            ("= FMU binary, Python path (COSIM_FMU_NATIVE=0)", via_python[1], via_python[3]),
+            ("FMU binary, native step (replaces the rows above)", binary[1], binary[3]),
             ("fmpy FMU2Slave wrapper", fmpy[1] - binary[1], fmpy[3] - binary[3]),
             ("= through fmpy", fmpy[1], fmpy[3])]
     for label, step, exchange in rows:

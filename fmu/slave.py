@@ -511,9 +511,9 @@ class CosimSlave(Fmi2Slave):
         (arrays the binary keeps alive, integers, floats), see ``Native::arm``.
         ``COSIM_FMU_NATIVE=0`` in the environment turns it off."""
         sim = self._sim
-        if (sim is None or self._failure is not None or not self._initialized or self._terminated
-                or self._pending_params or self._flags[0] != 0.0 or self._flags[1] == 0.0
-                or os.environ.get("COSIM_FMU_NATIVE", "1") == "0"):
+        if (sim is None or self._failure is not None or not self._initialized
+                or self._terminated or self._pending_params or self._flags[0] != 0.0
+                or self._flags[1] == 0.0 or os.environ.get("COSIM_FMU_NATIVE", "1") == "0"):
             return None
         rec = sim.native_step_record()
         if rec is None:

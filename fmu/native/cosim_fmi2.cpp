@@ -212,6 +212,7 @@ struct Component
     // hot path, bound to `instance` by bind() (all null when the slave has no layout)
     PyObject* doStep = nullptr;     // bound instance.do_step
     PyObject* refresh = nullptr;    // bound instance._refresh_outputs
+    PyObject* nativeArm = nullptr;  // bound instance._native_arm (null: no native step)
     PyObject* logQueue = nullptr;   // instance.log_queue (a list, never rebound)
     PyObject* shared = nullptr;     // the slave's shared numpy buffer (kept alive)
     double* buf = nullptr;          // [inputs pending, outputs valid, inputs..., outputs...]
@@ -232,6 +233,7 @@ struct Component
         native.steps = 0;
         Py_CLEAR(doStep);
         Py_CLEAR(refresh);
+        Py_CLEAR(nativeArm);
         Py_CLEAR(logQueue);
         Py_CLEAR(shared);
         buf = nullptr;
@@ -263,10 +265,14 @@ struct Component
     void arm()
     {
         disarm();
-        if (buf == nullptr) return;
-        PyObject* rec = PyObject_CallMethod(instance, "_native_arm", nullptr);
+        if (buf == nullptr || nativeArm == nullptr) return;
+        PyObject* rec = PyObject_CallObject(nativeArm, nullptr);
         if (rec == nullptr) {
             PyErr_Clear();
+            return;
+        }
+        if (rec == Py_None) {  // not now (the slave says why not in _native_arm)
+            Py_DECREF(rec);
             return;
         }
         std::int64_t v[16];
@@ -365,6 +371,8 @@ struct Component
     {
         unbind();
         doStep = PyObject_GetAttrString(instance, "do_step");
+        nativeArm = PyObject_GetAttrString(instance, "_native_arm");
+        if (nativeArm == nullptr) PyErr_Clear();
         PyObject* q = PyObject_GetAttrString(instance, "log_queue");
         if (q != nullptr && PyList_Check(q)) logQueue = q;
         else Py_XDECREF(q);
