@@ -508,7 +508,8 @@ class CosimSlave(Fmi2Slave):
         inputs written in place, outputs copied into the shared buffer) until it
         next calls Python, which it then first reports through :meth:`_native_sync`
         -- or None (then every fmi2DoStep calls :meth:`do_step`).  The tuple:
-        (arrays the binary keeps alive, integers, floats), see ``Native::arm``.
+        (the compiled entry and arrays the binary keeps alive, integers, floats),
+        see ``Component::arm`` in the binary.
         ``COSIM_FMU_NATIVE=0`` in the environment turns it off."""
         sim = self._sim
         if (sim is None or self._failure is not None or not self._initialized
@@ -518,10 +519,10 @@ class CosimSlave(Fmi2Slave):
         rec = sim.native_step_record()
         if rec is None:
             return None
-        address, S, I, LU, u, p, y_out, budget, t_slot, budget_span, time_match = rec
+        address, entry, S, I, LU, u, p, y_out, budget, t_slot, budget_span, time_match = rec
         if u.size != self._inputs.size or y_out.size != self._outbuf.size:
             return None
-        arrays = (S, I, LU, u, p, y_out)
+        arrays = (entry, S, I, LU, u, p, y_out)  # kept alive by the binary while it steps
         ints = (address, S.ctypes.data, S.size, I.ctypes.data, I.size, LU.ctypes.data,
                 LU.shape[0], LU.shape[1], u.ctypes.data, u.size, p.ctypes.data, p.size,
                 y_out.ctypes.data, y_out.size, int(budget), int(t_slot))

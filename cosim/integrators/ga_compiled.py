@@ -559,8 +559,9 @@ class CompiledGeneralizedAlpha(WholeIntervalAdvance, GeneralizedAlpha):
         y_out, step budget, slot of t in S), or None when the next advance is not
         that one compiled call (no state yet, a deferred restart, outputs computed
         in Python) or the entry's convention is not vouched for
-        (:func:`cosim.jit.native_entry_address`).  The caller writes new inputs
-        into ``u`` in place and then runs entry mode 3 (restart, then advance)."""
+        (:func:`cosim.jit.native_entry_address`; the caller keeps the entry, second
+        item, alive with the arrays).  The caller writes new inputs into ``u`` in
+        place and then runs entry mode 3 (restart, then advance)."""
         if not (self._has_state and self._kernel_outputs and self._outputs_fresh
                 and not self._restart_pending):
             return None
@@ -570,7 +571,7 @@ class CompiledGeneralizedAlpha(WholeIntervalAdvance, GeneralizedAlpha):
         address = jit.native_entry_address(self._entry)
         if address is None:
             return None
-        return (address, *arrays, self._call_budget, K.T)
+        return (address, self._entry, *arrays, self._call_budget, K.T)
 
     def hold_inputs(self, u):
         # Integrator.hold_inputs: u is already a C-contiguous float vector
