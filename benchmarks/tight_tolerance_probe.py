@@ -19,6 +19,9 @@ benchmarks/work_precision.py (seeds 1..N).
     python benchmarks/tight_tolerance_probe.py i2-compensated [--seeds 1 6] [--until 0.03] [--plain-too]
         # Python reference (~6 min a start): compensated (Kahan) summation of the
         # q and v updates (Hairer, Lubich & Wanner, GNI §VIII.5) vs the plain sums
+    python benchmarks/tight_tolerance_probe.py i2-noise [--t-end 0.0005]
+        # Python reference: the two terms of the i2 estimate and their rounding
+        # (step-to-step second differences) in units of its weights
 """
 import argparse
 import os
@@ -220,9 +223,53 @@ def i2_compensated(args):
     G2._predict, G2._attempt = predict0, attempt0
 
 
+def i2_noise(args):
+    """generalized-alpha-i2 (Python reference, rtol 1e-10, default factor): the two
+    terms of its estimate Ξ² = h·max(‖x‖/W_q, ‖y‖/W_v) over the last 2000 attempts,
+    and the step-to-step second differences of h·y and h·x (their rounding) in
+    units of the weights: is this estimate at its rounding floor, as eq. 34's
+    h²x is for generalized-alpha (the noise probe)?"""
+    from cosim.integrators.common import error_weights
+    from cosim.integrators.generalized_alpha_i2 import GeneralizedAlphaIndex2 as G2
+    rec = []
+    orig = G2._attempt
+
+    def attempt(self, h):
+        n = self.model.n_q
+        y0 = self.y.copy()
+        out = orig(self, h)
+        res, q = out[0], out[1]
+        x = h * (h * self.x_rate) + res.delta[:n]          # x_tot of G2._attempt
+        rec.append((h, h * x, h * out[5], error_weights(y0[:n], self.rtol, self.atol),
+                    error_weights(y0[n:], self.rtol, self.atol)))
+        return out
+
+    G2._attempt = attempt
+    model = load_model("andrews")
+    integ = make_integrator(model, "generalized-alpha-i2", backend="python", rtol=1e-10,
+                            atol=1e-12, max_steps=10**7)
+    integ.initialize(0.0, perturbed_y0(model, 1))
+    integ.advance(args.t_end)
+    G2._attempt = orig
+    rec = rec[-2000:]
+    H = np.array([r[0] for r in rec])
+    hx, hy = np.array([r[1] for r in rec]), np.array([r[2] for r in rec])
+    wq, wv = np.array([r[3] for r in rec]), np.array([r[4] for r in rec])
+
+    def d2(a):
+        return a[2:] - 2.0 * a[1:-1] + a[:-2]
+
+    print(f"generalized-alpha-i2 rtol 1e-10 (internal {integ.rtol:.1e}), last 2000 attempts "
+          f"before t = {args.t_end:g} (h {np.median(H):.2e})")
+    for name, a, w in (("h·x / W_q", hx, wq), ("h·y / W_v", hy, wv)):
+        print(f"  {name}: median of max norm {np.median(np.abs(a / w).max(axis=1)):.2e}, "
+              f"2nd difference {np.median(np.abs(d2(a) / w[1:-1]).max(axis=1)):.2e}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("probe", choices=("floor", "fixed", "noise", "errfloor", "i2", "i2-compensated"))
+    p.add_argument("probe", choices=("floor", "fixed", "noise", "errfloor", "i2", "i2-compensated",
+                                     "i2-noise"))
     p.add_argument("--floors", type=float, nargs="+", default=[1e-13, 3e-14, 1e-14, 1e-15])
     p.add_argument("--h", type=float, nargs="+", default=[1.5e-7, 1e-7, 5e-8])
     p.add_argument("--t-end", type=float, default=0.008)
@@ -235,7 +282,7 @@ def main(argv=None):
                    help="i2: error/rtol at 8 times in this window")
     args = p.parse_args(argv)
     {"floor": floor, "fixed": fixed, "noise": noise, "errfloor": errfloor, "i2": i2,
-     "i2-compensated": i2_compensated}[args.probe](args)
+     "i2-compensated": i2_compensated, "i2-noise": i2_noise}[args.probe](args)
 
 
 if __name__ == "__main__":
