@@ -372,6 +372,8 @@ def test_tangent_estimate_auto_is_on_only_where_the_weights_reach_the_rounding_f
     assert not tangent(9e-10) and tangent(9e-10, rho_inf=1.0) and not tangent(9.3e-10, rho_inf=1.0)
     assert tangent(1e-3, tangent_estimate=True) and not tangent(1e-10, tangent_estimate="false")
     assert not tangent(1e-10, tolerance_proportional=False)
+    assert GeneralizedAlpha(model, tangent_estimate=" Auto").opts["tangent_estimate"] == "auto"
+    assert GeneralizedAlpha(model, tangent_estimate="on").opts["tangent_estimate"] is True
     assert auto_tangent(7.9e-10, alpha_parameters(0.8)[3]) and not auto_tangent(8.1e-10, alpha_parameters(0.8)[3])
     with pytest.raises(InvalidInputError, match="tangent_estimate must be true or false or 'auto', got 'maybe'"):
         tangent(1e-6, tangent_estimate="maybe")
