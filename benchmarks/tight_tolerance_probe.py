@@ -19,6 +19,11 @@ benchmarks/work_precision.py (seeds 1..N).
     python benchmarks/tight_tolerance_probe.py i2-compensated [--seeds 1 6] [--until 0.03] [--plain-too]
         # Python reference (~6 min a start): compensated (Kahan) summation of the
         # q and v updates (Hairer, Lubich & Wanner, GNI §VIII.5) vs the plain sums
+    python benchmarks/tight_tolerance_probe.py i2-noise [--t-end 0.0005]
+        # Python reference: the two terms of the i2 estimate and their rounding
+        # (step-to-step second differences) in units of its weights
+    python benchmarks/tight_tolerance_probe.py weighted-split --model crank_slider --rtols 1e-4 1e-6
+        # Python reference: the tangent split with a W-orthogonal projector (not in cosim)
 """
 import argparse
 import os
@@ -37,6 +42,9 @@ from reference import index1_trajectory  # noqa: E402
 from work_precision import perturbed_y0  # noqa: E402
 
 T_END = 0.03
+# the floored estimate these probes measured (the default below rtol 8e-10 is
+# now the tangent split, tangent_estimate="auto")
+PLAIN = {"tangent_estimate": False}
 
 
 def path_errors(T, Q):
@@ -75,7 +83,7 @@ def report(label, integ, T, e, rtol, cpu):
 def floor(args):
     for f in args.floors:
         gam.RTOL_FLOOR = f
-        integ, T, Q, e, cpu = run("generalized-alpha", 1e-10, 1, "numba")
+        integ, T, Q, e, cpu = run("generalized-alpha", 1e-10, 1, "numba", PLAIN)
         report(f"RTOL_FLOOR {f:g}", integ, T, e, 1e-10, cpu)
 
 
@@ -112,7 +120,8 @@ def noise(args):
 
     gam.GeneralizedAlpha._attempt = attempt
     model = load_model("andrews")
-    integ = make_integrator(model, "generalized-alpha", backend="python", rtol=1e-10, atol=1e-12)
+    integ = make_integrator(model, "generalized-alpha", backend="python", rtol=1e-10, atol=1e-12,
+                            **PLAIN)
     integ.initialize(0.0, perturbed_y0(model, 1))
     integ.advance(args.t_end)
     gam.GeneralizedAlpha._attempt = orig
@@ -146,7 +155,7 @@ def errfloor(args):
     for f in args.floors:
         gam.RTOL_FLOOR = f
         try:
-            integ, T, Q, e, cpu = run("generalized-alpha", 1e-10, 1, "python")
+            integ, T, Q, e, cpu = run("generalized-alpha", 1e-10, 1, "python", PLAIN)
         except Exception as exc:  # noqa: BLE001 - report the failure and go on
             print(f"ERR_FLOOR {args.err_floor:g} RTOL_FLOOR {f:g}: {exc}")
             continue
@@ -220,9 +229,97 @@ def i2_compensated(args):
     G2._predict, G2._attempt = predict0, attempt0
 
 
+def i2_noise(args):
+    """generalized-alpha-i2 (Python reference, rtol 1e-10, default factor): the two
+    terms of its estimate Ξ² = h·max(‖x‖/W_q, ‖y‖/W_v) over the last 2000 attempts,
+    and the step-to-step second differences of h·y and h·x (their rounding) in
+    units of the weights: is this estimate at its rounding floor, as eq. 34's
+    h²x is for generalized-alpha (the noise probe)?"""
+    from cosim.integrators.common import error_weights
+    from cosim.integrators.generalized_alpha_i2 import GeneralizedAlphaIndex2 as G2
+    rec = []
+    orig = G2._attempt
+
+    def attempt(self, h):
+        n = self.model.n_q
+        y0 = self.y.copy()
+        out = orig(self, h)
+        res, q = out[0], out[1]
+        x = h * (h * self.x_rate) + res.delta[:n]          # x_tot of G2._attempt
+        rec.append((h, h * x, h * out[5], error_weights(y0[:n], self.rtol, self.atol),
+                    error_weights(y0[n:], self.rtol, self.atol)))
+        return out
+
+    G2._attempt = attempt
+    model = load_model("andrews")
+    integ = make_integrator(model, "generalized-alpha-i2", backend="python", rtol=1e-10,
+                            atol=1e-12, max_steps=10**7)
+    integ.initialize(0.0, perturbed_y0(model, 1))
+    integ.advance(args.t_end)
+    G2._attempt = orig
+    rec = rec[-2000:]
+    H = np.array([r[0] for r in rec])
+    hx, hy = np.array([r[1] for r in rec]), np.array([r[2] for r in rec])
+    wq, wv = np.array([r[3] for r in rec]), np.array([r[4] for r in rec])
+
+    def d2(a):
+        return a[2:] - 2.0 * a[1:-1] + a[:-2]
+
+    print(f"generalized-alpha-i2 rtol 1e-10 (internal {integ.rtol:.1e}), last 2000 attempts "
+          f"before t = {args.t_end:g} (h {np.median(H):.2e})")
+    for name, a, w in (("h·x / W_q", hx, wq), ("h·y / W_v", hy, wv)):
+        print(f"  {name}: median of max norm {np.median(np.abs(a / w).max(axis=1)):.2e}, "
+              f"2nd difference {np.median(np.abs(d2(a) / w[1:-1]).max(axis=1)):.2e}")
+
+
+def weighted_split(args):
+    """Not in cosim: the tangent split with a W-orthogonal instead of the
+    M-orthogonal projector, P_W x = x − V (Vᵀ D V)⁻¹ Vᵀ D x, V = M⁻¹C_qᵀ,
+    D = diag(W)⁻² (W the error weights of the user's tolerances at the step's
+    start).  Same kernel as P_M (range M⁻¹C_qᵀ, where the Newton rounding lies),
+    but the W-scaled 2-norm of P_W x is never larger than that of x, whereas P_M
+    (range ker C_q) can inflate the weighted max norm (the crank-slider's extra
+    steps).  Python reference, unperturbed start: "off" = tangent_estimate=false,
+    "M" = true (the cosim split), "W" = this variant; error = the benchmark's
+    (path for Andrews, t_end otherwise)."""
+    from cosim.integrators.common import error_weights
+    from work_precision import reference
+
+    class WSplit(gam.GeneralizedAlpha):
+        def _tangent_part(self, q, t, x):
+            C = self.model.constraint_jacobian(q, t)
+            V = np.linalg.solve(self.model.mass(q, t), C.T)
+            VD = V.T / error_weights(self.y[:self.model.n_q], self.rtol, self.atol) ** 2
+            return x - V @ np.linalg.solve(VD @ V, VD @ x)
+
+    for rtol in args.rtols:
+        for variant in args.variants:
+            model = load_model(args.model)
+            cls = WSplit if variant == "W" else gam.GeneralizedAlpha
+            integ = cls(model, rtol=rtol, atol=rtol / 100, max_steps=10**8,
+                        tangent_estimate=variant != "off")
+            integ.initialize(0.0)
+            t_end, q_end = reference(args.model)
+            T, Q = [], []
+            t0 = time.process_time()
+            while integ.t < t_end:
+                integ.step(t_end)
+                if args.model == "andrews":
+                    T.append(integ.t)
+                    Q.append(integ.q.copy())
+            cpu = time.process_time() - t0
+            q_end = np.asarray(q_end)
+            e_end = np.max(np.abs(integ.q - q_end) / np.maximum(1.0, np.abs(q_end))) / rtol
+            e_path = path_errors(T, Q).max() / rtol if T else float("nan")
+            st = integ.stats
+            print(f"{args.model} rtol {rtol:g} {variant:>3}: steps {st['steps']} rejected {st['rejected']} "
+                  f"err/rtol end {e_end:.3g} path {e_path:.3g}  cpu {cpu:.0f} s", flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("probe", choices=("floor", "fixed", "noise", "errfloor", "i2", "i2-compensated"))
+    p.add_argument("probe", choices=("floor", "fixed", "noise", "errfloor", "i2", "i2-compensated",
+                                     "i2-noise", "weighted-split"))
     p.add_argument("--floors", type=float, nargs="+", default=[1e-13, 3e-14, 1e-14, 1e-15])
     p.add_argument("--h", type=float, nargs="+", default=[1.5e-7, 1e-7, 5e-8])
     p.add_argument("--t-end", type=float, default=0.008)
@@ -233,9 +330,13 @@ def main(argv=None):
     p.add_argument("--until", type=float, default=T_END, help="i2-compensated: end time")
     p.add_argument("--window", type=float, nargs=2, default=[0.0018, 0.0032], metavar=("T0", "T1"),
                    help="i2: error/rtol at 8 times in this window")
+    p.add_argument("--model", default="andrews", help="weighted-split: andrews, pendulum, crank_slider")
+    p.add_argument("--rtols", type=float, nargs="+", default=[1e-10], help="weighted-split")
+    p.add_argument("--variants", nargs="+", default=["off", "M", "W"], help="weighted-split")
     args = p.parse_args(argv)
     {"floor": floor, "fixed": fixed, "noise": noise, "errfloor": errfloor, "i2": i2,
-     "i2-compensated": i2_compensated}[args.probe](args)
+     "i2-compensated": i2_compensated, "i2-noise": i2_noise,
+     "weighted-split": weighted_split}[args.probe](args)
 
 
 if __name__ == "__main__":

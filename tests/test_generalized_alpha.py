@@ -8,7 +8,7 @@ from reference import andrews_reference, index1_reference, index1_solution, pend
 
 from cosim.errors import ConvergenceError, InvalidInputError, UnknownParameterError
 from cosim.integrators import make_integrator
-from cosim.integrators.generalized_alpha import GeneralizedAlpha, alpha_parameters
+from cosim.integrators.generalized_alpha import GeneralizedAlpha, alpha_parameters, auto_tangent
 from cosim.models import load_model
 from cosim.models.pendulum import Pendulum
 
@@ -356,3 +356,44 @@ def test_error_estimate_tangent_part_is_the_m_orthogonal_projection(model_name):
     z = rng.standard_normal(m.n_c)
     assert np.abs(ig._tangent_part(q, t, MiCt @ z)).max() <= 1e-12 * np.abs(MiCt @ z).max()
     assert np.abs(ig._tangent_part(q, t, px) - px).max() <= 1e-12 * scale
+
+
+def test_tangent_estimate_auto_is_on_only_where_the_weights_reach_the_rounding_floor():
+    """tangent_estimate="auto" (default): eq. 34's split is on where the
+    proportional internal rtol s·rtol is below AUTO_TANGENT·ERR_FLOOR·ROUNDOFF·ε/β
+    = 7.2e-13 at ρ∞ = 0.8 (user rtol < 8.02e-10; ρ∞ = 1, β = 1/4: < 9.24e-10);
+    true/false are taken as given, and the plain eq. 34 never splits."""
+    model = load_model("andrews")
+
+    def tangent(rtol, **kw):
+        return GeneralizedAlpha(model, rtol=rtol, atol=rtol / 100, **kw)._tangent
+
+    assert [tangent(r) for r in (1e-3, 1e-8, 1e-9, 8.1e-10, 7.9e-10, 1e-10)] == [False] * 4 + [True] * 2
+    assert not tangent(9e-10) and tangent(9e-10, rho_inf=1.0) and not tangent(9.3e-10, rho_inf=1.0)
+    assert tangent(1e-3, tangent_estimate=True) and not tangent(1e-10, tangent_estimate="false")
+    assert not tangent(1e-10, tolerance_proportional=False)
+    assert GeneralizedAlpha(model, tangent_estimate=" Auto").opts["tangent_estimate"] == "auto"
+    assert GeneralizedAlpha(model, tangent_estimate="on").opts["tangent_estimate"] is True
+    assert auto_tangent(7.9e-10, alpha_parameters(0.8)[3]) and not auto_tangent(8.1e-10, alpha_parameters(0.8)[3])
+    with pytest.raises(InvalidInputError, match="tangent_estimate must be true or false or 'auto', got 'maybe'"):
+        tangent(1e-6, tangent_estimate="maybe")
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_tangent_estimate_auto_runs_the_explicit_option_where_on_and_the_plain_estimate_elsewhere(backend):
+    """Andrews from rest to t = 1e-4: the default at rtol 1e-10 takes exactly the
+    steps of tangent_estimate=true (both backends read the resolved switch; the
+    kernel through ERR_TANGENT), which differ from the plain estimate's
+    (rtol 1e-10 to t = 3e-4: 3178 against 577-578 steps on either backend), and at
+    rtol 1e-8 exactly those of tangent_estimate=false."""
+    def go(rtol, **kw):
+        ig = make_integrator(load_model("andrews"), "generalized-alpha", backend=backend, rtol=rtol,
+                             atol=rtol / 100, **kw)
+        ig.initialize(0.0)
+        ig.advance(1e-4)
+        return dict(ig.stats), ig.y.copy()
+
+    for rtol, same, other in ((1e-10, True, False), (1e-8, False, True)):
+        auto, explicit, different = go(rtol), go(rtol, tangent_estimate=same), go(rtol, tangent_estimate=other)
+        assert auto[0] == explicit[0] and np.array_equal(auto[1], explicit[1])
+        assert auto[0]["steps"] != different[0]["steps"], (rtol, auto[0], different[0])

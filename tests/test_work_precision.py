@@ -119,3 +119,15 @@ def test_bdf_i1_velocity_weights_option_brings_the_end_point_error_to_rtol(rtol)
     if rtol == 1e-3:
         default_end, _ = errors("bdf-i1", rtol, starts=1)
         assert np.median(end) >= 100.0 * default_end[0]       # measured 1040×
+
+
+def test_generalized_alpha_default_follows_rtol_2e10_with_the_automatic_tangent_split():
+    """Below rtol 8e-10 the default (tangent_estimate="auto") splits eq. 34 into
+    its tangent and normal parts.  Measured at rtol 2e-10, 8 starts
+    (python benchmarks/work_precision.py --models andrews --methods generalized-alpha
+    --starts 8 --backend numba --rtols 2e-10, with =true and =false):
+    split: path err/rtol 6.60 (spread 1.13), t = 0.03 2.29 (1.12), 346883-346912 steps;
+    floored (false, the default before): path 14.6 (1.01), outside the band."""
+    end, path = errors("generalized-alpha", 2e-10, starts=2)
+    assert 0.01 * 2e-10 <= path.min() and path.max() <= 10.0 * 2e-10
+    assert 0.01 * 2e-10 <= end.min() and end.max() <= 10.0 * 2e-10

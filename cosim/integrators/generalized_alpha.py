@@ -65,6 +65,12 @@ ERR_FLOOR = 10.0
 # option tangent_estimate: the tangent part of h² x (GeneralizedAlpha._tangent_part)
 # has no floor, so the internal rtol may go down to this one (rtol 1e-10 → 3.2e-14)
 RTOL_FLOOR_TANGENT = 1e-15
+# tangent_estimate="auto" (default): the split is on when the proportional
+# internal rtol s·rtol is below AUTO_TANGENT × the weights' rounding floor
+# ERR_FLOOR·ROUNDOFF·ε/β (7.2e-14 at ρ∞ = 0.8), i.e. where that floor would
+# be a sizeable part of the weights and eq. 34 stops following rtol
+# (README "generalized-α tolerances"; measured with benchmarks/work_precision.py)
+AUTO_TANGENT = 10.0
 
 
 def nonholonomic_force_jacobian(model, q, mu, t):
@@ -100,6 +106,14 @@ def internal_tolerances(rtol, atol, proportional, floor=None):
     floor = RTOL_FLOOR if floor is None else floor
     r = max(min(1.0, math.sqrt(rtol / TOL_REF)) * rtol, min(rtol, floor))
     return r, atol * (r / rtol)
+
+
+def auto_tangent(rtol, beta):
+    """Whether tangent_estimate="auto" splits eq. 34's estimate at this user
+    rtol: the unclipped proportional internal rtol below AUTO_TANGENT times
+    the rounding floor of the weights (in units of max(1, |q|))."""
+    r = min(1.0, math.sqrt(rtol / TOL_REF)) * rtol
+    return r < AUTO_TANGENT * (ERR_FLOOR * ROUNDOFF * EPS / beta)
 
 
 def alpha_parameters(rho_inf):
@@ -149,14 +163,17 @@ class GeneralizedAlpha(MultibodyIntegrator):
       slope 0.71).  At equal achieved error it takes no more steps than the
       plain test (benchmarks/work_precision.py); at equal rtol it takes more
       (Andrews rtol 1e-6: 7578 vs 2405 steps) because it delivers rtol.
-    * option ``tangent_estimate`` (default off; only with the proportional
-      scaling): the estimate splits h² x into its tangent part P h² x (P the
-      M-orthogonal projector onto ker C_q, ``_tangent_part``) and the normal
-      rest, and only the rest, where the Newton rounding lies, gets the
-      rounding floor ERR_FLOOR in its weights.  Andrews meets every issue-12
-      goal with it up to rtol 1e-10 (path err/rtol 7.9 instead of 29), but the
-      crank-slider takes up to 6× the steps (README "generalized-α
-      tolerances"), hence off by default.
+    * option ``tangent_estimate`` (only with the proportional scaling): the
+      estimate splits h² x into its tangent part P h² x (P the M-orthogonal
+      projector onto ker C_q, ``_tangent_part``) and the normal rest, and
+      only the rest, where the Newton rounding lies, gets the rounding floor
+      ERR_FLOOR in its weights.  Default ``"auto"``: on only where the
+      internal rtol is below AUTO_TANGENT × that floor (``auto_tangent``; user
+      rtol < 8.0e-10 at ρ∞ = 0.8), where the floored estimate stops
+      following rtol (Andrews path err/rtol at rtol 2e-10 / 1e-10: 14.6 / 29
+      → 6.6 / 7.9); looser rtols run the floored estimate unchanged, because
+      there the split costs the crank-slider 1.4-2.4× the steps (README
+      "generalized-α tolerances").  ``true``/``false`` force it.
     * a_n is rescaled when h changes; the Newton iteration starts from the
       extrapolated innovation (neither changes the converged solution).
     * rejections: first retry with h_new (eq. 36), then halve; the step
@@ -168,7 +185,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
     name = "generalized-alpha"
     description = "generalized-alpha, index 3, adaptive step (seed 000 Alg. 3)"
     options = {"rho_inf": 0.8, "project_velocities": True, "tolerance_proportional": True,
-               "tangent_estimate": False}
+               "tangent_estimate": "auto"}
 
     def check_options(self):
         rho = self.opts["rho_inf"]
@@ -182,7 +199,13 @@ class GeneralizedAlpha(MultibodyIntegrator):
         self._project = flag("project_velocities", self.opts["project_velocities"])
         # (generalized-alpha-i2 has no such option: its own eq. 39 estimate)
         prop = flag("tolerance_proportional", self.opts.get("tolerance_proportional", False))
-        self._tangent = prop and flag("tangent_estimate", self.opts.get("tangent_estimate", False))
+        self.alpha_m, self.alpha_f, self.gamma, self.beta, self.eta = alpha_parameters(r)
+        tangent = flag("tangent_estimate", self.opts.get("tangent_estimate", False), ("auto",))
+        if "tangent_estimate" in self.opts:
+            self.opts["tangent_estimate"] = tangent   # True, False or "auto" (as given)
+        if tangent == "auto":   # on only near the rounding floor of the weights
+            tangent = auto_tangent(self.rtol, self.beta)
+        self._tangent = prop and tangent
         self._err_rtol, self._err_atol = internal_tolerances(
             self.rtol, self.atol, prop, RTOL_FLOOR_TANGENT if self._tangent else None)
         # the error test's weights are s·W (W of the user's tolerances); the
@@ -190,7 +213,6 @@ class GeneralizedAlpha(MultibodyIntegrator):
         # Newton norm on s·W would sit at the rounding level of v at moderate
         # rtol (decisions on noise: the backends' counts then differ)
         self._err_scale = self._err_rtol / self.rtol
-        self.alpha_m, self.alpha_f, self.gamma, self.beta, self.eta = alpha_parameters(r)
 
     # -- set-up ------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
