@@ -163,8 +163,8 @@ def typed_method_options(method, options):
                             f"(options: {known})")
         default = declared.get(name, common.get(name))
         where = f"method_options.{name}"
-        if isinstance(default, bool):
-            try:  # the integrators' one parser of boolean options
+        if isinstance(default, bool) or name in cls.flag_words:
+            try:  # the integrators' one parser of boolean options (and their extra words)
                 value = flag(where, value, cls.flag_words.get(name, ()))
             except InvalidInputError as exc:
                 raise SpecError(str(exc)) from None

@@ -69,6 +69,8 @@ def test_urdf_plant_path_is_read_next_to_the_spec_file_and_the_text_travels(tmp_
      "method_options.max_order must be an integer, got 2.5"),
     ({"model": "pendulum", "method_options": {"project_velocities": "maybe"}},
      "method_options.project_velocities must be true or false, got 'maybe'"),
+    ({"model": "pendulum", "method_options": {"tangent_estimate": "maybe"}},
+     "method_options.tangent_estimate must be true or false or 'auto', got 'maybe'"),
     ({"model": "pendulum", "backend": "gpu"}, "backend must be one of auto, numba, python, got 'gpu'"),
     ({"model": "pendulum", "record": {"every": 1}}, "record: unknown key 'every'"),
     ({"model": "pendulum", "metrics": [{"signal": "angle", "kind": "median"}]}, "metrics[0].kind"),

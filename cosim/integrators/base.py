@@ -81,7 +81,7 @@ class Integrator:
         self.first_step = None if first_step is None else finite_float("first_step", first_step, positive=True)
         self.opts = {**self.options, **options}
         for name, default in self.options.items():
-            if isinstance(default, bool):
+            if isinstance(default, bool) or name in self.flag_words:  # a flag, maybe with words
                 self.opts[name] = flag(name, self.opts[name], self.flag_words.get(name, ()))
         self.check_options()
         self.u = model.default_inputs()

@@ -186,6 +186,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
     description = "generalized-alpha, index 3, adaptive step (seed 000 Alg. 3)"
     options = {"rho_inf": 0.8, "project_velocities": True, "tolerance_proportional": True,
                "tangent_estimate": "auto"}
+    flag_words = {"tangent_estimate": ("auto",)}
 
     def check_options(self):
         rho = self.opts["rho_inf"]
