@@ -6,8 +6,9 @@ flexible crank-slider on [0, 0.1], the Cartesian pendulum on [0, 10]):
 
 * ours, on the compiled backend (``backend="numba"``: the whole step loop
   and the model's kernels compiled): ``bdf`` (index 3 + projection filter),
-  ``bdf-i2`` (GGL), ``generalized-alpha`` (index 3), ``bdf[v-wts]``
-  (= ``bdf`` with velocities weighted by RTOL|v_k| + ATOL as in DASSL / IDA)
+  ``bdf-i2`` (GGL), ``generalized-alpha`` (index 3), ``bdf[v-wts]`` and
+  ``bdf-i2[v-wts]`` (option ``velocity_weights=velocity``: velocities weighted by
+  RTOL|v_k| + ATOL as in DASSL / IDA)
   and in the full run ``bdf[q-err]`` (local error test on q only), driven through
   ``Integrator.advance``;
 * peers with **compiled model code** ("numba"): scipy ``solve_ivp`` (Radau,
@@ -473,8 +474,9 @@ def main(argv=None):
             for method in OURS:
                 rr = ga_rtols if method == "generalized-alpha" else rtols
                 rows += [timed(run_ours, prob, method, r) for r in rr]
-            rows += [timed(run_ours, prob, "bdf", r, label="bdf[v-wts]", velocity_weights="velocity")
-                     for r in rtols]
+            for method in ("bdf", "bdf-i2"):
+                rows += [timed(run_ours, prob, method, r, label=f"{method}[v-wts]",
+                               velocity_weights="velocity") for r in rtols]
             if not args.quick:
                 rows += [timed(run_ours, prob, "bdf", r, label="bdf[q-err]", velocity_error=False)
                          for r in rtols]
