@@ -414,6 +414,9 @@ def model_entry_points(method_module, kernel_functions, model_name, method_name,
 
 
 # -- the compiled entry for a caller without Python (the FMU binary) ------------------------
+_native_addresses = {}  # id(entry) -> (entry, address)
+
+
 def native_entry_address(entry):
     """Address of ``entry``'s machine code in numba's calling convention, for a
     C caller that steps the record without Python (fmu/native/cosim_fmi2.cpp,
@@ -428,7 +431,10 @@ def native_entry_address(entry):
     not assumed: the compiled signature (C-contiguous, writable float64/int64
     arrays), numba's CPU calling convention with an int32 status, and the array
     model's field order; any difference returns None and the caller keeps
-    calling through Python."""
+    calling through Python.  Vouched-for addresses are remembered per entry."""
+    address = _native_addresses.get(id(entry))
+    if address is not None and address[0] is entry:
+        return address[1]
     numba = numba_module()
     if numba is None or entry is None:
         return None
@@ -451,4 +457,7 @@ def native_entry_address(entry):
         address = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
     except Exception:  # noqa: BLE001 - private numba API: no native path, nothing else changes
         return None
-    return int(address) or None
+    if not address:
+        return None
+    _native_addresses[id(entry)] = (entry, int(address))  # entries live as long as the process
+    return int(address)

@@ -201,9 +201,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
         # (generalized-alpha-i2 has no such option: its own eq. 39 estimate)
         prop = flag("tolerance_proportional", self.opts.get("tolerance_proportional", False))
         self.alpha_m, self.alpha_f, self.gamma, self.beta, self.eta = alpha_parameters(r)
-        tangent = flag("tangent_estimate", self.opts.get("tangent_estimate", False), ("auto",))
-        if "tangent_estimate" in self.opts:
-            self.opts["tangent_estimate"] = tangent   # True, False or "auto" (as given)
+        tangent = self.opts.get("tangent_estimate", False)  # True, False or "auto" (flag_words)
         if tangent == "auto":   # on only near the rounding floor of the weights
             tangent = auto_tangent(self.rtol, self.beta)
         self._tangent = prop and tangent
