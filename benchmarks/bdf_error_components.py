@@ -19,7 +19,8 @@ accepted steps:
 
     python benchmarks/bdf_error_components.py                       # Andrews, pendulum, crank-slider
     python benchmarks/bdf_error_components.py --models andrews --rtols 1e-3 1e-6 \\
-        --methods bdf-i1 bdf-i2 --method-option bdf-i1:velocity_weights=velocity
+        --methods bdf-i1 bdf-i2 --method-option bdf-i1:velocity_weights=position
+        # bdf-i1 in the seed's norm (eq. 35); its default weighs v by rtol|v| + atol
 """
 import argparse
 import ast

@@ -652,9 +652,10 @@ BDF_CASES = {
                              kw=dict(rtol=1e-6, atol=1e-8)),
     "i2-andrews-short": dict(method="bdf-i2", model="andrews", n_steps=2, dt=1e-3,
                              kw=dict(rtol=1e-6, atol=1e-8)),
-    "i1-andrews-velocity-weights": dict(method="bdf-i1", model="andrews", n_steps=2, dt=1e-3,
+    # bdf-i1 with the seed's norm (eq. 35; the default weighs v by |v|)
+    "i1-andrews-position-weights": dict(method="bdf-i1", model="andrews", n_steps=2, dt=1e-3,
                                         kw=dict(rtol=1e-4, atol=1e-6, method_options=dict(
-                                            velocity_weights="velocity"))),
+                                            velocity_weights="position"))),
 }
 # double_pendulum_natural is roundoff-chaotic for bdf (1e-15 perturbations of q0
 # change the reference's step counts within 0.05 s): see the spread test below
