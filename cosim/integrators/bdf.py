@@ -97,6 +97,11 @@ REUSE_LIMIT = 1.0 / 3.0   # §5.1 reuse test bound (tighter: more LUs, fewer ite
 # index-3 velocities, hence the Andrews global error, visibly noisier)
 NEWTON_TOL = 1e-4
 ROUNDOFF_FLOOR = 1e3          # velocity weights ≥ this × ε_mach·‖q‖∞/ĥ (index 3)
+# error weights ≥ this × ε_mach × the largest |q| (q part) or |v| (v part): a
+# component's difference below that is rounding of the coupled solve, not error
+# (issue 12: a velocity crossing zero at rtol 1e-12, atol 1e-14 has W = 6e-14
+# against ~2e-13 of noise, and the step size collapsed to 1e-17 chasing it)
+WEIGHT_FLOOR = 100.0
 NEWTON_ERR_TOL = 1e-3
 
 
@@ -283,8 +288,12 @@ class _BDF(MultibodyIntegrator):
         D = self._D
         y_n = self.y
         w = error_weights(y_n, self.rtol, self.atol)
+        n = self.model.n_q
         if self._position_weights:                  # eq. 35: W_q^k for q_k and v_k
-            w[self.model.n_q:] = w[:self.model.n_q]
+            w[n:] = w[:n]
+        if n:                                       # rounding floor (WEIGHT_FLOOR)
+            w[:n] = np.maximum(w[:n], WEIGHT_FLOOR * EPS * float(np.max(np.abs(y_n[:n]))))
+            w[n:] = np.maximum(w[n:], WEIGHT_FLOOR * EPS * float(np.max(np.abs(y_n[n:]))))
         winv = 1.0 / w
         failures = 0
         error_failures = 0

@@ -48,6 +48,7 @@ MAX_GROWTH = 10.0
 NEWTON_CUT = 0.25
 MAX_FAILURES = 15
 NEWTON_MAX_ITER = 8
+WEIGHT_FLOOR = 100.0   # error weights' rounding floor (bdf.WEIGHT_FLOOR)
 NEWTON_TOL = 1e-4
 NEWTON_ERR_TOL = 1e-3
 ROUNDOFF_FLOOR = 1e3
@@ -758,6 +759,14 @@ def step(fns, S, I, LU, u, p, t_limit, work):
     if I[POS_WEIGHTS] == 1:                       # eq. 35: W_q^k for q_k and v_k
         for i in range(n):
             W[winv + n + i] = W[winv + i]
+    qmax = 0.0                                    # rounding floor (bdf.WEIGHT_FLOOR)
+    vmax = 0.0
+    for i in range(n):
+        qmax = max(qmax, abs(S[o_y + i]))
+        vmax = max(vmax, abs(S[o_y + n + i]))
+    for i in range(n):
+        W[winv + i] = max(W[winv + i], WEIGHT_FLOOR * EPS * qmax)
+        W[winv + n + i] = max(W[winv + n + i], WEIGHT_FLOOR * EPS * vmax)
     for i in range(n2):
         W[winv + i] = 1.0 / W[winv + i]
     failures = 0
