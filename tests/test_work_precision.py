@@ -111,8 +111,8 @@ def test_bdf_i1_velocity_weights_bring_the_end_point_error_to_rtol(rtol):
     # part; benchmarks/bdf_error_components.py); the default since issue 12 is
     # rtol|v_k| + atol (DASSL / IDA).  Measured (8 starts, end point / path
     # err/rtol, spread): rtol 1e-3 position 0.0018 / 0.048 (1.00), default
-    # 1.87 / 5.86 (1.00); rtol 1e-9 position 0.0052 (spread 162) / 0.37,
-    # default 3.82 (1.17) / 11.6 (1.17) — the path just above the band there
+    # 1.87 / 5.86 (1.00); rtol 1e-9 position 0.00081 (spread 13.3) / 0.37,
+    # default 4.33 (1.03) / 13.2 (1.03) — the path above the band there
     # (README "Work-precision on Andrews").
     end, path = errors("bdf-i1", rtol)
     assert end.max() <= 3.0 * end.min() and path.max() <= 3.0 * path.min()
