@@ -819,7 +819,16 @@ def test_crank_slider_numba_same_counts_and_within_the_roundoff_spread(case):
     spread = max(np.max(np.abs(run("python", rel)[1] - yr)) for rel in (1e-15, -2e-15))
     compiled, yc = run("numba")
     assert compiled.stats["steps"] >= n
-    assert {k: compiled.stats[k] for k in COUNTS} == {k: ref.stats[k] for k in COUNTS}
+    counts = COUNTS
+    if method == "generalized-alpha-i2":
+        # its Newton test (QuasiNewton.rate_tol, σ/(1−σ)‖Δδ‖ < 1e-6) ends the stiff rod's
+        # solves at the rounding level, so their iteration count is roundoff sensitive:
+        # the reference gives 374 or 375 over starts perturbed by ±1e-15…3e-15, the
+        # kernel 375-376 (measured); steps, rejections, Jacobians and LUs stay equal
+        counts = ("steps", "rejected", "jacobian_evaluations", "lu_factorizations")
+        for k in ("newton_iterations", "residual_evaluations"):
+            assert abs(compiled.stats[k] - ref.stats[k]) <= 0.01 * ref.stats[k]
+    assert {k: compiled.stats[k] for k in counts} == {k: ref.stats[k] for k in counts}
     assert np.max(np.abs(yc - yr)) <= max(5.0 * spread, 1e-12)
 
 

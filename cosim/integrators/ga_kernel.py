@@ -48,6 +48,7 @@ ROUNDOFF = 10.0
 NEWTON_MAX_ITER = 25
 NEWTON_TOL = 1e-4
 NEWTON_ERR_TOL = 1e-3
+GGL_RATE_TOL = 1e-6      # GGL: accept on σ/(1−σ)‖Δδ‖ < this only (QuasiNewton.rate_tol)
 
 # -- status codes ---------------------------------------------------------------
 OK = 0
@@ -622,7 +623,8 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
     """Returns (converged, iterations, status); δ in ``delta``.  With ``ggl`` the
     GGL form (eqs. 38-39): ``bh2`` is then β h (q = q0 + β h x), ``scale`` and
     ``lam_scale`` are its s_x and s_λ, ``qd0``, ``sy``, ``s_mu`` its own, and
-    there is no stall acceptance (the reference passes no stall norm)."""
+    it accepts on the rate test σ/(1−σ)‖Δδ‖ < GGL_RATE_TOL only, or on a stall
+    below NEWTON_TOL with a matrix formed in this solve (QuasiNewton.rate_tol)."""
     ng = n_nonholonomic(I)
     mz = m + ng
     N = matrix_size(n, m, ggl, ng)
@@ -632,6 +634,7 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
     n_j = 0
     err = math.inf
     sigma = S[SIGMA]
+    refreshed = False
     delta[:] = 0.0
     for it in range(1, NEWTON_MAX_ITER + 1):
         if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
@@ -660,6 +663,7 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
             S[RELAX] = 1.0
             n_j = 0
             old_norm = -1.0
+            refreshed = True
         if ggl:
             _residual_ggl(fns, p, u, n, m, t1, q0, qd0, v0, qdd0, lam_hat, bh2, g, gh, eta, delta, F, work)
         else:
@@ -685,6 +689,26 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
             I[NEED_JAC] = 1
             I[REASON] = R_UPDATE
             return False, it, NEWTON_FAILED
+        if ggl:
+            # the reference's rate_tol rule (QuasiNewton.rate_tol): the rate test
+            # only, or a stall below NEWTON_TOL with a matrix formed in this solve
+            if n_j == 1 or old_norm < 0.0:
+                sigma = 0.0
+            elif dnorm > 0.9 * old_norm:
+                if dnorm < NEWTON_TOL and refreshed:
+                    S[SIGMA] = sigma
+                    return True, it, OK
+                I[NEED_JAC] = 1
+            else:
+                sigma = max(0.5 * sigma, dnorm / old_norm)
+                err = sigma / (1.0 - sigma) * dnorm
+                if err < GGL_RATE_TOL:
+                    S[SIGMA] = sigma
+                    return True, it, OK
+                if n_j >= 5 or err * sigma ** (5 - n_j) > 0.5:
+                    I[NEED_JAC] = 1
+            old_norm = dnorm
+            continue
         if dnorm < NEWTON_TOL:
             S[SIGMA] = sigma
             return True, it, OK

@@ -61,6 +61,9 @@ from .generalized_alpha import (GeneralizedAlpha, nonholonomic_force_jacobian,
 # measured mapping generalized-alpha-i2 at r ≈ generalized-alpha at r/25 … r/50
 TOL_FACTOR = 30.0
 RTOL_CAP = 0.1
+# Newton acceptance of the GGL form: σ/(1−σ)‖Δδ‖ below this (QuasiNewton.rate_tol;
+# the kernel's twin: ga_kernel.GGL_RATE_TOL)
+NEWTON_RATE_TOL = 1e-6
 
 
 class GeneralizedAlphaIndex2(GeneralizedAlpha):
@@ -87,6 +90,10 @@ class GeneralizedAlphaIndex2(GeneralizedAlpha):
         self.opts["project_velocities"] = False   # the velocity constraint is solved for
         super().check_options()
         del self.opts["project_velocities"]
+
+    def _setup_work(self):
+        super()._setup_work()
+        self.newton.rate_tol = NEWTON_RATE_TOL
 
     def _matrix_shape(self, n, m, ng):
         return (2 * n + 2 * m + ng, 2 * n + 2 * m + ng)
