@@ -69,12 +69,12 @@ def test_andrews_path_error_follows_rtol_within_3x_over_perturbed_starts(method,
 
 
 @pytest.mark.parametrize("method,rtol", [("bdf", 1e-7), ("bdf-i2", 1e-9), ("generalized-alpha", 1e-4),
-                                         ("generalized-alpha-i2", 1e-6)])
+                                         ("generalized-alpha-i2", 1e-3)])
 def test_andrews_end_point_error_follows_rtol_within_3x_over_perturbed_starts(method, rtol):
     # measured: bdf 1e-7 err/rtol 0.045 spread 1.33; bdf-i2 1e-9 0.17, 1.06;
-    # generalized-alpha 1e-4 0.61, 1.00; generalized-alpha-i2 1e-6 0.021, 1.00 (its Newton
-    # rate_tol rule; 0.69, 1.17 with the former ‖Δδ‖ < 1e-4 acceptance: t = 0.03 lies near a
-    # zero of its error curve, the path error is 0.95 × rtol)
+    # generalized-alpha 1e-4 0.61, 1.00; generalized-alpha-i2 1e-3 0.78, 1.00 (at 1e-6 its
+    # t = 0.03 error is 0.021 × rtol, spread 1.00, since the Newton rate_tol rule: t = 0.03 lies
+    # near a zero of its error curve, the path error is 0.95 × rtol; 0.69, 1.17 before)
     # (its seed test, tolerance_factor=1: 0.0021 at 1e-6, below the band)
     end, _ = errors(method, rtol)
     assert end.max() <= 3.0 * end.min()
