@@ -289,8 +289,8 @@ class Integrator:
             return remaining, True
         return h, False
 
-    def _fail(self, message, h, cause):
-        raise ConvergenceError(f"{self.name}: {message} at t={self.t!r}, h={h!r} ({cause})",
+    def _fail(self, message, h, cause, hint=""):
+        raise ConvergenceError(f"{self.name}: {message} at t={self.t!r}, h={h!r} ({cause}){hint}",
                                t=self.t, h=h, cause=cause)
 
 

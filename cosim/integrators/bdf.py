@@ -105,6 +105,20 @@ WEIGHT_FLOOR = 100.0
 NEWTON_ERR_TOL = 1e-3
 
 
+TIGHT_RTOL = 1e-9   # below it a collapsed step is most likely the rounding level
+
+
+def tolerance_hint(name, rtol, atol):
+    """Appended to "step size below the minimum" when the tolerance is tight: the
+    error estimate has then most likely reached the rounding of the solution (as
+    IDA's / CVODE's "too much accuracy requested"); "" otherwise."""
+    if rtol >= TIGHT_RTOL:
+        return ""
+    return (f"; rtol {rtol:g}, atol {atol:g} may ask for more than {name} resolves in double "
+            f"precision on this model (its error estimate at the rounding level): loosen them, "
+            f"or use generalized-alpha, whose estimate is floored there")
+
+
 class _BDF(MultibodyIntegrator):
     """Machinery common to the three BDF formulations."""
 
@@ -302,7 +316,8 @@ class _BDF(MultibodyIntegrator):
             h = float(h)
             h_min = 4.0 * np.finfo(float).eps * max(abs(self.t), abs(t_limit), 1e-300)
             if not h > h_min:
-                self._fail("step size below the minimum", h, "minimum step reached")
+                self._fail("step size below the minimum", h, "minimum step reached",
+                           tolerance_hint(self.name, self.rtol, float(np.max(self.atol))))
             tau, omega, c = self._coefficients(h, k)
             hhat = h / c[k - 1]
             Dk = D[1:k + 1]

@@ -27,7 +27,7 @@ from .. import jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError, StateError
 from . import bdf_kernel as K
 from .base import STAT_KEYS
-from .bdf import ORDER_HISTORY_MAX, BDFIndex1, BDFIndex2, BDFIndex3
+from .bdf import ORDER_HISTORY_MAX, BDFIndex1, BDFIndex2, BDFIndex3, tolerance_hint
 from .ga_compiled import _Array, _Scalar, _Stats, record_factor, store_factor
 from .ga_compiled import WholeIntervalAdvance
 from .ga_compiled import model_supported as _model_supported
@@ -322,7 +322,9 @@ class _CompiledBDF(WholeIntervalAdvance):
                     K.UNDERFLOW: ("step size underflow", "step does not advance t")}
         if status in messages:
             message, cause = messages[status]
-            raise ConvergenceError(f"{name}: {message} at t={t!r}, h={h!r} ({cause})", t=t, h=h, cause=cause)
+            hint = tolerance_hint(name, float(S[K.RTOL]), float(S[K.ATOL])) if status == K.MIN_STEP else ""
+            raise ConvergenceError(f"{name}: {message} at t={t!r}, h={h!r} ({cause}){hint}", t=t, h=h,
+                                   cause=cause)
         what, hhat = f"{name} iteration matrix", float(S[K.F_HHAT])
         if status == K.NONFINITE_MATRIX:
             inner = f"{what} contains NaN/inf at t={t}, h={hhat}"
