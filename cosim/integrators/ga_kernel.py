@@ -689,44 +689,31 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
             I[NEED_JAC] = 1
             I[REASON] = R_UPDATE
             return False, it, NEWTON_FAILED
-        if ggl:
-            # the reference's rate_tol rule (QuasiNewton.rate_tol): the rate test
-            # only, or a stall below NEWTON_TOL with a matrix formed in this solve
-            if n_j == 1 or old_norm < 0.0:
-                sigma = 0.0
-            elif dnorm > 0.9 * old_norm:
-                if dnorm < NEWTON_TOL and refreshed:
-                    S[SIGMA] = sigma
-                    return True, it, OK
-                I[NEED_JAC] = 1
-            else:
-                sigma = max(0.5 * sigma, dnorm / old_norm)
-                err = sigma / (1.0 - sigma) * dnorm
-                if err < GGL_RATE_TOL:
-                    S[SIGMA] = sigma
-                    return True, it, OK
-                if n_j >= 5 or err * sigma ** (5 - n_j) > 0.5:
-                    I[NEED_JAC] = 1
-            old_norm = dnorm
-            continue
-        if dnorm < NEWTON_TOL:
-            S[SIGMA] = sigma
-            return True, it, OK
-        if it == 1 and dnorm < 1.0 and 0.0 < sigma < 1.0 \
-                and sigma / (1.0 - sigma) * dnorm < NEWTON_ERR_TOL:
-            S[SIGMA] = sigma ** 0.8
-            return True, it, OK
+        # GGL: the reference's rate_tol rule (QuasiNewton.rate_tol): the rate test only,
+        # or a stall below NEWTON_TOL with a matrix formed in this solve
+        if not ggl:
+            if dnorm < NEWTON_TOL:
+                S[SIGMA] = sigma
+                return True, it, OK
+            if it == 1 and dnorm < 1.0 and 0.0 < sigma < 1.0 \
+                    and sigma / (1.0 - sigma) * dnorm < NEWTON_ERR_TOL:
+                S[SIGMA] = sigma ** 0.8
+                return True, it, OK
         if n_j == 1 or old_norm < 0.0:
             sigma = 0.0
         elif dnorm > 0.9 * old_norm:
-            if not ggl and _norm(F, n, mz, scale_r, CqT, lam_scale_r) < NEWTON_TOL:
+            if ggl:
+                stalled = dnorm < NEWTON_TOL and refreshed
+            else:
+                stalled = _norm(F, n, mz, scale_r, CqT, lam_scale_r) < NEWTON_TOL
+            if stalled:
                 S[SIGMA] = sigma   # stalled at the rounding level: converged
                 return True, it, OK
             I[NEED_JAC] = 1
         else:
             sigma = max(0.5 * sigma, dnorm / old_norm)
             err = sigma / (1.0 - sigma) * dnorm
-            if err < NEWTON_ERR_TOL:
+            if err < (GGL_RATE_TOL if ggl else NEWTON_ERR_TOL):
                 S[SIGMA] = sigma
                 return True, it, OK
             if n_j >= 5 or err * sigma ** (5 - n_j) > 0.5:

@@ -156,42 +156,30 @@ class QuasiNewton:
             if not np.isfinite(dnorm):
                 self.need_jac = True
                 return NewtonResult(delta, False, it, sigma, "Newton update is not finite")
-            if self.rate_tol is not None:   # the GGL rule (rate_tol above)
-                if n_j == 1 or old_norm is None:
-                    sigma = 0.0
-                elif dnorm > 0.9 * old_norm:
-                    if dnorm < self.tol and refreshed:
-                        self.sigma = sigma
-                        return NewtonResult(delta, True, it, sigma, "converged")
-                    self.need_jac = True
-                else:
-                    sigma = max(0.5 * sigma, dnorm / old_norm)
-                    err = sigma / (1.0 - sigma) * dnorm
-                    if err < self.rate_tol:
-                        self.sigma = sigma
-                        return NewtonResult(delta, True, it, sigma, "converged")
-                    if n_j >= 5 or err * sigma ** (5 - n_j) > 0.5:
-                        self.need_jac = True
-                old_norm = dnorm
-                continue
-            if dnorm < self.tol:
-                self.sigma = sigma
-                return NewtonResult(delta, True, it, sigma, "converged")
-            if it == 1 and self.prior_rate and dnorm < 1.0 and 0.0 < sigma < 1.0 \
-                    and sigma / (1.0 - sigma) * dnorm < self.err_tol:
-                self.sigma = sigma ** 0.8
-                return NewtonResult(delta, True, it, sigma, "converged")
+            rate_only = self.rate_tol is not None   # the GGL rule (rate_tol above)
+            if not rate_only:
+                if dnorm < self.tol:
+                    self.sigma = sigma
+                    return NewtonResult(delta, True, it, sigma, "converged")
+                if it == 1 and self.prior_rate and dnorm < 1.0 and 0.0 < sigma < 1.0 \
+                        and sigma / (1.0 - sigma) * dnorm < self.err_tol:
+                    self.sigma = sigma ** 0.8
+                    return NewtonResult(delta, True, it, sigma, "converged")
             if n_j == 1 or old_norm is None:
                 sigma = 0.0
             elif dnorm > 0.9 * old_norm:
-                if stall_norm is not None and stall_norm(dd) < self.tol:
+                if rate_only:
+                    stalled = dnorm < self.tol and refreshed
+                else:
+                    stalled = stall_norm is not None and stall_norm(dd) < self.tol
+                if stalled:
                     self.sigma = sigma
                     return NewtonResult(delta, True, it, sigma, "converged")
                 self.need_jac = True  # diverging or stalling: re-form J here
             else:
                 sigma = max(0.5 * sigma, dnorm / old_norm)
                 err = sigma / (1.0 - sigma) * dnorm
-                if err < self.err_tol:
+                if err < (self.rate_tol if rate_only else self.err_tol):
                     self.sigma = sigma
                     return NewtonResult(delta, True, it, sigma, "converged")
                 if n_j >= 5 or err * sigma ** (5 - n_j) > 0.5:
