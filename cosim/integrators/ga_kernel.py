@@ -883,7 +883,7 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     h_new = h
     xi = 0.0
     while True:
-        if not lands:
+        if not lands and not fixed:
             # h := (t + h) − t: t + h exact, the accepted t the exact sum of
             # the steps (time rounding drift; GeneralizedAlpha._step_inner)
             h = (t + h) - t
