@@ -305,6 +305,11 @@ class ExplicitRungeKutta(MultibodyIntegrator):
         rejected = False
         rejections = 0
         while True:
+            if not lands and not fixed:
+                # h := (t + h) − t: t + h exact, so the accepted t is the exact sum
+                # of the steps (time rounding drift; GeneralizedAlpha._step_inner;
+                # fixed-step mode keeps the user's h)
+                h = (t + h) - t
             t_new = t_limit if lands else t + h
             cause = None
             err = 0.0

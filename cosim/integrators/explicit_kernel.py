@@ -480,6 +480,8 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     err = 0.0
     t_new = t
     while True:
+        if not lands and not fixed:
+            h = (t + h) - t   # t + h exact: t = Σh (time rounding drift; ExplicitRungeKutta._step_inner)
         t_new = t_limit if lands else t + h
         if dopri:
             cause, err = _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w)

@@ -883,6 +883,10 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     h_new = h
     xi = 0.0
     while True:
+        if not lands and not fixed:
+            # h := (t + h) − t: t + h exact, the accepted t the exact sum of
+            # the steps (time rounding drift; GeneralizedAlpha._step_inner)
+            h = (t + h) - t
         # Algorithm 3 g: reuse test for this h (QuasiNewton.plan_reuse)
         if I[HAS_FACTOR] == 0 or S[H_JAC] < 0.0:
             I[NEED_JAC] = 1
