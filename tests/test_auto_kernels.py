@@ -166,7 +166,10 @@ def test_time_dependent_constraint_exact_paths_and_report():
     # step sequences part, 949 vs 961 steps, 8e-9 apart, both 1.4-1.6e-8 from the test-set
     # reference: benchmarks/auto_kernels.py --tables steps.)
     (Pendulum, "generalized-alpha", 2.0, 1e-3, 1e-10),
-    (TwoLink, "generalized-alpha", 2.0, 1e-3, 1e-10),
+    # two_link on another CPU: 1.0e-9 × max|y| = 5.3 apart at the unperturbed start (same
+    # Newton count, 5435), 5e-11 at starts with q0·(1 + {1, −2, 3, −5}e-15): a refresh of
+    # the iteration matrix decided by roundoff moves the Newton remainder; bound 5× that
+    (TwoLink, "generalized-alpha", 2.0, 1e-3, 1e-9),
     (Andrews, "bdf", 0.01, None, 1e-10),
 ])
 def test_library_models_without_derivative_kernels_run_compiled_and_agree(cls, method, t_end, h, bound):

@@ -140,8 +140,11 @@ def test_panda_numba_backend_matches_python_backend():
     """Generalized-α h = 1 ms, 0.15 s with efforts (one saturated), damping, smoothed
     friction and position-limit stops (joint 4 at 0.088 s, then the finger three times): the
     compiled kernels and pinocchio give identical step/Newton/Jacobian counts, the same
-    events (times within 1e-12, measured 3e-17) and states within 1e-10 (measured 3e-14:
-    the two rigid-body implementations differ by roundoff only)."""
+    events (times within the event tolerance, 1e-10 s: each located time lies in [0, tol]
+    after its zero, and states that differ by roundoff can end the bracket search
+    differently — measured 3e-17 on one CPU, 7.2e-11 on another) and states within 1e-10
+    (measured 3e-14: the two rigid-body implementations differ by roundoff only), or by 100 ×
+    the event times' difference when those differ."""
     pytest.importorskip("numba")
     cls = _panda(position_limits=True)
     params = {"panda_joint1.effort_limit": 1.5, "panda_joint2.friction": 0.3,
@@ -161,8 +164,11 @@ def test_panda_numba_backend_matches_python_backend():
     assert st_py == st_nb
     assert [e["name"] for e in ev_py] == [e["name"] for e in ev_nb]
     assert "panda_joint4_upper_limit" in [e["name"] for e in ev_py]
-    assert max(abs(a["time"] - b["time"]) for a, b in zip(ev_py, ev_nb)) <= 1e-12
-    assert np.abs(y_py - y_nb).max() <= 1e-10
+    dt_events = max(abs(a["time"] - b["time"]) for a, b in zip(ev_py, ev_nb))
+    assert dt_events <= 1e-10
+    # a stop located dt apart changes the state after it by (velocity jump) × dt: measured
+    # 2.6e-9 with dt = 7.2e-11 (ratio 36) on the CPU where the times differed
+    assert np.abs(y_py - y_nb).max() <= 1e-10 + 100.0 * dt_events
 
 
 def test_panda_energy_drift_shrinks_with_tolerance():
