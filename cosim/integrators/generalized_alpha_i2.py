@@ -63,7 +63,7 @@ TOL_FACTOR = 30.0
 RTOL_CAP = 0.1
 # Newton acceptance of the GGL form: σ/(1−σ)‖Δδ‖ below this (QuasiNewton.rate_tol;
 # the kernel's twin: ga_kernel.GGL_RATE_TOL)
-NEWTON_RATE_TOL = 1e-6
+NEWTON_RATE_TOL = 1e-8
 
 
 class GeneralizedAlphaIndex2(GeneralizedAlpha):
