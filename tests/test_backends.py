@@ -831,13 +831,17 @@ def test_crank_slider_numba_same_counts_and_within_the_roundoff_spread(case):
     assert compiled.stats["steps"] >= n
     counts = COUNTS
     if method == "generalized-alpha-i2":
-        # its Newton test (QuasiNewton.rate_tol, σ/(1−σ)‖Δδ‖ < 1e-6) ends the stiff rod's
-        # solves at the rounding level, so their iteration count is roundoff sensitive:
-        # the reference gives 374 or 375 over starts perturbed by ±1e-15…3e-15, the
-        # kernel 375-376 (measured); steps, rejections, Jacobians and LUs stay equal
-        counts = ("steps", "rejected", "jacobian_evaluations", "lu_factorizations")
+        # its Newton test (QuasiNewton.rate_tol, σ/(1−σ)‖Δδ‖ < 1e-8) ends the stiff rod's
+        # solves at the rounding level (the stall rule, with a fresh matrix), so its
+        # iteration and matrix counts are roundoff sensitive: the reference gives Newton
+        # 431-449 and Jacobians = LUs 87-91 over starts perturbed by q0·(1 + {0, ±1, ±2,
+        # ±3, 5}e-15), the kernel 449 and 93 (measured); allowed: twice those ranges
+        # (8 %, 8); steps and rejections stay equal
+        counts = ("steps", "rejected")
         for k in ("newton_iterations", "residual_evaluations"):
-            assert abs(compiled.stats[k] - ref.stats[k]) <= 0.01 * ref.stats[k]
+            assert abs(compiled.stats[k] - ref.stats[k]) <= 0.08 * ref.stats[k]
+        for k in ("jacobian_evaluations", "lu_factorizations"):
+            assert abs(compiled.stats[k] - ref.stats[k]) <= 8
     assert {k: compiled.stats[k] for k in counts} == {k: ref.stats[k] for k in counts}
     assert np.max(np.abs(yc - yr)) <= max(5.0 * spread, 1e-12)
 

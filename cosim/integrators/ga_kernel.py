@@ -48,7 +48,7 @@ ROUNDOFF = 10.0
 NEWTON_MAX_ITER = 25
 NEWTON_TOL = 1e-4
 NEWTON_ERR_TOL = 1e-3
-GGL_RATE_TOL = 1e-6      # GGL: accept on σ/(1−σ)‖Δδ‖ < this only (QuasiNewton.rate_tol)
+GGL_RATE_TOL = 1e-8      # GGL: accept on σ/(1−σ)‖Δδ‖ < this only (QuasiNewton.rate_tol)
 
 # -- status codes ---------------------------------------------------------------
 OK = 0
