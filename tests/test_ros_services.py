@@ -236,9 +236,11 @@ def test_two_link_joint_commands_by_name_hold_per_joint(harness):
 def test_request_not_started_in_time_never_takes_effect_later(harness):
     """A service request that times out waiting for a busy simulation thread is
     withdrawn: its reply says nothing changed, and it never runs afterwards."""
-    hs = harness({"mode": "free_run", "start_paused": True, "communication_step": 0.05,
+    hs = harness({"mode": "free_run", "start_paused": True, "communication_step": 0.5,
                   "integrator_step": 1e-5, "backend": "python"})
-    # one step = 5000 integrator steps on the Python reference (seconds; compiled: ~50 ms)
+    # one step = 50 000 integrator steps on the Python reference (seconds; compiled: ~0.5 s):
+    # it must outlast the 0.1 s sleep + 0.1 s call timeout below on a fast CPU too (5000
+    # steps finished inside them on one machine: the call then ran)
     hs.wait_state(0)
     steps = hs.node.create_publisher(UInt32, "step_n", 10)
     wait_for(lambda: steps.get_subscription_count() > 0, 10.0, what="step_n subscription")
@@ -249,6 +251,6 @@ def test_request_not_started_in_time_never_takes_effect_later(harness):
     ran = []
     ok, text = hs.plant.call(lambda: ran.append(True) or (True, "ran"), timeout=0.1)
     assert not ok and "not done, nothing changed" in text, text
-    hs.wait_state(round(0.05e9), timeout=120.0)  # the long step ends, the queue drains
+    hs.wait_state(round(0.5e9), timeout=120.0)  # the long step ends, the queue drains
     assert hs.service("pause_simulation").success  # the thread serves requests again
     assert ran == []
