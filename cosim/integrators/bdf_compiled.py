@@ -48,7 +48,7 @@ def _model_entries(model, method):
 def supports(model):
     """Why the compiled bdf cannot run ``model`` (None: it can).  Every option
     of the reference (max_order, velocity_error incl. "scaled",
-    velocity_weights, reuse_matrix) is implemented in the kernel."""
+    velocity_weights, reuse_matrix, error_norm) is implemented in the kernel."""
     reason = _model_supported(model)
     if reason is None and not jit.entry_loaded(K, model.kernels().functions()):
         from . import dense_lu  # noqa: PLC0415
@@ -225,6 +225,7 @@ class _CompiledBDF(WholeIntervalAdvance):
         I[K.REUSE] = 1 if self._reuse_across_steps else 0
         I[K.VEL_ERROR] = K.VE_SCALED if self._velocity_scaled else (K.VE_ON if self.velocity_error else K.VE_OFF)
         I[K.POS_WEIGHTS] = 1 if self._position_weights else 0
+        I[K.ERR_RMS] = 1 if self._rms_norm else 0
         I[K.CONST_MASS] = 1 if self.model.constant_mass else 0
 
     def _setup_newton(self):

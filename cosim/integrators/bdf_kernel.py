@@ -82,11 +82,11 @@ N_SCALARS = 16
 # -- slots of I -------------------------------------------------------------------------
 (I_N, I_M, NEED_JAC, HAS_FACTOR, HAS_J, K_NEXT, ORDER, K_USED, VALID, N_STEPS, MAX_ORD,
  REUSE, VEL_ERROR, POS_WEIGHTS, CONST_MASS, REASON, F_K, NEWTON_FAILS, ERROR_FAILS,
- HIST_COUNT, I_NS, VARIANT) = range(22)
+ HIST_COUNT, I_NS, VARIANT, ERR_RMS) = range(23)
 INDEX3, INDEX2, INDEX1 = 0, 1, 2   # I[VARIANT]: "bdf" (eqs. 73-80), "bdf-i2" (GGL, eqs. 81-84),
                                    # "bdf-i1" (q, v, a index-1 variables, the system after eq. 84)
 VE_OFF, VE_ON, VE_SCALED = 0, 1, 2   # I[VEL_ERROR]: velocity_error False / True / "scaled"
-STATS = 22               # base.STAT_KEYS order
+STATS = 23               # base.STAT_KEYS order
 N_STATS = 6
 ST_STEPS, ST_REJ, ST_NEWTON, ST_RES, ST_JAC, ST_LU = range(STATS, STATS + N_STATS)
 ORDER_COUNTS = STATS + N_STATS        # MAX_ORDER + 1 counters (index = order)
@@ -657,18 +657,25 @@ def _nanmax(r, x):
 
 
 def _error_norm(S, I, LU, n, m, W, ws, Jm, o_col, velocity, scaled, hhat):
-    """‖col‖ of BDFIndex3._error_norms for one column at W[o_col:o_col+2n]."""
+    """‖col‖ of BDFIndex3._error_norms for one column at W[o_col:o_col+2n]:
+    the max (eq. 35) or, with I[ERR_RMS], the RMS of the weighted components."""
     winv, rhs = ws[WS_WINV], ws[WS_RHS]
+    rms = I[ERR_RMS] != 0
     r = 0.0
+    s2 = 0.0
     for i in range(n):
-        r = _nanmax(r, abs(W[o_col + i]) * W[winv + i])
+        x = W[o_col + i] * W[winv + i]
+        r = _nanmax(r, abs(x))
+        s2 += x * x
     if not velocity:
-        return r
+        return math.sqrt(s2 / n) if rms else r
     if m == 0 or I[HAS_FACTOR] == 0 or I[VARIANT] != INDEX3:
         for i in range(n):
             wv = W[winv + n + i] * hhat if scaled else W[winv + n + i]
-            r = _nanmax(r, abs(W[o_col + n + i]) * wv)
-        return r
+            x = W[o_col + n + i] * wv
+            r = _nanmax(r, abs(x))
+            s2 += x * x
+        return math.sqrt(s2 / (2 * n)) if rms else r
     # eq. 80: ε̂ solves J [ε̂; μ] = [M̂ ε; 0] with the LU at hand (M̂ = J[:n, :n])
     N = n + m
     for i in range(n):
@@ -682,7 +689,11 @@ def _error_norm(S, I, LU, n, m, W, ws, Jm, o_col, velocity, scaled, hhat):
     rp = 0.0
     for i in range(n):
         wv = W[winv + n + i] * hhat if scaled else W[winv + n + i]
-        rp = _nanmax(rp, abs(W[rhs + i]) * wv)
+        x = W[rhs + i] * wv
+        rp = _nanmax(rp, abs(x))
+        s2 += x * x
+    if rms:
+        return math.sqrt(s2 / (2 * n))
     if rp > r:     # Python's max(q part, p part)
         return rp
     return r
