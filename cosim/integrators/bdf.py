@@ -40,7 +40,9 @@ Choices beyond the seed's text (each commented where it is made):
 * q'' and λ get the same difference-array predictor as (q, v) (better
   Newton start, far fewer Jacobian refreshes);
 * Newton convergence is judged in the weighted RMS norm (as DASSL), the
-  local error test and order choice in the weighted max norm of eq. 35;
+  local error test and order choice in the weighted max norm of eq. 35
+  (bdf-i2, bdf-i1) or, for bdf since issue 12, in the weighted RMS norm as
+  DASSL's (option ``error_norm``, see _BDF);
 * after an error-test failure the next step does not grow (as DASSL);
   h_{n+1}/h_n ≤ 10 overall (Table 1 has no cap for order 1);
 * option ``velocity_error`` (default True = Algorithm 4; "scaled": see below) — False tests q only
