@@ -49,6 +49,8 @@ NEWTON_MAX_ITER = 25
 NEWTON_TOL = 1e-4
 NEWTON_ERR_TOL = 1e-3
 GGL_RATE_TOL = 1e-8      # GGL: accept on σ/(1−σ)‖Δδ‖ < this only (QuasiNewton.rate_tol)
+GGL_VELOCITY_FLOOR = 0.1   # GGL error test: v weights RTOL·max(|v_k|, this·‖v‖∞) + ATOL
+                           # (generalized_alpha_i2.VELOCITY_FLOOR)
 
 # -- status codes ---------------------------------------------------------------
 OK = 0
@@ -977,15 +979,20 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         if fixed:
             break
         if ggl:
-            # eq. 39's estimate Ξ = (h · max(‖x‖_q, ‖y‖_v))^{1/2} (W of the user's tolerances)
+            # eq. 39's estimate Ξ = (h · max(‖x‖_q, ‖y‖_v))^{1/2} (W of the user's tolerances;
+            # the v weights floored at GGL_VELOCITY_FLOOR · ‖v‖∞)
             xt = x_hat + delta[:n]
             xq = 0.0
             xv = 0.0
+            vinf = 0.0
+            for i in range(n):
+                if abs(v[i]) > vinf:
+                    vinf = abs(v[i])
             for i in range(n):
                 e = abs(xt[i]) / w[i]
                 if e > xq or e != e:
                     xq = e
-                e = abs(x[i]) / (rtol * abs(v[i]) + atol)
+                e = abs(x[i]) / (rtol * _pymax(abs(v[i]), GGL_VELOCITY_FLOOR * vinf) + atol)
                 if e > xv or e != e:
                     xv = e
             xi = math.sqrt(h * _pymax(xq, xv)) if n > 0 else 0.0
