@@ -639,6 +639,15 @@ BDF_CASES = {
     "two_link-scaled-reuse-order3": dict(model="two_link", n_steps=40, dt=0.01,
                                          kw=dict(rtol=1e-5, atol=1e-7, method_options=dict(
                                              velocity_error="scaled", reuse_matrix=True, max_order=3))),
+    # the seed's max norm (eq. 35; bdf's default is the RMS norm since issue 12)
+    "two_link-max-norm": dict(model="two_link", n_steps=40, dt=0.01,
+                              kw=dict(rtol=1e-6, atol=1e-8, method_options=dict(error_norm="max"))),
+    "pendulum-max-norm-inputs": dict(model="pendulum", n_steps=100, dt=0.01, kw=dict(
+        rtol=1e-6, atol=1e-8, method_options=dict(error_norm="max")),
+        inputs=lambda k: {"torque": 2.0 * np.sin(0.5 * k)}),
+    # bdf-i2 in the RMS norm (its default is max)
+    "i2-two_link-rms-norm": dict(method="bdf-i2", model="two_link", n_steps=40, dt=0.01,
+                                 kw=dict(rtol=1e-6, atol=1e-8, method_options=dict(error_norm="rms"))),
     "two_link-no-velocity-error": dict(model="two_link", n_steps=40, dt=0.01,
                                        kw=dict(rtol=1e-5, atol=1e-7, method_options=dict(
                                            velocity_error=False, velocity_weights="velocity"))),

@@ -2,6 +2,7 @@
 bdf-i2 (GGL) and bdf-i1 against independent references (tests/reference.py,
 scipy on the index-1 ODE) and against generalized-α."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -418,6 +419,18 @@ def test_max_order_out_of_range(value):
 def test_velocity_error_option_is_boolean(value):
     with pytest.raises(InvalidInputError, match="velocity_error"):
         make_integrator(load_model("pendulum"), "bdf", velocity_error=value)
+
+
+@pytest.mark.parametrize("value", ["l2", "", 2, None, True])
+def test_error_norm_option_is_max_or_rms(value):
+    with pytest.raises(InvalidInputError, match=r"error_norm must be 'max' or 'rms', got " + re.escape(repr(value))):
+        make_integrator(load_model("pendulum"), "bdf", error_norm=value)
+
+
+@pytest.mark.parametrize("method, default", [("bdf", "rms"), ("bdf-i2", "max"), ("bdf-i1", "max")])
+def test_error_norm_defaults_and_spelling(method, default):
+    assert make_integrator(load_model("pendulum"), method).opts["error_norm"] == default
+    assert make_integrator(load_model("pendulum"), method, error_norm=" RMS ").opts["error_norm"] == "rms"
 
 
 @pytest.mark.parametrize("value", ["maybe", 2, None, 0.5])
