@@ -23,7 +23,8 @@ and Newton iterations per step at h = 1e-6 (≤ 4).  References: Andrews t = 0.0
 DOP853 on the index-1 ODE at 1e-13 (the IVP test set's values are 9.1e-11
 away: ``--andrews-reference testset``), crank-slider t = 0.1 from the IVP
 test set (``REFERENCE_Q``); pendulum t = 3 from scipy DOP853 on the index-1 ODE at 1e-12
-(tests/reference.py).  A run that exceeds ``--budget`` seconds is stopped and
+(tests/reference.py); heavy top (``--models heavy_top``, Euler parameters, M(q)) t = 1 from
+DOP853 on its index-1 ODE at 1e-13.  A run that exceeds ``--budget`` seconds is stopped and
 the method's tighter rtols are skipped (printed "budget").
 
 Second table: mean Newton iterations (and LU factorisations) per step at a
@@ -43,6 +44,8 @@ methods on Andrews and the pendulum.
         --method-option generalized-alpha:tolerance_proportional=false    # plain eq. 34
     python benchmarks/work_precision.py --models crank_slider --methods bdf --rtols 1e-3 1e-4 \
         --atol 1e-2 --starts 2 --no-newton-table          # seed Table 6 setting
+    python benchmarks/work_precision.py --models heavy_top --methods generalized-alpha \
+        generalized-alpha-i2 --rtols 1e-4 1e-6 1e-8 --starts 2 --no-newton-table   # item 7 on a 2nd model
 """
 import argparse
 import ast
@@ -89,6 +92,9 @@ def reference(model_name):
     if model_name == "pendulum":
         from reference import pendulum_reference
         return 3.0, pendulum_reference(3.0)[0]
+    if model_name == "heavy_top":  # its equations vs Euler's: tests/test_heavy_top.py
+        from reference import index1_reference
+        return 1.0, index1_reference(load_model("heavy_top"), 1.0, rtol=1e-13, atol=1e-13)[0]
     raise ValueError(model_name)
 
 
@@ -101,7 +107,7 @@ def perturbed_y0(model, seed):
     return y0
 
 
-PATH_REFERENCE = {"andrews": (1e-13, 1e-13), "pendulum": (1e-12, 1e-12)}   # DOP853 (rtol, atol)
+PATH_REFERENCE = {"andrews": (1e-13, 1e-13), "pendulum": (1e-12, 1e-12), "heavy_top": (1e-13, 1e-13)}   # DOP853 (rtol, atol)
 
 
 def path_error(model_name, times, qs):

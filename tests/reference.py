@@ -166,3 +166,30 @@ def lti_zoh_reference(A, B, x0, u, h):
     aug[:n, n:] = B
     E = sla.expm(aug * h)
     return E[:n, :n] @ np.asarray(x0, dtype=float) + E[:n, n:] @ np.asarray(u, dtype=float).reshape(m)
+
+
+@functools.lru_cache(maxsize=None)
+def heavy_top_reference(t_end, m=1.0, L=0.5, A=0.4, C=0.2, g=9.81, theta0=np.pi / 6, spin0=30.0):
+    """The heavy symmetric top (cosim.models.heavy_top) WITHOUT its Euler-parameter
+    equations: rotation matrix R and body angular velocity ω by Euler's equations,
+    J ω' = L e₃ × Rᵀ(0, 0, −m g) − ω × J ω, R' = R ω̃, J = diag(A, A, C), from R0 =
+    rotation by theta0 about x, ω0 = (0, 0, spin0); DOP853 at 1e-13.  Returns the
+    model's outputs (nutation, spin rate, vertical and spin momenta, energy) at t_end."""
+    J = np.array([A, A, C])
+
+    def rhs(t, y):
+        R, w = y[:9].reshape(3, 3), y[9:]
+        torque = np.cross([0.0, 0.0, L], R.T @ np.array([0.0, 0.0, -m * g]))
+        hat = np.array([[0.0, -w[2], w[1]], [w[2], 0.0, -w[0]], [-w[1], w[0], 0.0]])
+        return np.concatenate([(R @ hat).ravel(), (torque - np.cross(w, J * w)) / J])
+
+    c, s = np.cos(theta0), np.sin(theta0)
+    y0 = np.concatenate([[1.0, 0.0, 0.0, 0.0, c, -s, 0.0, s, c], [0.0, 0.0, spin0]])
+    y = solve_ivp(rhs, (0.0, t_end), y0, method="DOP853", rtol=1e-13, atol=1e-13).y[:, -1]
+    R, w = y[:9].reshape(3, 3), y[9:]
+    axis = R[:, 2]
+    return {"nutation": float(np.arctan2(np.hypot(axis[0], axis[1]), axis[2])),
+            "spin_rate": float(w[2]),
+            "momentum_vertical": float((R @ (J * w))[2]),
+            "momentum_spin": float(C * w[2]),
+            "energy": float(0.5 * w @ (J * w) + m * g * L * axis[2])}

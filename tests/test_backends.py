@@ -372,6 +372,9 @@ GGL_ADAPTIVE = {
     # 1.3e-14 GGL with unchanged counts; compiled vs reference 0 (measured)
     "knife_edge": (50, 0.02, dict(rtol=1e-6, atol=1e-8)),
     "knife_edge/index 3": (50, 0.02, dict(rtol=1e-6, atol=1e-8)),
+    # M(q) in Euler parameters (measured: 1e-14 GGL, 2e-11 index 3, identical counts)
+    "heavy_top": (10, 0.02, dict(rtol=1e-5, atol=1e-7)),
+    "heavy_top/index 3": (10, 0.02, dict(rtol=1e-5, atol=1e-7)),
 }
 
 
@@ -675,6 +678,12 @@ BDF_CASES = {
     "i1-andrews-position-weights": dict(method="bdf-i1", model="andrews", n_steps=2, dt=1e-3,
                                         kw=dict(rtol=1e-4, atol=1e-6, method_options=dict(
                                             velocity_weights="position"))),
+    # heavy_top (M(q), Euler parameters): the index-2 and index-1 forms agree to 7e-13 / 4e-12
+    # (measured); index 3 is in the spread test below
+    "i2-heavy_top-adaptive": dict(method="bdf-i2", model="heavy_top", n_steps=10, dt=0.02,
+                                  kw=dict(rtol=1e-6, atol=1e-8)),
+    "i1-heavy_top-inputs": dict(method="bdf-i1", model="heavy_top", n_steps=10, dt=0.02,
+                                inputs=lambda k: [0.2 * np.sin(0.5 * k), 0.05], kw=dict(rtol=1e-6, atol=1e-8)),
 }
 # double_pendulum_natural is roundoff-chaotic for bdf (1e-15 perturbations of q0
 # change the reference's step counts within 0.05 s): see the spread test below
@@ -771,7 +780,8 @@ def test_bdf_failures_leave_state_unchanged_with_the_reference_message():
 
 @pytest.mark.parametrize("model, rtol, t_end, atol", [("andrews", 1e-4, 0.01, 1e-8),
                                                        ("double_pendulum_natural", 1e-6, 0.3, 1e-8),
-                                                       ("crank_slider", 1e-3, 0.1, 1e-2)])
+                                                       ("crank_slider", 1e-3, 0.1, 1e-2),
+                                                       ("heavy_top", 1e-6, 0.2, 1e-8)])
 def test_bdf_numba_within_the_roundoff_spread_of_the_reference(model, rtol, t_end, atol):
     """Andrews (rtol 1e-4) and double_pendulum_natural (rtol 1e-6) are
     roundoff-chaotic for bdf: starts perturbed by 1e-15 change the reference's
@@ -892,6 +902,11 @@ EXPLICIT_CASES = {
                                               kw=dict(rtol=1e-9, atol=1e-11), inputs=lambda k: [2.0, 0.5]),
     "rk4-knife_edge-fixed-inputs": dict(method="rk4", model="knife_edge", n_steps=100, dt=0.01,
                                         kw=dict(h=1e-3), inputs=lambda k: [0.3 * np.sin(0.1 * k), 0.1]),
+    # heavy_top: M(q) in Euler parameters, mass_jacobian_term kernel (measured agreement 2e-15)
+    "dopri5-heavy_top-adaptive": dict(method="dopri5", model="heavy_top", n_steps=10, dt=0.02,
+                                      kw=dict(rtol=1e-8, atol=1e-10)),
+    "rk4-heavy_top-fixed-inputs": dict(method="rk4", model="heavy_top", n_steps=100, dt=2e-3,
+                                       kw=dict(h=1e-3), inputs=lambda k: [0.2 * np.sin(0.1 * k), 0.05]),
 }
 
 

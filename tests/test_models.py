@@ -10,7 +10,7 @@ from cosim.models import load_model
 from reference import (andrews_reference, crank_slider_reference, index1_reference,
                        index1_trajectory, lti_zoh_reference)
 
-MULTIBODY = ["pendulum", "andrews", "two_link", "double_pendulum_natural", "crank_slider"]
+MULTIBODY = ["pendulum", "andrews", "two_link", "double_pendulum_natural", "crank_slider", "heavy_top"]
 
 
 def _model(name):

@@ -16,6 +16,7 @@ MODEL_REGISTRY = {
     "crank_slider": ".crank_slider:CrankSlider",
     "bouncing_ball": ".bouncing_ball:BouncingBall",
     "knife_edge": ".knife_edge:KnifeEdge",
+    "heavy_top": ".heavy_top:HeavyTop",
 }
 
 
