@@ -10,6 +10,7 @@ Table 2, adaptive: the adaptive methods at rtol 1e-4, 1e-6, 1e-8 (atol = rtol/10
 steps, rejected, Newton iterations per step, the state error at t = 1 (max_k
 |q_k − q_ref,k|, q a unit quaternion) against DOP853 on the index-1 ODE at 1e-13, the
 error over rtol, and wall time (compiled backend where it exists, after a warm-up).
+Table 3: scipy's BDF, LSODA and Radau on the index-1 ODE, the same measure.
 
     python benchmarks/heavy_top.py            # both tables (~1-2 min warm)
     python benchmarks/heavy_top.py --quick    # rtol 1e-4, 1e-6 only
@@ -80,12 +81,33 @@ def adaptive_table(rtols):
                   f"{err / rtol:8.3f} {wall:7.3f} {sim.backend}")
 
 
+def scipy_table(rtols):
+    """scipy's solve_ivp on the index-1 ODE of the same model (tests/reference.py), the
+    end quaternion normalised: what other codes' rtol buys on this undamped problem."""
+    from scipy.integrate import solve_ivp
+
+    from reference import index1_rhs
+    model = cosim.load_model("heavy_top")
+    q_ref = index1_reference(model, T_END, rtol=1e-13, atol=1e-13)[0]
+    rhs, y0 = index1_rhs(model, np.zeros(model.n_inputs)), model.initial_y()
+    print(f"\nscipy solve_ivp on the index-1 ODE, atol = rtol/100 (same error measure)")
+    print(f"{'method':22s} {'rtol':>6s} {'steps':>7s} {'error':>9s} {'err/rtol':>8s}")
+    for method in ("BDF", "LSODA", "Radau"):
+        for rtol in rtols:
+            sol = solve_ivp(rhs, (0.0, T_END), y0, method=method, rtol=rtol, atol=rtol / 100)
+            q = sol.y[:4, -1] / np.linalg.norm(sol.y[:4, -1])
+            err = float(np.max(np.abs(q - q_ref)))
+            print(f"{'scipy ' + method:22s} {rtol:6.0e} {sol.t.size - 1:7d} {err:9.2e} {err / rtol:8.3f}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="rtol 1e-4 and 1e-6 only")
     args = parser.parse_args(argv)
     fixed_table()
-    adaptive_table([1e-4, 1e-6] if args.quick else [1e-4, 1e-6, 1e-8])
+    rtols = [1e-4, 1e-6] if args.quick else [1e-4, 1e-6, 1e-8]
+    adaptive_table(rtols)
+    scipy_table(rtols)
 
 
 if __name__ == "__main__":
