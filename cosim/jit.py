@@ -100,6 +100,9 @@ def fall_back(requested, reason):
     elif requested == "auto" and numba_module() is None:
         announce(("no-numba",), f"numba is not importable ({_state['error']}); using the python backend "
                                 "(pip install 'cosim[fast]' for the compiled one)")
+    elif requested == "auto" and "does not compile with numba" in reason:
+        # a user's kernel numba rejects: the run works, slower — say why once
+        announce(("fallback", reason), f"{reason}; running the python backend")
     return "python"
 
 
@@ -137,6 +140,75 @@ def _kernel_helpers(kernel_functions):
                     obj.__cosim_registered__ = True
                 found.append(obj)
     return sorted(found, key=lambda f: f.__qualname__)
+
+# argument types of each kernel of the protocol (cosim.models.kernels): "a" a 1-d float
+# array, "A" a 2-d one, "f" a float
+KERNEL_SIGNATURES = {
+    "mass": "afaA", "forces": "aafaaa", "constraints": "afaa", "constraint_jacobian": "afaA",
+    "constraint_dt": "afaa", "gamma": "aafaa", "force_jacobians": "aafaaAA",
+    "constraint_force_jacobian": "aafaA", "mass_jacobian_term": "aafaA", "outputs": "aafaaa",
+    "nonholonomic_matrix": "afaA", "nonholonomic_offset": "afaa", "nonholonomic_gamma": "aafaa",
+    "nonholonomic_force_jacobian": "aafaA", "nonholonomic_velocity_jacobian": "aafaA",
+}
+_kernel_checks = {}  # kernel function -> None or why it does not compile (this process)
+
+
+def kernels_uncompilable(kernel_set, model_name):
+    """Why numba cannot compile a kernel of ``kernel_set`` (None: every given kernel
+    compiles), so that a model whose kernels numba rejects (a call to an unmarked
+    helper, a Python object, an unsupported function) runs on the Python reference
+    with that reason instead of failing in its first compiled step.  Each kernel is
+    compiled alone once with the protocol's argument types; a success is remembered
+    on disk by the digest of its source (and its helpers'), so a warm run only hashes."""
+    import hashlib  # noqa: PLC0415
+    import inspect  # noqa: PLC0415
+    numba = numba_module()
+    if numba is None:
+        return None
+    for name, letters in KERNEL_SIGNATURES.items():
+        fn = getattr(kernel_set, name, None)
+        if fn is None:
+            continue
+        if fn not in _kernel_checks:
+            _kernel_checks[fn] = _kernel_check(numba, fn, letters, hashlib, inspect)
+        why = _kernel_checks[fn]
+        if why is not None:
+            return f"kernel {name} of model {model_name!r} ({fn.__module__}.{fn.__qualname__}) " + why
+    return None
+
+
+def _kernel_check(numba, fn, letters, hashlib, inspect):
+    try:
+        helpers = _kernel_helpers([fn]) if fn.__module__ in sys.modules else []
+        text = "".join(inspect.getsource(f) for f in (fn, *helpers))
+    except (OSError, TypeError):
+        return None  # unreadable source: sources_unreadable() says so where it matters
+    types = numba.types
+    kinds = {"a": types.float64[:], "A": types.float64[:, :], "f": types.float64}
+    digest = hashlib.sha256(f"{numba.__version__}\n{letters}\n{text}".encode()).hexdigest()[:20]
+    folder = os.path.join(cache_dir() or tempfile.gettempdir(), "kernel_checks")
+    marker = os.path.join(folder, digest)
+    if os.path.exists(marker):
+        return None
+    try:
+        numba.njit(tuple(kinds[c] for c in letters), cache=False, nogil=True)(fn)
+    except numba.core.errors.NumbaError as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        detail = next((line for line in lines if not line.startswith(("Failed in", "During:"))),
+                      lines[0] if lines else type(exc).__name__)
+        hint = ""
+        if "Untyped global name" in detail and "function" in detail:
+            hint = (" — a function a kernel calls must be marked @cosim.jit.kernel_helper (and "
+                    "itself compile), or be inlined")
+        return f"does not compile with numba: {detail}{hint}"
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(marker, "w", encoding="utf-8") as fh:
+            fh.write(f"{fn.__module__}.{fn.__qualname__}\n")
+    except OSError:
+        pass
+    return None
+
 
 ENTRY_FORMAT = 5  # bump when the generated module's layout changes (new cache files)
 

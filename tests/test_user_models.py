@@ -464,3 +464,65 @@ def test_new_model_template_checks_runs_and_conserves_energy(tmp_path, capsys):
     assert "exists" in capsys.readouterr().err
     assert main(["new-model", "My-Arm"]) == 2
     assert "must be lower case letters" in capsys.readouterr().err
+
+
+HELPER_KERNEL = '''
+import dataclasses
+from cosim.jit import kernel_helper
+from cosim.models.pendulum import KERNELS, Pendulum
+
+def length_squared(p):          # not marked: numba cannot call it from a kernel
+    return p[1] * p[1]
+
+@kernel_helper
+def length_squared_marked(p):
+    return p[1] * p[1]
+
+def forces(q, v, t, u, p, Q):
+    s = u[0] / length_squared(p)
+    Q[0] = u[1] - s * q[1]
+    Q[1] = u[2] - p[0] * p[2] + s * q[0]
+
+def forces_marked(q, v, t, u, p, Q):
+    s = u[0] / length_squared_marked(p)
+    Q[0] = u[1] - s * q[1]
+    Q[1] = u[2] - p[0] * p[2] + s * q[0]
+
+class HelperPendulum(Pendulum):
+    name = "helper_pendulum"
+    kernel_set = dataclasses.replace(KERNELS, forces=forces)
+'''
+
+
+def test_a_kernel_numba_rejects_runs_on_the_reference_and_says_why(tmp_path, capsys, monkeypatch):
+    """A kernel that calls an unmarked helper: the run falls back to the Python reference
+    (auto: one line on stderr; numba: a BackendFallbackWarning), with the kernel, the
+    numba reason and the remedy named, instead of a compile error from its first step."""
+    pytest.importorskip("numba")
+    from cosim import jit
+    path = tmp_path / "helper_pendulum.py"
+    path.write_text(HELPER_KERNEL)
+    assert main(["simulate", f"{path}:HelperPendulum", "--t-end", "0.2", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "kernel forces of model 'helper_pendulum'" in captured.err
+    assert "Untyped global name 'length_squared'" in captured.err
+    assert "@cosim.jit.kernel_helper" in captured.err and "running the python backend" in captured.err
+    summary = json.loads(captured.out.strip().splitlines()[-1])
+    # the same equations as the library pendulum, on the same backend: the same numbers
+    ref = Simulation(model="pendulum", backend="python")
+    ref.do_step(0.0, 0.2)
+    assert summary["outputs"]["angle"] == ref.get_output_dict()["angle"]
+
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("helper_pendulum_mod", path)
+    module = importlib.util.module_from_spec(spec)
+    import sys
+    monkeypatch.setitem(sys.modules, spec.name, module)   # as an import would
+    spec.loader.exec_module(module)
+    with pytest.warns(jit.BackendFallbackWarning, match="length_squared"):
+        sim = Simulation(model=module.HelperPendulum, backend="numba")
+    assert sim.backend == "python" and "does not compile with numba" in sim.backend_reason
+    # marked, the helper compiles with the kernel
+    import dataclasses
+    marked = dataclasses.replace(module.HelperPendulum.kernel_set, forces=module.forces_marked)
+    assert jit.kernels_uncompilable(marked, "marked") is None

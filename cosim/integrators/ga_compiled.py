@@ -108,7 +108,9 @@ def model_supported(model, nonholonomic=False):
             return f"model {model.name!r} overrides {', '.join(overridden)} of its kernels"
         if model.kernels().nonholonomic_functions() is None:
             return f"model {model.name!r} has nonholonomic constraints without all their kernels"
-    return None
+    # kernels numba rejects (the generated derivative kernels are checked where they are made)
+    return jit.kernels_uncompilable(getattr(model, "kernel_set", None) or model.kernels(),
+                                    model.name)
 
 
 # -- views of the record ------------------------------------------------------------------------
