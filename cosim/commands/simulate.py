@@ -265,10 +265,11 @@ def _cmd(args):
         print("  derivatives (cosim.derivatives; compiled: cosim.models.auto_kernels):")
         for row in result["sim"].derivative_report:
             print(f"    {row['term']:<14s} {row['path']}" + (f"  ({row['note']})" if row["note"] else ""))
+    width = max([12, *map(len, summary["coordinates"]), *map(len, summary["outputs"])])
     for name, value in zip(summary["coordinates"], summary["q"]):
-        print(f"  {name:>12s} = {value: .10e}")
+        print(f"  {name:>{width}s} = {value: .10e}")
     for name, value in summary["outputs"].items():
-        print(f"  {name:>12s} = {value: .10e}  (output)")
+        print(f"  {name:>{width}s} = {value: .10e}  (output)")
     print("  steps {steps}  rejected {rejected}  newton {newton_iterations}  residuals "
           "{residual_evaluations}  jacobians {jacobian_evaluations}  LU {lu_factorizations}".format(**st))
     cr = st["max_constraint_residuals"]
