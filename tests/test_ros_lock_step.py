@@ -5,6 +5,7 @@ inputs; strict stamps ignore with a WARN; in real time newer stamps win;
 per-message logs are throttled; step_n / run_until step N steps / to a time."""
 import math
 import os
+import re
 import time
 
 import pytest
@@ -96,8 +97,13 @@ def test_real_time_newer_stamps_win(harness):
 def test_per_message_logs_are_throttled(harness):
     hs = harness({"mode": "real_time"})
     wait_for(lambda: hs.states, 10.0, what="running")
-    for _ in range(2000):  # as in the issue: 2000 wrong-length commands in ~3 s
+    # as in the issue: 2000 wrong-length commands in ~3 s — bounded by 3 s of wall time too:
+    # with the plant's threads in this process, a 1.5 ms sleep returned after ~41 ms on a
+    # 2-core VM (GIL hand-over), which made the loop take 122 s and lose messages
+    sent, deadline = 0, time.monotonic() + 3.0
+    while sent < 2000 and time.monotonic() < deadline:
         hs.command([1.0, 2.0])
+        sent += 1
         time.sleep(0.0015)
     last = -1
     for _ in range(100):  # until no more arrive (bounded: 30 s)
@@ -110,8 +116,15 @@ def test_per_message_logs_are_throttled(harness):
     # one line per throttle period (1 s, monotonic clock at the decision; the log
     # stamps are taken a little later: one line of slack)
     assert 1 <= len(lines) <= math.floor(span / 1.0) + 2, (len(lines), span)
-    assert last >= 1000 and all("has 2 values" in m.msg for m in lines)
-    assert len(lines) == 1 or "similar suppressed" in lines[-1].msg
+    assert 20 <= last <= sent and all("has 2 values" in m.msg for m in lines), (last, sent)
+    # what was not logged is counted in the next line: with more rejections than lines
+    # some line reports suppressed ones, and lines + reported never exceed the rejections (not
+    # necessarily the last line: on a loaded machine the messages trickle in and the last may
+    # come alone after a quiet period, as it did in a CI run)
+    suppressed = [int(re.search(r"\((\d+) similar suppressed", m.msg).group(1))
+                  for m in lines if "similar suppressed" in m.msg]
+    assert len(lines) < last and suppressed, (len(lines), last)
+    assert len(lines) + sum(suppressed) <= last
 
 
 def _log_ns(m):
