@@ -90,7 +90,7 @@ def scipy_table(rtols):
     model = cosim.load_model("heavy_top")
     q_ref = index1_reference(model, T_END, rtol=1e-13, atol=1e-13)[0]
     rhs, y0 = index1_rhs(model, np.zeros(model.n_inputs)), model.initial_y()
-    print(f"\nscipy solve_ivp on the index-1 ODE, atol = rtol/100 (same error measure)")
+    print("\nscipy solve_ivp on the index-1 ODE, atol = rtol/100 (same error measure)")
     print(f"{'method':22s} {'rtol':>6s} {'steps':>7s} {'error':>9s} {'err/rtol':>8s}")
     for method in ("BDF", "LSODA", "Radau"):
         for rtol in rtols:

@@ -18,6 +18,8 @@ cache lives, and one ``njit`` wrapper (DESIGN.md "Compiled path").
 """
 from __future__ import annotations
 
+import hashlib
+import inspect
 import os
 import sys
 import tempfile
@@ -100,7 +102,7 @@ def fall_back(requested, reason):
     elif requested == "auto" and numba_module() is None:
         announce(("no-numba",), f"numba is not importable ({_state['error']}); using the python backend "
                                 "(pip install 'cosim[fast]' for the compiled one)")
-    elif requested == "auto" and "does not compile with numba" in reason:
+    elif requested == "auto" and UNCOMPILABLE in reason:
         # a user's kernel numba rejects: the run works, slower — say why once
         announce(("fallback", reason), f"{reason}; running the python backend")
     return "python"
@@ -151,6 +153,7 @@ KERNEL_SIGNATURES = {
     "nonholonomic_force_jacobian": "aafaA", "nonholonomic_velocity_jacobian": "aafaA",
 }
 _kernel_checks = {}  # kernel function -> None or why it does not compile (this process)
+UNCOMPILABLE = "does not compile with numba"   # in the reason: fall_back announces it
 
 
 def kernels_uncompilable(kernel_set, model_name):
@@ -160,8 +163,6 @@ def kernels_uncompilable(kernel_set, model_name):
     with that reason instead of failing in its first compiled step.  Each kernel is
     compiled alone once with the protocol's argument types; a success is remembered
     on disk by the digest of its source (and its helpers'), so a warm run only hashes."""
-    import hashlib  # noqa: PLC0415
-    import inspect  # noqa: PLC0415
     numba = numba_module()
     if numba is None:
         return None
@@ -170,14 +171,14 @@ def kernels_uncompilable(kernel_set, model_name):
         if fn is None:
             continue
         if fn not in _kernel_checks:
-            _kernel_checks[fn] = _kernel_check(numba, fn, letters, hashlib, inspect)
+            _kernel_checks[fn] = _kernel_check(numba, fn, letters)
         why = _kernel_checks[fn]
         if why is not None:
             return f"kernel {name} of model {model_name!r} ({fn.__module__}.{fn.__qualname__}) " + why
     return None
 
 
-def _kernel_check(numba, fn, letters, hashlib, inspect):
+def _kernel_check(numba, fn, letters):
     try:
         helpers = _kernel_helpers([fn]) if fn.__module__ in sys.modules else []
         text = "".join(inspect.getsource(f) for f in (fn, *helpers))
@@ -200,7 +201,7 @@ def _kernel_check(numba, fn, letters, hashlib, inspect):
         if "Untyped global name" in detail and "function" in detail:
             hint = (" — a function a kernel calls must be marked @cosim.jit.kernel_helper (and "
                     "itself compile), or be inlined")
-        return f"does not compile with numba: {detail}{hint}"
+        return f"{UNCOMPILABLE}: {detail}{hint}"
     try:
         os.makedirs(folder, exist_ok=True)
         with open(marker, "w", encoding="utf-8") as fh:
@@ -260,7 +261,6 @@ for _name, _obj in list(globals().items()):
 
 
 def _safe_source(obj):
-    import inspect  # noqa: PLC0415
     try:
         return inspect.getsource(obj)
     except (OSError, TypeError):
@@ -306,7 +306,6 @@ def _pasted_kernels(kernel_functions, reserved):
     ``cosim_fmu_<guid>.cosim``) shares one entry and one compilation.  ``None``
     when a kernel cannot be pasted (a closure, a global that is not a number or a
     plain module, a name clash): the kernels are then handed in by reference."""
-    import inspect  # noqa: PLC0415
     import types  # noqa: PLC0415
     defined, imports, constants, sources = {}, {}, {}, []
     queue = list(dict.fromkeys(kernel_functions))
@@ -392,7 +391,6 @@ def sources_unreadable(modules, functions=()):
     """Why compiling cannot start: a module or kernel whose source file is gone
     (an FMU's private package imported from a folder a host has since deleted
     and re-extracted elsewhere); None when every source is readable."""
-    import inspect  # noqa: PLC0415
     for obj in (*modules, *functions):
         try:
             path = inspect.getsourcefile(obj)
@@ -416,7 +414,6 @@ def model_entry_points(method_module, kernel_functions, model_name, method_name,
     ``extras``: modules pasted after ``method_module`` whose functions replace
     the method's functions of the same names (a variant for some models only,
     e.g. nonholonomic rows, that leaves every other model's entry as it was)."""
-    import hashlib  # noqa: PLC0415
     import importlib.util  # noqa: PLC0415
     key = (method_module.__name__, tuple(kernel_functions))
     if key in _entries:
