@@ -89,7 +89,8 @@ def test_real_time_newer_stamps_win(harness):
              5.0, what="the WARN")
     n = len(hs.states)
     time.sleep(0.2)
-    assert len(hs.states) > n and all(s[3] == (2.0,) for s in hs.states[n:])
+    wait_for(lambda: len(hs.states) > n + 1, 5.0, what="more states")  # (a loaded machine)
+    assert all(s[3] == (2.0,) for s in hs.states[n:])
     hs.joint_cmd.publish(joint_command(3.0, 1001 * 10**9))  # newer: applied
     wait_for(lambda: hs.states[-1][3] == (3.0,), 10.0, what="the newer command")
 
