@@ -403,6 +403,8 @@ class Simulation:
         # every model term once, overflow raised, shapes checked (issue 14)
         probe_model(self.model, self.start_time, self.model.initial_y(), self._u)
         self.integrator.initialize(self.start_time, u=self._u, **ic)
+        # the integrator may run elsewhere than planned (redundant constraints: python)
+        self.backend = getattr(self.integrator, "backend", self.backend)
         self._time = self.start_time
         self._z = self._event_values()
         self._event_log = []

@@ -519,13 +519,14 @@ class CosimSlave(Fmi2Slave):
         rec = sim.native_step_record()
         if rec is None:
             return None
-        address, entry, S, I, LU, u, p, y_out, budget, t_slot, budget_span, time_match = rec
+        address, entry, S, I, LU, u, p, y_out, functions, budget, t_slot, budget_span, time_match = rec
         if u.size != self._inputs.size or y_out.size != self._outbuf.size:
             return None
-        arrays = (entry, S, I, LU, u, p, y_out)  # kept alive by the binary while it steps
+        arrays = (entry, S, I, LU, u, p, y_out, functions)  # kept alive by the binary while it steps
         ints = (address, S.ctypes.data, S.size, I.ctypes.data, I.size, LU.ctypes.data,
                 LU.shape[0], LU.shape[1], u.ctypes.data, u.size, p.ctypes.data, p.size,
-                y_out.ctypes.data, y_out.size, int(budget), int(t_slot))
+                y_out.ctypes.data, y_out.size, int(budget), int(t_slot), functions.ctypes.data,
+                functions.shape[0])
         return arrays, tuple(int(i) for i in ints), (float(budget_span), float(time_match))
 
     def _native_sync(self, n_steps):

@@ -88,4 +88,8 @@ print("[setup]   with " + ", ".join(f"{n} {v(n)}" for n in
 print(f"[setup]   commands: {root}/.venv/bin/cosim, {root}/.venv/bin/cosim-ros "
       "(or: source .venv/bin/activate)")
 EOF
+if .venv/bin/python -c "import numba" >/dev/null 2>&1; then
+  say "compiling the integration methods once for this machine (first set-up: a few minutes; later: seconds)"
+  .venv/bin/cosim warmup --methods | sed 's/^/[setup]   /'
+fi
 say "set-up finished"

@@ -275,7 +275,7 @@ SUBPROCESS_CONTINUE = textwrap.dedent("""
     bundled = (len(private) == 1 and "cosim" not in sys.modules
                and os.path.realpath(sys.modules[private[0] + ".cosim"].__file__).startswith(
                    os.path.realpath(unzip)))
-    entries = sorted(m for m in sys.modules if m.startswith("cosim_entry_"))
+    entries = sorted(m for m in sys.modules if m.startswith(("cosim_entry_", "cosim_method_")))
     print(json.dumps({{"rows": rows, "bundled_cosim": bundled, "private": private,
                       "entries": entries}}))
 """)
@@ -306,13 +306,11 @@ def test_serialized_state_continues_in_a_new_process(pendulum_fmu, tmp_path):
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["bundled_cosim"], result["private"]
     assert np.array_equal(np.array(result["rows"]), expected)  # identical continuation
-    # the FMU's private copy of the package runs the very compiled entry the
-    # development install uses (kernels pasted into it: one compilation per machine)
+    # the FMU's private copy of the package runs the very compiled method the
+    # development install uses (one compilation per machine)
     if jit.numba_available():
-        from cosim.integrators.ga_compiled import _model_entries
-        from cosim.models import load_model
-        dev_entry = _model_entries(load_model("pendulum")).__module__
-        assert result["entries"] == [dev_entry]
+        from cosim.integrators.generalized_alpha import compiled_entry
+        assert result["entries"] == [compiled_entry().__module__]
 
 
 # -- status and logging ----------------------------------------------------------------------------
@@ -1342,9 +1340,10 @@ REEXTRACT_HOST = textwrap.dedent("""
     for key, start in (("bdf", {{"solver.method": "bdf"}}), ("ga", {{}})):
         res = simulate_fmu(path, stop_time=0.1, output_interval=0.01, start_values=start)
         root = list(sys.modules[pkg].__path__)[0]
-        entries = sys.modules[pkg + ".cosim.jit"]._entries
+        jit = sys.modules[pkg + ".cosim.jit"]
+        names = [k[0] for k in jit._entries] + list(jit._methods)
         out[key] = {{"angle": float(res["angle"][-1]), "root_exists": os.path.isdir(root),
-                    "compiled": sorted(k[0].rsplit(".", 1)[-1] for k in entries)}}
+                    "compiled": sorted(k.rsplit(".", 1)[-1] for k in names)}}
         sim = cosim.Simulation(model="pendulum", method=start.get("solver.method", "generalized-alpha"))
         for n in range(10):
             sim.do_step(n * 0.01, (n + 1) * 0.01 - n * 0.01)

@@ -21,7 +21,7 @@ from pathlib import Path
 from cosim.errors import CosimError
 
 HERE = Path(__file__).resolve().parent
-SOURCES = ("cosim_fmi2.cpp", "fmi2Functions.h", "fmi2FunctionTypes.h", "fmi2TypesPlatform.h")
+SOURCES = ("cosim_fmi2.cpp", "native_step.h", "fmi2Functions.h", "fmi2FunctionTypes.h", "fmi2TypesPlatform.h")
 PLATFORM = "linux64"
 
 
