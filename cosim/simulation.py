@@ -242,9 +242,9 @@ class Simulation:
         from .integrators import compiled_unavailable
         why = compiled_unavailable(self.method, self.model) or "the compiled twin cannot run it"
         if self.model.kind == "multibody" and getattr(self.model, "kernels", None) is None:
-            why += ("; a compiled core calling back into its Python methods was measured (README, "
-                    "'Your own model') and is not used: its first call compiles for minutes in "
-                    "every process, for 1.0-1.6x per step")
+            why += ("; a compiled core calling back into its Python methods was measured "
+                    "(benchmarks/user_model_callback.py; docs/known-gaps.md) and is not used: its "
+                    "first call compiles for minutes in every process, for 1.0-1.6x per step")
         return why
 
     def _with_check_hint(self, exc):
