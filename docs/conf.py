@@ -30,7 +30,6 @@ suppress_warnings = []
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"
-autodoc_default_options = {"members": False}
 
 html_theme = "alabaster"
 html_title = f"cosim {release}"
