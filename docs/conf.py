@@ -3,13 +3,11 @@
 Build: ``sphinx-build -W -b html docs docs/_build/html`` (``-W``: warnings are
 errors, as in CI: tests/test_docs.py).
 """
-import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))          # document this checkout's cosim, not an installed one
-os.environ.setdefault("NUMBA_DISABLE_JIT", "0")
 
 import cosim  # noqa: E402
 
