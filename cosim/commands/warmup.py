@@ -7,6 +7,7 @@ container build or before a real-time session, and prints what it did.
 import sys
 import time
 
+from .._version import install_hint
 from ..errors import CosimError
 
 
@@ -115,7 +116,7 @@ def _cmd(args):
     from ..jit import numba_available, unavailable_reason
     if not numba_available():
         raise CosimError(f"numba is not importable ({unavailable_reason()}); "
-                         "install the extra: pip install 'cosim[fast]'")
+                         f"install the extra: {install_hint('fast')}")
     if args.methods:
         return _compile_methods()
     for model, method, seconds, backend in warm_up(args.models, workers=args.jobs):
