@@ -632,9 +632,10 @@ def _quiet_experimental():
     warnings.filterwarnings("ignore", category=NumbaExperimentalFeatureWarning)
 
 
-def _generated_module(kind, label, text):
-    """Import ``text`` from ``<cache>/entries/cosim_<kind>_<label>_<digest>.py`` (written
-    once, atomically: numba's cache is keyed to the file's stamp)."""
+def _generated_module(kind, label, text, preset=None):
+    """Import ``text`` from ``<cache>/entries/cosim_<kind>_<label>_<digest>.py`` (its
+    first ``{digest}`` replaced by the text's digest; written once, atomically: numba's
+    cache is keyed to the file's stamp), with ``preset`` globals bound before it runs."""
     import importlib.util  # noqa: PLC0415
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     source = text.replace("{digest}", digest, 1)
@@ -656,6 +657,7 @@ def _generated_module(kind, label, text):
         os.replace(tmp, path)
     spec = importlib.util.spec_from_file_location(modname, path)
     module = importlib.util.module_from_spec(spec)
+    module.__dict__.update(preset or {})
     sys.modules[modname] = module  # numba's cache re-imports it by name when it loads
     spec.loader.exec_module(module)
     return module

@@ -57,6 +57,7 @@ message logged, and ``do_step`` returning False into **fmi2Discard**):
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -133,6 +134,7 @@ def _serialize_snapshot(sim, sim_state):
 
 
 IC_CATEGORY = "cosimInitialConditions"
+COMPILE_CATEGORY = "cosimCompilation"
 
 
 class CosimSlave(Fmi2Slave):
@@ -145,7 +147,9 @@ class CosimSlave(Fmi2Slave):
     # FMI 2.0.4 §2.2.4 LogCategories: the IC report (issue 19) has its own category
     log_categories = dict(Fmi2Slave.log_categories, **{
         IC_CATEGORY: "what the initial-condition analysis (seed 000 Algorithm 1) changed at the "
-                     "start: fmi2Warning when it repaired the initial state, fmi2OK otherwise"})
+                     "start: fmi2Warning when it repaired the initial state, fmi2OK otherwise",
+        COMPILE_CATEGORY: "what the compiled backend compiles on this machine (once per method "
+                          "and model, then cached) and how long it took, as it happens"})
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -398,9 +402,24 @@ class CosimSlave(Fmi2Slave):
         from cosim.simulation import Simulation
         return Simulation.from_spec(self.simulation_spec())
 
+    @contextlib.contextmanager
+    def _compile_notices(self):
+        """cosim.jit's compile notices (what, an estimate, progress, time) also to the
+        FMI logger while the body runs."""
+        from cosim import jit
+
+        def listener(message):
+            self.log(message, Fmi2Status.ok, COMPILE_CATEGORY)
+        jit.listeners.append(listener)
+        try:
+            yield
+        finally:
+            jit.listeners.remove(listener)
+
     def _ensure_simulation(self):
         if self._sim is None:
-            self._sim = self._build_simulation()
+            with self._compile_notices():
+                self._sim = self._build_simulation()
             self._inputs_pending = True
             self._outputs = None
             report = self._sim.ic_report
@@ -516,7 +535,8 @@ class CosimSlave(Fmi2Slave):
                 or self._terminated or self._pending_params or self._flags[0] != 0.0
                 or self._flags[1] == 0.0 or os.environ.get("COSIM_FMU_NATIVE", "1") == "0"):
             return None
-        rec = sim.native_step_record()
+        with self._compile_notices():
+            rec = sim.native_step_record()
         if rec is None:
             return None
         address, entry, S, I, LU, u, p, y_out, functions, budget, t_slot, budget_span, time_match = rec

@@ -79,3 +79,31 @@ def test_kernel_with_holonomic_and_nonholonomic_rows_compiled_and_uncompiled(met
     q, v = model.split(sn.y)
     assert abs(model.constraints(q, sn.time)[0]) <= 1e-12
     assert abs((model.nonholonomic_matrix(q, sn.time) @ v)[0]) <= 1e-7   # Newton tolerance
+
+
+def test_a_new_model_plugs_into_the_compiled_method_without_compiling_it():
+    """The method is compiled once per machine for every model: a model it has never
+    seen (this test's) reaches it as compiled functions by address, and the method's
+    entry keeps its one compiled signature (further compilation is disabled)."""
+    from cosim.integrators.generalized_alpha import compiled_entry
+    entry = compiled_entry()
+    assert len(entry.signatures) == 1
+    sim = cosim.Simulation(model=SteeredKnife(), method="generalized-alpha", backend="numba", h=1e-3,
+                           check="off")
+    sim.do_step(0.0, 0.05)
+    assert sim.integrator.backend == "numba" and compiled_entry() is entry
+    assert len(entry.signatures) == 1 and sim.stats["steps"] == 50
+
+
+def test_compile_progress_is_never_silent_for_long(capsys):
+    """A long compilation prints what it compiles, a line every `every` seconds while
+    it runs, and its time (here with every = 0.05 s around a 0.3 s wait)."""
+    import time
+
+    from cosim import jit
+    with jit.compiling("a test method", "about 0.3 s", every=0.05):
+        time.sleep(0.3)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("cosim: compiling a test method (about 0.3 s; once, then cached in")
+    assert sum("still compiling a test method" in line for line in lines) >= 3
+    assert lines[-1].startswith("cosim: compiled a test method in 0.")

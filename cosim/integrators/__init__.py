@@ -57,6 +57,7 @@ def compile_method(method):
     entry, e.g. generalized-alpha and -i2, return the same)."""
     module = METHOD_REGISTRY[method].split(":")[0]
     load_symbol(module + ":compiled_entry", package=__name__)()
+    load_symbol(module + ":compiled_native_step", package=__name__)()  # the FMU binary's
     return module
 
 

@@ -118,6 +118,11 @@ def compiled_entry():
     return jit.method_entry(K, "generalized-alpha", helpers=(dense_lu,))
 
 
+def compiled_native_step():
+    """Address of the method's C entry for the FMU binary (cosim.jit.native_step_address)."""
+    return jit.native_step_address(K, "generalized-alpha", helpers=(dense_lu,))
+
+
 def _record_time(slot):
     """Time ``slot`` of S as a float (None before the start: NaN in the record);
     assigning None does nothing (Integrator.__init__), a number writes the record."""
@@ -534,8 +539,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
         self._outputs_fresh = False
         if self._restart_pending and mode == K.WHOLE_INTERVAL:
             # new inputs: restart and advance in one call
-            status = self._entry(self._fns, K.RESTART_THEN_ADVANCE, self._S, self._I, self._LU,
-                                 self._u_c, self._parameters(), t_target, max_steps, self._y_out)
+            status = self._call(K.RESTART_THEN_ADVANCE, t_target, max_steps)
             if status >= K.RESTART_STATUS:   # the restart failed, nothing changed
                 self._restart_now()          # raises its clear error
             else:
@@ -543,9 +547,24 @@ class GeneralizedAlpha(MultibodyIntegrator):
                 self._finish(status, t_target)
                 return
         self._settle()
-        status = self._entry(self._fns, mode, self._S, self._I, self._LU, self._u_c,
-                             self._parameters(), t_target, max_steps, self._y_out)
+        status = self._call(mode, t_target, max_steps)
         self._finish(status, t_target)
+
+    def _call(self, mode, t_target, max_steps):
+        """One call of the method's entry.  The kernel is all or nothing for the
+        failures it reports; on the python backend a model function may also raise
+        (any exception, from the model's own code): the record is then put back as
+        it was before the call, and the exception goes on."""
+        args = (self._fns, mode, self._S, self._I, self._LU, self._u_c, self._parameters(),
+                t_target, max_steps, self._y_out)
+        if self.backend == "numba":
+            return self._entry(*args)
+        saved = self._S.copy(), self._I.copy(), self._LU.copy()
+        try:
+            return self._entry(*args)
+        except BaseException:
+            self._S[:], self._I[:], self._LU[:, :] = saved
+            raise
 
     def _finish(self, status, t_target):
         if status == K.OK:
@@ -600,8 +619,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
 
     def _restart_now(self):
         self._outputs_fresh = False
-        status = self._entry(self._fns, K.RESTART, self._S, self._I, self._LU, self._u_c,
-                             self._parameters(), 0.0, 0, self._y_out)
+        status = self._call(K.RESTART, 0.0, 0)
         if status != K.OK:
             # eq. 10's matrix [[M, C_qᵀ], [C_q, 0]] is singular: the shared IC helper
             # names the cause (common.consistent_accelerations raises)
@@ -637,7 +655,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
         arrays = (self._S, self._I, self._LU, self._u_c, self._parameters(), self._y_out)
         if not all(a.flags.c_contiguous and a.flags.writeable for a in arrays):
             return None
-        address = jit.native_step_address(K, "generalized-alpha", helpers=(dense_lu,))
+        address = compiled_native_step()
         return (address, self._entry, *arrays, self._fns, self._call_budget, K.T)
 
 
