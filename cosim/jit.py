@@ -711,12 +711,13 @@ def method_entry(method_module, method_name, helpers=(), estimate="about 1-3 min
     module = _generated_module("method", method_name, text)
     signature = method_signature()
     entry = module.entry_at
-    if _cached(entry, signature):
-        entry.compile(signature)
-    else:
-        with compiling(f"method {method_name}", estimate):
+    if tuple(signature.args) not in entry.overloads:  # (else: another copy of cosim loaded it)
+        if _cached(entry, signature):
             entry.compile(signature)
-    entry.disable_compile()  # other argument types are a bug, not a new compilation
+        else:
+            with compiling(f"method {method_name}", estimate):
+                entry.compile(signature)
+        entry.disable_compile()  # other argument types are a bug, not a new compilation
     _methods[key] = entry
     return entry
 
