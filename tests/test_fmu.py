@@ -1300,8 +1300,10 @@ def test_fmus_are_isolated_from_each_other_and_from_the_host(tmp_path):
     # the same model built by another version of cosim (a copy with another __version__)
     other = tmp_path / "other"
     shutil.copytree(REPO / "cosim", other / "cosim", ignore=shutil.ignore_patterns("__pycache__"))
-    init = other / "cosim" / "__init__.py"
-    init.write_text(init.read_text().replace(f'__version__ = "{cosim.__version__}"', '__version__ = "9.9.9+other"'))
+    init = other / "cosim" / "_version.py"
+    text = init.read_text()
+    assert f'__version__ = "{cosim.__version__}"' in text
+    init.write_text(text.replace(f'__version__ = "{cosim.__version__}"', '__version__ = "9.9.9+other"'))
     alt_env = dict(env, PYTHONPATH=os.pathsep.join([str(other), str(src), str(REPO)]))
     subprocess.run(build + ["oscillator_model:Oscillator", "-o", str(alt), "--method", "rk4", "--step", "0.01"],
                    check=True, capture_output=True, timeout=300, env=alt_env, cwd=str(tmp_path))
@@ -1452,8 +1454,10 @@ def test_libcosim_two_cosim_builds_and_an_independent_controller(pendulum_fmu, t
     import shutil
     other = tmp_path / "other"
     shutil.copytree(REPO / "cosim", other / "cosim", ignore=shutil.ignore_patterns("__pycache__"))
-    init = other / "cosim" / "__init__.py"
-    init.write_text(init.read_text().replace(f'__version__ = "{cosim.__version__}"', '__version__ = "9.9.9+other"'))
+    init = other / "cosim" / "_version.py"
+    text = init.read_text()
+    assert f'__version__ = "{cosim.__version__}"' in text
+    init.write_text(text.replace(f'__version__ = "{cosim.__version__}"', '__version__ = "9.9.9+other"'))
     plant_b = tmp_path / "PendulumOther.fmu"
     subprocess.run([sys.executable, "-m", "cosim.cli", "fmu", "build", "pendulum", "-o", str(plant_b)],
                    check=True, capture_output=True, timeout=300, cwd=str(tmp_path),
