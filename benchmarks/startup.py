@@ -79,11 +79,9 @@ USER_RUN = textwrap.dedent('''
 
 URDF_RUN = textwrap.dedent('''
     import cosim
-    from cosim.models.urdf import load_urdf
-    from example_robot_data import getModelPath
-    import os
-    path = os.path.join(getModelPath("panda_description/urdf/panda.urdf"), "panda_description/urdf/panda.urdf")
-    sim = cosim.Simulation(model=load_urdf(path)(), method={method!r}, backend="numba", h=1e-3)
+    from cosim.models.urdf import example_robot_path, load_urdf
+    sim = cosim.Simulation(model=load_urdf(example_robot_path())(), method={method!r}, backend="numba",
+                           h=1e-3)
     for k in range(10):
         sim.do_step(sim.time, 1e-3)
     print("t", sim.time)
@@ -123,13 +121,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--method", default="generalized-alpha")
     parser.add_argument("--model", default="andrews", help="library model of the first run")
+    parser.add_argument("--cache", help="use this cache folder instead of an empty one (e.g. to run "
+                                        "the model rows again after the methods were compiled)")
     a = parser.parse_args(argv)
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     py = sys.executable
     print(f"first runs on an empty cache, method {a.method} (load {os.getloadavg()[0]:.1f}):")
     print(f"  {'run':48s} {'wall s':>8s} {'compiling s':>12s} {'longest silence s':>18s}")
-    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as user:
-        env["COSIM_CACHE_DIR"] = cache
+    with tempfile.TemporaryDirectory() as tmp_cache, tempfile.TemporaryDirectory() as user:
+        env["COSIM_CACHE_DIR"] = a.cache or tmp_cache
         with open(os.path.join(user, "user_model.py"), "w", encoding="utf-8") as fh:
             fh.write(USER_MODEL)
         runs = [("compile the methods once (scripts/setup.sh)",

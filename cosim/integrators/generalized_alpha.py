@@ -385,10 +385,6 @@ class GeneralizedAlpha(MultibodyIntegrator):
             self._entry(self._fns, K.RESTART, S.copy(), self._I.copy(), self._LU.copy(), self._u_c,
                         self._parameters(), 0.0, 0, self._y_out.copy())
 
-    def initialize(self, t0=0.0, y0=None, u=None, **ic_options):
-        report = super().initialize(t0, y0, u, **ic_options)
-        return report
-
     def _parameters(self):
         """The model's parameter vector p (kernel models; empty for the others)."""
         p = getattr(self.model, "_p", None)
