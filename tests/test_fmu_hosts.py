@@ -490,3 +490,63 @@ def test_fmu_carries_only_what_a_slave_imports(pendulum_py):
                    "cosim/data/launch/"):
         assert not [n for n in names if n.startswith(banned)], banned
     assert "not part of an FMU" in stub and "dask" not in stub.split('"""')[2]
+
+
+# -- 6. ecos (PyPI ecospy) as a second master, in-process and out-of-process ---------------------
+ECOS_HOST = textwrap.dedent("""
+    import json, math, sys
+    from ecospy import EcosSimulation, EcosSimulationStructure
+    from ecospy.lib import EcosLib
+    EcosLib.set_log_level("err")
+    uri, n, h, names = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), json.loads(sys.argv[4])
+    rows = []
+    with EcosSimulationStructure() as ss:
+        ss.add_model("p", uri)
+        with EcosSimulation(structure=ss, step_size=h) as sim:
+            sim.init()
+            for _ in range(n):
+                sim.set_real("p::torque", math.sin(3.0 * sim.get_time()))
+                sim.step()
+                rows.append([sim.get_real("p::" + x) for x in names])
+            sim.terminate()
+    print(json.dumps(rows))
+""")
+
+
+def _ecospy():
+    """ecospy's package folder, or a skip saying why it cannot run here."""
+    try:
+        import ecospy
+    except ImportError:
+        pytest.skip("ecospy is not installed (pip install 'cosim[test]')")
+    except OSError as exc:  # its native library needs a system library, e.g. libtbb.so.12
+        pytest.skip(f"ecospy's native library does not load here: {exc}")
+    return Path(ecospy.__file__).parent
+
+
+@pytest.mark.parametrize("mode", ["in-process", "out-of-process"])
+def test_ecos_runs_the_fmu_identically(pendulum_py, tmp_path, mode):
+    """ecos (ecospy) as the master, torque = sin(3 t) set before each step: in its own
+    process, and in its out-of-process runner (proxyfmu, a C++ program without Python: the
+    FMU loads Python itself).  Outputs vs cosim.Simulation on the same grid: identical (max
+    difference 0)."""
+    package = _ecospy()
+    env = bare_environment()
+    uri = str(pendulum_py)
+    if mode == "out-of-process":
+        runner = package / "binaries" / "proxyfmu"
+        if not runner.exists():
+            pytest.skip(f"ecospy has no out-of-process runner ({runner})")
+        # the ecospy 0.7.2 wheel installs proxyfmu without the executable bit: run a copy
+        local = tmp_path / "bin" / "proxyfmu"
+        local.parent.mkdir()
+        shutil.copy2(runner, local)
+        local.chmod(0o755)
+        env["PATH"] = f"{local.parent}{os.pathsep}{env.get('PATH', '')}"
+        uri = f"proxyfmu://localhost?file={pendulum_py}"
+    n, h = 40, 0.01
+    proc = subprocess.run([sys.executable, "-c", ECOS_HOST, uri, str(n), repr(h), json.dumps(OUTPUTS)],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = np.array(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert np.max(np.abs(got - reference(n, h))) == 0.0
