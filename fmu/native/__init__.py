@@ -32,7 +32,9 @@ SOURCES = ("cosim_fmi2.cpp", "python_loader.h", "glibc_compat.h", "fmi2Functions
            "fmi2FunctionTypes.h", "fmi2TypesPlatform.h")
 FLAGS = ("-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-U_FORTIFY_SOURCE",
          "-D_FORTIFY_SOURCE=0", "-static-libstdc++", "-Wl,-z,nodelete",
-         "-Wl,--wrap=__libc_single_threaded", "-Wl,--wrap=arc4random")
+         "-Wl,--wrap=__libc_single_threaded", "-Wl,--wrap=arc4random",
+         # dlopen & co. live in libdl.so.2 before glibc 2.34 (a stub after): always loaded
+         "-Wl,--push-state,--no-as-needed", "-l:libdl.so.2", "-Wl,--pop-state")
 GLIBC_BASELINE = (2, 28)  # the highest GLIBC symbol version the binary may need
 PLATFORM = "linux64"
 
