@@ -6,8 +6,13 @@
 // 2019-2020 NTNU - Department of Ocean Operations and Civil Engineering,
 // Copyright (c) 2019-2020 Safran SA),
 // rewritten where 0.7.0 breaks the FMI 2.0.4 contract:
-//  * fmi2Instantiate checks fmuGUID against the FMU's own (§2.1.5) and that the
-//    host interpreter has numpy and scipy; on failure it logs why and returns NULL.
+//  * The Python runtime is found and loaded by the binary itself (python_loader.h):
+//    the host's Python when it has one, else a libpython it loads (a host without
+//    Python, e.g. a C program, needs nothing preloaded).  No Python symbol is
+//    referenced directly; glibc_compat.h keeps the binary loadable on glibc 2.28.
+//  * fmi2Instantiate checks fmuGUID against the FMU's own (§2.1.5) and the FMU's
+//    host contract (Python range, packages: cosim_fmu.json "host"); on failure it
+//    logs one line saying why and how to fix it, and returns NULL.
 //  * A Python exception in a call is fmi2Error with its message logged; the
 //    instance stays alive (0.7.0 freed the slave object and returned fmi2Fatal).
 //  * fmi2DoStep: True -> fmi2OK, False -> fmi2Discard, exception -> fmi2Error;
