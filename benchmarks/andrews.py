@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from cosim.integrators.generalized_alpha import GeneralizedAlpha
-from cosim.integrators.generalized_alpha_i2 import GeneralizedAlphaIndex2
+from cosim.integrators.generalized_alpha import GeneralizedAlphaIndex2
 from cosim.models.andrews import REFERENCE_Q, REFERENCE_T, Andrews
 
 SEED_TABLE5 = {"generalized-alpha": (3148, 1e-6), "BDF": (568, 1e-4), "explicit": (946, None)}

@@ -1,51 +1,152 @@
-"""Cold and warm start of a whole command-line run (issue 13 item 5): the wall
-time of ``cosim simulate MODEL`` as a new process
+"""What a first run costs: methods compiled once per machine, then a new model.
 
-* cold: an empty compile cache (``COSIM_CACHE_DIR`` = a fresh folder): numba
-  compiles the model's entry and caches it;
-* warm: the same cache again (numba loads the machine code);
-* python: ``--backend python`` (no numba at all), for reference.
+On an empty compile cache (``COSIM_CACHE_DIR`` = a fresh folder), each in a new
+process (wall seconds, and the compile time the run itself reports on stderr):
 
-    python benchmarks/startup.py [--model andrews] [--method generalized-alpha] [--t-end 0.03]
+1. compile every method that is compiled independently of the model, once
+   (``cosim.integrators.compile_method``; what ``scripts/setup.sh`` does);
+2. with those methods cached, the first run of
+   * a library model whose kernels were never compiled (``cosim simulate``),
+   * a URDF robot (the Panda of example-robot-data; every robot shares one kernel set),
+   * a user's kernel model (a module written to a temp folder, run with ``Simulation``);
+3. the same three again (everything cached): the warm start.
+
+The longest silence of each run (the largest gap between two lines it printed,
+including the start and the end) is printed too.
+
+    python benchmarks/startup.py [--method generalized-alpha]
 """
 import argparse
 import os
 import subprocess
 import sys
 import tempfile
+import textwrap
+import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+USER_MODEL = textwrap.dedent('''
+    """A user's model written as kernels: a damped pendulum on a spring (not in the library)."""
+    import math
 
-def run(args, env):
+    import numpy as np
+
+    from cosim.models.kernels import KernelModel, MultibodyKernels
+
+
+    def mass(q, t, p, M):
+        M[0, 0] = p[0]
+        M[1, 1] = p[0] * q[0] * q[0]
+
+
+    def forces(q, v, t, u, p, Q):
+        Q[0] = p[0] * q[0] * v[1] * v[1] - p[1] * (q[0] - 1.0) + p[0] * 9.81 * math.cos(q[1]) - 0.1 * v[0]
+        Q[1] = -2.0 * p[0] * q[0] * v[0] * v[1] - p[0] * 9.81 * q[0] * math.sin(q[1]) + u[0]
+
+
+    def constraints(q, t, p, C):
+        pass
+
+
+    class SpringPendulum(KernelModel):
+        name = "spring_pendulum"
+        coordinates = ("r", "theta")
+        constraint_names = ()
+        input_names = ("torque",)
+        constant_mass = False
+        params = {"mass": 1.0, "stiffness": 50.0}
+        kernel_set = MultibodyKernels(mass, forces, constraints)
+
+        def kernel_parameters(self):
+            return np.array([self.params["mass"], self.params["stiffness"]])
+
+        def initial_state(self):
+            return np.array([1.1, 0.5]), np.zeros(2)
+''')
+
+USER_RUN = textwrap.dedent('''
+    import sys
+    sys.path.insert(0, {folder!r})
+    import cosim
+    from user_model import SpringPendulum
+    sim = cosim.Simulation(model=SpringPendulum(), method={method!r}, backend="numba", rtol=1e-6)
+    for k in range(10):
+        sim.do_step(sim.time, 0.01)
+    print("t", sim.time, "y", sim.y[:2])
+''')
+
+URDF_RUN = textwrap.dedent('''
+    import cosim
+    from cosim.models.urdf import load_urdf
+    from example_robot_data import getModelPath
+    import os
+    path = os.path.join(getModelPath("panda_description/urdf/panda.urdf"), "panda_description/urdf/panda.urdf")
+    sim = cosim.Simulation(model=load_urdf(path)(), method={method!r}, backend="numba", h=1e-3)
+    for k in range(10):
+        sim.do_step(sim.time, 1e-3)
+    print("t", sim.time)
+''')
+
+
+def run(argv, env):
+    """(wall seconds, compile seconds reported, longest silence, stderr) of one process."""
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "cosim.cli", "simulate", *args], env=env,
-                          capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    stamps, err = [0.0], []
+
+    def read(stream, keep):
+        for line in stream:
+            stamps.append(time.perf_counter() - t0)
+            if keep:
+                err.append(line)
+    threads = [threading.Thread(target=read, args=(proc.stdout, False)),
+               threading.Thread(target=read, args=(proc.stderr, True))]
+    for th in threads:
+        th.start()
+    proc.wait()
+    for th in threads:
+        th.join()
     wall = time.perf_counter() - t0
+    stamps = sorted(stamps + [wall])
+    silence = max(b - a for a, b in zip(stamps, stamps[1:]))
     if proc.returncode != 0:
-        raise SystemExit(f"cosim simulate {' '.join(args)} failed:\n{proc.stderr}")
-    return wall, "compiling kernels" in proc.stderr
+        raise SystemExit(f"{' '.join(argv[:4])} failed:\n{''.join(err)[-3000:]}")
+    compiled = sum(float(line.split(" in ")[-1].split()[0]) for line in err
+                   if line.startswith("cosim: compiled ") and " in " in line)
+    return wall, compiled, silence, "".join(err)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="andrews")
     parser.add_argument("--method", default="generalized-alpha")
-    parser.add_argument("--t-end", default="0.03")
-    parser.add_argument("--repeat", type=int, default=3, help="warm runs (median printed)")
+    parser.add_argument("--model", default="andrews", help="library model of the first run")
     a = parser.parse_args(argv)
-    args = [a.model, "--method", a.method, "--t-end", a.t_end, "--json"]
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    print(f"cosim simulate {' '.join(args)} as a new process (wall s, load {os.getloadavg()[0]:.1f})")
-    with tempfile.TemporaryDirectory() as cache:
+    py = sys.executable
+    print(f"first runs on an empty cache, method {a.method} (load {os.getloadavg()[0]:.1f}):")
+    print(f"  {'run':48s} {'wall s':>8s} {'compiling s':>12s} {'longest silence s':>18s}")
+    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as user:
         env["COSIM_CACHE_DIR"] = cache
-        cold, compiled = run([*args, "--backend", "numba"], env)
-        print(f"  cold (empty cache, compiles: {compiled}): {cold:7.2f}")
-        warm = sorted(run([*args, "--backend", "numba"], env)[0] for _ in range(a.repeat))
-        print(f"  warm (cached machine code):          {warm[len(warm) // 2]:7.2f}   (min {warm[0]:.2f})")
-    py = sorted(run([*args, "--backend", "python"], env)[0] for _ in range(a.repeat))
-    print(f"  python backend:                      {py[len(py) // 2]:7.2f}   (min {py[0]:.2f})")
+        with open(os.path.join(user, "user_model.py"), "w", encoding="utf-8") as fh:
+            fh.write(USER_MODEL)
+        runs = [("compile the methods once (scripts/setup.sh)",
+                 [py, "-c", "from cosim.integrators import ONE_IMPLEMENTATION, compile_method\n"
+                            "for m in sorted(ONE_IMPLEMENTATION): compile_method(m)"]),
+                (f"new library model: cosim simulate {a.model}",
+                 [py, "-m", "cosim.cli", "simulate", a.model, "--method", a.method, "--t-end", "0.01",
+                  "--backend", "numba", "--json"]),
+                ("new URDF robot: the Panda", [py, "-c", URDF_RUN.format(method=a.method)]),
+                ("new user kernel model", [py, "-c", USER_RUN.format(folder=user, method=a.method)])]
+        for label, cmd in runs:
+            wall, compiled, silence, _ = run(cmd, env)
+            print(f"  {label:48s} {wall:8.1f} {compiled:12.1f} {silence:18.1f}", flush=True)
+        print("the same again, everything cached:")
+        for label, cmd in runs[1:]:
+            wall, compiled, silence, _ = run(cmd, env)
+            print(f"  {label:48s} {wall:8.1f} {compiled:12.1f} {silence:18.1f}", flush=True)
     return 0
 
 

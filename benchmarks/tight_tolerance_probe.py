@@ -183,7 +183,7 @@ def i2(args):
 
 
 def i2_compensated(args):
-    from cosim.integrators.generalized_alpha_i2 import GeneralizedAlphaIndex2 as G2
+    from cosim.integrators.generalized_alpha import GeneralizedAlphaIndex2 as G2
     predict0, attempt0 = G2._predict, G2._attempt
 
     def predict(self, h):  # G2._predict (generalized_alpha.py) with the increments kept apart
@@ -236,7 +236,7 @@ def i2_noise(args):
     units of the weights: is this estimate at its rounding floor, as eq. 34's
     h²x is for generalized-alpha (the noise probe)?"""
     from cosim.integrators.common import error_weights
-    from cosim.integrators.generalized_alpha_i2 import GeneralizedAlphaIndex2 as G2
+    from cosim.integrators.generalized_alpha import GeneralizedAlphaIndex2 as G2
     rec = []
     orig = G2._attempt
 

@@ -9,7 +9,7 @@ from .run import RunResult, run  # noqa: E402
 from .spec import SimulationSpec, load_spec  # noqa: E402
 from .sweep import sweep  # noqa: E402  (imports dask only when called)
 
-__version__ = "0.1.0"
+from ._version import DISTRIBUTION, __version__  # noqa: E402
 
 
 def __getattr__(name):  # lazy: the stepper pulls in more than the core needs

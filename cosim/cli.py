@@ -15,14 +15,24 @@ import sys
 import warnings
 from importlib.metadata import entry_points
 
+from ._version import DISTRIBUTION, __version__
 from .errors import CosimError
+
+DESCRIPTION = ("cosim: co-simulation of multibody DAEs, ODEs and LTI plants in communication steps "
+               "with zero-order-hold inputs; FMI 2.0 FMUs and a ROS 2 node (cosim-ros).")
 
 # subcommand -> module in cosim.commands defining register(subparsers)
 CORE_COMMANDS = ("listing", "simulate", "run", "sweep", "check", "demo", "warmup", "new_model")
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="cosim", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="cosim", description=DESCRIPTION,
+        epilog="`cosim COMMAND --help` describes a command; the manual is in the docs/ folder of "
+               "the source distribution.")
+    parser.add_argument("--version", action="version",
+                        version=f"cosim {__version__} (distribution {DISTRIBUTION}, Python "
+                                f"{sys.version.split()[0]})")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in CORE_COMMANDS:
@@ -31,7 +41,11 @@ def build_parser():
         except ImportError:
             continue
         module.register(sub)
+    seen = set()
     for ep in entry_points(group="cosim.commands"):
+        if ep.name in seen:  # the same plugin from a second installed distribution
+            continue
+        seen.add(ep.name)
         try:
             ep.load()(sub)
         except ImportError:

@@ -25,6 +25,8 @@ import sys
 import tempfile
 import warnings
 
+import numpy as np
+
 from .errors import InvalidInputError
 
 BACKENDS = ("auto", "numba", "python")
@@ -83,12 +85,59 @@ def check_backend(backend):
     return name
 
 
+# callables that also receive every notice (the FMU sends them to the host's FMI logger)
+listeners = []
+
+
+def say(message):
+    """One notice on stderr (and to every listener)."""
+    print(f"cosim: {message}", file=sys.stderr, flush=True)
+    for listener in list(listeners):
+        try:
+            listener(message)
+        except Exception:  # noqa: BLE001 - a broken listener must not stop a compile
+            pass
+
+
 def announce(key, message):
     """One line on stderr, once per ``key`` and process (compilation notices)."""
     if key in _state["announced"]:
         return
     _state["announced"].add(key)
-    print(f"cosim: {message}", file=sys.stderr, flush=True)
+    say(message)
+
+
+class compiling:
+    """Context manager around a compilation that may take long: a line before
+    (what, and an estimate), one every ``every`` seconds while it runs, and one
+    with the time it took — so no compile is silent for more than ~10 s."""
+
+    def __init__(self, what, estimate, every=10.0):
+        self.what, self.estimate, self.every = what, estimate, every
+
+    def __enter__(self):
+        import threading  # noqa: PLC0415
+        import time  # noqa: PLC0415
+        self._time = time
+        self._t0 = time.perf_counter()
+        say(f"compiling {self.what} ({self.estimate}; once, then cached in {cache_dir()})…")
+        self._stop = threading.Event()
+
+        def tick():
+            while not self._stop.wait(self.every):
+                say(f"  … still compiling {self.what} ({time.perf_counter() - self._t0:.0f} s so far)")
+
+        self._thread = threading.Thread(target=tick, name="cosim-compile-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._stop.set()
+        self._thread.join()
+        seconds = self._time.perf_counter() - self._t0
+        if exc_type is None:
+            say(f"compiled {self.what} in {seconds:.1f} s")
+        return False
 
 
 def fall_back(requested, reason):
@@ -298,7 +347,7 @@ def _literal(value):
     return repr(value)
 
 
-def _pasted_kernels(kernel_functions, reserved):
+def _pasted_kernels(kernel_functions, reserved, aliases=True):
     """The kernels' own source, made self-contained: the module-level functions
     and marked helpers they call, the modules they use (``math``, ``numpy``) and
     the number constants they read.  Numba's cached code then refers to nothing
@@ -361,7 +410,8 @@ def _pasted_kernels(kernel_functions, reserved):
     text += "".join(line + "\n" for line in sorted(imports.values()))
     text += "".join(f"{k} = {v}\n" for k, v in sorted(constants.items()))
     text += "\n\n" + "\n\n".join(sources)
-    text += "".join(f"_k{i} = {fn.__name__}\n" for i, fn in enumerate(kernel_functions))
+    if aliases:
+        text += "".join(f"_k{i} = {fn.__name__}\n" for i, fn in enumerate(kernel_functions))
     return text
 
 
@@ -482,51 +532,272 @@ def model_entry_points(method_module, kernel_functions, model_name, method_name,
     return module.entry
 
 
-# -- the compiled entry for a caller without Python (the FMU binary) ------------------------
-_native_addresses = {}  # id(entry) -> (entry, address)
+# -- compiled once per machine: methods independent of the model, models plugged in ----------
+# A method's kernel module is compiled once (an explicit signature whose first argument is
+# the tuple of the model's functions as numba first-class function types), cached on disk;
+# a model reaches it as a tuple of its kernels, each compiled alone with the protocol's
+# signature (seconds), so a new model, robot or FMU host never recompiles a method.
+
+def kernel_fields():
+    """The model functions a method receives, in order: cosim.models.kernels'
+    MultibodyKernels fields (mass … outputs, then the nonholonomic ones)."""
+    from .models.kernels import COMPILED_FIELDS, NONHOLONOMIC_FIELDS  # noqa: PLC0415
+    return COMPILED_FIELDS + NONHOLONOMIC_FIELDS
 
 
-def native_entry_address(entry):
-    """Address of ``entry``'s machine code in numba's calling convention, for a
-    C caller that steps the record without Python (fmu/native/cosim_fmi2.cpp,
-    ``NumbaEntry``), or None when that convention cannot be vouched for.
+def kernel_signature(name):
+    """numba signature of the model kernel ``name`` (KERNEL_SIGNATURES letters)."""
+    types = numba_module().types
+    kinds = {"a": types.float64[:], "A": types.float64[:, :], "f": types.float64}
+    return types.void(*(kinds[c] for c in KERNEL_SIGNATURES[name]))
 
-    The function is ``int32 f(int64 *ret, void **excinfo, int64 mode, S, I, LU,
-    u, p, double t_target, int64 max_steps, y_out)``, returning 0 when ``*ret``
-    holds the entry's status; every array argument is passed as the fields of
-    numba's array model, one by one (meminfo, parent, nitems, itemsize, data,
-    shape..., strides... in bytes).  The caller passes a NULL meminfo (numba
-    then counts no references) and arrays it keeps alive itself.  Checked here,
-    not assumed: the compiled signature (C-contiguous, writable float64/int64
-    arrays), numba's CPU calling convention with an int32 status, and the array
-    model's field order; any difference returns None and the caller keeps
-    calling through Python.  Vouched-for addresses are remembered per entry."""
-    address = _native_addresses.get(id(entry))
-    if address is not None and address[0] is entry:
-        return address[1]
-    numba = numba_module()
-    if numba is None or entry is None:
-        return None
+
+def model_functions_type():
+    """numba type of the tuple of a model's functions (first-class function types)."""
+    types = numba_module().types
+    return types.Tuple(tuple(types.FunctionType(kernel_signature(f)) for f in kernel_fields()))
+
+
+METHOD_FORMAT = 1  # bump when a generated method module's layout changes
+_methods = {}      # method module name -> compiled entry_at
+_models = {}       # tuple of kernel functions -> (compiled functions, their addresses)
+
+_METHOD_HEADER = '''"""{method}, compiled once per machine (generated by cosim.jit from the
+source of {sources}; do not edit).  Source digest {digest}, format {fmt}."""
+import types as _types
+
+import numba as _numba
+'''
+
+# the compiled entry takes the model's functions as an int64 array of addresses (row k:
+# the C wrapper and the numba-convention function of kernel k, cosim.jit.model_functions)
+# and makes them first-class function values again, so a call costs what a call with
+# plain arrays costs (a tuple of dispatchers as an argument is unboxed per call: ~0.4 ms)
+_METHOD_ENTRY_AT = '''
+
+# ---- entry by addresses (cosim.jit.method_entry) ----
+from numba import types as _nt
+from numba.core import cgutils as _cg
+from numba.extending import intrinsic as _intrinsic
+
+_KINDS = {{"a": _nt.float64[:], "A": _nt.float64[:, :], "f": _nt.float64}}
+{function_types}
+
+
+@_intrinsic
+def _function_at(typingctx, c_addr, jit_addr, fntype):
+    ft = fntype.instance_type
+
+    def codegen(context, builder, signature, args):
+        fn = _cg.create_struct_proxy(ft)(context, builder)
+        vp = context.get_value_type(_nt.voidptr)
+        fn.c_addr = builder.inttoptr(args[0], vp)
+        fn.jit_addr = builder.inttoptr(args[1], vp)
+        fn.py_addr = _cg.get_null_value(vp)
+        return fn._getvalue()
+    return ft(_nt.int64, _nt.int64, fntype), codegen
+
+
+def entry_at(addresses, mode, S, I, LU, u, p, t_target, max_steps, y_out):
+    """entry() with the model's functions given by address."""
+    fns = ({functions})
+    return entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out)
+
+
+def native_step(mode, S, n_S, I, n_I, LU, N, u, n_u, p, n_p, t_target, max_steps, y_out, n_y,
+                addresses, n_functions):
+    """entry_at() for a C caller (cosim.jit.native_step_address): every array as a
+    pointer and its length (LU: N×N, addresses: n_functions×2), C-contiguous."""
+    return entry_at(_numba.carray(addresses, (n_functions, 2)), mode, _numba.carray(S, (n_S,)),
+                    _numba.carray(I, (n_I,)), _numba.carray(LU, (N, N)), _numba.carray(u, (n_u,)),
+                    _numba.carray(p, (n_p,)), t_target, max_steps, _numba.carray(y_out, (n_y,)))
+'''
+
+_METHOD_FOOTER = '''
+
+# error_model="numpy": x / 0.0 is inf/nan, which the kernels' finiteness checks turn
+# into a status code with the record restored; numba's default raises a Python
+# exception from the middle of a step and leaves the record half-written
+for _name, _obj in list(globals().items()):
+    if isinstance(_obj, _types.FunctionType) and _obj.__module__ == __name__ \
+            and _name != "native_step":   # a cfunc, made on demand (cosim.jit.native_step_address)
+        globals()[_name] = _numba.njit(cache=True, nogil=True, error_model="numpy")(_obj)
+'''
+
+
+def _quiet_experimental():
+    """Silence numba's "first-class function type feature is experimental" warning
+    (it is the documented mechanism this module relies on, tested here)."""
+    from numba.core.errors import NumbaExperimentalFeatureWarning  # noqa: PLC0415
+    warnings.filterwarnings("ignore", category=NumbaExperimentalFeatureWarning)
+
+
+def _generated_module(kind, label, text, preset=None):
+    """Import ``text`` from ``<cache>/entries/cosim_<kind>_<label>_<digest>.py`` (its
+    first ``{digest}`` replaced by the text's digest; written once, atomically: numba's
+    cache is keyed to the file's stamp), with ``preset`` globals bound before it runs."""
+    import importlib.util  # noqa: PLC0415
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    source = text.replace("{digest}", digest, 1)
+    folder = os.path.join(cache_dir() or tempfile.mkdtemp(prefix="cosim-"), "entries")
+    os.makedirs(folder, exist_ok=True)
+    safe = "".join(c if c.isalnum() else "_" for c in label)
+    modname = f"cosim_{kind}_{safe}_{digest}"
+    if modname in sys.modules:
+        return sys.modules[modname]
+    path = os.path.join(folder, modname + ".py")
+    current = None
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as fh:
+            current = fh.read()
+    if current != source:
+        tmp = path + f".{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(modname, path)
+    module = importlib.util.module_from_spec(spec)
+    module.__dict__.update(preset or {})
+    sys.modules[modname] = module  # numba's cache re-imports it by name when it loads
+    spec.loader.exec_module(module)
+    return module
+
+
+def _cached(dispatcher, signature):
+    """Whether numba's on-disk cache holds ``dispatcher`` for ``signature`` (private
+    numba API: only decides whether to print the compile notices)."""
     try:
-        from llvmlite import ir  # noqa: PLC0415
-        from numba.core import callconv, datamodel, types  # noqa: PLC0415
-        f1 = types.Array(types.float64, 1, "C")
-        expected = (types.int64, f1, types.Array(types.int64, 1, "C"),
-                    types.Array(types.float64, 2, "C"), f1, f1, types.float64, types.int64, f1)
-        cres = entry.overloads.get(expected)
-        if cres is None or cres.fndesc.restype != types.int64 \
-                or type(cres.target_context.call_conv) is not callconv.CPUCallConv \
-                or callconv.errcode_t != ir.IntType(32):
-            return None
-        for arr in (f1, expected[3]):
-            model = datamodel.default_manager.lookup(arr)
-            if tuple(model._fields) != ("meminfo", "parent", "nitems", "itemsize", "data",
-                                        "shape", "strides"):
-                return None
-        address = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
-    except Exception:  # noqa: BLE001 - private numba API: no native path, nothing else changes
-        return None
-    if not address:
-        return None
-    _native_addresses[id(entry)] = (entry, int(address))  # entries live as long as the process
-    return int(address)
+        cache = dispatcher._cache
+        key = cache._index_key(signature, dispatcher.targetctx.codegen())
+        return key in cache._cache_file._load_index()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def method_signature():
+    """numba signature of a method's ``entry_at(addresses, mode, S, I, LU, u, p,
+    t_target, max_steps, y_out)``."""
+    types = numba_module().types
+    f1, i1 = types.float64[::1], types.int64[::1]
+    return types.int64(types.int64[:, ::1], types.int64, f1, i1, types.float64[:, ::1], f1, f1,
+                       types.float64, types.int64, f1)
+
+
+def method_entry(method_module, method_name, helpers=(), estimate="about 1-3 min"):
+    """The compiled ``entry_at(addresses, mode, S, I, LU, u, p, t_target, max_steps,
+    y_out)`` of ``method_module`` — its ``entry(fns, …)`` with the model's functions
+    given by the addresses :func:`model_functions` returns — compiled once per
+    machine for every model, cached on disk, with progress lines while it compiles.
+    Compiled from a generated copy of the sources (``helpers`` pasted first) in the
+    cache folder, so that every copy of the package (an FMU's private one) shares
+    one compilation."""
+    key = method_module.__name__
+    if key in _methods:
+        return _methods[key]
+    numba_module()
+    _quiet_experimental()
+    fields = kernel_fields()
+    modules = (*helpers, method_module)
+    body = "".join(_module_body(m, 0) for m in modules)
+    types_text = "\n".join(f"_FT{k} = _nt.FunctionType(_nt.void(*(_KINDS[c] for c in "
+                           f"{KERNEL_SIGNATURES[name]!r})))  # {name}"
+                           for k, name in enumerate(fields))
+    calls = ", ".join(f"_function_at(addresses[{k}, 0], addresses[{k}, 1], _FT{k})"
+                      for k in range(len(fields)))
+    text = (_METHOD_HEADER.format(method=method_name, digest="{digest}", fmt=METHOD_FORMAT,
+                                  sources=", ".join(m.__name__.rsplit(".", 1)[-1] for m in modules))
+            + body + _METHOD_ENTRY_AT.format(function_types=types_text, functions=calls)
+            + _METHOD_FOOTER)
+    module = _generated_module("method", method_name, text)
+    signature = method_signature()
+    entry = module.entry_at
+    if tuple(signature.args) not in entry.overloads:  # (else: another copy of cosim loaded it)
+        if _cached(entry, signature):
+            entry.compile(signature)
+        else:
+            with compiling(f"method {method_name}", estimate):
+                entry.compile(signature)
+        entry.disable_compile()  # other argument types are a bug, not a new compilation
+    _methods[key] = entry
+    return entry
+
+
+_native_steps = {}  # method module name -> cfunc
+
+
+def native_step_signature():
+    """C signature of a method's ``native_step`` (see the generated module)."""
+    types = numba_module().types
+    i8, f8 = types.int64, types.float64
+    pf, pi = types.CPointer(f8), types.CPointer(i8)
+    return i8(i8, pf, i8, pi, i8, pf, i8, pf, i8, pf, i8, f8, i8, pf, i8, pi, i8)
+
+
+def native_step_address(method_module, method_name, helpers=()):
+    """Address of ``int64 native_step(int64 mode, double *S, int64 n_S, int64 *I,
+    int64 n_I, double *LU, int64 N, double *u, int64 n_u, double *p, int64 n_p,
+    double t_target, int64 max_steps, double *y_out, int64 n_y, int64 *addresses,
+    int64 n_functions)``: the method's compiled entry (:func:`method_entry`) as a
+    numba ``cfunc`` with a plain C signature, for a caller without Python (the FMU
+    binary, fmu/native/native_step.h).  Returns the entry's status (0: done)."""
+    key = method_module.__name__
+    if key not in _native_steps:
+        numba = numba_module()
+        method_entry(method_module, method_name, helpers)
+        module = sys.modules[_methods[key].py_func.__module__]
+        with compiling(f"the C entry of method {method_name}", "about a minute"):
+            _native_steps[key] = numba.cfunc(native_step_signature(), cache=True, nogil=True,
+                                             error_model="numpy")(module.native_step)
+    return _native_steps[key].address
+
+
+_KERNELS_HEADER = '''"""Compiled model functions of {model} (generated by cosim.jit from their source;
+do not edit).  Source digest {digest}."""
+import types as _types
+
+import numba as _numba
+'''
+
+
+def model_functions(kernel_functions, model_name):
+    """The model's kernels (all of :func:`kernel_fields`, stubs for missing ones)
+    compiled alone with the protocol's signatures (seconds; cached on disk; models
+    sharing a kernel set, e.g. every URDF robot, share them), as the int64 array of
+    their addresses that :func:`method_entry`'s ``entry_at`` takes: row k holds the
+    C wrapper and the numba-convention function of kernel k."""
+    key = tuple(kernel_functions)
+    if key in _models:
+        return _models[key][1]
+    numba = numba_module()
+    fields = kernel_fields()
+    if len(key) != len(fields):
+        raise InvalidInputError(f"model {model_name!r}: {len(key)} kernel functions, the protocol "
+                                f"has {len(fields)}")
+    for fn in key:
+        if "<locals>" in fn.__qualname__ or fn.__name__ == "<lambda>":
+            raise InvalidInputError(f"kernel {fn.__qualname__!r} of model {model_name!r} must be a "
+                                    f"module-level function to be compiled")
+    reserved = {"_types", "_numba", "_name", "_obj"}
+    pasted = _pasted_kernels(key, reserved, aliases=False)
+    if pasted is not None:
+        text = _KERNELS_HEADER.format(model=model_name, digest="{digest}") + pasted + _METHOD_FOOTER
+        module = _generated_module("kernels", model_name, text)
+        compiled = [getattr(module, fn.__name__) for fn in key]
+    else:  # by reference: numba caches them by their own module
+        _kernel_helpers(key)
+        compiled = [numba.njit(cache=True, nogil=True, error_model="numpy")(fn) for fn in key]
+    signatures = [kernel_signature(f) for f in fields]
+    todo = [(d, s) for d, s in zip(compiled, signatures) if not _cached(d, s)]
+    if todo:
+        with compiling(f"the kernels of model {model_name}", "a few seconds"):
+            for dispatcher, signature in zip(compiled, signatures):
+                dispatcher.compile(signature)
+    else:
+        for dispatcher, signature in zip(compiled, signatures):
+            dispatcher.compile(signature)
+    from numba.experimental.function_type import (  # noqa: PLC0415
+        _get_jit_address, _get_wrapper_address)
+    addresses = np.array([[_get_wrapper_address(d, s), _get_jit_address(d, s)]
+                          for d, s in zip(compiled, signatures)], dtype=np.int64)
+    _models[key] = (tuple(compiled), addresses)  # the functions live as long as the process
+    return addresses

@@ -141,7 +141,18 @@ def _augmented_plant(spec, model, params, exact):
 
 
 class Simulation:
-    """Co-simulation of one plant model with discrete blocks (see module docstring)."""
+    """Co-simulation of one plant model with discrete blocks, advanced in communication
+    steps :meth:`do_step` with zero-order-hold inputs (semantics: the docstring of
+    :mod:`cosim.simulation`; docs/concepts.md).
+
+    ``model``: a library name, ``package.module:Class``, a model class or instance;
+    ``method``: see ``cosim.available_methods()``; ``params``: model parameters;
+    ``rtol``/``atol`` or a fixed step ``h``; ``method_options``: the method's options;
+    ``blocks``/``connections``: discrete blocks (:mod:`cosim.blocks`) and ``"src ->
+    dst"`` signal connections; ``backend``: ``"auto"``, ``"numba"`` or ``"python"``;
+    ``max_ic_repair``: the largest initial-condition repair accepted; ``check``:
+    ``"quick"`` or ``"off"`` (the set-up model check).  A failing call raises a
+    :mod:`cosim.errors` exception and leaves the simulation unchanged."""
 
     def __init__(self, model="pendulum", method="generalized-alpha", params=None, rtol=1e-6,
                  atol=1e-8, h=None, method_options=None, blocks=(), connections=(), start_time=0.0,
@@ -232,7 +243,7 @@ class Simulation:
     @property
     def backend_reason(self):
         """Why this run is on the Python backend (None on numba).  A multibody model
-        without kernels runs there by measurement (issue 13 item 3): the compiled core
+        without kernels runs there by measurement: the compiled core
         calling back into Python per kernel is faster per step but cannot be cached
         (``python benchmarks/user_model_callback.py``)."""
         if self.backend == "numba":
@@ -242,9 +253,9 @@ class Simulation:
         from .integrators import compiled_unavailable
         why = compiled_unavailable(self.method, self.model) or "the compiled twin cannot run it"
         if self.model.kind == "multibody" and getattr(self.model, "kernels", None) is None:
-            why += ("; a compiled core calling back into its Python methods was measured (README, "
-                    "'Your own model') and is not used: its first call compiles for minutes in "
-                    "every process, for 1.0-1.6x per step")
+            why += ("; a compiled core calling back into its Python methods was measured "
+                    "(benchmarks/user_model_callback.py; docs/known-gaps.md) and is not used: its "
+                    "first call compiles for minutes in every process, for 1.0-1.6x per step")
         return why
 
     def _with_check_hint(self, exc):
@@ -403,6 +414,8 @@ class Simulation:
         # every model term once, overflow raised, shapes checked (issue 14)
         probe_model(self.model, self.start_time, self.model.initial_y(), self._u)
         self.integrator.initialize(self.start_time, u=self._u, **ic)
+        # the integrator may run elsewhere than planned (redundant constraints: python)
+        self.backend = getattr(self.integrator, "backend", self.backend)
         self._time = self.start_time
         self._z = self._event_values()
         self._event_log = []

@@ -27,13 +27,14 @@ def _cmd_build(args):
     import os
     import sys
 
+    from cosim._version import install_hint
     from cosim.options import parse_assignments
     from cosim.errors import CosimError
 
     try:
         from .builder import build_fmu
     except ImportError as exc:
-        raise CosimError(f"cosim fmu build needs pythonfmu (pip install 'cosim[fmu]'): {exc}") from None
+        raise CosimError(f"cosim fmu build needs pythonfmu ({install_hint('fmu')}): {exc}") from None
 
     if os.getcwd() not in sys.path:  # a user model module:Class in the current directory
         sys.path.append(os.getcwd())
@@ -57,6 +58,8 @@ def _cmd_build(args):
 
 
 def register(subparsers):
+    from cosim._version import install_hint
+
     p = subparsers.add_parser("fmu", help="FMI 2.0 co-simulation FMUs (build)")
     sub = p.add_subparsers(dest="fmu_command", metavar="FMU_COMMAND")
     sub.required = True
@@ -64,7 +67,7 @@ def register(subparsers):
         "build", help="build an FMI 2.0 Co-Simulation FMU of a model or a scenario",
         description="Build an FMI 2.0 Co-Simulation FMU (linux64) of a library model, a user "
                     "model package.module:ClassName, a robot's URDF file (its text is bundled; the "
-                    "importer then needs pinocchio: pip install 'cosim[robots]'), or a scenario "
+                    f"importer then needs pinocchio: {install_hint('robots')}), or a scenario "
                     "file (plant + discrete blocks). "
                     "Needs a C++17 compiler once (the FMU binary is cached). The FMU carries a "
                     "private copy of the cosim core; the importer needs Python >= 3.11 with numpy "

@@ -57,6 +57,7 @@ message logged, and ``do_step`` returning False into **fmi2Discard**):
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -135,6 +136,7 @@ def _serialize_snapshot(sim, sim_state):
 IC_CATEGORY = "cosimInitialConditions"
 RUNTIME_CATEGORY = "cosimRuntime"
 SETTINGS_CATEGORY = "cosimSettings"
+COMPILE_CATEGORY = "cosimCompilation"
 
 
 class CosimSlave(Fmi2Slave):
@@ -152,7 +154,9 @@ class CosimSlave(Fmi2Slave):
                           "when the python backend runs instead of the compiled one (and why), "
                           "fmi2OK otherwise",
         SETTINGS_CATEGORY: "settings the importer changed: fmi2Warning when the tolerance of "
-                           "fmi2SetupExperiment replaces the FMU's own, fmi2OK when it equals it"})
+                           "fmi2SetupExperiment replaces the FMU's own, fmi2OK when it equals it",
+        COMPILE_CATEGORY: "what the compiled backend compiles on this machine (once per method "
+                          "and model, then cached) and how long it took, as it happens"})
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -405,9 +409,24 @@ class CosimSlave(Fmi2Slave):
         from cosim.simulation import Simulation
         return Simulation.from_spec(self.simulation_spec())
 
+    @contextlib.contextmanager
+    def _compile_notices(self):
+        """cosim.jit's compile notices (what, an estimate, progress, time) also to the
+        FMI logger while the body runs."""
+        from cosim import jit
+
+        def listener(message):
+            self.log(message, Fmi2Status.ok, COMPILE_CATEGORY)
+        jit.listeners.append(listener)
+        try:
+            yield
+        finally:
+            jit.listeners.remove(listener)
+
     def _ensure_simulation(self):
         if self._sim is None:
-            self._sim = self._build_simulation()
+            with self._compile_notices():
+                self._sim = self._build_simulation()
             self._inputs_pending = True
             self._outputs = None
             self._log_backend(self._sim)
@@ -550,16 +569,18 @@ class CosimSlave(Fmi2Slave):
                 or self._terminated or self._pending_params or self._flags[0] != 0.0
                 or self._flags[1] == 0.0 or os.environ.get("COSIM_FMU_NATIVE", "1") == "0"):
             return None
-        rec = sim.native_step_record()
+        with self._compile_notices():
+            rec = sim.native_step_record()
         if rec is None:
             return None
-        address, entry, S, I, LU, u, p, y_out, budget, t_slot, budget_span, time_match = rec
+        address, entry, S, I, LU, u, p, y_out, functions, budget, t_slot, budget_span, time_match = rec
         if u.size != self._inputs.size or y_out.size != self._outbuf.size:
             return None
-        arrays = (entry, S, I, LU, u, p, y_out)  # kept alive by the binary while it steps
+        arrays = (entry, S, I, LU, u, p, y_out, functions)  # kept alive by the binary while it steps
         ints = (address, S.ctypes.data, S.size, I.ctypes.data, I.size, LU.ctypes.data,
                 LU.shape[0], LU.shape[1], u.ctypes.data, u.size, p.ctypes.data, p.size,
-                y_out.ctypes.data, y_out.size, int(budget), int(t_slot))
+                y_out.ctypes.data, y_out.size, int(budget), int(t_slot), functions.ctypes.data,
+                functions.shape[0])
         return arrays, tuple(int(i) for i in ints), (float(budget_span), float(time_match))
 
     def _native_sync(self, n_steps):

@@ -69,6 +69,10 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   EXTRAS=${COSIM_EXTRAS-all}
   say "installing cosim[$EXTRAS] (all = numpy, scipy, numba, fmpy, pythonfmu, libcosimpy, rclpy, pytest, ...);"
   say "  a first install of [all] downloads about 400 MB and takes 1-2 minutes"
+  # the distribution was called "cosim" before it became cosim-mbs: drop that install
+  if .venv/bin/python -m pip show cosim >/dev/null 2>&1; then
+    run_logged "removing the former distribution name cosim" .venv/bin/python -m pip uninstall -y cosim
+  fi
   run_logged "pip install -e .[$EXTRAS]" .venv/bin/python -m pip install --progress-bar off -e ".[$EXTRAS]"
   touch "$stamp"
 else
@@ -82,10 +86,14 @@ def v(name):
         return md.version(name)
     except md.PackageNotFoundError:
         return "not installed"
-print(f"[setup] installed: cosim {v('cosim')} (editable, source {root}) in {root}/.venv")
+print(f"[setup] installed: cosim {v('cosim-mbs')} (distribution cosim-mbs, editable, source {root}) in {root}/.venv")
 print("[setup]   with " + ", ".join(f"{n} {v(n)}" for n in
       ("numpy", "scipy", "numba", "fmpy", "pythonfmu", "libcosimpy", "ros-rclpy", "pytest")))
 print(f"[setup]   commands: {root}/.venv/bin/cosim, {root}/.venv/bin/cosim-ros "
       "(or: source .venv/bin/activate)")
 EOF
+if .venv/bin/python -c "import numba" >/dev/null 2>&1; then
+  say "compiling the integration methods once for this machine (first set-up: a few minutes; later: seconds)"
+  .venv/bin/cosim warmup --methods | sed 's/^/[setup]   /'
+fi
 say "set-up finished"

@@ -19,6 +19,16 @@ def run_cli(*args):
     return proc.returncode, proc.stdout, proc.stderr
 
 
+def test_version_names_the_version_and_the_distribution():
+    """`cosim --version`: one line, the version of cosim/_version.py (pyproject reads it
+    there) and the distribution name (`cosim` on the package index is another project)."""
+    from cosim._version import DISTRIBUTION
+    code, out, err = run_cli("--version")
+    assert code == 0 and err == ""
+    assert out.strip().startswith(f"cosim {cosim.__version__} (distribution {DISTRIBUTION},")
+    assert DISTRIBUTION == "cosim-mbs" and len(out.strip().splitlines()) == 1
+
+
 def test_models_and_methods_list_what_exists(capsys):
     assert main(["models"]) == 0
     out = capsys.readouterr().out

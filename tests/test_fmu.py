@@ -275,7 +275,7 @@ SUBPROCESS_CONTINUE = textwrap.dedent("""
     bundled = (len(private) == 1 and "cosim" not in sys.modules
                and os.path.realpath(sys.modules[private[0] + ".cosim"].__file__).startswith(
                    os.path.realpath(unzip)))
-    entries = sorted(m for m in sys.modules if m.startswith("cosim_entry_"))
+    entries = sorted(m for m in sys.modules if m.startswith(("cosim_entry_", "cosim_method_")))
     print(json.dumps({{"rows": rows, "bundled_cosim": bundled, "private": private,
                       "entries": entries}}))
 """)
@@ -306,13 +306,11 @@ def test_serialized_state_continues_in_a_new_process(pendulum_fmu, tmp_path):
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["bundled_cosim"], result["private"]
     assert np.array_equal(np.array(result["rows"]), expected)  # identical continuation
-    # the FMU's private copy of the package runs the very compiled entry the
-    # development install uses (kernels pasted into it: one compilation per machine)
+    # the FMU's private copy of the package runs the very compiled method the
+    # development install uses (one compilation per machine)
     if jit.numba_available():
-        from cosim.integrators.ga_compiled import _model_entries
-        from cosim.models import load_model
-        dev_entry = _model_entries(load_model("pendulum")).__module__
-        assert result["entries"] == [dev_entry]
+        from cosim.integrators.generalized_alpha import compiled_entry
+        assert result["entries"] == [compiled_entry().__module__]
 
 
 # -- status and logging ----------------------------------------------------------------------------
@@ -1303,8 +1301,10 @@ def test_fmus_are_isolated_from_each_other_and_from_the_host(tmp_path):
     # the same model built by another version of cosim (a copy with another __version__)
     other = tmp_path / "other"
     shutil.copytree(REPO / "cosim", other / "cosim", ignore=shutil.ignore_patterns("__pycache__"))
-    init = other / "cosim" / "__init__.py"
-    init.write_text(init.read_text().replace(f'__version__ = "{cosim.__version__}"', '__version__ = "9.9.9+other"'))
+    init = other / "cosim" / "_version.py"
+    text = init.read_text()
+    assert f'__version__ = "{cosim.__version__}"' in text
+    init.write_text(text.replace(f'__version__ = "{cosim.__version__}"', '__version__ = "9.9.9+other"'))
     alt_env = dict(env, PYTHONPATH=os.pathsep.join([str(other), str(src), str(REPO)]))
     subprocess.run(build + ["oscillator_model:Oscillator", "-o", str(alt), "--method", "rk4", "--step", "0.01"],
                    check=True, capture_output=True, timeout=300, env=alt_env, cwd=str(tmp_path))
@@ -1343,9 +1343,10 @@ REEXTRACT_HOST = textwrap.dedent("""
     for key, start in (("bdf", {{"solver.method": "bdf"}}), ("ga", {{}})):
         res = simulate_fmu(path, stop_time=0.1, output_interval=0.01, start_values=start)
         root = list(sys.modules[pkg].__path__)[0]
-        entries = sys.modules[pkg + ".cosim.jit"]._entries
+        jit = sys.modules[pkg + ".cosim.jit"]
+        names = [k[0] for k in jit._entries] + list(jit._methods)
         out[key] = {{"angle": float(res["angle"][-1]), "root_exists": os.path.isdir(root),
-                    "compiled": sorted(k[0].rsplit(".", 1)[-1] for k in entries)}}
+                    "compiled": sorted(k.rsplit(".", 1)[-1] for k in names)}}
         sim = cosim.Simulation(model="pendulum", method=start.get("solver.method", "generalized-alpha"))
         for n in range(10):
             sim.do_step(n * 0.01, (n + 1) * 0.01 - n * 0.01)
@@ -1454,8 +1455,10 @@ def test_libcosim_two_cosim_builds_and_an_independent_controller(pendulum_fmu, t
     import shutil
     other = tmp_path / "other"
     shutil.copytree(REPO / "cosim", other / "cosim", ignore=shutil.ignore_patterns("__pycache__"))
-    init = other / "cosim" / "__init__.py"
-    init.write_text(init.read_text().replace(f'__version__ = "{cosim.__version__}"', '__version__ = "9.9.9+other"'))
+    init = other / "cosim" / "_version.py"
+    text = init.read_text()
+    assert f'__version__ = "{cosim.__version__}"' in text
+    init.write_text(text.replace(f'__version__ = "{cosim.__version__}"', '__version__ = "9.9.9+other"'))
     plant_b = tmp_path / "PendulumOther.fmu"
     subprocess.run([sys.executable, "-m", "cosim.cli", "fmu", "build", "pendulum", "-o", str(plant_b)],
                    check=True, capture_output=True, timeout=300, cwd=str(tmp_path),

@@ -47,7 +47,7 @@ def _build_wheel(tmp):
     if have_backend:  # no download at all; else pip fetches setuptools + wheel from the registry
         cmd.insert(4, "--no-build-isolation")
     _run(cmd, tmp, env)
-    [wheel] = (tmp / "dist").glob("cosim-*.whl")
+    [wheel] = (tmp / "dist").glob("cosim_mbs-*.whl")   # distribution cosim-mbs (cosim/_version.py)
     return wheel
 
 

@@ -9,7 +9,7 @@ from reference import pendulum_reference
 from cosim.errors import InvalidInputError, UnknownParameterError
 from cosim.integrators import make_integrator
 from cosim.integrators.generalized_alpha import GeneralizedAlpha
-from cosim.integrators.generalized_alpha_i2 import GeneralizedAlphaIndex2
+from cosim.integrators.generalized_alpha import GeneralizedAlphaIndex2
 from cosim.models import load_model
 from cosim.models.knife_edge import KnifeEdge
 

@@ -458,7 +458,7 @@ def test_missing_pinocchio_names_the_extra(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "pinocchio", None)  # `import pinocchio` raises ImportError
     text = TWO_LINK.read_text().replace('name="two_link"', 'name="two_link_no_pin"')
-    with pytest.raises(UnknownModelError, match=r"pip install 'cosim\[robots\]'"):
+    with pytest.raises(UnknownModelError, match=r"pip install 'cosim-mbs\[robots\]'"):
         urdf_model_class(text)
 
 

@@ -1,6 +1,6 @@
 """Bring your own model (issue 19): automatic C_q, C_t, γ; the model checker;
 clear errors for missing methods; IC repairs reported; user models from a
-file; the README example executed as written."""
+file; the docs/models.md example executed as written."""
 import json
 import re
 import warnings
@@ -17,7 +17,7 @@ from cosim.models import MultibodyModel, Parameter, model_class
 from cosim.models.pendulum import Pendulum
 from cosim.simulation import Simulation
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+MODELS_DOC = Path(__file__).resolve().parents[1] / "docs" / "models.md"
 CONSTRAINED = ["pendulum", "andrews", "two_link", "double_pendulum_natural", "crank_slider"]
 
 
@@ -332,11 +332,12 @@ def test_module_not_found_gives_a_hint_and_file_specs_stay_on_the_command_line(c
         model_class("/tmp/anything.py:Model")
 
 
-# -- 5. the README example, exactly as written ----------------------------------------------
+# -- 5. the docs/models.md example, exactly as written ----------------------------------------------
 def _readme_example():
-    text = README.read_text()
-    m = re.search(r"<!-- readme-example: (\S+) -->\n```python\n(.*?)```\n```bash\n(.*?)```", text, re.S)
-    assert m, "README example block not found"
+    text = MODELS_DOC.read_text()
+    m = re.search(r"<!-- docs-test: file (\S+) -->\n```python\n(.*?)```\n<!-- docs-test: run -->\n```bash\n(.*?)```",
+                  text, re.S)
+    assert m, "the user-model example of docs/models.md not found"
     return m.group(1), m.group(2), [line.split("#")[0].split() for line in m.group(3).splitlines()
                                     if line.strip()]
 
@@ -389,7 +390,7 @@ def test_early_newton_failure_of_a_user_model_points_to_the_checker(tmp_path, ca
 @pytest.mark.parametrize("method,energy_tol", [("generalized-alpha", 5e-5), ("bdf", 1e-5),
                                                ("dopri5", 1e-7)])
 def test_readme_model_from_m_q_c_only_conserves_energy(tmp_path, method, energy_tol):
-    """The README slider-crank (M, Q, C only) released from rest, 0.5 s at rtol 1e-6.
+    """The docs/models.md slider-crank (M, Q, C only) released from rest, 0.5 s at rtol 1e-6.
     Measured drift (issue 17: rows from the dense output, the integrator no longer
     lands every 1 ms): generalized-α −1.7e-5 J (its numerical damping), BDF −5.2e-7 J,
     dopri5 −2.7e-8 J in 33 steps (−3.2e-11 J when it landed 500 times); potential

@@ -7,6 +7,7 @@ container build or before a real-time session, and prints what it did.
 import sys
 import time
 
+from .._version import install_hint
 from ..errors import CosimError
 
 
@@ -33,6 +34,16 @@ def warm_up(model_names=None, workers=1):
     if not model_names:  # the entries of tests/test_auto_kernels.py
         jobs += [(f"{name}{AUTO}", _auto_kernel_model(name), method) for name, method in AUTO_KERNEL_ENTRIES]
     compiled = {}
+    # methods compiled once per machine for every model: here, before the models'
+    # kernels (which then compile in seconds each)
+    from ..integrators import ONE_IMPLEMENTATION, compile_method  # noqa: PLC0415
+    done = set()
+    for method in dict.fromkeys(m for _, _, m in jobs if m in ONE_IMPLEMENTATION):
+        t0 = time.perf_counter()
+        module = compile_method(method)
+        if module not in done:
+            done.add(module)
+            rows.append(("(every model)", method, time.perf_counter() - t0, "numba method"))
     if workers > 1 and len(jobs) > 1:
         import concurrent.futures  # noqa: PLC0415
         import multiprocessing  # noqa: PLC0415
@@ -105,16 +116,34 @@ def _cmd(args):
     from ..jit import numba_available, unavailable_reason
     if not numba_available():
         raise CosimError(f"numba is not importable ({unavailable_reason()}); "
-                         "install the extra: pip install 'cosim[fast]'")
+                         f"install the extra: {install_hint('fast')}")
+    if args.methods:
+        return _compile_methods()
     for model, method, seconds, backend in warm_up(args.models, workers=args.jobs):
         print(f"{model:>24s}  {method:<20s} {backend:<20s} {seconds:7.2f} s")
     sys.stdout.flush()
     return 0
 
 
+def _compile_methods():
+    """Compile every method that is compiled independently of the model, once per
+    machine: one line per method with its time (scripts/setup.sh)."""
+    from ..integrators import ONE_IMPLEMENTATION, compile_method  # noqa: PLC0415
+    done = set()
+    for method in sorted(ONE_IMPLEMENTATION):
+        t0 = time.perf_counter()
+        module = compile_method(method)
+        what = "compiled (or loaded)" if module not in done else "shares that compiled entry"
+        done.add(module)
+        print(f"{method:>24s}  {what:<28s} {time.perf_counter() - t0:7.2f} s", flush=True)
+    return 0
+
+
 def register(sub):
     p = sub.add_parser("warmup", help="compile the numba kernels of library models ahead of time")
     p.add_argument("models", nargs="*", metavar="MODEL", help="library models (default: all with kernels)")
+    p.add_argument("--methods", action="store_true",
+                   help="only the methods compiled once for every model (what scripts/setup.sh runs)")
     p.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
                    help="compile N entries at once in worker processes (default 1)")
     p.set_defaults(func=_cmd)

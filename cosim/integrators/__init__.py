@@ -8,7 +8,7 @@ from .base import STAT_KEYS, Integrator, MultibodyIntegrator
 # method under construction never breaks the others.
 METHOD_REGISTRY = {
     "generalized-alpha": ".generalized_alpha:GeneralizedAlpha",
-    "generalized-alpha-i2": ".generalized_alpha_i2:GeneralizedAlphaIndex2",
+    "generalized-alpha-i2": ".generalized_alpha:GeneralizedAlphaIndex2",
     "bdf": ".bdf:BDFIndex3",
     "bdf-i2": ".bdf:BDFIndex2",
     "bdf-i1": ".bdf:BDFIndex1",
@@ -22,10 +22,15 @@ METHOD_REGISTRY = {
 }
 
 
-# methods with a compiled (numba) twin of the Python reference
+# methods whose one implementation runs compiled or as plain Python: the class takes
+# ``backend``; its module's ``supports(model)`` says why the compiled one cannot run
+ONE_IMPLEMENTATION = {"generalized-alpha", "generalized-alpha-i2"}
+
+# methods that run compiled: the module of each one's ``supports(model)`` (and, for
+# the ones still with a separate compiled twin of the Python reference, that class)
 COMPILED_REGISTRY = {
-    "generalized-alpha": ".ga_compiled:CompiledGeneralizedAlpha",
-    "generalized-alpha-i2": ".ga_compiled:CompiledGeneralizedAlphaIndex2",
+    "generalized-alpha": ".generalized_alpha:GeneralizedAlpha",
+    "generalized-alpha-i2": ".generalized_alpha:GeneralizedAlphaIndex2",
     "state-transition": ".state_transition_compiled:CompiledStateTransition",
     "bdf": ".bdf_compiled:CompiledBDFIndex3",
     "bdf-i2": ".bdf_compiled:CompiledBDFIndex2",
@@ -44,6 +49,16 @@ def compiled_unavailable(method, model):
     # each compiled twin's module says which models it runs (supports(model))
     supports = load_symbol(COMPILED_REGISTRY[method].split(":")[0] + ":supports", package=__name__)
     return supports(model)
+
+
+def compile_method(method):
+    """Compile (or load from the disk cache) a one-implementation method's compiled
+    entry, independent of any model; returns its module's name (methods sharing an
+    entry, e.g. generalized-alpha and -i2, return the same)."""
+    module = METHOD_REGISTRY[method].split(":")[0]
+    load_symbol(module + ":compiled_entry", package=__name__)()
+    load_symbol(module + ":compiled_native_step", package=__name__)()  # the FMU binary's
+    return module
 
 
 def resolve_backend(method, model, backend="auto"):
@@ -83,11 +98,14 @@ def make_integrator(model, method, backend="python", **options):
     """An integrator of ``method`` for ``model``; ``backend`` "python" (the
     reference, default here), "numba" or "auto" (see :mod:`cosim.jit`)."""
     cls = method_class(method)
-    if resolve_backend(method, model, backend) == "numba":
+    resolved = resolve_backend(method, model, backend)
+    if method in ONE_IMPLEMENTATION:
+        return cls(model, backend=resolved, **options)
+    if resolved == "numba":
         cls = load_symbol(COMPILED_REGISTRY[method], package=__name__)
     return cls(model, **options)
 
 
 __all__ = ["STAT_KEYS", "Integrator", "MultibodyIntegrator", "METHOD_REGISTRY", "COMPILED_REGISTRY",
-           "compiled_unavailable", "resolve_backend",
+           "ONE_IMPLEMENTATION", "compile_method", "compiled_unavailable", "resolve_backend",
            "available_methods", "make_integrator", "method_class"]

@@ -28,9 +28,8 @@ from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError, S
 from . import bdf_kernel as K
 from .base import STAT_KEYS
 from .bdf import ORDER_HISTORY_MAX, BDFIndex1, BDFIndex2, BDFIndex3, tolerance_hint
-from .ga_compiled import _Array, _Scalar, _Stats, record_factor, store_factor
-from .ga_compiled import WholeIntervalAdvance
-from .ga_compiled import model_supported as _model_supported
+from .model_functions import compiled_unsupported as _model_supported
+from .record_views import WholeIntervalAdvance, _Array, _Scalar, _Stats, record_factor, store_factor
 from .newton import QuasiNewton
 
 _NEWTON_REASONS = {K.R_RESIDUAL: "residual is not finite", K.R_UPDATE: "Newton update is not finite",

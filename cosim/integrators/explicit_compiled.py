@@ -24,11 +24,17 @@ from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError, S
 from . import explicit_kernel as K
 from .base import STAT_KEYS
 from .explicit import RK4, DormandPrince, IndexOneRHS
-from .ga_compiled import _Array, _Scalar, _Stats
-from .ga_compiled import WholeIntervalAdvance
-from .ga_compiled import kernel_functions as _kernel_functions
-from .ga_compiled import model_supported as _model_supported
-from .ga_compiled import n_nonholonomic as _n_nonholonomic
+from .model_functions import compiled_unsupported as _model_supported
+from .model_functions import n_nonholonomic as _n_nonholonomic
+from .record_views import WholeIntervalAdvance, _Array, _Scalar, _Stats
+
+
+def _kernel_functions(model):
+    """The entry's kernels: the model's, then its nonholonomic ones if it has rows."""
+    ks = model.kernels()
+    if not _n_nonholonomic(model):
+        return ks.functions()
+    return ks.functions() + ks.nonholonomic_functions()
 
 MAX_STEPS_PER_CALL = 1_000_000
 _Y, _YP, _QDD, _LAM = range(4)   # positions in explicit_kernel.offsets()

@@ -60,10 +60,13 @@ SINGULAR = 3             # iteration matrix numerically singular (ratio in S[F_I
 NONFINITE_MATRIX = 4     # iteration matrix has NaN/inf
 RESTART_FAILED = 5       # consistent accelerations: singular [[M, C_qᵀ], [C_q, 0]]
 STEP_BUDGET = 6          # max_steps steps without reaching the target (record restored)
-# entry modes (cosim.jit's generated entry)
+STEP_UNDERFLOW = 7       # the step no longer moves t (h ≤ 4 ε |t|); S[F_H] the step
+# entry modes (entry() below)
 WHOLE_INTERVAL = 0       # advance to the target within max_steps, else STEP_BUDGET
 RESTART = 1
 ONE_STEP = 2             # at most max_steps steps towards the target
+RESTART_THEN_ADVANCE = 3  # restart (new inputs held), then as WHOLE_INTERVAL
+RESTART_STATUS = 100     # mode 3: a failed restart returns this + its status, nothing changed
 # Newton failure reasons
 R_RESIDUAL = 1           # "residual is not finite"
 R_UPDATE = 2             # "Newton update is not finite"
@@ -77,7 +80,8 @@ N_SCALARS = 21
 # -- slots of I ----------------------------------------------------------------------
 I_N, I_M, NEED_JAC, HAS_FACTOR, PROJECT, CONST_MASS, MINV_EXACT, MINV_DIAG, FIXED, REASON = range(10)
 GGL = 10                 # formulation: 0 index 3 (eqs. 32-34), 1 GGL index 2 (eqs. 37-39)
-STATS = 11               # steps, rejected, newton_iterations, residual_evaluations,
+I_NG = 11                # n_g: nonholonomic rows (seed 000 §7)
+STATS = 12               # steps, rejected, newton_iterations, residual_evaluations,
 N_STATS = 6              # jacobian_evaluations, lu_factorizations (base.STAT_KEYS order)
 ST_STEPS, ST_REJ, ST_NEWTON, ST_RES, ST_JAC, ST_LU = range(STATS, STATS + N_STATS)
 PIV = STATS + N_STATS
@@ -106,8 +110,8 @@ def matrix_size(n, m, ggl, ng=0):
 
 
 def int_length(n, m, ggl=0, ng=0):
-    """Length of I; with nonholonomic rows one more slot (the last) holds n_g."""
-    return PIV + matrix_size(n, m, ggl, ng) + (1 if ng else 0)
+    """Length of I: the slots above, then the LU pivots."""
+    return PIV + matrix_size(n, m, ggl, ng)
 
 
 def state_view(S, I):
@@ -117,33 +121,82 @@ def state_view(S, I):
 
 
 # ---------------------------------------------------------------------------------
-# nonholonomic rows G = B(q, t) v + b(q, t) = 0 (seed 000 §7): hooks, empty here.
-# cosim.integrators.ga_nh_kernel redefines them with the rows and is pasted after
-# this module into the entry of a model that has such rows only (cosim.jit
-# extras=); every other entry keeps these bodies, which numba inlines away.
-# Multipliers: λ of the record (and λ̂, C_qᵀ in the norms) hold [λ; ν], m + n_g.
+# nonholonomic rows G = B(q, t) v + b(q, t) = 0 (seed 000 §7, eqs. 93-94), n_g = I[I_NG]
+# (no-ops for n_g = 0).  Multipliers: λ of the record (and λ̂, C_qᵀ in the norms)
+# hold [λ; ν], m + n_g.  Residual: Bᵀν in the force rows, rows (B v + b)/(γ h) last;
+# iteration matrix: (Bᵀν)_q in K, Bᵀ under ν, the G rows B + (β/γ) h (B v + b)_q
+# (index 3) or (β/γ)(B v + b)_q under x and B under y (GGL).  Kernels fns[10] … fns[14]
+# (cosim.models.kernels.NONHOLONOMIC_FIELDS).
 # ---------------------------------------------------------------------------------
 def n_nonholonomic(I):
-    """n_g (ga_nh_kernel: the last slot of I)."""
-    return 0
+    """n_g: the model's nonholonomic rows."""
+    return I[I_NG]
 
 
 def _nh_rows(fns, p, m, q, t, Cq):
-    """B(q, t) into rows m: of Cq (the rows the multipliers act through)."""
+    """B(q, t) into rows m: of Cq (zero-filled by the caller)."""
+    if Cq.shape[0] == m:
+        return
+    fns[10](q, t, p, Cq[m:])
 
 
 def _nh_gamma(fns, p, m, q, v, t, g):
-    """γ_G (B q'' = γ_G) into g[m:]."""
+    """γ_G into g[m:] (zero-filled by the caller)."""
+    if g.shape[0] == m:
+        return
+    fns[12](q, v, t, p, g[m:])
 
 
 def _nh_residual(fns, p, n, m, t1, q, v, lam_hat, delta, c_nu, r_force, gh, F):
-    """Bᵀν into F[r_force:r_force + n] and (B v + b)/(γ h) into the last n_g rows of
-    F; ν = λ̂[m:] + δ[c_nu:]."""
+    """F[r_force:r_force + n] += Bᵀν, last n_g rows of F = (B v + b)/(γ h)."""
+    ng = lam_hat.shape[0] - m
+    if ng == 0:
+        return
+    r_g = F.shape[0] - ng
+    B = np.zeros((ng, n))
+    fns[10](q, t1, p, B)
+    b = np.zeros(ng)
+    fns[11](q, t1, p, b)
+    for j in range(n):
+        s = 0.0
+        for k in range(ng):
+            s += B[k, j] * (lam_hat[m + k] + delta[c_nu + k])
+        F[r_force + j] += s
+    inv_gh = 1.0 / gh
+    for k in range(ng):
+        s = 0.0
+        for j in range(n):
+            s += B[k, j] * v[j]
+        F[r_g + k] = inv_gh * (s + b[k])
 
 
 def _nh_jacobian(fns, p, n, m, t1, q, v, lam_hat, delta, c_nu, r_force, c_y, cg, K, J):
-    """(Bᵀν)_q into K, Bᵀ into J's force rows / ν columns, and the last n_g rows:
-    index 3 (c_y < 0) B + cg (B v + b)_q, GGL cg (B v + b)_q under x and B under y."""
+    """K += (Bᵀν)_q; J[force rows, ν columns] = Bᵀ; last n_g rows: index 3
+    (c_y < 0) B + cg (B v + b)_q, GGL cg (B v + b)_q under x and B under y."""
+    ng = lam_hat.shape[0] - m
+    if ng == 0:
+        return
+    r_g = J.shape[0] - ng
+    nu = np.empty(ng)
+    for k in range(ng):
+        nu[k] = lam_hat[m + k] + delta[c_nu + k]
+    H = np.zeros((n, n))
+    fns[13](q, nu, t1, p, H)
+    for i in range(n):
+        for j in range(n):
+            K[i, j] += H[i, j]
+    B = np.zeros((ng, n))
+    fns[10](q, t1, p, B)
+    Jv = np.zeros((ng, n))
+    fns[14](q, v, t1, p, Jv)
+    for k in range(ng):
+        for j in range(n):
+            J[r_force + j, c_nu + k] = B[k, j]
+            if c_y < 0:
+                J[r_g + k, j] = B[k, j] + cg * Jv[k, j]
+            else:
+                J[r_g + k, j] = cg * Jv[k, j]
+                J[r_g + k, c_y + j] = B[k, j]
 
 
 # ---------------------------------------------------------------------------------
@@ -806,16 +859,22 @@ def _tangent_part(fns, S, I, p, n, m, q, t, x):
 
 
 def _clamp(S, h, t_limit):
-    """Integrator._clamp_step: (h, lands)."""
+    """The step towards ``t_limit``: (h, lands, moves).  A step leaving a sliver
+    shorter than h/4 before the limit is stretched onto it (adaptive mode), a
+    fixed step lands when the rest is a rounding sliver; ``moves`` is False when
+    h is too small to change t (h ≤ 4 ε |t|, short of the limit): the caller
+    fails with STEP_UNDERFLOW instead of taking steps that do not advance t."""
     h = min(h, S[MAX_STEP])
     remaining = t_limit - S[T]
+    if not h > 4.0 * EPS * abs(S[T]) and h < remaining:
+        return h, False, False
     if S[H_FIXED] > 0.0:
         if h >= remaining - 1e-6 * h:
-            return remaining, True
-        return h, False
+            return remaining, True, True
+        return h, False, True
     if h >= remaining or remaining - h < 0.25 * h:
-        return remaining, True
-    return h, False
+        return remaining, True, True
+    return h, False, True
 
 
 def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
@@ -834,7 +893,10 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     v[:] = S[o_y + n:o_y + 2 * n]
     qdd[:] = S[o_qdd:o_qdd + n]
     h_prop = S[H_NEXT]
-    h, lands = _clamp(S, h_prop, t_limit)
+    h, lands, moves = _clamp(S, h_prop, t_limit)
+    if not moves:
+        S[F_H] = h
+        return STEP_UNDERFLOW
     if lands and h < TINY_STEP * h_prop:
         # landing sliver: second-order Taylor step, method memory kept
         h = t_limit - t
@@ -1123,3 +1185,27 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
         LU[:, :] = LU0
         return STEP_BUDGET
     return OK
+
+
+def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
+    """The method's one entry point, compiled once per machine (cosim.jit.method_entry)
+    or run as plain Python: the model arrives as ``fns``, its kernels in
+    ``cosim.models.kernels`` field order (compiled functions of fixed signatures, or
+    the plain Python functions).  Modes: RESTART; WHOLE_INTERVAL advances to
+    ``t_target`` within ``max_steps``; ONE_STEP takes at most ``max_steps`` steps;
+    RESTART_THEN_ADVANCE restarts (new inputs held) and then advances as
+    WHOLE_INTERVAL — a failed restart returns RESTART_STATUS + its status with
+    nothing changed.  After a successful advance the model's outputs at the new
+    state go into ``y_out`` (the outputs kernel, fns[9]) unless it is empty."""
+    if mode == RESTART:
+        return restart(fns, S, I, u, p)
+    if mode == RESTART_THEN_ADVANCE:
+        status = restart(fns, S, I, u, p)
+        if status != OK:
+            return RESTART_STATUS + status
+    status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)
+    if status == OK and y_out.shape[0] > 0:
+        y_out[:] = 0.0
+        n = I[I_N]
+        fns[9](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
+    return status

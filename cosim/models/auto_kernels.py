@@ -42,11 +42,7 @@ numba backend.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import inspect
-import os
-import sys
-import tempfile
 from dataclasses import replace
 
 import numpy as np
@@ -452,22 +448,8 @@ def _load(text, user_functions, label):
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     if digest in _modules:
         return _modules[digest]
-    folder = os.path.join(jit.cache_dir() or tempfile.mkdtemp(prefix="cosim-"), "entries")
-    os.makedirs(folder, exist_ok=True)
-    safe = "".join(ch if ch.isalnum() else "_" for ch in label)
-    modname = f"cosim_auto_{safe}_{digest}"
-    path = os.path.join(folder, modname + ".py")
-    if not os.path.exists(path) or open(path, encoding="utf-8").read() != text:
-        tmp = path + f".{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    spec = importlib.util.spec_from_file_location(modname, path)
-    module = importlib.util.module_from_spec(spec)
-    for fn in user_functions:
-        module.__dict__[fn.__name__] = fn
-    sys.modules[modname] = module
-    spec.loader.exec_module(module)
+    module = jit._generated_module("auto", label, text,
+                                   preset={fn.__name__: fn for fn in user_functions})
     for name, obj in vars(module).items():
         if name.startswith("_ad_") and callable(obj):
             obj.__cosim_kernel_helper__ = True  # pasted with the kernels that call them

@@ -101,7 +101,7 @@ class Model:
 
     def _setup_checked(self):
         """``setup()``, with a float overflow there (e.g. a length of 1e300 squared) turned
-        into an error naming the model and its parameters (issue 14)."""
+        into an error naming the model and its parameters."""
         try:
             with np.errstate(over="raise"):
                 self.setup()

@@ -77,6 +77,13 @@ class MultibodyKernels:
         defaults = {"mass_jacobian_term": no_mass_jacobian, "outputs": no_outputs}
         return tuple(getattr(self, name) or defaults.get(name) for name in COMPILED_FIELDS)
 
+    def all_functions(self):
+        """Every kernel a compiled method receives (:func:`cosim.jit.kernel_fields`
+        order): :meth:`functions`, then the nonholonomic ones, no-op stubs standing
+        for a model without such rows."""
+        nh = self.nonholonomic_functions()
+        return self.functions() + (nh if nh is not None else NO_NONHOLONOMIC)
+
     def nonholonomic_functions(self):
         """The nonholonomic kernels in field order (``_k10`` … ``_k14`` of an entry
         that has them, after :meth:`functions`); None when one is missing."""
@@ -94,6 +101,30 @@ def no_mass_jacobian(q, a, t, p, J):
 
 def no_outputs(q, v, t, u, p, y):
     """A model whose outputs are computed in Python (``outputs_qv``)."""
+
+
+def no_nonholonomic_matrix(q, t, p, B):
+    """Stub for a model without nonholonomic rows (never called: n_g = 0)."""
+
+
+def no_nonholonomic_offset(q, t, p, b):
+    """Stub for a model without nonholonomic rows (never called: n_g = 0)."""
+
+
+def no_nonholonomic_gamma(q, v, t, p, g):
+    """Stub for a model without nonholonomic rows (never called: n_g = 0)."""
+
+
+def no_nonholonomic_force_jacobian(q, mu, t, p, H):
+    """Stub for a model without nonholonomic rows (never called: n_g = 0)."""
+
+
+def no_nonholonomic_velocity_jacobian(q, v, t, p, J):
+    """Stub for a model without nonholonomic rows (never called: n_g = 0)."""
+
+
+NO_NONHOLONOMIC = (no_nonholonomic_matrix, no_nonholonomic_offset, no_nonholonomic_gamma,
+                   no_nonholonomic_force_jacobian, no_nonholonomic_velocity_jacobian)
 
 
 class KernelModel(MultibodyModel):

@@ -60,6 +60,7 @@ import math
 
 import numpy as np
 
+from .._version import install_hint
 from ..errors import InvalidInputError, UnknownModelError
 from . import rigid_body, urdf_parse
 from .base import Event, MultibodyModel, Parameter, Signal
@@ -67,7 +68,7 @@ from .ranges import NONNEGATIVE, POSITIVE, UNIT_INTERVAL
 
 KERNELS = rigid_body.tree_kernels()
 
-INSTALL_HINT = "pip install 'cosim[robots]'"
+INSTALL_HINT = install_hint("robots")
 _classes = {}  # (sha256, frames, limits) -> class
 
 

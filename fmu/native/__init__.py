@@ -28,7 +28,7 @@ from pathlib import Path
 from cosim.errors import CosimError
 
 HERE = Path(__file__).resolve().parent
-SOURCES = ("cosim_fmi2.cpp", "python_loader.h", "glibc_compat.h", "fmi2Functions.h",
+SOURCES = ("cosim_fmi2.cpp", "native_step.h", "python_loader.h", "glibc_compat.h", "fmi2Functions.h",
            "fmi2FunctionTypes.h", "fmi2TypesPlatform.h")
 FLAGS = ("-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-U_FORTIFY_SOURCE",
          "-D_FORTIFY_SOURCE=0", "-static-libstdc++", "-Wl,-z,nodelete",

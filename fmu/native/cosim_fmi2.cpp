@@ -31,10 +31,10 @@
 //    (CosimSlave._fmi_layout) without calling Python or taking the GIL;
 //    fmi2DoStep is one call of a bound method looked up once per instance.
 //    Any other reference or state takes the full Python path (same checks).
-//  * Native step (issue 13): after a completed fmi2DoStep the slave may hand over
-//    the compiled record of its integrator (CosimSlave._native_arm: the entry's
-//    address in numba's calling convention, checked by cosim.jit.native_entry_address,
-//    and the record's arrays); fmi2DoStep then runs the plain case itself, without
+//  * Native step: after a completed fmi2DoStep the slave may hand over the
+//    compiled record of its integrator (CosimSlave._native_arm: the address of the
+//    method's C entry, cosim.jit.native_step_address / native_step.h, the record's
+//    arrays and the model's function addresses); fmi2DoStep then runs the plain case itself, without
 //    Python or the GIL -- the slave's checks (time match, step budget, finite
 //    inputs), new inputs written into the record in place, restart-then-advance
 //    (entry mode 3) or advance (mode 0), outputs copied into the shared buffer.
@@ -45,6 +45,7 @@
 #include "glibc_compat.h"   // loads on glibc >= 2.28
 
 #include "fmi2Functions.h"
+#include "native_step.h"
 
 #include <cmath>
 #include <cstdarg>
@@ -200,22 +201,10 @@ std::string fetch_exception()
     return text;
 }
 
-// numba's calling convention for the compiled entry (cosim.jit.native_entry_address):
-// int32 status of the call, the entry's own status in *ret, arrays as their fields
-#define COSIM_ARRAY1 void*, void*, std::int64_t, std::int64_t, void*, std::int64_t, std::int64_t
-#define COSIM_ARRAY2 void*, void*, std::int64_t, std::int64_t, void*, std::int64_t, std::int64_t, \
-    std::int64_t, std::int64_t
-typedef std::int32_t (*NumbaEntry)(std::int64_t* ret, void** excinfo, std::int64_t mode,
-    COSIM_ARRAY1 /* S */, COSIM_ARRAY1 /* I */, COSIM_ARRAY2 /* LU */, COSIM_ARRAY1 /* u */,
-    COSIM_ARRAY1 /* p */, double t_target, std::int64_t max_steps, COSIM_ARRAY1 /* y_out */);
-// a C-contiguous vector of 8-byte items with no meminfo (numba counts no references)
-#define COSIM_PASS1(data, n) nullptr, nullptr, (n), std::int64_t(8), static_cast<void*>(data), (n), \
-    std::int64_t(8)
-
 // the record the binary steps itself while armed (CosimSlave._native_arm)
 struct Native
 {
-    NumbaEntry entry = nullptr;   // null: not armed
+    CosimNativeStep entry = nullptr;   // null: not armed (native_step.h)
     PyObject* keep = nullptr;     // the record's arrays, kept alive while armed
     double* S = nullptr;
     std::int64_t nS = 0;
@@ -231,12 +220,14 @@ struct Native
     std::int64_t ny = 0;
     std::int64_t budget = 0;      // max steps per call
     std::int64_t tSlot = 0;       // S[tSlot]: the integrator's time
+    std::int64_t* functions = nullptr;  // the model's compiled functions (addresses)
+    std::int64_t nFunctions = 0;
     double budgetSpan = 0.0;      // longer steps go through Python (step-budget check)
     double timeMatch = 0.0;       // relative match of currentCommunicationPoint
     std::int64_t steps = 0;       // fmi2DoStep calls taken here, not yet reported
     std::vector<double> uOld;
 
-    enum : std::int64_t { ADVANCE = 0, RESTART_THEN_ADVANCE = 3 };  // cosim.jit._ENTRY_FOOTER
+    enum : std::int64_t { ADVANCE = 0, RESTART_THEN_ADVANCE = 3 };  // ga_kernel.entry modes
 };
 
 struct Component
@@ -317,14 +308,14 @@ struct Component
             Py_DECREF(rec);
             return;
         }
-        std::int64_t v[16];
+        std::int64_t v[18];
         double f[2];
         bool ok = PyTuple_Check(rec) && PyTuple_Size(rec) == 3;
         PyObject* ints = ok ? PyTuple_GetItem(rec, 1) : nullptr;
         PyObject* floats = ok ? PyTuple_GetItem(rec, 2) : nullptr;
-        ok = ok && PyTuple_Check(ints) && PyTuple_Size(ints) == 16 && PyTuple_Check(floats)
+        ok = ok && PyTuple_Check(ints) && PyTuple_Size(ints) == 18 && PyTuple_Check(floats)
             && PyTuple_Size(floats) == 2;
-        for (Py_ssize_t i = 0; ok && i < 16; ++i) {
+        for (Py_ssize_t i = 0; ok && i < 18; ++i) {
             v[i] = static_cast<std::int64_t>(PyLong_AsLongLong(PyTuple_GetItem(ints, i)));
             ok = !PyErr_Occurred();
         }
@@ -335,10 +326,11 @@ struct Component
         // sizes as the buffer's (the slave checked; a mismatch here: no native step)
         ok = ok && v[0] != 0 && v[1] != 0 && v[3] != 0 && v[5] != 0 && v[8] != 0 && v[10] != 0
             && v[12] != 0 && v[9] == static_cast<std::int64_t>(nIn) && v[13] == static_cast<std::int64_t>(nOut)
-            && v[14] > 0 && v[15] >= 0 && v[15] < v[2] && v[6] > 0 && v[7] > 0 && f[0] > 0.0;
+            && v[14] > 0 && v[15] >= 0 && v[15] < v[2] && v[6] > 0 && v[6] == v[7] && f[0] > 0.0
+            && v[16] != 0 && v[17] > 0;
         if (ok) {
             Native& n = native;
-            n.entry = reinterpret_cast<NumbaEntry>(static_cast<std::intptr_t>(v[0]));
+            n.entry = reinterpret_cast<CosimNativeStep>(static_cast<std::intptr_t>(v[0]));
             n.S = reinterpret_cast<double*>(static_cast<std::intptr_t>(v[1]));
             n.nS = v[2];
             n.I = reinterpret_cast<std::int64_t*>(static_cast<std::intptr_t>(v[3]));
@@ -354,6 +346,8 @@ struct Component
             n.ny = v[13];
             n.budget = v[14];
             n.tSlot = v[15];
+            n.functions = reinterpret_cast<std::int64_t*>(static_cast<std::intptr_t>(v[16]));
+            n.nFunctions = v[17];
             n.budgetSpan = f[0];
             n.timeMatch = f[1];
             n.keep = PyTuple_GetItem(rec, 0);
@@ -388,13 +382,9 @@ struct Component
                 mode = Native::RESTART_THEN_ADVANCE;
             }
         }
-        std::int64_t status = -1;
-        void* excinfo = nullptr;
-        const std::int32_t rc = n.entry(&status, &excinfo, mode, COSIM_PASS1(n.S, n.nS),
-            COSIM_PASS1(n.I, n.nI), nullptr, nullptr, n.rows * n.cols, std::int64_t(8),
-            static_cast<void*>(n.LU), n.rows, n.cols, n.cols * std::int64_t(8), std::int64_t(8),
-            COSIM_PASS1(n.u, n.nu), COSIM_PASS1(n.p, n.np), tEnd, n.budget, COSIM_PASS1(n.y, n.ny));
-        if (rc == 0 && status == 0) {
+        const std::int64_t status = n.entry(mode, n.S, n.nS, n.I, n.nI, n.LU, n.rows, n.u, n.nu,
+            n.p, n.np, tEnd, n.budget, n.y, n.ny, n.functions, n.nFunctions);
+        if (status == 0) {
             buf[PENDING] = 0.0;
             std::memcpy(buf + FIRST + nIn, n.y, nOut * sizeof(double));
             buf[VALID] = 1.0;
