@@ -13,18 +13,28 @@ exception), derives the FMI variables from it, and zips:
     the private package) and ``cosim_fmu_<hex>/``: the private package of this
     build (the ``cosim`` core, the slave runtime, the parts of pythonfmu the
     slave uses, any user model package; see :mod:`fmu.bundle`).
+    ``cosim_python.cfg``: the Python runtime of the building interpreter (its
+    libpython, home and site-packages), which the binary loads in a host that has
+    no Python (:func:`python_runtime`; ``$COSIM_FMU_LIBPYTHON`` overrides it).
 ``binaries/linux64/<Identifier>.so``
     the FMI entry points (:mod:`fmu.native`, compiled once and cached).
+``documentation/index.html``
+    what the FMU is and what the importing host needs (:func:`host_contract`,
+    also in ``modelDescription.xml`` under ``VendorAnnotations/Tool[@name="cosim"]``).
 
 Variable names are the model's input/output/parameter names (block signals
 ``block.signal``), kept 1:1 when they are valid FMI structured names and
-otherwise sanitized (the description records the original name).
+otherwise sanitized (the description records the original name); a name
+``a.b`` whose ``a`` is also a variable becomes ``a_b`` (:func:`structured_names`:
+a URDF robot's parameter ``panda_joint1.q0`` is ``panda_joint1_q0``, beside its
+input ``panda_joint1``).
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import json
+import os
 import re
 import sys
 import tempfile
@@ -40,6 +50,20 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SEGMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 EVENT_COUNTER = "event_count"
 SOLVER_PREFIX = "solver."
+
+
+# the host contract: the Python range of the bundled code (pyproject requires-python)
+# and the minimum versions of the packages it imports (pyproject dependencies / extras)
+PYTHON_REQUIRES = (3, 11)
+PACKAGES = {  # import name: (pip requirement, minimum version, what for)
+    "numpy": ("numpy", "1.26", "arrays (every cosim FMU)"),
+    "scipy": ("scipy", "1.11", "linear algebra and root finding (every cosim FMU)"),
+    "numba": ("numba", "0.60", "the compiled backend (without it the python backend runs, "
+                               "much slower per step)"),
+    "pinocchio": ("pin", "3.0", "the robot model built from the URDF"),
+}
+LIBPYTHON_ENV = "COSIM_FMU_LIBPYTHON"
+PYTHON_CONFIG_FILE = "cosim_python.cfg"
 
 
 class FmuBuildError(CosimError):
@@ -68,7 +92,7 @@ def _is_scenario(target):
     return str(target) not in MODEL_REGISTRY and shipped_scenario(target) is not None
 
 
-def _load_scenario(path, method, rtol, atol, step):
+def _load_scenario(path, method, rtol, atol, step, backend=None):
     """A scenario file as JSON-able data with the command-line overrides applied,
     the Simulation it builds, and its DefaultExperiment / input start values."""
     from cosim.scenario import Scenario
@@ -76,7 +100,7 @@ def _load_scenario(path, method, rtol, atol, step):
     scen = Scenario.load(path)
     data = _plain_json(scen.data)
     data["method"] = str(method) if method is not None else scen.method
-    for key, value in (("rtol", rtol), ("atol", atol), ("h", step)):
+    for key, value in (("rtol", rtol), ("atol", atol), ("h", step), ("backend", backend)):
         if value is not None:
             data[key] = value
     scen = Scenario(data, source=str(path))
@@ -123,14 +147,30 @@ def _signal_meta(signals):
     return {s.name: s for s in signals}
 
 
+def structured_names(cosim_names):
+    """{cosim name: FMI name} valid under FMI 2.0's structured naming (§2.2.9): each name
+    as :func:`fmi_name` makes it, except that a name ``a.b`` whose prefix ``a`` is itself a
+    variable (a URDF robot's input ``panda_joint1`` and its parameter ``panda_joint1.q0``)
+    becomes ``a_b``, since ``a`` cannot be a scalar and a record at once."""
+    names = {key: fmi_name(key) for key in cosim_names}
+    scalars = set(names.values())
+    for key, name in names.items():
+        parts = name.split(".")
+        if any(".".join(parts[:i]) in scalars for i in range(1, len(parts))):
+            names[key] = "_".join(parts)
+    return names
+
+
 def describe_variables(sim, numeric_options):
     """FMI variable lists (JSON-able) for a constructed :class:`cosim.Simulation`."""
     model = sim.model
     inputs_meta, outputs_meta = _signal_meta(model.inputs), _signal_meta(model.outputs)
     used = {}
+    safe = structured_names(list(sim.input_names) + list(sim.output_names)
+                            + [p.name for p in model.parameters])
 
     def claim(cosim_name, role):
-        name = fmi_name(cosim_name)
+        name = safe.get(cosim_name) or fmi_name(cosim_name)
         if name in used:
             raise InvalidInputError(
                 f"FMI variable name {name!r} for {role} {cosim_name!r} collides with "
@@ -243,9 +283,94 @@ def _plain_json(value):
     return str(value)
 
 
+def _loaded_libpython():
+    """The libpython shared library this process runs on (None: a static python)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                path = line.split(maxsplit=5)[-1].strip()
+                if re.search(r"/libpython3\.\d+[a-z]*\.so", path) and os.path.isfile(path):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def python_runtime(modules=("numpy", "scipy", "numba", "pinocchio")):
+    """The building interpreter as the FMU binary records it (``resources/cosim_python.cfg``):
+    its version, its shared libpython (the one this process runs on, else sysconfig's), its
+    home (``sys.base_prefix``) and the site-packages folders holding ``modules`` and this
+    environment's packages.  A host without Python gets this interpreter, unless
+    ``$COSIM_FMU_LIBPYTHON`` names another libpython."""
+    import sysconfig
+
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    soname = sysconfig.get_config_var("INSTSONAME") or sysconfig.get_config_var("LDLIBRARY") or ""
+    libpython = _loaded_libpython()
+    if libpython is None and soname.endswith(tuple(f".so{x}" for x in ("", ".1", ".1.0"))):
+        candidate = os.path.join(libdir, soname)
+        libpython = candidate if os.path.isfile(candidate) else None
+    paths = []
+    for key in ("purelib", "platlib"):
+        paths.append(sysconfig.get_paths()[key])
+    for name in modules:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin not in (None, "built-in", "frozen"):
+            folder = Path(spec.origin).parent
+            paths.append(str(folder.parent if spec.submodule_search_locations else folder))
+    paths = [p for p in dict.fromkeys(os.path.realpath(p) for p in paths) if os.path.isdir(p)]
+    return {"version": f"{sys.version_info[0]}.{sys.version_info[1]}",
+            "full_version": sys.version.split()[0],
+            "requires": ">=" + ".".join(map(str, PYTHON_REQUIRES)),
+            "libpython": os.path.realpath(libpython) if libpython else "",
+            "soname": os.path.basename(soname) if soname else "",
+            "home": sys.base_prefix, "paths": paths}
+
+
+def host_contract(sim, backend, runtime):
+    """What the importing host needs (JSON-able): the Python range and the packages,
+    each with its pip requirement, minimum version, purpose and whether instantiation
+    requires it.  numba: required with backend "numba", optional with "auto" (the
+    python backend runs without it, said in the FMI log), absent with "python";
+    pinocchio for URDF robots."""
+    from cosim.models.urdf import URDFModel
+
+    needed = [("numpy", True), ("scipy", True)]
+    if backend == "numba":
+        needed.append(("numba", True))
+    elif backend == "auto":
+        needed.append(("numba", False))
+    if isinstance(sim.model, URDFModel):
+        needed.append(("pinocchio", True))
+    packages = []
+    for module, required in needed:
+        pip, minimum, purpose = PACKAGES[module]
+        packages.append({"module": module, "pip": f"{pip}>={minimum}", "min": minimum,
+                         "required": required, "for": purpose})
+    return {"python": runtime["requires"], "python_min": list(PYTHON_REQUIRES),
+            "built_with": runtime["full_version"], "backend": backend, "packages": packages,
+            "libpython_env": LIBPYTHON_ENV}
+
+
+def _runtime_config(runtime):
+    """``resources/cosim_python.cfg``: key=value lines read by the binary (python_loader.h)."""
+    lines = ["# the Python runtime a host without Python loads for this FMU (cosim fmu build);",
+             f"# ${LIBPYTHON_ENV} overrides libpython, $PYTHONHOME home, $PYTHONPATH adds folders"]
+    for key in ("version", "requires", "libpython", "soname", "home"):
+        lines.append(f"{key}={runtime[key]}")
+    lines.extend(f"path={p}" for p in runtime["paths"])
+    for line in lines:
+        if "\n" in line or "\r" in line:
+            raise FmuBuildError(f"cannot record the Python runtime: a path contains a newline: {line!r}")
+    return "\n".join(lines) + "\n"
+
+
 def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=None, params=None,
               method_options=None, name=None, stop_time=None, step_size=None, blocks=None,
-              connections=None):
+              connections=None, backend=None):
     """Build ``output`` (an .fmu path; default ``<Identifier>.fmu``) and return its Path.
 
     ``target``: a library model name, ``package.module:ClassName`` of a user
@@ -260,14 +385,20 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
     usual horizon and 1/500 of it, or the blocks' base step).
     ``blocks``/``connections``: discrete blocks for a model FMU, as
     :class:`cosim.Simulation` takes them (dicts, see :func:`cosim.blocks.make_block`).
+    ``backend``: "auto" (default: compiled where numba is importable in the host),
+    "numba" (the host must have numba) or "python" (never compiles).
     """
     from cosim.run import default_stop_time
     from cosim.simulation import Simulation
     from cosim.spec import SimulationSpec
     from cosim.validation import finite_float
 
+    from cosim.jit import check_backend
+
     params = dict(params or {})
     method_options = dict(method_options or {})
+    if backend is not None:
+        backend = check_backend(backend)
     if step is not None:
         step = finite_float("--step", step, positive=True)
     for key, value in (("rtol", rtol), ("atol", atol)):
@@ -278,7 +409,7 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
             raise InvalidInputError("--param/--option/--block/--connect apply to model FMUs; "
                                     "set them in the scenario file")
         data, sim, experiment, default_name, description, input_starts, refs = \
-            _load_scenario(target, method, rtol, atol, step)
+            _load_scenario(target, method, rtol, atol, step, backend)
         sim.set_inputs(input_starts)
         spec = {"scenario": data}
         method_options = dict(data.get("method_options") or {})
@@ -288,6 +419,8 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
             spec["blocks"] = [dict(b) for b in blocks]
         if connections:
             spec["connections"] = list(connections)
+        if backend is not None:
+            spec["backend"] = backend
         refs, experiment, default_name, description = spec, {}, None, ""
         # validate everything by building the simulation once, through the spec the FMU's
         # slave will translate its configuration into (clear cosim errors)
@@ -326,8 +459,10 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
         description = getattr(sim.model, "description", "") or sim.model.name
         if sim.blocks:
             description += " + blocks " + ", ".join(b.name for b in sim.blocks)
+    runtime = python_runtime()
     config = {
         "format": CONFIG_FORMAT, "version": 1, "identifier": identifier,
+        "host": host_contract(sim, sim.requested_backend, runtime),
         "description": description, "cosim_version": cosim.__version__,
         "simulation": _plain_json(dict(spec, method_options=other_options)
                                   if "scenario" not in spec else spec),
@@ -340,7 +475,7 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
         raise InvalidInputError(f"output file must end in .fmu, got {str(output)!r}")
     output = output.resolve()
     output.parent.mkdir(parents=True, exist_ok=True)
-    return _pack(identifier, config, _user_modules(refs), output)
+    return _pack(identifier, config, _user_modules(refs), output, runtime)
 
 
 def _user_module_path(top):
@@ -352,7 +487,7 @@ def _user_module_path(top):
     return Path(spec.origin)
 
 
-def _pack(identifier, config, user_modules, output):
+def _pack(identifier, config, user_modules, output, runtime):
     """Zip modelDescription.xml, the private code package and the binary (FMI 2.0.4 §2.3)."""
     import zipfile
     from xml.dom import minidom
@@ -365,12 +500,13 @@ def _pack(identifier, config, user_modules, output):
     from .slave import CosimSlave
 
     guid = str(uuid.uuid4())
-    config = dict(config, guid=guid, package=package_name(guid), requires=["numpy", "scipy"])
+    config = dict(config, guid=guid, package=package_name(guid))
     library = native_library()
     with tempfile.TemporaryDirectory(prefix="cosim_fmu_") as tmp:
         resources = Path(tmp) / "resources"
         resources.mkdir()
         (resources / CONFIG_FILE).write_text(json.dumps(config, indent=1))
+        (resources / PYTHON_CONFIG_FILE).write_text(_runtime_config(runtime), encoding="utf-8")
         stage_package(resources, config["package"], cosim_dir=Path(cosim.__file__).resolve().parent,
                       fmu_dir=Path(__file__).resolve().parent,
                       pythonfmu_dir=Path(pythonfmu.__file__).resolve().parent,
@@ -390,9 +526,69 @@ def _pack(identifier, config, user_modules, output):
         partial = output.with_name(output.name + ".partial")
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zf:
             zf.writestr("modelDescription.xml", text)
+            zf.writestr("documentation/index.html", documentation(config, runtime))
             zf.write(library, f"binaries/{PLATFORM}/{identifier}.so")
             for path in sorted(resources.rglob("*")):
                 if path.is_file():
                     zf.write(path, "resources/" + path.relative_to(resources).as_posix())
         partial.replace(output)
     return output
+
+
+def documentation(config, runtime):
+    """``documentation/index.html`` of the FMU (FMI 2.0.4 §2.3): what it is and what the
+    importing host needs."""
+    from html import escape
+
+    host = config["host"]
+    required = [p for p in host["packages"] if p["required"]]
+    optional = [p for p in host["packages"] if not p["required"]]
+    pip = " ".join(f"'{p['pip']}'" for p in required)
+
+    def rows(packages):
+        return "\n".join(f"<tr><td><code>{escape(p['module'])}</code></td><td><code>"
+                         f"{escape(p['pip'])}</code></td><td>{escape(p['for'])}</td></tr>"
+                         for p in packages)
+
+    table = "<tr><th>module</th><th>pip</th><th>for</th></tr>"
+    parts = [
+        "<!DOCTYPE html>", "<html><head><meta charset=\"utf-8\">",
+        f"<title>{escape(config['identifier'])}</title></head><body>",
+        f"<h1>{escape(config['identifier'])}</h1>",
+        f"<p>{escape(config['description'])}</p>",
+        f"<p>An FMI 2.0 Co-Simulation FMU (linux64) built by cosim {escape(config['cosim_version'])}"
+        " (<code>cosim fmu build</code>). It runs the cosim core it carries in "
+        "<code>resources/</code> on a Python interpreter.</p>",
+        "<h2>What the importing host needs</h2>",
+        f"<p>64-bit Linux with glibc 2.28 or newer, and CPython <code>{escape(host['python'])}</code> "
+        f"(built with {escape(host['built_with'])}) with these packages importable:</p>",
+        f"<table>{table}\n{rows(required)}</table>",
+        f"<p>Install them with <code>python -m pip install {escape(pip)}</code> in that Python.</p>",
+    ]
+    if optional:
+        parts += ["<p>Optional:</p>", f"<table>{table}\n{rows(optional)}</table>"]
+    parts += [
+        "<p><code>fmi2Instantiate</code> checks all of this and, when something is missing, "
+        "returns NULL after one log message (status fmi2Error) naming it and how to install it.</p>",
+        "<h2>Which Python</h2>",
+        "<p>A Python host (FMPy, libcosimpy, ...) runs the FMU in its own interpreter. "
+        "A host without Python (a C/C++ simulator) gets the interpreter the FMU was built with, "
+        "recorded in <code>resources/cosim_python.cfg</code>:</p><ul>",
+        f"<li>libpython: <code>{escape(runtime['libpython'] or '(none: a static python built it)')}"
+        "</code>, else <code>" + escape(runtime["soname"] or "libpython" + runtime["version"] + ".so")
+        + "</code> on the library search path;</li>",
+        f"<li>home: <code>{escape(runtime['home'])}</code>;</li>",
+        "<li>site-packages: " + ", ".join(f"<code>{escape(p)}</code>" for p in runtime["paths"])
+        + ".</li></ul>",
+        "<p>Environment variables of the host process override them: "
+        f"<code>{LIBPYTHON_ENV}</code> (path of the libpython shared library to load), "
+        "<code>PYTHONHOME</code> (its installation) and <code>PYTHONPATH</code> (more module "
+        "folders).</p>",
+        "<h2>Log</h2>",
+        "<p>Messages go to the importer's logger callback: errors and discards always; warnings "
+        "always (the python backend running instead of the compiled one, and why; an importer's "
+        "tolerance replacing the FMU's own; an initial state the initial-condition analysis "
+        "repaired); information (which Python and backend run) with debug logging on.</p>",
+        "</body></html>",
+    ]
+    return "\n".join(parts) + "\n"

@@ -1,6 +1,7 @@
 """The FMU's Python code as one private package (FMU isolation).
 
-Every build copies the ``cosim`` core, the slave runtime (``fmu``), the parts
+Every build copies the ``cosim`` core (without the command line, the sweep and
+the ROS launch files: :data:`COSIM_EXCLUDED`), the slave runtime (``fmu``), the parts
 of ``pythonfmu`` the slave uses and any user model package under a package
 named for that build (``cosim_fmu_<12 hex digits of the GUID>``), and rewrites
 their absolute imports of these top-level names to it (``from cosim.x import
@@ -15,6 +16,12 @@ import ast
 import shutil
 from pathlib import Path
 
+# parts of the cosim package a slave never imports: the command line, the sweep (Dask)
+# and the ROS launch files; cosim/__init__.py binds `cosim.sweep`, so the FMU gets a stub
+COSIM_EXCLUDED = ("commands", "cli.py", "__main__.py", "variations.py", "data/launch")
+SWEEP_STUB = ('"""cosim.sweep is not part of an FMU (it runs many simulations on Dask): use the '
+              'cosim package."""\n\n\ndef sweep(*args, **kwargs):\n    raise NotImplementedError('
+              '"cosim.sweep is not part of an FMU; install cosim and use cosim.sweep there")\n')
 PYTHONFMU_FILES = ("_version.py", "enums.py", "fmi2slave.py", "variables.py",
                    "default_experiment.py", "logmsg.py")
 FMU_FILES = ("__init__.py", "slave.py", "examples.py")
@@ -61,12 +68,14 @@ def _rewrite(source, pkg, tops):
     return source
 
 
-def _copy_tree(src, dst, pkg, tops, files=None):
+def _copy_tree(src, dst, pkg, tops, files=None, exclude=()):
     src, dst = Path(src), Path(dst)
     paths = [src / f for f in files] if files else sorted(src.rglob("*"))
     for path in paths:
         rel = path.relative_to(src)
         if any(p.startswith(".") or p == "__pycache__" or p.endswith(".egg-info") for p in rel.parts):
+            continue
+        if any(rel.as_posix() == x or rel.as_posix().startswith(x + "/") for x in exclude):
             continue
         target = dst / rel
         if path.is_dir():
@@ -88,7 +97,8 @@ def stage_package(root, pkg, *, cosim_dir, fmu_dir, pythonfmu_dir, user_paths, i
     base.mkdir(parents=True)
     (base / "__init__.py").write_text(
         f'"""Private copy of the code of FMU {identifier} (cosim fmu build); see fmu/bundle.py."""\n')
-    _copy_tree(cosim_dir, base / "cosim", pkg, tops)
+    _copy_tree(cosim_dir, base / "cosim", pkg, tops, exclude=COSIM_EXCLUDED + ("sweep.py",))
+    (base / "cosim" / "sweep.py").write_text(SWEEP_STUB, encoding="utf-8")
     _copy_tree(fmu_dir, base / "fmu", pkg, tops, files=FMU_FILES)
     _copy_tree(pythonfmu_dir, base / "pythonfmu", pkg, tops, files=PYTHONFMU_FILES)
     (base / "pythonfmu" / "__init__.py").write_text(

@@ -51,7 +51,8 @@ def _cmd_build(args):
     path = build_fmu(args.target, args.output, method=args.method, rtol=args.rtol, atol=args.atol,
                      step=args.step, params=params, method_options=options, name=args.name,
                      stop_time=args.stop_time, step_size=args.comm_step,
-                     blocks=_parse_blocks(args.block), connections=args.connect or None)
+                     blocks=_parse_blocks(args.block), connections=args.connect or None,
+                     backend=args.backend)
     print(f"wrote {path}")
     return 0
 
@@ -70,7 +71,9 @@ def register(subparsers):
                     "file (plant + discrete blocks). "
                     "Needs a C++17 compiler once (the FMU binary is cached). The FMU carries a "
                     "private copy of the cosim core; the importer needs Python >= 3.11 with numpy "
-                    "and scipy.")
+                    "and scipy (a host without Python gets the Python that builds the FMU, or "
+                    "$COSIM_FMU_LIBPYTHON); its documentation/index.html and modelDescription.xml "
+                    "name everything it needs.")
     b.add_argument("target", metavar="MODEL|ROBOT.urdf|SCENARIO.yaml",
                    help="library model name (see `cosim models`), package.module:ClassName, a "
                         "URDF file, or a scenario file")
@@ -96,6 +99,10 @@ def register(subparsers):
                         '"sample_time": 0.01, "kp": 40, "kd": 8}\' (repeatable)')
     b.add_argument("--connect", action="append", metavar="SRC->DST",
                    help="signal connection for --block, e.g. 'angle -> pd.measurement' (repeatable)")
+    b.add_argument("--backend", choices=("auto", "numba", "python"), default=None,
+                   help="auto (default): compiled where numba is importable in the host, else the "
+                        "python backend (said in the FMI log); numba: the host must have numba; "
+                        "python: never compiles")
     b.add_argument("--stop-time", type=float, default=None, help="DefaultExperiment stopTime [s]")
     b.add_argument("--comm-step", type=float, default=None,
                    help="DefaultExperiment stepSize [s] (communication step)")

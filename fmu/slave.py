@@ -134,6 +134,8 @@ def _serialize_snapshot(sim, sim_state):
 
 
 IC_CATEGORY = "cosimInitialConditions"
+RUNTIME_CATEGORY = "cosimRuntime"
+SETTINGS_CATEGORY = "cosimSettings"
 COMPILE_CATEGORY = "cosimCompilation"
 
 
@@ -148,6 +150,11 @@ class CosimSlave(Fmi2Slave):
     log_categories = dict(Fmi2Slave.log_categories, **{
         IC_CATEGORY: "what the initial-condition analysis (seed 000 Algorithm 1) changed at the "
                      "start: fmi2Warning when it repaired the initial state, fmi2OK otherwise",
+        RUNTIME_CATEGORY: "which Python interpreter and which backend run the model: fmi2Warning "
+                          "when the python backend runs instead of the compiled one (and why), "
+                          "fmi2OK otherwise",
+        SETTINGS_CATEGORY: "settings the importer changed: fmi2Warning when the tolerance of "
+                           "fmi2SetupExperiment replaces the FMU's own, fmi2OK when it equals it",
         COMPILE_CATEGORY: "what the compiled backend compiles on this machine (once per method "
                           "and model, then cached) and how long it took, as it happens"})
 
@@ -422,11 +429,30 @@ class CosimSlave(Fmi2Slave):
                 self._sim = self._build_simulation()
             self._inputs_pending = True
             self._outputs = None
+            self._log_backend(self._sim)
             report = self._sim.ic_report
             if report is not None:  # logged once per simulation (fmi2OK only with debug logging)
                 self.log(report.one_line(), Fmi2Status.warning if report.repaired else Fmi2Status.ok,
                          IC_CATEGORY)
         return self._sim
+
+    def _log_backend(self, sim):
+        """Which backend runs, once per simulation: fmi2Warning when the python backend runs
+        although the compiled one was wanted ("auto" or "numba"), with the reason."""
+        if sim.backend == "numba":
+            self.log(f"backend numba (compiled) runs {sim.method}", Fmi2Status.ok, RUNTIME_CATEGORY)
+        elif sim.requested_backend == "python":
+            self.log(f"backend python runs {sim.method} (the FMU was built with backend python)",
+                     Fmi2Status.ok, RUNTIME_CATEGORY)
+        else:
+            why = sim.backend_reason or "the compiled backend cannot run it"
+            hint = ""
+            if "numba is not importable" in why:
+                numba = next((p for p in (self._cfg.get("host") or {}).get("packages", ())
+                              if p.get("module") == "numba"), None)
+                hint = f"; install {numba['pip'] if numba else 'numba'} in this Python for it"
+            self.log(f"backend python runs {sim.method}, not the compiled one: {why}{hint}",
+                     Fmi2Status.warning, RUNTIME_CATEGORY)
 
     def _output(self, i):
         if self._flags[1] == 0.0:
@@ -450,8 +476,16 @@ class CosimSlave(Fmi2Slave):
     def setup_experiment(self, start_time, stop_time=None, tolerance=None):
         start_time = finite_float("fmi2SetupExperiment startTime", start_time)
         if tolerance is not None:  # §2.1.6: the tolerance of the step-size control
-            self._set_solver("rtol", finite_float("fmi2SetupExperiment tolerance", tolerance,
-                                                  positive=True))
+            tolerance = finite_float("fmi2SetupExperiment tolerance", tolerance, positive=True)
+            own = float(self._solver["rtol"])
+            self._set_solver("rtol", tolerance)
+            if tolerance == own:
+                self.log(f"fmi2SetupExperiment: relative tolerance {tolerance!r} (solver.rtol, the "
+                         f"FMU's own)", Fmi2Status.ok, SETTINGS_CATEGORY)
+            else:
+                self.log(f"fmi2SetupExperiment: the importer's tolerance {tolerance!r} replaces the "
+                         f"FMU's relative tolerance {own!r} (solver.rtol); results differ from a run "
+                         f"at {own!r}", Fmi2Status.warning, SETTINGS_CATEGORY)
         if start_time != self._start_time:
             self._start_time = start_time
             self._last_time = start_time
@@ -686,6 +720,21 @@ class CosimSlave(Fmi2Slave):
     # -- modelDescription extras ------------------------------------------------------------
     def to_xml(self, model_options=None):
         root = super().to_xml(model_options or {})
+        root.set("generationTool", f"cosim {self._cfg.get('cosim_version')} (cosim fmu build)")
+        host = self._cfg.get("host")
+        if host:  # the host contract (documentation/index.html says the same), before ModelVariables
+            vendor = Element("VendorAnnotations")
+            tool = SubElement(vendor, "Tool", {"name": "cosim"})
+            req = SubElement(tool, "HostRequirements", {
+                "python": host["python"], "builtWith": host["built_with"],
+                "backend": host.get("backend", "auto"),
+                "libpythonEnvironmentVariable": host.get("libpython_env", "")})
+            for p in host.get("packages", ()):
+                SubElement(req, "Package", {"module": p["module"], "pip": p["pip"],
+                                            "required": "true" if p["required"] else "false",
+                                            "for": p["for"]})
+            position = next(i for i, c in enumerate(root) if c.tag == "ModelVariables")
+            root.insert(position, vendor)
         # UnitDefinitions right after <CoSimulation> (FMI 2.0 schema order)
         units = sorted({v.unit for v in self.vars.values() if getattr(v, "unit", None)})
         if units:

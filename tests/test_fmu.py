@@ -862,8 +862,9 @@ int main(int argc, char **argv) {
 
 
 def test_fmu_runs_in_a_c_host_with_libpython_preloaded(pendulum_fmu, tmp_path):
-    """A non-Python importer: a small C program loads the FMU binary; it needs libpython
-    loaded globally (LD_PRELOAD) and PYTHONHOME/PYTHONPATH of a Python with numpy + scipy."""
+    """A non-Python importer that preloads libpython (LD_PRELOAD) with PYTHONHOME/PYTHONPATH of
+    a Python with numpy + scipy: the binary uses that library and starts its interpreter (a
+    host with no Python at all: tests/test_fmu_hosts.py)."""
     import shutil
     import sysconfig
     import zipfile
@@ -1180,8 +1181,8 @@ def test_missing_scipy_on_the_host_is_an_error_naming_it(pendulum_fmu, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     assert res["instantiated"] is False
-    assert any(s == FMI2_ERROR and "needs numpy and scipy" in m and "missing: scipy" in m
-               for s, m in res["messages"]), res["messages"]
+    assert any(s == FMI2_ERROR and "this FMU cannot run in this Python" in m
+               and "scipy>=1.11 is missing" in m for s, m in res["messages"]), res["messages"]
 
 
 # -- isolation: the code of each FMU is private to it (fmu/bundle.py) --------------------------------

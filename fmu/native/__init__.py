@@ -4,9 +4,16 @@ Python slave), compiled once per source version and cached.
 It replaces pythonfmu 0.7.0's prebuilt wrapper, whose status codes, GUID
 check, termination flag and interpreter finalization break the FMI 2.0.4
 contract (see the header of ``cosim_fmi2.cpp``).  Built with the limited
-Python C API (abi3, >= 3.8) and without linking libpython: the symbols come
-from the importing process (a Python host, or a C host that loads libpython
-globally), as with pythonfmu's own binary.
+Python C API (abi3, >= 3.8) and without linking libpython or referencing any
+Python symbol: ``python_loader.h`` resolves them at ``fmi2Instantiate``, from
+the host's Python if it has one, else from a libpython it loads itself (the one
+recorded at build time in ``resources/cosim_python.cfg``, or
+``$COSIM_FMU_LIBPYTHON``).
+
+Portability (``glibc_compat.h``): libstdc++ is linked statically and libgcc
+dynamically, ``_FORTIFY_SOURCE`` is off, and the few glibc symbols a newer static
+libstdc++ or glibc would pull in are bound to old versions or replaced, so the
+binary's highest GLIBC symbol version stays <= 2.28 (``objdump -T``).
 """
 from __future__ import annotations
 
@@ -21,7 +28,14 @@ from pathlib import Path
 from cosim.errors import CosimError
 
 HERE = Path(__file__).resolve().parent
-SOURCES = ("cosim_fmi2.cpp", "native_step.h", "fmi2Functions.h", "fmi2FunctionTypes.h", "fmi2TypesPlatform.h")
+SOURCES = ("cosim_fmi2.cpp", "native_step.h", "python_loader.h", "glibc_compat.h", "fmi2Functions.h",
+           "fmi2FunctionTypes.h", "fmi2TypesPlatform.h")
+FLAGS = ("-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-U_FORTIFY_SOURCE",
+         "-D_FORTIFY_SOURCE=0", "-static-libstdc++", "-Wl,-z,nodelete",
+         "-Wl,--wrap=__libc_single_threaded", "-Wl,--wrap=arc4random",
+         # dlopen & co. live in libdl.so.2 before glibc 2.34 (a stub after): always loaded
+         "-Wl,--push-state,--no-as-needed", "-l:libdl.so.2", "-Wl,--pop-state")
+GLIBC_BASELINE = (2, 28)  # the highest GLIBC symbol version the binary may need
 PLATFORM = "linux64"
 
 
@@ -50,6 +64,7 @@ def native_library():
     digest = hashlib.sha256()
     for name in SOURCES:
         digest.update((HERE / name).read_bytes())
+    digest.update(" ".join(FLAGS).encode())
     target = _cache_root() / digest.hexdigest()[:16] / "cosim_fmi2.so"
     if target.exists():
         return target
@@ -62,9 +77,7 @@ def native_library():
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         out = Path(tmp) / "cosim_fmi2.so"
-        cmd = [cxx, "-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility=hidden",
-               "-static-libstdc++", "-static-libgcc", "-Wl,-z,nodelete",
-               f"-I{include}", f"-I{HERE}", str(HERE / "cosim_fmi2.cpp"), "-o", str(out)]
+        cmd = [cxx, *FLAGS, f"-I{include}", f"-I{HERE}", str(HERE / "cosim_fmi2.cpp"), "-o", str(out)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise NativeBuildError(f"compiling the FMU binary failed ({' '.join(cmd)}):\n"

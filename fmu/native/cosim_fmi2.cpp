@@ -6,8 +6,13 @@
 // 2019-2020 NTNU - Department of Ocean Operations and Civil Engineering,
 // Copyright (c) 2019-2020 Safran SA),
 // rewritten where 0.7.0 breaks the FMI 2.0.4 contract:
-//  * fmi2Instantiate checks fmuGUID against the FMU's own (§2.1.5) and that the
-//    host interpreter has numpy and scipy; on failure it logs why and returns NULL.
+//  * The Python runtime is found and loaded by the binary itself (python_loader.h):
+//    the host's Python when it has one, else a libpython it loads (a host without
+//    Python, e.g. a C program, needs nothing preloaded).  No Python symbol is
+//    referenced directly; glibc_compat.h keeps the binary loadable on glibc 2.28.
+//  * fmi2Instantiate checks fmuGUID against the FMU's own (§2.1.5) and the FMU's
+//    host contract (Python range, packages: cosim_fmu.json "host"); on failure it
+//    logs one line saying why and how to fix it, and returns NULL.
 //  * A Python exception in a call is fmi2Error with its message logged; the
 //    instance stays alive (0.7.0 freed the slave object and returned fmi2Fatal).
 //  * fmi2DoStep: True -> fmi2OK, False -> fmi2Discard, exception -> fmi2Error;
@@ -36,9 +41,8 @@
 //    Anything else (a failed or refused step included) first reports the steps
 //    taken so to the slave (CosimSlave._native_sync), drops the record and runs
 //    the Python method, which gives the same result, status and message.
-#define PY_SSIZE_T_CLEAN
-#define Py_LIMITED_API 0x03080000
-#include <Python.h>
+#include "python_loader.h"  // the Python runtime, found and loaded at fmi2Instantiate
+#include "glibc_compat.h"   // loads on glibc >= 2.28
 
 #include "fmi2Functions.h"
 #include "native_step.h"
@@ -48,18 +52,76 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
 namespace {
 
 const char* BOOTSTRAP = R"PY(
-def _cosim_fmu_load(resource_uri, guid):
+def _cosim_release(text):
+    """(3, 11) of "3.11.7", (1, 26) of "1.26rc1": the leading numeric release."""
+    out = []
+    for part in str(text).split("."):
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        out.append(int(digits))
+        if digits != part:
+            break
+    return tuple(out)
+
+
+def _cosim_check_host(host, runtime, embedded):
+    """The FMU's host contract (cosim_fmu.json "host", also in modelDescription.xml):
+    ImportError with one line naming everything missing and how to install it."""
+    import importlib, sys
+    problems, install = [], []
+    version = sys.version.split()[0]
+    low, below = tuple(host.get("python_min") or ()), tuple(host.get("python_below") or ())
+    if (low and sys.version_info[:len(low)] < low) or (below and sys.version_info[:len(below)] >= below):
+        problems.append(f"it needs CPython {host.get('python')}, this is {version} (a host without "
+                        "Python: set COSIM_FMU_LIBPYTHON to a libpython in that range)")
+    for req in host.get("packages") or ():
+        if not req.get("required", True):
+            continue
+        name, pip = req["module"], req.get("pip") or req["module"]
+        what = pip if pip.split(">")[0].split("=")[0] == name else f"{name} (pip: {pip})"
+        try:
+            module = importlib.import_module(name)
+        except Exception as exc:
+            problems.append(f"{what} is missing ({type(exc).__name__}: {exc})")
+            install.append(pip)
+            continue
+        have = _cosim_release(getattr(module, "__version__", ""))
+        need = _cosim_release(req.get("min") or "")
+        if have and need and have < need:
+            problems.append(f"{what} is too old (found {module.__version__})")
+            install.append(pip)
+    if problems:
+        where = runtime if embedded else f"{sys.executable or 'the host'}, Python {version}"
+        text = f"this FMU cannot run in this Python ({where}): " + "; ".join(problems)
+        if install:
+            python = f"python{sys.version_info[0]}.{sys.version_info[1]}" if embedded or not sys.executable \
+                else sys.executable
+            text += "; install with: " + python + " -m pip install " + " ".join(f"'{p}'" for p in install)
+            if embedded:
+                text += " (into a site-packages folder on PYTHONPATH)"
+        raise ImportError(text)
+
+
+def _cosim_fmu_load(resource_uri, guid, paths=(), runtime="", embedded=False):
     """(slave class, resources folder) of this FMU; its code is imported as one
-    private package named in cosim_fmu.json, never via sys.path."""
+    private package named in cosim_fmu.json, never via sys.path (``paths``: the
+    site-packages recorded at build time, added to an interpreter the binary started)."""
     import importlib, importlib.util, json, os, sys
     from urllib.parse import unquote, urlparse
+    for path in paths:  # appended as they are: their .pth files are not run (one in the wild
+        if isinstance(path, str) and path not in sys.path:  # re-executes sys.executable)
+            sys.path.append(path)
     parsed = urlparse(resource_uri)
     resources = unquote(parsed.path) if parsed.scheme == "file" else resource_uri
     if os.name == "nt" and resources[:1] == "/" and resources[2:3] == ":":
@@ -70,16 +132,7 @@ def _cosim_fmu_load(resource_uri, guid):
     if cfg.get("guid") != guid:
         raise ValueError(f"fmuGUID {guid!r} is not the GUID of this FMU ({cfg.get('guid')!r}): "
                          "the modelDescription.xml does not belong to this binary (FMI 2.0.4 2.1.5)")
-    missing = []
-    for name in cfg.get("requires", ("numpy", "scipy")):
-        try:
-            importlib.import_module(name)
-        except Exception as exc:
-            missing.append(f"{name} ({type(exc).__name__}: {exc})")
-    if missing:
-        raise ImportError("this cosim FMU needs numpy and scipy in the importing Python "
-                          f"({sys.executable or 'embedded'}, Python {sys.version.split()[0]}); missing: "
-                          + "; ".join(missing))
+    _cosim_check_host(cfg.get("host") or {}, runtime, embedded)
     pkg = cfg["package"]
     root = os.path.join(resources, pkg)
     mod = sys.modules.get(pkg)
@@ -112,18 +165,7 @@ def _cosim_fmu_load(resource_uri, guid):
     return slave.SLAVE_CLASS, resources
 )PY";
 
-std::once_flag g_init_once;
 PyObject* g_loader = nullptr;  // _cosim_fmu_load (never released)
-
-void ensure_interpreter()
-{
-    std::call_once(g_init_once, [] {
-        if (!Py_IsInitialized()) {  // non-Python host: embed, and never finalize
-            Py_InitializeEx(0);
-            PyEval_SaveThread();
-        }
-    });
-}
 
 // UTF-8 text of a str object (limited API: no PyUnicode_AsUTF8AndSize before 3.10)
 std::string text_of(PyObject* obj)
@@ -583,7 +625,12 @@ FMI2_Export fmi2Component fmi2Instantiate(fmi2String instanceName, fmi2Type fmuT
         delete c;
         return nullptr;
     }
-    ensure_interpreter();
+    std::string why;
+    if (!load_python(path_of_uri(fmuResourceLocation), why)) {
+        c->log(fmi2Error, "logStatusError", "fmi2Instantiate failed: " + why);
+        delete c;
+        return nullptr;
+    }
     Gil gil;
     if (g_loader == nullptr) {
         PyObject* globals = PyDict_New();
@@ -603,7 +650,20 @@ FMI2_Export fmi2Component fmi2Instantiate(fmi2String instanceName, fmi2Type fmuT
             return nullptr;
         }
     }
-    PyObject* loaded = PyObject_CallFunction(g_loader, "ss", fmuResourceLocation, fmuGUID);
+    // the site-packages folders the bootstrap adds (to an interpreter the binary started)
+    PyObject* paths = PyList_New(static_cast<Py_ssize_t>(g_python.paths.size()));
+    for (size_t i = 0; paths != nullptr && i < g_python.paths.size(); ++i) {
+        PyObject* item = PyUnicode_FromString(g_python.paths[i].c_str());
+        if (item == nullptr) {  // undecodable: skipped by the bootstrap
+            PyErr_Clear();
+            Py_INCREF(Py_None);
+            item = Py_None;
+        }
+        PyList_SetItem(paths, static_cast<Py_ssize_t>(i), item);  // steals item
+    }
+    PyObject* loaded = PyObject_CallFunction(g_loader, "ssOsi", fmuResourceLocation, fmuGUID, paths,
+        g_python.description.c_str(), g_python.embedded ? 1 : 0);
+    Py_XDECREF(paths);
     if (loaded != nullptr && PyTuple_Check(loaded) && PyTuple_Size(loaded) == 2) {
         c->cls = PyTuple_GetItem(loaded, 0);
         c->resources = PyTuple_GetItem(loaded, 1);
@@ -621,6 +681,7 @@ FMI2_Export fmi2Component fmi2Instantiate(fmi2String instanceName, fmi2Type fmuT
         delete c;
         return nullptr;
     }
+    c->log(fmi2OK, "cosimRuntime", "Python runtime: " + g_python.description);
     c->drainLog();
     return c;
 }
