@@ -33,6 +33,7 @@ USER_MODEL = textwrap.dedent('''
 
     import numpy as np
 
+    from cosim.models.base import Parameter, Signal
     from cosim.models.kernels import KernelModel, MultibodyKernels
 
 
@@ -54,9 +55,10 @@ USER_MODEL = textwrap.dedent('''
         name = "spring_pendulum"
         coordinates = ("r", "theta")
         constraint_names = ()
-        input_names = ("torque",)
+        parameters = (Parameter("mass", 1.0, "kg", "bob mass"),
+                      Parameter("stiffness", 50.0, "N/m", "spring stiffness"))
+        inputs = (Signal("torque", "N.m", "torque about the pivot"),)
         constant_mass = False
-        params = {"mass": 1.0, "stiffness": 50.0}
         kernel_set = MultibodyKernels(mass, forces, constraints)
 
         def kernel_parameters(self):
