@@ -56,13 +56,15 @@ Semantics (DESIGN.md "Stepper"; seed 001 §3.5, §3.7; seed 000 §5.3, §7):
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
 
 from . import derivatives, serialization
 from .blocks import Block, StopSimulation, make_block
-from .errors import (ChatteringError, ConvergenceError, CosimError, InvalidInputError, ModelDefinitionError,
+from .errors import (ChatteringError, ConvergenceError, CosimError, InputLimitWarning,
+                     InvalidInputError, ModelDefinitionError,
                      StateError,
                      UnknownParameterError)
 from .events import ChatterMonitor, crossed, crossings, event_values, locate
@@ -193,6 +195,11 @@ class Simulation:
             raise InvalidInputError(f"on_chattering must be 'error' or 'stop', got {on_chattering!r}")
         self.on_chattering = on_chattering
         self._initial_params = dict(self.model.params)
+        # inputs the model clips (URDF effort limits): the first clip of each is said once,
+        # by on_notice(message) (an adapter's logger) or as an InputLimitWarning
+        self.on_notice = None
+        self._input_limits = getattr(self.model, "input_limits", None)
+        self._clipped_inputs = set()
         # make (and validate) the integrator once here so a bad method fails early
         self.backend = resolve_backend(self.method, self.model, self.requested_backend)
         self.integrator = make_integrator(self.model, self.method, rtol=rtol, atol=atol, h=h,
@@ -550,6 +557,33 @@ class Simulation:
         self._u = u
         if self._has_events:
             self._z = self._event_values()
+        if self._input_limits is not None:
+            self._note_clipped_inputs(u)
+
+    def _note_clipped_inputs(self, u):
+        """Say once per input that the model clips it (the model's ``input_limits()``:
+        (input index, limit, what the limit is) for each limited input)."""
+        done = self._clipped_inputs
+        values = None
+        for i, limit, what in self._input_limits():
+            if i in done:
+                continue
+            if values is None:
+                values = u.tolist()
+            x = values[i]
+            if x > limit or x < -limit:
+                done.add(i)
+                self.notice(f"input {self.model.input_names[i]!r} = {x!r} is clipped to "
+                            f"{math.copysign(limit, x)!r} by {what} (said once per input)")
+
+    def notice(self, message):
+        """Tell the user something once (an input clipped): ``on_notice(message)`` when an
+        adapter set it (the ROS node's logger, the FMU's FMI logger), else an
+        :class:`~cosim.errors.InputLimitWarning`."""
+        if self.on_notice is not None:
+            self.on_notice(message)
+        else:
+            warnings.warn(message, InputLimitWarning, stacklevel=5)  # the caller of set_inputs
 
     def get_inputs(self):
         """Current external input values in ``input_names`` order."""

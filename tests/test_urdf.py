@@ -136,6 +136,7 @@ def test_rigid_body_kernels_match_pinocchio(relative):
         close(J, dq)
 
 
+@pytest.mark.filterwarnings("ignore::cosim.errors.InputLimitWarning")  # joint 1 saturates
 def test_panda_numba_backend_matches_python_backend():
     """Generalized-α h = 1 ms, 0.15 s with efforts (one saturated), damping, smoothed
     friction and position-limit stops (joint 4 at 0.088 s, then the finger three times): the
