@@ -142,12 +142,33 @@ def _augmented_plant(spec, model, params, exact):
     return augment_model(plant, {n: InputSignal(n, s).generator(spec.start_time) for n, s in exact.items()})
 
 
+def _robot_file(model):
+    """The model class of a URDF file named in Python (``"robot.urdf"`` or a path
+    object); other models unchanged.  Only the Python API reads such a path: a spec,
+    scenario, FMU or ROS parameter names a URDF its own way (:meth:`Simulation.from_spec`)."""
+    import os  # noqa: PLC0415
+    from .models import is_urdf_spec  # noqa: PLC0415
+    if isinstance(model, os.PathLike):
+        path = os.fspath(model)
+        if not (isinstance(path, str) and path.lower().endswith(".urdf")):
+            raise InvalidInputError(f"model path {path!r}: a model file named by a path must be a "
+                                    f"URDF (ROBOT.urdf); a Python model is a class, an instance "
+                                    f"or 'package.module:Class'")
+        model = path
+    if isinstance(model, str) and is_urdf_spec(model):
+        from .models.urdf import load_urdf  # noqa: PLC0415
+        return load_urdf(model)
+    return model
+
+
 class Simulation:
     """Co-simulation of one plant model with discrete blocks, advanced in communication
     steps :meth:`do_step` with zero-order-hold inputs (semantics: the docstring of
     :mod:`cosim.simulation`; docs/concepts.md).
 
-    ``model``: a library name, ``package.module:Class``, a model class or instance;
+    ``model``: a library name, ``package.module:Class``, a model class or instance, or a
+    URDF file (``"robot.urdf"`` or a :class:`pathlib.Path`; ``cosim.models.urdf.load_urdf``
+    also takes the output frames and position limits);
     ``method``: see ``cosim.available_methods()``; ``params``: model parameters;
     ``rtol``/``atol`` or a fixed step ``h``; ``method_options``: the method's options;
     ``blocks``/``connections``: discrete blocks (:mod:`cosim.blocks`) and ``"src ->
@@ -160,7 +181,7 @@ class Simulation:
                  atol=1e-8, h=None, method_options=None, blocks=(), connections=(), start_time=0.0,
                  event_tolerance=1e-10, max_chattering_events=50, chattering_window=None,
                  on_chattering="error", backend="auto", max_ic_repair=None, check=None):
-        self.model = load_model(model, **dict(params or {}))
+        self.model = load_model(_robot_file(model), **dict(params or {}))
         # check="quick": the model checker at the initial state before anything runs (the
         # default for user models: a wrong hand-derived C_q or γ otherwise ends in a Newton
         # failure or, worse, a plausible wrong result; costs milliseconds); "off": skip it
@@ -282,8 +303,14 @@ class Simulation:
         inputs marked ``exact`` on an LTI plant become signal generators appended to the
         plant (seed 001 §3.5, example 3.4)."""
         from .errors import SpecError
+        from .models import is_urdf_spec, model_class
         from .spec import thaw
         model = spec.model_reference(allow_files)
+        if isinstance(model, str) and is_urdf_spec(model):
+            if not allow_files:  # a spec names a URDF {urdf: PATH} next to its file, or its text
+                model_class(model)  # raises: where a URDF file may be named
+            from .models.urdf import load_urdf
+            model = load_urdf(model)
         params = thaw(spec.params)
         method = spec.resolved_method(model)
         exact = {n: s for n, s in thaw(spec.inputs).items()

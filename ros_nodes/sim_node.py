@@ -108,6 +108,7 @@ class SimulationNode(Node):
         self.add_pre_set_parameters_callback(params.integer_to_double_callback(self))
         self.config = cfg = params.declare(self, model_parameters)
         self.sim = cosim.Simulation.from_spec(params.simulation_spec(cfg))
+        self.sim.on_notice = self.get_logger().warning  # an effort clipped: WARN, once per joint
         self.ic_message = self._log_ic_report()
         self.option_warnings = self._check_options(cfg)
         self.joints = JointMap(self.sim, cfg)

@@ -190,3 +190,22 @@ def test_clipped_effort_is_said_once_per_joint():
     assert heard == ["input 'joint2' = -3.0 is clipped to -1.0 by the effort limit of joint "
                      "'joint2' (parameter 'joint2.effort_limit', URDF <limit effort>) (said once "
                      "per input)"]
+
+
+# -- loading ----------------------------------------------------------------------------------
+def test_simulation_takes_a_urdf_file_like_a_library_model(tmp_path):
+    """Simulation(model="robot.urdf") and model=Path(...) build the robot load_urdf builds:
+    the same names and, step for step, the same states (bit-identical)."""
+    ref = Simulation(load_urdf(TWO_LINK), method="dopri5", backend="python",
+                     params={"joint1.q0": -1.4})
+    ref.do_step(0.0, 0.2)
+    for model in (str(TWO_LINK), TWO_LINK):
+        sim = Simulation(model=model, method="dopri5", backend="python",
+                         params={"joint1.q0": -1.4})
+        assert sim.coordinate_names == ("joint1", "joint2") and sim.model.name == "two_link"
+        sim.do_step(0.0, 0.2)
+        assert np.array_equal(sim.y, ref.y)
+    with pytest.raises(InvalidInputError, match="cannot read URDF file .*missing.urdf"):
+        Simulation(model=tmp_path / "missing.urdf")
+    with pytest.raises(InvalidInputError, match="must be a URDF"):
+        Simulation(model=tmp_path / "plant.py")
