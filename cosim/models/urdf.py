@@ -157,6 +157,10 @@ class URDFModel(MultibodyModel):
                         f"position limits [{self._lower[i]!r}, {self._upper[i]!r}]")
         self._q0, self._v0 = q0, v0
         self._frame_ids = [self._pm.getFrameId(f) for f in self.frames]
+        body = pin.FrameType.BODY
+        self._joint_frames = tuple(
+            (j.parent, j.child, self._pm.getFrameId(j.parent, body),
+             self._pm.getFrameId(j.child, body)) for j in self.robot.joints)
         self._pin, self._crba, self._rnea = pin, pin.crba, pin.rnea
         self._rnea_derivatives = pin.computeRNEADerivatives
         # pinocchio's C++ CRBA fills the upper triangle; its Python binding (pin 3.x/4.x)
@@ -228,6 +232,20 @@ class URDFModel(MultibodyModel):
                 quat = pin.Quaternion(pose.rotation).coeffs()  # x, y, z, w
                 out += [np.array(pose.translation), np.array(quat)]
         return np.concatenate(out)
+
+    def link_transforms(self, q):
+        """For every URDF joint (file order, fixed joints too): ``(parent link, child
+        link, translation (3,), quaternion x, y, z, w (4,))``, the child link's frame
+        in the parent link's at joint positions ``q`` (forward kinematics; what
+        robot_state_publisher sends on /tf)."""
+        pin, data = self._pin, self._pd
+        pin.framesForwardKinematics(self._pm, data, np.asarray(q, dtype=float))
+        out = []
+        for parent, child, fp, fc in self._joint_frames:
+            pose = data.oMf[fp].actInv(data.oMf[fc])
+            out.append((parent, child, np.array(pose.translation),
+                        np.array(pin.Quaternion(pose.rotation).coeffs())))
+        return out
 
     def potential_energy(self, q, t=0.0):
         return float(self._pin.computePotentialEnergy(self._pm, self._pd,
