@@ -209,3 +209,44 @@ def test_simulation_takes_a_urdf_file_like_a_library_model(tmp_path):
         Simulation(model=tmp_path / "missing.urdf")
     with pytest.raises(InvalidInputError, match="must be a URDF"):
         Simulation(model=tmp_path / "plant.py")
+
+
+@pytest.mark.fmu
+def test_fmu_logs_a_clipped_effort_once(tmp_path):
+    """The FMU of a URDF robot: an effort beyond the joint's limit is one fmi2Warning
+    through the FMI logger, naming the joint, the value and the limit (the first doStep
+    after fmi2SetReal runs through Python, where inputs are looked at)."""
+    pytest.importorskip("fmpy")
+    pytest.importorskip("pythonfmu")
+    from fmpy import extract, read_model_description
+    from fmpy.fmi2 import (FMU2Slave, defaultCallbacks, fmi2CallbackFunctions,
+                           fmi2CallbackLoggerTYPE)
+
+    from cosim.cli import main as cosim_main
+
+    path = tmp_path / "arm.fmu"
+    assert cosim_main(["fmu", "build", str(TWO_LINK), "-o", str(path), "--step", "0.001",
+                       "--comm-step", "0.01", "--param", "joint1.effort_limit=2"]) == 0
+    md = read_model_description(str(path))
+    vr = {v.name: v.valueReference for v in md.modelVariables}
+    messages = []
+    cb = fmi2CallbackFunctions()
+    cb.logger = fmi2CallbackLoggerTYPE(lambda e, i, s, c, m: messages.append((s, m.decode())))
+    cb.allocateMemory, cb.freeMemory = defaultCallbacks.allocateMemory, defaultCallbacks.freeMemory
+    fmu = FMU2Slave(guid=md.guid, unzipDirectory=extract(str(path)),
+                    modelIdentifier=md.coSimulation.modelIdentifier, instanceName="arm")
+    fmu.instantiate(callbacks=cb, loggingOn=True)
+    fmu.setupExperiment(startTime=0.0)
+    fmu.enterInitializationMode()
+    fmu.exitInitializationMode()
+    t = 0.0
+    for u in (1.0, 1.5, 1.0, 5.0, -7.0, 5.0):
+        fmu.setReal([vr["joint1"]], [u])
+        fmu.doStep(t, 0.01)
+        t += 0.01
+    fmu.terminate()
+    fmu.freeInstance()
+    clipped = [(s, m) for s, m in messages if "is clipped" in m]
+    assert clipped == [(1, "input 'joint1' = 5.0 is clipped to 2.0 by the effort limit of joint "
+                           "'joint1' (parameter 'joint1.effort_limit', URDF <limit effort>) (said "
+                           "once per input)")]  # 1 = fmi2Warning
