@@ -33,9 +33,10 @@ acceleration (``computeRNEADerivatives``) minus the damping/friction slopes;
 
 Position limits of revolute and prismatic joints are **events** (seed 001
 §3.7) when the class is made with ``position_limits=True`` (off by
-default): switching functions q − lower and upper − q, and at a crossing the
-joint velocity is reversed and scaled by ``restitution`` (a stop with a
-restitution coefficient, q set onto the limit).  There is no sticking mode:
+default): switching functions q − lower and upper − q, and at a crossing an
+impulse along the joint reverses its velocity, scaled by ``restitution``
+(Newton's impact law through M and the mimic constraints: the other joints
+react; restitution 1 keeps the kinetic energy; q set onto the limit).  There is no sticking mode:
 a joint that comes to rest on its limit under load is a Zeno sequence of
 impacts, which the stepper's chattering monitor reports (ChatteringError, or
 a stop with ``on_chattering="stop"``) — the Panda at rest falls onto its
@@ -258,8 +259,11 @@ class URDFModel(MultibodyModel):
         return np.concatenate([q[idx] - self._lower[idx], self._upper[idx] - q[idx]])
 
     def apply_event(self, index, t, y, u):
-        """Stop at the limit: q onto the limit, v -> -restitution * v (for a joint
-        tied to others by mimic constraints: the whole group, kept consistent)."""
+        """Impact on the stop: q onto the limit (a mimic group kept consistent), and the
+        impulse Λ along the joint that makes its velocity −restitution × its velocity
+        before (Newton's law): v⁺ = v⁻ + w Λ with w the response to a unit impulse,
+        [M C_qᵀ; C_q 0] [w; μ] = [e_i; 0], Λ = −(1 + e) v⁻_i / w_i, so the other joints
+        react through M and the constraints, and restitution 1 keeps the kinetic energy."""
         k = len(self._limited)
         i = self._limited[index % k]
         y = np.array(y, dtype=float)
@@ -270,7 +274,16 @@ class URDFModel(MultibodyModel):
             y[r] = (limit - self._offs[i]) / self._coef[i]
             y[group] = self._coef[group] * y[r] + self._offs[group]
         y[i] = limit
-        y[n + group] *= -self.params["restitution"]
+        q, v = y[:n], y[n:]
+        m = len(self._mimics)
+        K = np.zeros((n + m, n + m))
+        K[:n, :n] = self.mass(q, t)
+        K[:n, n:], K[n:, :n] = self._Cq.T, self._Cq
+        rhs = np.zeros(n + m)
+        rhs[i] = 1.0
+        w = np.linalg.solve(K, rhs)[:n]
+        impulse = -(1.0 + self.params["restitution"]) * v[i] / w[i]
+        y[n:] = v + w * impulse
         return y
 
 
