@@ -221,6 +221,7 @@ class Simulation:
         self.on_notice = None
         self._input_limits = getattr(self.model, "input_limits", None)
         self._clipped_inputs = set()
+        self._limit_pairs = ()
         # make (and validate) the integrator once here so a bad method fails early
         self.backend = resolve_backend(self.method, self.model, self.requested_backend)
         self.integrator = make_integrator(self.model, self.method, rtol=rtol, atol=atol, h=h,
@@ -459,6 +460,7 @@ class Simulation:
         self._stopped = False
         self._stop_time = None
         self._chatter = ChatterMonitor(self.max_chattering_events, self.chattering_window)
+        self._refresh_input_limits()
 
     # -- names / read-only views ---------------------------------------------------------
     @property
@@ -584,24 +586,30 @@ class Simulation:
         self._u = u
         if self._has_events:
             self._z = self._event_values()
-        if self._input_limits is not None:
-            self._note_clipped_inputs(u)
+        if self._limit_pairs:  # an input beyond the smallest limit: look closer
+            values, floor = u.tolist(), self._limit_floor
+            for x in values:
+                if x > floor or x < -floor:
+                    self._note_clipped_inputs(values)
+                    break
 
-    def _note_clipped_inputs(self, u):
+    def _refresh_input_limits(self):
+        """The inputs the model clips and has not yet been said of (after a parameter
+        change too): ``_limit_pairs`` and the smallest of their limits."""
+        limits = () if self._input_limits is None else self._input_limits()
+        self._limit_pairs = [x for x in limits if x[0] not in self._clipped_inputs]
+        self._limit_floor = min((x[1] for x in self._limit_pairs), default=math.inf)
+
+    def _note_clipped_inputs(self, values):
         """Say once per input that the model clips it (the model's ``input_limits()``:
         (input index, limit, what the limit is) for each limited input)."""
-        done = self._clipped_inputs
-        values = None
-        for i, limit, what in self._input_limits():
-            if i in done:
-                continue
-            if values is None:
-                values = u.tolist()
+        for i, limit, what in self._limit_pairs:
             x = values[i]
             if x > limit or x < -limit:
-                done.add(i)
+                self._clipped_inputs.add(i)
                 self.notice(f"input {self.model.input_names[i]!r} = {x!r} is clipped to "
                             f"{math.copysign(limit, x)!r} by {what} (said once per input)")
+        self._refresh_input_limits()
 
     def notice(self, message):
         """Tell the user something once (an input clipped): ``on_notice(message)`` when an
@@ -697,6 +705,7 @@ class Simulation:
             raise
         self.integrator.restart()
         self._z = self._event_values()
+        self._refresh_input_limits()
 
     # -- stepping -----------------------------------------------------------------------------
     def do_step(self, t, h, observer=None):
@@ -1000,9 +1009,13 @@ class Simulation:
         check_simulation_state(self, s)
 
     def _apply_state(self, s):
+        changed = False
         for key, value in s["params"].items():
             if not _same(self.model.params[key], value):
                 self.model.set_parameter(key, value)
+                changed = True
+        if changed:
+            self._refresh_input_limits()
         self.integrator.restore(s["integrator"])
         self._time = float(s["time"])
         self._u_ext = np.array(s["u_ext"], dtype=float)

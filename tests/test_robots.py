@@ -286,3 +286,17 @@ def test_limit_impact_energy_bookkeeping(restitution):
     w = np.linalg.solve(K, np.eye(10)[3])[:9]
     loss = (1.0 - restitution ** 2) * v[3] ** 2 / (2.0 * w[3])
     assert abs(sim.model.energy(sim.time, sim.y) - (e0 - loss)) <= 1e-8
+
+
+def test_effort_limit_changed_at_run_time_is_watched():
+    """effort_limit is tunable: a limit set during the run applies to the notices too."""
+    sim = Simulation(load_urdf(TWO_LINK), method="generalized-alpha", h=1e-3, backend="python")
+    heard = []
+    sim.on_notice = heard.append
+    sim.set_inputs({"joint1": 0.8})
+    sim.do_step(0.0, 0.01)
+    assert heard == []  # no limit (0 = none)
+    sim.set_parameter("joint1.effort_limit", 0.5)
+    sim.set_inputs({"joint1": 0.9})
+    sim.do_step(sim.time, 0.01)
+    assert len(heard) == 1 and heard[0].startswith("input 'joint1' = 0.9 is clipped to 0.5")
