@@ -76,6 +76,11 @@ class CosimWarning(UserWarning):
     """Base class of the warnings cosim issues."""
 
 
+class InputLimitWarning(CosimWarning):
+    """An input beyond a limit the model applies (a URDF joint's effort limit): the
+    model clips it.  Said once per input and simulation (:attr:`Simulation.on_notice`)."""
+
+
 class InitialConditionWarning(CosimWarning):
     """The IC analysis changed the given initial state (seed 000 eqs. 6-9) or
     removed redundant constraints; the message gives the size of the change."""

@@ -56,13 +56,15 @@ Semantics (DESIGN.md "Stepper"; seed 001 §3.5, §3.7; seed 000 §5.3, §7):
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
 
 from . import derivatives, serialization
 from .blocks import Block, StopSimulation, make_block
-from .errors import (ChatteringError, ConvergenceError, CosimError, InvalidInputError, ModelDefinitionError,
+from .errors import (ChatteringError, ConvergenceError, CosimError, InputLimitWarning,
+                     InvalidInputError, ModelDefinitionError,
                      StateError,
                      UnknownParameterError)
 from .events import ChatterMonitor, crossed, crossings, event_values, locate
@@ -140,12 +142,33 @@ def _augmented_plant(spec, model, params, exact):
     return augment_model(plant, {n: InputSignal(n, s).generator(spec.start_time) for n, s in exact.items()})
 
 
+def _robot_file(model):
+    """The model class of a URDF file named in Python (``"robot.urdf"`` or a path
+    object); other models unchanged.  Only the Python API reads such a path: a spec,
+    scenario, FMU or ROS parameter names a URDF its own way (:meth:`Simulation.from_spec`)."""
+    import os  # noqa: PLC0415
+    from .models import is_urdf_spec  # noqa: PLC0415
+    if isinstance(model, os.PathLike):
+        path = os.fspath(model)
+        if not (isinstance(path, str) and path.lower().endswith(".urdf")):
+            raise InvalidInputError(f"model path {path!r}: a model file named by a path must be a "
+                                    f"URDF (ROBOT.urdf); a Python model is a class, an instance "
+                                    f"or 'package.module:Class'")
+        model = path
+    if isinstance(model, str) and is_urdf_spec(model):
+        from .models.urdf import load_urdf  # noqa: PLC0415
+        return load_urdf(model)
+    return model
+
+
 class Simulation:
     """Co-simulation of one plant model with discrete blocks, advanced in communication
     steps :meth:`do_step` with zero-order-hold inputs (semantics: the docstring of
     :mod:`cosim.simulation`; docs/concepts.md).
 
-    ``model``: a library name, ``package.module:Class``, a model class or instance;
+    ``model``: a library name, ``package.module:Class``, a model class or instance, or a
+    URDF file (``"robot.urdf"`` or a :class:`pathlib.Path`; ``cosim.models.urdf.load_urdf``
+    also takes the output frames and position limits);
     ``method``: see ``cosim.available_methods()``; ``params``: model parameters;
     ``rtol``/``atol`` or a fixed step ``h``; ``method_options``: the method's options;
     ``blocks``/``connections``: discrete blocks (:mod:`cosim.blocks`) and ``"src ->
@@ -158,7 +181,7 @@ class Simulation:
                  atol=1e-8, h=None, method_options=None, blocks=(), connections=(), start_time=0.0,
                  event_tolerance=1e-10, max_chattering_events=50, chattering_window=None,
                  on_chattering="error", backend="auto", max_ic_repair=None, check=None):
-        self.model = load_model(model, **dict(params or {}))
+        self.model = load_model(_robot_file(model), **dict(params or {}))
         # check="quick": the model checker at the initial state before anything runs (the
         # default for user models: a wrong hand-derived C_q or γ otherwise ends in a Newton
         # failure or, worse, a plausible wrong result; costs milliseconds); "off": skip it
@@ -193,6 +216,12 @@ class Simulation:
             raise InvalidInputError(f"on_chattering must be 'error' or 'stop', got {on_chattering!r}")
         self.on_chattering = on_chattering
         self._initial_params = dict(self.model.params)
+        # inputs the model clips (URDF effort limits): the first clip of each is said once,
+        # by on_notice(message) (an adapter's logger) or as an InputLimitWarning
+        self.on_notice = None
+        self._input_limits = getattr(self.model, "input_limits", None)
+        self._clipped_inputs = set()
+        self._limit_pairs = ()
         # make (and validate) the integrator once here so a bad method fails early
         self.backend = resolve_backend(self.method, self.model, self.requested_backend)
         self.integrator = make_integrator(self.model, self.method, rtol=rtol, atol=atol, h=h,
@@ -275,8 +304,14 @@ class Simulation:
         inputs marked ``exact`` on an LTI plant become signal generators appended to the
         plant (seed 001 §3.5, example 3.4)."""
         from .errors import SpecError
+        from .models import is_urdf_spec, model_class
         from .spec import thaw
         model = spec.model_reference(allow_files)
+        if isinstance(model, str) and is_urdf_spec(model):
+            if not allow_files:  # a spec names a URDF {urdf: PATH} next to its file, or its text
+                model_class(model)  # raises: where a URDF file may be named
+            from .models.urdf import load_urdf
+            model = load_urdf(model)
         params = thaw(spec.params)
         method = spec.resolved_method(model)
         exact = {n: s for n, s in thaw(spec.inputs).items()
@@ -425,6 +460,7 @@ class Simulation:
         self._stopped = False
         self._stop_time = None
         self._chatter = ChatterMonitor(self.max_chattering_events, self.chattering_window)
+        self._refresh_input_limits()
 
     # -- names / read-only views ---------------------------------------------------------
     @property
@@ -550,6 +586,39 @@ class Simulation:
         self._u = u
         if self._has_events:
             self._z = self._event_values()
+        if self._limit_pairs:  # an input beyond the smallest limit: look closer
+            values, floor = u.tolist(), self._limit_floor
+            for x in values:
+                if x > floor or x < -floor:
+                    self._note_clipped_inputs(values)
+                    break
+
+    def _refresh_input_limits(self):
+        """The inputs the model clips and has not yet been said of (after a parameter
+        change too): ``_limit_pairs`` and the smallest of their limits."""
+        limits = () if self._input_limits is None else self._input_limits()
+        self._limit_pairs = [x for x in limits if x[0] not in self._clipped_inputs]
+        self._limit_floor = min((x[1] for x in self._limit_pairs), default=math.inf)
+
+    def _note_clipped_inputs(self, values):
+        """Say once per input that the model clips it (the model's ``input_limits()``:
+        (input index, limit, what the limit is) for each limited input)."""
+        for i, limit, what in self._limit_pairs:
+            x = values[i]
+            if x > limit or x < -limit:
+                self._clipped_inputs.add(i)
+                self.notice(f"input {self.model.input_names[i]!r} = {x!r} is clipped to "
+                            f"{math.copysign(limit, x)!r} by {what} (said once per input)")
+        self._refresh_input_limits()
+
+    def notice(self, message):
+        """Tell the user something once (an input clipped): ``on_notice(message)`` when an
+        adapter set it (the ROS node's logger, the FMU's FMI logger), else an
+        :class:`~cosim.errors.InputLimitWarning`."""
+        if self.on_notice is not None:
+            self.on_notice(message)
+        else:
+            warnings.warn(message, InputLimitWarning, stacklevel=5)  # the caller of set_inputs
 
     def get_inputs(self):
         """Current external input values in ``input_names`` order."""
@@ -636,6 +705,7 @@ class Simulation:
             raise
         self.integrator.restart()
         self._z = self._event_values()
+        self._refresh_input_limits()
 
     # -- stepping -----------------------------------------------------------------------------
     def do_step(self, t, h, observer=None):
@@ -939,9 +1009,13 @@ class Simulation:
         check_simulation_state(self, s)
 
     def _apply_state(self, s):
+        changed = False
         for key, value in s["params"].items():
             if not _same(self.model.params[key], value):
                 self.model.set_parameter(key, value)
+                changed = True
+        if changed:
+            self._refresh_input_limits()
         self.integrator.restore(s["integrator"])
         self._time = float(s["time"])
         self._u_ext = np.array(s["u_ext"], dtype=float)

@@ -407,7 +407,11 @@ class CosimSlave(Fmi2Slave):
 
     def _build_simulation(self):
         from cosim.simulation import Simulation
-        return Simulation.from_spec(self.simulation_spec())
+        sim = Simulation.from_spec(self.simulation_spec())
+        # an input the model clips (a URDF effort limit): once per input, fmi2Warning (seen
+        # where a step goes through Python: the binary's own steps do not look at inputs)
+        sim.on_notice = lambda message: self.log(message, Fmi2Status.warning)
+        return sim
 
     @contextlib.contextmanager
     def _compile_notices(self):

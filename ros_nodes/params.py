@@ -40,9 +40,18 @@ PLANT = (
     S("model", "pendulum", "cosim model: library name (pendulum, two_link, ...) or "
       "'package.module:Class'"),
     S("robot_description", "", "URDF text of a robot to simulate instead of 'model' (the ROS "
-      "convention; cosim.models.urdf, needs pinocchio); '' = none"),
+      "convention; cosim.models.urdf, needs pinocchio; in a parameter file, or -p "
+      "robot_description:=\"$(cat robot.urdf)\", which the node takes verbatim); '' = none"),
     S("urdf_file", "", "URDF file of a robot to simulate instead of 'model' (read once at "
       "start-up); '' = none"),
+    S("robot_description_topic", "", "topic to take the robot's URDF from at start-up (the "
+      "first std_msgs/String, transient local, as robot_state_publisher publishes it), e.g. "
+      "robot_description; '' = none"),
+    S("robot_description_timeout", 30.0, "seconds to wait for robot_description_topic; "
+      "0 = until a signal", range=(0.0, 1e6)),
+    S("publish_tf", False, "robot from URDF: publish its joint transforms with every published "
+      "state (tf2_msgs/TFMessage on topics.tf where tf2_msgs is importable, else "
+      "geometry_msgs/TransformStamped on topics.tf_frames)"),
     S("urdf_frames", Parameter.Type.STRING_ARRAY, "robot from URDF: links/joints whose poses are "
       "outputs (<frame>_x.._qw)"),
     S("method", "generalized-alpha", "integration method (cosim METHOD_REGISTRY name)"),
@@ -106,6 +115,12 @@ PLANT = (
     S("topics.command", "command", "Float64MultiArray command topic ('' = off)"),
     S("topics.joint_command", "joint_command", "JointState effort command topic ('' = off)"),
     S("topics.diagnostics", "/diagnostics", "DiagnosticArray topic"),
+    S("topics.robot_description", "robot_description", "robot from URDF: its text as "
+      "std_msgs/String (transient local; '' = off; not published when it came from "
+      "robot_description_topic)"),
+    S("topics.tf", "/tf", "publish_tf: tf2_msgs/TFMessage topic (where tf2_msgs is importable)"),
+    S("topics.tf_frames", "tf_frames", "publish_tf without tf2_msgs: geometry_msgs/"
+      "TransformStamped topic, one message per joint"),
     S("topics.step_n", "step_n", "std_msgs/UInt32: pause and step N communication steps"),
     S("topics.run_until", "run_until", "std_msgs/Float64: pause and step until this "
       "simulation time (s)"),
@@ -213,11 +228,18 @@ def plant_model(node):
     ``urdf_file`` (errors name the parameter)."""
     text = node.get_parameter("robot_description").value
     path = node.get_parameter("urdf_file").value
-    if not text and not path:
+    topic = node.get_parameter("robot_description_topic").value
+    given = [n for n, v in (("robot_description", text), ("urdf_file", path),
+                            ("robot_description_topic", topic)) if v]
+    if not given:
         return node.get_parameter("model").value
-    if text and path:
-        raise ConfigurationError("parameters 'robot_description' and 'urdf_file' are both set; "
-                                 "give one")
+    if len(given) > 1:
+        raise ConfigurationError(f"parameters {' and '.join(repr(n) for n in given)} are "
+                                 f"set together; give one")
+    if topic:
+        from .robot import wait_for_description
+        text = wait_for_description(node, topic,
+                                    node.get_parameter("robot_description_timeout").value)
     try:
         frames = node.get_parameter("urdf_frames").value
     except ParameterUninitializedException:
@@ -227,8 +249,7 @@ def plant_model(node):
     try:
         return urdf_model_class(text, frames) if text else load_urdf(path, frames)
     except CosimError as exc:
-        raise ConfigurationError(f"parameter {'robot_description' if text else 'urdf_file'!r}: "
-                                 f"{exc}") from None
+        raise ConfigurationError(f"parameter {given[0]!r}: {exc}") from None
 
 
 def read(node):

@@ -147,7 +147,14 @@ def run(make_node, *, node_name, help_text, argv=None):
         from .common import ConfigurationError
         _checkpoint()
         context = rclpy.Context()
-        rclpy.init(args=argv, context=context, signal_handler_options=SignalHandlerOptions.NO)
+        try:
+            rclpy.init(args=argv, context=context, signal_handler_options=SignalHandlerOptions.NO)
+        except Exception as exc:  # noqa: BLE001 - rcl's RCLError: a bad --ros-args argument
+            context = None
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            print(f"{node_name}: cannot start: {first.strip()} — rcl reads every -p value as "
+                  f"YAML; give such a value in a --params-file", file=sys.stderr, flush=True)
+            return 2
         logger = rclpy.logging.get_logger(node_name)
         try:
             error = check_params_file_sections(argv, _fully_qualified_name(argv, node_name))

@@ -85,7 +85,8 @@ class StatePublisher:
     def send(self, step=False):
         """Publish what ``prepare`` wrote: /clock, and the states unless ``step``
         and this step is not one of every ``every``-th (callers prepare whole
-        before a send that is not a step: ``states_ready``)."""
+        before a send that is not a step: ``states_ready``).  True when the
+        states went out."""
         if step:
             states = self._countdown <= 1
             self._countdown = self.every if states else self._countdown - 1
@@ -97,13 +98,14 @@ class StatePublisher:
             if states:
                 self.js.publish(self.js_msg)
                 self.out.publish(self.out_msg)
-            return
+            return states
         clock, js, out = self._payloads
         if self.clock is not None:
             self.clock.publish(clock)
         if states:
             self.js.publish(js)
             self.out.publish(out)
+        return states
 
     def send_clock(self):
         """The prepared /clock again (paused: the frozen time for late joiners)."""

@@ -10,12 +10,14 @@ input check, state snapshot and serialisation is a call into cosim.  It
 * subscribes to commands (``Float64MultiArray`` in ``command_inputs`` order,
   ``JointState`` efforts by joint name) and holds them (zero-order hold);
 * offers services and step requests (``services``), runs one of three modes
-  (``pacing``), reports ``/diagnostics`` (``telemetry``).
+  (``pacing``), reports ``/diagnostics`` (``telemetry``);
+* for a robot from URDF publishes its description and, with ``publish_tf``,
+  its joint transforms (``robot``).
 
 Parts: ``params`` (declared parameter table), ``joints`` (message mapping),
 ``publishing`` (state publications), ``wire`` (messages kept serialized),
 ``commands`` (checks and stamp policy), ``services``, ``pacing``,
-``telemetry``, ``state_files``, ``common`` (QoS and helpers), ``process``
+``telemetry``, ``state_files``, ``robot`` (URDF in and out, frames), ``common`` (QoS and helpers), ``process``
 (``--help``, signals, exit status).
 
 Threads: the executor thread runs the callbacks, which check the message
@@ -34,6 +36,7 @@ if __name__ == "__main__" or os.path.basename(sys.argv[0] if sys.argv else "") =
     install_signal_handlers()
 
 import collections  # noqa: E402
+import functools  # noqa: E402
 import math  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
@@ -42,6 +45,7 @@ from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from rcl_interfaces.msg import SetParametersResult  # noqa: E402
 from rclpy.clock import Clock, ClockType  # noqa: E402
 from rclpy.node import Node  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.task import Future  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
@@ -50,6 +54,7 @@ import cosim  # noqa: E402
 from cosim.errors import CosimError  # noqa: E402
 
 from . import pacing, params, process, services  # noqa: E402
+from . import robot as robot_io  # noqa: E402
 from .commands import Commands  # noqa: E402
 from .common import (COMMAND_QOS, DIAGNOSTICS_QOS, ConfigurationError,  # noqa: E402
                      LogThrottle, set_real_time_priority, time_to_ns)
@@ -108,6 +113,7 @@ class SimulationNode(Node):
         self.add_pre_set_parameters_callback(params.integer_to_double_callback(self))
         self.config = cfg = params.declare(self, model_parameters)
         self.sim = cosim.Simulation.from_spec(params.simulation_spec(cfg))
+        self.sim.on_notice = self.get_logger().warning  # an effort clipped: WARN, once per joint
         self.ic_message = self._log_ic_report()
         self.option_warnings = self._check_options(cfg)
         self.joints = JointMap(self.sim, cfg)
@@ -196,8 +202,26 @@ class SimulationNode(Node):
                                                 ("joint_command", JointState,
                                                  self.commands.on_joint)) if topics[key]]
         services.create(self)
+        self._create_robot_interfaces(cfg)
         self.create_timer(cfg["diagnostics_period"], self._publish_diagnostics,
                           clock=Clock(clock_type=ClockType.STEADY_TIME))
+
+    def _create_robot_interfaces(self, cfg):
+        """A robot from URDF: its description out (unless it came in on a topic) and,
+        with publish_tf, its joint transforms (ros_nodes.robot)."""
+        self.frames = self.description = None
+        robot = isinstance(cfg["model"], type) and hasattr(cfg["model"], "robot")
+        if cfg["publish_tf"] and not robot:
+            raise ConfigurationError(f"parameter 'publish_tf' needs a robot from URDF "
+                                     f"(robot_description, urdf_file or robot_description_topic), "
+                                     f"not model {cfg['model']!r}")
+        if not robot:
+            return
+        if cfg["topics.robot_description"] and not cfg["robot_description_topic"]:
+            self.description = robot_io.DescriptionPublisher(
+                self, cfg["topics.robot_description"], cfg["model"].robot.text)
+        if cfg["publish_tf"]:
+            self.frames = robot_io.FramePublisher(self, self.sim.model, cfg)
 
     # ------------------------------------------------------------------ life cycle
     def start(self):
@@ -385,7 +409,8 @@ class SimulationNode(Node):
         """Publish the prepared state (``step``: a paced step, see ``state_publish_rate``)."""
         if not step and not self.out.states_ready:
             self.out.prepare(self.sim)  # skipped by a decimated step: fill it now
-        self.out.send(step)
+        if self.out.send(step) and self.frames is not None:
+            self.frames.publish(self.sim)
         self.last_pub = self.last_clock_pub = self.pub_wall = time.monotonic()
         if self._inline:
             self.commands.published(time_to_ns(self.sim.time))
@@ -434,8 +459,9 @@ HELP = ("cosim-ros: the cosim plant as a ROS 2 node (topics /clock, joint_states
         "(std_msgs/UInt32), run_until (std_msgs/Float64)).  SIGINT/SIGTERM: clean exit 0.")
 
 
-def _make(context):
-    node = SimulationNode(context=context)
+def _make(context, description=None):
+    overrides = [] if description is None else [Parameter("robot_description", value=description)]
+    node = SimulationNode(context=context, parameter_overrides=overrides)
     # the simulation thread gets the GIL back quickly from the executor thread
     sys.setswitchinterval(5e-5 if node.mode == "real_time" else 2e-4)
     if node.mode == "real_time":
@@ -448,8 +474,12 @@ def _make(context):
 
 
 def main(args=None):
-    """Console script ``cosim-ros``: ``cosim-ros --ros-args --params-file plant.yaml``."""
-    return process.run(_make, node_name="cosim_sim", argv=args,
+    """Console script ``cosim-ros``: ``cosim-ros --ros-args --params-file plant.yaml``.
+    A ``-p robot_description:=TEXT`` is taken off the command line before rcl parses it
+    (ros_nodes.robot): rcl reads a ``-p`` value as YAML, which a URDF in general is not."""
+    argv, description = robot_io.take_description_argument(list(sys.argv if args is None else args))
+    make = _make if description is None else functools.partial(_make, description=description)
+    return process.run(make, node_name="cosim_sim", argv=argv,
                        help_text=params.help_text("cosim-ros", HELP))
 
 

@@ -136,6 +136,7 @@ def test_rigid_body_kernels_match_pinocchio(relative):
         close(J, dq)
 
 
+@pytest.mark.filterwarnings("ignore::cosim.errors.InputLimitWarning")  # joint 1 saturates
 def test_panda_numba_backend_matches_python_backend():
     """Generalized-α h = 1 ms, 0.15 s with efforts (one saturated), damping, smoothed
     friction and position-limit stops (joint 4 at 0.088 s, then the finger three times): the
@@ -262,9 +263,14 @@ def test_missing_mesh_is_ignored():
     assert sim.coordinate_names == ("j1",)
 
 
-def test_urdf_path_outside_the_cli_is_refused():
+def test_urdf_path_in_a_spec_is_refused():
+    """A spec (a file, a sweep, the FMU, a ROS parameter) names a URDF next to its file or
+    as text: a plain path in it is not read (Python's Simulation(model=PATH) is)."""
+    from cosim.spec import SimulationSpec
+    spec = SimulationSpec.from_dict({"model": str(TWO_LINK), "method": "dopri5",
+                                     "stop_time": 1.0})
     with pytest.raises(UnknownModelError, match="command line"):
-        Simulation(str(TWO_LINK))
+        Simulation.from_spec(spec)
 
 
 def test_urdf_state_round_trip_bit_identical_and_other_robot_rejected():

@@ -43,8 +43,8 @@ def model_class(name):
         raise UnknownModelError(
             f"model {name!r}: a URDF file is read only on the cosim command line (cosim "
             f"simulate/fmu build ROBOT.urdf), relative to a scenario file (model: {{urdf: "
-            f"PATH}}) or by the ROS node (urdf_file, robot_description); in Python use "
-            f"cosim.models.urdf.load_urdf(PATH)")
+            f"PATH}}) or by the ROS node (urdf_file, robot_description); in Python "
+            f"Simulation(model=PATH) or cosim.models.urdf.load_urdf(PATH)")
     if not isinstance(name, str):
         raise UnknownModelError(f"model must be a name or a Model, got {name!r}")
     if user_class_spec(name):

@@ -31,7 +31,13 @@ children) a block of ``BLOCK`` numbers: parent index (−1 = the fixed base),
 type (0 revolute, 1 prismatic), unit axis in the joint frame, placement in
 the parent joint's frame (rotation row-major, translation), the link's mass,
 centre of mass and rotational inertia about it (joint frame, row-major),
-damping d, Coulomb friction f and effort limit (0 = none).
+damping d, Coulomb friction f and effort limit (0 = none).  After the joint
+blocks: the number m of mimic constraints, then per constraint (mimic joint i,
+followed joint j, multiplier k, offset o), the holonomic constraint
+
+    C = q_i − k q_j − o = 0     (URDF ``<mimic>``; C_q constant, C_t = γ = 0)
+
+so every robot, with or without mimic joints, runs the same kernels.
 """
 from __future__ import annotations
 
@@ -51,6 +57,7 @@ PARENT, TYPE, AXIS, ROT, POS, MASS, COM, INERTIA, DAMPING, FRICTION, EFFORT = \
 NW = 48
 W_R, W_O, W_Z, W_S, W_V, W_A, W_F, W_T = 0, 9, 12, 15, 21, 27, 33, 39
 NB = 13
+MIMIC = 4  # numbers per mimic constraint: mimic joint, followed joint, multiplier, offset
 
 
 @kernel_helper
@@ -400,27 +407,49 @@ def tree_mass_jacobian_term(q, a, t, p, J):
     _rnea_derivatives(p, n, W, B, 0.0, 0.0, 0.0, True, J, mark, dF)
 
 
+def tree_constraints(q, t, p, C):
+    """The mimic constraints C_k = q_i − k q_j − o (module docstring)."""
+    b = HEAD + BLOCK * int(p[0])
+    for r in range(int(p[b])):
+        e = b + 1 + MIMIC * r
+        C[r] = q[int(p[e])] - p[e + 2] * q[int(p[e + 1])] - p[e + 3]
+
+
+def tree_constraint_jacobian(q, t, p, Cq):
+    """C_q of the mimic constraints: +1 at the mimic joint, −k at the joint it follows."""
+    b = HEAD + BLOCK * int(p[0])
+    for r in range(int(p[b])):
+        e = b + 1 + MIMIC * r
+        Cq[r, int(p[e])] += 1.0
+        Cq[r, int(p[e + 1])] -= p[e + 2]
+
+
 def no_constraints(q, t, p, out):
-    """A tree in joint coordinates has no constraints (m = 0): C, C_q, C_t."""
+    """C_t of the mimic constraints: zero (out arrives zero-filled)."""
 
 
 def no_constraint_terms(q, x, t, p, out):
-    """m = 0: no γ(q, v), no (C_qᵀλ)_q."""
+    """γ(q, v) and (C_qᵀλ)_q of constraints linear in q with constant coefficients: zero."""
 
 
 def tree_kernels():
     from .kernels import MultibodyKernels  # noqa: PLC0415
-    return MultibodyKernels(tree_mass, tree_forces, no_constraints, no_constraints, no_constraints,
-                            no_constraint_terms, tree_force_jacobians, no_constraint_terms,
-                            tree_mass_jacobian_term)
+    return MultibodyKernels(tree_mass, tree_forces, tree_constraints, tree_constraint_jacobian,
+                            no_constraints, no_constraint_terms, tree_force_jacobians,
+                            no_constraint_terms, tree_mass_jacobian_term)
 
 
 # -- packing ------------------------------------------------------------------------------------
-def tree_parameters(pin_model, gravity, velocity_scale, damping, friction, effort):
+def tree_parameters(pin_model, gravity, velocity_scale, damping, friction, effort, mimics=()):
     """The flat ``p`` of a pinocchio model of a fixed-base tree with one-dof revolute
-    and prismatic joints (URDF continuous joints arrive as revolute)."""
+    and prismatic joints (URDF continuous joints arrive as revolute); ``mimics``: the
+    mimic constraints as (mimic joint index, followed joint index, multiplier, offset)."""
     n = pin_model.njoints - 1
-    p = np.zeros(HEAD + BLOCK * n)
+    p = np.zeros(HEAD + BLOCK * n + 1 + MIMIC * len(mimics))
+    b = HEAD + BLOCK * n
+    p[b] = len(mimics)
+    for r, (i, j, k, o) in enumerate(mimics):
+        p[b + 1 + MIMIC * r: b + 1 + MIMIC * (r + 1)] = (i, j, k, o)
     p[0] = n
     p[1:4] = gravity
     p[4] = velocity_scale

@@ -5,14 +5,21 @@ a :class:`URDFModel` subclass for that robot; instances take the usual
 ``**params``.  Fixed-base kinematic trees with revolute, continuous,
 prismatic and fixed joints (:mod:`cosim.models.urdf_parse` checks the text).
 
-Equations (an ODE in the multibody protocol, m = 0 constraints, seed 000
-eq. 1 without C): with the joint-space mass matrix M(q) (pinocchio CRBA) and
-the bias b(q, v) = C(q, v) v + g(q) (RNEA with zero acceleration)
+Equations (seed 000 eq. 1): with the joint-space mass matrix M(q) (pinocchio
+CRBA) and the bias b(q, v) = C(q, v) v + g(q) (RNEA with zero acceleration)
 
-    M(q) q'' = Q = sat(u) − b(q, v) − d ∘ v − f ∘ tanh(v / v_s)
+    M(q) q'' + C_qᵀ λ = Q = sat(u) − b(q, v) − d ∘ v − f ∘ tanh(v / v_s)
+
+with one holonomic constraint per URDF ``<mimic>`` joint i following joint j,
+``C = q_i − k q_j − o = 0`` (multiplier k, offset o; named ``<joint i>_mimic``;
+C_q constant, C_t = γ = 0).  A robot without mimic joints is an ODE (m = 0).
+The mimic joint keeps its coordinate and its effort input; its initial
+position and velocity follow the joint it mimics (no ``.q0``/``.v0``
+parameters of its own).
 
 * ``sat(u)``: the joint efforts (inputs named after the joints) clipped to
-  ±``<joint>.effort_limit`` (URDF ``<limit effort>``; 0 = no saturation);
+  ±``<joint>.effort_limit`` (URDF ``<limit effort>``; 0 = no saturation); the
+  first clip of each joint is said once (:meth:`URDFModel.input_limits`);
 * ``d``: viscous damping, ``f``: Coulomb friction from URDF ``<dynamics
   damping friction>``; the friction is **smoothed** (tanh with the velocity
   scale ``friction_velocity_scale`` v_s, default 1e-3 rad/s or m/s), not an
@@ -26,9 +33,10 @@ acceleration (``computeRNEADerivatives``) minus the damping/friction slopes;
 
 Position limits of revolute and prismatic joints are **events** (seed 001
 §3.7) when the class is made with ``position_limits=True`` (off by
-default): switching functions q − lower and upper − q, and at a crossing the
-joint velocity is reversed and scaled by ``restitution`` (a stop with a
-restitution coefficient, q set onto the limit).  There is no sticking mode:
+default): switching functions q − lower and upper − q, and at a crossing an
+impulse along the joint reverses its velocity, scaled by ``restitution``
+(Newton's impact law through M and the mimic constraints: the other joints
+react; restitution 1 keeps the kinetic energy; q set onto the limit).  There is no sticking mode:
 a joint that comes to rest on its limit under load is a Zeno sequence of
 impacts, which the stepper's chattering monitor reports (ChatteringError, or
 a stop with ``on_chattering="stop"``) — the Panda at rest falls onto its
@@ -95,6 +103,8 @@ class URDFModel(MultibodyModel):
     efforts_by_joint = True  # the ROS node maps JointState efforts to the inputs by joint name
     _pin_model = None
     _limited = ()           # indices of joints with position limits
+    _mimics = ()            # (mimic joint, followed joint, multiplier, offset) per constraint
+    _root = _coef = _offs = None  # q_i = _coef[i] q_{_root[i]} + _offs[i] (mimic chains resolved)
     kernel_name = "urdf_tree"  # one compiled entry for every robot (the robot is in p)
 
     def kernels(self):
@@ -123,20 +133,35 @@ class URDFModel(MultibodyModel):
         self._p = rigid_body.tree_parameters(
             self._pm, [p["gravity_x"], p["gravity_y"], p["gravity_z"]], p["friction_velocity_scale"],
             [p[f"{j}.damping"] for j in names], [p[f"{j}.friction"] for j in names],
-            [p[f"{j}.effort_limit"] for j in names])
+            [p[f"{j}.effort_limit"] for j in names], self._mimics)
+        m = len(self._mimics)
+        self._Cq = np.zeros((m, n))
+        rigid_body.tree_constraint_jacobian(np.zeros(n), 0.0, self._p, self._Cq)
+        self._Cq.flags.writeable = False
+        self._effort_limits = tuple(
+            (i, p[f"{j}.effort_limit"], f"the effort limit of joint {j!r} (parameter "
+             f"'{j}.effort_limit', URDF <limit effort>)")
+            for i, j in enumerate(names) if p[f"{j}.effort_limit"] > 0.0)
         self._zero = np.zeros(n)
         self._lower = np.array([self._joint[j].lower for j in names])
         self._upper = np.array([self._joint[j].upper for j in names])
-        q0 = np.array([p[f"{j}.q0"] for j in names])
+        root, coef, offs = self._root, self._coef, self._offs
+        q0 = np.array([p.get(f"{j}.q0", 0.0) for j in names])
+        v0 = np.array([p.get(f"{j}.v0", 0.0) for j in names])
+        q0 = coef * q0[root] + offs     # a mimic joint follows its joint; others: q0 itself
+        v0 = coef * v0[root]
         if self.position_limits:
             for i in self._limited:
                 if not self._lower[i] <= q0[i] <= self._upper[i]:
                     raise InvalidInputError(
                         f"parameter {names[i] + '.q0'!r} = {q0[i]!r} is outside the joint's "
                         f"position limits [{self._lower[i]!r}, {self._upper[i]!r}]")
-        self._q0 = q0
-        self._v0 = np.array([p[f"{j}.v0"] for j in names])
+        self._q0, self._v0 = q0, v0
         self._frame_ids = [self._pm.getFrameId(f) for f in self.frames]
+        body = pin.FrameType.BODY
+        self._joint_frames = tuple(
+            (j.parent, j.child, self._pm.getFrameId(j.parent, body),
+             self._pm.getFrameId(j.child, body)) for j in self.robot.joints)
         self._pin, self._crba, self._rnea = pin, pin.crba, pin.rnea
         self._rnea_derivatives = pin.computeRNEADerivatives
         # pinocchio's C++ CRBA fills the upper triangle; its Python binding (pin 3.x/4.x)
@@ -146,6 +171,11 @@ class URDFModel(MultibodyModel):
 
     def initial_state(self):
         return self._q0.copy(), self._v0.copy()
+
+    def input_limits(self):
+        """(input index, effort limit, what it is) of each joint whose effort is clipped
+        (:class:`cosim.Simulation` says once per joint when a requested effort is)."""
+        return self._effort_limits
 
     # -- equations of motion (pinocchio + the kernels' joint terms) -------------------------
     def mass(self, q, t):
@@ -173,6 +203,25 @@ class URDFModel(MultibodyModel):
                                           self._zero, np.asarray(a, dtype=float))
         return np.array(dq)  # pinocchio returns views of its Data
 
+    # -- mimic constraints (the kernels' functions; C_q constant, C_t = γ = 0) --------------
+    def constraints(self, q, t):
+        kind = np.asarray(q).dtype
+        C = np.zeros(len(self._mimics), dtype=kind if kind.kind in "cO" else float)
+        rigid_body.tree_constraints(np.asarray(q, dtype=C.dtype), t, self._p, C)
+        return C
+
+    def constraint_jacobian(self, q, t):
+        return self._Cq
+
+    def constraint_dt(self, q, t):
+        return np.zeros(len(self._mimics))
+
+    def gamma(self, q, v, t):
+        return np.zeros(len(self._mimics))
+
+    def constraint_force_jacobian(self, q, lam, t):
+        return np.zeros((self.n_q, self.n_q))
+
     # -- outputs, energy ---------------------------------------------------------------------
     def outputs_qv(self, t, q, v, u):
         out = [np.asarray(q, dtype=float), np.asarray(v, dtype=float)]
@@ -185,6 +234,20 @@ class URDFModel(MultibodyModel):
                 out += [np.array(pose.translation), np.array(quat)]
         return np.concatenate(out)
 
+    def link_transforms(self, q):
+        """For every URDF joint (file order, fixed joints too): ``(parent link, child
+        link, translation (3,), quaternion x, y, z, w (4,))``, the child link's frame
+        in the parent link's at joint positions ``q`` (forward kinematics; what
+        robot_state_publisher sends on /tf)."""
+        pin, data = self._pin, self._pd
+        pin.framesForwardKinematics(self._pm, data, np.asarray(q, dtype=float))
+        out = []
+        for parent, child, fp, fc in self._joint_frames:
+            pose = data.oMf[fp].actInv(data.oMf[fc])
+            out.append((parent, child, np.array(pose.translation),
+                        np.array(pin.Quaternion(pose.rotation).coeffs())))
+        return out
+
     def potential_energy(self, q, t=0.0):
         return float(self._pin.computePotentialEnergy(self._pm, self._pd,
                                                         np.asarray(q, dtype=float)))
@@ -196,12 +259,31 @@ class URDFModel(MultibodyModel):
         return np.concatenate([q[idx] - self._lower[idx], self._upper[idx] - q[idx]])
 
     def apply_event(self, index, t, y, u):
-        """Stop at the limit: q onto the limit, v -> -restitution * v."""
+        """Impact on the stop: q onto the limit (a mimic group kept consistent), and the
+        impulse Λ along the joint that makes its velocity −restitution × its velocity
+        before (Newton's law): v⁺ = v⁻ + w Λ with w the response to a unit impulse,
+        [M C_qᵀ; C_q 0] [w; μ] = [e_i; 0], Λ = −(1 + e) v⁻_i / w_i, so the other joints
+        react through M and the constraints, and restitution 1 keeps the kinetic energy."""
         k = len(self._limited)
         i = self._limited[index % k]
         y = np.array(y, dtype=float)
-        y[i] = self._lower[i] if index < k else self._upper[i]
-        y[self.n_q + i] = -self.params["restitution"] * y[self.n_q + i]
+        n, limit = self.n_q, (self._lower[i] if index < k else self._upper[i])
+        group = np.flatnonzero(self._root == self._root[i])
+        if self._coef[i] != 0.0 and len(group) > 1:
+            r = self._root[i]
+            y[r] = (limit - self._offs[i]) / self._coef[i]
+            y[group] = self._coef[group] * y[r] + self._offs[group]
+        y[i] = limit
+        q, v = y[:n], y[n:]
+        m = len(self._mimics)
+        K = np.zeros((n + m, n + m))
+        K[:n, :n] = self.mass(q, t)
+        K[:n, n:], K[n:, :n] = self._Cq.T, self._Cq
+        rhs = np.zeros(n + m)
+        rhs[i] = 1.0
+        w = np.linalg.solve(K, rhs)[:n]
+        impulse = -(1.0 + self.params["restitution"]) * v[i] / w[i]
+        y[n:] = v + w * impulse
         return y
 
 
@@ -211,6 +293,20 @@ def _default_q0(joint):
     if math.isinf(joint.lower):
         return 0.0
     return 0.5 * (joint.lower + joint.upper)
+
+
+def _mimic_chains(names, joints):
+    """Per joint i: (root r, c, o) with q_i = c q_r + o on the mimic constraints (r = i,
+    c = 1, o = 0 for a joint that mimics none; chains followed to their end)."""
+    index = {j: i for i, j in enumerate(names)}
+    root, coef, offs = np.arange(len(names)), np.ones(len(names)), np.zeros(len(names))
+    for i, j in enumerate(names):
+        c, o, k = 1.0, 0.0, joints[j]
+        while k.mimic is not None:  # urdf_parse refused cycles
+            c, o = c * k.multiplier, c * k.offset + o
+            k = joints[k.mimic]
+        root[i], coef[i], offs[i] = index[k.name], c, o
+    return root, coef, offs
 
 
 def _unique(names, robot):
@@ -255,13 +351,19 @@ def urdf_model_class(text, frames=(), position_limits=False):
             raise InvalidInputError(f"URDF robot {robot.name!r} has no frame {f!r} "
                                     f"(links and joints: {', '.join(known)})")
     unit = {"revolute": ("rad", "N.m"), "continuous": ("rad", "N.m"), "prismatic": ("m", "N")}
+    index = {j: i for i, j in enumerate(names)}
+    mimics = tuple((index[j], index[joints[j].mimic], joints[j].multiplier, joints[j].offset)
+                   for j in names if joints[j].mimic is not None)
+    root, coef, offs = _mimic_chains(names, joints)
     params = []
     for j in names:
         ju = joints[j]
         pos, eff = unit[ju.type]
+        if ju.mimic is None:
+            params += [
+                Parameter(f"{j}.q0", _default_q0(ju), pos, f"initial position of joint {j}"),
+                Parameter(f"{j}.v0", 0.0, pos + "/s", f"initial velocity of joint {j}")]
         params += [
-            Parameter(f"{j}.q0", _default_q0(ju), pos, f"initial position of joint {j}"),
-            Parameter(f"{j}.v0", 0.0, pos + "/s", f"initial velocity of joint {j}"),
             Parameter(f"{j}.damping", ju.damping, eff + ".s/" + pos,
                       f"viscous damping of joint {j} (URDF <dynamics damping>)", tunable=True),
             Parameter(f"{j}.friction", ju.friction, eff,
@@ -297,7 +399,9 @@ def urdf_model_class(text, frames=(), position_limits=False):
         "name": robot.name, "robot": robot, "frames": frames,
         "position_limits": bool(position_limits), "source_digest": robot.sha256,
         "description": f"robot {robot.name!r} from URDF (pinocchio), {len(names)} joints",
-        "coordinates": names, "parameters": tuple(params), "inputs": tuple(inputs),
+        "coordinates": names, "parameters": tuple(params),
+        "constraint_names": tuple(f"{names[i]}_mimic" for i, _, _, _ in mimics),
+        "_mimics": mimics, "_root": root, "_coef": coef, "_offs": offs, "inputs": tuple(inputs),
         "outputs": tuple(outputs), "events": events, "parameter_ranges": {
             **{p.name: NONNEGATIVE for p in params
                if p.name.endswith((".damping", ".friction", ".effort_limit"))},

@@ -13,7 +13,8 @@ Every rejection is one :class:`~cosim.errors.InvalidInputError` naming the
 element: malformed XML, an unsupported joint type (``floating``, ``planar``),
 a movable joint that moves no mass (a link without ``<inertial>`` and nothing
 with mass below it — a zero-mass chain makes M singular), a negative or
-non-finite mass or inertia, a missing parent/child link.  ``<visual>`` and
+non-finite mass or inertia, a missing parent/child link, a ``<mimic>`` that
+names no movable joint or closes a cycle of mimic joints.  ``<visual>`` and
 ``<collision>`` (meshes) are ignored: the dynamics do not need them.
 """
 from __future__ import annotations
@@ -42,6 +43,9 @@ class Joint:
     effort: float             # 0: no saturation
     damping: float
     friction: float
+    mimic: str | None = None        # URDF <mimic joint=...>: q = multiplier * q_mimic + offset
+    multiplier: float = 1.0
+    offset: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -174,18 +178,29 @@ def parse(source):
             if damping < 0 or friction < 0:
                 raise InvalidInputError(f"URDF {what} <dynamics>: damping and friction must be "
                                         f">= 0, got {damping!r}, {friction!r}")
+        mimic, multiplier, offset = None, 1.0, 0.0
+        mim = el.find("mimic")
+        if mim is not None:
+            if jtype == "fixed":
+                raise InvalidInputError(f"URDF {what} is fixed: <mimic> applies to a movable joint")
+            mimic = mim.get("joint")
+            if not mimic:
+                raise InvalidInputError(f"URDF {what} <mimic> needs joint=...")
+            multiplier = _float(mim, "multiplier", what + " <mimic>", 1.0)
+            offset = _float(mim, "offset", what + " <mimic>", 0.0)
         if child.get("link") in children:
             raise InvalidInputError(
                 f"URDF {what}: link {child.get('link')!r} is already the child of joint "
                 f"{children[child.get('link')]!r} (closed loops are not supported)")
         children[child.get("link")] = jname
         joints.append(Joint(jname, jtype, parent.get("link"), child.get("link"),
-                            lower, upper, effort, damping, friction))
+                            lower, upper, effort, damping, friction, mimic, multiplier, offset))
     if len(joints) > MAX_JOINTS:
         raise InvalidInputError(f"URDF robot {name!r} has {len(joints)} joints, more than "
                                 f"the limit {MAX_JOINTS}")
     if len({j.name for j in joints}) != len(joints):
         raise InvalidInputError(f"URDF robot {name!r} has two joints of the same name")
+    _check_mimics(joints)
     roots = [lname for lname in links if lname not in children]
     if len(roots) != 1:
         raise InvalidInputError(f"URDF robot {name!r} must be one tree with one root link, "
@@ -195,6 +210,27 @@ def parse(source):
         raise InvalidInputError(f"URDF robot {name!r} has no movable joint")
     return RobotDescription(name, hashlib.sha256(text.encode("utf-8")).hexdigest(),
                             tuple(joints), _normalize(root), text)
+
+
+def _check_mimics(joints):
+    """A ``<mimic>`` names another movable joint, and mimic joints form no cycle."""
+    by_name = {j.name: j for j in joints}
+    for j in joints:
+        if j.mimic is None:
+            continue
+        target = by_name.get(j.mimic)
+        if target is None:
+            raise InvalidInputError(f"URDF joint {j.name!r} <mimic joint={j.mimic!r}>: no such joint")
+        if target.type == "fixed":
+            raise InvalidInputError(f"URDF joint {j.name!r} <mimic joint={j.mimic!r}>: that joint "
+                                    f"is fixed (a mimic follows a movable joint)")
+        seen, k = [j.name], target
+        while k.mimic is not None:
+            if k.name in seen:
+                raise InvalidInputError(f"URDF joint {j.name!r}: the <mimic> joints "
+                                        f"{' -> '.join(seen + [k.name])} form a cycle")
+            seen.append(k.name)
+            k = by_name[k.mimic]
 
 
 def _link_mass(link, lname):
