@@ -108,22 +108,28 @@ def announce(key, message):
 
 
 class compiling:
-    """Context manager around a compilation that may take long: a line before
-    (what, and an estimate), one every ``every`` seconds while it runs, and one
-    with the time it took — so no compile is silent for more than ~10 s."""
+    """Context manager around work that may compile for long (or only load from the
+    cache): when it has taken ``quiet_for`` seconds, a line says what it compiles and
+    an estimate, then one every ``every`` seconds while it runs, and one with the
+    time it took — so no compile is silent for more than ~10 s, and a cache load
+    says nothing."""
 
-    def __init__(self, what, estimate, every=10.0):
-        self.what, self.estimate, self.every = what, estimate, every
+    def __init__(self, what, estimate, every=10.0, quiet_for=2.0):
+        self.what, self.estimate, self.every, self.quiet_for = what, estimate, every, quiet_for
 
     def __enter__(self):
         import threading  # noqa: PLC0415
         import time  # noqa: PLC0415
         self._time = time
         self._t0 = time.perf_counter()
-        say(f"compiling {self.what} ({self.estimate}; once, then cached in {cache_dir()})…")
         self._stop = threading.Event()
+        self._said = False
 
         def tick():
+            if self._stop.wait(self.quiet_for):
+                return
+            self._said = True
+            say(f"compiling {self.what} ({self.estimate}; once, then cached in {cache_dir()})…")
             while not self._stop.wait(self.every):
                 say(f"  … still compiling {self.what} ({time.perf_counter() - self._t0:.0f} s so far)")
 
@@ -134,9 +140,8 @@ class compiling:
     def __exit__(self, exc_type, exc, tb):
         self._stop.set()
         self._thread.join()
-        seconds = self._time.perf_counter() - self._t0
-        if exc_type is None:
-            say(f"compiled {self.what} in {seconds:.1f} s")
+        if exc_type is None and self._said:
+            say(f"compiled {self.what} in {self._time.perf_counter() - self._t0:.1f} s")
         return False
 
 
@@ -663,17 +668,6 @@ def _generated_module(kind, label, text, preset=None):
     return module
 
 
-def _cached(dispatcher, signature):
-    """Whether numba's on-disk cache holds ``dispatcher`` for ``signature`` (private
-    numba API: only decides whether to print the compile notices)."""
-    try:
-        cache = dispatcher._cache
-        key = cache._index_key(signature, dispatcher.targetctx.codegen())
-        return key in cache._cache_file._load_index()
-    except Exception:  # noqa: BLE001
-        return False
-
-
 def method_signature():
     """numba signature of a method's ``entry_at(addresses, mode, S, I, LU, u, p,
     t_target, max_steps, y_out)``."""
@@ -712,11 +706,8 @@ def method_entry(method_module, method_name, helpers=(), estimate="about 1-3 min
     signature = method_signature()
     entry = module.entry_at
     if tuple(signature.args) not in entry.overloads:  # (else: another copy of cosim loaded it)
-        if _cached(entry, signature):
+        with compiling(f"method {method_name}", estimate):
             entry.compile(signature)
-        else:
-            with compiling(f"method {method_name}", estimate):
-                entry.compile(signature)
         entry.disable_compile()  # other argument types are a bug, not a new compilation
     _methods[key] = entry
     return entry
@@ -787,12 +778,7 @@ def model_functions(kernel_functions, model_name):
         _kernel_helpers(key)
         compiled = [numba.njit(cache=True, nogil=True, error_model="numpy")(fn) for fn in key]
     signatures = [kernel_signature(f) for f in fields]
-    todo = [(d, s) for d, s in zip(compiled, signatures) if not _cached(d, s)]
-    if todo:
-        with compiling(f"the kernels of model {model_name}", "a few seconds"):
-            for dispatcher, signature in zip(compiled, signatures):
-                dispatcher.compile(signature)
-    else:
+    with compiling(f"the kernels of model {model_name}", "seconds"):
         for dispatcher, signature in zip(compiled, signatures):
             dispatcher.compile(signature)
     from numba.experimental.function_type import (  # noqa: PLC0415

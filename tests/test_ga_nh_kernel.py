@@ -97,13 +97,17 @@ def test_a_new_model_plugs_into_the_compiled_method_without_compiling_it():
 
 def test_compile_progress_is_never_silent_for_long(capsys):
     """A long compilation prints what it compiles, a line every `every` seconds while
-    it runs, and its time (here with every = 0.05 s around a 0.3 s wait)."""
+    it runs, and its time (here with every = 0.05 s around a 0.3 s wait); a quick one
+    (a load from the cache) says nothing."""
     import time
 
     from cosim import jit
-    with jit.compiling("a test method", "about 0.3 s", every=0.05):
+    with jit.compiling("a test method", "about 0.3 s", every=0.05, quiet_for=0.05):
         time.sleep(0.3)
+    with jit.compiling("a cache load", "seconds", quiet_for=1.0):
+        pass   # quick: nothing said
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith("cosim: compiling a test method (about 0.3 s; once, then cached in")
     assert sum("still compiling a test method" in line for line in lines) >= 3
+    assert not any("cache load" in line for line in lines)
     assert lines[-1].startswith("cosim: compiled a test method in 0.")
