@@ -1,33 +1,32 @@
-"""Generalized-α as pure functions on one flat state record — the compiled
-twin of :class:`~cosim.integrators.generalized_alpha.GeneralizedAlpha`
-(index 3) and, with the formulation switch ``I[GGL]`` = 1, of
-:class:`~cosim.integrators.generalized_alpha_i2.GeneralizedAlphaIndex2`
-(the GGL index-2 form, seed 000 eqs. 37-39).  One kernel, one compiled entry
-per model for both: they share the predictor, the quasi-Newton loop, the
-step control and the restart; the GGL form has its own unknowns (x, y, λ, μ),
-residual eq. 38, iteration matrix eq. 39, Newton norm and error estimate.
+"""Generalized-α as pure functions on one flat state record: THE implementation of
+the index-3 method and, with the formulation switch ``I[GGL]`` = 1, of the GGL
+index-2 form (seed 000 eqs. 37-39).  They share the predictor, the quasi-Newton
+loop, the step control and the restart; the GGL form has its own unknowns
+(x, y, λ, μ), residual eq. 38, iteration matrix eq. 39, Newton norm and error
+estimate.
 
-Same algorithm, step for step (seed 000 §3, Algorithm 3, with the
-departures listed in that class's docstring): predictor eq. 30-31, Newton on
-eq. 32 with the iteration matrix eq. 33 and Algorithm 2's quasi-Newton reuse,
-error estimate eq. 34, step control eq. 36 with the deadband, velocity
-projection (eq. 8-9 with W = M), consistent accelerations eq. 10 on restart.
-The Python classes are the reference; ``tests/test_backends.py`` holds the two
-to the same step, rejection, iteration and LU counts and to 1e-10.
+The algorithm (seed 000 §3, Algorithm 3, with the departures listed in
+:class:`cosim.integrators.generalized_alpha.GeneralizedAlpha`'s docstring):
+predictor eq. 30-31, Newton on eq. 32 with the iteration matrix eq. 33 and
+Algorithm 2's quasi-Newton reuse, error estimate eq. 34, step control eq. 36 with
+the deadband, velocity projection (eq. 8-9 with W = M), consistent accelerations
+eq. 10 on restart; nonholonomic rows (seed 000 §7, eqs. 93-94).
 
-The model enters as its kernels (:mod:`cosim.models.kernels`), a tuple in
-``MultibodyKernels`` field order; :func:`cosim.jit.model_entry_points`
-compiles one entry module per model with this tuple bound, cached on disk.  Everything the method remembers lives in three
-arrays, so a snapshot or rollback is three array copies:
+One implementation, two ways to run it: :func:`entry` compiled by
+:func:`cosim.jit.method_entry` (once per machine, for every model) or called as
+plain Python (the python backend).  The model enters as ``fns``, its functions
+in :func:`cosim.jit.kernel_fields` order (:mod:`cosim.models.kernels`): compiled
+kernels given by address, or Python functions
+(:mod:`cosim.integrators.model_functions`).  Everything the method remembers
+lives in three arrays, so a snapshot or rollback is three array copies:
 
 * ``S`` float64: scalars (offsets below) then y, y_prev, q'', q''_prev, λ, a,
   x_rate, λ_rate, 1/|diag M| (norm scale), 1/diag M (exact, for projection);
 * ``I`` int64: sizes, flags, statistics, the LU pivots;
 * ``LU`` float64 N² (N = n+m; GGL: 2n+2m): the kept iteration-matrix factors.
 
-No exceptions inside: every function returns a status code that the thin
-wrapper (:mod:`cosim.integrators.ga_compiled`) turns into the reference's
-error messages.
+No exceptions inside: every function returns a status code that the integrator
+object (:mod:`cosim.integrators.generalized_alpha`) turns into error messages.
 """
 import math
 
@@ -48,7 +47,7 @@ ROUNDOFF = 10.0
 NEWTON_MAX_ITER = 25
 NEWTON_TOL = 1e-4
 NEWTON_ERR_TOL = 1e-3
-GGL_RATE_TOL = 1e-8      # GGL: accept on σ/(1−σ)‖Δδ‖ < this only (QuasiNewton.rate_tol)
+GGL_RATE_TOL = 1e-8      # GGL: accept on σ/(1−σ)‖Δδ‖ < this only
 GGL_VELOCITY_FLOOR = 0.1   # GGL error test: v weights RTOL·max(|v_k|, this·‖v‖∞) + ATOL
                            # (generalized_alpha_i2.VELOCITY_FLOOR)
 
@@ -276,7 +275,7 @@ def _all_finite(x):
 
 def consistent_accelerations(fns, S, I, q, v, t, u, p, qdd_out, lam_out):
     """Eq. 10: [[M, C_qᵀ], [C_q, 0]] [q''; λ] = [Q; γ]; for a constant diagonal
-    M the m×m system C_q M⁻¹ C_qᵀ λ = C_q M⁻¹ Q − γ (as the reference).
+    M the m×m system C_q M⁻¹ C_qᵀ λ = C_q M⁻¹ Q − γ.
     Returns OK or RESTART_FAILED."""
     n, m = I[I_N], I[I_M]
     mz = m + n_nonholonomic(I)
@@ -375,7 +374,7 @@ def restart(fns, S, I, u, p):
 
 
 # ---------------------------------------------------------------------------------
-# one Newton solve (Algorithm 2, as newton.QuasiNewton.solve with prior_rate)
+# one Newton solve (seed 000 Algorithm 2: quasi-Newton with Jacobian/LU reuse and relaxation)
 # ---------------------------------------------------------------------------------
 def _cut(buf, o, k):
     """The view buf[o:o + k] and the next offset."""
@@ -482,7 +481,7 @@ def _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_ma
 
 
 def _norm(dd, n, m, scale, CqT, lam_scale):
-    """The Newton norm of the reference: position/velocity change of Δx, and
+    """The Newton norm: position/velocity change of Δx, and
     the multipliers' effect C_qᵀ Δz on q, in the weighted norm eq. 35."""
     r = 0.0
     for i in range(n):
@@ -503,7 +502,7 @@ def _norm(dd, n, m, scale, CqT, lam_scale):
     return r
 
 
-# -- the GGL form (GeneralizedAlphaIndex2._attempt): unknowns δ = (Δx, Δy, Δλ, μ),
+# -- the GGL form: unknowns δ = (Δx, Δy, Δλ, μ),
 #    q = q0 + β h x,  q' = q'0 + γ x,  v = v0 + γ h y,  v' = q''0 + η y  (eq. 37 predictor
 #    with the extrapolated innovations folded into q0, q'0, v0, q''0)
 def _cqv(fns, p, n, m, t1, q, v, Cq, Ct, out):
@@ -645,7 +644,7 @@ def _pymax(a, b):
 
 
 def _norm_ggl(dd, n, m, mz, sx, sy, CqT, s_lam, s_mu, tmp):
-    """The reference's Newton norm of the GGL form: position change β h Δx (W_q),
+    """The Newton norm of the GGL form: position change β h Δx (W_q),
     velocity change γ h Δy (W_v with the rounding floor), the multipliers
     through [C_q; B]ᵀ (λ, ν on the velocity scale) and C_qᵀ (μ, position scale)."""
     if n == 0:
@@ -679,7 +678,7 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
     GGL form (eqs. 38-39): ``bh2`` is then β h (q = q0 + β h x), ``scale`` and
     ``lam_scale`` are its s_x and s_λ, ``qd0``, ``sy``, ``s_mu`` its own, and
     it accepts on the rate test σ/(1−σ)‖Δδ‖ < GGL_RATE_TOL only, or on a stall
-    below NEWTON_TOL with a matrix formed in this solve (QuasiNewton.rate_tol)."""
+    below NEWTON_TOL with a matrix formed in this solve."""
     ng = n_nonholonomic(I)
     mz = m + ng
     N = matrix_size(n, m, ggl, ng)
@@ -744,7 +743,7 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
             I[NEED_JAC] = 1
             I[REASON] = R_UPDATE
             return False, it, NEWTON_FAILED
-        # GGL: the reference's rate_tol rule (QuasiNewton.rate_tol): the rate test only,
+        # GGL: the rate test only,
         # or a stall below NEWTON_TOL with a matrix formed in this solve
         if not ggl:
             if dnorm < NEWTON_TOL:
@@ -829,7 +828,7 @@ def _m_correct(fns, S, I, p, n, q, t, Cq, r, y, CM, A, tmp):
 
 def _project_velocity(fns, S, I, p, n, m, q, v, t, work):
     """M-orthogonal projection of v onto C_q v + C_t = 0 (seed 000 eq. 8-9, W = M),
-    in place, keeping B Δv = 0 on nonholonomic rows (as the reference); v is left
+    in place, keeping B Δv = 0 on nonholonomic rows; v is left
     as it was in a singular configuration.  Scratch: work slots 6, 22, 23, 25, 45, 46."""
     mz = m + n_nonholonomic(I)
     Cq, Ct, r, tmp, CM, A = work[6], work[22], work[23], work[25], work[45], work[46]
@@ -843,7 +842,7 @@ def _project_velocity(fns, S, I, p, n, m, q, v, t, work):
 def _tangent_part(fns, S, I, p, n, m, q, t, x):
     """P x, P = I − M⁻¹C_qᵀ(C_q M⁻¹ C_qᵀ)⁻¹C_q the M-orthogonal projector onto
     ker C_q (holonomic rows): the index-3 error estimate without the rounding
-    the Newton iteration leaves along M⁻¹C_qᵀ (GeneralizedAlpha._tangent_part);
+    the Newton iteration leaves along M⁻¹C_qᵀ (option tangent_estimate);
     x unchanged in a singular configuration."""
     Cq = np.zeros((m, n))
     fns[3](q, t, p, Cq)
@@ -878,8 +877,7 @@ def _clamp(S, h, t_limit):
 
 
 def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
-    """One accepted step ending at or before ``t_limit`` (GeneralizedAlpha._step_inner;
-    the attempt is GeneralizedAlpha._attempt, or GeneralizedAlphaIndex2._attempt
+    """One accepted step ending at or before ``t_limit`` (Algorithm 3; the GGL form
     with I[GGL]).  Returns a status code; on failure S[F_H] is the step size tried."""
     n, m = I[I_N], I[I_M]
     mz = m + n_nonholonomic(I)   # multipliers [λ; ν]
@@ -949,9 +947,9 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     while True:
         if not lands and not fixed:
             # h := (t + h) − t: t + h exact, the accepted t the exact sum of
-            # the steps (time rounding drift; GeneralizedAlpha._step_inner)
+            # the steps (time rounding drift)
             h = (t + h) - t
-        # Algorithm 3 g: reuse test for this h (QuasiNewton.plan_reuse)
+        # Algorithm 3 g: reuse test for this h (seed 000 §5.1: σ·r + |r − 1| ≤ 1/3)
         if I[HAS_FACTOR] == 0 or S[H_JAC] < 0.0:
             I[NEED_JAC] = 1
             S[RELAX] = 1.0
@@ -969,7 +967,7 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         bh2, gh = b * h * h, g * h
         rescale = h_last > 0.0 and h != h_last
         # Newton norm (velocity weights floored at 100 rounding units) and the
-        # stall norm (reference: GeneralizedAlpha._attempt): once the iteration
+        # stall norm: once the iteration
         # stops contracting, updates below ROUNDOFF·ε·max(1, |q|) in q (γ/(β h)
         # times that in v) are converged
         floor = (100.0 * EPS * g / (b * h)) * qmax
@@ -1064,7 +1062,7 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             es = S[ERR_SCALE]                                 # tolerance proportionality
             if es < 1.0:
                 # rounding floor of h² x; with tangent_estimate on its normal
-                # part x − P x only (GeneralizedAlpha._attempt, _tangent_part)
+                # part x − P x only (_tangent_part)
                 errfloor = (10.0 * ROUNDOFF * EPS / b) * qmax
                 if m > 0 and S[ERR_TANGENT] == 1.0:
                     xt = _tangent_part(fns, S, I, p, n, m, q0 + bh2 * delta[:n], t1, x)
