@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from cosim.errors import CosimError
+from cosim.private_dir import UnsafeDirectoryError, private_dir
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ("cosim_fmi2.cpp", "fmi2Functions.h", "fmi2FunctionTypes.h", "fmi2TypesPlatform.h")
@@ -30,6 +31,10 @@ class NativeBuildError(CosimError):
 
 
 def _cache_root():
+    """``$COSIM_CACHE_DIR/fmu-native``, else ``$XDG_CACHE_HOME/cosim/fmu-native`` (default
+    ``~/.cache/cosim/fmu-native``)."""
+    if os.environ.get("COSIM_CACHE_DIR"):
+        return Path(os.environ["COSIM_CACHE_DIR"]) / "fmu-native"
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "cosim" / "fmu-native"
 
@@ -51,6 +56,13 @@ def native_library():
     for name in SOURCES:
         digest.update((HERE / name).read_bytes())
     target = _cache_root() / digest.hexdigest()[:16] / "cosim_fmi2.so"
+    try:  # the binary goes into every FMU: its folder must be this user's alone
+        private_dir(target.parent, "FMU binary cache folder")
+    except UnsafeDirectoryError:
+        raise
+    except OSError as exc:
+        raise NativeBuildError(f"cannot create the FMU binary cache folder {str(target.parent)!r} "
+                               f"({exc.strerror}); set COSIM_CACHE_DIR to a writable folder") from None
     if target.exists():
         return target
     cxx = _compiler()
@@ -59,7 +71,6 @@ def native_library():
                                "compiler (g++ or clang++; set CXX)")
     if not (Path(include) / "Python.h").exists():
         raise NativeBuildError(f"cosim fmu build needs the Python headers (Python.h not in {include})")
-    target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         out = Path(tmp) / "cosim_fmi2.so"
         cmd = [cxx, "-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility=hidden",
