@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -295,6 +296,9 @@ def _connect_existing(scheduler, timeout):
     given = str(scheduler)
     if "://" in given:
         address, host = _check_address(given.strip(), given)
+    elif not os.path.exists(given) and re.fullmatch(r"[\w.-]+:\d+|\[[0-9A-Fa-f:.]+\]:\d+", given.strip()):
+        raise ClusterError(f"--scheduler {given!r}: give the scheme, tls://{given.strip()} or "
+                           f"tcp://{given.strip()} (or a Dask scheduler file)")
     else:
         address, host = _read_scheduler_file(given, timeout)
     security = _security_for(address, host)

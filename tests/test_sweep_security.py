@@ -198,6 +198,7 @@ def _bad_scheduler_values(tmp_path):
         (["--scheduler", "nonsense://x"], "--scheduler 'nonsense://x': give tls://HOST:PORT"),
         (["--scheduler", "tcp://127.0.0.1:99999"], "with a port from 1 to 65535"),
         (["--scheduler", "tcp://:8786"], "expected tcp://HOST:PORT"),
+        (["--scheduler", "127.0.0.1:8786"], "give the scheme, tls://127.0.0.1:8786 or tcp://127.0.0.1:8786"),
         (["--scheduler", f"tls://127.0.0.1:{_free_port()}"], "uses TLS: set the cluster's CA"),
         (["--scheduler", f"tcp://127.0.0.1:{_free_port()}", "--timeout", "1"], "does not answer within 1 s"),
         (["--timeout", "nan"], "--timeout must be a finite number of seconds > 0, got nan"),
