@@ -38,22 +38,11 @@ class BackendFallbackWarning(UserWarning):
 
 
 def cache_dir():
-    """The directory numba's cache uses (created, writable)."""
-    candidates = []
-    if os.environ.get("COSIM_CACHE_DIR"):
-        candidates.append(os.environ["COSIM_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    candidates.append(os.path.join(base, "cosim", "numba"))
-    uid = os.getuid() if hasattr(os, "getuid") else "user"
-    candidates.append(os.path.join(tempfile.gettempdir(), f"cosim-numba-{uid}"))
-    for path in candidates:
-        try:
-            os.makedirs(path, exist_ok=True)
-            if os.access(path, os.W_OK | os.X_OK):
-                return path
-        except OSError:
-            continue
-    return None
+    """The directory numba's cache uses (created 0700, writable, private to this user:
+    :func:`cosim.private_dir.compile_cache_dir`; an existing one another user could
+    write is an UnsafeDirectoryError naming it and the fix, COSIM_CACHE_DIR)."""
+    from .private_dir import compile_cache_dir
+    return compile_cache_dir()
 
 
 def numba_module():

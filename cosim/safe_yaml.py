@@ -86,19 +86,35 @@ def load_text(text, source):
     if len(text) > MAX_BYTES:
         raise SpecError(f"{source}: {len(text)} bytes, more than {MAX_BYTES}")
     import yaml
-    loader = _loader_class()(text, source)
+    loader = None
     try:
+        loader = _loader_class()(text, source)  # checks every character first (a NUL byte...)
         data = loader.get_single_data()
     except SpecError:  # the depth limit, raised while composing
         raise
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow: binary data
+        raise SpecError(f"{source} is not YAML text: {_bad_character(text, exc)}") from None
     except yaml.YAMLError as exc:
         raise SpecError(f"{source} is not valid YAML: {_one_line(exc)}") from None
     except (ValueError, OverflowError, RecursionError) as exc:  # e.g. int of > 4300 digits
         raise SpecError(f"{source}: a value cannot be read: {' '.join(str(exc).split())[:200]}") \
             from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return check_expanded(data, source)
+
+
+def _bad_character(text, exc):
+    """'character U+0000 at line L, column C is not allowed (binary data?)'."""
+    pos = getattr(exc, "position", None)
+    code = getattr(exc, "character", None)
+    what = f"character U+{code:04X}" if isinstance(code, int) else "a character"
+    if isinstance(pos, int) and 0 <= pos <= len(text):
+        line = text.count("\n", 0, pos) + 1
+        column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+        return f"{what} at line {line}, column {column} is not allowed (binary data?)"
+    return f"{what} is not allowed (binary data?)"
 
 
 def decode(raw, source):

@@ -78,6 +78,14 @@ from .validation import finite_float, finite_vector
 
 _EPS = np.finfo(float).eps
 _isfinite = math.isfinite
+
+
+def _real_finite(x):
+    """A finite real number (numpy's complex scalars convert to float without their
+    imaginary part; they are refused here, not truncated)."""
+    return not isinstance(x, (complex, np.complexfloating)) and math.isfinite(x)
+
+
 _TIME_MATCH = 1e-12  # relative tolerance for do_step's t against sim.time
 
 
@@ -559,11 +567,13 @@ class Simulation:
         else:
             try:  # fast path for a well-formed vector; errors are phrased by finite_vector
                 if type(values) in (list, tuple):  # a few numbers: cheaper in Python than numpy
-                    ok = len(values) == len(self._u_ext) and all(map(math.isfinite, values))
+                    ok = len(values) == len(self._u_ext) and all(map(_real_finite, values))
                     new = np.array(values, dtype=float) if ok else None
                 elif type(values) is np.ndarray and values.dtype == np.float64 and values.ndim == 1:
                     ok = len(values) == len(self._u_ext) and all(map(math.isfinite, values.tolist()))
                     new = values.copy()
+                elif np.asarray(values).dtype.kind == "c":  # complex: refused (not its real part)
+                    ok = False
                 else:
                     new = np.array(values, dtype=float)
                     ok = new.shape == self._u_ext.shape and bool(np.isfinite(new).all())

@@ -373,7 +373,11 @@ class SimulationSpec:
 
     @classmethod
     def from_yaml(cls, text, source="spec"):
-        return cls.from_dict(parse_yaml(text, source), source)
+        """A spec from YAML text (a file's content: it names no code, :mod:`cosim.code_refs`)."""
+        from .code_refs import check_data
+        data = parse_yaml(text, source)
+        check_data(data, source)
+        return cls.from_dict(data, source)
 
     @classmethod
     def load(cls, path):
@@ -475,7 +479,8 @@ def parse_yaml(text, source="spec"):
 def read_file(path, what="spec"):
     """(data, path) of a spec or scenario file, read with at most MAX_SPEC_BYTES + 1 bytes.
     A path is taken literally; only a bare name (no folder) that is not a file here
-    resolves to a shipped scenario.  Errors say ``what`` it was and name the path as given."""
+    resolves to a shipped scenario.  Errors say ``what`` it was and name the path as given.
+    The data names no code but the library's (:func:`cosim.code_refs.check_data`)."""
     from .safe_yaml import read_path
     from .scenario import resolve
     given = str(path)
@@ -486,6 +491,8 @@ def read_file(path, what="spec"):
         from .shipped import scenario_names
         raise SpecError(f"cannot read {what} {given!r}: {exc.strerror} (shipped scenarios, "
                         f"usable by bare name: {', '.join(scenario_names())})") from None
+    from .code_refs import check_data
+    check_data(data, str(path))  # a file names no code: refused before anything is imported
     return data, path
 
 

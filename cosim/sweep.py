@@ -11,10 +11,20 @@ parameter-variation example maps FMU runs over Dask the same way).
   worker finished first, and a run lost with a worker is rescheduled by Dask and
   still appears exactly once.
 * No client / scheduler: an embedded ``LocalCluster`` on 127.0.0.1 (one worker
-  process per core, one thread and one BLAS/OpenMP thread each).  A scheduler
-  address (``tcp://host:port``) or a scheduler file: an existing cluster (``dask
-  scheduler`` + ``dask worker``); an address that does not answer is an error
-  within ``timeout`` seconds.
+  process per core, one thread and one BLAS/OpenMP thread each, no dashboard),
+  whose every connection is TLS with a certificate made for this run and held in
+  memory (``distributed.Security.temporary()``): the scheduler, the workers and this
+  client authenticate each other, so no other process -- of this user or another --
+  can submit work to it.
+* A scheduler address (``tls://host:port``, ``tcp://host:port``) or a scheduler
+  file: an existing cluster (``dask scheduler`` + ``dask worker``).  ``tls://`` uses
+  the TLS settings of the user's Dask configuration (``distributed.comm.tls.*``);
+  plain ``tcp://`` to an address that is not this machine's loopback is warned about
+  once (what comes back is unpickled: whoever can talk to that port can run code
+  here).  ``timeout`` bounds every wait: for the scheduler file, the connection,
+  and the first worker; a bad value is one :class:`ClusterError` line.
+* Runs are made and submitted as they are needed (a bounded number in flight), so a
+  large sweep starts at once and its specs never all exist together.
 * Results: :meth:`SweepResult.write` -> ``runs.parquet`` (run x parameters x
   metrics, status, error) and ``timeseries.parquet`` (run x time x signals), via
   pyarrow, with the sweep's description (spec, variations, seed) in the file
@@ -26,19 +36,29 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import CosimError
-from .variations import (Variations, make_variations, parse_distribution, parse_range, sample,  # noqa: F401
-                         specs_for)
+from .errors import CosimError, CosimWarning
+from .variations import (SpecsOf, Variations, make_variations, parse_distribution, parse_range,  # noqa: F401
+                         sample, specs_for)
 
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+SCHEMES = ("tls", "tcp")
+MAX_SCHEDULER_FILE_BYTES = 64 * 1024  # a Dask scheduler file is ~1 kB of JSON
 
 
 class ClusterError(CosimError):
     """The Dask scheduler cannot be reached or the cluster cannot start."""
+
+
+class PlainTCPWarning(CosimWarning):
+    """A sweep talks plain TCP (no encryption, no authentication) to another machine."""
+
+
+_warned_plain = set()
 
 
 # -- running ---------------------------------------------------------------------------------
@@ -91,7 +111,7 @@ class SweepResult:
         metrics = self.metric_names()
         cols = {"run": pa.array(range(len(self.results)), pa.int64())}
         for name in self.variations.names:
-            cols[name] = pa.array([dict(v).get(name) for v in self.variations.runs], pa.float64())
+            cols[name] = pa.array(self.variations.column(name), pa.float64())
         if self.variations.kind == "specs":
             cols["spec"] = pa.array(self.variations.description["specs"], pa.string())
         cols["status"] = pa.array(["failed" if isinstance(r, RunFailure) else "ok" for r in self.results])
@@ -163,40 +183,185 @@ class SweepResult:
         return lines
 
 
+def check_timeout(timeout):
+    """``timeout`` as a float number of seconds > 0 (nan, inf, <= 0: ClusterError)."""
+    try:
+        value = float(timeout)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ClusterError(f"--timeout must be a finite number of seconds > 0, got {timeout!r}")
+    return value
+
+
+def _one_line(exc, limit=160):
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:limit]}"
+
+
+def _check_address(address, given):
+    """``address`` if it is ``tls://HOST:PORT`` or ``tcp://HOST:PORT`` (HOST: a name or
+    an IPv4/[IPv6] address, PORT 1-65535), else ClusterError naming ``given``."""
+    scheme, sep, rest = address.partition("://")
+    if not sep or scheme.lower() not in SCHEMES:
+        raise ClusterError(f"--scheduler {given!r}: give tls://HOST:PORT, tcp://HOST:PORT or a Dask "
+                           f"scheduler file (a JSON file written by `dask scheduler --scheduler-file`)")
+    host, sep, port = rest.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    ok_host = bool(host) and all(c.isalnum() or c in "-._:" for c in host) and len(host) <= 253
+    if not (sep and ok_host and port.isdigit() and 1 <= int(port) <= 65535):
+        raise ClusterError(f"--scheduler {given!r}: expected {scheme}://HOST:PORT with a port from 1 to "
+                           f"65535")
+    return f"{scheme.lower()}://{rest}", host
+
+
+def _read_scheduler_file(path, timeout):
+    """The address in a Dask scheduler file, waiting up to ``timeout`` s for it to appear
+    (a scheduler started at the same time writes it when it is up)."""
+    import time
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            st = None
+        except OSError as exc:
+            raise ClusterError(f"--scheduler {path!r}: cannot read the scheduler file ({exc.strerror})") from None
+        if st is not None:
+            import stat as stat_module
+            if not stat_module.S_ISREG(st.st_mode):
+                raise ClusterError(f"--scheduler {path!r} is not a file: give tls://HOST:PORT, "
+                                   f"tcp://HOST:PORT or a Dask scheduler file")
+            if st.st_size > MAX_SCHEDULER_FILE_BYTES:
+                raise ClusterError(f"--scheduler {path!r} is not a Dask scheduler file ({st.st_size} "
+                                   f"bytes, more than {MAX_SCHEDULER_FILE_BYTES})")
+            try:
+                with open(path, "rb") as fh:
+                    raw = fh.read(MAX_SCHEDULER_FILE_BYTES + 1)
+            except OSError as exc:
+                raise ClusterError(f"--scheduler {path!r}: cannot read the scheduler file "
+                                   f"({exc.strerror})") from None
+            if raw.strip():  # an empty file: the scheduler is still writing it
+                try:
+                    data = json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, ValueError, RecursionError):
+                    data = None
+                address = data.get("address") if isinstance(data, dict) else None
+                if not isinstance(address, str):
+                    raise ClusterError(f"--scheduler {path!r} is not a Dask scheduler file (JSON with "
+                                       f"an \"address\", written by `dask scheduler --scheduler-file`)")
+                return _check_address(address, f"{path}: {address[:100]}")
+        if time.monotonic() >= deadline:
+            what = "does not exist" if st is None else "is empty"
+            raise ClusterError(f"scheduler file {path!r} {what} (waited {timeout:g} s, --timeout)")
+        time.sleep(min(0.1, max(deadline - time.monotonic(), 0.0)))
+
+
+def _is_loopback(host):
+    import ipaddress
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _security_for(address, host):
+    """The client's ``distributed.Security`` for ``address``: for tls:// the user's Dask
+    TLS configuration (which must name a CA and a client certificate); for tcp:// the
+    configuration as it is, with a warning (once) when the host is not loopback."""
+    import warnings
+
+    from distributed.security import Security
+    security = Security()  # distributed.comm.tls.* of the user's Dask configuration
+    if address.startswith("tls://"):
+        if not (security.tls_ca_file and security.tls_client_cert):
+            raise ClusterError(
+                f"--scheduler {address!r} uses TLS: set the cluster's CA and your client certificate "
+                f"in the Dask configuration (distributed.comm.tls.ca-file, "
+                f"distributed.comm.tls.client.cert and .key, e.g. the environment variables "
+                f"DASK_DISTRIBUTED__COMM__TLS__CA_FILE, ..._CLIENT__CERT, ..._CLIENT__KEY)")
+    elif not _is_loopback(host) and address not in _warned_plain:
+        _warned_plain.add(address)
+        warnings.warn(f"--scheduler {address}: plain TCP to another machine is neither encrypted nor "
+                      f"authenticated, and results are unpickled (code runs here): anyone who can "
+                      f"reach that port can run code as you; use a tls:// scheduler",
+                      PlainTCPWarning, stacklevel=3)
+    return security
+
+
+def _connect_existing(scheduler, timeout):
+    from distributed import Client
+    given = str(scheduler)
+    if "://" in given:
+        address, host = _check_address(given.strip(), given)
+    elif not os.path.exists(given) and re.fullmatch(r"[\w.-]+:\d+|\[[0-9A-Fa-f:.]+\]:\d+", given.strip()):
+        raise ClusterError(f"--scheduler {given!r}: give the scheme, tls://{given.strip()} or "
+                           f"tcp://{given.strip()} (or a Dask scheduler file)")
+    else:
+        address, host = _read_scheduler_file(given, timeout)
+    security = _security_for(address, host)
+    try:
+        client = Client(address, security=security, timeout=f"{timeout}s")
+    except Exception as exc:  # OSError, TimeoutError, ssl errors, TLS configuration errors
+        raise ClusterError(f"scheduler {address!r} does not answer within {timeout:g} s "
+                           f"({_one_line(exc)})") from None
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except Exception:
+        client.close()
+        raise ClusterError(f"scheduler {address!r} has no worker (waited {timeout:g} s, --timeout): "
+                           f"start some with `dask worker {address}`") from None
+    return client, f"cluster {client.scheduler.address}", client.close
+
+
+def embedded_security():
+    """A ``distributed.Security`` with a certificate made for this run (in memory only):
+    TLS on every connection of the embedded cluster, each side checking the other's
+    certificate.  Needs the ``cryptography`` package (``cosim[sweep]``)."""
+    from distributed.security import Security
+    try:
+        return Security.temporary()
+    except ImportError:
+        raise ClusterError("the embedded Dask cluster needs the package cryptography (its TLS "
+                           "certificate is made per run): pip install 'cosim[sweep]'") from None
+
+
 def connect(scheduler=None, workers=None, timeout=10.0):
-    """(client, description, close): an existing cluster (address or scheduler file),
-    else an embedded LocalCluster on 127.0.0.1 with one single-threaded worker
-    process per core (``workers`` to choose) and one BLAS/OpenMP thread each."""
+    """(client, description, close): an existing cluster (``tls://`` / ``tcp://`` address
+    or scheduler file), else an embedded LocalCluster on 127.0.0.1 with one
+    single-threaded worker process per core (``workers`` to choose) and one BLAS/OpenMP
+    thread each, all of its connections TLS with a per-run certificate."""
     import logging
 
     import dask
+    timeout = check_timeout(timeout)
+    if scheduler is not None:
+        return _connect_existing(scheduler, timeout)
     from distributed import Client, LocalCluster
-    if scheduler:
-        is_file = os.path.isfile(scheduler) or scheduler.endswith(".json")
-        try:
-            if is_file:
-                client = Client(scheduler_file=scheduler, timeout=f"{timeout}s")
-            else:
-                client = Client(scheduler, timeout=f"{timeout}s")
-        except (OSError, TimeoutError, ValueError) as exc:
-            what = "scheduler file" if is_file else "scheduler"
-            raise ClusterError(f"{what} {scheduler!r} does not answer within {timeout:g} s "
-                               f"({type(exc).__name__}: {' '.join(str(exc).split())[:160]})") from None
-        return client, f"cluster {client.scheduler.address}", client.close
     n = workers or os.cpu_count() or 1
+    security = embedded_security()
     with dask.config.set({"distributed.nanny.pre-spawn-environ": dict(
-            dask.config.get("distributed.nanny.pre-spawn-environ", {}), **WORKER_ENV)}):
+            dask.config.get("distributed.nanny.pre-spawn-environ", {}), **WORKER_ENV),
+            "distributed.comm.timeouts.connect": f"{timeout}s",
+            # no dashboard; the HTTP servers Dask starts anyway (127.0.0.1, a free port)
+            # answer health checks only: no task names, logs or worker details
+            "distributed.scheduler.http.routes": ["distributed.http.health"],
+            "distributed.worker.http.routes": ["distributed.http.health"]}):
         try:
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
+                                   protocol="tls://", security=security, dashboard_address=None,
+                                   scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                                   silence_logs=logging.ERROR)
         except Exception as exc:
-            raise ClusterError(f"cannot start a local Dask cluster: {exc}") from None
-    client = Client(cluster)
+            raise ClusterError(f"cannot start a local Dask cluster: {_one_line(exc)}") from None
+    client = Client(cluster, security=security, timeout=f"{timeout}s")
 
     def close():
         client.close()
         cluster.close()
-    return client, f"embedded LocalCluster ({n} worker processes x 1 thread)", close
+    return client, f"embedded LocalCluster ({n} worker processes x 1 thread, TLS)", close
 
 
 def sweep(spec, variations=None, client=None, *, scheduler=None, workers=None, timeout=10.0,
@@ -204,13 +369,16 @@ def sweep(spec, variations=None, client=None, *, scheduler=None, workers=None, t
     """Run ``spec`` once per variation (or each spec of ``specs``, named by ``labels`` in
     the files, default their names) on Dask; returns a :class:`SweepResult` in run order.
     ``client``: a ``distributed.Client`` to use; else ``scheduler`` (address or scheduler
-    file) or an embedded LocalCluster.  ``progress(done, total)`` is called as runs finish."""
+    file) or an embedded LocalCluster.  ``progress(done, total)`` is called as runs finish.
+    Each run's spec is made when it is submitted (at most a few per worker in flight); a
+    run whose varied value the spec refuses is recorded as failed, like a run that fails."""
     import time
 
     from distributed import as_completed
     if specs is None:
         variations = variations if variations is not None else Variations(runs=((),), names=())
-        specs = specs_for(spec, variations)
+        specs = SpecsOf(spec, variations)
+        _check_first_and_ends(spec, specs, variations)  # systematic mistakes before the cluster starts
     else:
         variations = Variations(runs=tuple(() for _ in specs), names=(), kind="specs",
                                 description={"specs": list(labels or [s.name for s in specs])})
@@ -219,22 +387,55 @@ def sweep(spec, variations=None, client=None, *, scheduler=None, workers=None, t
         client, where, close = connect(scheduler, workers, timeout)
     else:
         where = f"client {client.scheduler.address}"
+    total = len(specs)
+    results = [None] * total
+    state = {"done": 0, "next": 0}
+
+    def finished(i, value):
+        results[i] = value
+        state["done"] += 1
+        if progress is not None:
+            progress(state["done"], total)
+
     try:
         wall0 = time.perf_counter()
-        payload = [dict(s.to_dict(), __index__=i) for i, s in enumerate(specs)]
-        futures = client.map(run_one, payload, pure=False)
-        index = {f.key: i for i, f in enumerate(futures)}
-        results = [None] * len(futures)
-        done = 0
-        for fut in as_completed(futures):
-            i = index[fut.key]
+        try:
+            threads = sum(client.nthreads().values())
+        except Exception:
+            threads = 1
+        window = max(16, 4 * threads)   # runs in flight: every worker busy, specs made as needed
+        index = {}
+        pending = as_completed()
+
+        def submit_more():
+            batch, idx = [], []
+            while state["next"] < total and len(index) + len(batch) < window:
+                i = state["next"]
+                state["next"] += 1
+                try:
+                    s = specs[i]
+                except CosimError as exc:  # a varied value the spec refuses: this run fails
+                    finished(i, RunFailure(i, f"{type(exc).__name__}: {' '.join(str(exc).split())}"))
+                    continue
+                batch.append(dict(s.to_dict(), __index__=i))
+                idx.append(i)
+            if batch:
+                for fut, i in zip(client.map(run_one, batch, pure=False), idx):
+                    index[fut.key] = i
+                    pending.add(fut)
+
+        submit_more()
+        while index:
+            fut = next(pending)
+            i = index.pop(fut.key)
             try:
-                results[i] = fut.result()
+                value = fut.result()
             except Exception as exc:  # e.g. the task was lost more often than allowed
-                results[i] = RunFailure(i, f"{type(exc).__name__}: {' '.join(str(exc).split())}")
-            done += 1
-            if progress is not None:
-                progress(done, len(futures))
+                value = RunFailure(i, f"{type(exc).__name__}: {' '.join(str(exc).split())}")
+            finished(i, value)
+            fut.release()
+            if len(index) <= window // 2:
+                submit_more()
         wall = time.perf_counter() - wall0
     finally:
         if close is not None:
@@ -243,6 +444,18 @@ def sweep(spec, variations=None, client=None, *, scheduler=None, workers=None, t
         if isinstance(r, RunFailure):
             r.index = i
     return SweepResult(specs=specs, variations=variations, results=results, wall_time_s=wall, cluster=where)
+
+
+def _check_first_and_ends(spec, specs, variations):
+    """The first run's spec and each varied quantity at its smallest and largest value,
+    validated before anything starts (a value the spec refuses there is a SpecError)."""
+    if len(specs):
+        specs[0]
+    for name in variations.names:
+        values = variations.column(name) if len(variations) else ()
+        if len(values):
+            for value in (float(np.min(values)), float(np.max(values))):
+                spec.with_parameter(name, value)
 
 
 def write_plot(path, result):
@@ -289,5 +502,5 @@ def write_plot(path, result):
     return True
 
 
-__all__ = ["ClusterError", "RunFailure", "SweepResult", "Variations", "connect", "make_variations",
+__all__ = ["ClusterError", "PlainTCPWarning", "RunFailure", "SpecsOf", "check_timeout", "embedded_security", "SweepResult", "Variations", "connect", "make_variations",
            "parse_distribution", "parse_range", "run_one", "sample", "specs_for", "sweep", "write_plot"]

@@ -8,11 +8,15 @@
 * ``NAME``: a model parameter (``l``), ``params.l``, a top-level number (``rtol``,
   ``stop_time``...) or a block's value (``blocks.pd.kp``); every name is checked
   against the spec before anything runs.
+* The number of runs (grid points x samples) is checked against :data:`MAX_RUNS`
+  before anything is drawn or built; the runs themselves are a :class:`RunTable`,
+  made one at a time when asked for (the grid's axes and the drawn samples are
+  stored, never their product).
 """
 from __future__ import annotations
 
-import itertools
 import math
+from collections.abc import Sequence
 import re
 import secrets
 from dataclasses import dataclass, field
@@ -28,10 +32,56 @@ TOP_LEVEL_NUMBERS = ("rtol", "atol", "h", "start_time", "stop_time", "communicat
                      "event_tolerance")
 
 
+class RunTable(Sequence):
+    """The runs of a sweep, made when asked for: run ``i`` is grid point ``i // n_samples``
+    (the full factorial in row-major order: the last ``--grid`` varies fastest) with
+    sample ``i % n_samples``; each run is a tuple ``((name, value), ...)``.  Holds the
+    axes and the sample columns only (memory: their sum, not their product)."""
+
+    def __init__(self, axes=(), samples=None, n_samples=0):
+        self.axes = tuple((name, np.asarray(values, dtype=float)) for name, values in axes)
+        self.samples = {name: np.asarray(col, dtype=float) for name, col in (samples or {}).items()}
+        self._shape = tuple(len(v) for _, v in self.axes)
+        self._per_point = max(int(n_samples), 1)
+        self._len = math.prod(self._shape) * self._per_point
+
+    def __len__(self):
+        return self._len
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._len))]
+        i = int(i)
+        if i < 0:
+            i += self._len
+        if not 0 <= i < self._len:
+            raise IndexError(f"run {i} of {self._len}")
+        point, k = divmod(i, self._per_point)
+        run = []
+        for (name, values), size in zip(reversed(self.axes), reversed(self._shape)):
+            point, j = divmod(point, size)
+            run.append((name, float(values[j])))
+        run.reverse()
+        run.extend((name, float(col[k])) for name, col in self.samples.items())
+        return tuple(run)
+
+    def column(self, name):
+        """The values of ``name`` over all runs, in run order (a float array)."""
+        n = np.arange(self._len, dtype=np.int64)
+        if name in self.samples:
+            return self.samples[name][n % self._per_point]
+        stride = self._per_point
+        for (axis, values), size in zip(reversed(self.axes), reversed(self._shape)):
+            if axis == name:
+                return values[(n // stride) % size]
+            stride *= size
+        raise KeyError(name)
+
+
 @dataclass(frozen=True)
 class Variations:
     """One mapping of changes per run, in run order, and how they were made."""
-    runs: tuple                       # of tuples ((name, value), ...)
+    runs: Sequence                    # of tuples ((name, value), ...): a RunTable or a tuple
     names: tuple                      # varied quantities, in column order
     kind: str = "none"                # grid, samples, grid+samples, specs, none
     seed: int | None = None
@@ -42,6 +92,12 @@ class Variations:
 
     def as_dicts(self):
         return [dict(r) for r in self.runs]
+
+    def column(self, name):
+        """The values of the varied quantity ``name`` in run order (a float array)."""
+        if isinstance(self.runs, RunTable):
+            return self.runs.column(name)
+        return np.array([dict(r).get(name, math.nan) for r in self.runs], dtype=float)
 
 
 def parse_range(text):
@@ -68,7 +124,7 @@ def parse_range(text):
             raise SpecError(f"--grid {text!r}: COUNT {n} is more than {MAX_RUNS}")
         if b < a or (a == b and n > 1):
             raise SpecError(f"--grid {text!r}: empty range (STOP {b:g} must be greater than START {a:g})")
-        values = [a] if n == 1 else np.linspace(a, b, n).tolist()
+        values = np.array([a]) if n == 1 else np.linspace(a, b, n)
     else:
         try:
             values = [float(v) for v in rng.split(",") if v.strip()]
@@ -115,10 +171,11 @@ def _quantile(kind, a, b, u):
     return a + (b - a) * u
 
 
-def sample(dists, n, seed=None, sampling="lhs"):
+def sample(dists, n, seed=None, sampling="lhs", columns=False):
     """``n`` samples of the independent distributions ``{name: (kind, a, b)}``: Latin
     hypercube (one sample in each of n equal-probability strata per dimension,
-    strata paired by random permutations) or plain random; returns (samples, seed)."""
+    strata paired by random permutations) or plain random; returns (samples, seed):
+    a list of ``{name: value}``, or with ``columns`` ``{name: array of n values}``."""
     if sampling not in SAMPLING:
         raise SpecError(f"--sampling must be one of {', '.join(SAMPLING)}, got {sampling!r}")
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_RUNS:
@@ -135,38 +192,44 @@ def sample(dists, n, seed=None, sampling="lhs"):
     else:
         u = rng.random((n, len(names)))
     cols = {name: _quantile(*dists[name], u[:, j]) for j, name in enumerate(names)}
+    if columns:
+        return cols, seed
     return [{name: float(cols[name][i]) for name in names} for i in range(n)], seed
 
 
 def make_variations(spec, grid=(), dists=(), samples=None, seed=None, sampling="lhs"):
     """Variations from ``--grid`` texts and ``--dist`` texts with ``samples`` draws
     (product: every grid point with every sample).  Every name is checked against
-    the spec (an unknown parameter is an error before anything runs)."""
+    the spec (an unknown parameter is an error before anything runs), and the number
+    of runs against :data:`MAX_RUNS` before anything is drawn; the runs are a
+    :class:`RunTable` (made one at a time when asked for)."""
     axes = [parse_range(g) for g in grid]
     dist = dict(parse_distribution(d) for d in dists)
     names = [n for n, _ in axes] + list(dist)
     if len(set(names)) != len(names):
         raise SpecError(f"a quantity is varied twice: {names}")
+    if dist and samples is None:
+        raise SpecError("--dist needs --samples N")
+    if samples is not None and not dist:
+        raise SpecError("--samples needs at least one --dist NAME=normal(MEAN,SD)")
+    if samples is not None and (isinstance(samples, bool) or not isinstance(samples, int)
+                                or not 1 <= samples <= MAX_RUNS):
+        raise SpecError(f"--samples must be an integer from 1 to {MAX_RUNS}, got {samples!r}")
+    counts = [len(v) for _, v in axes] + ([samples] if dist else [])
+    total = math.prod(counts)
+    if total > MAX_RUNS:
+        raise SpecError(f"{total} runs ({' x '.join(map(str, counts))}), more than the limit of "
+                        f"{MAX_RUNS} runs a sweep makes")
     for name in names:
         check_variable(spec, name)
-    points = [list(zip([n for n, _ in axes], combo)) for combo in itertools.product(*[v for _, v in axes])]
-    drawn, used_seed = [], None
+    cols, used_seed = {}, None
     if dist:
-        if samples is None:
-            raise SpecError("--dist needs --samples N")
-        drawn, used_seed = sample(dist, samples, seed, sampling)
-    elif samples is not None:
-        raise SpecError("--samples needs at least one --dist NAME=normal(MEAN,SD)")
-    if drawn:
-        runs = [tuple(p) + tuple(s.items()) for p in points for s in drawn]
-    else:
-        runs = [tuple(p) for p in points] if axes else [()]
-    if len(runs) > MAX_RUNS:
-        raise SpecError(f"{len(runs)} runs, more than {MAX_RUNS}")
-    kind = "+".join(k for k, on in (("grid", bool(axes)), ("samples", bool(drawn))) if on) or "none"
+        cols, used_seed = sample(dist, samples, seed, sampling, columns=True)
+    runs = RunTable(axes, cols, samples if dist else 0)
+    kind = "+".join(k for k, on in (("grid", bool(axes)), ("samples", bool(dist))) if on) or "none"
     desc = {"grid": list(grid), "dist": list(dists), "samples": samples, "sampling": sampling if dist else None,
             "seed": used_seed}
-    return Variations(runs=tuple(runs), names=tuple(names), kind=kind, seed=used_seed, description=desc)
+    return Variations(runs=runs, names=tuple(names), kind=kind, seed=used_seed, description=desc)
 
 
 def check_variable(spec, name):
@@ -205,16 +268,29 @@ def _model_parameters(spec):
     return names + list(getattr(cls, "configuration_keys", ()))
 
 
-def specs_for(spec, variations):
-    """The spec of every run (validated here, before anything is submitted)."""
-    out = []
-    for changes in variations.as_dicts():
-        s = spec
-        for name, value in changes.items():
+class SpecsOf(Sequence):
+    """The spec of every run of ``variations`` on ``spec``, made (and validated) when
+    asked for: ``specs[i]`` is ``spec`` with the changes of run ``i``."""
+
+    def __init__(self, spec, variations):
+        self.spec, self.variations = spec, variations
+
+    def __len__(self):
+        return len(self.variations)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        s = self.spec
+        for name, value in self.variations.runs[i]:
             s = s.with_parameter(name, value)
-        out.append(s)
-    return out
+        return s
 
 
-__all__ = ["Variations", "check_variable", "make_variations", "parse_distribution", "parse_range",
+def specs_for(spec, variations):
+    """The spec of every run, as a list (each validated here)."""
+    return list(SpecsOf(spec, variations))
+
+
+__all__ = ["RunTable", "SpecsOf", "Variations", "check_variable", "make_variations", "parse_distribution", "parse_range",
            "sample", "specs_for", "DISTRIBUTIONS", "SAMPLING", "MAX_RUNS", "TOP_LEVEL_NUMBERS"]

@@ -500,7 +500,8 @@ def _pack(identifier, config, user_modules, output, runtime):
     from .slave import CosimSlave
 
     guid = str(uuid.uuid4())
-    config = dict(config, guid=guid, package=package_name(guid))
+    config = dict(config, guid=guid, package=package_name(guid),
+                  user_modules=list(user_modules))  # the only code the configuration may name
     library = native_library()
     with tempfile.TemporaryDirectory(prefix="cosim_fmu_") as tmp:
         resources = Path(tmp) / "resources"

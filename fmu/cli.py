@@ -24,9 +24,9 @@ def _parse_blocks(items):
 
 
 def _cmd_build(args):
-    import os
-    import sys
-
+    # sys.path is left as it is: a user model package.module:Class must be importable
+    # (installed, or its folder on PYTHONPATH); the current folder is not added (a
+    # scenario file there would otherwise make any module in it run at build time)
     from cosim._version import install_hint
     from cosim.options import parse_assignments
     from cosim.errors import CosimError
@@ -35,9 +35,6 @@ def _cmd_build(args):
         from .builder import build_fmu
     except ImportError as exc:
         raise CosimError(f"cosim fmu build needs pythonfmu ({install_hint('fmu')}): {exc}") from None
-
-    if os.getcwd() not in sys.path:  # a user model module:Class in the current directory
-        sys.path.append(os.getcwd())
 
     from cosim.options import check_output_file
     check_output_file(args.output, "--output")  # before the build (issue 14)
@@ -66,9 +63,11 @@ def register(subparsers):
     b = sub.add_parser(
         "build", help="build an FMI 2.0 Co-Simulation FMU of a model or a scenario",
         description="Build an FMI 2.0 Co-Simulation FMU (linux64) of a library model, a user "
-                    "model package.module:ClassName, a robot's URDF file (its text is bundled; the "
-                    f"importer then needs pinocchio: {install_hint('robots')}), or a scenario "
-                    "file (plant + discrete blocks). "
+                    "model package.module:ClassName (importable: installed or on PYTHONPATH; "
+                    "the current folder is not searched), a robot's URDF file (its text is "
+                    f"bundled; the importer then needs pinocchio: {install_hint('robots')}), "
+                    "or a scenario file (plant + discrete blocks; it names library models and "
+                    "blocks only). "
                     "Needs a C++17 compiler once (the FMU binary is cached). The FMU carries a "
                     "private copy of the cosim core; the importer needs Python >= 3.11 with numpy "
                     "and scipy (a host without Python gets the Python that builds the FMU, or "

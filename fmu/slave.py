@@ -375,9 +375,19 @@ class CosimSlave(Fmi2Slave):
 
     # -- simulation ----------------------------------------------------------------------
     def _private(self, spec):
-        """A user ``module:attr`` spec as imported from this FMU's private package."""
-        if self._package and isinstance(spec, str) and ":" in spec:
-            return f"{self._package}.{spec}"
+        """A ``module:attr`` spec as imported from this FMU's private package: one of the
+        library's block functions, the bundled ``fmu.examples``, or code of a module bundled
+        by ``cosim fmu build`` (``user_modules`` of the configuration); anything else is
+        refused unimported."""
+        if isinstance(spec, str) and ":" in spec:
+            from cosim.code_refs import BLOCK_FUNCTIONS
+            module = spec.partition(":")[0]
+            if not (spec in BLOCK_FUNCTIONS or module == "fmu.examples"
+                    or module.split(".")[0] in (self._cfg.get("user_modules") or ())):
+                raise InvalidInputError(f"FMU configuration names code {spec[:80]!r} that this FMU "
+                                        f"does not bundle (nothing was imported)")
+            if self._package:
+                return f"{self._package}.{spec}"
         return spec
 
     def simulation_spec(self):

@@ -166,7 +166,8 @@ def test_embedded_workers_listen_on_loopback_with_one_blas_thread():
     try:
         env = client.run(lambda: {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
         assert list(env.values()) == [{"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}]
-        assert all(a.startswith("tcp://127.0.0.1:") for a in env) and "1 worker processes x 1 thread" in where
+        assert all(a.startswith("tls://127.0.0.1:") for a in env) and "1 worker processes x 1 thread" in where
+        assert client.scheduler.address.startswith("tls://127.0.0.1:")
     finally:
         close()
 

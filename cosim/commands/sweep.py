@@ -3,8 +3,10 @@
 Variations: ``--grid NAME=START:STOP:COUNT`` (repeatable: full factorial),
 ``--samples N --dist NAME=normal(MEAN,SD)`` (Latin hypercube, or ``--sampling
 random``; ``--seed`` to repeat, else a recorded random seed), or several spec files.
-Cluster: none given -> an embedded LocalCluster (one process per core);
-``--scheduler tcp://HOST:PORT`` or a scheduler file -> that cluster.  Writes
+Cluster: none given -> an embedded LocalCluster (one process per core, TLS with a
+certificate made for the run: no other process can submit work to it);
+``--scheduler tls://HOST:PORT`` (the TLS settings of your Dask configuration),
+``tcp://HOST:PORT`` or a scheduler file -> that cluster.  Writes
 ``OUT/runs.parquet`` and ``OUT/timeseries.parquet``, prints a summary, and with
 ``--plot`` a figure (if matplotlib is installed).
 """
@@ -24,12 +26,11 @@ def _bar(done, total):
 
 def _cmd(args):
     from ..spec import SimulationSpec
-    from ..sweep import make_variations, sweep, write_plot
+    from ..sweep import check_timeout, make_variations, sweep, write_plot
     check_plot_path(args.plot)
     check_output_dir(args.out)
+    timeout = check_timeout(args.timeout)
     specs = [SimulationSpec.load(p) for p in args.spec]
-    if args.timeout <= 0:
-        raise SpecError(f"--timeout must be > 0, got {args.timeout!r}")
     if args.workers is not None and args.workers < 1:
         raise SpecError(f"--workers must be >= 1, got {args.workers!r}")
     variations = make_variations(specs[0], args.grid or (), args.dist or (), args.samples, args.seed,
@@ -39,7 +40,7 @@ def _cmd(args):
     logging.getLogger("distributed").setLevel(logging.ERROR)  # one-line errors, no log noise
     show = (not args.json) and sys.stderr.isatty()
     result = sweep(specs[0], variations, scheduler=args.scheduler, workers=args.workers,
-                   timeout=args.timeout, progress=_bar if show else None,
+                   timeout=timeout, progress=_bar if show else None,
                    specs=specs if len(specs) > 1 else None, labels=list(args.spec))
     if show:
         sys.stderr.write("\n")
@@ -72,11 +73,15 @@ def register(sub):
     p.add_argument("--sampling", choices=("lhs", "random"), default="lhs",
                    help="Latin hypercube (default) or plain random samples")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: a new one, printed)")
-    p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT|FILE",
-                   help="an existing Dask scheduler (address or scheduler file); default: an "
-                        "embedded LocalCluster on 127.0.0.1, one worker process per core")
+    p.add_argument("--scheduler", default=None, metavar="tls://HOST:PORT|tcp://HOST:PORT|FILE",
+                   help="an existing Dask scheduler (address or scheduler file; tls:// uses the TLS "
+                        "settings of your Dask configuration, distributed.comm.tls.*); default: an "
+                        "embedded LocalCluster on 127.0.0.1, one worker process per core, TLS with "
+                        "a certificate made for the run")
     p.add_argument("--workers", type=int, default=None, help="embedded cluster: number of worker processes")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for --scheduler (default 10)")
+    p.add_argument("--timeout", type=float, default=10.0,
+                   help="seconds to wait for the scheduler file, the scheduler and its first worker "
+                        "(default 10)")
     p.add_argument("--out", default="sweep_results", metavar="DIR",
                    help="folder for runs.parquet and timeseries.parquet (default sweep_results)")
     p.add_argument("--plot", metavar="FILE.png", help="trajectory envelope and metrics vs parameters")

@@ -168,6 +168,19 @@ class KernelModel(MultibodyModel):
     def kernel_parameters(self) -> np.ndarray:
         raise NotImplementedError
 
+    def _setup_checked(self):
+        """``setup()``, then: a subclass whose ``setup()`` skipped ``super().setup()`` has
+        no parameter vector or mass matrix -- a ModelDefinitionError saying so, instead of
+        an AttributeError at the first step."""
+        super()._setup_checked()
+        if "_p" not in self.__dict__ or "_M_const" not in self.__dict__:
+            from ..errors import ModelDefinitionError
+            cls = type(self).__qualname__
+            raise ModelDefinitionError(
+                f"model {self.name!r}: {cls}.setup() does not call super().setup(); a model "
+                f"built on a library model ({type(self).__mro__[1].__qualname__}) must, so that "
+                f"its mass matrix and parameter vector exist (add super().setup() to {cls}.setup)")
+
     def setup(self):
         self._p = np.ascontiguousarray(self.kernel_parameters(), dtype=float)
         self._M_const = None

@@ -28,6 +28,10 @@ from ..errors import InvalidInputError
 
 MAX_URDF_BYTES = 4 * 2 ** 20   # a large robot's URDF is ~100 kB
 MAX_JOINTS = 256               # bounds M (n x n) and the parameter table
+MAX_LINKS = MAX_JOINTS + 1     # a tree: one more link than joints
+MAX_DEPTH = 32                 # element nesting (robot > link > visual > geometry > mesh: 5)
+MAX_ELEMENTS = 50_000          # all elements (a robot with meshes and sensors: a few thousand)
+MAX_NAME = 256                 # characters of a name (robot, link, joint) or a link reference
 SUPPORTED = ("revolute", "continuous", "prismatic", "fixed")
 UNSUPPORTED = ("floating", "planar")
 
@@ -116,6 +120,7 @@ def parse(source):
     if "<!DOCTYPE" in upper or "<!ENTITY" in upper:
         raise InvalidInputError("URDF: a DOCTYPE/ENTITY declaration is not accepted "
                                 "(nothing is expanded in an untrusted description)")
+    _check_structure(text)  # depth, element count and name lengths, before any tree is built
     try:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
@@ -125,7 +130,11 @@ def parse(source):
     name = root.get("name") or "robot"
 
     links, masses = {}, {}
-    for link in root.findall("link"):
+    found = root.findall("link")
+    if len(found) > MAX_LINKS:
+        raise InvalidInputError(f"URDF robot {_short(name)} has {len(found)} links, more than the limit "
+                                f"{MAX_LINKS}")
+    for link in found:
         lname = link.get("name")
         if not lname:
             raise InvalidInputError("URDF: a <link> has no name")
@@ -203,8 +212,10 @@ def parse(source):
     _check_mimics(joints)
     roots = [lname for lname in links if lname not in children]
     if len(roots) != 1:
-        raise InvalidInputError(f"URDF robot {name!r} must be one tree with one root link, "
-                                f"found roots {roots}")
+        shown = ", ".join(_short(r) for r in roots[:5])
+        shown += f", ... ({len(roots)} in all)" if len(roots) > 5 else ""
+        raise InvalidInputError(f"URDF robot {_short(name)} must be one tree with one root link, "
+                                f"found roots [{shown}]")
     _check_mass(joints, masses)
     if not any(j.type != "fixed" for j in joints):
         raise InvalidInputError(f"URDF robot {name!r} has no movable joint")
@@ -231,6 +242,52 @@ def _check_mimics(joints):
                                         f"{' -> '.join(seen + [k.name])} form a cycle")
             seen.append(k.name)
             k = by_name[k.mimic]
+
+
+def _short(text, limit=60):
+    """``repr(text)``, cut to ``limit`` characters (names in messages stay short)."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[:limit] + "...'"
+
+
+class _Refused(Exception):
+    pass
+
+
+def _check_structure(text):
+    """One streaming pass (expat, no tree, no recursion) before the text is parsed into a
+    tree: at most MAX_DEPTH levels of nesting, MAX_ELEMENTS elements, names and link
+    references of at most MAX_NAME characters.  InvalidInputError naming the line."""
+    from xml.parsers import expat
+
+    parser = expat.ParserCreate()
+    state = {"depth": 0, "count": 0}
+
+    def start(tag, attrs):
+        state["depth"] += 1
+        state["count"] += 1
+        line = parser.CurrentLineNumber
+        if state["depth"] > MAX_DEPTH:
+            raise _Refused(f"URDF nests elements more than {MAX_DEPTH} deep (<{tag[:40]}> at line {line})")
+        if state["count"] > MAX_ELEMENTS:
+            raise _Refused(f"URDF has more than {MAX_ELEMENTS} elements (line {line})")
+        for key in ("name", "link"):
+            value = attrs.get(key)
+            if value is not None and len(value) > MAX_NAME:
+                raise _Refused(f"URDF <{tag[:40]}> {key} of {len(value)} characters at line {line}, more "
+                               f"than the limit {MAX_NAME}: {_short(value)}")
+
+    def end(tag):
+        state["depth"] -= 1
+
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    try:
+        parser.Parse(text, True)
+    except _Refused as exc:
+        raise InvalidInputError(str(exc)) from None
+    except expat.ExpatError as exc:
+        raise InvalidInputError(f"malformed URDF: {exc}") from None
 
 
 def _link_mass(link, lname):

@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from cosim.errors import CosimError
+from cosim.private_dir import UnsafeDirectoryError, private_dir
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ("cosim_fmi2.cpp", "native_step.h", "python_loader.h", "glibc_compat.h", "fmi2Functions.h",
@@ -44,6 +45,10 @@ class NativeBuildError(CosimError):
 
 
 def _cache_root():
+    """``$COSIM_CACHE_DIR/fmu-native``, else ``$XDG_CACHE_HOME/cosim/fmu-native`` (default
+    ``~/.cache/cosim/fmu-native``)."""
+    if os.environ.get("COSIM_CACHE_DIR"):
+        return Path(os.environ["COSIM_CACHE_DIR"]) / "fmu-native"
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "cosim" / "fmu-native"
 
@@ -66,6 +71,13 @@ def native_library():
         digest.update((HERE / name).read_bytes())
     digest.update(" ".join(FLAGS).encode())
     target = _cache_root() / digest.hexdigest()[:16] / "cosim_fmi2.so"
+    try:  # the binary goes into every FMU: its folder must be this user's alone
+        private_dir(target.parent, "FMU binary cache folder")
+    except UnsafeDirectoryError:
+        raise
+    except OSError as exc:
+        raise NativeBuildError(f"cannot create the FMU binary cache folder {str(target.parent)!r} "
+                               f"({exc.strerror}); set COSIM_CACHE_DIR to a writable folder") from None
     if target.exists():
         return target
     cxx = _compiler()
@@ -74,7 +86,6 @@ def native_library():
                                "compiler (g++ or clang++; set CXX)")
     if not (Path(include) / "Python.h").exists():
         raise NativeBuildError(f"cosim fmu build needs the Python headers (Python.h not in {include})")
-    target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         out = Path(tmp) / "cosim_fmi2.so"
         cmd = [cxx, *FLAGS, f"-I{include}", f"-I{HERE}", str(HERE / "cosim_fmi2.cpp"), "-o", str(out)]
