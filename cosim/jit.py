@@ -230,9 +230,10 @@ def _kernel_check(numba, fn, letters):
     types = numba.types
     kinds = {"a": types.float64[:], "A": types.float64[:, :], "f": types.float64}
     digest = hashlib.sha256(f"{numba.__version__}\n{letters}\n{text}".encode()).hexdigest()[:20]
-    folder = os.path.join(cache_dir() or tempfile.gettempdir(), "kernel_checks")
-    marker = os.path.join(folder, digest)
-    if os.path.exists(marker):
+    base = cache_dir()   # (no private cache folder: no markers, the check runs each time)
+    folder = os.path.join(base, "kernel_checks") if base else None
+    marker = os.path.join(folder, digest) if folder else None
+    if marker and os.path.exists(marker):
         return None
     try:
         numba.njit(tuple(kinds[c] for c in letters), cache=False, nogil=True)(fn)
@@ -245,12 +246,13 @@ def _kernel_check(numba, fn, letters):
             hint = (" — a function a kernel calls must be marked @cosim.jit.kernel_helper (and "
                     "itself compile), or be inlined")
         return f"{UNCOMPILABLE}: {detail}{hint}"
-    try:
-        os.makedirs(folder, exist_ok=True)
-        with open(marker, "w", encoding="utf-8") as fh:
-            fh.write(f"{fn.__module__}.{fn.__qualname__}\n")
-    except OSError:
-        pass
+    if marker:
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            with open(marker, "w", encoding="utf-8") as fh:
+                fh.write(f"{fn.__module__}.{fn.__qualname__}\n")
+        except OSError:
+            pass
     return None
 
 
