@@ -79,3 +79,8 @@ class CosimWarning(UserWarning):
 class InitialConditionWarning(CosimWarning):
     """The IC analysis changed the given initial state (seed 000 eqs. 6-9) or
     removed redundant constraints; the message gives the size of the change."""
+
+
+class MissingExtraError(CosimError, ImportError):
+    """An optional dependency is not installed; the message names the extra that
+    brings it and the pip command (``cosim.extras``)."""

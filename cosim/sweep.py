@@ -41,6 +41,14 @@ class ClusterError(CosimError):
     """The Dask scheduler cannot be reached or the cluster cannot start."""
 
 
+def require_sweep_extra(what="cosim.sweep"):
+    """dask, distributed and pyarrow are importable, else a one-line
+    :class:`~cosim.errors.MissingExtraError` naming the ``sweep`` extra."""
+    from .extras import require
+    for module in ("dask", "distributed", "pyarrow"):
+        require(module, what, "sweep")
+
+
 # -- running ---------------------------------------------------------------------------------
 @dataclass
 class RunFailure:
@@ -87,6 +95,7 @@ class SweepResult:
 
     def runs_table(self):
         """pyarrow Table: run, one column per varied quantity, status, error, metrics, steps."""
+        require_sweep_extra("SweepResult.runs_table")
         import pyarrow as pa
         metrics = self.metric_names()
         cols = {"run": pa.array(range(len(self.results)), pa.int64())}
@@ -106,6 +115,7 @@ class SweepResult:
 
     def timeseries_table(self):
         """pyarrow Table in long form: run, time, one column per recorded signal."""
+        require_sweep_extra("SweepResult.timeseries_table")
         import pyarrow as pa
         ok = [(i, r) for i, r in enumerate(self.results) if not isinstance(r, RunFailure)]
         if not ok:
@@ -163,12 +173,31 @@ class SweepResult:
         return lines
 
 
+def _check_main_guard():
+    """An embedded cluster starts worker processes that import the main script again:
+    called from a script's top level (no ``if __name__ == "__main__":``), every worker
+    would run the script's body.  Refuse in one line before starting any process."""
+    import sys
+    main = sys.modules.get("__main__")
+    if main is None or not getattr(main, "__file__", None):
+        return  # interactive, python -c, a notebook: nothing is imported again
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main):
+            raise ClusterError(
+                "cosim.sweep starts worker processes that import your script again: put the "
+                "call under `if __name__ == \"__main__\":` (or pass client=/scheduler= to use "
+                "a running cluster)")
+        frame = frame.f_back
+
+
 def connect(scheduler=None, workers=None, timeout=10.0):
     """(client, description, close): an existing cluster (address or scheduler file),
     else an embedded LocalCluster on 127.0.0.1 with one single-threaded worker
     process per core (``workers`` to choose) and one BLAS/OpenMP thread each."""
     import logging
 
+    require_sweep_extra("cosim.sweep.connect")
     import dask
     from distributed import Client, LocalCluster
     if scheduler:
@@ -183,6 +212,7 @@ def connect(scheduler=None, workers=None, timeout=10.0):
             raise ClusterError(f"{what} {scheduler!r} does not answer within {timeout:g} s "
                                f"({type(exc).__name__}: {' '.join(str(exc).split())[:160]})") from None
         return client, f"cluster {client.scheduler.address}", client.close
+    _check_main_guard()
     n = workers or os.cpu_count() or 1
     with dask.config.set({"distributed.nanny.pre-spawn-environ": dict(
             dask.config.get("distributed.nanny.pre-spawn-environ", {}), **WORKER_ENV)}):
@@ -207,6 +237,7 @@ def sweep(spec, variations=None, client=None, *, scheduler=None, workers=None, t
     file) or an embedded LocalCluster.  ``progress(done, total)`` is called as runs finish."""
     import time
 
+    require_sweep_extra("cosim.sweep")
     from distributed import as_completed
     if specs is None:
         variations = variations if variations is not None else Variations(runs=((),), names=())

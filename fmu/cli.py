@@ -34,7 +34,9 @@ def _cmd_build(args):
     try:
         from .builder import build_fmu
     except ImportError as exc:
-        raise CosimError(f"cosim fmu build needs pythonfmu ({install_hint('fmu')}): {exc}") from None
+        from cosim.extras import missing_extra
+        raise CosimError(missing_extra(exc, "cosim fmu build") or
+                         f"cosim fmu build needs pythonfmu ({install_hint('fmu')}): {exc}") from None
 
     if os.getcwd() not in sys.path:  # a user model module:Class in the current directory
         sys.path.append(os.getcwd())

@@ -24,7 +24,8 @@ def _bar(done, total):
 
 def _cmd(args):
     from ..spec import SimulationSpec
-    from ..sweep import make_variations, sweep, write_plot
+    from ..sweep import make_variations, require_sweep_extra, sweep, write_plot
+    require_sweep_extra("`cosim sweep`")
     check_plot_path(args.plot)
     check_output_dir(args.out)
     specs = [SimulationSpec.load(p) for p in args.spec]
