@@ -147,9 +147,8 @@ def test_cosim_ros_runs_a_shipped_config_by_name_from_the_wheel(installed):
     """Outside a checkout: a shipped parameter file by name, overridden on the command line."""
     pytest.importorskip("rclpy")
     from ros_nodes.testing import ros_environment, unique_domain_id
-    env = dict(ros_environment(unique_domain_id("wheel-config")), **installed["env"])
-    env.pop("PYTHONPATH", None)
-    env["ROS_DOMAIN_ID"] = ros_environment(unique_domain_id("wheel-config"))["ROS_DOMAIN_ID"]
+    ros = ros_environment(unique_domain_id("wheel-config"))
+    env = dict(installed["env"], **{k: v for k, v in ros.items() if k.startswith(("ROS_", "RCUTILS_"))})
     out, err = _run([installed["bin"] / "cosim-ros", "--ros-args", "-p", "config:=pendulum_free_run",
                      "-p", "end_time:=0.2", "-p", "shutdown_at_end:=true"], installed["cwd"], env,
                     timeout=180)
