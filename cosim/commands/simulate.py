@@ -138,8 +138,10 @@ def _run_result(result):
     return result["result"] if isinstance(result, dict) else result
 
 
-def summary_dict(result):
-    """The ``--json`` object of ``cosim simulate`` from a :class:`~cosim.run.RunResult`."""
+def summary_dict(result, derivatives=False):
+    """The ``--json`` object of ``cosim simulate`` from a :class:`~cosim.run.RunResult`;
+    ``derivatives``: add how each derivative is computed (``--verbose``: on the compiled
+    backend the report compiles probe kernels, seconds on a first call in a process)."""
     r = _run_result(result)
     y = r.states[-1]
     n_q = len(r.coordinate_names)
@@ -167,7 +169,7 @@ def summary_dict(result):
     if r.energy is not None:
         out["energy_drift"] = float(r.energy[1] - r.energy[0])
     sim = result.get("sim") if isinstance(result, dict) else None
-    if sim is not None and sim.derivative_report is not None:
+    if derivatives and sim is not None and sim.derivative_report is not None:
         out["derivatives"] = {row["term"]: row["path"] for row in sim.derivative_report}
     return out
 
@@ -240,7 +242,7 @@ def _cmd(args):
         progress=(not args.json) and sys.stderr.isatty(), backend=args.backend,
         frames=tuple(args.frame or ()), position_limits=args.position_limits,
         max_ic_repair=args.max_ic_repair, check=args.check)
-    summary = summary_dict(result)
+    summary = summary_dict(result, derivatives=args.verbose)
     if args.out:
         write_csv(args.out, result)
     if args.plot:
@@ -322,7 +324,7 @@ def register(sub):
                    help="model check at set-up (default: quick for user models, off for the library's)")
     p.add_argument("--verbose", action="store_true",
                    help="also print how each derivative is computed (analytic / complex-step / "
-                   "hyper-dual / differences)")
+                   "hyper-dual / differences; with --json: the key 'derivatives')")
     p.add_argument("--backend", choices=("auto", "numba", "python"), default="auto",
                    help="auto (default): compiled numba kernels where the method and model have them, "
                         "else the Python reference; numba: ask for them (a warning says when they "
