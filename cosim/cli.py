@@ -77,7 +77,8 @@ def main(argv=None):
             raise
         print(f"cosim: error: {text}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:   # before a run started (a run keeps its rows: RunInterrupted)
+        print("cosim: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `cosim models | head -1`: the reader left; no traceback
         devnull = os.open(os.devnull, os.O_WRONLY)

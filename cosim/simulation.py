@@ -268,15 +268,16 @@ class Simulation:
                          t=exc.t, h=exc.h, cause=exc.cause)
 
     @classmethod
-    def from_spec(cls, spec, allow_files=False, check=None):
+    def from_spec(cls, spec, allow_files=False, check=None, model=None):
         """The simulation a :class:`cosim.spec.SimulationSpec` describes (the CLI, scenario
         files and sweeps build theirs here).  ``allow_files``: load a ``file.py:Class``
         plant (only the command line, whose arguments the user typed, allows it).  Sine
         inputs marked ``exact`` on an LTI plant become signal generators appended to the
-        plant (seed 001 §3.5, example 3.4)."""
+        plant (seed 001 §3.5, example 3.4).  ``model``: a model class or instance given in
+        Python, used instead of loading the spec's model name."""
         from .errors import SpecError
         from .spec import thaw
-        model = spec.model_reference(allow_files)
+        model = spec.model_reference(allow_files) if model is None else model
         params = thaw(spec.params)
         method = spec.resolved_method(model)
         exact = {n: s for n, s in thaw(spec.inputs).items()

@@ -234,7 +234,10 @@ def sweep(spec, variations=None, client=None, *, scheduler=None, workers=None, t
     """Run ``spec`` once per variation (or each spec of ``specs``, named by ``labels`` in
     the files, default their names) on Dask; returns a :class:`SweepResult` in run order.
     ``client``: a ``distributed.Client`` to use; else ``scheduler`` (address or scheduler
-    file) or an embedded LocalCluster.  ``progress(done, total)`` is called as runs finish."""
+    file) or an embedded LocalCluster.  ``progress``: None (default) draws a bar on
+    stderr when it is a terminal and the sweep takes longer than 2 s, True always, False
+    never, or a callable ``progress(done, total)`` called as runs finish
+    (:mod:`cosim.progress`)."""
     import time
 
     require_sweep_extra("cosim.sweep")
@@ -245,6 +248,8 @@ def sweep(spec, variations=None, client=None, *, scheduler=None, workers=None, t
     else:
         variations = Variations(runs=tuple(() for _ in specs), names=(), kind="specs",
                                 description={"specs": list(labels or [s.name for s in specs])})
+    from .progress import progress_callback
+    progress, close_progress = progress_callback(progress, 0, len(specs), unit="", label="runs")
     close = None
     if client is None:
         client, where, close = connect(scheduler, workers, timeout)
@@ -268,6 +273,7 @@ def sweep(spec, variations=None, client=None, *, scheduler=None, workers=None, t
                 progress(done, len(futures))
         wall = time.perf_counter() - wall0
     finally:
+        close_progress()
         if close is not None:
             close()
     for i, r in enumerate(results):
