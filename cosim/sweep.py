@@ -183,12 +183,31 @@ def _check_main_guard():
         return  # interactive, python -c, a notebook: nothing is imported again
     frame = sys._getframe(1)
     while frame is not None:
-        if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main):
+        if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main) and \
+                not _under_main_guard(main.__file__, frame.f_lineno):
             raise ClusterError(
                 "cosim.sweep starts worker processes that import your script again: put the "
                 "call under `if __name__ == \"__main__\":` (or pass client=/scheduler= to use "
                 "a running cluster)")
         frame = frame.f_back
+
+
+def _under_main_guard(path, line):
+    """Line ``line`` of the script ``path`` is inside ``if __name__ == "__main__":``
+    (True when the file cannot be read or parsed: then nothing is refused)."""
+    import ast
+    try:
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError):
+        return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and \
+                "__name__" in ast.unparse(node.test) and "__main__" in ast.unparse(node.test):
+            first, last = node.body[0].lineno, max(getattr(n, "end_lineno", n.lineno) for n in node.body)
+            if first <= line <= last:
+                return True
+    return False
 
 
 def connect(scheduler=None, workers=None, timeout=10.0):
