@@ -181,6 +181,9 @@ def _check_main_guard():
     main = sys.modules.get("__main__")
     if main is None or not getattr(main, "__file__", None):
         return  # interactive, python -c, a notebook: nothing is imported again
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name.endswith("__main__"):
+        return  # python -m package: multiprocessing does not import package.__main__ again
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main) and \
@@ -302,46 +305,15 @@ def sweep(spec, variations=None, client=None, *, scheduler=None, workers=None, t
 
 
 def write_plot(path, result):
-    """Trajectory envelope of the first recorded signal (min/max over runs, and each
-    run thin) and each metric against each varied quantity.  Needs matplotlib;
-    returns False (nothing written) without it."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    """Every run's first recorded signal against time coloured by the first varied
+    quantity (a colour bar with its unit), and each metric against each varied quantity
+    (:func:`cosim.plotting.write_sweep_plot`).  Returns False (nothing written) without
+    matplotlib."""
+    import importlib.util
+    if importlib.util.find_spec("matplotlib") is None:
         return False
-    ok = [r for r in result.results if not isinstance(r, RunFailure)]
-    metrics = result.metric_names()
-    names = result.variations.names
-    panels = 1 + (len(metrics) * len(names) if names else 0)
-    panels = min(panels, 7)
-    fig, axes = plt.subplots(panels, 1, figsize=(8, 2.6 * panels), squeeze=False)
-    ax = axes[0, 0]
-    if ok:
-        sig = next(iter(result._signals(ok[0])))
-        for r in ok[:200]:
-            ax.plot(r.time, result._signals(r)[sig], color="0.6", lw=0.4)
-        if all(len(r.time) == len(ok[0].time) for r in ok):
-            stack = np.array([result._signals(r)[sig] for r in ok])
-            ax.fill_between(ok[0].time, stack.min(0), stack.max(0), color="C0", alpha=0.25, label="envelope")
-        ax.set_ylabel(sig)
-        ax.set_xlabel("time [s]")
-        ax.set_title(f"{len(ok)} runs of {result.specs[0].name or result.specs[0].model}")
-    table = result.runs_table()
-    k = 1
-    for m in metrics:
-        for n in names:
-            if k >= panels:
-                break
-            a = axes[k, 0]
-            a.plot(table.column(n).to_pylist(), table.column(m).to_pylist(), ".", ms=3)
-            a.set_xlabel(n)
-            a.set_ylabel(m)
-            k += 1
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    from .plotting import write_sweep_plot
+    write_sweep_plot(path, result)
     return True
 
 

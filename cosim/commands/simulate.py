@@ -232,44 +232,15 @@ def write_csv(path, result):
 
 
 def write_plot(path, result):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """``--plot``: the model's outputs (and the inputs that change) with one panel per
+    unit, the constraint residuals of the recorded rows where the model has constraints
+    (acceleration where the method enforces it), the BDF order where it varies
+    (:func:`cosim.plotting.write_run_plot`)."""
+    from ..plotting import write_run_plot
     r = _run_result(result)
-    show_order = np.isfinite(r.order).any()
-    n = 3 if show_order else 2
-    fig, axes = plt.subplots(n, 1, figsize=(8, 2.8 * n), sharex=True)
-    t = r.time
-    n_q = len(r.coordinate_names)
-    for i, name in enumerate(r.coordinate_names):
-        axes[0].plot(t, r.states[:, i], label=name)
-    units = r.coordinate_units  # optional per-model tuple
-    if units and len(units) == n_q and len(set(units)) == 1:
-        axes[0].set_ylabel(f"coordinates [{units[0]}]")
-    else:
-        axes[0].set_ylabel("coordinates [SI: m, rad]" if r.model_kind == "multibody" else "state [SI]")
-    axes[0].legend(fontsize=7, ncol=min(4, n_q))
-    axes[0].set_title(f"{r.model} — {r.method} ({r.backend} backend)")
-    for j, label in enumerate(("position", "velocity", "acceleration")):
-        vals = np.abs(r.residuals[:, j])
-        keep = np.isfinite(vals)  # interpolated rows have no acceleration residual
-        if not keep.any():
-            continue
-        if keep.sum() < 0.5 * len(t):  # a few rows only: markers, never a line drawn between them
-            axes[1].semilogy(t[keep], np.maximum(vals[keep], 1e-17), "o", ms=4,
-                             label=f"{label} (only at the {int(keep.sum())} rows where a step ended)")
-        else:
-            axes[1].semilogy(t[keep], np.maximum(vals[keep], 1e-17), label=label)  # floor: exact zeros
-    axes[1].set_ylabel("|constraint residual|")
-    axes[1].legend(fontsize=7)
-    if show_order:
-        axes[2].step(t, r.order, where="post")
-        axes[2].set_ylabel("BDF order")
-    axes[-1].set_xlabel("time [s]")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    levels, _ = constraint_levels(r.method, thaw(r.spec.method_options) if r.spec else {})
+    return write_run_plot(path, r, residuals=True, levels=["position", "velocity"] + (
+        ["acceleration"] if "acceleration" in levels else []))
 
 
 def keep_interrupted(result, out, plot, write_csv, write_plot):
