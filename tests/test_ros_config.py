@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
@@ -104,9 +105,11 @@ def test_plain_cosim_ros_runs_and_says_the_default(tmp_path):
     assert code == 0, text
     assert "no parameters given: running the shipped configuration 'pendulum_real_time'" in text
     assert "ready (model pendulum, mode real_time" in text
-    assert states[0][0] == ["pendulum_joint"]
-    assert abs(states[0][1][0] - 0.5) < 0.05          # released from phi0 = 0.5 rad
-    assert clocks[-1] > clocks[0] > -1.0 and clocks == sorted(clocks)
+    assert all(names == ["pendulum_joint"] for names, _ in states)
+    angles = np.array([pos[0] for _, pos in states])
+    # released from phi0 = 0.5 rad without friction: it swings within +-0.5 rad
+    assert np.max(np.abs(angles)) <= 0.5 + 1e-3 and np.ptp(angles) > 0.01
+    assert clocks[-1] > clocks[0] >= 0.0 and clocks == sorted(clocks)
 
 
 def test_closed_loop_demo_ends_at_end_time(tmp_path):
