@@ -19,6 +19,7 @@ EXTRAS = {
     "ros": None,                      # every ros-* distribution
     "robots": ["pin", "example-robot-data"],
     "sweep": ["dask", "distributed", "pyarrow"],
+    "pandas": ["pandas"],
     "docs": ["sphinx", "myst-parser"],
     "test": ["pytest", "scikit-sundae"],
     "bench": ["scikit-sundae", "pyinstrument"],

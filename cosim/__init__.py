@@ -5,7 +5,7 @@ from .errors import CosimError
 from .integrators import available_methods, make_integrator
 from .models import available_models, load_model
 # the functions shadow their modules' names on purpose: cosim.run(spec), cosim.sweep(...)
-from .run import RunResult, run  # noqa: E402
+from .run import RunResult, run, simulate  # noqa: E402
 from .spec import SimulationSpec, load_spec  # noqa: E402
 from .sweep import sweep  # noqa: E402  (imports dask only when called)
 
@@ -22,5 +22,6 @@ def __getattr__(name):  # lazy: the stepper pulls in more than the core needs
     raise AttributeError(f"module 'cosim' has no attribute {name!r}")
 
 
-__all__ = ["CosimError", "Simulation", "SimulationSpec", "RunResult", "check_model", "load_spec", "run", "sweep", "available_methods", "available_models", "errors",
+__all__ = ["CosimError", "Simulation", "SimulationSpec", "RunResult", "check_model", "load_spec", "run",
+           "simulate", "sweep", "available_methods", "available_models", "errors",
            "load_model", "make_integrator"]

@@ -1,4 +1,4 @@
-"""The ``cosim`` command line: a thin wrapper over the library API.
+"""The ``cosim`` command line, one subcommand per library function.
 
 Subcommands: ``models``, ``methods``, ``scenarios``, ``simulate`` (one model), ``sweep`` (many runs), ``check`` (a
 model), ``run`` (a scenario), ``demo`` (the README's first command), ``warmup`` (compile kernels),
@@ -6,7 +6,8 @@ plus plugins registered under the ``cosim.commands`` entry-point
 group (the ``fmu`` package adds ``cosim fmu build``).  A :class:`CosimError`
 prints one line ``cosim: error: ...`` and exits with code 2; a warning (an
 option used with another value than given, see :mod:`cosim.options`) prints one
-line ``cosim: warning: ...`` on stderr.
+line ``cosim: warning: ...`` on stderr.  A command whose optional extra is not
+installed prints one line naming the extra (:mod:`cosim.extras`) and exits with 2.
 """
 import argparse
 import importlib
@@ -69,7 +70,15 @@ def main(argv=None):
     except CosimError as exc:
         print(f"cosim: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except ImportError as exc:  # an optional extra is not installed: one line naming it
+        from .extras import missing_extra
+        text = missing_extra(exc, f"`cosim {args.command}`")
+        if text is None:
+            raise
+        print(f"cosim: error: {text}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:   # before a run started (a run keeps its rows: RunInterrupted)
+        print("cosim: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `cosim models | head -1`: the reader left; no traceback
         devnull = os.open(os.devnull, os.O_WRONLY)

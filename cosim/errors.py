@@ -84,3 +84,18 @@ class InputLimitWarning(CosimWarning):
 class InitialConditionWarning(CosimWarning):
     """The IC analysis changed the given initial state (seed 000 eqs. 6-9) or
     removed redundant constraints; the message gives the size of the change."""
+
+
+class MissingExtraError(CosimError, ImportError):
+    """An optional dependency is not installed; the message names the extra that
+    brings it and the pip command (``cosim.extras``)."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`cosim.run` / :func:`cosim.simulate`: a KeyboardInterrupt that
+    carries the rows recorded until then as ``result`` (a RunResult with
+    ``interrupted=True``)."""
+
+    def __init__(self, result):
+        super().__init__(f"interrupted at t={result.time[-1]!r} after {len(result.time)} rows")
+        self.result = result

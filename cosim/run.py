@@ -16,9 +16,11 @@ has one: cubic/quintic Hermite, the RK interpolants, BDF's polynomial, the
 block methods' collocation polynomial, the exact LTI transition), so the
 integrator never lands on an output point.  Interpolated rows have position and
 velocity constraint residuals of the interpolated state and NaN acceleration
-residuals (q'' is known at steps only); ``max_residuals`` is taken over the
-landed rows and, for interpolated rows, the accepted step that covers them (the
-integrator's own points, as many as there are rows).  Cost: the integrator is
+residuals (q'' is known at steps only).  ``max_residuals`` is the largest
+magnitude in each residual column of the recorded rows (what a CSV of the run
+holds; acceleration over the rows that have one), ``step_max_residuals`` the
+largest at the integrator's own points: the landed rows and, for interpolated
+rows, the accepted step that covers them.  Cost: the integrator is
 stepped one accepted step per call (the compiled backend returns to Python after
 every step) and each interpolated row is evaluated in Python, so where the
 method's steps are much shorter than the row interval, landing (a communication
@@ -26,7 +28,17 @@ step equal to the interval) can be cheaper on the compiled backend.
 
 A :class:`RunResult` holds arrays, statistics, the event log and the final state
 blob (``Simulation.serialize_state``): no live objects, so it pickles cheaply
-and a sweep can ship it between processes.
+and a sweep can ship it between processes.  ``to_pandas()`` gives a DataFrame
+(the ``pandas`` extra) with the unit of every column.
+
+Ctrl-C (KeyboardInterrupt) during a run raises :class:`~cosim.errors.RunInterrupted`
+(a KeyboardInterrupt) whose ``result`` holds the rows recorded until then
+(``result.interrupted`` is True).
+
+What :func:`run` accepts: a :class:`~cosim.spec.SimulationSpec`, a spec or
+scenario file, the name of a shipped scenario or the name of a model
+(:func:`cosim.spec.load_spec`).  :func:`simulate` runs one model for a time with
+inputs from Python (a table or a function of time) in one call.
 """
 from __future__ import annotations
 
@@ -36,7 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import SpecError
+from .errors import RunInterrupted, SpecError
 from .multirate import exact_time
 from .signals import InputSignal
 from .validation import communication_step_count, finite_float
@@ -101,6 +113,47 @@ class RunResult:
     energy: tuple | None = None   # (at the start, at the end) where the model defines it
     coordinate_units: tuple | None = None
     metrics: dict = field(default_factory=dict)
+    step_max_residuals: tuple | None = None  # at the integrator's own points (module doc)
+    interrupted: bool = False     # Ctrl-C: the rows recorded until then
+
+    def unit(self, name):
+        """The unit of a recorded column ("s" for time; "" where the model declares none)."""
+        return "s" if name == "time" else self.units.get(name, "")
+
+    def columns(self):
+        """{name: column} of every recorded column in file order: time, states, outputs,
+        inputs, the three residuals and (BDF) the order."""
+        cols = {"time": self.time}
+        for names, data in ((self.state_names, self.states), (self.output_names, self.outputs),
+                            (self.input_names, self.inputs)):
+            for j, n in enumerate(names):
+                cols.setdefault(n, data[:, j])
+        for j, level in enumerate(("position", "velocity", "acceleration")):
+            cols[f"residual_{level}"] = self.residuals[:, j]
+        if np.isfinite(self.order).any():
+            cols["order"] = self.order
+        return cols
+
+    def to_pandas(self, units_in_names=False):
+        """A pandas DataFrame indexed by time (``time``, s), one column per state, output,
+        input and residual; ``df.attrs["units"]`` maps every column (and the index) to its
+        unit.  ``units_in_names``: columns named ``"angle [rad]"``.  Needs pandas (the
+        ``pandas`` extra)."""
+        from .extras import require
+        pd = require("pandas", "RunResult.to_pandas", "pandas")
+        cols = self.columns()
+        time = cols.pop("time")
+        units = {n: self.unit(n) for n in cols}
+
+        def label(n):
+            return f"{n} [{units[n]}]" if units_in_names and units[n] else n
+        df = pd.DataFrame({label(n): v for n, v in cols.items()},
+                          index=pd.Index(time, name="time [s]" if units_in_names else "time"))
+        df.attrs["units"] = {"time": "s", **{label(n): u for n, u in units.items()}}
+        df.attrs["model"], df.attrs["method"] = self.model, self.method
+        if self.interrupted:
+            df.attrs["interrupted"] = True
+        return df
 
     def signal(self, name):
         """A recorded column by name: an output, else a state, else an input."""
@@ -215,16 +268,28 @@ class _Recorder:
                 np.array(cols[4], dtype=float).reshape(n, 3), np.array(cols[5], dtype=float))
 
 
-def execute(spec, *, progress=None, allow_files=False, end_at_stop_event=False, sim=None):
+def execute(spec, *, progress=None, allow_files=False, end_at_stop_event=False, sim=None,
+            signals=()):
     """Run ``spec``; returns (simulation, RunResult).  The callers that need the live
     simulation (the ``Scenario`` API, a REPL) use this; everything else uses :func:`run`.
     ``end_at_stop_event``: end the recording at a terminal event (``cosim simulate``),
-    else continue to the stop time with the state frozen (the stepper's rule)."""
+    else continue to the stop time with the state frozen (the stepper's rule).
+    ``progress``: see :mod:`cosim.progress`.  ``signals``: input signals from Python
+    (:func:`cosim.signals.python_signals`) besides the spec's."""
+    from .progress import progress_callback
     from .simulation import Simulation
     if sim is None:
         sim = Simulation.from_spec(spec, allow_files=allow_files)
     stop, stop_source = spec.resolved_stop_time(sim.model)
-    signals = [InputSignal(n, s) for n, s in _plain(spec.inputs).items()]
+    progress, close_progress = progress_callback(progress, spec.start_time, stop)
+    try:
+        return _execute(spec, sim, stop, stop_source, progress, end_at_stop_event,
+                        [*(InputSignal(n, s) for n, s in _plain(spec.inputs).items()), *signals])
+    finally:
+        close_progress()
+
+
+def _execute(spec, sim, stop, stop_source, progress, end_at_stop_event, signals):
     driven = [(sim.input_names.index(sig.name), sig) for sig in signals
               if not getattr(sig, "exact", False)]
     known = {*sim.output_names, *sim.state_names, *sim.input_names}
@@ -266,31 +331,97 @@ def execute(spec, *, progress=None, allow_files=False, end_at_stop_event=False, 
                 progress(integ.t)
 
     wall0 = _time.perf_counter()
-    for t_next in points:
-        if observer is not None:
-            state["end"] = t_next
-        sim.do_step(sim.time, t_next - sim.time, observer)
-        apply_inputs(t_next)  # ZOH: the value at the start of the next step (grid time)
-        if rows is None:
-            rec.landed()
-        else:
-            while k_row < len(rows) and rows[k_row] <= t_next + _tol(t_next):
-                if abs(rows[k_row] - t_next) <= _tol(t_next):
-                    rec.landed()
-                else:  # after a terminal event: the frozen state (no steps to observe)
-                    rec.frozen(float(rows[k_row]))
-                k_row += 1
-        if progress is not None:
-            progress(sim.time)
-        if end_at_stop_event and sim.stopped:
-            break
+    try:
+        for t_next in points:
+            if observer is not None:
+                state["end"] = t_next
+            sim.do_step(sim.time, t_next - sim.time, observer)
+            apply_inputs(t_next)  # ZOH: the value at the start of the next step (grid time)
+            if rows is None:
+                rec.landed()
+            else:
+                while k_row < len(rows) and rows[k_row] <= t_next + _tol(t_next):
+                    if abs(rows[k_row] - t_next) <= _tol(t_next):
+                        rec.landed()
+                    else:  # after a terminal event: the frozen state (no steps to observe)
+                        rec.frozen(float(rows[k_row]))
+                    k_row += 1
+            if progress is not None:
+                progress(sim.time)
+            if end_at_stop_event and sim.stopped:
+                break
+    except KeyboardInterrupt:
+        partial = _result(spec, sim, rec, _time.perf_counter() - wall0, stop, stop_source,
+                          interrupted=True)
+        raise RunInterrupted(partial) from None
     wall = _time.perf_counter() - wall0
     return sim, _result(spec, sim, rec, wall, stop, stop_source)
 
 
-def run(spec, *, progress=None, allow_files=False):
-    """Run one :class:`~cosim.spec.SimulationSpec`; returns a :class:`RunResult`."""
-    return execute(spec, progress=progress, allow_files=allow_files)[1]
+def run(spec, *, progress=None, allow_files=False, **changes):
+    """Run one spec; returns a :class:`RunResult`.
+
+    ``spec``: a :class:`~cosim.spec.SimulationSpec`, a spec or scenario file, the name of
+    a shipped scenario (``"pendulum_pd"``) or of a model (``"pendulum"``: its defaults,
+    communication steps of 10 ms); see :func:`cosim.spec.load_spec`.  ``changes``: keys
+    of the spec vocabulary applied first (``stop_time=1.0``, ``params={"l": 2.0}``).
+    ``progress``: None (default) draws a bar on stderr when it is a terminal and the
+    run takes longer than 2 s, True always, False never, or a callable ``f(t)`` called
+    after every communication step (:mod:`cosim.progress`).  ``allow_files``: a spec
+    whose model is ``file.py:Class`` may load that file.  Ctrl-C raises
+    :class:`~cosim.errors.RunInterrupted` carrying the rows recorded so far."""
+    from .spec import load_spec
+    return execute(load_spec(spec, **changes), progress=progress, allow_files=allow_files)[1]
+
+
+def simulate(model, t_end=None, *, inputs=None, method=None, progress=None, **options):
+    """Simulate ``model`` for ``t_end`` seconds in one call; returns a :class:`RunResult`
+    (``.to_pandas()`` for a DataFrame with units).
+
+    ``model``: a library name, ``package.module:Class``, ``file.py:Class``, or a model
+    class or instance.  ``t_end``: the run's length (default: the model's).
+    ``inputs``: a function ``f(t)`` returning ``{name: value}`` or the values in input
+    order, a mapping ``{name: value | f(t) | (times, values) | signal spec}``, or a table
+    (a DataFrame indexed by time or with a ``time`` column, a structured array with a
+    ``time`` field, or a 2-D array ``[time, input1, ...]``); every value is held from its
+    time on (zero-order hold).  ``method``: default the model's.  ``options``: keys of the
+    spec vocabulary -- ``params``, ``rtol``, ``atol``, ``h``, ``method_options``,
+    ``backend``, ``communication_step`` (default: 10 ms with a function input, else none:
+    the run lands only on table times, recording 500 rows from the dense output),
+    ``record_interval``, ``start_time``, ``max_ic_repair``, ...  ``progress``: as for
+    :func:`run`."""
+    from .models import Model
+    from .signals import python_signals
+    from .simulation import Simulation
+    from .spec import SimulationSpec
+    obj = model if isinstance(model, (type, Model)) else None
+    if obj is not None:
+        cls = model if isinstance(model, type) else type(model)
+        name = model.spec() if isinstance(model, type) and hasattr(model, "robot") else \
+            f"{cls.__module__}:{cls.__qualname__}"
+    elif isinstance(model, str):
+        name = model
+    else:
+        raise SpecError(f"model must be a name, a model class or a model instance, got "
+                        f"{type(model).__name__}")
+    options = dict(options)
+    start = options.pop("start_time", 0.0)
+    record_interval = options.pop("record_interval", None)
+    data = {"model": name, "method": method, "start_time": start, **options}
+    if t_end is not None:
+        data["stop_time"] = finite_float("start_time", start) + finite_float("t_end", t_end,
+                                                                              positive=True)
+    data.setdefault("communication_step", 0.01 if callable(inputs) or (
+        isinstance(inputs, dict) and any(callable(v) for v in inputs.values())) else None)
+    if record_interval is not None:
+        data["record"] = {"interval": record_interval}
+    spec = SimulationSpec.from_dict(data, source="cosim.simulate")
+    if obj is None:
+        sim = Simulation.from_spec(spec, allow_files=True)
+    else:
+        sim = Simulation.from_spec(spec, model=obj)
+    signals = python_signals(inputs, sim.input_names, sim.get_inputs())
+    return execute(spec, sim=sim, progress=progress, signals=signals)[1]
 
 
 def _plain(value):
@@ -298,10 +429,34 @@ def _plain(value):
     return thaw(value)
 
 
-def _result(spec, sim, rec, wall, stop, stop_source):
-    time, states, outputs, inputs, residuals, order = rec.arrays()
+def _units(sim):
+    """{column: unit}: the model's outputs and inputs; a block output connected to a plant
+    input carries that input's unit; coordinates (and their rates) where the model
+    declares ``coordinate_units``."""
     model = sim.model
     units = {s.name: s.unit for s in (*model.outputs, *model.inputs)}
+    for src, dst, *_ in sim.connections:
+        base = dst[6:] if dst.startswith("plant.") else dst
+        if base in units and src not in units:
+            units[src] = units[base]
+    coord = getattr(model, "coordinate_units", None)
+    names = list(sim.coordinate_names)
+    if coord and len(coord) == len(names):
+        for n, u in zip(names, coord):
+            units.setdefault(n, u)
+            units.setdefault("d" + n, f"{u}/s")
+    return units
+
+
+def _column_max(values):
+    finite = np.abs(values[np.isfinite(values)])
+    return float(finite.max()) if finite.size else math.nan
+
+
+def _result(spec, sim, rec, wall, stop, stop_source, interrupted=False):
+    time, states, outputs, inputs, residuals, order = rec.arrays()
+    model = sim.model
+    units = _units(sim)
     base = sim.base_step_exact
     energy = None
     if hasattr(model, "energy"):
@@ -314,17 +469,27 @@ def _result(spec, sim, rec, wall, stop, stop_source):
         state_names=tuple(sim.state_names), output_names=tuple(sim.output_names),
         input_names=tuple(sim.input_names), coordinate_names=tuple(sim.coordinate_names),
         plant_output_names=tuple(model.output_names), units=units, stats=sim.stats,
-        events=sim.event_log, final_state=sim.serialize_state(), wall_time_s=wall,
+        events=sim.event_log, final_state=_final_state(sim, interrupted), wall_time_s=wall,
         t_end=float(stop), t_end_source=stop_source, stopped=sim.stopped, stop_time=sim.stop_time,
         base_step=sim.base_step,
         base_step_exact=None if base is None else f"{base.numerator}/{base.denominator}",
         blocks=[{"name": b.name, "type": b.type_name, "sample_time": float(b.sample_time),
                  "offset": float(b.offset)} for b in sim.blocks],
-        max_residuals=tuple(float(x) for x in rec.peak),
+        max_residuals=tuple(_column_max(residuals[:, j]) for j in range(3)),
+        step_max_residuals=tuple(float(x) for x in rec.peak), interrupted=interrupted,
         ic_report=sim.ic_report.as_dict() if sim.ic_report is not None else None,
         energy=energy, coordinate_units=getattr(model, "coordinate_units", None))
     result.metrics = {m.name: metric_value(m, result) for m in spec.metrics}
     return result
+
+
+def _final_state(sim, interrupted):
+    if not interrupted:
+        return sim.serialize_state()
+    try:  # interrupted inside a step: the live state may be half-way
+        return sim.serialize_state()
+    except Exception:  # noqa: BLE001 - the rows are what an interrupted run keeps
+        return b""
 
 
 def metric_value(metric, result):
@@ -354,6 +519,6 @@ def metric_value(metric, result):
     return float(t[min(k, len(t) - 1)] - t[0])
 
 
-__all__ = ["RunResult", "run", "execute", "default_stop_time", "metric_value", "communication_points",
+__all__ = ["RunResult", "run", "simulate", "execute", "default_stop_time", "metric_value", "communication_points",
            "record_times", "DEFAULT_T_END", "FALLBACK_T_END"]
 

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import CosimError, ScenarioError, SpecError
+from .errors import CosimError, InvalidInputError, ScenarioError, SpecError
 from .multirate import exact_time
 from .options import check_step_against_grid, check_tolerances, exact_grid
 from .signals import SIGNAL_TYPES, InputSignal
@@ -170,42 +170,11 @@ def write_scenario_csv(path, r):
 
 
 def write_scenario_plot(path, r, name=None):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    n_plant = len(r.plant_output_names)
-    panels = [("plant outputs", list(range(n_plant)), r.outputs)]
-    if r.blocks:
-        panels.append(("block outputs", list(range(n_plant, len(r.output_names))), r.outputs))
-    if r.input_names:
-        panels.append(("external inputs", list(range(len(r.input_names))), r.inputs))
-    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.8 * len(panels)), sharex=True, squeeze=False)
-    # legend labels with the model's units (SI; "1" = dimensionless or unknown)
-    units = r.units
-
-    def label(name):
-        unit = units.get(name[6:] if name.startswith("plant.") else name, "1")
-        return f"{name} [{unit}]" if unit != "1" else name
-
-    names = {"external inputs": [label(n) for n in r.input_names]}
-    for ax, (title, cols, data) in zip(axes[:, 0], panels):
-        labels = names.get(title, [label(n) for n in r.output_names])
-        for c in cols:
-            # inputs recorded at t_k hold from t_k on (steps-post); a block output
-            # recorded at t_k was computed at its last sample before t_k (steps-pre)
-            style = {"plant outputs": "default", "block outputs": "steps-pre"}.get(title, "steps-post")
-            ax.plot(r.time, data[:, c], label=labels[c], drawstyle=style)
-        for ev in r.events:
-            if ev["kind"] in ("state", "stop"):
-                ax.axvline(ev["time"], color="0.7", lw=0.6, ls=":")
-        ax.set_ylabel(title)
-        ax.legend(fontsize=7, ncol=3)
-    axes[0, 0].set_title(f"{name or r.spec.name}: {r.model} — {r.method}")
-    axes[-1, 0].set_xlabel("time [s]")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    """The figure of a scenario run (:func:`cosim.plotting.write_run_plot`: one panel per
+    unit, references with what they command, constant signals listed, not drawn)."""
+    from .plotting import write_run_plot
+    return write_run_plot(path, r, title=f"{name or r.spec.name}: {r.model}, {r.method} "
+                                         f"({r.backend} backend)")
 
 
 def urdf_plant(spec, source):

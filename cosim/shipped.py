@@ -36,3 +36,33 @@ def shipped_scenario(name) -> Path | None:
         return None
     stem = name[:-5] if name.endswith(".yaml") else name
     return scenario_dir() / f"{stem}.yaml" if stem in scenario_names() else None
+
+
+def ros_config_names() -> list[str]:
+    """Names of the shipped ROS 2 parameter files (``cosim-ros --ros-args -p config:=NAME``)."""
+    return sorted(p.stem for p in launch_dir().glob("*.yaml"))
+
+
+def ros_config(name) -> Path | None:
+    """The shipped ROS 2 parameter file called ``name`` (with or without ``.yaml``), else
+    None.  Only a bare name is looked up, so this never reaches outside ``launch_dir()``."""
+    name = str(name)
+    if not name or "/" in name or "\\" in name or name.startswith("."):
+        return None
+    stem = name[:-5] if name.endswith(".yaml") else name
+    return launch_dir() / f"{stem}.yaml" if stem in ros_config_names() else None
+
+
+def file_summary(path) -> str:
+    """The first sentence of the comment block at the top of a shipped YAML file."""
+    lines = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if not line.startswith("#"):
+                    break
+                lines.append(line[1:].strip())
+    except OSError:
+        return ""
+    text = " ".join(" ".join(lines).split())
+    return text.split(". ")[0].rstrip(".")

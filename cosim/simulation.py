@@ -305,21 +305,23 @@ class Simulation:
                          t=exc.t, h=exc.h, cause=exc.cause)
 
     @classmethod
-    def from_spec(cls, spec, allow_files=False, check=None):
+    def from_spec(cls, spec, allow_files=False, check=None, model=None):
         """The simulation a :class:`cosim.spec.SimulationSpec` describes (the CLI, scenario
         files and sweeps build theirs here).  ``allow_files``: load a ``file.py:Class``
         plant (only the command line, whose arguments the user typed, allows it).  Sine
         inputs marked ``exact`` on an LTI plant become signal generators appended to the
-        plant (seed 001 §3.5, example 3.4)."""
+        plant (seed 001 §3.5, example 3.4).  ``model``: a model class or instance given in
+        Python, used instead of loading the spec's model name."""
         from .errors import SpecError
         from .models import is_urdf_spec, model_class
         from .spec import thaw
-        model = spec.model_reference(allow_files)
-        if isinstance(model, str) and is_urdf_spec(model):
-            if not allow_files:  # a spec names a URDF {urdf: PATH} next to its file, or its text
-                model_class(model)  # raises: where a URDF file may be named
-            from .models.urdf import load_urdf
-            model = load_urdf(model)
+        if model is None:
+            model = spec.model_reference(allow_files)
+            if isinstance(model, str) and is_urdf_spec(model):
+                if not allow_files:  # a spec names a URDF {urdf: PATH} next to its file, or its text
+                    model_class(model)  # raises: where a URDF file may be named
+                from .models.urdf import load_urdf
+                model = load_urdf(model)
         params = thaw(spec.params)
         method = spec.resolved_method(model)
         exact = {n: s for n, s in thaw(spec.inputs).items()

@@ -513,8 +513,41 @@ FILE_KEYS = ("name", "description", "model", "params", "method", "rtol", "atol",
              "max_chattering_events", "record", "metrics")
 
 
-def load_spec(path):
-    return SimulationSpec.load(path)
+def load_spec(source, **changes):
+    """A :class:`SimulationSpec` from what a user has at hand, then ``changes`` (keys of
+    the spec vocabulary, as :meth:`SimulationSpec.replace`):
+
+    * a :class:`SimulationSpec` (returned as it is);
+    * a spec or scenario file (YAML/JSON; a path that exists, or ends in .yaml/.yml/.json);
+    * the name of a shipped scenario (``cosim scenarios``), e.g. ``"pendulum_pd"``;
+    * the name of a model (``cosim models``, or ``package.module:Class``): the model with
+      its defaults (method, stop time) in communication steps of 10 ms.
+
+    A name that is both a shipped scenario and a model (``bouncing_ball``) is the scenario,
+    as for ``cosim run``."""
+    import os
+
+    from .shipped import scenario_names, shipped_scenario
+    if isinstance(source, SimulationSpec):
+        spec = source
+    elif isinstance(source, (str, os.PathLike)):
+        text = os.fspath(source)
+        if os.path.exists(text) or text.lower().endswith((".yaml", ".yml", ".json")) or \
+                shipped_scenario(text) is not None:
+            spec = SimulationSpec.load(text)
+        else:
+            from .models import model_class
+            try:
+                model_class(text)
+            except CosimError as exc:
+                raise SpecError(f"{text!r} is not a spec file, a shipped scenario "
+                                f"({', '.join(scenario_names())}) or a model: {exc}") from None
+            spec = SimulationSpec.from_dict({"model": text}, source=f"model {text!r}")
+            spec = spec.replace(name=text)
+    else:
+        raise SpecError(f"a spec is a SimulationSpec, a file, a scenario name or a model name, "
+                        f"got {type(source).__name__}")
+    return spec.replace(**changes) if changes else spec
 
 
 __all__ = ["SimulationSpec", "Metric", "FrozenMap", "SpecError", "load_spec", "typed_method_options",

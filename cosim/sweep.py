@@ -61,6 +61,14 @@ class PlainTCPWarning(CosimWarning):
 _warned_plain = set()
 
 
+def require_sweep_extra(what="cosim.sweep"):
+    """dask, distributed, pyarrow and cryptography are importable, else a one-line
+    :class:`~cosim.errors.MissingExtraError` naming the ``sweep`` extra."""
+    from .extras import require
+    for module in ("dask", "distributed", "pyarrow", "cryptography"):
+        require(module, what, "sweep")
+
+
 # -- running ---------------------------------------------------------------------------------
 @dataclass
 class RunFailure:
@@ -107,6 +115,7 @@ class SweepResult:
 
     def runs_table(self):
         """pyarrow Table: run, one column per varied quantity, status, error, metrics, steps."""
+        require_sweep_extra("SweepResult.runs_table")
         import pyarrow as pa
         metrics = self.metric_names()
         cols = {"run": pa.array(range(len(self.results)), pa.int64())}
@@ -126,6 +135,7 @@ class SweepResult:
 
     def timeseries_table(self):
         """pyarrow Table in long form: run, time, one column per recorded signal."""
+        require_sweep_extra("SweepResult.timeseries_table")
         import pyarrow as pa
         ok = [(i, r) for i, r in enumerate(self.results) if not isinstance(r, RunFailure)]
         if not ok:
@@ -328,6 +338,46 @@ def embedded_security():
                            "certificate is made per run): pip install 'cosim[sweep]'") from None
 
 
+def _check_main_guard():
+    """An embedded cluster starts worker processes that import the main script again:
+    called from a script's top level (no ``if __name__ == "__main__":``), every worker
+    would run the script's body.  Refuse in one line before starting any process."""
+    import sys
+    main = sys.modules.get("__main__")
+    if main is None or not getattr(main, "__file__", None):
+        return  # interactive, python -c, a notebook: nothing is imported again
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name.endswith("__main__"):
+        return  # python -m package: multiprocessing does not import package.__main__ again
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main) and \
+                not _under_main_guard(main.__file__, frame.f_lineno):
+            raise ClusterError(
+                "cosim.sweep starts worker processes that import your script again: put the "
+                "call under `if __name__ == \"__main__\":` (or pass client=/scheduler= to use "
+                "a running cluster)")
+        frame = frame.f_back
+
+
+def _under_main_guard(path, line):
+    """Line ``line`` of the script ``path`` is inside ``if __name__ == "__main__":``
+    (True when the file cannot be read or parsed: then nothing is refused)."""
+    import ast
+    try:
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError):
+        return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and \
+                "__name__" in ast.unparse(node.test) and "__main__" in ast.unparse(node.test):
+            first, last = node.body[0].lineno, max(getattr(n, "end_lineno", n.lineno) for n in node.body)
+            if first <= line <= last:
+                return True
+    return False
+
+
 def connect(scheduler=None, workers=None, timeout=10.0):
     """(client, description, close): an existing cluster (``tls://`` / ``tcp://`` address
     or scheduler file), else an embedded LocalCluster on 127.0.0.1 with one
@@ -335,11 +385,13 @@ def connect(scheduler=None, workers=None, timeout=10.0):
     thread each, all of its connections TLS with a per-run certificate."""
     import logging
 
+    require_sweep_extra("cosim.sweep.connect")
     import dask
     timeout = check_timeout(timeout)
     if scheduler is not None:
         return _connect_existing(scheduler, timeout)
     from distributed import Client, LocalCluster
+    _check_main_guard()
     n = workers or os.cpu_count() or 1
     security = embedded_security()
     with dask.config.set({"distributed.nanny.pre-spawn-environ": dict(
@@ -369,11 +421,15 @@ def sweep(spec, variations=None, client=None, *, scheduler=None, workers=None, t
     """Run ``spec`` once per variation (or each spec of ``specs``, named by ``labels`` in
     the files, default their names) on Dask; returns a :class:`SweepResult` in run order.
     ``client``: a ``distributed.Client`` to use; else ``scheduler`` (address or scheduler
-    file) or an embedded LocalCluster.  ``progress(done, total)`` is called as runs finish.
-    Each run's spec is made when it is submitted (at most a few per worker in flight); a
-    run whose varied value the spec refuses is recorded as failed, like a run that fails."""
+    file) or an embedded LocalCluster.  ``progress``: None (default) draws a bar on
+    stderr when it is a terminal and the sweep takes longer than 2 s, True always, False
+    never, or a callable ``progress(done, total)`` called as runs finish
+    (:mod:`cosim.progress`).  Each run's spec is made when it is submitted (at most a few
+    per worker in flight); a run whose varied value the spec refuses is recorded as
+    failed, like a run that fails."""
     import time
 
+    require_sweep_extra("cosim.sweep")
     from distributed import as_completed
     if specs is None:
         variations = variations if variations is not None else Variations(runs=((),), names=())
@@ -382,6 +438,8 @@ def sweep(spec, variations=None, client=None, *, scheduler=None, workers=None, t
     else:
         variations = Variations(runs=tuple(() for _ in specs), names=(), kind="specs",
                                 description={"specs": list(labels or [s.name for s in specs])})
+    from .progress import progress_callback
+    progress, close_progress = progress_callback(progress, 0, len(specs), unit="", label="runs")
     close = None
     if client is None:
         client, where, close = connect(scheduler, workers, timeout)
@@ -438,6 +496,7 @@ def sweep(spec, variations=None, client=None, *, scheduler=None, workers=None, t
                 submit_more()
         wall = time.perf_counter() - wall0
     finally:
+        close_progress()
         if close is not None:
             close()
     for i, r in enumerate(results):
@@ -459,46 +518,15 @@ def _check_first_and_ends(spec, specs, variations):
 
 
 def write_plot(path, result):
-    """Trajectory envelope of the first recorded signal (min/max over runs, and each
-    run thin) and each metric against each varied quantity.  Needs matplotlib;
-    returns False (nothing written) without it."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    """Every run's first recorded signal against time coloured by the first varied
+    quantity (a colour bar with its unit), and each metric against each varied quantity
+    (:func:`cosim.plotting.write_sweep_plot`).  Returns False (nothing written) without
+    matplotlib."""
+    import importlib.util
+    if importlib.util.find_spec("matplotlib") is None:
         return False
-    ok = [r for r in result.results if not isinstance(r, RunFailure)]
-    metrics = result.metric_names()
-    names = result.variations.names
-    panels = 1 + (len(metrics) * len(names) if names else 0)
-    panels = min(panels, 7)
-    fig, axes = plt.subplots(panels, 1, figsize=(8, 2.6 * panels), squeeze=False)
-    ax = axes[0, 0]
-    if ok:
-        sig = next(iter(result._signals(ok[0])))
-        for r in ok[:200]:
-            ax.plot(r.time, result._signals(r)[sig], color="0.6", lw=0.4)
-        if all(len(r.time) == len(ok[0].time) for r in ok):
-            stack = np.array([result._signals(r)[sig] for r in ok])
-            ax.fill_between(ok[0].time, stack.min(0), stack.max(0), color="C0", alpha=0.25, label="envelope")
-        ax.set_ylabel(sig)
-        ax.set_xlabel("time [s]")
-        ax.set_title(f"{len(ok)} runs of {result.specs[0].name or result.specs[0].model}")
-    table = result.runs_table()
-    k = 1
-    for m in metrics:
-        for n in names:
-            if k >= panels:
-                break
-            a = axes[k, 0]
-            a.plot(table.column(n).to_pylist(), table.column(m).to_pylist(), ".", ms=3)
-            a.set_xlabel(n)
-            a.set_ylabel(m)
-            k += 1
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    from .plotting import write_sweep_plot
+    write_sweep_plot(path, result)
     return True
 
 

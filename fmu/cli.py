@@ -34,7 +34,9 @@ def _cmd_build(args):
     try:
         from .builder import build_fmu
     except ImportError as exc:
-        raise CosimError(f"cosim fmu build needs pythonfmu ({install_hint('fmu')}): {exc}") from None
+        from cosim.extras import missing_extra
+        raise CosimError(missing_extra(exc, "cosim fmu build") or
+                         f"cosim fmu build needs pythonfmu ({install_hint('fmu')}): {exc}") from None
 
     from cosim.options import check_output_file
     check_output_file(args.output, "--output")  # before the build (issue 14)

@@ -215,7 +215,9 @@ def declare(node, model_parameters):
                 f"(parameters: {', '.join(q.name for q in spec_params) or 'none'})")
     if unknown:
         hint = (" (state_file was replaced by state_directory + state_name)"
-                if "state_file" in unknown else "")
+                if "state_file" in unknown else
+                " (config names a shipped file on the command line only: -p config:=NAME)"
+                if "config" in unknown else "")
         raise ConfigurationError(f"unknown parameter(s) for this node: {', '.join(unknown)}"
                                  f"{hint}; see --help")
     cfg = read(node)
@@ -330,7 +332,8 @@ def check(name, value):
 
 
 def help_text(prog, summary):
-    lines = [f"usage: {prog} [--help] --ros-args [--params-file FILE] [-p NAME:=VALUE ...]",
+    lines = [f"usage: {prog} [--help] [--ros-args [-p config:=NAME] [--params-file FILE] "
+             "[-p NAME:=VALUE ...]]",
              "", summary, "", "parameters (node cosim_sim; * = may change at run time):"]
     for s in PLANT:
         default = "(none)" if isinstance(s.default, Parameter.Type) else repr(s.default)

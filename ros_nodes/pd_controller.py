@@ -12,8 +12,9 @@ plant matches the stamp to its current step) or as a
 (``command_type: array``; the plant's ``command_inputs`` must list the
 inputs in the same order).
 
-Run: ``python -m ros_nodes.pd_controller --ros-args --params-file launch/pd_pendulum.yaml``
-(``--help`` prints the parameters).  Integer literals are accepted for the
+Run: ``python -m ros_nodes.pd_controller --ros-args -p config:=pd_pendulum`` (a shipped
+parameter file; ``--help`` prints the parameters).  With ``exit_with_plant`` (set in the
+shipped files) it exits when the plant has gone, e.g. after the plant's ``end_time``.  Integer literals are accepted for the
 floating-point parameters; SIGINT/SIGTERM end it with exit status 0.
 """
 from __future__ import annotations
@@ -21,13 +22,15 @@ from __future__ import annotations
 import sys
 
 if __name__ == "__main__":
-    from ros_nodes.process import install_signal_handlers  # before the heavy imports
+    from ros_nodes.process import install_signal_handlers, require_ros  # before the heavy imports
     install_signal_handlers()
+    require_ros("pd_controller")  # without the ros extra: one line naming it, exit 2
 
 import rclpy  # noqa: E402
 from rcl_interfaces.msg import ParameterDescriptor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
+from rclpy.task import Future  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension  # noqa: E402
 
@@ -37,6 +40,7 @@ from .common import (COMMAND_QOS, ConfigurationError, set_real_time_priority,  #
 from .params import coerce_overrides, integer_to_double_callback  # noqa: E402
 
 DOUBLES = ("kp", "kd", "target_positions", "feedforward", "max_effort")
+PLANT_CHECK_PERIOD = 0.2   # s (wall): how often exit_with_plant looks for the plant
 
 
 def _d(text, constraints=""):
@@ -61,6 +65,8 @@ class PDController(Node):
             "QoS reliability of the joint_states subscription: reliable (lock_step plant) or "
             "best_effort (matches any plant)", "one of reliable, best_effort"))
         p("sched_priority", 0, _d("SCHED_FIFO priority 1..99 when run by main(); 0 = normal"))
+        p("exit_with_plant", False, _d("exit (status 0) when the plant's joint_states publisher "
+                                       "has gone, e.g. after its end_time"))
         p("topics.joint_states", "joint_states", _d("JointState input topic"))
         p("topics.command", "command", _d("Float64MultiArray command topic"))
         p("topics.joint_command", "joint_command", _d("JointState effort command topic"))
@@ -108,9 +114,23 @@ class PDController(Node):
                 JointState, self.get_parameter("topics.joint_command").value, COMMAND_QOS)
             self._msg = JointState()
             self._msg.name = self.joints
-        self.create_subscription(JointState, self.get_parameter("topics.joint_states").value,
-                                 self._on_state, state_qos(reliability))
+        self._state_sub = self.create_subscription(
+            JointState, self.get_parameter("topics.joint_states").value, self._on_state,
+            state_qos(reliability))
         self.commands_sent = 0
+        self.finished = Future()     # process.run ends the program when it is done
+        self._plant_seen = False
+        if self.get_parameter("exit_with_plant").value:
+            self.create_timer(PLANT_CHECK_PERIOD, self._check_plant)
+
+    def _check_plant(self):
+        """exit_with_plant: done once the joint_states publisher that was there has gone."""
+        if self._state_sub.get_publisher_count() > 0:
+            self._plant_seen = True
+        elif self._plant_seen and not self.finished.done():
+            self.get_logger().info(f"the plant has gone (no joint_states publisher) after "
+                                   f"{self.commands_sent} commands: exiting")
+            self.finished.set_result(0)
 
     def _on_state(self, msg):
         if self._names_seen != msg.name:
@@ -139,7 +159,7 @@ class PDController(Node):
         self.commands_sent += 1
 
 
-HELP = """usage: python -m ros_nodes.pd_controller [--help] --ros-args [--params-file FILE] [-p NAME:=VALUE ...]
+HELP = """usage: python -m ros_nodes.pd_controller [--help] --ros-args [-p config:=NAME] [--params-file FILE] [-p NAME:=VALUE ...]
 
 Joint-space PD controller for the cosim plant (node pd_controller).  Parameters:
   joint_names        controlled joints (order of all arrays)
@@ -150,6 +170,8 @@ Joint-space PD controller for the cosim plant (node pd_controller).  Parameters:
   command_type = joint_state   joint_state (stamped efforts) or array (Float64MultiArray)
   state_reliability = reliable reliable or best_effort joint_states subscription
   sched_priority = 0 SCHED_FIFO priority when run as a program
+  exit_with_plant = false   exit 0 when the plant's joint_states publisher has gone
+  config             a shipped parameter file by name (pd_pendulum, pd_two_link), read first
   topics.joint_states, topics.command, topics.joint_command
 SIGINT/SIGTERM: clean exit 0."""
 
@@ -163,7 +185,8 @@ def _make(context):
 
 
 def main(args=None):
-    return process.run(_make, node_name="pd_controller", argv=args, help_text=HELP)
+    return process.run(_make, node_name="pd_controller", argv=args, help_text=HELP,
+                       prog="pd_controller")
 
 
 if __name__ == "__main__":

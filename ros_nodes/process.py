@@ -5,7 +5,15 @@ process quietly too.
 
 Exit status: 0 after SIGINT or SIGTERM (in any phase: start-up, spinning,
 paused, a long step) or when the node finishes (``shutdown_at_end``); 1 when
-its simulation thread died; 2 for a configuration error.
+its simulation thread died; 2 for a configuration error or a missing ``ros``
+extra, printed as one line.
+
+Configuration by name: ``--ros-args -p config:=NAME`` reads the shipped
+parameter file ``NAME`` (:func:`cosim.shipped.ros_config`, the files ``cosim
+scenarios`` lists) as if it were given first with ``--params-file``, so every
+other ``-p`` and ``--params-file`` overrides it.  A node run with no parameters
+at all runs its default configuration (the plant: ``pendulum_real_time``) and
+says so.
 Shutdown is bounded: the main loop wakes at least every 0.1 s, the simulation
 thread gets 1 s to stop, and a thread stuck in a long step is abandoned
 (the process ends with ``os._exit`` after rclpy is shut down).
@@ -63,6 +71,62 @@ def install_signal_handlers():
         signal.signal(s, _handler)
 
 
+class ArgumentError(Exception):
+    """Bad command-line arguments, found before rclpy starts (one line, exit 2)."""
+
+
+def require_ros(prog):
+    """rclpy is importable, else one line naming the ``ros`` extra and exit 2 (before
+    any node module imports rclpy at its top)."""
+    try:
+        import rclpy  # noqa: F401
+    except ImportError as exc:
+        from cosim.extras import message
+        print(f"{prog}: error: {message(exc.name or 'rclpy', 'the ROS 2 node', 'ros')}",
+              file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _ros_args(argv):
+    """Index of the first ``--ros-args`` (None: no ROS arguments)."""
+    return argv.index("--ros-args") if "--ros-args" in argv else None
+
+
+def has_parameters(argv):
+    """Any ``--params-file``, ``-p``/``--param`` among the arguments."""
+    return any(a in ("--params-file", "-p", "--param") for a in argv[1:])
+
+
+def expand_config(argv, default=None):
+    """(argv, name, path): ``-p config:=NAME`` replaced by ``--params-file PATH`` of the
+    shipped file, placed right after ``--ros-args`` (the lowest precedence: later
+    ``-p`` and ``--params-file`` win).  Without any parameter, ``default`` (if given)
+    is the config.  A name that is not shipped raises :class:`ArgumentError`."""
+    argv, name, i = list(argv), None, 1
+    while i < len(argv) - 1:
+        if argv[i] in ("-p", "--param") and argv[i + 1].startswith("config:="):
+            name = argv[i + 1].split(":=", 1)[1]
+            del argv[i:i + 2]
+        else:
+            i += 1
+    if name is None and default is not None and not has_parameters(argv):
+        name = default
+    if name is None:
+        return argv, None, None
+    from cosim.shipped import ros_config, ros_config_names
+    path = ros_config(name)
+    if path is None:
+        raise ArgumentError(f"-p config:={name}: no shipped parameter file {name!r} (shipped: "
+                            f"{', '.join(ros_config_names())}); a file of your own: "
+                            f"--params-file FILE")
+    at = _ros_args(argv)
+    if at is None:
+        argv.append("--ros-args")
+        at = len(argv) - 1
+    argv[at + 1:at + 1] = ["--params-file", str(path)]
+    return argv, name, path
+
+
 def wants_help(argv):
     """``--help``/``-h`` before ``--ros-args`` (after it, the arguments are ROS's)."""
     args = list(argv[1:])
@@ -90,7 +154,9 @@ def check_params_file_sections(argv, fully_qualified_name):
         try:  # bounded: size, depth, alias expansion (cosim.safe_yaml)
             doc = read_path(path, f"parameter file {path!r}")
         except OSError as exc:
-            return f"cannot read parameter file {path!r}: {exc.strerror}"
+            from cosim.shipped import ros_config_names
+            return (f"cannot read parameter file {path!r}: {exc.strerror} (a shipped file by "
+                    f"name: -p config:=NAME, NAME one of {', '.join(ros_config_names())})")
         except SpecError as exc:
             return str(exc)
         keys = [str(k) for k in (doc or {})] if isinstance(doc, dict) else []
@@ -119,13 +185,15 @@ def _section_applies(key, fqn):
     return fnmatch.fnmatchcase(fqn, pattern) or fnmatch.fnmatchcase(fqn.lstrip("/"), key.lstrip("/"))
 
 
-def run(make_node, *, node_name, help_text, argv=None):
+def run(make_node, *, node_name, help_text, argv=None, prog=None, default_config=None):
     """Run one node as a program; returns the exit status.
 
     ``make_node(context)`` builds the node; a node with ``start()``/``stop(timeout)``
     and a ``finished`` future (the plant) is started after it is added to the
-    executor and stopped on the way out."""
+    executor and stopped on the way out.  ``default_config``: the shipped parameter
+    file run when no parameter is given at all."""
     argv = list(sys.argv if argv is None else argv)
+    prog = prog or node_name
     if wants_help(argv):
         try:
             print(help_text, flush=True)
@@ -134,6 +202,16 @@ def run(make_node, *, node_name, help_text, argv=None):
             os_.dup2(os_.open(os_.devnull, os_.O_WRONLY), sys.stdout.fileno())
         return 0
     install_signal_handlers()
+    try:  # arguments checked before rclpy starts: one line each, exit 2
+        given = has_parameters(argv)
+        argv, config, config_path = expand_config(argv, default_config)
+        defaulted = config is not None and not given
+        error = check_params_file_sections(argv, _fully_qualified_name(argv, node_name))
+        if error:
+            raise ArgumentError(error)
+    except ArgumentError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr, flush=True)
+        return 2
     node = executor = context = None
     stopped_cleanly = True
     try:
@@ -149,17 +227,20 @@ def run(make_node, *, node_name, help_text, argv=None):
         context = rclpy.Context()
         try:
             rclpy.init(args=argv, context=context, signal_handler_options=SignalHandlerOptions.NO)
-        except Exception as exc:  # noqa: BLE001 - rcl's RCLError: a bad --ros-args argument
+        except Exception as exc:  # noqa: BLE001 - rclpy's RCLError: malformed ROS arguments
             context = None
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            print(f"{node_name}: cannot start: {first.strip()} — rcl reads every -p value as "
-                  f"YAML; give such a value in a --params-file", file=sys.stderr, flush=True)
+            text = str(exc).split(", at /")[0]
+            print(f"{prog}: error: {text} (rcl reads every -p value as YAML; give such a value "
+                  f"in a --params-file)", file=sys.stderr, flush=True)
             return 2
         logger = rclpy.logging.get_logger(node_name)
+        if config is not None:
+            from cosim.shipped import file_summary
+            how = ("no parameters given: running the shipped configuration" if defaulted
+                   else "shipped configuration")
+            logger.info(f"{how} {config!r}: {file_summary(config_path)} ({config_path}; "
+                        f"`{prog} --help` lists the parameters)")
         try:
-            error = check_params_file_sections(argv, _fully_qualified_name(argv, node_name))
-            if error:
-                raise ConfigurationError(error)
             _checkpoint()
             node = make_node(context)
         except (CosimError, ConfigurationError, ValueError, ParameterException) as exc:

@@ -32,8 +32,9 @@ import os
 import sys
 
 if __name__ == "__main__" or os.path.basename(sys.argv[0] if sys.argv else "") == "cosim-ros":
-    from ros_nodes.process import install_signal_handlers  # before the heavy imports
+    from ros_nodes.process import install_signal_handlers, require_ros  # before the heavy imports
     install_signal_handlers()
+    require_ros("cosim-ros")  # without the ros extra: one line naming it, exit 2
 
 import collections  # noqa: E402
 import functools  # noqa: E402
@@ -453,10 +454,15 @@ class SimulationNode(Node):
         self.pub_wall = None
 
 
+DEFAULT_CONFIG = "pendulum_real_time"   # what plain `cosim-ros` runs
+
 HELP = ("cosim-ros: the cosim plant as a ROS 2 node (topics /clock, joint_states, outputs, "
         "command, joint_command, /diagnostics;\nservices reset_simulation, pause_simulation, "
         "resume_simulation, step_simulation, save_state, load_state;\nstep requests step_n "
-        "(std_msgs/UInt32), run_until (std_msgs/Float64)).  SIGINT/SIGTERM: clean exit 0.")
+        "(std_msgs/UInt32), run_until (std_msgs/Float64)).  SIGINT/SIGTERM: clean exit 0.\n\n"
+        "-p config:=NAME   a shipped parameter file by name (`cosim scenarios` lists them), read "
+        "first:\n                  later -p and --params-file override it.  No parameters at "
+        f"all: config {DEFAULT_CONFIG}.")
 
 
 def _make(context, description=None):
@@ -474,13 +480,15 @@ def _make(context, description=None):
 
 
 def main(args=None):
-    """Console script ``cosim-ros``: ``cosim-ros --ros-args --params-file plant.yaml``.
+    """Console script ``cosim-ros``: ``cosim-ros --ros-args -p config:=NAME`` (a shipped
+    parameter file) or ``--params-file plant.yaml``; no parameters: ``DEFAULT_CONFIG``.
     A ``-p robot_description:=TEXT`` is taken off the command line before rcl parses it
     (ros_nodes.robot): rcl reads a ``-p`` value as YAML, which a URDF in general is not."""
     argv, description = robot_io.take_description_argument(list(sys.argv if args is None else args))
     make = _make if description is None else functools.partial(_make, description=description)
-    return process.run(make, node_name="cosim_sim", argv=argv,
-                       help_text=params.help_text("cosim-ros", HELP))
+    return process.run(make, node_name="cosim_sim", argv=argv, prog="cosim-ros",
+                       help_text=params.help_text("cosim-ros", HELP),
+                       default_config=DEFAULT_CONFIG if description is None else None)
 
 
 if __name__ == "__main__":

@@ -140,3 +140,18 @@ def test_cosim_ros_console_script_help(installed):
     out, err = _run([installed["bin"] / "cosim-ros", "--help"], installed["cwd"], installed["env"],
                     timeout=60)
     assert out.startswith("usage: cosim-ros") and "[INFO]" not in out + err
+
+
+@pytest.mark.ros
+def test_cosim_ros_runs_a_shipped_config_by_name_from_the_wheel(installed):
+    """Outside a checkout: a shipped parameter file by name, overridden on the command line."""
+    pytest.importorskip("rclpy")
+    from ros_nodes.testing import ros_environment, unique_domain_id
+    ros = ros_environment(unique_domain_id("wheel-config"))
+    env = dict(installed["env"], **{k: v for k, v in ros.items() if k.startswith(("ROS_", "RCUTILS_"))})
+    out, err = _run([installed["bin"] / "cosim-ros", "--ros-args", "-p", "config:=pendulum_free_run",
+                     "-p", "end_time:=0.2", "-p", "shutdown_at_end:=true"], installed["cwd"], env,
+                    timeout=180)
+    assert "shipped configuration 'pendulum_free_run'" in err
+    assert str(installed["site"] / "cosim" / "data" / "launch" / "pendulum_free_run.yaml") in err
+    assert "end_time reached at t=0.2" in err

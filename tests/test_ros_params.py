@@ -117,7 +117,8 @@ def test_help_into_a_closed_pipe_exits_quietly():
 
 
 @pytest.mark.parametrize("name", ["pendulum_free_run.yaml", "pendulum_lock_step.yaml",
-                                  "two_link_lock_step.yaml", "two_link_real_time.yaml"])
+                                  "pendulum_real_time.yaml", "two_link_lock_step.yaml",
+                                  "two_link_real_time.yaml"])
 def test_launch_yaml_has_only_known_keys(context, name):
     node = SimulationNode(context=context, cli_args=[
         "--ros-args", "--params-file", os.path.join(LAUNCH, name)])

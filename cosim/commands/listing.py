@@ -17,7 +17,8 @@ def _list(registry, package):
 def _scenarios(args):
     from ..errors import SpecError
     from ..safe_yaml import read_path
-    from ..shipped import launch_dir, scenario_dir, scenario_names
+    from ..shipped import (file_summary, launch_dir, ros_config, ros_config_names, scenario_dir,
+                           scenario_names)
 
     for name in scenario_names():
         try:
@@ -30,7 +31,12 @@ def _scenarios(args):
             text = f"(unreadable: {exc})"
         print(f"{name:26s} {text}")
     print(f"\nrun one by name: cosim run NAME  (files in {scenario_dir()})")
-    print(f"ROS 2 parameter and launch files: {launch_dir()}")
+    print("\nROS 2 parameter files (cosim-ros --ros-args -p config:=NAME; the PD controller: "
+          "python -m ros_nodes.pd_controller --ros-args -p config:=NAME):")
+    for name in ros_config_names():
+        text = file_summary(ros_config(name))
+        print(f"{name:26s} {text if len(text) <= 100 else text[:99] + '…'}")
+    print(f"\nROS 2 parameter and launch files: {launch_dir()}")
     return 0
 
 

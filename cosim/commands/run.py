@@ -7,11 +7,12 @@ base_step_exact ("p/q"), blocks, stopped, stop_time, state, outputs, events
 (the event log), stats, wall_time_s, real_time_factor.
 """
 import json
-import sys
 
+from ..errors import RunInterrupted
 from ..options import check_output_file, check_plot_path
 from ..run import execute
 from ..scenario import Scenario, scenario_summary, write_scenario_csv, write_scenario_plot
+from .simulate import keep_interrupted
 
 
 def _cmd(args):
@@ -22,16 +23,11 @@ def _cmd(args):
     if args.t_end is not None:
         spec = spec.replace(stop_time=args.t_end)
     sim = scenario.build(backend=args.backend)  # Simulation.from_spec + what the file's values do
-    show = (not args.json) and sys.stderr.isatty()
-    stop = spec.stop_time
-
-    def progress(t):
-        pct = int(100 * (t - spec.start_time) / (stop - spec.start_time))
-        sys.stderr.write(f"\r[{'#' * (pct // 4):<25s}] {pct:3d}%  t={t:.6g}")
-
-    result = execute(spec, sim=sim, progress=progress if show else None)[1]
-    if show:
-        sys.stderr.write("\n")
+    try:   # a progress bar on a terminal after 2 s (cosim.progress)
+        result = execute(spec, sim=sim, progress=False if args.json else None)[1]
+    except RunInterrupted as exc:
+        return keep_interrupted(exc.result, args.out, args.plot, write_scenario_csv,
+                                lambda path, r: write_scenario_plot(path, r, scenario.name))
     summary = scenario_summary(result, scenario.name)
     if args.out:
         write_scenario_csv(args.out, result)

@@ -12,11 +12,11 @@ import warnings
 
 import numpy as np
 
-from ..errors import ConvergenceError, CosimWarning, InvalidInputError
+from ..errors import ConvergenceError, CosimWarning, InvalidInputError, RunInterrupted
 from ..model_files import resolve_cli_model
 from ..options import check_output_file, check_plot_path, check_step_against_grid, check_tolerances, parse_assignments, warn
 from ..run import DEFAULT_T_END, FALLBACK_T_END, default_stop_time, execute
-from ..spec import SimulationSpec
+from ..spec import SimulationSpec, thaw
 from ..validation import communication_step_count, finite_float
 
 __all__ = ["DEFAULT_T_END", "FALLBACK_T_END", "parse_assignments", "run_simulation", "stop_time",
@@ -30,27 +30,6 @@ def stop_time(model, t_end=None):
     return default_stop_time(model)
 
 
-
-
-class _Progress:
-    """A one-line progress bar on a terminal (stderr), silent otherwise."""
-
-    def __init__(self, enabled, total):
-        self.enabled, self.total, self.last = enabled, total, -1
-
-    def update(self, t):
-        if not self.enabled:
-            return
-        pct = int(100 * t / self.total) if self.total > 0 else 100
-        if pct != self.last:
-            self.last = pct
-            bar = "#" * (pct // 4)
-            sys.stderr.write(f"\r[{bar:<25s}] {pct:3d}%  t={t:.6g}")
-            sys.stderr.flush()
-
-    def close(self):
-        if self.enabled:
-            sys.stderr.write("\n")
 
 
 def simulation_spec(model, method="generalized-alpha", *, t_end=None, dt=None, rtol=None, atol=None,
@@ -82,7 +61,9 @@ def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rt
     :class:`~cosim.run.RunResult` (``result``), its time series (``time``, ``y``,
     ``outputs``, ``residuals``, ``order``) and the live simulation (``sim``).
     ``rtol``/``atol``: None means the defaults 1e-6/1e-8 (a value given to a method
-    that does not use it gets a warning)."""
+    that does not use it gets a warning).  ``progress``: see :mod:`cosim.progress`
+    (False: none).  Ctrl-C raises :class:`~cosim.errors.RunInterrupted` with the rows
+    recorded so far."""
     from ..simulation import Simulation
 
     from ..models import Model, model_class
@@ -114,9 +95,8 @@ def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rt
     for w in caught:  # the IC repair warning is printed by the caller (ic_report)
         if not issubclass(w.category, CosimWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    bar = _Progress(progress, t_end)
     try:
-        sim, result = execute(spec, sim=sim, progress=bar.update, end_at_stop_event=True)
+        sim, result = execute(spec, sim=sim, progress=progress, end_at_stop_event=True)
     except ConvergenceError as exc:
         # Simulation adds the checker hint with module:Class; name the model as typed here
         if isinstance(model, str) and "`cosim check " in str(exc):
@@ -125,8 +105,9 @@ def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rt
                                              f"`cosim check {model}`"),
                             t=exc.t, h=exc.h, cause=exc.cause) from None
         raise
-    finally:
-        bar.close()
+    except RunInterrupted as exc:
+        exc.result.t_end_source = t_end_source
+        raise
     result.t_end_source = t_end_source
     return {"sim": sim, "result": result, "model": result.model, "method": method, "time": result.time,
             "y": result.states, "outputs": result.outputs, "residuals": result.residuals,
@@ -138,21 +119,29 @@ def _run_result(result):
     return result["result"] if isinstance(result, dict) else result
 
 
-def summary_dict(result):
-    """The ``--json`` object of ``cosim simulate`` from a :class:`~cosim.run.RunResult`."""
+def summary_dict(result, derivatives=False):
+    """The ``--json`` object of ``cosim simulate`` from a :class:`~cosim.run.RunResult`;
+    ``derivatives``: add how each derivative is computed (``--verbose``: on the compiled
+    backend the report compiles probe kernels, seconds on a first call in a process)."""
     r = _run_result(result)
     y = r.states[-1]
     n_q = len(r.coordinate_names)
     multibody = len(r.state_names) == 2 * n_q and r.model_kind == "multibody"
     pos, vel, acc = r.residuals[-1]
-    peak = r.max_residuals
     stats = {k: int(v) for k, v in r.stats.items()}
     stats["constraint_residuals"] = {"position": float(pos), "velocity": float(vel),
-                                     "acceleration": float(acc)}
-    stats["max_constraint_residuals"] = {"position": peak[0], "velocity": peak[1], "acceleration": peak[2]}
+                                     "acceleration": _number(acc)}
+    stats["max_constraint_residuals"] = _levels(r.max_residuals)          # over the recorded rows
+    stats["max_constraint_residuals_at_steps"] = _levels(r.step_max_residuals or r.max_residuals)
+    enforced, why = constraint_levels(r.method, thaw(r.spec.method_options) if r.spec else {})
+    stats["acceleration_enforced"] = "acceleration" in enforced
+    stats["rows"] = len(r.time)
+    stats["interpolated_rows"] = int(np.count_nonzero(np.isnan(r.residuals[:, 2]))) \
+        if r.model_kind == "multibody" else 0
     stats["wall_time_s"] = r.wall_time_s
     out = {
         "model": r.model, "method": r.method, "backend": r.backend,
+        "method_options": thaw(r.spec.method_options) if r.spec else {},
         "t": float(r.time[-1]),
         "coordinates": list(r.coordinate_names),
         "q": [float(x) for x in (y[:n_q] if multibody else y)],
@@ -167,9 +156,67 @@ def summary_dict(result):
     if r.energy is not None:
         out["energy_drift"] = float(r.energy[1] - r.energy[0])
     sim = result.get("sim") if isinstance(result, dict) else None
-    if sim is not None and sim.derivative_report is not None:
+    if derivatives and sim is not None and sim.derivative_report is not None:
         out["derivatives"] = {row["term"]: row["path"] for row in sim.derivative_report}
     return out
+
+
+def _number(x):
+    return None if not np.isfinite(x) else float(x)
+
+
+def _levels(values):
+    return {k: _number(v) for k, v in zip(("position", "velocity", "acceleration"), values)}
+
+
+# which constraint levels a method's steps satisfy (to solver tolerance); q'' of the others
+# need not satisfy the acceleration-level constraint C_q q'' = gamma (measured: bench in
+# docs/concepts.md, `cosim simulate pendulum --dt 0.01 --method M`)
+_LEVELS = {
+    "generalized-alpha": (("position",), "an index-3 method: it enforces positions"),
+    "bdf": (("position",), "an index-3 method: it enforces positions"),
+    "generalized-alpha-i2": (("position", "velocity"), "an index-2 (GGL) method: it enforces "
+                             "positions and velocities"),
+    "bdf-i2": (("position", "velocity"), "an index-2 (GGL) method: it enforces positions and "
+               "velocities"),
+    "rkc-penalty": ((), "a penalty method: the constraints hold approximately"),
+}
+_ALL_LEVELS = (("position", "velocity", "acceleration"), "")
+
+
+def constraint_levels(method, method_options=None):
+    """(levels a method's steps enforce, why the others are not): index 3 positions,
+    index 2 (GGL) positions and velocities, index-1 forms and projections all three."""
+    if method == "block-lstable":
+        index = int(dict(method_options or {}).get("index", 3))
+        return {3: _LEVELS["bdf"], 2: _LEVELS["bdf-i2"]}.get(index, _ALL_LEVELS)
+    return _LEVELS.get(method, _ALL_LEVELS)
+
+
+def residual_lines(summary, method_label):
+    """The summary's constraint-residual lines (empty without constraints)."""
+    st = summary["stats"]
+    rows, at_rows, at_steps = st["rows"], st["max_constraint_residuals"], \
+        st["max_constraint_residuals_at_steps"]
+    if not any(at_rows[k] or at_steps[k] for k in ("position", "velocity")):
+        return []   # no constraints (or an ODE)
+    lines = [f"  max |constraint residual| over the {rows} recorded rows: position "
+             f"{at_rows['position']:.2e}  velocity {at_rows['velocity']:.2e}"]
+    n_int = st["interpolated_rows"]
+    if n_int:
+        lines.append(f"    {n_int} of the rows are interpolated from the dense output; at the "
+                     f"integrator's own points: position {at_steps['position']:.2e}  velocity "
+                     f"{at_steps['velocity']:.2e}")
+    if st["acceleration_enforced"]:
+        acc = at_rows["acceleration"] if at_rows["acceleration"] is not None else \
+            at_steps["acceleration"]
+        where = "" if not n_int else f" (at the {rows - n_int} rows that end a step)"
+        lines.append(f"    acceleration {acc:.2e}{where}")
+    else:
+        _, why = constraint_levels(summary["method"], summary.get("method_options"))
+        lines.append(f"    acceleration level: not shown; {method_label} is {why}, its q'' need "
+                     f"not satisfy C_q q'' = gamma")
+    return lines
 
 
 def write_csv(path, result):
@@ -185,44 +232,32 @@ def write_csv(path, result):
 
 
 def write_plot(path, result):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """``--plot``: the model's outputs (and the inputs that change) with one panel per
+    unit, the constraint residuals of the recorded rows where the model has constraints
+    (acceleration where the method enforces it), the BDF order where it varies
+    (:func:`cosim.plotting.write_run_plot`)."""
+    from ..plotting import write_run_plot
     r = _run_result(result)
-    show_order = np.isfinite(r.order).any()
-    n = 3 if show_order else 2
-    fig, axes = plt.subplots(n, 1, figsize=(8, 2.8 * n), sharex=True)
-    t = r.time
-    n_q = len(r.coordinate_names)
-    for i, name in enumerate(r.coordinate_names):
-        axes[0].plot(t, r.states[:, i], label=name)
-    units = r.coordinate_units  # optional per-model tuple
-    if units and len(units) == n_q and len(set(units)) == 1:
-        axes[0].set_ylabel(f"coordinates [{units[0]}]")
-    else:
-        axes[0].set_ylabel("coordinates [SI: m, rad]" if r.model_kind == "multibody" else "state [SI]")
-    axes[0].legend(fontsize=7, ncol=min(4, n_q))
-    axes[0].set_title(f"{r.model} — {r.method} ({r.backend} backend)")
-    for j, label in enumerate(("position", "velocity", "acceleration")):
-        vals = np.abs(r.residuals[:, j])
-        keep = np.isfinite(vals)  # interpolated rows have no acceleration residual
-        if not keep.any():
-            continue
-        if keep.sum() < 0.5 * len(t):  # a few rows only: markers, never a line drawn between them
-            axes[1].semilogy(t[keep], np.maximum(vals[keep], 1e-17), "o", ms=4,
-                             label=f"{label} (only at the {int(keep.sum())} rows where a step ended)")
-        else:
-            axes[1].semilogy(t[keep], np.maximum(vals[keep], 1e-17), label=label)  # floor: exact zeros
-    axes[1].set_ylabel("|constraint residual|")
-    axes[1].legend(fontsize=7)
-    if show_order:
-        axes[2].step(t, r.order, where="post")
-        axes[2].set_ylabel("BDF order")
-    axes[-1].set_xlabel("time [s]")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    levels, _ = constraint_levels(r.method, thaw(r.spec.method_options) if r.spec else {})
+    return write_run_plot(path, r, residuals=True, levels=["position", "velocity"] + (
+        ["acceleration"] if "acceleration" in levels else []))
+
+
+def keep_interrupted(result, out, plot, write_csv, write_plot):
+    """Ctrl-C: write what was computed (``--out``, ``--plot``), say so on stderr; 130."""
+    t, n = float(result.time[-1]), len(result.time)
+    kept = []
+    if out:
+        write_csv(out, result)
+        kept.append(out)
+    if plot and n > 1:
+        write_plot(plot, result)
+        kept.append(plot)
+    where = f": wrote the {n} rows computed so far to {' and '.join(kept)}" if kept else \
+        f" ({n} rows computed; nothing written: no --out)"
+    print(f"cosim: interrupted at t = {t:.6g} s of {result.t_end:g} s{where}", file=sys.stderr,
+          flush=True)
+    return 130
 
 
 def _cmd(args):
@@ -234,13 +269,16 @@ def _cmd(args):
         method_options["max_order"] = args.max_order
     check_plot_path(args.plot)
     check_output_file(args.out)
-    result = run_simulation(
-        args.model, args.method, t_end=args.t_end, dt=args.dt, rtol=args.rtol, atol=args.atol,
-        h=args.h, params=parse_assignments(args.param), method_options=method_options,
-        progress=(not args.json) and sys.stderr.isatty(), backend=args.backend,
-        frames=tuple(args.frame or ()), position_limits=args.position_limits,
-        max_ic_repair=args.max_ic_repair, check=args.check)
-    summary = summary_dict(result)
+    try:
+        result = run_simulation(
+            args.model, args.method, t_end=args.t_end, dt=args.dt, rtol=args.rtol, atol=args.atol,
+            h=args.h, params=parse_assignments(args.param), method_options=method_options,
+            progress=False if args.json else None, backend=args.backend,
+            frames=tuple(args.frame or ()), position_limits=args.position_limits,
+            max_ic_repair=args.max_ic_repair, check=args.check)
+    except RunInterrupted as exc:
+        return keep_interrupted(exc.result, args.out, args.plot, write_csv, write_plot)
+    summary = summary_dict(result, derivatives=args.verbose)
     if args.out:
         write_csv(args.out, result)
     if args.plot:
@@ -272,9 +310,8 @@ def _cmd(args):
         print(f"  {name:>{width}s} = {value: .10e}  (output)")
     print("  steps {steps}  rejected {rejected}  newton {newton_iterations}  residuals "
           "{residual_evaluations}  jacobians {jacobian_evaluations}  LU {lu_factorizations}".format(**st))
-    cr = st["max_constraint_residuals"]
-    print(f"  max |constraint residual|: position {cr['position']:.2e}  velocity {cr['velocity']:.2e}"
-          f"  acceleration {cr['acceleration']:.2e}")
+    for line in residual_lines(summary, summary["method"]):
+        print(line)
     if "energy_drift" in summary:
         conservative = getattr(result["sim"].model, "conservative", False)
         why = ("the model is conservative: with zero inputs this is the integration error"
@@ -322,7 +359,7 @@ def register(sub):
                    help="model check at set-up (default: quick for user models, off for the library's)")
     p.add_argument("--verbose", action="store_true",
                    help="also print how each derivative is computed (analytic / complex-step / "
-                   "hyper-dual / differences)")
+                   "hyper-dual / differences; with --json: the key 'derivatives')")
     p.add_argument("--backend", choices=("auto", "numba", "python"), default="auto",
                    help="auto (default): compiled numba kernels where the method and model have them, "
                         "else the Python reference; numba: ask for them (a warning says when they "

@@ -12,21 +12,15 @@ certificate made for the run: no other process can submit work to it);
 """
 import json
 import logging
-import sys
 
 from ..errors import SpecError
 from ..options import check_output_dir, check_plot_path
 
 
-def _bar(done, total):
-    pct = int(100 * done / total)
-    sys.stderr.write(f"\r[{'#' * (pct // 4):<25s}] {done}/{total} runs")
-    sys.stderr.flush()
-
-
 def _cmd(args):
     from ..spec import SimulationSpec
-    from ..sweep import check_timeout, make_variations, sweep, write_plot
+    from ..sweep import check_timeout, make_variations, require_sweep_extra, sweep, write_plot
+    require_sweep_extra("`cosim sweep`")
     check_plot_path(args.plot)
     check_output_dir(args.out)
     timeout = check_timeout(args.timeout)
@@ -38,12 +32,9 @@ def _cmd(args):
     if len(specs) > 1 and variations.names:
         raise SpecError("give several spec files or variations (--grid/--dist) of one spec, not both")
     logging.getLogger("distributed").setLevel(logging.ERROR)  # one-line errors, no log noise
-    show = (not args.json) and sys.stderr.isatty()
     result = sweep(specs[0], variations, scheduler=args.scheduler, workers=args.workers,
-                   timeout=timeout, progress=_bar if show else None,
+                   timeout=timeout, progress=False if args.json else None,  # bar after 2 s
                    specs=specs if len(specs) > 1 else None, labels=list(args.spec))
-    if show:
-        sys.stderr.write("\n")
     paths = result.write(args.out)
     plotted = write_plot(args.plot, result) if args.plot else None
     if args.json:
