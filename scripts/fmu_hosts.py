@@ -45,7 +45,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 PD_BLOCK = {"type": "state_feedback", "name": "pd", "sample_time": 0.01, "K": [[40.0, 8.0]],
             "reference_gain": [[40.0]], "inputs": ["angle", "angular_velocity", "reference"],
-            "outputs": ["torque"]}
+            "outputs": ["torque"],
+            "units": {"angle": "rad", "angular_velocity": "rad/s", "reference": "rad", "torque": "N.m"}}
 FMUS = {  # name: cosim fmu build arguments
     "Pendulum": ["pendulum"],
     "TwoLink": ["two_link"],
