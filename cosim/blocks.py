@@ -13,16 +13,30 @@ form x_{k+1} = A x_k + B u_k, y_k = C x_k + D u_k), :class:`StateFeedback`
 or ``"module:function"``).  A block's state is plain data (floats, arrays) so
 it serializes without pickle.  A block may raise :class:`StopSimulation` from
 ``update`` to stop the simulation at that instant (a terminal time event).
+
+**Tunable parameters** (:meth:`Block.parameters`): the numbers a user tunes --
+a PID's gains, filter constant and finite output limits, a state feedback's
+``K[i,j]`` and ``reference_gain[i,j]``, a discrete state space's matrix
+entries, a user block's numeric ``params`` -- change between sample instants
+with :meth:`Block.set_parameters` (all or nothing, validated as the
+constructor validates them) and take effect at the block's next sample
+instant.  Each declares its unit as a template over the block's signal names
+(``{u}/{measurement}``), resolved from the optional ``units`` of the block
+(``{"measurement": "rad", "u": "N.m"}``) or from the plant signals it is
+connected to (:meth:`cosim.Simulation.block_parameters`).
 """
 from __future__ import annotations
 
 import copy
 import math
+import numbers
+import re
+from dataclasses import dataclass
 
 import numpy as np
 
 from ._registry import load_symbol
-from .errors import InvalidInputError, ScenarioError
+from .errors import InvalidInputError, ScenarioError, UnknownParameterError
 from .multirate import exact_time
 from .validation import finite_float
 
@@ -46,6 +60,44 @@ def _matrix(name, value, rows=None, cols=None):
     return arr
 
 
+_ELEMENT = re.compile(r"^([A-Za-z_]\w*)\[(\d+),(\d+)\]$")  # "K[1,2]": 1-based matrix entry
+MAX_UNIT_LENGTH = 64
+
+
+@dataclass(frozen=True)
+class BlockParameter:
+    """A tunable number of a block: ``name`` within the block (``kp``, ``K[1,2]``), its unit as
+    a template over the block's signal names (``{u}/{measurement}``, ``s``; "" = none) and
+    what it is."""
+
+    name: str
+    unit: str = ""
+    description: str = ""
+
+
+def unit_expression(template, units):
+    """``template`` (``{u}/({measurement}.s)``) with each ``{signal}`` replaced by its unit in
+    ``units``; None when a signal has no known unit.  A substituted unit that contains '/' is
+    parenthesised unless it is the whole expression (``N.m/(rad/s)``)."""
+    missing = []
+
+    def put(match):
+        unit = units.get(match.group(1))
+        if not unit:
+            missing.append(match.group(1))
+            return ""
+        return f"({unit})" if "/" in unit and template != match.group(0) else unit
+    text = re.sub(r"\{([^{}]+)\}", put, template)
+    return None if missing or not text else text
+
+
+def _matrix_parameters(block, key, matrix, what, unit=lambda i, j: ""):
+    rows, cols = matrix.shape
+    return tuple(BlockParameter(f"{key}[{i + 1},{j + 1}]", unit(i, j),
+                                f"{what}, row {i + 1} column {j + 1}, of block {block.name!r}")
+                 for i in range(rows) for j in range(cols))
+
+
 def _names(what, names, default_prefix, n):
     if names is None:
         return tuple(f"{default_prefix}{i}" for i in range(n)) if n != 1 else (default_prefix,)
@@ -62,10 +114,11 @@ class Block:
     input_names: tuple[str, ...] = ()
     output_names: tuple[str, ...] = ()
 
-    def __init__(self, name, sample_time, offset=0.0, initial_outputs=None):
+    def __init__(self, name, sample_time, offset=0.0, initial_outputs=None, units=None):
         if not isinstance(name, str) or not name or "." in name or name.strip() != name:
             raise InvalidInputError(f"block name must be a non-empty string without '.', got {name!r}")
         self.name = name
+        self.units = self._check_units(units)
         self.sample_time = exact_time(sample_time, f"sample time of block {name!r}")
         self.offset = exact_time(offset, f"offset of block {name!r}", positive=False, allow_zero=True)
         n_out = len(self.output_names)
@@ -93,6 +146,81 @@ class Block:
         return {"type": self.type_name, "name": self.name, "sample_time": str(self.sample_time),
                 "offset": str(self.offset), "inputs": list(self.input_names),
                 "outputs": list(self.output_names)}
+
+    def _check_units(self, units):
+        """``units``: {signal name: unit text} for some of the block's inputs and outputs."""
+        if units is None:
+            return {}
+        if not isinstance(units, dict):
+            raise InvalidInputError(f"units of block {self.name!r} must be a mapping signal -> unit, "
+                                    f"got {type(units).__name__}")
+        signals = set(self.input_names) | set(self.output_names)
+        out = {}
+        for key, unit in units.items():
+            if key not in signals:
+                raise InvalidInputError(f"units of block {self.name!r}: {key!r} is not one of its "
+                                        f"signals {sorted(signals)}")
+            if not isinstance(unit, str) or not unit.strip() or len(unit) > MAX_UNIT_LENGTH \
+                    or not unit.isprintable() or any(c in unit for c in "{}"):
+                raise InvalidInputError(f"unit of {self.name}.{key} must be a short printable text, "
+                                        f"got {unit!r:.80}")
+            out[str(key)] = unit.strip()
+        return out
+
+    # -- tunable parameters (module docstring) -----------------------------------------------
+    def parameters(self) -> tuple:
+        """The block's tunable parameters (:class:`BlockParameter`), fixed for its lifetime."""
+        return ()
+
+    def parameter_values(self) -> dict:
+        """{parameter name: current value}."""
+        return {p.name: self._get_parameter(p.name) for p in self.parameters()}
+
+    def set_parameters(self, values):
+        """Change some tunable parameters, all or nothing: each value is checked as the
+        constructor checks it (InvalidInputError / UnknownParameterError naming it, nothing
+        changed); they take effect at the block's next sample instant."""
+        known = self.parameter_values()
+        for key in values:
+            if key not in known:
+                raise UnknownParameterError(
+                    f"block {self.name!r} has no tunable parameter {key!r} "
+                    f"(parameters: {', '.join(known) or 'none'})")
+        new = dict(known)
+        for key, value in values.items():
+            new[key] = self._check_value(key, value)
+        self._check_parameters(new)
+        self._apply_parameters({k: v for k, v in new.items() if k in values})
+
+    def _check_value(self, key, value):
+        return finite_float(f"parameter {self.name}.{key}", value)
+
+    def _get_parameter(self, key):
+        raise UnknownParameterError(key)
+
+    def _check_parameters(self, values):
+        """Raise InvalidInputError when the complete set ``values`` is not acceptable."""
+
+    def _apply_parameters(self, values):
+        raise NotImplementedError
+
+    @classmethod
+    def spec_with_parameters(cls, spec, values):
+        """A copy of the block spec (the dict :func:`make_block` takes) whose block has the
+        parameter ``values`` ({name: value}); a matrix entry ``K[i,j]`` edits that entry."""
+        spec = copy.deepcopy(dict(spec))
+        for key, value in values.items():
+            element = _ELEMENT.match(key)
+            if element:
+                name, i, j = element.group(1), int(element.group(2)) - 1, int(element.group(3)) - 1
+                matrix = np.atleast_2d(np.array(spec.get(name), dtype=float))
+                if not (0 <= i < matrix.shape[0] and 0 <= j < matrix.shape[1]):
+                    raise UnknownParameterError(f"block {spec.get('name')!r} has no parameter {key!r}")
+                matrix[i, j] = float(value)
+                spec[name] = matrix.tolist()
+            else:
+                spec[key] = float(value)
+        return spec
 
     # -- used by the simulation -----------------------------------------------------
     def reset(self):
@@ -141,7 +269,7 @@ class PID(Block):
     output_names = ("u",)
 
     def __init__(self, name, sample_time, kp=0.0, ki=0.0, kd=0.0, tf=0.0, offset=0.0,
-                 u_min=-math.inf, u_max=math.inf, initial_outputs=None):
+                 u_min=-math.inf, u_max=math.inf, initial_outputs=None, units=None):
         self.kp = finite_float("kp", kp)
         self.ki = finite_float("ki", ki)
         self.kd = finite_float("kd", kd)
@@ -149,8 +277,35 @@ class PID(Block):
         self.u_min, self.u_max = float(u_min), float(u_max)
         if math.isnan(self.u_min) or math.isnan(self.u_max) or not self.u_min < self.u_max:
             raise InvalidInputError(f"PID limits need u_min < u_max, got {u_min!r}, {u_max!r}")
-        super().__init__(name, sample_time, offset, initial_outputs)
+        super().__init__(name, sample_time, offset, initial_outputs, units)
         self._T = float(self.sample_time)
+        what = f"of PID block {name!r}"
+        params = [BlockParameter("kp", "{u}/{measurement}", f"proportional gain {what}"),
+                  BlockParameter("ki", "{u}/({measurement}.s)", f"integral gain {what}"),
+                  BlockParameter("kd", "{u}.s/{measurement}", f"derivative gain {what}"),
+                  BlockParameter("tf", "s", f"time constant of the derivative filter {what} (>= 0)")]
+        # output limits that exist (a finite one): tunable, u_min < u_max
+        params += [BlockParameter(k, "{u}", f"{'lower' if k == 'u_min' else 'upper'} output limit {what}")
+                   for k in ("u_min", "u_max") if math.isfinite(getattr(self, k))]
+        self._parameters = tuple(params)
+
+    def parameters(self):
+        return self._parameters
+
+    def _get_parameter(self, key):
+        return float(getattr(self, key))
+
+    def _check_value(self, key, value):
+        return finite_float(f"parameter {self.name}.{key}", value, nonnegative=key == "tf")
+
+    def _check_parameters(self, values):
+        lo, hi = values.get("u_min", self.u_min), values.get("u_max", self.u_max)
+        if not lo < hi:
+            raise InvalidInputError(f"PID block {self.name!r} needs u_min < u_max, got {lo!r}, {hi!r}")
+
+    def _apply_parameters(self, values):
+        for key, value in values.items():
+            setattr(self, key, float(value))
 
     def reset_state(self):
         self.integral = 0.0
@@ -186,7 +341,7 @@ class DiscreteStateSpace(Block):
     type_name = "discrete_state_space"
 
     def __init__(self, name, sample_time, A=None, B=None, C=None, D=None, x0=None, offset=0.0,
-                 inputs=None, outputs=None, initial_outputs=None):
+                 inputs=None, outputs=None, initial_outputs=None, units=None):
         D_ = None if D is None else _matrix(f"D of block {name!r}", D)
         n = 0 if A is None else _matrix(f"A of block {name!r}", A).shape[0]
         m = (D_.shape[1] if D_ is not None else _matrix(f"B of block {name!r}", B).shape[1])
@@ -200,7 +355,27 @@ class DiscreteStateSpace(Block):
         self.x0 = np.zeros(n) if x0 is None else _vector(f"x0 of block {name!r}", x0, n)
         self.input_names = _names(f"inputs of block {name!r}", inputs, "u", m)
         self.output_names = _names(f"outputs of block {name!r}", outputs, "y", p)
-        super().__init__(name, sample_time, offset, initial_outputs)
+        super().__init__(name, sample_time, offset, initial_outputs, units)
+
+    def parameters(self):
+        if not hasattr(self, "_parameters"):
+            ins, outs = self.input_names, self.output_names
+            self._parameters = (
+                _matrix_parameters(self, "A", self.A, "state matrix entry")
+                + _matrix_parameters(self, "B", self.B, "input matrix entry")
+                + _matrix_parameters(self, "C", self.C, "output matrix entry")
+                + _matrix_parameters(self, "D", self.D, "feedthrough matrix entry",
+                                     lambda i, j: f"{{{outs[i]}}}/{{{ins[j]}}}"))
+        return self._parameters
+
+    def _get_parameter(self, key):
+        name, i, j = _element(key)
+        return float(getattr(self, name)[i, j])
+
+    def _apply_parameters(self, values):
+        for key, value in values.items():
+            name, i, j = _element(key)
+            getattr(self, name)[i, j] = float(value)
 
     def reset_state(self):
         self.x = self.x0.copy()
@@ -224,7 +399,7 @@ class StateFeedback(DiscreteStateSpace):
     type_name = "state_feedback"
 
     def __init__(self, name, sample_time, K, reference_gain=None, offset=0.0, inputs=None,
-                 outputs=None, initial_outputs=None):
+                 outputs=None, initial_outputs=None, units=None):
         K = _matrix(f"K of block {name!r}", K)
         p, n = K.shape
         N = np.zeros((p, 0)) if reference_gain is None else _matrix(f"reference_gain of block {name!r}",
@@ -233,8 +408,24 @@ class StateFeedback(DiscreteStateSpace):
             inputs = [f"x{i}" for i in range(n)] + ([f"r{i}" for i in range(N.shape[1])]
                                                     if N.shape[1] != 1 else ["reference"])
         super().__init__(name, sample_time, D=np.hstack([-K, N]), offset=offset, inputs=inputs,
-                         outputs=outputs, initial_outputs=initial_outputs)
-        self.K, self.N = K, N
+                         outputs=outputs, initial_outputs=initial_outputs, units=units)
+        self.K, self.N = K.copy(), N.copy()
+        ins, outs = self.input_names, self.output_names
+        self._parameters = (
+            _matrix_parameters(self, "K", self.K, "state feedback gain (u = -K x + N r)",
+                               lambda i, j: f"{{{outs[i]}}}/{{{ins[j]}}}")
+            + _matrix_parameters(self, "reference_gain", self.N, "reference gain N (u = -K x + N r)",
+                                 lambda i, j: f"{{{outs[i]}}}/{{{ins[n + j]}}}"))
+
+    def _get_parameter(self, key):
+        name, i, j = _element(key)
+        return float((self.K if name == "K" else self.N)[i, j])
+
+    def _apply_parameters(self, values):
+        for key, value in values.items():
+            name, i, j = _element(key)
+            (self.K if name == "K" else self.N)[i, j] = float(value)
+        self.D = np.hstack([-self.K, self.N])
 
 
 class SampleHold(Block):
@@ -243,13 +434,13 @@ class SampleHold(Block):
     type_name = "sample_hold"
 
     def __init__(self, name, sample_time, n=1, offset=0.0, inputs=None, outputs=None,
-                 initial_outputs=None):
+                 initial_outputs=None, units=None):
         n = int(n)
         if n < 1:
             raise InvalidInputError(f"sample-hold block {name!r} needs n >= 1, got {n}")
         self.input_names = _names(f"inputs of block {name!r}", inputs, "u", n)
         self.output_names = _names(f"outputs of block {name!r}", outputs, "y", n)
-        super().__init__(name, sample_time, offset, initial_outputs)
+        super().__init__(name, sample_time, offset, initial_outputs, units)
 
     def _update(self, t, u):
         return np.array(u, dtype=float)
@@ -267,7 +458,7 @@ class UserBlock(Block):
     type_name = "user"
 
     def __init__(self, name, sample_time, function, inputs=("u",), outputs=("y",), params=None,
-                 state=None, offset=0.0, initial_outputs=None):
+                 state=None, offset=0.0, initial_outputs=None, units=None):
         if isinstance(function, str):
             self.function_spec = function
             try:
@@ -283,7 +474,43 @@ class UserBlock(Block):
         self.initial_state = copy.deepcopy(dict(state or {}))
         self.input_names = tuple(str(x) for x in inputs)
         self.output_names = tuple(str(x) for x in outputs)
-        super().__init__(name, sample_time, offset, initial_outputs)
+        super().__init__(name, sample_time, offset, initial_outputs, units)
+        # its numeric params (a number, not a bool or a list; finite): tunable, an integer one
+        # stays an integer
+        self._integer_params = {k for k, v in self.params.items() if isinstance(v, numbers.Integral)}
+        self._parameters = tuple(
+            BlockParameter(str(k), "", f"parameter {k!r} of user block {name!r} "
+                                       f"({self.function_spec})")
+            for k, v in self.params.items()
+            if isinstance(k, str) and _ELEMENT_NAME.match(k) and isinstance(v, numbers.Real)
+            and not isinstance(v, (bool, np.bool_)) and math.isfinite(float(v)))
+
+    def parameters(self):
+        return self._parameters
+
+    def _get_parameter(self, key):
+        return float(self.params[key])
+
+    def _check_value(self, key, value):
+        x = finite_float(f"parameter {self.name}.{key}", value)
+        if key in self._integer_params and not x.is_integer():
+            raise InvalidInputError(f"parameter {self.name}.{key} must be an integer, got {x!r}")
+        return x
+
+    def _apply_parameters(self, values):
+        for key, value in values.items():
+            self.params[key] = int(value) if key in self._integer_params else float(value)
+
+    @classmethod
+    def spec_with_parameters(cls, spec, values):
+        spec = copy.deepcopy(dict(spec))
+        params = dict(spec.get("params") or {})
+        for key, value in values.items():
+            old = params.get(key)
+            params[key] = int(value) if isinstance(old, numbers.Integral) and float(value).is_integer() \
+                else float(value)
+        spec["params"] = params
+        return spec
 
     def reset_state(self):
         self.user_state = copy.deepcopy(self.initial_state)
@@ -311,6 +538,23 @@ class UserBlock(Block):
 
 BLOCK_TYPES = {"pid": PID, "discrete_state_space": DiscreteStateSpace, "state_feedback": StateFeedback,
                "sample_hold": SampleHold, "user": UserBlock}
+
+
+_ELEMENT_NAME = re.compile(r"^[A-Za-z_]\w*$")
+
+
+def _element(key):
+    """(matrix attribute, row, column) of a matrix-entry parameter ``K[i,j]`` (1-based)."""
+    m = _ELEMENT.match(key)
+    return m.group(1), int(m.group(2)) - 1, int(m.group(3)) - 1
+
+
+def spec_with_parameters(spec, values):
+    """The block spec ``spec`` (a dict with ``type``) with parameter ``values`` applied."""
+    cls = BLOCK_TYPES.get(spec.get("type")) if isinstance(spec, dict) else None
+    if cls is None:
+        raise ScenarioError(f"unknown block type in {spec!r:.80}")
+    return cls.spec_with_parameters(spec, values)
 
 
 def make_block(spec):

@@ -62,7 +62,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import derivatives, serialization
-from .blocks import Block, StopSimulation, make_block
+from .blocks import Block, StopSimulation, make_block, unit_expression
 from .errors import (ChatteringError, ConvergenceError, CosimError, InputLimitWarning,
                      InvalidInputError, ModelDefinitionError,
                      StateError,
@@ -239,6 +239,14 @@ class Simulation:
         names = [b.name for b in self.blocks]
         if len(set(names)) != len(names):
             raise InvalidInputError(f"block names must be unique, got {names}")
+        # the blocks' tunable parameters, "block.name" (cosim.blocks module docstring)
+        self._block_params = {f"{b.name}.{p.name}": (j, p.name)
+                              for j, b in enumerate(self.blocks) for p in b.parameters()}
+        clash = sorted(set(self._block_params) & {p.name for p in self.model.parameters})
+        if clash:
+            raise InvalidInputError(f"block parameter {clash[0]!r} has the name of a parameter of "
+                                    f"model {self.model.name!r}; rename the block")
+        self._initial_block_params = self._block_parameter_values()
         self._wire(connections)
         if self.blocks:
             self._base_step = base_step([b.sample_time for b in self.blocks],
@@ -443,6 +451,7 @@ class Simulation:
         for key, value in self._initial_params.items():
             if not _same(self.model.params[key], value):
                 self.model.set_parameter(key, value)
+        self._restore_block_parameters(self._initial_block_params)
         if new_integrator:
             self.integrator = make_integrator(self.model, self.method, rtol=self.rtol, atol=self.atol,
                                               h=self.h, backend=self.backend, **self.method_options)
@@ -674,16 +683,91 @@ class Simulation:
         return (float(pos), float(vel), float(acc))
 
     # -- parameters ---------------------------------------------------------------------------
+    def _block_parameter_values(self):
+        values = {}
+        for b in self.blocks:
+            values.update({f"{b.name}.{k}": v for k, v in b.parameter_values().items()})
+        return values
+
+    def _restore_block_parameters(self, values):
+        """Set the blocks' parameters to ``values`` ({"block.name": value}; absent: unchanged)."""
+        by_block = {}
+        for key, value in values.items():
+            j, name = self._block_params[key]
+            by_block.setdefault(j, {})[name] = value
+        for j, vals in by_block.items():
+            block = self.blocks[j]
+            current = block.parameter_values()
+            if any(not _same(current[k], v) for k, v in vals.items()):
+                block.set_parameters(vals)
+
+    def block_parameters(self):
+        """The blocks' tunable parameters: a list of dicts ``name`` ("block.parameter"),
+        ``value``, ``unit`` (the block's unit template resolved from its ``units`` and the
+        plant signals it is connected to; None when unknown) and ``description``.  Set them
+        with :meth:`set_parameter` at any time: they take effect at the block's next sample
+        instant."""
+        units = self._block_signal_units()
+        out = []
+        for j, b in enumerate(self.blocks):
+            values = b.parameter_values()
+            for p in b.parameters():
+                out.append({"name": f"{b.name}.{p.name}", "value": values[p.name],
+                            "unit": unit_expression(p.unit, units[j]) if p.unit else None,
+                            "description": p.description})
+        return out
+
+    def _block_signal_units(self):
+        """[{signal: unit}] per block: its declared ``units``, else the unit of the plant
+        output feeding an input / of the plant input an output drives (a block output feeding
+        another block's input gives its unit too); dimensionless "1"/"-" count as unknown."""
+        model = self.model
+
+        def known(unit):
+            return unit if unit and unit not in ("1", "-") else None
+        plant_in = {s.name: known(s.unit) for s in model.inputs}
+        plant_out = {s.name: known(s.unit) for s in model.outputs}
+        units = [dict(b.units) for b in self.blocks]
+        for i, j, k in self._model_from_block:
+            sig = self.blocks[j].output_names[k]
+            if sig not in units[j] and plant_in.get(model.input_names[i]):
+                units[j][sig] = plant_in[model.input_names[i]]
+        for j, b in enumerate(self.blocks):
+            for k, sig in enumerate(b.input_names):
+                src = self._block_sources[j][k]
+                if sig in units[j]:
+                    continue
+                if src[0] == "plant":
+                    unit = plant_out.get(model.output_names[src[1]])
+                elif src[0] == "block":
+                    unit = units[src[1]].get(self.blocks[src[1]].output_names[src[2]])
+                else:
+                    unit = None
+                if unit:
+                    units[j][sig] = unit
+        return units
+
     def set_parameter(self, name, value):
-        """Change a model parameter.  Before the first step any parameter may change
-        (the initial state is recomputed); afterwards only ``tunable`` ones, and the
-        change is a discontinuity (the integrator restarts)."""
+        """Change a model parameter or a block parameter (``"pd.kp"``, :meth:`block_parameters`).
+        Before the first step any model parameter may change (the initial state is
+        recomputed); afterwards only ``tunable`` ones, and the change is a discontinuity (the
+        integrator restarts).  A block parameter may change at any time and takes effect at
+        the block's next sample instant (its value before the first step is the one
+        :meth:`reset` returns to)."""
+        if name in self._block_params and name not in self.model.params:
+            j, key = self._block_params[name]
+            self.blocks[j].set_parameters({key: value})  # validated, all or nothing
+            if self._n_comm == 0 and self._time == self.start_time:
+                self._initial_block_params[name] = self.blocks[j].parameter_values()[key]
+            return
         spec = {p.name: p for p in self.model.parameters}
         config_keys = tuple(getattr(self.model, "configuration", None) or ())
         if name not in spec and name not in config_keys:
             raise UnknownParameterError(
                 f"model {self.model.name!r} has no parameter {name!r} "
-                f"(parameters: {', '.join(list(spec) + list(config_keys)) or 'none'})")
+                f"(parameters: {', '.join(list(spec) + list(config_keys)) or 'none'}"
+                + (f"; block parameters: {', '.join(self._block_params)}" if self._block_params else "")
+                + ")")
         at_start = self._n_comm == 0 and self._time == self.start_time
         if not at_start and (name not in spec or not spec[name].tunable):
             raise InvalidInputError(
@@ -1001,7 +1085,7 @@ class Simulation:
             "stopped": self._stopped,
             "stop_time": self._stop_time,
             "chatter": self._chatter.state(),
-            "params": dict(self.model.params),
+            "params": dict(self.model.params, **self._block_parameter_values()),
         }
 
     def set_state(self, state):
@@ -1022,10 +1106,14 @@ class Simulation:
 
     def _apply_state(self, s):
         changed = False
+        blocks = dict(self._initial_block_params)  # a state written before they were tunable
         for key, value in s["params"].items():
-            if not _same(self.model.params[key], value):
+            if key in self._block_params and key not in self.model.params:
+                blocks[key] = value
+            elif not _same(self.model.params[key], value):
                 self.model.set_parameter(key, value)
                 changed = True
+        self._restore_block_parameters(blocks)
         if changed:
             self._refresh_input_limits()
         self.integrator.restore(s["integrator"])

@@ -396,9 +396,28 @@ def _check_event_log(sim, log):
 
 
 def _check_params(sim, params, template):
-    _keys("params", params, list(template))
     model = sim.model
+    # the blocks' tunable parameters: optional (a state written before they were tunable)
+    blocks = [k for k in template if k not in model.params]
+    _keys("params", params, [k for k in template if k in model.params], blocks)
+    by_block = {}
+    for key in blocks:
+        if key in params:
+            _real(f"params.{key}", params[key])
+            j, name = sim._block_params[key]
+            by_block.setdefault(j, {})[name] = params[key]
+    for j, values in by_block.items():  # as set_parameters checks them (u_min < u_max ...)
+        block = sim.blocks[j]
+        new = dict(block.parameter_values())
+        try:
+            for name, value in values.items():
+                new[name] = block._check_value(name, value)
+            block._check_parameters(new)
+        except InvalidInputError as exc:
+            _fail(f"params.{block.name}", str(exc))
     for key, tmpl in template.items():
+        if key in blocks:
+            continue
         _like(f"params.{key}", params[key], tmpl)
         check = getattr(model, "_check_parameter", None)
         if check is not None:

@@ -48,6 +48,7 @@ from .slave import CONFIG_FILE, CONFIG_FORMAT
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SEGMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SUBSCRIPT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\[[0-9]+(?:,[0-9]+)*\])$")  # "K[1,2]" (§2.2.9)
 EVENT_COUNTER = "event_count"
 SOLVER_PREFIX = "solver."
 
@@ -74,6 +75,9 @@ def fmi_name(name):
     """``name`` as a valid FMI 2.0 structured variable name (segments separated by '.')."""
     segments = []
     for seg in str(name).split("."):
+        if _SUBSCRIPT.match(seg):  # an array element, e.g. a block's gain "K[1,2]"
+            segments.append(seg)
+            continue
         clean = re.sub(r"[^A-Za-z0-9_]", "_", seg) or "_"
         if not _SEGMENT.match(clean):
             clean = "_" + clean
@@ -166,8 +170,9 @@ def describe_variables(sim, numeric_options):
     model = sim.model
     inputs_meta, outputs_meta = _signal_meta(model.inputs), _signal_meta(model.outputs)
     used = {}
+    block_params = sim.block_parameters()
     safe = structured_names(list(sim.input_names) + list(sim.output_names)
-                            + [p.name for p in model.parameters])
+                            + [p.name for p in model.parameters] + [p["name"] for p in block_params])
 
     def claim(cosim_name, role):
         name = safe.get(cosim_name) or fmi_name(cosim_name)
@@ -210,6 +215,13 @@ def describe_variables(sim, numeric_options):
         parameters.append({"name": name, "key": p.name, "unit": unit_of(p),
                            "start": float(model.params[p.name]), "tunable": bool(p.tunable),
                            "description": describe(p.description, p.name, name)})
+    for p in block_params:  # tunable; a new value takes effect at the block's next sample instant
+        name = claim(p["name"], "block parameter")
+        parameters.append({"name": name, "key": p["name"], "unit": p["unit"], "start": p["value"],
+                           "tunable": True, "block": True,
+                           "description": describe(p["description"] + "; tunable: a new value "
+                                                   "takes effect at the block's next sample instant",
+                                                   p["name"], name)})
     solver = [
         {"name": claim(SOLVER_PREFIX + "method", "solver setting"), "key": "method", "type": "String",
          "start": sim.method, "description": "integration method (cosim METHOD_REGISTRY name)"},

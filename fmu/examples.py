@@ -8,7 +8,12 @@ its own FMU, e.g. a discrete PD (a ``state_feedback`` block) for a plant FMU::
               blocks=[{"type": "state_feedback", "name": "pd", "sample_time": 0.01,
                        "K": [[40.0, 8.0]], "reference_gain": [[40.0]],
                        "inputs": ["angle", "angular_velocity", "reference"],
-                       "outputs": ["torque"]}])
+                       "outputs": ["torque"],
+                       "units": {"angle": "rad", "angular_velocity": "rad/s",
+                                 "reference": "rad", "torque": "N.m"}}])
+
+Its gains are tunable FMU parameters ``pd.K[1,1]``, ``pd.K[1,2]`` (units N.m/rad,
+N.m/(rad/s)) and ``pd.reference_gain[1,1]``.
 """
 import numpy as np
 

@@ -193,6 +193,7 @@ class CosimSlave(Fmi2Slave):
         self._inputs[:] = [float(v["start"]) for v in self._input_vars]
         self._inputs_pending = True  # inputs not yet handed to the simulation
         self._params = {v["key"]: float(v["start"]) for v in self._param_vars}
+        self._block_params = {v["key"] for v in self._param_vars if v.get("block")}
         self._tunable = {v["key"] for v in self._param_vars if v.get("tunable")}
         self._pending_params = {}
         self._solver = {v["key"]: v["start"] for v in self._solver_vars}
@@ -394,6 +395,7 @@ class CosimSlave(Fmi2Slave):
         """This FMU's configuration -- its scenario or model, the ``solver.*`` values and the
         parameters the importer set -- as the :class:`cosim.SimulationSpec` it runs (the one
         translation; errors are the spec's).  The importer picks the communication step."""
+        from cosim.blocks import spec_with_parameters
         from cosim.spec import SimulationSpec
 
         cfg = dict(self._cfg["simulation"])
@@ -403,10 +405,18 @@ class CosimSlave(Fmi2Slave):
         data = dict(cfg["scenario"]) if "scenario" in cfg else cfg
         if "model" in data:
             data["model"] = self._private(data["model"])
+        tuned = {}  # the blocks' tunable parameters ("block.name"), into their block specs
+        for key in self._block_params:
+            block, _, name = key.partition(".")
+            tuned.setdefault(block, {})[name] = self._params[key]
+        data["blocks"] = [spec_with_parameters(b, tuned[b.get("name")])
+                          if isinstance(b, dict) and b.get("name") in tuned else b
+                          for b in data.get("blocks") or ()]
         data["blocks"] = [dict(b, function=self._private(b["function"]))
                           if isinstance(b, dict) and "function" in b else b
-                          for b in data.get("blocks") or ()]
-        data["params"] = dict(data.get("params") or {}, **self._params)
+                          for b in data["blocks"]]
+        data["params"] = dict(data.get("params") or {}, **{k: v for k, v in self._params.items()
+                                                           if k not in self._block_params})
         data["method_options"] = dict(data.get("method_options") or {}, **options)
         data.update(method=str(solver["method"]), rtol=float(solver["rtol"]),
                     atol=float(solver["atol"]), h=step if step > 0.0 else None,

@@ -13,11 +13,17 @@ in every host that is installed here:
   ecos        ecospy (ecos), the FMU in the Python process
   ecos-proxy  ecospy with the FMU in ecos's out-of-process runner (proxyfmu: a C++ program)
   c           a C program that neither links nor preloads libpython (the FMU loads Python)
+  oms         OMSimulator's Python API (OMSimulator.FMU: stepUntil, getValue)
+  oms-cli     OMSimulator's Python command-line program (python -m OMSimulator X.fmu), CSV result
+  oms-native  OMSimulator's native command-line program (C++, on the PATH with OpenModelica),
+              CSV result, environment without PYTHON*/LD_* variables
 
 Each host runs in its own process; the C host and ecos's runner get an environment without
 any PYTHON*/LD_* variable.  The reference is cosim.Simulation built from the FMU's own
 configuration (CosimSlave.simulation_spec, the FMU's one translation), stepped over the
 host's communication points (t += h; libcosim: its integer nanoseconds in seconds).
+OMSimulator's CSV results hold 12 significant digits: their entries are at most ~5e-12
+relative even when the values are identical.
 A host that is not installed is reported as such; a run that fails shows its first error.
 """
 from __future__ import annotations
@@ -39,7 +45,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 PD_BLOCK = {"type": "state_feedback", "name": "pd", "sample_time": 0.01, "K": [[40.0, 8.0]],
             "reference_gain": [[40.0]], "inputs": ["angle", "angular_velocity", "reference"],
-            "outputs": ["torque"]}
+            "outputs": ["torque"],
+            "units": {"angle": "rad", "angular_velocity": "rad/s", "reference": "rad", "torque": "N.m"}}
 FMUS = {  # name: cosim fmu build arguments
     "Pendulum": ["pendulum"],
     "TwoLink": ["two_link"],
@@ -49,9 +56,11 @@ FMUS = {  # name: cosim fmu build arguments
     "PD": ["fmu.examples:NoPlant", "--method", "rk4", "--step", "0.01", "--block",
            json.dumps(PD_BLOCK), "--stop-time", "2", "--comm-step", "0.01"],
 }
-HOSTS = ("fmpy", "libcosim", "ecos", "ecos-proxy", "c")
+HOSTS = ("fmpy", "libcosim", "ecos", "ecos-proxy", "c", "oms", "oms-cli", "oms-native")
 LABELS = {"fmpy": "FMPy", "libcosim": "libcosim", "ecos": "ecos",
-          "ecos-proxy": "ecos out-of-process (proxyfmu)", "c": "C host, no Python"}
+          "ecos-proxy": "ecos out-of-process (proxyfmu)", "c": "C host, no Python",
+          "oms": "OMSimulator Python API", "oms-cli": "OMSimulator command line (Python)",
+          "oms-native": "OMSimulator command line (native)"}
 NOTES = {"AndrewsBdf": " (`--method bdf`)", "PendulumPD": " (scenario)",
          "TwoLinkUrdf": " (`two_link.urdf`)", "PD": " (controller, `--block`)"}
 
@@ -113,6 +122,24 @@ with EcosSimulationStructure() as ss:
             sim.step()
             rows.append([sim.get_real("m::" + x) for x in names])
         sim.terminate()
+print(json.dumps(rows))
+"""
+
+OMS_RUN = """
+import json, sys
+from OMSimulator import FMU
+path, n, h, names = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), json.loads(sys.argv[4])
+fmu = FMU(path)
+fmu.startTime, fmu.stopTime, fmu.stepSize = 0.0, (n + 10) * h, h  # tolerance: the FMU's own
+fmu.instantiate()
+fmu.initialize()
+t, rows = 0.0, []
+for _ in range(n):
+    t += h
+    fmu.stepUntil(t)
+    rows.append([float(fmu.getValue(x)) for x in names])
+fmu.terminate()
+fmu.delete()
 print(json.dumps(rows))
 """
 
@@ -246,15 +273,35 @@ def proxyfmu_path(folder):
     return target
 
 
+def read_csv_result(path, names, n):
+    """Rows after t = 0 (the last one per time) of an OMSimulator CSV result, ``names`` order."""
+    import csv
+    with open(path, newline="", encoding="utf-8") as fh:
+        table = [row for row in csv.reader(fh, skipinitialspace=True) if row]
+    header = [c.strip().strip('"') for c in table[0]]
+    columns = []
+    for x in names:
+        found = [i for i, c in enumerate(header) if c == x or c.endswith("." + x)]
+        if not found:
+            raise ValueError(f"no column for {x!r} in the result")
+        columns.append(min(found, key=lambda i: len(header[i])))
+    by_time = {float(row[0]): [float(row[i]) for i in columns] for row in table[1:]}
+    return [by_time[t] for t in sorted(by_time)[1:n + 1]]
+
+
 def available(host):
-    modules = {"fmpy": "fmpy", "libcosim": "libcosimpy", "ecos": "ecospy", "ecos-proxy": "ecospy"}
+    modules = {"fmpy": "fmpy", "libcosim": "libcosimpy", "ecos": "ecospy", "ecos-proxy": "ecospy",
+               "oms": "OMSimulator", "oms-cli": "OMSimulator"}
+    if host == "oms-native":
+        return None if shutil.which("OMSimulator") else "no OMSimulator program on the PATH"
     if host == "c":
         return None if (shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")) \
             else "no C compiler"
-    try:
-        __import__(modules[host])
-    except Exception as exc:  # noqa: BLE001
-        return f"{modules[host]} not importable ({type(exc).__name__}: {str(exc)[:80]})"
+    proc = subprocess.run([sys.executable, "-c", f"import {modules[host]}"], capture_output=True,
+                          text=True, timeout=300)  # in its own process (OMSimulator loads a library)
+    if proc.returncode != 0:
+        last = ([x for x in proc.stderr.splitlines() if x.strip()] or ["?"])[-1]
+        return f"{modules[host]} not importable ({last[:100]})"
     return None
 
 
@@ -270,19 +317,42 @@ def run_host(host, path, names, n, h, work):
         cmd = [str(work / "host"), str(lib), md.guid, (unzip / "resources").as_uri(), str(n), repr(h)]
         cmd += [str(md_vr[x]) for x in names]
         env = bare_environment()
+    elif host in ("oms-cli", "oms-native"):
+        from fmpy import read_model_description
+        tol = float(read_model_description(str(path)).defaultExperiment.tolerance)
+        stop = grid(host, n, h)[-1]
+        result = work / f"{path.stem}_{host}.csv"
+        if host == "oms-cli":
+            cmd = [sys.executable, "-m", "OMSimulator", str(path), "--result-file", str(result),
+                   "--stop-time", repr(stop), "--step-size", repr(h), "--tolerance", repr(tol)]
+            env = dict(os.environ)
+        else:
+            cmd = [shutil.which("OMSimulator"), str(path), f"--resultFile={result}",
+                   f"--stopTime={stop!r}", f"--stepSize={h!r}", f"--tolerance={tol!r}",
+                   f"--tempDir={work}"]
+            env = bare_environment()
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env, cwd=str(work))
+        if proc.returncode != 0 or not result.exists():
+            lines = [x for x in (proc.stderr + proc.stdout).splitlines() if x.strip()]
+            return None, f"exit {proc.returncode}: {(lines[-1] if lines else 'no result')[:160]}"
+        try:
+            return np.array(read_csv_result(result, names, n), dtype=float), None
+        except (ValueError, KeyError, IndexError) as exc:
+            return None, f"result {result.name}: {exc}"
     elif host == "ecos-proxy":
         cmd = [sys.executable, "-c", ECOS_RUN, f"proxyfmu://localhost?file={path}", str(n), repr(h),
                json.dumps(names)]
         env = dict(os.environ, PATH=f"{work}{os.pathsep}{os.environ.get('PATH', '')}")
     else:
-        script = {"fmpy": FMPY_RUN, "libcosim": LIBCOSIM_RUN, "ecos": ECOS_RUN}[host]
+        script = {"fmpy": FMPY_RUN, "libcosim": LIBCOSIM_RUN, "ecos": ECOS_RUN, "oms": OMS_RUN}[host]
         cmd = [sys.executable, "-c", script, str(path), str(n), repr(h), json.dumps(names)]
         env = dict(os.environ)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env, cwd=str(work))
     if proc.returncode != 0:
         lines = [x for x in proc.stderr.splitlines() if x.strip()]
         return None, f"exit {proc.returncode}: {(lines[-1] if lines else '')[:160]}"
-    return np.array(json.loads(proc.stdout.strip().splitlines()[-1]), dtype=float), None
+    rows = [x for x in proc.stdout.splitlines() if x.startswith("[")][-1]  # OMSimulator logs "info: …"
+    return np.array(json.loads(rows), dtype=float), None
 
 
 def main(argv=None):

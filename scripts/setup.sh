@@ -92,6 +92,16 @@ print("[setup]   with " + ", ".join(f"{n} {v(n)}" for n in
 print(f"[setup]   commands: {root}/.venv/bin/cosim, {root}/.venv/bin/cosim-ros "
       "(or: source .venv/bin/activate)")
 EOF
+# the FMU binary (fmu/native): compiled once here, so that `cosim fmu build` needs no
+# compiler later (a binary shipped in the package by `python -m fmu.native prebuild` is used as is)
+if .venv/bin/python -c "import fmu.native, pythonfmu" >/dev/null 2>&1; then
+  say "the FMU binary for cosim fmu build (compiled once, about 10 s)"
+  if out=$(.venv/bin/python -c "from fmu.native import native_library; print(native_library())" 2>&1); then
+    say "  $out"
+  else
+    say "  not compiled now (cosim fmu build will try again): ${out##*$'\n'}"
+  fi
+fi
 if .venv/bin/python -c "import numba" >/dev/null 2>&1; then
   say "compiling the integration methods once for this machine (first set-up: a few minutes; later: seconds)"
   .venv/bin/cosim warmup --methods | sed 's/^/[setup]   /'

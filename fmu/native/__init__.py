@@ -14,12 +14,22 @@ Portability (``glibc_compat.h``): libstdc++ is linked statically and libgcc
 dynamically, ``_FORTIFY_SOURCE`` is off, and the few glibc symbols a newer static
 libstdc++ or glibc would pull in are bound to old versions or replaced, so the
 binary's highest GLIBC symbol version stays <= 2.28 (``objdump -T``).
+
+The binary does not depend on the Python version (it uses the limited API and
+binds every Python symbol at run time), so one build serves every CPython on
+linux x86-64.  ``python -m fmu.native prebuild`` compiles it into
+``fmu/native/prebuilt/<digest>/`` (package data: a wheel built after it carries the
+binary, and ``cosim fmu build`` then needs no compiler); :func:`native_library`
+uses a prebuilt binary only when its digest is that of these sources and flags
+and the machine is x86-64 Linux, else the cached or freshly compiled one.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import shutil
+import sys
 import subprocess
 import sysconfig
 import tempfile
@@ -60,17 +70,29 @@ def _compiler():
     return None
 
 
-def native_library():
-    """Path of the compiled FMU binary (built on first use, then cached by source hash)."""
-    if not sysconfig.get_platform().startswith("linux"):
-        raise NativeBuildError("cosim fmu build makes linux64 FMU binaries only (this is "
-                               f"{sysconfig.get_platform()})")
-    include = sysconfig.get_paths()["include"]
+PREBUILT = HERE / "prebuilt"
+
+
+def source_digest():
+    """16 hex digits identifying the binary: SHA-256 of the sources and compiler flags."""
     digest = hashlib.sha256()
     for name in SOURCES:
         digest.update((HERE / name).read_bytes())
     digest.update(" ".join(FLAGS).encode())
-    target = _cache_root() / digest.hexdigest()[:16] / "cosim_fmi2.so"
+    return digest.hexdigest()[:16]
+
+
+def native_library(prebuilt=None):
+    """Path of the FMU binary: the one shipped in ``prebuilt`` for these sources (x86-64
+    Linux), else the cached one, else compiled now and cached (by source digest)."""
+    if not sysconfig.get_platform().startswith("linux"):
+        raise NativeBuildError("cosim fmu build makes linux64 FMU binaries only (this is "
+                               f"{sysconfig.get_platform()})")
+    digest = source_digest()
+    shipped = Path(PREBUILT if prebuilt is None else prebuilt) / digest / "cosim_fmi2.so"
+    if platform.machine() in ("x86_64", "AMD64") and shipped.is_file():
+        return shipped
+    target = _cache_root() / digest / "cosim_fmi2.so"
     try:  # the binary goes into every FMU: its folder must be this user's alone
         private_dir(target.parent, "FMU binary cache folder")
     except UnsafeDirectoryError:
@@ -80,6 +102,13 @@ def native_library():
                                f"({exc.strerror}); set COSIM_CACHE_DIR to a writable folder") from None
     if target.exists():
         return target
+    return compile_library(target)
+
+
+def compile_library(target):
+    """Compile the FMU binary into ``target`` (atomically) and return it."""
+    include = sysconfig.get_paths()["include"]
+    target = Path(target)
     cxx = _compiler()
     if cxx is None:
         raise NativeBuildError("cosim fmu build compiles the FMU binary once and needs a C++17 "
@@ -95,3 +124,25 @@ def native_library():
                                    f"{proc.stderr[-4000:]}")
         os.replace(out, target)  # atomic: concurrent builds never see a partial file
     return target
+
+
+def main(argv=None):
+    """``python -m fmu.native prebuild [FOLDER]``: compile the binary into FOLDER/<digest>/
+    (default: this package's ``prebuilt/``, which a wheel built afterwards carries)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] != "prebuild" or len(args) > 2:
+        print("usage: python -m fmu.native prebuild [FOLDER]", file=sys.stderr)
+        return 2
+    if platform.machine() not in ("x86_64", "AMD64") or not sys.platform.startswith("linux"):
+        print(f"prebuild: the shipped binary is for x86-64 Linux, this is {sysconfig.get_platform()}",
+              file=sys.stderr)
+        return 1
+    folder = Path(args[1]) if len(args) == 2 else PREBUILT
+    print(f"compiling the FMU binary into {folder / source_digest()} ...", flush=True)
+    try:
+        path = compile_library(folder / source_digest() / "cosim_fmi2.so")
+    except NativeBuildError as exc:
+        print(f"prebuild failed: {exc}", file=sys.stderr)
+        return 1
+    print(path)
+    return 0
