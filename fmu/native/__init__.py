@@ -115,6 +115,7 @@ def compile_library(target):
                                "compiler (g++ or clang++; set CXX)")
     if not (Path(include) / "Python.h").exists():
         raise NativeBuildError(f"cosim fmu build needs the Python headers (Python.h not in {include})")
+    target.parent.mkdir(parents=True, exist_ok=True)   # (the cache folder: made private already)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         out = Path(tmp) / "cosim_fmi2.so"
         cmd = [cxx, *FLAGS, f"-I{include}", f"-I{HERE}", str(HERE / "cosim_fmi2.cpp"), "-o", str(out)]
