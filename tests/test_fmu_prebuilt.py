@@ -30,6 +30,7 @@ def test_prebuilt_binary_makes_fmus_without_a_compiler(tmp_path, monkeypatch):
     binary = prebuilt / native.source_digest() / "cosim_fmi2.so"
     assert proc.stdout.splitlines()[-1] == str(binary) and binary.is_file()
 
+    monkeypatch.delenv("COSIM_CACHE_DIR", raising=False)   # (it would name a filled cache)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
     monkeypatch.setattr(native, "_compiler", lambda: None)
     monkeypatch.setattr(native, "PREBUILT", prebuilt)
