@@ -628,7 +628,7 @@ def test_an_outputs_kernel_that_does_not_fit_the_declared_outputs_never_runs_com
     integ.advance(1e-3)
     assert integ.backend == "numba"
     assert integ._y_out.size == 0 and integ.fresh_outputs() is None
-# -- bdf, bdf-i2, bdf-i1: bdf_kernel / bdf_compiled against bdf.BDFIndex3/2/1 ------------------------------
+# -- bdf, bdf-i2, bdf-i1: the one implementation (bdf_kernel) compiled against uncompiled ---------------------
 BDF_CASES = {
     "pendulum-adaptive": dict(model="pendulum", n_steps=100, dt=0.01, kw=dict(rtol=1e-6, atol=1e-8)),
     "pendulum-inputs": dict(model="pendulum", n_steps=100, dt=0.01, kw=dict(rtol=1e-6, atol=1e-8),
@@ -875,7 +875,7 @@ def test_crank_slider_numba_same_counts_and_within_the_roundoff_spread(case):
     assert np.max(np.abs(yc - yr)) <= max(5.0 * spread, 1e-12)
 
 
-# -- dopri5, rk4: explicit_kernel / explicit_compiled against explicit.DormandPrince / RK4 ----------------
+# -- dopri5, rk4: the one implementation (explicit_kernel) compiled against uncompiled ----------------------------
 EXPLICIT_CASES = {
     "dopri5-pendulum-adaptive": dict(method="dopri5", model="pendulum", n_steps=100, dt=0.01,
                                      kw=dict(rtol=1e-7, atol=1e-9)),
@@ -903,7 +903,7 @@ EXPLICIT_CASES = {
                                  kw=dict(rtol=1e-6, atol=1e-6)),
     "rk4-andrews-short": dict(method="rk4", model="andrews", n_steps=1, dt=2e-3,
                               kw=dict(rtol=1e-6, atol=1e-6)),
-    # nonholonomic rows (explicit_nh_kernel; measured agreement <= 4e-14, so no roundoff spread)
+    # nonholonomic rows (I[I_NG] > 0; measured agreement <= 4e-14, so no roundoff spread)
     "dopri5-knife_edge-long": dict(method="dopri5", model="knife_edge", n_steps=4, dt=0.5,
                                    kw=dict(rtol=1e-6, atol=1e-8)),
     "rk4-knife_edge-long": dict(method="rk4", model="knife_edge", n_steps=4, dt=0.5,
@@ -928,7 +928,7 @@ def test_explicit_numba_and_python_same_counts_and_agree_1e10(case):
             for backend in ("python", "numba")}
     (sp, yp), (sn, yn) = runs["python"], runs["numba"]
     ip, inn = sp.integrator, sn.integrator
-    assert type(inn).__name__ in ("CompiledDormandPrince", "CompiledRK4")
+    assert inn.backend == "numba" and ip.backend == "python"
     assert {k: sp.stats[k] for k in COUNTS} == {k: sn.stats[k] for k in COUNTS}
     assert ip.projection_iterations == inn.projection_iterations
     assert sp.stats["steps"] >= c["n_steps"]
@@ -1045,7 +1045,7 @@ def test_explicit_events_located_alike_on_both_backends(method):
     for sim in sims.values():
         for k in range(30):
             sim.do_step(k * 0.1, 0.1)
-    assert type(sims["numba"].integrator).__name__ in ("CompiledDormandPrince", "CompiledRK4")
+    assert sims["numba"].integrator.backend == "numba"
     times = {b: [e["time"] for e in sim.event_log if e.get("name") == "bottom"] for b, sim in sims.items()}
     assert len(times["python"]) >= 2 and len(times["python"]) == len(times["numba"])
     assert np.max(np.abs(np.subtract(times["python"], times["numba"]))) <= 1e-10
@@ -1070,17 +1070,29 @@ def test_explicit_crafted_state_is_rejected_before_the_record_changes(method):
     assert integ.t == 0.1
 
 
-def test_explicit_kernel_constants_are_the_reference_constants():
-    from cosim.integrators import explicit, explicit_kernel
-    assert np.array_equal(explicit_kernel.DP_C, explicit.DP_C)
-    for s in range(6):
-        assert np.array_equal(explicit_kernel.DP_A[s, :s], explicit.DP_A[s])
-        assert not explicit_kernel.DP_A[s, s:].any()
-    for name in ("DP_B", "DP_E", "DP_P"):
-        assert np.array_equal(getattr(explicit_kernel, name), getattr(explicit, name)), name
-    for name in ("SAFETY", "MIN_FACTOR", "MAX_FACTOR", "MAX_REJECTIONS", "PROJECTION_TOL",
-                 "PROJECTION_MAX_ITER"):
-        assert getattr(explicit_kernel, name) == getattr(explicit, name), name
+def test_dormand_prince_tableau_meets_the_order_conditions():
+    """The kernel's Dormand-Prince 5(4) tableau against the order conditions
+    (Hairer-Nørsett-Wanner I, II.1-II.5): row sums c_i = Σ_j a_ij, order 5 for b
+    (the conditions up to the bushy and tall trees), order 4 for the embedded
+    b̂ = b − e (its 7th weight on the FSAL stage), and the dense output's P at θ = 1
+    giving b."""
+    from cosim.integrators import explicit_kernel as K
+    A, b, c = K.DP_A, K.DP_B, K.DP_C
+    A7 = np.zeros((7, 7))
+    A7[:6, :5] = A
+    A7[6, :6] = b
+    c7 = np.append(c, 1.0)
+    assert np.allclose(A7.sum(axis=1), c7, atol=1e-15)
+    b7 = np.append(b, 0.0)
+    bhat = b7 - K.DP_E
+    for weights, order in ((b7, 5), (bhat, 4)):
+        for q in range(1, order + 1):   # bushy trees: Σ b c^(q-1) = 1/q
+            assert abs(weights @ c7 ** (q - 1) - 1.0 / q) < 1e-14, (order, q)
+        assert abs(weights @ A7 @ c7 - 1.0 / 6.0) < 1e-14        # order 3, tall tree
+        assert abs(weights @ (c7 * (A7 @ c7)) - 1.0 / 8.0) < 1e-14   # order 4
+        assert abs(weights @ A7 @ (c7 ** 2) - 1.0 / 12.0) < 1e-14
+        assert abs(weights @ A7 @ A7 @ c7 - 1.0 / 24.0) < 1e-14
+    assert np.allclose(K.DP_P.sum(axis=1), b7, atol=1e-14)   # θ = 1: the step's weights
 
 
 @pytest.mark.parametrize("method, kw", [("dopri5", dict(rtol=1e-9, atol=1e-11)), ("rk4", dict(h=1e-3))])

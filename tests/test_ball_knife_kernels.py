@@ -102,8 +102,8 @@ def test_nonholonomic_kernels_stay_out_of_the_compiled_entries():
     """functions() (every compiled entry of a model without nonholonomic rows) holds the
     ten holonomic kernels only (mass … outputs, outputs last): adding the nonholonomic
     fields left every existing entry (and its disk cache) unchanged; the five
-    nonholonomic kernels come separately, in field order (ga_compiled.kernel_functions
-    appends them for a model with such rows)."""
+    nonholonomic kernels come separately, in field order (all_functions() appends
+    them)."""
     from cosim.models import knife_edge
     functions = knife_edge.KERNELS.functions()
     assert len(functions) == 10 and functions[-1] is knife_edge.outputs

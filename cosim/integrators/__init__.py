@@ -24,7 +24,8 @@ METHOD_REGISTRY = {
 
 # methods whose one implementation runs compiled or as plain Python: the class takes
 # ``backend``; its module's ``supports(model)`` says why the compiled one cannot run
-ONE_IMPLEMENTATION = {"generalized-alpha", "generalized-alpha-i2"}
+ONE_IMPLEMENTATION = {"generalized-alpha", "generalized-alpha-i2", "bdf", "bdf-i2", "bdf-i1",
+                      "dopri5", "rk4"}
 
 # methods that run compiled: the module of each one's ``supports(model)`` (and, for
 # the ones still with a separate compiled twin of the Python reference, that class)
@@ -32,11 +33,11 @@ COMPILED_REGISTRY = {
     "generalized-alpha": ".generalized_alpha:GeneralizedAlpha",
     "generalized-alpha-i2": ".generalized_alpha:GeneralizedAlphaIndex2",
     "state-transition": ".state_transition_compiled:CompiledStateTransition",
-    "bdf": ".bdf_compiled:CompiledBDFIndex3",
-    "bdf-i2": ".bdf_compiled:CompiledBDFIndex2",
-    "bdf-i1": ".bdf_compiled:CompiledBDFIndex1",
-    "dopri5": ".explicit_compiled:CompiledDormandPrince",
-    "rk4": ".explicit_compiled:CompiledRK4",
+    "bdf": ".bdf:BDFIndex3",
+    "bdf-i2": ".bdf:BDFIndex2",
+    "bdf-i1": ".bdf:BDFIndex1",
+    "dopri5": ".explicit:DormandPrince",
+    "rk4": ".explicit:RK4",
 }
 
 
@@ -57,7 +58,12 @@ def compile_method(method):
     entry, e.g. generalized-alpha and -i2, return the same)."""
     module = METHOD_REGISTRY[method].split(":")[0]
     load_symbol(module + ":compiled_entry", package=__name__)()
-    load_symbol(module + ":compiled_native_step", package=__name__)()  # the FMU binary's
+    try:   # the FMU binary's C entry (methods that have one)
+        native_step = load_symbol(module + ":compiled_native_step", package=__name__)
+    except AttributeError:
+        native_step = None
+    if native_step is not None:
+        native_step()
     return module
 
 

@@ -1,6 +1,14 @@
 """Variable-step, variable-order BDF integrators for multibody DAEs
 (seed 000 §4, Appendix Algorithm 4).
 
+The algorithm is :mod:`cosim.integrators.bdf_kernel` — one implementation, run
+compiled (numba, compiled once per machine, the model given as compiled
+functions) or as plain Python (the same functions, the model's own methods
+wrapped by :func:`cosim.integrators.model_functions.python_functions`).  This
+module is the integrator object around it: options, the IC analysis, the restart,
+the method's record (``S``, ``I``, ``LU``: :mod:`bdf_kernel` lists the slots), dense
+output, state capture and error messages.
+
 Variable-step (divided-difference) formulation, eqs. 57-69.  With
 τ_j^n = t_n − t_{n−j} and the modified divided differences
 ∇^j x_n = (∏_{i≤j} τ_i^n)[x_n, …, x_{n−j}], a step of order k and size h is
@@ -31,7 +39,7 @@ k−1, k, k+1 with the safety factors of eq. 85, the maximum step ratio per
 order of Table 1 (Skelboe), Skelboe's instability test of Table 2 combined
 with the relaxed smoothness condition ‖∇^k‖ ≥ ‖∇^{k+1}‖ ≥ ‖∇^{k+2}‖ for
 raising the order.  Newton: :class:`~cosim.integrators.newton.QuasiNewton`
-(Algorithm 2) with the reuse test on ĥ (§5.1) — across steps for bdf-i2 and
+(Algorithm 2, ``bdf_kernel._newton``) with the reuse test on ĥ (§5.1) — across steps for bdf-i2 and
 bdf-i1, within a step for bdf (see below).
 
 Choices beyond the seed's text (each commented where it is made):
@@ -72,42 +80,31 @@ the error test and step size keep the seed's norm.  ``velocity_error="scaled"``
 uses the ĥ-scaled velocity for the error test too (RADAU5's convention):
 roundoff-insensitive, fewer steps, error a few times rtol.
 """
+from __future__ import annotations
+
 import math
 from collections import deque
+from collections.abc import Mapping
 
 import numpy as np
 
-from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
+from .. import jit
+from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError, StateError
+from ..state_schema import check_newton_state
+from . import bdf_kernel as K
+from . import dense_lu
 from .base import MultibodyIntegrator
-from .common import (EPS, consistent_accelerations, constraint_force_jacobian, error_weights,
-                     fd_jacobian, force_jacobians, initial_step, lu_factor, lu_solve, mass_term_jacobian)
-from .newton import QuasiNewton
+from .common import consistent_accelerations, error_weights, initial_step
+from .model_functions import compiled_unsupported
+from .record import RecordIntegrator, record_array, record_int, record_scalar, record_time
 
-MAX_ORDER = 5
-ORDER_HISTORY_MAX = 10_000   # (t, k) entries kept in BDF.order_history
-SAFETY_DOWN, SAFETY_SAME, SAFETY_UP = 1.3, 1.2, 1.4        # eq. 85
-MAX_RATIO = (math.inf, math.inf, 2.6, 1.9, 1.5, 1.2)        # Table 1, index = order
-SKELBOE = (0.0, 0.0, 0.0, 0.59, 0.65, 0.89)                 # Table 2, index = order
-MIN_REJECT_FACTOR, MAX_REJECT_FACTOR = 0.2, 0.9            # step cut after an error failure
-MAX_GROWTH = 10.0            # overall cap on h_{n+1}/h_n (order 1 has none in Table 1)
-NEWTON_CUT = 0.25            # step cut after a Newton failure (as DASSL)
-MAX_FAILURES = 15            # failed attempts within one step before giving up
-NEWTON_MAX_ITER = 8
-REUSE_LIMIT = 1.0 / 3.0   # §5.1 reuse test bound (tighter: more LUs, fewer iterations)
-# Algorithm 2 thresholds in the error-weighted RMS norm (1 = the local tolerance)
-# (looser values, e.g. 1e-3 / 1e-2, save ~20% of the iterations but make the
-# index-3 velocities, hence the Andrews global error, visibly noisier)
-NEWTON_TOL = 1e-4
-ROUNDOFF_FLOOR = 1e3          # velocity weights ≥ this × ε_mach·‖q‖∞/ĥ (index 3)
-# error weights ≥ this × ε_mach × the largest |q| (q part) or |v| (v part): a
-# component's difference below that is rounding of the coupled solve, not error
-# (issue 12: a velocity crossing zero at rtol 1e-12, atol 1e-14 has W = 6e-14
-# against ~2e-13 of noise, and the step size collapsed to 1e-17 chasing it)
-WEIGHT_FLOOR = 100.0
-NEWTON_ERR_TOL = 1e-3
-
-
+MAX_ORDER = K.MAX_ORDER
+ORDER_HISTORY_MAX = 10_000   # (t, k) entries kept in order_history
 TIGHT_RTOL = 1e-9   # below it a collapsed step is most likely the rounding level
+
+_NEWTON_REASONS = {K.R_RESIDUAL: "residual is not finite", K.R_UPDATE: "Newton update is not finite",
+                   K.R_NO_CONVERGENCE: f"no convergence in {K.NEWTON_MAX_ITER} iterations"}
+_Y, _YP, _QDD, _LAM, _D, _DZ, _TAU, _J = range(8)   # positions in bdf_kernel.offsets()
 
 
 def tolerance_hint(name, rtol, atol):
@@ -121,8 +118,24 @@ def tolerance_hint(name, rtol, atol):
             f"or use generalized-alpha, whose estimate is floored there")
 
 
-class _BDF(MultibodyIntegrator):
-    """Machinery common to the three BDF formulations."""
+def supports(model):
+    """Why the compiled bdf cannot run ``model`` (None: it can)."""
+    return compiled_unsupported(model)
+
+
+def compiled_entry():
+    """The compiled method, every variant (compiled once per machine, cached;
+    cosim.jit.method_entry)."""
+    return jit.method_entry(K, "bdf", helpers=(dense_lu,))
+
+
+class _BDF(RecordIntegrator, MultibodyIntegrator):
+    """The BDF integrator object: the record of :mod:`bdf_kernel` (variant ``_variant``)."""
+
+    _kernel = K
+    _variant = K.INDEX3
+    supports_nonholonomic = False
+    compiled_entry = staticmethod(compiled_entry)
 
     # velocity_error: include v in the local error test (seed Algorithm 4 f:
     # e^j = ‖(∇^{j+1}q; ∇̂^{j+1}v)‖).  False tests q only, as the index-3
@@ -149,6 +162,34 @@ class _BDF(MultibodyIntegrator):
                "error_norm": "max"}
     flag_words = {"velocity_error": ("scaled",)}
 
+    t = record_time(K.T)
+    t_prev = record_time(K.T_PREV)
+    h_next = record_scalar(K.H_NEXT, writable=True)
+    h = record_scalar(K.H, writable=True)
+    y = record_array(_Y, writable=True)
+    y_prev = record_array(_YP, writable=True)
+    qdd = record_array(_QDD, writable=True)
+    lam = record_array(_LAM, writable=True)
+    _D = record_array(_D, shape=lambda self: (K.ROWS, 2 * self._n))
+    _Dz = record_array(_DZ, shape=lambda self: (K.ROWS, self._nz))
+    _tau = record_array(_TAU)
+    _k = record_int(K.K_NEXT)
+    order = record_int(K.ORDER)
+    _k_used = record_int(K.K_USED)
+    _valid = record_int(K.VALID)
+    _n_steps = record_int(K.N_STEPS)
+    newton_failures = record_int(K.NEWTON_FAILS)
+    error_test_failures = record_int(K.ERROR_FAILS)
+
+    def __init__(self, model, backend="python", **kwargs):
+        self._choose_backend(model, backend, supports)
+        self._S = np.zeros(K.N_SCALARS)
+        super().__init__(model, **kwargs)
+        self._bind_model()
+        self._allocate(model.n_q, model.n_c)
+        self.order_history = deque(maxlen=ORDER_HISTORY_MAX)
+
+    # -- options -------------------------------------------------------------------------
     def check_options(self):
         k = self.opts["max_order"]
         if isinstance(k, bool) or not isinstance(k, (int, np.integer, float)) or \
@@ -170,30 +211,90 @@ class _BDF(MultibodyIntegrator):
         self.opts["error_norm"] = en.strip().lower()
         self._rms_norm = self.opts["error_norm"] == "rms"
         self._reuse_across_steps = True
-        self._order_tests_scaled = False
+        if hasattr(self, "_I"):
+            self._sync_parameters()
 
-    # -- set-up ------------------------------------------------------------------
+    # -- the record ----------------------------------------------------------------------
+    def _allocate(self, n, m):
+        ns = K.system_size(self._variant, n, m)
+        offs = K.offsets(n, m, ns)
+        lengths = (2 * n, 2 * n, n, m, K.ROWS * 2 * n, K.ROWS * (n + m), K.ROWS, ns * ns)
+        self._slices = [(offs[i], lengths[i]) for i in range(8)]
+        self._n, self._nz, self._N = n, n + m, ns
+        self._offsets = offs
+        stats = self.stats if hasattr(self, "_I") else None
+        self._S = np.zeros(offs[-1])
+        self._S[K.T] = self._S[K.T_PREV] = math.nan
+        self._S[K.H_JAC] = -1.0
+        self._S[K.RELAX] = 1.0
+        I = np.zeros(K.int_length(n, m, ns), dtype=np.int64)
+        I[K.I_N], I[K.I_M] = n, m
+        I[K.I_NS], I[K.VARIANT] = ns, self._variant
+        I[K.NEED_JAC] = 1
+        I[K.K_NEXT] = I[K.ORDER] = I[K.K_USED] = I[K.VALID] = 1
+        self._I = I
+        if stats is not None:
+            self.stats = stats
+        self._LU = np.zeros((ns, ns))
+        self._y_out = np.zeros(len(self.model.output_names) if self._kernel_outputs else 0)
+        self._outputs_fresh = False
+        self._has_state = False
+        self._hist_seen = 0
+        self._sync_parameters()
+
+    def _sync_parameters(self):
+        """Options and tolerances into the record."""
+        S, I = self._S, self._I
+        S[K.RTOL], S[K.ATOL] = self.rtol, self.atol
+        S[K.H_FIXED] = 0.0 if self.h_fixed is None else self.h_fixed
+        S[K.MAX_STEP] = self.max_step
+        I[K.MAX_ORD] = self.max_order
+        I[K.REUSE] = 1 if self._reuse_across_steps else 0
+        I[K.VEL_ERROR] = K.VE_SCALED if self._velocity_scaled else (K.VE_ON if self.velocity_error else K.VE_OFF)
+        I[K.POS_WEIGHTS] = 1 if self._position_weights else 0
+        I[K.ERR_RMS] = 1 if self._rms_norm else 0
+        I[K.CONST_MASS] = 1 if self.model.constant_mass else 0
+
+    @property
+    def order_counts(self):
+        return [int(c) for c in self._I[K.ORDER_COUNTS:K.ORDER_COUNTS + MAX_ORDER + 1]]
+
+    @order_counts.setter
+    def order_counts(self, value):
+        value = [int(c) for c in value]
+        if len(value) != MAX_ORDER + 1:
+            raise StateError(f"order_counts must have {MAX_ORDER + 1} entries, got {len(value)}")
+        self._I[K.ORDER_COUNTS:K.ORDER_COUNTS + MAX_ORDER + 1] = value
+
+    # -- set-up ------------------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
-        if getattr(self.model, "nonholonomic_names", ()):
-            raise InvalidInputError(f"method {self.name!r} does not support nonholonomic "
-                                    f"constraints (model {self.model.name!r})")
-        self._ic(t0, y0, **ic_options)
-        self.newton = QuasiNewton(self.stats, max_iter=NEWTON_MAX_ITER, tol=NEWTON_TOL,
-                                  err_tol=NEWTON_ERR_TOL, what=f"{self.name} iteration matrix",
-                                  prior_rate=True)
-        self._J = None            # matrix of the current LU (kept for restore)
-        # (t, k) of the last ORDER_HISTORY_MAX accepted steps: a ring buffer, so a
-        # long run's memory stays flat (issue 14); order_counts keeps the totals
+        from ..ic import analyse_initial_conditions  # noqa: PLC0415
+        original = self.model
+        q0, v0 = original.split(y0)
+        report = analyse_initial_conditions(original, t0, q0, v0, self.u, **ic_options)
+        self.ic_report = report
+        self.model = report.model
+        if self.model is not original:
+            # redundant constraints removed: the compiled kernels describe the full model,
+            # the Python functions describe the view the IC analysis made
+            if self.backend == "numba":
+                jit.announce(("redundant", original.name),
+                             f"model {original.name!r} has redundant constraints "
+                             f"({', '.join(getattr(report, 'redundant', ()) or ()) or 'removed by the IC analysis'}): "
+                             f"{self.name} runs on the python backend")
+                self.backend = "python"
+            self._bind_model()
+        self._allocate(self.model.n_q, self.model.n_c)
+        self.t = t0
+        y = np.concatenate([report.q, report.v])
+        self._write(_Y, y)
+        self._write(_YP, y)
+        self._write(_QDD, report.qdd)
+        self._write(_LAM, report.lam)
+        self._has_state = True
         self.order_history = deque(maxlen=ORDER_HISTORY_MAX)
-        self.newton_failures = 0  # rejected attempts by cause (diagnostics)
-        self.error_test_failures = 0
-        self.order_counts = [0] * (MAX_ORDER + 1)
-        ny = 2 * self.model.n_q
-        self._D = np.zeros((MAX_ORDER + 3, ny))   # row j = ∇^j y_n, j = 1..k+2
-        # the same differences of z = (q'', λ): predictor only, no error control
-        self._Dz = np.zeros((MAX_ORDER + 3, self.model.n_q + self.model.n_c))
-        self._tau = np.zeros(MAX_ORDER + 3)       # τ_j^n in slot j−1
         self._start(self._initial_step())
+        self._load_machine_code(K.ONE_STEP)
 
     def _initial_step(self):
         if self.h_fixed is not None:
@@ -202,327 +303,177 @@ class _BDF(MultibodyIntegrator):
             return min(self.first_step, self.max_step)
         # order-1 error ≈ h²/2 ‖q''‖: take 1/50 of the tolerance in q.
         w = error_weights(self.q, self.rtol, self.atol)
-        acc = float(np.max(np.abs(self.qdd) / w)) if self.qdd.size else 0.0
+        qdd = self.qdd
+        acc = float(np.max(np.abs(qdd) / w)) if qdd.size else 0.0
         return initial_step(acc, 0.02, self.max_step)
 
     def _start(self, h):
-        """Order 1 from the current point: D_0 = h ẏ_0, τ = (h, 2h) (Algorithm 4 step 3)."""
-        self._D[:] = 0.0
-        self._D[1] = h * np.concatenate([self.v, self.qdd])
-        self._Dz[:] = 0.0
-        self._tau[:] = 0.0
-        self._tau[0], self._tau[1] = h, 2.0 * h
-        self._k = 1            # order of the next step
-        self.order = 1         # order of the last accepted step
-        self._k_used = 1
-        self._valid = 1        # rows 1.._valid of D hold true differences
-        self._n_steps = 0      # accepted steps since the (re)start
-        self.h_next = h
-        self.h = h
-        self.newton.invalidate()
+        """Order 1 from the current point: D_1 = h ẏ_0, τ = (h, 2h) (Algorithm 4 step 3)."""
+        S, I = self._S, self._I
+        n = self._n
+        for index in (_D, _DZ, _TAU):
+            start, length = self._slices[index]
+            S[start:start + length] = 0.0
+        start = self._slices[_D][0] + 2 * n     # row 1 of D
+        S[start:start + 2 * n] = h * np.concatenate([self.v, self.qdd])
+        tau = self._slices[_TAU][0]
+        S[tau], S[tau + 1] = h, 2.0 * h
+        I[K.K_NEXT] = I[K.ORDER] = I[K.K_USED] = I[K.VALID] = 1
+        I[K.N_STEPS] = 0
+        S[K.H_NEXT] = S[K.H] = h
+        self.invalidate_iteration_matrix()
+
+    def invalidate_iteration_matrix(self):
+        """Form the iteration matrix afresh at the next Newton solve."""
+        self._I[K.NEED_JAC] = 1
 
     def _restart(self):
+        """After a discontinuity: q'' and λ from eq. 10, order 1 again."""
         q, v = self.model.split(self.y)
-        self.qdd, self.lam = consistent_accelerations(self.model, self.t, q, v, self.u)
+        qdd, lam = consistent_accelerations(self.model, self.t, q, v, self.u)
+        self._write(_QDD, qdd)
+        self._write(_LAM, lam)
         self._start(min(self._initial_step(), self.h_next))
-
-    # -- state -------------------------------------------------------------------------
-    def _method_state(self):
-        nt = self.newton
-        return {
-            "D": self._D.copy(), "Dz": self._Dz.copy(), "tau": self._tau.copy(), "k": self._k, "order": self.order,
-            "k_used": self._k_used, "valid": self._valid, "n_steps": self._n_steps,
-            "h_next": float(self.h_next), "h": float(self.h),
-            "order_counts": list(self.order_counts),
-            "newton": {**nt.state(), "need_jac": bool(nt.need_jac), "relax": float(nt.relax)},
-            "J": None if self._J is None or nt.factor is None else self._J.copy(),
-        }
-
-    def _restore_method_state(self, d):
-        if not hasattr(self, "newton"):   # restore into a never-initialised integrator
-            self.newton = QuasiNewton(self.stats, max_iter=NEWTON_MAX_ITER, tol=NEWTON_TOL,
-                                      err_tol=NEWTON_ERR_TOL, what=f"{self.name} iteration matrix",
-                                      prior_rate=True)
-            self.order_history = deque(maxlen=ORDER_HISTORY_MAX)
-            self.newton_failures = self.error_test_failures = 0
-        self._D = np.array(d["D"], dtype=float)
-        self._Dz = np.array(d["Dz"], dtype=float)
-        self._tau = np.array(d["tau"], dtype=float)
-        self._k, self.order, self._k_used = int(d["k"]), int(d["order"]), int(d["k_used"])
-        self._valid, self._n_steps = int(d["valid"]), int(d["n_steps"])
-        self.h_next, self.h = float(d["h_next"]), float(d["h"])
-        self.order_counts = list(d["order_counts"])
-        self.order_history = deque((e for e in self.order_history if e[0] <= self.t),
-                                   maxlen=ORDER_HISTORY_MAX)
-        nt = self.newton
-        nt.stats = self.stats
-        nt.restore(d["newton"])
-        self._J = None if d["J"] is None else np.array(d["J"], dtype=float)
-        if self._J is not None and nt.factor is None:
-            # refactorise the same matrix: identical LU, identical continuation
-            nt.factor = lu_factor(self._J, nt.what, t=self.t)
-        nt.need_jac = bool(d["newton"]["need_jac"])
-        nt.relax = float(d["newton"]["relax"])
+        self._outputs_fresh = False
 
     # -- dense output ---------------------------------------------------------------------
     def dense_output(self, t):
         """Interpolating polynomial of the last step's order through y_{n+1}, …, y_{n+1−k}."""
         if self.t == self.t_prev:
-            return self.y.copy()
+            return self.y
         s = float(t) - self.t
-        out = self.y.copy()
+        out = self.y
         fac = 1.0
-        tau = self._tau
+        tau, D = self._tau, self._D
         for j in range(1, self._k_used + 1):
             fac *= (s + (tau[j - 2] if j > 1 else 0.0)) / tau[j - 1]
-            out += fac * self._D[j]
+            out += fac * D[j]
         return out
 
-    # -- formulation hooks ---------------------------------------------------------------
-    def _solve(self, t1, h, hhat, y_pred, yd_pred, winv):
-        """Newton solve of the corrector; returns (result, Δy, qdd, lam)."""
-        raise NotImplementedError
+    # -- state -------------------------------------------------------------------------
+    def _method_state(self):
+        S, I = self._S, self._I
+        newton = {"sigma": float(S[K.SIGMA]), "h_jac": float(S[K.H_JAC])}
+        has_factor = bool(I[K.HAS_FACTOR])
+        if has_factor:
+            newton.update(lu=self._LU.copy(), piv=I[K.PIV:K.PIV + self._N].astype(np.int32),
+                          need_jac=bool(I[K.NEED_JAC]), relax=float(S[K.RELAX]))
+        J = None
+        if has_factor and I[K.HAS_J]:
+            start, length = self._slices[_J]
+            J = S[start:start + length].reshape(self._N, self._N).copy()
+        return {"D": self._D, "Dz": self._Dz, "tau": self._tau, "k": self._k, "order": self.order,
+                "k_used": self._k_used, "valid": self._valid, "n_steps": self._n_steps,
+                "h_next": float(S[K.H_NEXT]), "h": float(S[K.H]),
+                "order_counts": self.order_counts, "newton": newton, "J": J}
 
-    # -- one step ------------------------------------------------------------------------------
-    def _coefficients(self, h, k):
-        """τ^{n+1}, ω_1..ω_{k+1}, c_1..c_k for step h at order k (eqs. 58, 64, 66)."""
-        tau_old = self._tau
-        tau = np.empty(MAX_ORDER + 3)
-        tau[0] = h
-        tau[1:] = h + tau_old[:-1]
-        kk = min(k + 1, self._valid)
-        omega = np.cumprod(tau[:kk] / tau_old[:kk])
-        c = np.cumsum(h / tau[:k])
-        return tau, omega, c
-
-    @property
-    def _z(self):
-        return np.concatenate([self.qdd, self.lam])
-
-    def _step(self, t_limit):
-        nt = self.newton
-        saved = (nt.snapshot(), self._J, dict(self.stats))
+    def restore(self, state):
+        """Continue from ``state`` (validated before anything is written)."""
+        from ..state_schema import check_integrator_state  # noqa: PLC0415
+        if not isinstance(state, Mapping) or state.get("method") != self.name:
+            method = state.get("method") if isinstance(state, Mapping) else None
+            raise StateError(f"state belongs to method {method!r:.40}, not {self.name!r}")
+        if self._has_state:
+            check_integrator_state(self, state)
+        ms = state["method_state"]
+        newton = ms["newton"]
+        check_newton_state("newton", newton, self._N)
+        if "lu" in newton:
+            lu, piv = np.asarray(newton["lu"], dtype=float), np.asarray(newton["piv"])
+            if lu.shape != (self._N, self._N) or not np.isfinite(lu).all():
+                raise StateError(f"iteration-matrix LU must be a finite {self._N}x{self._N} array, "
+                                 f"got shape {lu.shape}")
+            if piv.shape != (self._N,) or piv.dtype.kind not in "iu" \
+                    or not dense_lu.pivots_valid(piv.astype(np.int64), self._N):
+                raise StateError(f"iteration-matrix pivots must be {self._N} row indices "
+                                 f"k <= piv[k] < {self._N}")
+        S, I = self._S.copy(), self._I.copy()   # all or nothing: write copies, then swap
+        saved = self._S, self._I
+        self._S, self._I = S, I
         try:
-            self._step_inner(t_limit)
+            S[K.T], S[K.T_PREV] = float(state["t"]), float(state["t_prev"])
+            for index, value in ((_Y, state["y"]), (_YP, state["y_prev"]), (_QDD, state["qdd"]),
+                                 (_LAM, state["lam"]), (_D, ms["D"]), (_DZ, ms["Dz"]),
+                                 (_TAU, ms["tau"])):
+                self._write(index, value)
+            I[K.K_NEXT], I[K.ORDER], I[K.K_USED] = int(ms["k"]), int(ms["order"]), int(ms["k_used"])
+            I[K.VALID], I[K.N_STEPS] = int(ms["valid"]), int(ms["n_steps"])
+            S[K.H_NEXT], S[K.H] = float(ms["h_next"]), float(ms["h"])
+            self.order_counts = ms["order_counts"]
+            S[K.SIGMA], S[K.H_JAC] = float(newton["sigma"]), float(newton["h_jac"])
+            if "lu" in newton:
+                I[K.PIV:K.PIV + self._N] = np.asarray(newton["piv"])
+                I[K.HAS_FACTOR], I[K.NEED_JAC] = 1, 1 if newton["need_jac"] else 0
+                S[K.RELAX] = float(newton["relax"])
+            else:   # older snapshots: the LU is rebuilt on the next solve
+                I[K.HAS_FACTOR], I[K.NEED_JAC] = 0, 1
+                S[K.RELAX] = 1.0
+            I[K.HAS_J] = 0
+            if ms["J"] is not None:
+                self._write(_J, ms["J"])
+                I[K.HAS_J] = 1
+            self.stats = state["stats"]
         except BaseException:
-            newton, self._J, stats = saved
-            nt.rollback(newton)
-            self.stats.clear()
-            self.stats.update(stats)
+            self._S, self._I = saved
             raise
+        if "lu" in newton:
+            self._LU[:, :] = newton["lu"]
+        self.u = np.array(state["u"], dtype=float)
+        self._has_state = True
+        self._outputs_fresh = False
+        t = float(state["t"])
+        self.order_history = deque((e for e in self.order_history if e[0] <= t), maxlen=ORDER_HISTORY_MAX)
+        self._hist_seen = int(I[K.HIST_COUNT])
 
-    def _step_inner(self, t_limit):
-        fixed = self.h_fixed is not None
-        k = self._k
-        h_prop = self.h_next
-        D = self._D
-        y_n = self.y
-        w = error_weights(y_n, self.rtol, self.atol)
-        n = self.model.n_q
-        if self._position_weights:                  # eq. 35: W_q^k for q_k and v_k
-            w[n:] = w[:n]
-        if n:                                       # rounding floor (WEIGHT_FLOOR)
-            w[:n] = np.maximum(w[:n], WEIGHT_FLOOR * EPS * float(np.max(np.abs(y_n[:n]))))
-            w[n:] = np.maximum(w[n:], WEIGHT_FLOOR * EPS * float(np.max(np.abs(y_n[n:]))))
-        winv = 1.0 / w
-        failures = 0
-        error_failures = 0
-        while True:
-            h, lands = self._clamp_step(float(h_prop), t_limit)
-            h = float(h)
-            h_min = 4.0 * np.finfo(float).eps * max(abs(self.t), abs(t_limit), 1e-300)
-            if not h > h_min:
-                self._fail("step size below the minimum", h, "minimum step reached",
-                           tolerance_hint(self.name, self.rtol, float(np.max(self.atol))))
-            tau, omega, c = self._coefficients(h, k)
-            hhat = h / c[k - 1]
-            Dk = D[1:k + 1]
-            y_pred = y_n + omega[:k] @ Dk                 # eq. 69
-            yd_pred = ((c * omega[:k]) @ Dk) / h
-            self._z_pred = self._z + omega[:k] @ self._Dz[1:k + 1]   # (q'', λ) predictor
-            if not self._reuse_across_steps:
-                self.newton.invalidate()                  # see BDFIndex3.reuse_matrix
-            if not self.newton.need_jac:
-                self.newton.plan_reuse(hhat, None)        # §5.1 reuse test on ĥ
-                nt = self.newton
-                if REUSE_LIMIT < 1.0 / 3.0 and not nt.need_jac:
-                    r = hhat / nt.h_jac
-                    if nt.sigma * r + abs(r - 1.0) > REUSE_LIMIT:
-                        nt.invalidate()
-                # The iteration matrices here are scaled so that they hardly
-                # depend on ĥ (M − ĥQ_v + ĥ²K, constraint rows C_q): the
-                # relaxation ν = 2ĥ/(ĥ + ĥ_old) of the unscaled eq. 79 would
-                # spoil the exact position update of the constraint rows, and
-                # v = q'^{(0)} + δ/ĥ amplifies that by 1/ĥ.
-                self.newton.relax = 1.0
-            try:
-                res, dy, qdd, lam = self._solve(self.t + h, h, hhat, y_pred, yd_pred, winv)
-            except SingularMatrixError as exc:
-                raise SingularMatrixError(
-                    f"{self.name}: singular iteration matrix at t={self.t!r}, h={h!r}, order {k} "
-                    f"({exc})", t=self.t, h=h, cause="singular iteration matrix") from None
-            except (ValueError, FloatingPointError, ArithmeticError) as exc:
-                raise ConvergenceError(
-                    f"{self.name}: model evaluation failed at t={self.t!r}, h={h!r} ({exc})",
-                    t=self.t, h=h, cause="model evaluation failed") from None
-            if not res.converged:
-                self.stats["rejected"] += 1
-                self.newton_failures += 1
-                failures += 1
-                if failures > MAX_FAILURES:
-                    self._fail("Newton iteration failed", h, res.reason)
-                self.newton.invalidate()
-                h_prop = NEWTON_CUT * h
-                if failures >= 3:
-                    k = 1
-                continue
-            # error estimates of orders k−1, k, k+1 (Algorithm 4 f)
-            ce = h / tau[:MAX_ORDER + 2]                   # c_e^j = h/τ_{j+1}, slot j
-            cols = [dy]                                    # ∇^{k+1} y_{n+1}
-            if k > 1:
-                cols.append(omega[k - 1] * D[k] + dy)     # ∇^k y_{n+1}
-            has_up = self._valid >= k + 1
-            if has_up:
-                cols.append(dy - omega[k] * D[k + 1])     # ∇^{k+2} y_{n+1}
-            self._hhat = hhat
-            errs = self._error_norms(cols, winv, self.velocity_error)
-            e_k = errs[0]
-            e_dn = errs[1] if k > 1 else math.inf
-            e_up = errs[-1] if has_up else math.inf
-            # stability / smoothness tests always look at q and v: with the
-            # error test on q only, an unstable stiff velocity shows there first
-            if self._order_tests_scaled and self.velocity_error and not self._velocity_scaled:
-                # index 3: the order tests see the velocity estimate times ĥ
-                # (see BDFIndex3); acceptance and step size keep eq. 35
-                self._velocity_scaled = True
-                try:
-                    st = self._error_norms(cols, winv, True)
-                finally:
-                    self._velocity_scaled = False
-            else:
-                st = errs if self.velocity_error else self._error_norms(cols, winv, True)
-            s_k, s_dn = st[0], (st[1] if k > 1 else math.inf)
-            s_up = st[-1] if has_up else math.inf
-            err = ce[k] * e_k
-            # a landing step cut short by the target does not shrink the
-            # history: its successor's ratio caps refer to the proposal h_prop
-            h_base = h_prop if lands and h < h_prop else h
-            h_k = self._h_order(h, k, ce[k] * e_k, SAFETY_SAME, h_base)
-            h_dn = self._h_order(h, k - 1, ce[k - 1] * e_dn, SAFETY_DOWN, h_base) if k > 1 else 0.0
-            decr = k >= 3 and s_k > SKELBOE[k] * s_dn    # Table 2 (Skelboe)
-            if fixed or err <= 1.0:
-                break
-            # rejected (Algorithm 4 h i)
-            self.stats["rejected"] += 1
-            self.error_test_failures += 1
-            failures += 1
-            error_failures += 1
-            if failures > MAX_FAILURES:
-                self._fail("local error test failed repeatedly", h, f"error ratio {err:.3g}")
-            if decr:
-                k, h_new = k - 1, h_dn
-            else:
-                h_new = h_k
-            if error_failures >= 2:
-                h_new *= 0.5
-            if error_failures >= 3:
-                k = 1
-            h_prop = min(max(h_new, MIN_REJECT_FACTOR * h), MAX_REJECT_FACTOR * h)
-        self._accept(h, h_base, lands, t_limit, k, tau, omega, y_pred + dy, dy, qdd, lam,
-                     (e_k, s_k), (e_dn, s_dn), (e_up, s_up), h_k, h_dn, decr, ce, fixed,
-                     failures > 0)
+    # -- stepping ----------------------------------------------------------------------------
+    def _call(self, mode, t_target, max_steps):
+        status = super()._call(mode, t_target, max_steps)
+        self._sync_history()
+        return status
 
-    def _h_order(self, h, j, err, safety, h_base=None):
-        """Step of order j from its error estimate (eq. 85) capped by Table 1
-        (ratio to ``h_base``, default h)."""
-        if j < 1:
-            return 0.0
-        h_base = h if h_base is None else h_base
-        eps = err ** (1.0 / (j + 1)) if err > 0.0 else 0.0
-        h_j = h / (safety * eps) if eps > 0.0 else math.inf
-        return min(h_j, MAX_RATIO[j] * h_base, MAX_GROWTH * h_base)
+    def _sync_history(self):
+        """New (t, k) entries of the kernel's ring buffer into order_history."""
+        count = int(self._I[K.HIST_COUNT])
+        new = count - self._hist_seen
+        if new > 0:
+            o_ht, o_hk = self._offsets[8:10]
+            S = self._S
+            for i in range(count - min(new, K.HIST), count):
+                slot = i % K.HIST
+                self.order_history.append((float(S[o_ht + slot]), int(S[o_hk + slot])))
+        self._hist_seen = count
 
-    def _velocity_winv(self, winv):
-        """Inverse weights of the velocity part of the error test: with
-        velocity_error="scaled" the estimate is multiplied by ĥ (Hairer &
-        Wanner II §VII.3 / RADAU5: index-2 components scaled by h)."""
-        wv = winv[self.model.n_q:]
-        return wv * self._hhat if self._velocity_scaled else wv
-
-    def _norm(self, x):
-        """The error test's norm of the weighted estimate x (option error_norm)."""
-        if self._rms_norm:
-            s2 = 0.0
-            for xi in x.tolist():        # in order, as the kernel sums (bdf_kernel._error_norm)
-                s2 += xi * xi
-            return math.sqrt(s2 / x.size)
-        return float(np.max(np.abs(x)))
-
-    def _error_norms(self, cols, winv, velocity=True):
-        n = self.model.n_q
-        if not velocity:
-            winv = winv[:n]
-            return [self._norm(col[:n] * winv) for col in cols]
-        winv = np.concatenate([winv[:n], self._velocity_winv(winv)])
-        return [self._norm(col * winv) for col in cols]
-
-    def _accept(self, h, h_base, lands, t_limit, k, tau, omega, y1, dy, qdd, lam,
-                e_k, e_dn, e_up, h_k, h_dn, decr, ce, fixed, failed):
-        (e_k, s_k), (e_dn, s_dn), (e_up, s_up) = e_k, e_dn, e_up
-        D = self._D
-        valid_old = self._valid
-        # difference update, eq. 59
-        if valid_old >= k + 1:
-            D[k + 2] = dy - omega[k] * D[k + 1]
-            self._valid = k + 2
+    def _finish(self, status, t_target):
+        if status == K.OK:
+            self._outputs_fresh = self._kernel_outputs
+            return
+        S, I = self._S, self._I
+        name = self.name
+        t, h = float(S[K.F_T]), float(S[K.F_H])
+        if status == K.STEP_BUDGET:
+            raise ConvergenceError(
+                f"{name}: more than max_steps={self.max_steps} steps without reaching "
+                f"t={t_target!r} (at t={t!r}); the step size collapsed or the problem is too "
+                f"stiff for this method", t=self.t, h=None, cause="max_steps")
+        messages = {K.NEWTON_FAILED: ("Newton iteration failed",
+                                      _NEWTON_REASONS.get(int(I[K.REASON]), "Newton iteration failed")),
+                    K.ERROR_TEST_FAILED: ("local error test failed repeatedly",
+                                          f"error ratio {float(S[K.F_INFO]):.3g}"),
+                    K.MIN_STEP: ("step size below the minimum", "minimum step reached"),
+                    K.UNDERFLOW: ("step size underflow", "step does not advance t")}
+        if status in messages:
+            message, cause = messages[status]
+            hint = tolerance_hint(name, float(S[K.RTOL]), float(S[K.ATOL])) if status == K.MIN_STEP else ""
+            raise ConvergenceError(f"{name}: {message} at t={t!r}, h={h!r} ({cause}){hint}", t=t, h=h,
+                                   cause=cause)
+        what, hhat = f"{name} iteration matrix", float(S[K.F_HHAT])
+        if status == K.NONFINITE_MATRIX:
+            inner = f"{what} contains NaN/inf at t={t}, h={hhat}"
         else:
-            D[k + 2] = dy
-            self._valid = k + 1
-        D[k + 1] = dy
-        for j in range(k, 0, -1):
-            D[j] = omega[j - 1] * D[j] + D[j + 1]
-        D[k + 3:] = 0.0
-        Dz = self._Dz
-        z1 = np.concatenate([qdd, lam])
-        dz = z1 - self._z_pred
-        Dz[k + 2] = dz - omega[k] * Dz[k + 1] if valid_old >= k + 1 else dz
-        Dz[k + 1] = dz
-        for j in range(k, 0, -1):
-            Dz[j] = omega[j - 1] * Dz[j] + Dz[j + 1]
-        Dz[k + 3:] = 0.0
-        self._tau = tau
-        self.t_prev, self.y_prev = self.t, self.y
-        self.t = float(t_limit) if lands else float(self.t_prev + h)
-        self.y = y1
-        self.qdd, self.lam = qdd, lam
-        self.h = h
-        self._k_used = self.order = k
-        self._n_steps += 1
-        self.stats["steps"] += 1
-        self.order_counts[k] += 1
-        self.order_history.append((self.t, k))
-        # order and step for the next step (Algorithm 4 i-j)
-        kmax = self.max_order
-        if self._n_steps == 1:
-            k_new, h_new = k, h_base  # first step: keep order and step
-        else:
-            k_new, h_new = k, h_k
-            if k > 1 and h_dn >= h_new:
-                k_new, h_new = k - 1, h_dn
-            incr = (s_k <= s_dn) and (s_up <= s_k) and math.isfinite(s_up)   # relaxed smoothness
-            if incr and k < kmax and self._valid >= k + 2:
-                h_up = self._h_order(h, k + 1, ce[k + 1] * e_up, SAFETY_UP, h_base)
-                if h_up > h_new:
-                    k_new, h_new = k + 1, h_up
-            if decr:
-                k_new, h_new = k - 1, h_dn
-        k_new = min(k_new, kmax)
-        if failed:
-            # after a rejected attempt in this step do not grow again at once
-            # (as DASSL): avoids the reject/grow see-saw
-            h_new = min(h_new, h_base)
-        self.h_next = self.h_fixed if fixed else h_new
-        self._k = k_new
+            inner = f"{what} is numerically singular at t={t}, h={hhat} (pivot ratio {float(S[K.F_INFO]):.1e})"
+        raise SingularMatrixError(f"{name}: singular iteration matrix at t={t!r}, h={h!r}, "
+                                  f"order {int(I[K.F_K])} ({inner})", t=t, h=h,
+                                  cause="singular iteration matrix")
 
 
 class BDFIndex3(_BDF):
@@ -540,10 +491,13 @@ class BDFIndex3(_BDF):
     # error estimate: at rtol ≤ 1e-7 on Andrews the leak reaches the
     # tolerance (27-33 % rejected steps, step sequences chaotic in roundoff).
     options = {**_BDF.options, "reuse_matrix": False, "error_norm": "rms"}
+    _variant = K.INDEX3
 
     def check_options(self):
         super().check_options()
         self._reuse_across_steps = self.opts["reuse_matrix"]   # parsed by validation.flag
+        if hasattr(self, "_I"):
+            self._sync_parameters()
         # Order tests (Skelboe, Table 2; smoothness ‖∇^k‖ ≥ ‖∇^{k+1}‖ ≥ ‖∇^{k+2}‖)
         # on the velocity estimate times ĥ.  The index-3 velocity is the BDF
         # derivative of q: its local error is one order lower than q's and
@@ -552,96 +506,7 @@ class BDFIndex3(_BDF):
         # order 3 ↔ 4 ↔ 5 on roundoff-size differences; scaled they measure
         # the same order in h as the positions.  The error test and the step
         # size keep the seed's norm (eq. 35, Algorithm 4 f).
-        self._order_tests_scaled = True
-
-    def _solve(self, t1, h, hhat, y_pred, yd_pred, winv):
-        model, u = self.model, self.u
-        n, m = model.n_q, model.n_c
-        qp, vp = y_pred[:n], y_pred[n:]
-        qdp, vdp = yd_pred[:n], yd_pred[n:]
-        h2 = hhat * hhat
-        a0 = vdp + (qdp - vp) / hhat          # eq. 77 without δ
-        lam_hat0 = h2 * self._z_pred[n:]
-        winv_q = winv[:n]
-        nt = self.newton
-
-        def residual(x):                     # eq. 78 scaled by ĥ²
-            d = x[:n]
-            q = qp + d
-            v = qdp + d / hhat                # eqs. 75-76: v = q'^{(0)} + δ/ĥ
-            a = a0 + d / h2
-            r = np.empty(n + m)
-            r1 = h2 * (model.mass(q, t1) @ a - model.forces(q, v, t1, u))
-            if m:
-                r1 += model.constraint_jacobian(q, t1).T @ (lam_hat0 + x[n:])
-                r[n:] = model.constraints(q, t1)
-            r[:n] = r1
-            return r
-
-        def jacobian(x):                     # eq. 79 times ĥ²
-            d = x[:n]
-            q = qp + d
-            v = qdp + d / hhat
-            a = a0 + d / h2
-            Qq, Qv = force_jacobians(model, q, v, t1, u)
-            K = -Qq
-            if m:
-                K = K + constraint_force_jacobian(model, q, (lam_hat0 + x[n:]) / h2, t1)
-            Mq = mass_term_jacobian(model, q, a, t1)
-            if Mq is not None:
-                K = K + Mq
-            J = np.zeros((n + m, n + m))
-            J[:n, :n] = model.mass(q, t1) - hhat * Qv + h2 * K
-            if m:
-                Cq = model.constraint_jacobian(q, t1)
-                J[:n, n:] = Cq.T
-                J[n:, :n] = Cq
-            self._J = J
-            return J
-
-        # RMS over q and v = δ/ĥ of the update (as DASSL): one weight per δ
-        # v = q'^{(0)} + δ/ĥ carries δ's roundoff (≈ ε_mach·‖q‖) times 1/ĥ: the
-        # velocity weights get that floor, or a tiny ATOL (1e-12 on a body at
-        # rest) asks Newton for an accuracy below roundoff at small ĥ
-        w_v = np.maximum(1.0 / winv[n:], ROUNDOFF_FLOOR * EPS * float(np.max(np.abs(qp))) / hhat)
-        w2 = (winv_q * winv_q + (1.0 / (w_v * hhat)) ** 2) * (0.5 / max(n, 1))
-
-        def norm(dx):
-            d = dx[:n]
-            return math.sqrt(float(np.dot(d * d, w2)))
-
-        res = nt.solve(residual, jacobian, n + m, norm, h=hhat, t=self.t)
-        d = res.delta[:n]
-        eps = qdp - vp + d / hhat              # eq. 76
-        dy = np.concatenate([d, eps])
-        qdd = a0 + d / h2
-        lam = (lam_hat0 + res.delta[n:]) / h2
-        return res, dy, qdd, lam
-
-    def _error_norms(self, cols, winv, velocity=True):
-        """Projection filter, eq. 80: ε̂ solves J [ε̂; μ] = [M̂ ε; 0] with the LU at hand."""
-        n, m = self.model.n_q, self.model.n_c
-        if m == 0 or self.newton.factor is None or not velocity:
-            return super()._error_norms(cols, winv, velocity)
-        Mhat = self._J[:n, :n]
-        wq, wv = winv[:n], self._velocity_winv(winv)
-        rhs = np.zeros(n + m)
-        out = []
-        for col in cols:
-            # one vector solve per column: a multi-column getrs is far slower
-            # for these tiny systems when BLAS threads compete for cores
-            rhs[:n] = Mhat @ col[n:]
-            p = lu_solve(self.newton.factor, rhs)[:n]
-            if self._rms_norm:
-                out.append(self._norm(np.concatenate([col[:n] * wq, p * wv])))
-            else:
-                out.append(max(float(np.max(np.abs(col[:n]) * wq)), float(np.max(np.abs(p) * wv))))
-        return out
-
-
-def _cq_v_jacobian(model, q, v, t):
-    """∂(C_q v + C_t)/∂q by forward differences (the (C_q v)_q + C_tq block)."""
-    return fd_jacobian(lambda qq: model.constraint_jacobian(qq, t) @ v + model.constraint_dt(qq, t), q)
+        # (bdf_kernel: I[VARIANT] == INDEX3)
 
 
 class BDFIndex2(_BDF):
@@ -654,71 +519,7 @@ class BDFIndex2(_BDF):
 
     name = "bdf-i2"
     description = "BDF variable step/order 1-5, stabilised index-2 (GGL) form (seed 000 eqs. 81-84)"
-
-    def _solve(self, t1, h, hhat, y_pred, yd_pred, winv):
-        model, u = self.model, self.u
-        n, m = model.n_q, model.n_c
-        qp, vp = y_pred[:n], y_pred[n:]
-        hqd0, hvd0 = hhat * yd_pred[:n], hhat * yd_pred[n:]
-        h2 = hhat * hhat
-        Lam0 = h2 * self._z_pred[n:]
-        N = 2 * n + 2 * m
-        i_l, i_m = 2 * n, 2 * n + m
-        winv_q, winv_v = winv[:n], winv[n:] / hhat
-
-        def unpack(x):
-            return qp + x[:n], vp + x[n:i_l] / hhat, Lam0 + x[i_l:i_m], x[i_m:]
-
-        def residual(x):                     # eq. 84, scaled
-            q, v, Lam, mu = unpack(x)
-            r = np.empty(N)
-            r[:n] = hhat * (model.mass(q, t1) @ (hvd0 + x[n:i_l] / hhat)) - h2 * model.forces(q, v, t1, u)
-            r[n:i_l] = hqd0 + x[:n] - hhat * v
-            if m:
-                Cq = model.constraint_jacobian(q, t1)
-                r[:n] += Cq.T @ Lam
-                r[n:i_l] += Cq.T @ mu
-                r[i_l:i_m] = model.constraints(q, t1)
-                r[i_m:] = hhat * (Cq @ v + model.constraint_dt(q, t1))
-            return r
-
-        def jacobian(x):                     # J_n after eq. 84, scaled
-            q, v, Lam, mu = unpack(x)
-            Qq, Qv = force_jacobians(model, q, v, t1, u)
-            K = -h2 * Qq
-            Mq = mass_term_jacobian(model, q, hvd0 + x[n:i_l] / hhat, t1)
-            if Mq is not None:
-                K = K + hhat * Mq
-            J = np.zeros((N, N))
-            J[:n, :n] = K
-            J[:n, n:i_l] = model.mass(q, t1) - hhat * Qv
-            J[n:i_l, :n] = np.eye(n)
-            J[n:i_l, n:i_l] = -np.eye(n)
-            if m:
-                Cq = model.constraint_jacobian(q, t1)
-                J[:n, :n] += constraint_force_jacobian(model, q, Lam, t1)
-                J[:n, i_l:i_m] = Cq.T
-                J[n:i_l, :n] += constraint_force_jacobian(model, q, mu, t1)
-                J[n:i_l, i_m:] = Cq.T
-                J[i_l:i_m, :n] = Cq
-                J[i_m:, :n] = hhat * _cq_v_jacobian(model, q, v, t1)
-                J[i_m:, n:i_l] = Cq
-            self._J = J
-            return J
-
-        w2 = np.concatenate([winv_q, winv_v]) ** 2 / max(2 * n, 1)
-
-        def norm(dx):                        # RMS of the q and v updates (as DASSL)
-            d = dx[:i_l]
-            return math.sqrt(float(np.dot(d * d, w2)))
-
-        res = self.newton.solve(residual, jacobian, N, norm, h=hhat, t=self.t)
-        x = res.delta
-        eps = x[n:i_l] / hhat
-        dy = np.concatenate([x[:n], eps])
-        qdd = yd_pred[n:] + eps / hhat
-        lam = (Lam0 + x[i_l:i_m]) / h2
-        return res, dy, qdd, lam
+    _variant = K.INDEX2
 
 
 class BDFIndex1(_BDF):
@@ -749,84 +550,4 @@ class BDFIndex1(_BDF):
     name = "bdf-i1"
     description = "BDF variable step/order 1-5, q, v, a as index-1 variables (seed 000 §4)"
     options = {**_BDF.options, "velocity_weights": "velocity"}
-
-    def _solve(self, t1, h, hhat, y_pred, yd_pred, winv):
-        model, u = self.model, self.u
-        n, m = model.n_q, model.n_c
-        qp, vp = y_pred[:n], y_pred[n:]
-        hqd0, hvd0 = hhat * yd_pred[:n], hhat * yd_pred[n:]
-        h2 = hhat * hhat
-        a0 = self._z_pred[:n]
-        lam0 = self._z_pred[n:]
-        N = 3 * n + 3 * m
-        i_a, i_l, i_t, i_m = 2 * n, 3 * n, 3 * n + m, 3 * n + 2 * m
-        winv_q, winv_v, winv_a = winv[:n], winv[n:] / hhat, winv[n:] / h2 * hhat
-
-        def unpack(x):
-            return (qp + x[:n], vp + x[n:i_a] / hhat, a0 + x[i_a:i_l] / h2,
-                    lam0 + x[i_l:i_t] / h2, x[i_t:i_m], x[i_m:])
-
-        def residual(x):
-            q, v, a, lam, tau, mu = unpack(x)
-            r = np.empty(N)
-            r[:n] = h2 * (model.mass(q, t1) @ a - model.forces(q, v, t1, u))
-            r[n:i_a] = hhat * (hvd0 + x[n:i_a] / hhat) - h2 * a
-            r[i_a:i_l] = hqd0 + x[:n] - hhat * v
-            if m:
-                Cq = model.constraint_jacobian(q, t1)
-                r[:n] += h2 * (Cq.T @ lam)
-                r[n:i_a] += Cq.T @ tau
-                r[i_a:i_l] += Cq.T @ mu
-                r[i_l:i_t] = model.constraints(q, t1)
-                r[i_t:i_m] = hhat * (Cq @ v + model.constraint_dt(q, t1))
-                r[i_m:] = h2 * (Cq @ a - model.gamma(q, v, t1))
-            return r
-
-        def jacobian(x):
-            q, v, a, lam, tau, mu = unpack(x)
-            Qq, Qv = force_jacobians(model, q, v, t1, u)
-            M = model.mass(q, t1)
-            J = np.zeros((N, N))
-            K = -Qq
-            Mq = mass_term_jacobian(model, q, a, t1)
-            if Mq is not None:
-                K = K + Mq
-            I = np.eye(n)
-            J[:n, n:i_a] = -hhat * Qv
-            J[:n, i_a:i_l] = M
-            J[n:i_a, n:i_a] = I
-            J[n:i_a, i_a:i_l] = -I
-            J[i_a:i_l, :n] = I
-            J[i_a:i_l, n:i_a] = -I
-            if m:
-                Cq = model.constraint_jacobian(q, t1)
-                K = K + constraint_force_jacobian(model, q, lam, t1)
-                J[:n, i_l:i_t] = Cq.T
-                J[n:i_a, :n] = constraint_force_jacobian(model, q, tau, t1)
-                J[n:i_a, i_t:i_m] = Cq.T
-                J[i_a:i_l, :n] += constraint_force_jacobian(model, q, mu, t1)
-                J[i_a:i_l, i_m:] = Cq.T
-                J[i_l:i_t, :n] = Cq
-                J[i_t:i_m, :n] = hhat * _cq_v_jacobian(model, q, v, t1)
-                J[i_t:i_m, n:i_a] = Cq
-                g0 = model.gamma(q, v, t1)
-                J[i_m:, :n] = h2 * fd_jacobian(
-                    lambda qq: model.constraint_jacobian(qq, t1) @ a - model.gamma(qq, v, t1), q)
-                J[i_m:, n:i_a] = -hhat * fd_jacobian(lambda vv: model.gamma(q, vv, t1), v, g0)
-                J[i_m:, i_a:i_l] = Cq
-            J[:n, :n] = h2 * K
-            self._J = J
-            return J
-
-        w2 = np.concatenate([winv_q, winv_v, winv_a]) ** 2 / max(3 * n, 1)
-
-        def norm(dx):                        # RMS of the q, v and a updates
-            d = dx[:i_l]
-            return math.sqrt(float(np.dot(d * d, w2)))
-
-        res = self.newton.solve(residual, jacobian, N, norm, h=hhat, t=self.t)
-        x = res.delta
-        dy = np.concatenate([x[:n], x[n:i_a] / hhat])
-        qdd = a0 + x[i_a:i_l] / h2
-        lam = lam0 + x[i_l:i_t] / h2
-        return res, dy, qdd, lam
+    _variant = K.INDEX1

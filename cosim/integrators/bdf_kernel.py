@@ -1,31 +1,32 @@
-"""Index-3 BDF as pure functions on one flat state record — the compiled twin
-of :class:`~cosim.integrators.bdf.BDFIndex3` ("bdf").
+"""BDF, variable step and order 1-5 (seed 000 §4, Algorithm 4), as pure functions on
+one flat state record: the one implementation of "bdf" (index 3 with the projection
+filter, eqs. 73-80), "bdf-i2" (GGL, eqs. 81-84) and "bdf-i1" (q, v, a as index-1
+variables), run compiled (numba, compiled once per machine by
+:func:`cosim.jit.method_entry`) or as plain Python (the same functions).  The
+integrator object around it is :mod:`cosim.integrators.bdf`, whose docstring lists
+the choices made beyond the seed's text.
 
-Same algorithm, step for step (seed 000 §4, Algorithm 4, with the choices
-listed in :mod:`cosim.integrators.bdf`): variable-step divided differences
-(eqs. 57-69), Newton on eq. 78 with the iteration matrix eq. 79 (formed at
-every attempt unless ``reuse_matrix``), the projection filter eq. 80 for the
-velocity error, order/step selection with eq. 85, Table 1 and Skelboe's
-test (Table 2).  The Python class is the reference; ``tests/test_backends.py``
-holds the two to the same step, rejection, iteration and LU counts and 1e-10.
+Variable-step divided differences (eqs. 57-69), Newton with the iteration matrix
+formed at every attempt (index 3, unless ``reuse_matrix``) or reused across steps
+(§5.1), the projection filter eq. 80 for the velocity error, order/step selection
+with eq. 85, Table 1 and Skelboe's test (Table 2).
 
-The model enters as its kernels (:mod:`cosim.models.kernels`); see
-:mod:`cosim.integrators.ga_kernel` for the calling convention (``fns[k](``
-is bound to the model's kernel by :func:`cosim.jit.model_entry_points`).
-Everything the method remembers lives in three arrays:
+The model enters as ``fns``, its functions in :func:`cosim.jit.kernel_fields`
+order (compiled functions of fixed signatures, or plain Python ones; see
+:mod:`cosim.integrators.model_functions`).  Everything the method remembers
+lives in three arrays:
 
 * ``S`` float64: scalars (slots below), then y, y_prev, q'', λ, the
   difference arrays D ((MAX_ORDER+3)×2n) and Dz ((MAX_ORDER+3)×(n+m)), τ,
-  the iteration matrix J of the current LU ((n+m)²), and a ring buffer of
+  the iteration matrix J of the current LU, and a ring buffer of
   the (t, k) of the last HIST accepted steps;
 * ``I`` int64: sizes, flags, order bookkeeping, statistics, order counts,
   the LU pivots;
-* ``LU`` float64 (n+m)²: the kept factors.
+* ``LU`` float64: the kept factors.
 
 No exceptions and no allocation inside the step loop: work arrays are made
 once per :func:`advance` call; every function returns a status code that
-the wrapper (:mod:`cosim.integrators.bdf_compiled`) turns into the
-reference's error messages.
+the integrator object turns into its error messages.
 """
 import math
 
@@ -67,9 +68,11 @@ MIN_STEP = 7             # "step size below the minimum"
 UNDERFLOW = 8            # "step size underflow" (h no longer moves t)
 NOT_IN_KERNEL = 9        # restart: done by the wrapper (Python reference)
 # entry modes (cosim.jit's generated entry)
-WHOLE_INTERVAL = 0
-RESTART = 1
-ONE_STEP = 2
+WHOLE_INTERVAL = 0       # advance to the target within max_steps, else STEP_BUDGET
+RESTART = 1              # (done by the integrator object: NOT_IN_KERNEL)
+ONE_STEP = 2             # at most max_steps steps towards the target
+RESTART_THEN_ADVANCE = 3  # (as RESTART: RESTART_STATUS + NOT_IN_KERNEL, nothing changed)
+RESTART_STATUS = 100
 # Newton failure reasons
 R_RESIDUAL = 1           # "residual is not finite"
 R_UPDATE = 2             # "Newton update is not finite"
@@ -127,11 +130,6 @@ def state_view(S, I):
 
 def int_length(n, m, ns):
     return PIV + ns
-
-
-def restart(fns, S, I, u, p):
-    """The restart (eq. 10 and the order-1 start) runs in the wrapper."""
-    return NOT_IN_KERNEL
 
 
 # ---------------------------------------------------------------------------------
@@ -1070,3 +1068,22 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
         S[F_T] = t_fail
         return STEP_BUDGET
     return OK
+
+
+def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
+    """The method's one entry point, compiled once per machine (cosim.jit.method_entry)
+    or run as plain Python.  Modes: WHOLE_INTERVAL advances to ``t_target`` within
+    ``max_steps`` (else STEP_BUDGET, record unchanged); ONE_STEP takes at most
+    ``max_steps`` steps.  The restart modes are not in the kernel (the integrator
+    object restarts).  After a successful advance the model's outputs at the new
+    state go into ``y_out`` (the outputs kernel, fns[9]) unless it is empty."""
+    if mode == RESTART:
+        return NOT_IN_KERNEL
+    if mode == RESTART_THEN_ADVANCE:
+        return RESTART_STATUS + NOT_IN_KERNEL
+    status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)
+    if status == OK and y_out.shape[0] > 0:
+        y_out[:] = 0.0
+        n = I[I_N]
+        fns[9](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
+    return status

@@ -23,45 +23,31 @@ x' = f(t, x, u) are integrated directly.
   control; cubic Hermite dense output.
 
 Both run in fixed-step mode when ``h`` is given (no error test, every step h).
+
+The algorithm is :mod:`cosim.integrators.explicit_kernel` — one implementation,
+run compiled (numba, compiled once per machine, the model given as compiled
+functions) or as plain Python (the same functions).  This module is the
+integrator object around it: the IC analysis, the first derivative and the
+initial step (the kernel's ``_evaluate`` run uncompiled, once), the record
+(``S``, ``I``, ``LU``), dense output, state capture and error messages.
 """
+from __future__ import annotations
+
 import math
 
 import numpy as np
 
-from ..errors import ConvergenceError, SingularMatrixError
+from .. import jit
+from ..errors import ConvergenceError, SingularMatrixError, StateError
+from . import dense_lu
+from . import explicit_kernel as K
 from .base import MultibodyIntegrator
-from .common import EPS, error_weights, last_step_dense_output, lu_factor, lu_solve
+from .common import error_weights, last_step_dense_output
+from .model_functions import compiled_unsupported, n_nonholonomic, python_functions
+from .record import RecordIntegrator, record_array, record_int, record_scalar, record_time
 
-SAFETY = 0.9
-MIN_FACTOR = 0.2
-MAX_FACTOR = 10.0
-MAX_REJECTIONS = 60
-PROJECTION_TOL = 1e-6      # stop when the correction is below 1e-6 × error weight
-PROJECTION_MAX_ITER = 8    # per factorisation; one refactorisation is allowed
-
-# Dormand-Prince 5(4) coefficients (Dormand & Prince 1980; Hairer-Nørsett-Wanner I, II.5)
-DP_C = np.array([0.0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1.0])
-DP_A = [
-    np.array([]),
-    np.array([1 / 5]),
-    np.array([3 / 40, 9 / 40]),
-    np.array([44 / 45, -56 / 15, 32 / 9]),
-    np.array([19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729]),
-    np.array([9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656]),
-]
-DP_B = np.array([35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84])
-# error estimator: b - b̂ (7 stages, the 7th is f at the new point: FSAL)
-DP_E = np.array([-71 / 57600, 0.0, 71 / 16695, -71 / 1920, 17253 / 339200, -22 / 525, 1 / 40])
-# continuous extension (Shampine 1986), y(θ) = y0 + h K^T P [θ, θ², θ³, θ⁴]
-DP_P = np.array([
-    [1.0, -8048581381 / 2820520608, 8663915743 / 2820520608, -12715105075 / 11282082432],
-    [0.0, 0.0, 0.0, 0.0],
-    [0.0, 131558114200 / 32700410799, -68118460800 / 10900136933, 87487479700 / 32700410799],
-    [0.0, -1754552775 / 470086768, 14199869525 / 1410260304, -10690763975 / 1880347072],
-    [0.0, 127303824393 / 49829197408, -318862633887 / 49829197408, 701980252875 / 199316789632],
-    [0.0, -282668133 / 205662961, 2019193451 / 616988883, -1453857185 / 822651844],
-    [0.0, 40617522 / 29380423, -110615467 / 29380423, 69997945 / 29380423],
-])
+_Y, _YP, _QDD, _LAM = range(4)   # positions in explicit_kernel.offsets()
+_J_TEXT = "[[M, C_q^T], [C_q, 0]] (seed 000 eq. 89)"   # the matrix J of eq. 89 in messages
 
 
 def rms_norm(x, scale):
@@ -70,168 +56,176 @@ def rms_norm(x, scale):
     return float(np.sqrt(np.mean((x / scale) ** 2)))
 
 
-class IndexOneRHS:
-    """y' = [v; q''] of seed 000 eq. 88 for y = [q, v].
-
-    Keeps the LU factor of J (eq. 89) and λ of the last evaluation; nonholonomic
-    rows B q'' = γ_G (seed 000 eq. 93) are appended when the model has them.
-    """
-
-    def __init__(self, model, stats):
-        self.model = model
-        self.stats = stats
-        self.n = model.n_q
-        self.m = model.n_c
-        self.n_g = len(getattr(model, "nonholonomic_names", ()))
-        size = self.n + self.m + self.n_g
-        self.K = np.zeros((size, size))
-        self.rhs = np.zeros(size)
-        self.factor = None
-        self.lam = np.zeros(self.m + self.n_g)
-
-    def _fill(self, q, t):
-        """Write M and the constraint rows at (q, t) into K; returns C_q (with B)."""
-        n, m, model, K = self.n, self.m, self.model, self.K
-        K[:n, :n] = model.mass(q, t)
-        if m:
-            Cq = model.constraint_jacobian(q, t)
-            K[:n, n:n + m] = Cq.T
-            K[n:n + m, :n] = Cq
-        if self.n_g:
-            B = model.nonholonomic_matrix(q, t)
-            K[:n, n + m:] = B.T
-            K[n + m:, :n] = B
-
-    def factorize(self, q, t):
-        """Factor J(q, t) of eq. 89 (used by the projection when it must refresh)."""
-        self._fill(q, t)
-        self.factor = lu_factor(self.K, "[[M, C_q^T], [C_q, 0]] (seed 000 eq. 89)", t=t)
-        self.stats["lu_factorizations"] += 1
-        return self.factor
-
-    def __call__(self, t, y, u):
-        n, m, model = self.n, self.m, self.model
-        q, v = y[:n], y[n:]
-        self.stats["residual_evaluations"] += 1
-        self.factorize(q, t)
-        rhs = self.rhs
-        rhs[:n] = model.forces(q, v, t, u)
-        if m:
-            rhs[n:n + m] = model.gamma(q, v, t)
-        if self.n_g:
-            rhs[n + m:] = model.nonholonomic_gamma(q, v, t)
-        sol = lu_solve(self.factor, rhs)
-        self.lam = sol[n:]
-        f = np.empty(2 * n)
-        f[:n] = v
-        f[n:] = sol[:n]
-        return f
-
-    def project(self, t, q, v, wq, wv):
-        """Position then velocity projection onto C = 0, C_q v + C_t = 0 (and
-        B v + b = 0) with the factor of the last evaluation (seed 000 §6);
-        one refactorisation at the current q if the simplified iteration is slow.
-        Raises ConvergenceError when it cannot converge."""
-        n, m, model = self.n, self.m, self.model
-        if m + self.n_g == 0:
-            return q, v, 0
-        factor = self.factor
-        rhs = np.zeros(n + m + self.n_g)
-        q = q.copy()
-        iterations = 0
-        if m:
-            for attempt in range(2):
-                done = False
-                for _ in range(PROJECTION_MAX_ITER):
-                    rhs[n:n + m] = -model.constraints(q, t)
-                    dq = lu_solve(factor, rhs)[:n]
-                    q += dq
-                    iterations += 1
-                    if not np.all(np.isfinite(dq)):
-                        break
-                    if np.max(np.abs(dq) / wq) <= PROJECTION_TOL or \
-                            np.max(np.abs(dq)) <= 4 * EPS * max(1.0, float(np.max(np.abs(q)))):
-                        done = True
-                        break
-                if done:
-                    break
-                if attempt == 0:
-                    factor = self.factorize(q, t)
-            else:
-                raise ConvergenceError(f"position projection did not converge at t={t!r}",
-                                       t=t, cause="projection")
-        v = v.copy()
-        rhs[:] = 0.0
-        for attempt in range(2):
-            done = False
-            for _ in range(PROJECTION_MAX_ITER):
-                if m:
-                    rhs[n:n + m] = -(model.constraint_jacobian(q, t) @ v + model.constraint_dt(q, t))
-                if self.n_g:
-                    rhs[n + m:] = -(model.nonholonomic_matrix(q, t) @ v
-                                    + model.nonholonomic_offset(q, t))
-                dv = lu_solve(factor, rhs)[:n]
-                v += dv
-                iterations += 1
-                if not np.all(np.isfinite(dv)):
-                    break
-                if np.max(np.abs(dv) / wv) <= PROJECTION_TOL or \
-                        np.max(np.abs(dv)) <= 4 * EPS * max(1.0, float(np.max(np.abs(v)))):
-                    done = True
-                    break
-            if done:
-                break
-            if attempt == 0:
-                factor = self.factorize(q, t)
-        else:
-            raise ConvergenceError(f"velocity projection did not converge at t={t!r}",
-                                   t=t, cause="projection")
-        return q, v, iterations
+def supports(model):
+    """Why the compiled dopri5/rk4 cannot run ``model`` (None: it can): a multibody
+    model with kernels, including nonholonomic ones for its nonholonomic rows
+    (first-order models run on the python backend)."""
+    if model.kind != "multibody":
+        return f"model {model.name!r} is {model.kind} (no compiled kernels)"
+    return compiled_unsupported(model, nonholonomic=True)
 
 
-class ExplicitRungeKutta(MultibodyIntegrator):
-    """Common part: right-hand side, projection, step control, state."""
+def compiled_entry():
+    """The compiled method, dopri5 and rk4 (compiled once per machine, cached;
+    cosim.jit.method_entry)."""
+    return jit.method_entry(K, "explicit", helpers=(dense_lu,))
+
+
+def _singular_text(code, t, ratio):
+    """The text of a singular (or non-finite) J at t."""
+    if code in (K.NONFINITE_MATRIX, K.C_NONFINITE_MATRIX):
+        return f"{_J_TEXT} contains NaN/inf at t={t}, h=None"
+    return f"{_J_TEXT} is numerically singular at t={t}, h=None (pivot ratio {ratio:.1e})"
+
+
+class ExplicitRungeKutta(RecordIntegrator, MultibodyIntegrator):
+    """Common part: the record, the first derivative and initial step, state."""
 
     model_kinds = ("multibody", "first_order")
     implicit = False
-    order = 4          # order of the error estimate's exponent (err ∝ h^(order+1))
+    order = K.ORDER    # order of the error estimate's exponent (err ∝ h^(order+1))
+    _kernel = K
+    _method_code = K.DOPRI5
+    compiled_entry = staticmethod(compiled_entry)
+
+    t = record_time(K.T)
+    t_prev = record_time(K.T_PREV)
+    h_next = record_scalar(K.H_NEXT, writable=True)
+    y = record_array(_Y, writable=True)
+    y_prev = record_array(_YP, writable=True)
+    qdd = record_array(_QDD, writable=True)
+    lam = record_array(_LAM, writable=True)
+    projection_iterations = record_int(K.PROJ_ITERS)
+
+    def __init__(self, model, backend="python", **kwargs):
+        self._choose_backend(model, backend, supports)
+        self._S = np.zeros(K.N_SCALARS)
+        super().__init__(model, **kwargs)
+        self._bind_model()
+        self._allocate()
+
+    # -- the record ----------------------------------------------------------------------
+    def _allocate(self):
+        model = self.model
+        self.multibody = model.kind == "multibody"
+        if self.multibody:
+            n, g = model.n_q, n_nonholonomic(model)
+            m, ny = model.n_c + g, 2 * model.n_q   # multiplier rows: C and B
+        else:
+            n = m = g = 0
+            ny = model.n_y
+        self.n = n
+        offs = K.offsets(n, m, ny)
+        self._slices = [(offs[i], length) for i, length in enumerate((ny, ny, n, m))]
+        self._n, self._m, self._ny = n, m, ny
+        self._o_f, self._o_d = offs[4], offs[5]
+        stats = self.stats if hasattr(self, "_I") else None
+        self._S = np.zeros(offs[-1])
+        self._S[K.T] = self._S[K.T_PREV] = math.nan
+        I = np.zeros(K.int_length(n, m), dtype=np.int64)
+        I[K.I_N], I[K.I_M], I[K.I_NY], I[K.I_NG] = n, m, ny, g
+        I[K.FIRST_ORDER] = 0 if self.multibody else 1
+        I[K.METHOD] = self._method_code
+        self._I = I
+        if stats is not None:
+            self.stats = stats
+        self._LU = np.zeros((n + m, n + m))
+        self._y_out = np.zeros(len(model.output_names) if self._kernel_outputs else 0)
+        self._outputs_fresh = False
+        self._has_state = False
+        self._sync_parameters()
+
+    def _sync_parameters(self):
+        """Tolerances and step options into the record."""
+        S = self._S
+        S[K.RTOL], S[K.ATOL] = self.rtol, self.atol
+        S[K.H_FIXED] = 0.0 if self.h_fixed is None else self.h_fixed
+        S[K.MAX_STEP] = self.max_step
+
+    @staticmethod
+    def _vector(value, length, what):
+        arr = np.asarray(value, dtype=float).reshape(-1)
+        if arr.shape != (length,):
+            raise StateError(f"{what} has {arr.size} entries, the record slot holds {length}")
+        return arr
+
+    @property
+    def f_cur(self):
+        """The FSAL / first stage f at the current point (None: not evaluated yet)."""
+        if not self._I[K.HAS_F]:
+            return None
+        return self._S[self._o_f:self._o_f + self._ny].copy()
+
+    @f_cur.setter
+    def f_cur(self, value):
+        self._outputs_fresh = False
+        if value is None:
+            self._I[K.HAS_F] = 0
+            return
+        self._S[self._o_f:self._o_f + self._ny] = self._vector(value, self._ny, "f_cur")
+        self._I[K.HAS_F] = 1
 
     # -- set-up --------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
-        self.multibody = self.model.kind == "multibody"
-        if self.multibody:
-            self._ic(t0, y0, **ic_options)
-            self._rhs = IndexOneRHS(self.model, self.stats)
-            self.n = self.model.n_q
+        if self.model.kind == "multibody":
+            from ..ic import analyse_initial_conditions  # noqa: PLC0415
+            original = self.model
+            q0, v0 = original.split(y0)
+            report = analyse_initial_conditions(original, t0, q0, v0, self.u, **ic_options)
+            self.ic_report = report
+            self.model = report.model
+            if self.model is not original:
+                # redundant constraints removed: the compiled kernels describe the full
+                # model, the Python functions describe the view the IC analysis made
+                if self.backend == "numba":
+                    jit.announce(("redundant", original.name),
+                                 f"model {original.name!r} has redundant constraints "
+                                 f"({', '.join(getattr(report, 'redundant', ()) or ()) or 'removed by the IC analysis'}): "
+                                 f"{self.name} runs on the python backend")
+                    self.backend = "python"
+                self._bind_model()
+            self._allocate()
+            y = np.concatenate([report.q, report.v])
+            self._write(_QDD, report.qdd)
+            self._write(_LAM, report.lam)
         else:
-            self.t = t0
-            self.y = y0.copy()
-            self.qdd = np.zeros(0)
-            self.lam = np.zeros(0)
-            self.n = 0
-        self.f_cur = None
-        self._dense = None
-        self.projection_iterations = 0
+            self._allocate()
+            y = y0
+        self._S[K.T] = self._S[K.T_PREV] = t0
+        self._write(_Y, y)
+        self._write(_YP, y)
+        self._has_state = True
         f0 = self._derivative_at_current()
         self.h_next = self.h_fixed if self.h_fixed is not None else self._initial_step(f0)
+        self._load_machine_code(K.ONE_STEP)
 
-    def _f(self, t, y):
-        if self.multibody:
-            return self._rhs(t, y, self.u)
-        self.stats["residual_evaluations"] += 1
-        return np.asarray(self.model.rhs(t, y, self.u), dtype=float)
+    def _evaluate(self, t, y):
+        """f = [v; q''] at (t, y) (eq. 88; a first-order model's f) with λ: the kernel's
+        ``_evaluate``, run uncompiled (set-up and event points only).  Counts in the
+        statistics as the kernel's evaluations do."""
+        n, m, ny = self._n, self._m, self._ny
+        f, lam = np.zeros(ny), np.zeros(m)
+        work = K.workspace(n, m, ny)
+        y = np.ascontiguousarray(y, dtype=float)
+        cause = K._evaluate(python_functions(self.model), self._S, self._I, self._LU,
+                            self._parameters(), self._u_c, n, m, float(t), y, f, lam, work)
+        if cause != K.C_NONE:
+            raise SingularMatrixError(_singular_text(cause, t, float(self._S[K.F_CINFO])), t=t, h=None,
+                                      cause="singular matrix")
+        return f, lam
 
     def _derivative_at_current(self):
-        """f at the current point (FSAL stage when available)."""
-        if self.f_cur is None:
-            f = self._f(self.t, self.y)
+        """f at the current point (the FSAL stage when the record has it)."""
+        f = self.f_cur
+        if f is None:
+            f, lam = self._evaluate(self.t, self.y)
             if not np.all(np.isfinite(f)):
                 self._fail("right-hand side is not finite", 0.0, "non-finite derivative")
             self.f_cur = f
             if self.multibody:
-                self.qdd = f[self.n:].copy()
-                self.lam = self._rhs.lam.copy()
-        return self.f_cur
+                self._write(_QDD, f[self._n:])
+                self._write(_LAM, lam)
+        return f
 
     def _initial_step(self, f0):
         """Hairer-Nørsett-Wanner I, II.4 (as in scipy.integrate)."""
@@ -244,12 +238,12 @@ class ExplicitRungeKutta(MultibodyIntegrator):
         with np.errstate(over="ignore"):  # an overflow gives inf, handled below
             d0, d1 = rms_norm(y0, scale), rms_norm(f0, scale)
         h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
-        if not h0 >= 1e-300:  # |f| / |y| beyond the float range: no step can be taken (issue 14)
+        if not h0 >= 1e-300:  # |f| / |y| beyond the float range: no step can be taken
             self._fail(f"the initial derivative is too large for any step (|f| / |y| = {d1:.3g} / "
                        f"{d0:.3g} in tolerance units; parameters out of range?)", h0,
                        "initial step underflows")
         try:
-            f1 = self._f(self.t + h0, y0 + h0 * f0)
+            f1, _ = self._evaluate(self.t + h0, y0 + h0 * f0)
             d2 = rms_norm(f1 - f0, scale) / h0
         except SingularMatrixError:
             d2 = 0.0
@@ -261,140 +255,80 @@ class ExplicitRungeKutta(MultibodyIntegrator):
             h1 = (0.01 / max(d1, d2)) ** (1.0 / (self.order + 1))
         return min(100 * h0, h1, self.max_step)
 
-    # -- projection ------------------------------------------------------------------
-    def _project(self, t, y):
-        """Projected copy of y (multibody); identity for first-order models."""
-        if not self.multibody:
-            return y
-        n = self.n
-        q, v = y[:n], y[n:]
-        wq = error_weights(q, self.rtol, self.atol)
-        wv = error_weights(v, self.rtol, self.atol)
-        q, v, its = self._rhs.project(t, q, v, wq, wv)
-        self.projection_iterations += its
-        return np.concatenate([q, v])
-
-    # -- stepping -----------------------------------------------------------------------
-    def _attempt(self, t, y, h, f0):
-        """One trial step: returns (y_new unprojected, error ratio, data for accept)."""
-        raise NotImplementedError
-
-    def _after_projection(self, t_new, y_proj, data):
-        """Work at the projected point that may still reject the step."""
-        return data
-
-    def _accept(self, t_new, y_proj, y_new, h, data):
-        raise NotImplementedError
-
-    def _step(self, t_limit):
-        saved = (dict(self.stats), self.projection_iterations)
-        try:
-            self._step_inner(t_limit)
-        except BaseException:
-            self.stats.update(saved[0])
-            self.projection_iterations = saved[1]
-            raise
-
-    def _step_inner(self, t_limit):
-        t, y = self.t, self.y
-        f0 = self._derivative_at_current()
-        fixed = self.h_fixed is not None
-        h_prop = self.h_fixed if fixed else self.h_next
-        h, lands = self._clamp_step(h_prop, t_limit)
-        h_min = 1e-12 * max(1.0, abs(t))
-        rejected = False
-        rejections = 0
-        while True:
-            if not lands and not fixed:
-                # h := (t + h) − t: t + h exact, so the accepted t is the exact sum
-                # of the steps (time rounding drift; GeneralizedAlpha._step_inner;
-                # fixed-step mode keeps the user's h)
-                h = (t + h) - t
-            t_new = t_limit if lands else t + h
-            cause = None
-            err = 0.0
-            try:
-                y_new, err, data = self._attempt(t, y, h, f0)
-                if not np.all(np.isfinite(y_new)) or not math.isfinite(err):
-                    cause = "non-finite solution"
-            except SingularMatrixError as exc:
-                cause = str(exc)
-            if cause is None and err <= 1.0:
-                try:
-                    y_proj = self._project(t_new, y_new)
-                    data = self._after_projection(t_new, y_proj, data)
-                except SingularMatrixError as exc:
-                    cause = str(exc)
-                except (ConvergenceError, ValueError) as exc:
-                    cause = f"constraint projection failed: {exc}"
-            if cause is None and err <= 1.0:
-                break
-            if fixed:
-                self._fail("explicit step failed", h, cause or f"error ratio {err:.3g}")
-            self.stats["rejected"] += 1
-            rejections += 1
-            if cause is not None:
-                factor = 0.5
-            else:
-                factor = max(MIN_FACTOR, SAFETY * err ** (-1.0 / (self.order + 1)))
-            h *= factor
-            lands = False
-            rejected = True
-            if h < h_min or rejections > MAX_REJECTIONS:
-                self._fail("step size became too small", h, cause or f"error ratio {err:.3g}")
-        # accept
-        self.t_prev, self.y_prev = t, y
-        self.t, self.y = t_new, y_proj
-        self._accept(t_new, y_proj, y_new, h, data)
-        self.stats["steps"] += 1
-        if fixed:
-            self.h_next = self.h_fixed
-            return
-        if err == 0.0:
-            factor = MAX_FACTOR
-        else:
-            factor = min(MAX_FACTOR, SAFETY * err ** (-1.0 / (self.order + 1)))
-        if rejected:
-            factor = min(1.0, factor)
-        h_new = h * factor
-        if lands and h < h_prop and not rejected:
-            h_new = max(h_new, h_prop)  # a step cut by the target says nothing new
-        self.h_next = min(h_new, self.max_step)
-
-    def _error_ratio(self, y, y_new, err_vec):
-        scale = error_weights(np.maximum(np.abs(y), np.abs(y_new)), self.rtol, self.atol)
-        return rms_norm(err_vec, scale)
-
     # -- restart / state ---------------------------------------------------------------
     def _restart(self):
-        self.f_cur = None   # inputs or the state changed: no FSAL stage
-        self._dense = None
+        # inputs or the state changed: no FSAL stage, no dense output
+        self._I[K.HAS_F] = 0
+        self._I[K.HAS_DENSE] = 0
+        self._outputs_fresh = False
 
     def _reset_point(self):
-        self.f_cur = None
-        self._dense = None
+        self._restart()
         if self.multibody:
             self._derivative_at_current()
 
     def _method_state(self):
-        return {"h_next": float(self.h_next),
-                "f_cur": None if self.f_cur is None else self.f_cur.copy(),
-                "dense": None if self._dense is None else {k: np.array(v) for k, v in self._dense.items()},
-                "projection_iterations": int(self.projection_iterations)}
+        return {"h_next": float(self._S[K.H_NEXT]), "f_cur": self.f_cur, "dense": self._dense,
+                "projection_iterations": self.projection_iterations}
 
     def _restore_method_state(self, d):
         self.h_next = float(d["h_next"])
-        self.f_cur = None if d["f_cur"] is None else np.array(d["f_cur"], dtype=float)
-        self._dense = None if d["dense"] is None else {k: np.array(v, dtype=float)
-                                                         for k, v in d["dense"].items()}
+        self.f_cur = d["f_cur"]
+        self._dense = d["dense"]
         self.projection_iterations = int(d.get("projection_iterations", 0))
-        if self.multibody:
-            self._rhs.stats = self.stats
 
     def restore(self, state):
-        super().restore(state)
-        if self.multibody:
-            self._rhs.stats = self.stats
+        """Continue from ``state`` (validated first; all or nothing)."""
+        saved = self._S.copy(), self._I.copy(), self._u_c, self._has_state
+        try:
+            super().restore(state)
+        except BaseException:
+            self._S[:], self._I[:], self._u_c, self._has_state = saved
+            raise
+        self._has_state = True
+        self._outputs_fresh = False
+
+    # -- failures ----------------------------------------------------------------------------
+    def _finish(self, status, t_target):
+        if status == K.OK:
+            self._outputs_fresh = self._kernel_outputs
+            return
+        S, I = self._S, self._I
+        t, h = float(S[K.F_T]), float(S[K.F_H])
+        if status == K.STEP_BUDGET:
+            raise ConvergenceError(
+                f"{self.name}: more than max_steps={self.max_steps} steps without reaching "
+                f"t={t_target!r} (at t={t!r}); the step size collapsed or the problem is too "
+                f"stiff for this method", t=self.t, h=None, cause="max_steps")
+        if status in (K.SINGULAR, K.NONFINITE_MATRIX):
+            ct = float(S[K.F_CT])
+            raise SingularMatrixError(_singular_text(status, ct, float(S[K.F_CINFO])), t=ct, h=None,
+                                      cause="non-finite matrix" if status == K.NONFINITE_MATRIX
+                                      else "singular matrix")
+        if status == K.NONFINITE_DERIVATIVE:
+            message, h, cause = "right-hand side is not finite", 0.0, "non-finite derivative"
+        elif status == K.UNDERFLOW:
+            message, cause = "step size underflow", "step does not advance t"
+        else:
+            message = "explicit step failed" if status == K.STEP_FAILED else "step size became too small"
+            cause = self._cause_text(int(I[K.CAUSE]), float(S[K.F_ERR]), float(S[K.F_CT]),
+                                     float(S[K.F_CINFO]))
+        raise ConvergenceError(f"{self.name}: {message} at t={t!r}, h={h!r} ({cause})", t=t, h=h,
+                               cause=cause)
+
+    @staticmethod
+    def _cause_text(code, err, ct, info):
+        """Why a step attempt failed, in words."""
+        if code == K.C_NONE:
+            return f"error ratio {err:.3g}"
+        if code == K.C_NONFINITE_SOLUTION:
+            return "non-finite solution"
+        if code in (K.C_SINGULAR, K.C_NONFINITE_MATRIX):
+            return _singular_text(code, ct, info)
+        if code == K.C_RHS:
+            return "constraint projection failed: right-hand side is not finite"
+        which = "position" if code == K.C_POSITION else "velocity"
+        return f"constraint projection failed: {which} projection did not converge at t={ct!r}"
 
 
 class DormandPrince(ExplicitRungeKutta):
@@ -408,41 +342,40 @@ class DormandPrince(ExplicitRungeKutta):
 
     name = "dopri5"
     description = "Dormand-Prince 5(4), index-1 form + constraint projection (seed 000 §6)"
-    order = 4
+    _method_code = K.DOPRI5
 
-    def _attempt(self, t, y, h, f0):
-        K = np.empty((7, y.size))
-        K[0] = f0
-        for s in range(1, 6):
-            dy = DP_A[s] @ K[:s]
-            K[s] = self._f(t + DP_C[s] * h, y + h * dy)
-        y_new = y + h * (DP_B @ K[:6])
-        K[6] = self._f(t + h, y_new)   # FSAL stage; its J factor is reused by the projection
-        if self.h_fixed is not None:
-            err = 0.0
-        else:
-            err = self._error_ratio(y, y_new, h * (DP_E @ K))
-        return y_new, err, (K, self._rhs.lam.copy() if self.multibody else None)
+    @property
+    def _dense(self):
+        """Shampine's continuous extension of the last step: Q = Kᵀ P, h, and the
+        projection shift y_proj − ŷ (blended in linearly); None before a step."""
+        if not self._I[K.HAS_DENSE]:
+            return None
+        ny, o = self._ny, self._o_d
+        S = self._S
+        return {"Q": S[o:o + 4 * ny].reshape(ny, 4).copy(), "h": np.array(S[K.DENSE_H]),
+                "shift": S[o + 4 * ny:o + 5 * ny].copy()}
 
-    def _accept(self, t_new, y_proj, y_new, h, data):
-        K, lam = data
-        f_new = K[6].copy()
-        if self.multibody:
-            f_new[:self.n] = y_proj[self.n:]
-            self.qdd = K[6][self.n:].copy()
-            self.lam = lam
-        self.f_cur = f_new
-        self._dense = {"Q": K.T @ DP_P, "h": np.array(h), "shift": y_proj - y_new}
+    @_dense.setter
+    def _dense(self, value):
+        self._outputs_fresh = False
+        if value is None:
+            self._I[K.HAS_DENSE] = 0
+            return
+        ny, o = self._ny, self._o_d
+        self._S[o:o + 4 * ny] = self._vector(np.asarray(value["Q"], dtype=float).reshape(-1), 4 * ny, "dense.Q")
+        self._S[o + 4 * ny:o + 5 * ny] = self._vector(value["shift"], ny, "dense.shift")
+        self._S[K.DENSE_H] = float(value["h"])
+        self._I[K.HAS_DENSE] = 1
 
     def dense_output(self, t):
         t0, t1 = self.t_prev, self.t
         t = float(t)
-        if t1 == t0 or self._dense is None or t == t1:
-            return self.y.copy()
-        if t == t0:
-            return self.y_prev.copy()
-        theta = (float(t) - t0) / (t1 - t0)
         d = self._dense
+        if t1 == t0 or d is None or t == t1:
+            return self.y
+        if t == t0:
+            return self.y_prev
+        theta = (float(t) - t0) / (t1 - t0)
         p = np.array([theta, theta ** 2, theta ** 3, theta ** 4])
         return self.y_prev + float(d["h"]) * (d["Q"] @ p) + theta * d["shift"]
 
@@ -458,37 +391,28 @@ class RK4(ExplicitRungeKutta):
 
     name = "rk4"
     description = "classical Runge-Kutta 4, fixed step or step doubling, + projection (seed 000 §6)"
-    order = 4
+    _method_code = K.RK4
 
-    def _rk4(self, t, y, h, k1):
-        k2 = self._f(t + 0.5 * h, y + 0.5 * h * k1)
-        k3 = self._f(t + 0.5 * h, y + 0.5 * h * k2)
-        k4 = self._f(t + h, y + h * k3)
-        return y + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+    @property
+    def _dense(self):
+        """f at both ends of the last step and its h (None before a step)."""
+        if not self._I[K.HAS_DENSE]:
+            return None
+        ny, o = self._ny, self._o_d
+        S = self._S
+        return {"f0": S[o:o + ny].copy(), "f1": S[o + ny:o + 2 * ny].copy(), "h": np.array(S[K.DENSE_H])}
 
-    def _attempt(self, t, y, h, f0):
-        if self.h_fixed is not None:
-            return self._rk4(t, y, h, f0), 0.0, None
-        y_full = self._rk4(t, y, h, f0)
-        y_half = self._rk4(t, y, 0.5 * h, f0)
-        f_half = self._f(t + 0.5 * h, y_half)
-        y_new = self._rk4(t + 0.5 * h, y_half, 0.5 * h, f_half)
-        err = self._error_ratio(y, y_new, (y_new - y_full) / 15.0)
-        return y_new, err, None
-
-    def _after_projection(self, t_new, y_proj, data):
-        f_new = self._f(t_new, y_proj)   # f at the projected point: the next k1
-        if not np.all(np.isfinite(f_new)):
-            raise ConvergenceError("right-hand side is not finite", t=t_new, cause="non-finite")
-        return f_new, (self._rhs.lam.copy() if self.multibody else None)
-
-    def _accept(self, t_new, y_proj, y_new, h, data):
-        f_new, lam = data
-        self._dense = {"f0": self.f_cur, "f1": f_new, "h": np.array(h)}
-        self.f_cur = f_new
-        if self.multibody:
-            self.qdd = f_new[self.n:].copy()
-            self.lam = lam
+    @_dense.setter
+    def _dense(self, value):
+        self._outputs_fresh = False
+        if value is None:
+            self._I[K.HAS_DENSE] = 0
+            return
+        ny, o = self._ny, self._o_d
+        self._S[o:o + ny] = self._vector(value["f0"], ny, "dense.f0")
+        self._S[o + ny:o + 2 * ny] = self._vector(value["f1"], ny, "dense.f1")
+        self._S[K.DENSE_H] = float(value["h"])
+        self._I[K.HAS_DENSE] = 1
 
     def dense_output(self, t):
         return last_step_dense_output(self, t, "f0", "f1")

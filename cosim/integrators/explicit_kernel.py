@@ -1,30 +1,35 @@
-"""Explicit Runge-Kutta with constraint projection (dopri5, rk4) as pure
-functions on one flat state record — the compiled twin of
-:mod:`cosim.integrators.explicit` (seed 000 §6, eqs. 88-89).
+"""Explicit Runge-Kutta with constraint projection (dopri5, rk4; seed 000 §6,
+eqs. 88-89) as pure functions on one flat state record: the one implementation,
+run compiled (numba, compiled once per machine by :func:`cosim.jit.method_entry`)
+or as plain Python (the same functions); the integrator object around it is
+:mod:`cosim.integrators.explicit`.
 
-Same algorithm, step for step: stages of the index-1 form
+Stages of the index-1 form
 q' = v, [[M, C_qᵀ], [C_q, 0]] [q''; λ] = [Q; γ] (eq. 88, J of eq. 89 factorised
 once per evaluation with :mod:`dense_lu`), the Dormand-Prince 5(4) pair with
 FSAL and Shampine's dense output, or classical RK4 (fixed step, or step
 doubling with the Richardson estimate), the RMS error ratio, the step-size
 proposal, and after every accepted step the simplified-Newton projection onto
 C = 0 and C_q v + C_t = 0 with the last factor (one refactorisation allowed).
-The Python classes are the reference; ``tests/test_backends.py`` holds the two
-to the same step, rejection, evaluation and LU counts and to 1e-10.
+Nonholonomic rows B(q, t) v + b(q, t) = 0 (seed 000 §7, eq. 93; ``I[I_NG]`` > 0):
+J = [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]], right-hand side [Q; γ; γ_G], position
+projection on C = 0 only, velocity projection on both.  A first-order model
+x' = f(t, x, u) (``I[FIRST_ORDER]``, n = m = 0, ``I[I_NY]`` states) is integrated
+directly: its f is the forces slot, ``fns[1](x, x, t, u, p, f)``.
 
 The record (everything the method remembers; a snapshot is two array copies):
 
 * ``S`` float64: scalars (slots below), then y, y_prev, q'', λ, f_cur (the
   FSAL / first stage, valid when ``I[HAS_F]``), dense-output data (dopri5:
-  Q = Kᵀ P row-major (2n × 4) and the projection shift (2n); rk4: f0, f1);
+  Q = Kᵀ P row-major (n_y × 4) and the projection shift (n_y); rk4: f0, f1), with
+  n_y = 2n (multibody) or the number of states (first-order);
 * ``I`` int64: sizes, the method, flags, statistics, the LU pivots;
 * ``LU`` float64 (n+m)²: the factor of J from the last evaluation (work space,
   not state: every projection follows an evaluation in the same step).
 
 No exceptions inside: functions return status / cause codes that the thin
-wrapper (:mod:`cosim.integrators.explicit_compiled`) turns into the
-reference's error messages.  Model kernels are called as ``fns[k](…)``
-(:mod:`cosim.models.kernels` field order; bound by :mod:`cosim.jit`).
+integrator object turns into its error messages.  The model's functions are called
+as ``fns[k](…)`` (:func:`cosim.jit.kernel_fields` order).
 """
 import math
 
@@ -77,9 +82,10 @@ NONFINITE_MATRIX = 5     # J has NaN/inf at the start of a step (t in S[F_CT])
 UNDERFLOW = 6            # the step no longer moves t
 STEP_BUDGET = 7          # max_steps steps without reaching the target (record restored)
 # entry modes (cosim.jit's generated entry)
-WHOLE_INTERVAL = 0
-RESTART = 1
-ONE_STEP = 2
+WHOLE_INTERVAL = 0       # advance to the target within max_steps, else STEP_BUDGET
+RESTART = 1              # forget the FSAL stage and the dense output
+ONE_STEP = 2             # at most max_steps steps towards the target
+RESTART_THEN_ADVANCE = 3  # restart (new inputs held), then as WHOLE_INTERVAL
 # causes of a rejected / failed trial step (the reference's exception texts)
 C_NONE = 0               # error ratio above 1 (in S[F_ERR])
 C_NONFINITE_SOLUTION = 1
@@ -97,72 +103,72 @@ I_N, I_M, METHOD, HAS_F, HAS_DENSE, PROJ_ITERS, CAUSE = range(7)
 STATS = 7                # steps, rejected, newton_iterations, residual_evaluations,
 N_STATS = 6              # jacobian_evaluations, lu_factorizations (base.STAT_KEYS order)
 ST_STEPS, ST_REJ, ST_NEWTON, ST_RES, ST_JAC, ST_LU = range(STATS, STATS + N_STATS)
-PIV = STATS + N_STATS
+I_NY = STATS + N_STATS   # length of y: 2n, or the states of a first-order model
+I_NG = I_NY + 1          # nonholonomic rows n_g (the last n_g of the I[I_M] multiplier rows)
+FIRST_ORDER = I_NG + 1   # 1: x' = f(t, x, u) (n = m = 0)
+PIV = FIRST_ORDER + 1
 
 
-def offsets(n, m):
+def offsets(n, m, ny):
     """Start of y, y_prev, q'', λ, f_cur, dense data in S, and the total length."""
     o_y = N_SCALARS
-    o_yp = o_y + 2 * n
-    o_qdd = o_yp + 2 * n
+    o_yp = o_y + ny
+    o_qdd = o_yp + ny
     o_lam = o_qdd + n
     o_f = o_lam + m
-    o_d = o_f + 2 * n
-    return o_y, o_yp, o_qdd, o_lam, o_f, o_d, o_d + 10 * n
+    o_d = o_f + ny
+    return o_y, o_yp, o_qdd, o_lam, o_f, o_d, o_d + 5 * ny
 
 
 def int_length(n, m):
     return PIV + n + m
 
 
-def state_view(S, I):
-    """(q, v, t) of the record, as views (the compiled entry's outputs)."""
-    n = I[I_N]
-    return S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T]
-
-
-def restart(fns, S, I, u, p):
+def restart(S, I):
     """Integrator.restart: no FSAL stage, no dense output, t_prev = t, y_prev = y."""
-    n, m = I[I_N], I[I_M]
-    o_y, o_yp = offsets(n, m)[0], offsets(n, m)[1]
+    ny = I[I_NY]
+    o_y, o_yp = N_SCALARS, N_SCALARS + ny
     I[HAS_F] = 0
     I[HAS_DENSE] = 0
     S[T_PREV] = S[T]
-    S[o_yp:o_yp + 2 * n] = S[o_y:o_y + 2 * n]
+    for i in range(ny):
+        S[o_yp + i] = S[o_y + i]
     return OK
 
 
 # ---------------------------------------------------------------------------------
-# nonholonomic rows G = B(q, t) v + b(q, t) = 0 (seed 000 §7, eq. 93): hooks, empty
-# here.  cosim.integrators.explicit_nh_kernel redefines them and is pasted after this
-# module into the entry of a model that has such rows only (cosim.jit extras=);
-# every other entry keeps these bodies, which numba inlines away.  Record: I[I_M] =
-# m + n_g (all multiplier rows; λ in S holds both, as the reference's ``lam``).
+# nonholonomic rows G = B(q, t) v + b(q, t) = 0 (seed 000 §7, eq. 93).  Record:
+# I[I_M] = m + n_g (all multiplier rows; λ in S holds both), I[I_NG] = n_g.
 # ---------------------------------------------------------------------------------
 def n_nonholonomic(I):
-    """n_g (explicit_nh_kernel: the last slot of I)."""
-    return 0
+    """n_g: the model's nonholonomic rows."""
+    return I[I_NG]
 
 
 def _nh_rows(fns, p, mh, q, t, Cq):
     """B(q, t) into rows mh: of Cq (zero-filled by the caller)."""
+    if Cq.shape[0] > mh:
+        fns[10](q, t, p, Cq[mh:])
 
 
 def _nh_offset(fns, p, mh, q, t, Ct):
     """b(q, t) into Ct[mh:] (zero-filled by the caller)."""
+    if Ct.shape[0] > mh:
+        fns[11](q, t, p, Ct[mh:])
 
 
 def _nh_gamma(fns, p, mh, q, v, t, g):
     """γ_G (B q'' = γ_G) into g[mh:] (zero-filled by the caller)."""
+    if g.shape[0] > mh:
+        fns[12](q, v, t, p, g[mh:])
 
 
 # ---------------------------------------------------------------------------------
 # the right-hand side (eq. 88) and the projection (seed 000 §6)
 # ---------------------------------------------------------------------------------
-def workspace(n, m):
-    """Work arrays of one advance() call: (q, v, M, C_q, Q, γ, rhs, C, C_t, stages K (7 × 2n),
+def workspace(n, m, n2):
+    """Work arrays of one advance() call: (q, v, M, C_q, Q, γ, rhs, C, C_t, stages K (7 × n_y),
     y0, y_new, y_stage, y_proj, err/tmp, λ, k2, k3, k4, y_full, y_half, f_half, f)."""
-    n2 = 2 * n
     return (np.zeros(n), np.zeros(n), np.zeros((n, n)), np.zeros((m, n)), np.zeros(n), np.zeros(m),
             np.zeros(n + m), np.zeros(m), np.zeros(m), np.zeros((7, n2)),
             np.zeros(n2), np.zeros(n2), np.zeros(n2), np.zeros(n2), np.zeros(n2), np.zeros(m),
@@ -214,6 +220,10 @@ def _evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
     q, v, M, Cq, Q, g, rhs = w[0], w[1], w[2], w[3], w[4], w[5], w[6]
     mh = m - n_nonholonomic(I)
     I[ST_RES] += 1
+    if I[FIRST_ORDER] == 1:              # x' = f(t, x, u): the forces slot
+        f[:] = 0.0
+        fns[1](y, y, t, u, p, f)
+        return C_NONE
     for i in range(n):
         q[i] = y[i]
         v[i] = y[n + i]
@@ -252,7 +262,7 @@ def _project(fns, S, I, LU, p, n, m, t, y_new, y_proj, w):
     stage if the simplified iteration is slow).  Returns a cause code.
     Nonholonomic rows: position projection on C = 0 only (none without
     holonomic rows), velocity projection on C_q v + C_t = 0 and B v + b = 0."""
-    for i in range(2 * n):
+    for i in range(y_new.shape[0]):
         y_proj[i] = y_new[i]
     if m == 0:
         return C_NONE
@@ -354,7 +364,7 @@ def _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
     """DormandPrince._attempt: stages in K (K[0] = f0 given), y_new, the FSAL
     stage K[6] (its factor stays for the projection); returns (cause, err)."""
     K, y_new, ys, e, lam = w[9], w[11], w[12], w[14], w[15]
-    n2 = 2 * n
+    n2 = y.shape[0]
     for s in range(1, 6):
         for i in range(n2):
             acc = 0.0
@@ -383,7 +393,7 @@ def _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
 def _rk4(fns, S, I, LU, p, u, n, m, t, y, h, k1, out, w):
     """One classical RK4 step from (t, y) with first stage k1 into out."""
     ys, lam, k2, k3, k4 = w[12], w[15], w[16], w[17], w[18]
-    n2 = 2 * n
+    n2 = y.shape[0]
     for i in range(n2):
         ys[i] = y[i] + (0.5 * h) * k1[i]
     cause = _evaluate(fns, S, I, LU, p, u, n, m, t + 0.5 * h, ys, k2, lam, w)
@@ -424,7 +434,7 @@ def _attempt_rk4(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
     cause = _rk4(fns, S, I, LU, p, u, n, m, t + 0.5 * h, y_half, 0.5 * h, f_half, y_new, w)
     if cause != C_NONE:
         return cause, 0.0
-    for i in range(2 * n):
+    for i in range(y.shape[0]):
         e[i] = (y_new[i] - y_full[i]) / 15.0
     return C_NONE, error_ratio(y, y_new, e, S[RTOL], S[ATOL])
 
@@ -437,8 +447,9 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     (ExplicitRungeKutta._step_inner).  Returns a status code; on failure
     S[F_H] is the step size, I[CAUSE] / S[F_ERR] what made it fail."""
     n, m = I[I_N], I[I_M]
-    n2 = 2 * n
-    o_y, o_yp, o_qdd, o_lam, o_f, o_d, _ = offsets(n, m)
+    n2 = I[I_NY]
+    first_order = I[FIRST_ORDER] == 1
+    o_y, o_yp, o_qdd, o_lam, o_f, o_d, _ = offsets(n, m, n2)
     K, y, y_new, y_proj, lam, f = w[9], w[10], w[11], w[13], w[15], w[22]
     dopri = I[METHOD] == DOPRI5
     t = S[T]
@@ -454,9 +465,12 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         if not _all_finite(f):
             S[F_H] = 0.0
             return NONFINITE_DERIVATIVE
-        S[o_f:o_f + n2] = f
-        S[o_qdd:o_qdd + n] = f[n:]
-        S[o_lam:o_lam + m] = lam
+        for i in range(n2):
+            S[o_f + i] = f[i]
+        for i in range(n):
+            S[o_qdd + i] = f[n + i]
+        for k in range(m):
+            S[o_lam + k] = lam[k]
         I[HAS_F] = 1
     for i in range(n2):
         K[0, i] = S[o_f + i]
@@ -522,6 +536,9 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     S[o_y:o_y + n2] = y_proj
     if dopri:
         # FSAL: f(ŷ) with q' = v of the projected point; dense Q = Kᵀ P, shift = y_proj − ŷ
+        if first_order:
+            for i in range(n2):
+                S[o_f + i] = K[6, i]
         for i in range(n):
             S[o_f + i] = y_proj[n + i]
             S[o_f + n + i] = K[6, n + i]
@@ -532,7 +549,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
                 for s in range(7):
                     acc += K[s, i] * DP_P[s, j]
                 S[o_d + 4 * i + j] = acc
-            S[o_d + 8 * n + i] = y_proj[i] - y_new[i]
+            S[o_d + 4 * n2 + i] = y_proj[i] - y_new[i]
     else:
         for i in range(n2):
             S[o_d + i] = K[0, i]          # f0: f_cur at the start
@@ -568,7 +585,7 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     slots F_T (t of the failing step), F_H, F_ERR, F_CT, F_CINFO, I[CAUSE]."""
     n, m = I[I_N], I[I_M]
     S0, I0 = S.copy(), I.copy()
-    w = workspace(n, m)
+    w = workspace(n, m, I[I_NY])
     k = 0
     status = OK
     while S[T] < t_target and k < max_steps:
@@ -583,4 +600,24 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
         S[:] = S0
         I[:] = I0
         S[F_T], S[F_H], S[F_ERR], S[F_CT], S[F_CINFO], I[CAUSE] = t_fail, h, e, ct, ci, cause
+    return status
+
+
+def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
+    """The method's one entry point, compiled once per machine (cosim.jit.method_entry)
+    or run as plain Python.  Modes: RESTART (forget the FSAL stage and the dense
+    output: new inputs or a new point); WHOLE_INTERVAL advances to ``t_target``
+    within ``max_steps`` (else STEP_BUDGET, record unchanged); ONE_STEP takes at
+    most ``max_steps`` steps; RESTART_THEN_ADVANCE restarts, then advances as
+    WHOLE_INTERVAL.  After a successful advance the model's outputs at the new
+    state go into ``y_out`` (the outputs kernel, fns[9]) unless it is empty."""
+    if mode == RESTART:
+        return restart(S, I)
+    if mode == RESTART_THEN_ADVANCE:
+        restart(S, I)
+    status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)
+    if status == OK and y_out.shape[0] > 0:
+        y_out[:] = 0.0
+        n = I[I_N]
+        fns[9](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
     return status

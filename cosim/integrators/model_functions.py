@@ -53,7 +53,10 @@ def python_functions(model):
     :func:`cosim.jit.kernel_fields` order (the method's ``fns`` on the python
     backend).  The parameter vector ``p`` is unused: the model holds its own.
     The constraint terms fill the first m rows of their output (the kernel may pass
-    room for the nonholonomic rows after them)."""
+    room for the nonholonomic rows after them).  A first-order model x' = f(t, x, u)
+    gives its f as the forces slot (``forces(x, x, t, u, p, f)``), nothing else."""
+    if model.kind == "first_order":
+        return _first_order_functions(model)
     m = model.n_c
 
     def mass(q, t, p, M):
@@ -110,6 +113,15 @@ def python_functions(model):
     return (mass, forces, constraints, constraint_jacobian, constraint_dt, gamma, jacobians,
             force_of_multipliers, mass_term, outputs,
             nh_matrix, nh_offset, nh_gamma, nh_force_jacobian, nh_velocity_jacobian)
+
+
+def _first_order_functions(model):
+    def rhs(x, _x, t, u, p, f):
+        f[:] = model.rhs(t, x, u)
+
+    def nothing(*args):
+        """(no such term in a first-order model)"""
+    return (nothing, rhs) + (nothing,) * 13
 
 
 def compiled_functions(model):

@@ -5,7 +5,7 @@ C; its derivative kernels (C_q, C_t, γ, Q_q/Q_v, (C_qᵀλ)_q, (M a)_q) may be
 None.  :func:`complete` then writes them as plain functions of the given ones
 into a generated module (one per kernel set and scales, in the numba cache
 directory), so the compiled integrators paste and compile them like
-hand-written kernels (:func:`cosim.jit.model_entry_points`).  Per term:
+hand-written kernels (:func:`cosim.jit.model_functions`).  Per term:
 
 * **complex step** (Squire & Trapp 1998, f'(x) = Im f(x + ih)/h, exact to
   rounding) where the kernel it differentiates compiles for complex128

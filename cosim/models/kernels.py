@@ -30,9 +30,9 @@ arrive zero-filled.  Kernels use only what numba compiles: scalar math,
 
 Nonholonomic constraints G = B(q, t) v + b(q, t) = 0 (seed 000 §7, eq. 93), all
 optional, n_g = len(nonholonomic_names); the Python methods of the same names
-are derived from them.  They join a compiled entry only for a model that
-declares such rows (:meth:`MultibodyKernels.nonholonomic_functions`: the compiled
-dopri5/rk4 and generalized-α, cosim.integrators.explicit_nh_kernel and ga_nh_kernel):
+are derived from them.  The methods that have nonholonomic rows (dopri5/rk4,
+generalized-α) use them for a model that declares such rows
+(:meth:`MultibodyKernels.nonholonomic_functions`):
 
     nonholonomic_matrix(q, t, p, B)                  B: (n_g, n)
     nonholonomic_offset(q, t, p, b)                  b: (n_g,)
