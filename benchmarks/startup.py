@@ -9,7 +9,9 @@ process (wall seconds, and the compile time the run itself reports on stderr):
    * a library model whose kernels were never compiled (``cosim simulate``),
    * a URDF robot (the Panda of example-robot-data; every robot shares one kernel set),
    * a user's kernel model (a module written to a temp folder, run with ``Simulation``);
-3. the same three again (everything cached): the warm start.
+3. the same three again (everything cached): the warm start;
+4. constructing ``cosim.Simulation(MODEL, METHOD)`` after ``import cosim`` in a fresh
+   process on that warm cache (smallest of 3 processes; backends auto and python).
 
 The longest silence of each run (the largest gap between two lines it printed,
 including the start and the end) is printed too.
@@ -90,6 +92,24 @@ URDF_RUN = textwrap.dedent('''
 ''')
 
 
+CONSTRUCT = textwrap.dedent('''
+    import time
+    import cosim
+    t0 = time.perf_counter()
+    cosim.Simulation(model={model!r}, method={method!r}, backend={backend!r})
+    print(time.perf_counter() - t0)
+''')
+
+
+def construction_seconds(model, method, backend, env, repeat=3):
+    """Smallest of ``repeat`` fresh processes: seconds of ``cosim.Simulation(...)`` after
+    ``import cosim`` (the import itself not counted)."""
+    code = CONSTRUCT.format(model=model, method=method, backend=backend)
+    return min(float(subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, check=True,
+                                    capture_output=True, text=True).stdout.split()[-1])
+               for _ in range(repeat))
+
+
 def run(argv, env):
     """(wall seconds, compile seconds reported, longest silence, stderr) of one process."""
     t0 = time.perf_counter()
@@ -149,6 +169,10 @@ def main(argv=None):
         for label, cmd in runs[1:]:
             wall, compiled, silence, _ = run(cmd, env)
             print(f"  {label:48s} {wall:8.1f} {compiled:12.1f} {silence:18.1f}", flush=True)
+        for backend in ("auto", "python"):
+            seconds = construction_seconds(a.model, a.method, backend, env)
+            print(f"  Simulation({a.model}, {a.method}, backend {backend}) after import cosim: "
+                  f"{seconds:.2f} s (smallest of 3 processes)", flush=True)
     return 0
 
 
