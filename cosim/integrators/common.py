@@ -4,6 +4,8 @@ singularity check."""
 import math
 
 import numpy as np
+from scipy.linalg.lapack import dgetrf as _getrf
+from scipy.linalg.lapack import dgetrs as _getrs
 
 from .. import derivatives
 from ..errors import SingularMatrixError
@@ -78,18 +80,6 @@ def mass_term_jacobian(model, q, a, t):
     return derivatives.mass_jacobian_term(getattr(model, "full_model", model), q, a, t)
 
 
-# LAPACK getrf/getrs of scipy, looked up at the first factorisation: importing scipy.linalg
-# costs 0.15-0.3 s (its array-API layer imports numpy.f2py, numpy.ma, numpy.testing), which
-# a start that never factorises here (an unconstrained model on the compiled backend) skips
-_getrf = _getrs = None
-
-
-def _load_lapack():
-    global _getrf, _getrs  # noqa: PLW0603
-    from scipy.linalg.lapack import dgetrf, dgetrs  # noqa: PLC0415
-    _getrf, _getrs = dgetrf, dgetrs
-
-
 def lu_factor(matrix, what="iteration matrix", t=None, h=None):
     """LU factorisation that raises :class:`SingularMatrixError` naming the matrix."""
     if not np.isfinite(matrix).all():
@@ -97,8 +87,6 @@ def lu_factor(matrix, what="iteration matrix", t=None, h=None):
                                   cause="non-finite matrix")
     # LAPACK getrf directly: the numbers of scipy.linalg.lu_factor without its
     # ~25 µs wrapper overhead (and without its LinAlgWarning: checked below)
-    if _getrf is None:
-        _load_lapack()
     lu, piv, _info = _getrf(matrix)
     d = np.abs(np.diagonal(lu))
     if d.size and (d.min() <= 1e-14 * max(d.max(), 1e-300)):
@@ -111,8 +99,6 @@ def lu_factor(matrix, what="iteration matrix", t=None, h=None):
 def lu_solve(factor, rhs):
     """Solve with an ``lu_factor`` result.  Calls LAPACK getrs directly: same
     numbers as ``scipy.linalg.lu_solve`` without its ~8 µs Python overhead."""
-    if _getrs is None:
-        _load_lapack()
     x, info = _getrs(factor[0], factor[1], rhs)
     if info != 0:
         raise ValueError(f"getrs failed with info={info}")
