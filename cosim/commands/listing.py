@@ -61,7 +61,8 @@ def _table(header, rows, indent=2):
 
 def detail_lines(info):
     """Everything a model declares (``cosim models MODEL``); defaults printed exactly."""
-    lines = [f"{info['name']}: {info['description']}", f"kind: {info['kind']}"]
+    lines = [f"{info['name']}: {info['description']}" if info["description"] else info["name"],
+             f"kind: {info['kind']}"]
     if info["kind"] == "multibody":
         lines.append(f"coordinates ({len(info['coordinates'])}): {', '.join(info['coordinates'])}")
         lines.append(f"constraints ({len(info['constraints'])}): "
