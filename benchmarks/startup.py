@@ -151,7 +151,8 @@ def main(argv=None):
     a = parser.parse_args(argv)
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     py = sys.executable
-    print(f"first runs on an empty cache, method {a.method} (load {os.getloadavg()[0]:.1f}):")
+    where = f"the cache {a.cache}" if a.cache else "an empty cache"
+    print(f"first runs on {where}, method {a.method} (load {os.getloadavg()[0]:.1f}):")
     print(f"  {'run':48s} {'wall s':>8s} {'compiling s':>12s} {'longest silence s':>18s}")
     with tempfile.TemporaryDirectory() as tmp_cache, tempfile.TemporaryDirectory() as user:
         env["COSIM_CACHE_DIR"] = a.cache or tmp_cache
