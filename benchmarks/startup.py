@@ -9,7 +9,10 @@ process (wall seconds, and the compile time the run itself reports on stderr):
    * a library model whose kernels were never compiled (``cosim simulate``),
    * a URDF robot (the Panda of example-robot-data; every robot shares one kernel set),
    * a user's kernel model (a module written to a temp folder, run with ``Simulation``);
-3. the same three again (everything cached): the warm start.
+3. the same three again (everything cached): the warm start;
+4. constructing ``cosim.Simulation(MODEL, METHOD)`` after ``import cosim`` in a fresh
+   process on that warm cache, wall and CPU seconds (each the smallest of 3 processes;
+   backends auto and python).
 
 The longest silence of each run (the largest gap between two lines it printed,
 including the start and the end) is printed too.
@@ -90,6 +93,26 @@ URDF_RUN = textwrap.dedent('''
 ''')
 
 
+CONSTRUCT = textwrap.dedent('''
+    import time
+    import cosim
+    t0, c0 = time.perf_counter(), time.process_time()
+    cosim.Simulation(model={model!r}, method={method!r}, backend={backend!r})
+    print(time.perf_counter() - t0, time.process_time() - c0)
+''')
+
+
+def construction_seconds(model, method, backend, env, repeat=3):
+    """(wall, CPU) seconds of ``cosim.Simulation(...)`` after ``import cosim`` (the import
+    itself not counted), each the smallest of ``repeat`` fresh processes."""
+    code = CONSTRUCT.format(model=model, method=method, backend=backend)
+    runs = [[float(x) for x in subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO,
+                                              check=True, capture_output=True,
+                                              text=True).stdout.split()[-2:]]
+            for _ in range(repeat)]
+    return min(r[0] for r in runs), min(r[1] for r in runs)
+
+
 def run(argv, env):
     """(wall seconds, compile seconds reported, longest silence, stderr) of one process."""
     t0 = time.perf_counter()
@@ -128,7 +151,8 @@ def main(argv=None):
     a = parser.parse_args(argv)
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     py = sys.executable
-    print(f"first runs on an empty cache, method {a.method} (load {os.getloadavg()[0]:.1f}):")
+    where = f"the cache {a.cache}" if a.cache else "an empty cache"
+    print(f"first runs on {where}, method {a.method} (load {os.getloadavg()[0]:.1f}):")
     print(f"  {'run':48s} {'wall s':>8s} {'compiling s':>12s} {'longest silence s':>18s}")
     with tempfile.TemporaryDirectory() as tmp_cache, tempfile.TemporaryDirectory() as user:
         env["COSIM_CACHE_DIR"] = a.cache or tmp_cache
@@ -149,6 +173,10 @@ def main(argv=None):
         for label, cmd in runs[1:]:
             wall, compiled, silence, _ = run(cmd, env)
             print(f"  {label:48s} {wall:8.1f} {compiled:12.1f} {silence:18.1f}", flush=True)
+        for backend in ("auto", "python"):
+            wall, cpu = construction_seconds(a.model, a.method, backend, env)
+            print(f"  Simulation({a.model}, {a.method}, backend {backend}) after import cosim: "
+                  f"{wall:.2f} s wall, {cpu:.2f} s CPU (smallest of 3 processes)", flush=True)
     return 0
 
 

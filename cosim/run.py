@@ -138,7 +138,8 @@ class RunResult:
         """A pandas DataFrame indexed by time (``time``, s), one column per state, output,
         input and residual; ``df.attrs["units"]`` maps every column (and the index) to its
         unit.  ``units_in_names``: columns named ``"angle [rad]"``.  Needs pandas (the
-        ``pandas`` extra)."""
+        ``pandas`` extra).  For xarray: ``to_pandas().to_xarray()`` (needs xarray, which
+        cosim does not depend on)."""
         from .extras import require
         pd = require("pandas", "RunResult.to_pandas", "pandas")
         cols = self.columns()

@@ -12,10 +12,10 @@ sys.path.insert(0, str(ROOT))          # document this checkout's cosim, not an 
 import cosim  # noqa: E402
 
 project = "cosim"
-author = "the cosim developers"
+author = "cosim contributors"
 release = cosim.__version__
 version = ".".join(release.split(".")[:2])
-copyright = "the cosim developers"
+copyright = "cosim contributors"
 
 extensions = ["myst_parser", "sphinx.ext.autodoc"]
 source_suffix = {".md": "markdown"}

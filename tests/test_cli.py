@@ -38,6 +38,89 @@ def test_models_and_methods_list_what_exists(capsys):
     assert "generalized-alpha" in out
 
 
+def _library_models():
+    from cosim.models import MODEL_REGISTRY, model_class
+    return [model_class(name)() for name in MODEL_REGISTRY]
+
+
+def test_models_lists_parameters_inputs_outputs_as_the_models_declare_them(capsys):
+    """`cosim models`: every library model with each declared parameter (default, unit),
+    input (default, unit) and output (unit); `--json` carries the declarations exactly."""
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    blocks = {b.split()[0]: b for b in out.strip().split("\n\n")}
+    models = _library_models()
+    assert [m.name for m in models] == list(blocks)[:len(models)]
+    for m in models:
+        text = " ".join(blocks[m.name].split())   # wrapped lines joined
+        for p in m.parameters:
+            assert f"{p.name}={float(p.default):.6g} [{p.unit}]" in text, (m.name, p.name)
+        for s in m.inputs:
+            assert f"{s.name}={float(s.default):.6g} [{s.unit}]" in text, (m.name, s.name)
+        for s in m.outputs:
+            assert f"{s.name} [{s.unit}]" in text, (m.name, s.name)
+    assert main(["models", "--json"]) == 0
+    listed = {d["name"]: d for d in json.loads(capsys.readouterr().out)}
+    for m in models:
+        d = listed[m.name]
+        assert [(p["name"], p["default"], p["unit"], p["tunable"]) for p in d["parameters"]] == \
+            [(p.name, float(p.default), p.unit, p.tunable) for p in m.parameters]
+        assert [(s["name"], s["default"], s["unit"]) for s in d["inputs"]] == \
+            [(s.name, float(s.default), s.unit) for s in m.inputs]
+        assert [(s["name"], s["unit"]) for s in d["outputs"]] == [(s.name, s.unit) for s in m.outputs]
+        assert d["states"] == list(m.state_names)
+    assert listed["lti"]["configuration"] == ["A", "B", "C", "D", "x0", "state_names", "input_names",
+                                              "output_names"]
+
+
+def test_models_name_shows_one_model_with_exact_defaults(capsys):
+    """`cosim models pendulum`: the parameter rows carry the declared default exactly
+    (repr of the float), the unit and the description; the events of bouncing_ball."""
+    from cosim.models import model_class
+    assert main(["models", "pendulum"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("  ")}
+    cls = model_class("pendulum")
+    for p in cls.parameters:
+        assert float(rows[p.name][1]) == p.default and rows[p.name][2] == p.unit, p.name
+    for s in cls.inputs:
+        assert float(rows[s.name][1]) == s.default and rows[s.name][2] == s.unit, s.name
+    for s in cls.outputs:
+        assert rows[s.name][1] == s.unit, s.name
+    assert "coordinates (2): x, y" in out and "constraints (1): length" in out
+    assert main(["models", "bouncing_ball", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [(e["name"], e["direction"], e["terminal"]) for e in d["events"]] == \
+        [(e.name, e.direction, e.terminal) for e in model_class("bouncing_ball").events]
+    assert {p["name"] for p in d["parameters"] if p["tunable"]} == {"e", "v_stop"}
+
+
+def test_models_of_a_urdf_file_shows_its_joints(capsys):
+    """`cosim models ROBOT.urdf`: the movable joints of the file (read here with an XML
+    parser) are the coordinates and the inputs (efforts, N.m for revolute joints)."""
+    pytest.importorskip("pinocchio")
+    import xml.etree.ElementTree as ET
+    from pathlib import Path
+    path = Path(cosim.__file__).parent / "data" / "urdf" / "two_link.urdf"
+    joints = [j.get("name") for j in ET.parse(path).getroot().iter("joint") if j.get("type") != "fixed"]
+    assert main(["models", str(path), "--json", "--frame", "tip_joint"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["coordinates"] == joints == ["joint1", "joint2"]
+    assert [(s["name"], s["unit"]) for s in d["inputs"]] == [(j, "N.m") for j in joints]
+    outputs = [s["name"] for s in d["outputs"]]
+    assert outputs[:4] == [f"{j}_position" for j in joints] + [f"{j}_velocity" for j in joints]
+    assert "tip_joint_x" in outputs and "tip_joint_qw" in outputs
+    assert main(["models", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "coordinates (2): joint1, joint2" in out and "gravity_z *" in out
+
+
+def test_models_unknown_name_is_one_line(capsys):
+    assert main(["models", "pendelum"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("cosim: error: unknown model 'pendelum'") and "\n" not in err
+
+
 def test_simulate_json_pendulum_conserves_energy_and_constraint(tmp_path, capsys):
     csv_path, png_path = tmp_path / "p.csv", tmp_path / "p.png"
     rc = main(["simulate", "pendulum", "--t-end", "1.0", "--rtol", "1e-8", "--atol", "1e-10",

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCES = ("cosim", "fmu", "ros_nodes", "pyproject.toml", "README.md")
+SOURCES = ("cosim", "fmu", "ros_nodes", "pyproject.toml", "README.md", "LICENSE")
 
 
 def _run(cmd, cwd, env, timeout=300):
@@ -78,6 +78,16 @@ def test_installed_package_is_the_wheel_not_the_checkout(installed):
     for line in out.split():
         assert Path(line).is_relative_to(installed["site"]), line
         assert not Path(line).is_relative_to(REPO)
+
+
+def test_wheel_metadata_names_the_license(installed):
+    """The installed distribution says MIT and carries the LICENSE text."""
+    code = ("import importlib.metadata as m; d = m.distribution('cosim-mbs'); "
+            "print(d.metadata['License']); "
+            "print(any(f.name == 'LICENSE' for f in d.files)); "
+            "print('License :: OSI Approved :: MIT License' in d.metadata.get_all('Classifier'))")
+    out, _ = _run([installed["python"], "-c", code], installed["cwd"], installed["env"])
+    assert out.split() == ["MIT", "True", "True"], out
 
 
 def test_shipped_files_are_package_data(installed):

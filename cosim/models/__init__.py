@@ -102,6 +102,34 @@ def load_model(model, **params):
     return model_class(model)(**params)
 
 
+def describe_model(model):
+    """What a model declares, as plain data (``cosim models NAME --json``): ``name``,
+    ``description``, ``kind``, ``states`` (and for multibody models ``coordinates`` and
+    ``constraints``), ``parameters`` (name, default, unit, description, tunable),
+    ``inputs`` (name, unit, default, description), ``outputs`` (name, unit,
+    description), ``events`` (name, direction, terminal) and ``configuration`` (keyword
+    arguments that are not parameters, e.g. the LTI model's matrices; may be empty).
+    ``model``: anything :func:`load_model` takes (an instance is described as it is)."""
+    if not isinstance(model, Model):
+        model = load_model(model)
+    info = {"name": model.name, "description": " ".join(str(model.description).split()),
+            "kind": model.kind, "states": list(model.state_names)}
+    if model.kind == "multibody":
+        info["coordinates"] = list(model.coordinates)
+        info["constraints"] = list(model.constraint_names)
+    info["parameters"] = [{"name": p.name, "default": float(model.params.get(p.name, p.default)),
+                           "unit": p.unit, "description": p.description, "tunable": bool(p.tunable)}
+                          for p in model.parameters]
+    info["inputs"] = [{"name": s.name, "unit": s.unit, "default": float(s.default),
+                       "description": s.description} for s in model.inputs]
+    info["outputs"] = [{"name": s.name, "unit": s.unit, "description": s.description}
+                       for s in model.outputs]
+    info["events"] = [{"name": e.name, "direction": int(e.direction), "terminal": bool(e.terminal)}
+                      for e in model.events]
+    info["configuration"] = list(getattr(type(model), "configuration_keys", ()))
+    return info
+
+
 __all__ = ["Event", "FirstOrderModel", "Model", "MultibodyModel", "Parameter", "Signal",
-           "MODEL_REGISTRY", "available_models", "check_inputs", "is_urdf_spec", "load_model",
+           "MODEL_REGISTRY", "available_models", "check_inputs", "describe_model", "is_urdf_spec", "load_model",
            "model_class"]

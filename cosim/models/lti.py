@@ -107,6 +107,8 @@ class LTIModel(FirstOrderModel):
     name = "lti"
     description = "linear state-space model x' = Ax + Bu, y = Cx + Du (seed 001 §3.5)"
     parameters = ()
+    # keyword arguments that configure it instead of parameters (cosim models lti)
+    configuration_keys = MATRIX_KEYS + NAME_KEYS
 
     def __init__(self, A=None, B=None, C=None, D=None, x0=None, state_names=None,
                  input_names=None, output_names=None, **params):
