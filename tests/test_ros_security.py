@@ -1,10 +1,13 @@
-"""Attacks on the state files of the plant node by a peer in the DDS domain
-(loopback, a domain of its own): a remote change of the state location, path
-traversal, a symbolic link, a FIFO, a huge file.  Each is refused with a reply
-that names only the requested state name, and leaves the simulation exactly
-as before; the node keeps stepping."""
+"""Attacks on the plant node by a peer in the DDS domain (loopback, a domain of its
+own): a remote change of the state location, path traversal, a symbolic link, a
+FIFO, a huge file, more state files or bytes than the quota, over-long and
+over-many joint names, over-long parameter values.  Each is refused with a reply or
+a log line that names only the requested value (cut to a bounded length), and
+leaves the simulation exactly as before; the node keeps stepping."""
 import os
 import resource
+
+from sensor_msgs.msg import JointState
 
 import pytest
 
@@ -13,6 +16,7 @@ from rcl_interfaces.srv import SetParameters  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
 import cosim  # noqa: E402
+from ros_nodes.common import MAX_LINE  # noqa: E402
 from ros_nodes.testing import LAUNCH, load_parameters, simulation_kwargs, wait_for  # noqa: E402
 
 pytestmark = pytest.mark.ros
@@ -41,12 +45,13 @@ def step_and_check(hs, ref, h, u):
 
 
 @pytest.fixture
-def setup(harness, tmp_path):
+def setup(harness, tmp_path, request):
     states = tmp_path / "states"
     outside = tmp_path / "outside"
     states.mkdir()
     outside.mkdir()
-    hs = harness({"state_directory": str(states), "state_max_bytes": 1 << 20})
+    hs = harness({"state_directory": str(states), "state_max_bytes": 1 << 20,
+                  **getattr(request, "param", {})})
     params = load_parameters(PLANT_YAML, "cosim_sim")
     ref = cosim.Simulation(**simulation_kwargs(params))
     hs.wait_state(0)
@@ -144,3 +149,73 @@ def test_state_files_off_without_directory(harness):
     for name in ("save_state", "load_state"):
         res = hs.service(name)
         assert not res.success and "without a state_directory" in res.message, res.message
+
+
+BLOB = len(cosim.Simulation(**simulation_kwargs(load_parameters(PLANT_YAML, "cosim_sim")))
+           .serialize_state())  # bytes of the node's state at t = 0
+
+
+@pytest.mark.parametrize("setup", [{"state_max_files": 3, "state_max_total_bytes": 5 * BLOB // 2}],
+                         indirect=True)
+def test_state_file_quota(setup):
+    """The state folder holds at most state_max_files states and state_max_total_bytes bytes
+    of them (fixed at start-up): a save beyond either is refused before anything is
+    written; saving over an existing name replaces it within the byte quota."""
+    hs, ref, h, states, outside = setup
+
+    def save(name):
+        assert all(r.successful for r in set_remote(hs, state_name=name))
+        return hs.service("save_state")
+
+    for name in ("a.bin", "b.bin"):
+        res = save(name)
+        assert res.success and f"({BLOB} bytes)" in res.message, res.message
+    res = save("c.bin")  # 3 x BLOB > 2.5 x BLOB
+    assert not res.success and res.message == (
+        f"cannot save state 'c.bin': {BLOB} bytes with the {2 * BLOB} bytes of the other states "
+        f"exceed state_max_total_bytes = {5 * BLOB // 2}"), res.message
+    assert save("a.bin").success  # replaced: still 2 x BLOB
+    (states / "z.bin").write_bytes(b"x")  # a third state file
+    res = save("c.bin")
+    assert not res.success and res.message == (
+        "cannot save state 'c.bin': the state directory holds 3 states (state_max_files = 3); "
+        "save over an existing name or have one removed"), res.message
+    assert sorted(p.name for p in states.iterdir()) == ["a.bin", "b.bin", "z.bin"]  # no temp files
+    assert [p.stat().st_size for p in sorted(states.iterdir())] == [BLOB, BLOB, 1]
+    step_and_check(hs, ref, h, 0.5)
+    assert save("b.bin").success  # saving over a name: the count is not exceeded
+    res = hs.service("load_state")
+    assert res.success, res.message
+
+
+def rejected_lines(hs, count):
+    wait_for(lambda: len([m for m in hs.warnings() if "rejected message" in m]) >= count, 10.0,
+             what=f"{count} rejected-message lines")
+    return [m for m in hs.warnings() if "rejected message" in m]
+
+
+def test_oversized_joint_commands_and_parameter_values(setup):
+    """A JointState command with a 2 MB joint name, more names than joints, or a long unknown
+    name is rejected with one WARN line of at most MAX_LINE characters that quotes at most a
+    cut of the name; run-time parameter values of 1 MB get a short reason; the state stays."""
+    hs, ref, h, states, outside = setup
+    huge = "j" * 2_000_000
+    before = hs.plant.diagnostics_summary()["rejected"]
+    hs.joint_cmd.publish(JointState(name=[huge], effort=[1.0]))
+    hs.joint_cmd.publish(JointState(name=["pendulum_joint"] * 1000, effort=[1.0] * 1000))
+    hs.joint_cmd.publish(JointState(name=["k" * 200], effort=[1.0]))
+    lines = rejected_lines(hs, 3)
+    assert all(len(m) <= MAX_LINE + 100 and "\n" not in m for m in lines), [len(m) for m in lines]
+    assert any("has a joint name of 2000000 characters (at most 256): 'jjjj" in m and
+               "... (2000000 characters)" in m for m in lines), lines
+    assert any("has 1000 names and 1000 efforts, more than the 1 joints with an effort input"
+               in m for m in lines), lines
+    assert any("names unknown joint 'kkkk" in m and "(200 characters)" in m for m in lines), lines
+    assert hs.plant.diagnostics_summary()["rejected"] == before + 3
+    for name, value in (("state_name", "s" * 1_000_000), ("stale_input_policy", "p" * 1_000_000)):
+        res = set_remote(hs, **{name: value})
+        assert not res[0].successful and len(res[0].reason) < 400, (name, len(res[0].reason))
+        assert "(1000000 characters)" in res[0].reason, res[0].reason
+    assert hs.plant.state_name == "state.bin" and hs.plant.stale_policy == "hold"
+    assert hs.latest()[0] == 0  # nothing stepped
+    step_and_check(hs, ref, h, 0.5)
