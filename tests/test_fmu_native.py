@@ -253,3 +253,24 @@ def test_fmu_state_handles_are_independent_copies(two_link_fmu, monkeypatch, nat
     fmu.freeFMUstate(restored)
     assert np.array_equal(run(), reference)  # still steps, as before
     pair.close()
+
+
+def test_no_native_step_or_input_after_terminate(two_link_fmu):
+    """FMI 2.0.4 §4.2.4 on the binary's own paths: after native steps, fmi2Terminate; then
+    fmi2DoStep and fmi2SetReal of an input (both answered without Python before) are
+    fmi2Error naming the state, and the outputs and time stay."""
+    pair = Pair(two_link_fmu, "native-terminated")
+    for _ in range(10):
+        pair.step(torque(pair.t))
+    pair.fmu.terminate()  # a Python call: the binary's steps are reported first
+    assert pair.slave().native_steps == 9
+    outputs = pair.fmu.getReal(pair.out_vr)
+    for call in (lambda: pair.fmu.doStep(pair.t, H), lambda: pair.fmu.setReal(pair.in_vr, [1.0, 2.0])):
+        pair.messages.clear()
+        with pytest.raises(FMICallException) as info:
+            call()
+        assert info.value.status == FMI2_ERROR
+        assert any("is not allowed in state terminated" in m for m in pair.messages), pair.messages
+    assert pair.fmu.getReal(pair.out_vr) == outputs
+    assert pair.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == pair.t
+    pair.fmu.freeInstance()
