@@ -81,6 +81,11 @@ def shown(value, limit=MAX_SHOWN):
     message); a longer string is cut and its length said."""
     if isinstance(value, str) and len(value) > limit:
         return f"{value[:limit]!r}... ({len(value)} characters)"
+    if isinstance(value, (list, tuple)) and len(value) > 4:  # never the repr of all of it
+        head = ", ".join(shown(v, limit // 4) for v in value[:4])
+        return f"[{head}, ...] ({len(value)} entries)"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(shown(v, limit // 4) for v in value) + "]"
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}..."
 

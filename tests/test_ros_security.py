@@ -219,3 +219,49 @@ def test_oversized_joint_commands_and_parameter_values(setup):
     assert hs.plant.state_name == "state.bin" and hs.plant.stale_policy == "hold"
     assert hs.latest()[0] == 0  # nothing stepped
     step_and_check(hs, ref, h, 0.5)
+
+
+def test_controller_survives_malformed_joint_states(monkeypatch, request):
+    """The PD controller node (a peer publishes its joint_states): a 1 MB joint name, names
+    without positions, then a valid state.  The bad ones get one short ERROR line each and no
+    command; the node lives on and answers the valid state (effort = kp * target)."""
+    from rclpy.parameter import Parameter as P
+    from rcl_interfaces.msg import Log
+    from ros_nodes.common import COMMAND_QOS
+    from ros_nodes.pd_controller import PDController
+    from ros_nodes.testing import ROSOUT_QOS, Spinner, unique_domain_id
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=unique_domain_id(request.node.name))
+    try:
+        pd = PDController(context=ctx, cli_args=["--ros-args", "--params-file",
+                                                 os.path.join(LAUNCH, "pd_pendulum.yaml")],
+                          parameter_overrides=[P("exit_with_plant", value=False)])
+        tester = rclpy.create_node("tester", context=ctx)
+        efforts, logs = [], []
+        tester.create_subscription(JointState, "joint_command", lambda m: efforts.append(
+            list(m.effort)), COMMAND_QOS)
+        tester.create_subscription(Log, "/rosout", logs.append, ROSOUT_QOS)
+        pub = tester.create_publisher(JointState, "joint_states", COMMAND_QOS)
+        spinner = Spinner(ctx, [pd, tester])
+        try:
+            wait_for(lambda: pub.get_subscription_count() > 0, 10.0, what="controller")
+            pub.publish(JointState(name=["x" * 1_000_000], position=[0.0]))
+            pub.publish(JointState(name=["pendulum_joint"]))  # no positions
+            wait_for(lambda: len([m for m in logs if m.level >= Log.ERROR]) >= 2, 10.0,
+                     what="two error lines")
+            errors = [m.msg for m in logs if m.level >= Log.ERROR]
+            assert all(len(m) <= MAX_LINE + 100 for m in errors), [len(m) for m in errors]
+            assert "does not contain ['pendulum_joint']" in errors[0] and \
+                "(1000000 characters)" in errors[0], errors[0][:300]
+            assert errors[1] == "joint state has 0 positions for 1 names; no command sent"
+            assert efforts == []
+            pub.publish(JointState(name=["pendulum_joint"], position=[0.0], velocity=[0.0]))
+            wait_for(lambda: efforts, 10.0, what="a command")
+            assert efforts == [[40.0 * 0.8]]
+        finally:
+            spinner.stop()
+            pd.destroy_node()
+            tester.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=ctx)
