@@ -1135,8 +1135,12 @@ class Simulation:
 
     def serialize_state(self) -> bytes:
         """Bytes: versioned, self-describing (config in the header), checksummed, no pickle."""
-        state = self.get_state()
-        state["event_log"] = [dict(e) for e in state["event_log"]]
+        return self.serialize_snapshot(self.get_state())
+
+    def serialize_snapshot(self, state) -> bytes:
+        """:meth:`serialize_state` bytes of a snapshot taken earlier by :meth:`get_state`
+        of this simulation; the simulation itself is neither read nor changed."""
+        state = dict(state, event_log=[dict(e) for e in state["event_log"]])
         return serialization.dumps(state, meta={"kind": "cosim.Simulation", "config": self._config})
 
     def deserialize_state(self, blob):

@@ -14,10 +14,22 @@ message logged, and ``do_step`` returning False into **fmi2Discard**):
   (§2.1.7), a fixed parameter or solver setting set after initialization
   (§2.1.7, variability ``fixed``), ``fmi2DoStep`` whose
   ``currentCommunicationPoint`` is not the FMU time or whose step size is not
-  > 0 (§4.2.2), ``fmi2DoStep`` outside the initialized state or after the
-  simulation terminated (§4.2.4), an invalid tolerance (§2.1.6), a corrupt,
-  truncated, foreign or inconsistent serialized FMU state at
-  ``fmi2DeSerializeFMUstate`` (§2.1.8).
+  > 0 (§4.2.2), an invalid tolerance (§2.1.6), a corrupt, truncated, foreign or
+  inconsistent serialized FMU state at ``fmi2DeSerializeFMUstate`` (§2.1.8), an
+  FMU state handle this instance did not hand out or that was freed (the binary
+  keeps a table of its live handles; a foreign pointer is never dereferenced).
+* **fmi2Error**, nothing changed: a call in the wrong FMI state (§4.2.4 state
+  machine: instantiated, initializationMode, stepComplete, terminated, error),
+  logged as ``fmi2DoStep: InvalidInputError: fmi2DoStep is not allowed in state
+  terminated; only in stepComplete (FMI 2.0.4 §4.2.4); nothing changed``:
+  fmi2SetupExperiment and fmi2EnterInitializationMode only when instantiated,
+  fmi2ExitInitializationMode only in initialization mode, fmi2DoStep and
+  fmi2Terminate only in stepComplete, fmi2Set<Type> only before fmi2Terminate and
+  not in error, fmi2Get<Type>Status only in stepComplete or terminated.  Getters
+  and the FMU-state functions are allowed in every state (getters also when
+  instantiated, where FMI 2.0.4 leaves them undefined).  A discarded step leaves
+  the state as it was, so the instance stays in stepComplete (no stepFailed).
+  fmi2SetFMUstate restores the FMI state the handle was taken in.
 * **fmi2Error** at ``fmi2ExitInitializationMode`` for a configuration the
   simulation rejects (e.g. ``l = -1``); the instance is then *failed*: every
   ``fmi2DoStep`` is fmi2Error with that message until ``fmi2Reset`` or an
@@ -58,6 +70,7 @@ message logged, and ``do_step`` returning False into **fmi2Discard**):
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import math
 import os
@@ -78,6 +91,17 @@ CONFIG_FORMAT = "cosim-fmu-config"
 STATE_KIND = "cosim.fmu"
 _TIME_MATCH = 1e-12  # relative match of fmi2DoStep's t with the FMU time, as Simulation.do_step
 _INF = math.inf
+
+# FMI 2.0.4 §4.2.4 co-simulation states.  A discarded step leaves the state exactly as it
+# was, so the instance stays in stepComplete (no stepFailed); the slave's phase lives in
+# the buffer shared with the FMU binary (_fmi_layout), which reads it on its own paths.
+INSTANTIATED, INITIALIZATION_MODE, STEP_COMPLETE, TERMINATED, ERROR = range(5)
+PHASE_NAMES = ("instantiated", "initializationMode", "stepComplete", "terminated", "error")
+_SETUP = (INSTANTIATED,)  # fmi2SetupExperiment, fmi2EnterInitializationMode
+_EXIT = (INITIALIZATION_MODE,)
+_SET = (INSTANTIATED, INITIALIZATION_MODE, STEP_COMPLETE)  # fmi2Set<Type>
+_STEP = (STEP_COMPLETE,)  # fmi2DoStep, fmi2Terminate
+_STATUS = (STEP_COMPLETE, TERMINATED)  # fmi2Get<Type>Status
 
 
 
@@ -100,37 +124,31 @@ class _NoVariable:
 
 
 class _FmuState:
-    """An fmi2FMUstate: a Simulation snapshot plus the FMU's input buffer and
-    settings.  Immutable once taken; serialized lazily (and cached)."""
+    """An fmi2FMUstate: a deep copy of the Simulation's snapshot plus the FMU's input
+    buffer, settings and FMI state (§2.1.8: independent of the instance, usable any number
+    of times until freed).  Never changed once taken; serialized lazily (and cached) by
+    ``sim.serialize_snapshot``, which touches no live simulation (``sim`` only gives
+    the configuration)."""
 
     __slots__ = ("identifier", "sim", "sim_state", "inputs", "params", "solver", "initialized",
-                 "start_time", "blob")
+                 "phase", "start_time", "blob")
 
     def to_bytes(self):
         if self.blob is None:
-            sim_blob = None if self.sim_state is None else _serialize_snapshot(self.sim,
-                                                                               self.sim_state)
+            sim_blob = None if self.sim_state is None else self.sim.serialize_snapshot(
+                self.sim_state)
             data = {
                 "sim": None if sim_blob is None else np.frombuffer(sim_blob, dtype=np.uint8),
                 "inputs": np.array(self.inputs, dtype=float),
                 "params": dict(self.params),
                 "solver": dict(self.solver),
                 "initialized": bool(self.initialized),
+                "phase": int(self.phase),
                 "start_time": float(self.start_time),
             }
             self.blob = serialization.dumps(data, meta={"kind": STATE_KIND,
                                                         "identifier": self.identifier})
         return self.blob
-
-
-def _serialize_snapshot(sim, sim_state):
-    """Bytes of a Simulation snapshot (the simulation's current state is kept)."""
-    current = sim.get_state()
-    try:
-        sim.set_state(sim_state)
-        return sim.serialize_state()
-    finally:
-        sim.set_state(current)
 
 
 IC_CATEGORY = "cosimInitialConditions"
@@ -184,12 +202,12 @@ class CosimSlave(Fmi2Slave):
         self._solver_vars = variables["solver"]
         # one float64 buffer shared with the FMU binary (fmu/native/cosim_fmi2.cpp), which
         # sets inputs and reads outputs in it without calling Python (_fmi_layout):
-        # [inputs pending, outputs valid, inputs..., outputs...]; never reallocated
+        # [inputs pending, outputs valid, FMI state, inputs..., outputs...]; never reallocated
         n_in, n_out = len(self._input_vars), len(self._output_vars)
-        self._shared = np.zeros(2 + n_in + n_out, dtype=float)
-        self._flags = memoryview(self._shared)  # [0], [1] as Python floats (cheaper than numpy)
-        self._inputs = self._shared[2:2 + n_in]  # written in place only
-        self._outbuf = self._shared[2 + n_in:]  # outputs at the current time when valid
+        self._shared = np.zeros(3 + n_in + n_out, dtype=float)
+        self._flags = memoryview(self._shared)  # [0..2] as Python floats (cheaper than numpy)
+        self._inputs = self._shared[3:3 + n_in]  # written in place only
+        self._outbuf = self._shared[3 + n_in:]  # outputs at the current time when valid
         self._inputs[:] = [float(v["start"]) for v in self._input_vars]
         self._inputs_pending = True  # inputs not yet handed to the simulation
         self._params = {v["key"]: float(v["start"]) for v in self._param_vars}
@@ -199,7 +217,7 @@ class CosimSlave(Fmi2Slave):
         self._solver = {v["key"]: v["start"] for v in self._solver_vars}
         self._start_time = float(de.get("start_time") or 0.0)
         self._sim = None
-        self._initialized = False
+        self._phase = INSTANTIATED
         self._failure = None  # why the instance cannot step (module docstring)
         self._last_time = self._start_time  # fmi2LastSuccessfulTime
         self._terminated = False  # fmi2Terminated
@@ -235,6 +253,30 @@ class CosimSlave(Fmi2Slave):
         else:
             self._outbuf[:] = values
             self._flags[1] = 1.0
+
+    @property
+    def _phase(self):
+        """The FMI state (§4.2.4: INSTANTIATED ... ERROR), also read by the binary."""
+        return int(self._flags[2])
+
+    @_phase.setter
+    def _phase(self, value):
+        self._flags[2] = float(value)
+
+    @property
+    def _initialized(self):
+        """After fmi2ExitInitializationMode (stepComplete, terminated, or error after it)."""
+        return self._flags[2] >= STEP_COMPLETE
+
+    def _require(self, call, allowed):
+        """fmi2Error (nothing changed) for ``call`` outside the FMI states ``allowed``."""
+        phase = self._phase
+        if phase not in allowed:
+            why = f" ({self._failure})" if phase == ERROR and self._failure else ""
+            raise InvalidInputError(
+                f"{call} is not allowed in state {PHASE_NAMES[phase]}{why}; only in "
+                f"{', '.join(PHASE_NAMES[p] for p in allowed)} (FMI 2.0.4 §4.2.4); "
+                f"nothing changed")
 
     def _fmi_layout(self):
         """For the FMU binary: (shared buffer, its address, input value references, output
@@ -309,6 +351,8 @@ class CosimSlave(Fmi2Slave):
                                     f"{self.modelName}") from None
 
     def set_real(self, vrs, values):
+        if self._flags[2] > STEP_COMPLETE:
+            self._require("fmi2SetReal", _SET)
         put = self._real_set
         try:
             setters = [put[vr] for vr in vrs]
@@ -333,6 +377,7 @@ class CosimSlave(Fmi2Slave):
         return [int(v.getter()) for v in self._variables(vrs, Integer, "an Integer")]
 
     def set_integer(self, vrs, values):
+        self._require("fmi2SetInteger", _SET)
         for var in self._variables(vrs, Integer, "an Integer"):  # only outputs
             raise InvalidInputError(f"{var.name!r} is an output; it cannot be set")
 
@@ -340,12 +385,14 @@ class CosimSlave(Fmi2Slave):
         return self._variables(vrs, _NoVariable, "a Boolean")  # there are none
 
     def set_boolean(self, vrs, values):
+        self._require("fmi2SetBoolean", _SET)
         self._variables(vrs, _NoVariable, "a Boolean")
 
     def get_string(self, vrs):
         return [str(v.getter()) for v in self._variables(vrs, String, "a String")]
 
     def set_string(self, vrs, values):
+        self._require("fmi2SetString", _SET)
         variables = self._variables(vrs, String, "a String")
         for var in variables:
             if self._initialized:
@@ -498,6 +545,7 @@ class CosimSlave(Fmi2Slave):
         return 0 if self._sim is None else self._sim.stats["events"]
 
     def setup_experiment(self, start_time, stop_time=None, tolerance=None):
+        self._require("fmi2SetupExperiment", _SETUP)
         start_time = finite_float("fmi2SetupExperiment startTime", start_time)
         if tolerance is not None:  # §2.1.6: the tolerance of the step-size control
             tolerance = finite_float("fmi2SetupExperiment tolerance", tolerance, positive=True)
@@ -515,8 +563,13 @@ class CosimSlave(Fmi2Slave):
             self._last_time = start_time
             self._sim = self._outputs = None
 
+    def enter_initialization_mode(self):
+        self._require("fmi2EnterInitializationMode", _SETUP)
+        self._phase = INITIALIZATION_MODE
+
     def exit_initialization_mode(self):
-        self._initialized = True
+        self._require("fmi2ExitInitializationMode", _EXIT)
+        self._phase = STEP_COMPLETE
         try:
             sim = self._ensure_simulation()  # a bad fixed parameter fails here
             if self._inputs_pending:
@@ -525,14 +578,21 @@ class CosimSlave(Fmi2Slave):
                 self._outputs = None
         except Exception as exc:
             self._outputs = None
+            self._phase = ERROR
             self._failure = (f"fmi2ExitInitializationMode failed: {type(exc).__name__}: {exc}; "
                              f"call fmi2Reset or fmi2SetFMUstate with a valid state")
             raise
 
+    def terminate(self):
+        self._require("fmi2Terminate", _STEP)
+        self._phase = TERMINATED
+
     def terminated(self):
+        self._require("fmi2GetBooleanStatus", _STATUS)
         return self._terminated
 
     def last_successful_time(self):
+        self._require("fmi2GetRealStatus", _STATUS)
         return self._last_time
 
     def do_step(self, current_time, step_size):
@@ -542,7 +602,7 @@ class CosimSlave(Fmi2Slave):
         if sim is not None and 0.0 < step_size < _INF and (
                 current_time == (now := sim.time)  # a master adding h as the FMU does
                 or abs(current_time - now) <= _TIME_MATCH * max(1.0, abs(now))) \
-                and self._failure is None and self._initialized and not self._terminated \
+                and self._flags[2] == STEP_COMPLETE and not self._terminated \
                 and not self._pending_params:
             flags = self._flags
             try:
@@ -589,7 +649,7 @@ class CosimSlave(Fmi2Slave):
         see ``Component::arm`` in the binary.
         ``COSIM_FMU_NATIVE=0`` in the environment turns it off."""
         sim = self._sim
-        if (sim is None or self._failure is not None or not self._initialized
+        if (sim is None or self._flags[2] != STEP_COMPLETE
                 or self._terminated or self._pending_params or self._flags[0] != 0.0
                 or self._flags[1] == 0.0 or os.environ.get("COSIM_FMU_NATIVE", "1") == "0"):
             return None
@@ -617,11 +677,8 @@ class CosimSlave(Fmi2Slave):
 
     def _do_step(self, current_time, step_size):
         # usage errors (§4.2.2, §4.2.4): fmi2Error, nothing changed
-        if self._failure is not None:
-            raise InvalidInputError(self._failure)
+        self._require("fmi2DoStep", _STEP)
         sim = self._sim
-        if not self._initialized or sim is None:
-            raise InvalidInputError("fmi2DoStep before fmi2ExitInitializationMode (FMI 2.0.4 §4.2.4)")
         if self._terminated:
             raise InvalidInputError(
                 f"the simulation terminated at t={self._last_time!r} (fmi2Terminated is true); "
@@ -660,12 +717,14 @@ class CosimSlave(Fmi2Slave):
         state = _FmuState()
         state.identifier = self.modelName
         state.sim = self._sim
-        state.sim_state = None if self._sim is None else self._sim.get_state()
+        state.sim_state = None if self._sim is None else copy.deepcopy(self._sim.get_state())
         state.blob = None
         state.inputs = self._inputs.tolist()
         state.params = dict(self._params)
-        state.solver = dict(self._solver)
-        state.initialized = self._initialized
+        state.solver = copy.deepcopy(self._solver)
+        # after a failed fmi2ExitInitializationMode: the state before it (set, then exit again)
+        state.phase = INITIALIZATION_MODE if self._phase == ERROR else self._phase
+        state.initialized = state.phase >= STEP_COMPLETE
         state.start_time = self._start_time
         return state
 
@@ -688,13 +747,13 @@ class CosimSlave(Fmi2Slave):
                            and state.solver == self._solver and state.start_time == self._start_time)
             sim = self._sim if same_config else self._scratch_simulation(
                 state.params, state.solver, state.start_time)
-            sim.set_state(state.sim_state)  # all or nothing
+            sim.set_state(copy.deepcopy(state.sim_state))  # all or nothing; the handle stays as it is
         self._sim = sim
-        self._params, self._solver = dict(state.params), dict(state.solver)
+        self._params, self._solver = dict(state.params), copy.deepcopy(state.solver)
         self._start_time = state.start_time
         self._inputs[:] = state.inputs  # in place: the FMU binary holds the buffer
         self._inputs_pending = True
-        self._initialized = state.initialized
+        self._phase = state.phase
         self._pending_params = {}
         self._outputs = None
         self._failure = None
@@ -724,6 +783,14 @@ class CosimSlave(Fmi2Slave):
             state.params = {str(k): float(v) for k, v in dict(data["params"]).items()}
             state.solver = dict(data["solver"])
             state.initialized = bool(data["initialized"])
+            phase = data.get("phase", STEP_COMPLETE if state.initialized else INSTANTIATED)
+            if isinstance(phase, bool) or phase not in (INSTANTIATED, INITIALIZATION_MODE,
+                                                        STEP_COMPLETE, TERMINATED):
+                raise ValueError(f"phase must be 0..3, got {phase!r:.40}")
+            state.phase = int(phase)
+            if state.initialized != (state.phase >= STEP_COMPLETE):
+                raise ValueError(f"initialized={state.initialized} contradicts the FMI state "
+                                 f"{PHASE_NAMES[state.phase]}")
             state.start_time = finite_float("start_time", data["start_time"])
             sim_blob = data["sim"]
         except (KeyError, TypeError, ValueError) as exc:

@@ -3,7 +3,10 @@ thread, the stamp policy and application on the simulation thread.
 
 Every rejected or ignored command is counted (``/diagnostics``) and logged
 as a WARN, throttled per kind (``log_throttle_period``; the next line counts
-the suppressed ones).
+the suppressed ones), on one line of at most ``common.MAX_LINE`` characters.
+Bounds checked before anything else: a ``JointState`` command carries at most as
+many names (and efforts) as there are joints with an effort input, each name at
+most ``MAX_JOINT_NAME`` characters; a quoted name is cut to ``common.MAX_SHOWN``.
 
 Stamp policy (``sensor_msgs/JointState`` commands; ``Float64MultiArray``
 commands have no stamp and are always taken in arrival order):
@@ -28,9 +31,10 @@ import time
 
 from cosim.errors import CosimError
 
-from .common import stamp_ns, time_to_ns
+from .common import shown, stamp_ns, time_to_ns
 
 _SENT_MEMORY = 4096  # published stamps remembered to recognise answers to older states
+MAX_JOINT_NAME = 256  # characters of a joint name in a command (a URDF name's bound)
 
 
 class Commands:
@@ -60,15 +64,24 @@ class Commands:
         if not msg.name and not msg.effort:
             return self.reject("empty", f"empty joint command on {topic!r} (no names, no "
                                f"efforts)")
+        joints = len(node.effort_inputs)
+        if max(len(msg.name), len(msg.effort)) > joints:
+            return self.reject("count", f"joint command on {topic!r} has {len(msg.name)} names "
+                               f"and {len(msg.effort)} efforts, more than the {joints} joints "
+                               f"with an effort input")
         if len(msg.effort) != len(msg.name):
             return self.reject("length", f"joint command on {topic!r} has {len(msg.name)} "
                                f"names but {len(msg.effort)} efforts")
         values = {}
         for joint, effort in zip(msg.name, msg.effort):
+            if len(joint) > MAX_JOINT_NAME:
+                return self.reject("name", f"joint command on {topic!r} has a joint name of "
+                                   f"{len(joint)} characters (at most {MAX_JOINT_NAME}): "
+                                   f"{shown(joint)}")
             name = node.effort_inputs.get(joint)
             if name is None:
                 return self.reject("joint", f"joint command on {topic!r} names unknown joint "
-                                   f"{joint!r} (joints with an effort input: "
+                                   f"{shown(joint)} (joints with an effort input: "
                                    f"{', '.join(node.effort_inputs) or 'none'})")
             values[name] = effort
         stamp = None if self.policy == "arrival" else stamp_ns(msg.header.stamp)

@@ -72,9 +72,35 @@ def descriptor(description, *, read_only=True, constraints="", float_range=None,
     return d
 
 
+MAX_LINE = 1000  # characters of a log line or service reply; longer ones are cut
+MAX_SHOWN = 80   # characters of a value from a peer quoted in a line
+
+
+def shown(value, limit=MAX_SHOWN):
+    """``repr(value)`` of at most about ``limit`` characters (a value from a peer, in a
+    message); a longer string is cut and its length said."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value)} characters)"
+    if isinstance(value, (list, tuple)) and len(value) > 4:  # never the repr of all of it
+        head = ", ".join(shown(v, limit // 4) for v in value[:4])
+        return f"[{head}, ...] ({len(value)} entries)"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(shown(v, limit // 4) for v in value) + "]"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def one_line(text, limit=MAX_LINE):
+    """``text`` on one line of at most ``limit`` characters (the rest cut, and said)."""
+    text = text.replace("\n", " ").replace("\r", " ")
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters cut)"
+
+
 class LogThrottle:
-    """At most one log line per key and period; the next line says how many
-    were suppressed meanwhile.  Thread-safe enough for logging (a race costs
+    """At most one log line per key and period, of at most ``MAX_LINE`` characters;
+    the next line says how many were suppressed meanwhile.  Thread-safe enough for logging (a race costs
     one extra line)."""
 
     def __init__(self, logger, period=1.0):
@@ -90,6 +116,7 @@ class LogThrottle:
             return False
         self._last[key] = now
         n = self._suppressed.pop(key, 0)
+        text = one_line(text)
         if n:
             text = f"{text} ({n} similar suppressed in the last {now - last:.1f} s)"
         # rclpy fixes the severity of each logging call site: one site per severity

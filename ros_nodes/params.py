@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from rclpy.exceptions import ParameterUninitializedException
 from rclpy.parameter import Parameter
 
-from .common import RELIABILITIES, ConfigurationError, descriptor
+from .common import RELIABILITIES, ConfigurationError, descriptor, shown
 from .state_files import StateFileError, check_name
 
 MODES = ("lock_step", "real_time", "free_run")
@@ -37,8 +37,9 @@ class Spec:
 
 S = Spec
 PLANT = (
-    S("model", "pendulum", "cosim model: library name (pendulum, two_link, ...) or "
-      "'package.module:Class'"),
+    S("model", "pendulum", "cosim model: a library name (pendulum, two_link, ...; a parameter "
+      "names no code: 'module:Class' is refused before anything is imported); a robot: "
+      "robot_description, urdf_file or robot_description_topic"),
     S("robot_description", "", "URDF text of a robot to simulate instead of 'model' (the ROS "
       "convention; cosim.models.urdf, needs pinocchio; in a parameter file, or -p "
       "robot_description:=\"$(cat robot.urdf)\", which the node takes verbatim); '' = none"),
@@ -87,6 +88,11 @@ PLANT = (
       "load_state: [A-Za-z0-9._-], no path", dynamic=True),
     S("state_max_bytes", 16 << 20, "largest state file load_state reads / save_state writes",
       range=(1, 1 << 30)),
+    S("state_max_files", 64, "save_state: at most this many state files in state_directory "
+      "(saving over an existing name is always allowed within the byte quota)",
+      range=(1, 1 << 20)),
+    S("state_max_total_bytes", 256 << 20, "save_state: at most this many bytes of state files "
+      "in state_directory, the new one included", range=(1, 1 << 40)),
     S("max_steps_per_request", 1_000_000, "largest N accepted on step_n / steps of a run_until",
       range=(1, 1 << 40)),
     S("frame_id", "", "header.frame_id of the published joint states"),
@@ -234,7 +240,15 @@ def plant_model(node):
     given = [n for n, v in (("robot_description", text), ("urdf_file", path),
                             ("robot_description_topic", topic)) if v]
     if not given:
-        return node.get_parameter("model").value
+        model = node.get_parameter("model").value
+        if ":" in model:  # importing a module runs it: a parameter names no code
+            from cosim.models import MODEL_REGISTRY
+            raise ConfigurationError(
+                f"parameter 'model': {shown(model)} names code; the node runs a library model "
+                f"({', '.join(MODEL_REGISTRY)}) or a robot from URDF (robot_description, "
+                f"urdf_file, robot_description_topic), and imports nothing a parameter names "
+                f"(nothing was imported)")
+        return model
     if len(given) > 1:
         raise ConfigurationError(f"parameters {' and '.join(repr(n) for n in given)} are "
                                  f"set together; give one")
@@ -316,7 +330,7 @@ def check(name, value):
     if spec is None:
         return None
     if spec.choices and value not in spec.choices:
-        return f"parameter {name!r} must be one of {', '.join(spec.choices)}, got {value!r}"
+        return f"parameter {name!r} must be one of {', '.join(spec.choices)}, got {shown(value)}"
     if isinstance(value, float) and not math.isfinite(value):
         return f"parameter {name!r} must be finite, got {value!r}"
     if spec.range is not None and isinstance(value, (int, float)) and not isinstance(value, bool):

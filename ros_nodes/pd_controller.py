@@ -35,8 +35,8 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension  # noqa: E402
 
 from . import process  # noqa: E402
-from .common import (COMMAND_QOS, ConfigurationError, set_real_time_priority,  # noqa: E402
-                     state_qos)
+from .common import (COMMAND_QOS, ConfigurationError, one_line,  # noqa: E402
+                     set_real_time_priority, shown, state_qos)
 from .params import coerce_overrides, integer_to_double_callback  # noqa: E402
 
 DOUBLES = ("kp", "kd", "target_positions", "feedforward", "max_effort")
@@ -134,15 +134,20 @@ class PDController(Node):
 
     def _on_state(self, msg):
         if self._names_seen != msg.name:
+            names = list(msg.name)
             try:
-                self._index = [list(msg.name).index(j) for j in self.joints]
+                index = [names.index(j) for j in self.joints]
             except ValueError:
-                self.get_logger().error(
-                    f"joint state names {list(msg.name)} do not contain {self.joints}",
-                    throttle_duration_sec=5.0)
+                self.get_logger().error(one_line(
+                    f"joint state with {len(names)} names {shown(names, 200)} does not contain "
+                    f"{self.joints}; no command sent"), throttle_duration_sec=5.0)
                 return
-            self._names_seen = list(msg.name)
+            self._index, self._names_seen = index, names
         pos, vel = msg.position, msg.velocity
+        if len(pos) <= max(self._index):
+            self.get_logger().error(f"joint state has {len(pos)} positions for {len(msg.name)} "
+                                    f"names; no command sent", throttle_duration_sec=5.0)
+            return
         efforts = []
         for k, i in enumerate(self._index):
             v = vel[i] if len(vel) > i else 0.0

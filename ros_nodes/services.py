@@ -29,6 +29,7 @@ import time
 from std_msgs.msg import Float64, UInt32
 from std_srvs.srv import Trigger
 
+from .common import one_line
 from .state_files import StateFileError
 
 
@@ -50,7 +51,8 @@ def create(node):
 def _trigger(node, name, work):
     def callback(request, response):
         try:
-            response.success, response.message = node.call(lambda: work(node))
+            response.success, message = node.call(lambda: work(node))
+            response.message = one_line(message)
             # a peer may call at any rate: one line per service, outcome and throttle period
             node.throttle("info" if response.success else "warning",
                           f"service:{name}:{response.success}", f"{name}: {response.message}")

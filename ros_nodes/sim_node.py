@@ -118,7 +118,8 @@ class SimulationNode(Node):
         self.ic_message = self._log_ic_report()
         self.option_warnings = self._check_options(cfg)
         self.joints = JointMap(self.sim, cfg)
-        self.states = StateDirectory(cfg["state_directory"], cfg["state_max_bytes"])
+        self.states = StateDirectory(cfg["state_directory"], cfg["state_max_bytes"],
+                                     cfg["state_max_files"], cfg["state_max_total_bytes"])
         self._init_runtime(cfg)
         self._create_interfaces(cfg)
         self.add_on_set_parameters_callback(self._validate_parameters)

@@ -13,7 +13,10 @@ path later changes nothing, and every access is relative to it:
   the read is bounded by that size;
 * save: written to a new temporary file (``O_CREAT | O_EXCL | O_NOFOLLOW``)
   and renamed over the name, which replaces a link instead of writing through
-  it; an existing entry that is not a regular file or link is refused.
+  it; an existing entry that is not a regular file or link is refused;
+* quota (fixed at start-up): a save that would leave more than ``max_files``
+  state files (entries with an allowed name) or more than ``max_total_bytes``
+  bytes of them in the directory is refused before anything is written.
 
 Errors name the state file (as given) and the reason; they never contain
 another path, and a refused name says nothing about the file system.
@@ -34,11 +37,17 @@ class StateFileError(Exception):
     """A state file request refused (message safe to send to a peer)."""
 
 
+def _shown(value, limit=80):
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value)} characters)"
+    return repr(value)[:limit]
+
+
 def check_name(name):
     """The name if it is a plain file name allowed in the state directory."""
     if not isinstance(name, str) or not NAME_RE.fullmatch(name) or ".." in name:
         raise StateFileError(
-            f"state name {name!r} is not allowed: use 1-100 characters A-Z a-z 0-9 . _ -, "
+            f"state name {_shown(name)} is not allowed: use 1-100 characters A-Z a-z 0-9 . _ -, "
             f"not starting with '.', without '..' or path separators")
     return name
 
@@ -46,8 +55,9 @@ def check_name(name):
 class StateDirectory:
     """Save/load state blobs by name in the directory given at start-up."""
 
-    def __init__(self, directory, max_bytes):
+    def __init__(self, directory, max_bytes, max_files=64, max_total_bytes=256 << 20):
         self.max_bytes = int(max_bytes)
+        self.max_files, self.max_total_bytes = int(max_files), int(max_total_bytes)
         self._fd = None
         if directory:
             try:
@@ -115,6 +125,7 @@ class StateDirectory:
             raise StateFileError(f"cannot save state {name!r}: {_reason(exc)}") from None
         if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
             raise StateFileError(f"cannot save state {name!r}: exists and is not a regular file")
+        self._check_quota(name, len(blob), st)
         tmp = f".{name}.{os.getpid()}.{next(_tmp_counter)}.tmp"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
@@ -133,6 +144,42 @@ class StateDirectory:
                 pass
             raise StateFileError(f"cannot save state {name!r}: {_reason(exc)}") from None
         return len(blob)
+
+
+    def usage(self):
+        """(number of state files, their bytes) in the directory: the entries a
+        ``save`` could have made (names that pass :func:`check_name`, not followed)."""
+        count = total = 0
+        with os.scandir(self._fd) as entries:
+            for entry in entries:
+                if NAME_RE.fullmatch(entry.name) and ".." not in entry.name:
+                    count += 1
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if stat.S_ISREG(st.st_mode):
+                        total += st.st_size
+        return count, total
+
+    def _check_quota(self, name, size, existing):
+        """StateFileError when saving ``size`` bytes as ``name`` (``existing``: the lstat
+        of that name or None) would leave more than ``max_files`` state files or
+        ``max_total_bytes`` bytes of them in the directory."""
+        try:
+            count, total = self.usage()
+        except OSError as exc:
+            raise StateFileError(f"cannot save state {name!r}: {_reason(exc)}") from None
+        if existing is None and count + 1 > self.max_files:
+            raise StateFileError(f"cannot save state {name!r}: the state directory holds {count} "
+                                 f"states (state_max_files = {self.max_files}); save over an "
+                                 f"existing name or have one removed")
+        if existing is not None and stat.S_ISREG(existing.st_mode):
+            total -= existing.st_size  # replaced
+        if total + size > self.max_total_bytes:
+            raise StateFileError(f"cannot save state {name!r}: {size} bytes with the {total} "
+                                 f"bytes of the other states exceed state_max_total_bytes = "
+                                 f"{self.max_total_bytes}")
 
 
 def _reason(exc):

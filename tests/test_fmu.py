@@ -1066,6 +1066,70 @@ def test_terminal_event_discards_the_step_and_terminates(ball_fmu):
     ball.close()
 
 
+def test_calls_in_the_wrong_fmi_state_are_errors_state_unchanged(pendulum_fmu):
+    """§4.2.4 state machine: each call outside the states that allow it is fmi2Error with one
+    log line naming the call and the state, and changes nothing (outputs, time, serialized
+    state); the instance goes on.  Also the calls the binary answers without Python
+    (fmi2SetReal of an input, a native fmi2DoStep) after fmi2Terminate."""
+    slave = Slave(pendulum_fmu, "state-machine", logging=True, initialize=False)
+    fmu, torque, l_vr = slave.fmu, slave.vr["torque"], slave.vr["l"]
+
+    def refused(call, name, state):
+        slave.messages.clear()
+        with pytest.raises(FMICallException) as info:
+            call()
+        assert info.value.status == FMI2_ERROR, name
+        errors = [m for s, _, m in slave.messages if s == FMI2_ERROR]
+        assert len(errors) == 1 and "\n" not in errors[0], errors
+        assert errors[0].startswith(f"{name}: InvalidInputError: {name} is not allowed in state "
+                                    f"{state}"), errors
+        assert errors[0].endswith("(FMI 2.0.4 §4.2.4); nothing changed"), errors
+
+    refused(lambda: fmu.doStep(0.0, 0.01), "fmi2DoStep", "instantiated")
+    refused(fmu.exitInitializationMode, "fmi2ExitInitializationMode", "instantiated")
+    refused(fmu.terminate, "fmi2Terminate", "instantiated")
+    refused(lambda: fmu.getBooleanStatus(FMI2_TERMINATED), "fmi2GetBooleanStatus", "instantiated")
+    fmu.setupExperiment(startTime=0.0)
+    fmu.enterInitializationMode()
+    refused(lambda: fmu.setupExperiment(startTime=1.0), "fmi2SetupExperiment", "initializationMode")
+    refused(fmu.enterInitializationMode, "fmi2EnterInitializationMode", "initializationMode")
+    refused(lambda: fmu.doStep(0.0, 0.01), "fmi2DoStep", "initializationMode")
+    fmu.exitInitializationMode()
+    t, _ = drive(slave, 0.0, 5)
+    state = fmu.getFMUstate()
+    before = (bytes(fmu.serializeFMUstate(state)), slave.get(PENDULUM_OUT + ["torque", "l"]),
+              fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME))
+    for call, name in ((lambda: fmu.setupExperiment(startTime=0.0), "fmi2SetupExperiment"),
+                       (fmu.enterInitializationMode, "fmi2EnterInitializationMode"),
+                       (fmu.exitInitializationMode, "fmi2ExitInitializationMode")):
+        refused(call, name, "stepComplete")
+    with pytest.raises(FMICallException):  # a non-tunable parameter after initialization
+        fmu.setReal([l_vr], [2.0])
+    after = fmu.getFMUstate()
+    assert (bytes(fmu.serializeFMUstate(after)), slave.get(PENDULUM_OUT + ["torque", "l"]),
+            fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME)) == before
+    fmu.freeFMUstate(after)
+    fmu.terminate()
+    outputs = slave.get(PENDULUM_OUT + ["torque"])
+    refused(lambda: fmu.doStep(t, 0.01), "fmi2DoStep", "terminated")
+    refused(lambda: fmu.setReal([torque], [1.0]), "fmi2SetReal", "terminated")  # in the binary
+    refused(lambda: fmu.setReal([torque, l_vr], [1.0, 2.0]), "fmi2SetReal", "terminated")
+    refused(lambda: fmu.setString([slave.vr["solver.method"]], ["bdf"]), "fmi2SetString",
+            "terminated")
+    refused(fmu.terminate, "fmi2Terminate", "terminated")
+    assert slave.get(PENDULUM_OUT + ["torque"]) == outputs
+    assert fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == before[2]
+    fmu.setFMUstate(state)  # back to stepComplete at t: the run goes on as before
+    fmu.freeFMUstate(state)
+    _, rows = drive(slave, t, 3)
+    reference = Slave(pendulum_fmu, "state-machine-reference")
+    t_ref, _ = drive(reference, 0.0, 5)
+    _, rows_ref = drive(reference, t_ref, 3)
+    assert np.array_equal(rows, rows_ref)
+    reference.close()
+    slave.close()
+
+
 def test_model_structure_and_direct_feedthrough(pendulum_fmu, pd_fmu):
     """§2.2.8: <Outputs> lists, per output, the inputs it depends on directly (found from the
     model: the pendulum's rod force depends on the applied forces fx, fy; angle and rate on no

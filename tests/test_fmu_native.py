@@ -9,6 +9,7 @@ input, wrong time, a failing Newton iteration, a long step) is taken by Python
 with its status and message and leaves the state as it was; ``COSIM_FMU_NATIVE=0``
 turns it off with the same results.
 """
+import ctypes
 import gc
 
 import numpy as np
@@ -21,7 +22,7 @@ pytest.importorskip("pythonfmu")
 from fmpy import extract, read_model_description  # noqa: E402
 from fmpy.fmi1 import FMICallException  # noqa: E402
 from fmpy.fmi2 import (FMU2Slave, defaultCallbacks, fmi2CallbackFunctions,  # noqa: E402
-                       fmi2CallbackLoggerTYPE, fmi2Discard)
+                       fmi2CallbackLoggerTYPE, fmi2Discard, fmi2FMUstate)
 
 from fmu.builder import build_fmu  # noqa: E402
 
@@ -179,3 +180,99 @@ def test_steps_the_binary_refuses_are_taken_by_python_with_status_and_state_unch
         got, want = pair.step(torque(pair.t))
         assert np.array_equal(got, want)
     pair.close()
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_fmu_state_handles_are_independent_copies(two_link_fmu, monkeypatch, native):
+    """FMI 2.0.4 §2.1.8 with native steps on and off: a handle is a copy that later steps,
+    fmi2SetFMUstate, fmi2Reset and other handles never change; it can be set any number of
+    times in any order (each time the same continuation, bit for bit), serialized at any
+    time (the same bytes), freed in any order; fmi2SetFMUstate/fmi2FreeFMUstate/
+    fmi2SerializedFMUstateSize of a freed handle is fmi2Error with a log line, not a crash,
+    and changes nothing."""
+    monkeypatch.setenv("COSIM_FMU_NATIVE", native)
+    pair = Pair(two_link_fmu, f"handles-{native}")
+    fmu = pair.fmu
+
+    def run(n=30):  # n steps from the handle's time with the same inputs
+        pair.t, rows = t1, []
+        for _ in range(n):
+            fmu.setReal(pair.in_vr, torque(pair.t))
+            fmu.doStep(pair.t, H)
+            pair.t += H
+            rows.append(fmu.getReal(pair.out_vr))
+        return np.array(rows)
+
+    for _ in range(10):
+        pair.step(torque(pair.t))
+    first, t1 = fmu.getFMUstate(), pair.t
+    twin = fmu.getFMUstate()  # the same state, serialized now (first: only at the end)
+    first_bytes = bytes(fmu.serializeFMUstate(twin))
+    reference = run()  # the handles must not follow these steps
+    later = fmu.getFMUstate()  # at t1 + 30 H
+    later_bytes = bytes(fmu.serializeFMUstate(later))
+    fmu.setFMUstate(first)
+    assert np.array_equal(run(), reference)
+    fmu.setFMUstate(first)  # the same handle again
+    assert np.array_equal(run(), reference)
+    fmu.reset()  # handles survive fmi2Reset (they belong to the instance)
+    fmu.setupExperiment(startTime=0.0)
+    fmu.enterInitializationMode()
+    fmu.exitInitializationMode()
+    fmu.setFMUstate(first)
+    assert np.array_equal(run(), reference)
+    fmu.freeFMUstate(twin)
+    # an old handle, serialized for the first time after steps, sets and a reset
+    assert bytes(fmu.serializeFMUstate(first)) == first_bytes
+    assert bytes(fmu.serializeFMUstate(later)) == later_bytes
+    fmu.setFMUstate(later)  # the other one, then the first again
+    assert fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == pytest.approx(t1 + 30 * H, abs=1e-12)
+    fmu.setFMUstate(first)
+    stale = fmi2FMUstate(first.value)  # the same pointer, kept after the handle is freed
+    fmu.freeFMUstate(first)  # freed before the handle taken after it
+    restored = fmu.deSerializeFMUstate(first_bytes)
+    assert np.array_equal(run(), reference)  # the live state does not depend on the handle
+    fmu.setFMUstate(restored)
+    assert np.array_equal(run(), reference)
+    calls = {"fmi2SetFMUstate": lambda: fmu.setFMUstate(stale),
+             "fmi2SerializedFMUstateSize": lambda: fmu.serializeFMUstate(stale),
+             "fmi2FreeFMUstate": lambda: fmu.freeFMUstate(fmi2FMUstate(stale.value)),
+             "fmi2GetFMUstate": lambda: fmu.fmi2GetFMUstate(  # *FMUstate: a handle to replace
+                 fmu.component, ctypes.byref(fmi2FMUstate(stale.value)))}
+    outputs = fmu.getReal(pair.out_vr)
+    for name, call in calls.items():
+        pair.messages.clear()
+        with pytest.raises(FMICallException) as info:
+            call()
+        assert info.value.status == FMI2_ERROR, name
+        assert [m for m in pair.messages if m.startswith(name)] == [
+            f"{name}: FMUstate is not a live state of this instance (never handed out by it, "
+            f"or already freed); nothing changed"], pair.messages
+    assert fmu.getReal(pair.out_vr) == outputs
+    assert bytes(fmu.serializeFMUstate(later)) == later_bytes
+    fmu.setFMUstate(restored)
+    fmu.freeFMUstate(later)
+    fmu.freeFMUstate(restored)
+    assert np.array_equal(run(), reference)  # still steps, as before
+    pair.close()
+
+
+def test_no_native_step_or_input_after_terminate(two_link_fmu):
+    """FMI 2.0.4 §4.2.4 on the binary's own paths: after native steps, fmi2Terminate; then
+    fmi2DoStep and fmi2SetReal of an input (both answered without Python before) are
+    fmi2Error naming the state, and the outputs and time stay."""
+    pair = Pair(two_link_fmu, "native-terminated")
+    for _ in range(10):
+        pair.step(torque(pair.t))
+    pair.fmu.terminate()  # a Python call: the binary's steps are reported first
+    assert pair.slave().native_steps == 9
+    outputs = pair.fmu.getReal(pair.out_vr)
+    for call in (lambda: pair.fmu.doStep(pair.t, H), lambda: pair.fmu.setReal(pair.in_vr, [1.0, 2.0])):
+        pair.messages.clear()
+        with pytest.raises(FMICallException) as info:
+            call()
+        assert info.value.status == FMI2_ERROR
+        assert any("is not allowed in state terminated" in m for m in pair.messages), pair.messages
+    assert pair.fmu.getReal(pair.out_vr) == outputs
+    assert pair.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == pair.t
+    pair.fmu.freeInstance()

@@ -85,6 +85,22 @@ def test_unknown_keys_rejected_at_start(context, tmp_path):
     assert "state_directory" in text
 
 
+def test_model_parameter_names_no_code(context, tmp_path, monkeypatch):
+    """A parameter never makes the node import code: 'module:Class' as the model is refused
+    in one line before the module is imported (importing runs it)."""
+    (tmp_path / "evil_plant.py").write_text(
+        f"open({str(tmp_path / 'ran')!r}, 'w').close()\nclass Plant: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for model in ("evil_plant:Plant", "evil_plant.py:Plant", "this:X"):
+        with pytest.raises(ConfigurationError) as err:
+            SimulationNode(context=context, parameter_overrides=[Parameter("model", value=model)])
+        text = str(err.value)
+        assert text.startswith(f"parameter 'model': {model!r} names code") and "\n" not in text
+        assert "nothing was imported" in text
+    assert not (tmp_path / "ran").exists()
+    assert "evil_plant" not in sys.modules and "this" not in sys.modules
+
+
 def test_parameter_file_for_another_node_rejected(tmp_path):
     proc = NodeProcess("ros_nodes.sim_node", ros_environment(unique_domain_id("foreign")),
                        os.path.join(LAUNCH, "pd_pendulum.yaml"), log_dir=tmp_path)

@@ -1,10 +1,13 @@
-"""Attacks on the state files of the plant node by a peer in the DDS domain
-(loopback, a domain of its own): a remote change of the state location, path
-traversal, a symbolic link, a FIFO, a huge file.  Each is refused with a reply
-that names only the requested state name, and leaves the simulation exactly
-as before; the node keeps stepping."""
+"""Attacks on the plant node by a peer in the DDS domain (loopback, a domain of its
+own): a remote change of the state location, path traversal, a symbolic link, a
+FIFO, a huge file, more state files or bytes than the quota, over-long and
+over-many joint names, over-long parameter values.  Each is refused with a reply or
+a log line that names only the requested value (cut to a bounded length), and
+leaves the simulation exactly as before; the node keeps stepping."""
 import os
 import resource
+
+from sensor_msgs.msg import JointState
 
 import pytest
 
@@ -13,6 +16,7 @@ from rcl_interfaces.srv import SetParameters  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
 import cosim  # noqa: E402
+from ros_nodes.common import MAX_LINE  # noqa: E402
 from ros_nodes.testing import LAUNCH, load_parameters, simulation_kwargs, wait_for  # noqa: E402
 
 pytestmark = pytest.mark.ros
@@ -41,12 +45,13 @@ def step_and_check(hs, ref, h, u):
 
 
 @pytest.fixture
-def setup(harness, tmp_path):
+def setup(harness, tmp_path, request):
     states = tmp_path / "states"
     outside = tmp_path / "outside"
     states.mkdir()
     outside.mkdir()
-    hs = harness({"state_directory": str(states), "state_max_bytes": 1 << 20})
+    hs = harness({"state_directory": str(states), "state_max_bytes": 1 << 20,
+                  **getattr(request, "param", {})})
     params = load_parameters(PLANT_YAML, "cosim_sim")
     ref = cosim.Simulation(**simulation_kwargs(params))
     hs.wait_state(0)
@@ -144,3 +149,119 @@ def test_state_files_off_without_directory(harness):
     for name in ("save_state", "load_state"):
         res = hs.service(name)
         assert not res.success and "without a state_directory" in res.message, res.message
+
+
+BLOB = len(cosim.Simulation(**simulation_kwargs(load_parameters(PLANT_YAML, "cosim_sim")))
+           .serialize_state())  # bytes of the node's state at t = 0
+
+
+@pytest.mark.parametrize("setup", [{"state_max_files": 3, "state_max_total_bytes": 5 * BLOB // 2}],
+                         indirect=True)
+def test_state_file_quota(setup):
+    """The state folder holds at most state_max_files states and state_max_total_bytes bytes
+    of them (fixed at start-up): a save beyond either is refused before anything is
+    written; saving over an existing name replaces it within the byte quota."""
+    hs, ref, h, states, outside = setup
+
+    def save(name):
+        assert all(r.successful for r in set_remote(hs, state_name=name))
+        return hs.service("save_state")
+
+    for name in ("a.bin", "b.bin"):
+        res = save(name)
+        assert res.success and f"({BLOB} bytes)" in res.message, res.message
+    res = save("c.bin")  # 3 x BLOB > 2.5 x BLOB
+    assert not res.success and res.message == (
+        f"cannot save state 'c.bin': {BLOB} bytes with the {2 * BLOB} bytes of the other states "
+        f"exceed state_max_total_bytes = {5 * BLOB // 2}"), res.message
+    assert save("a.bin").success  # replaced: still 2 x BLOB
+    (states / "z.bin").write_bytes(b"x")  # a third state file
+    res = save("c.bin")
+    assert not res.success and res.message == (
+        "cannot save state 'c.bin': the state directory holds 3 states (state_max_files = 3); "
+        "save over an existing name or have one removed"), res.message
+    assert sorted(p.name for p in states.iterdir()) == ["a.bin", "b.bin", "z.bin"]  # no temp files
+    assert [p.stat().st_size for p in sorted(states.iterdir())] == [BLOB, BLOB, 1]
+    step_and_check(hs, ref, h, 0.5)
+    assert save("b.bin").success  # saving over a name: the count is not exceeded
+    res = hs.service("load_state")
+    assert res.success, res.message
+
+
+def rejected_lines(hs, count):
+    wait_for(lambda: len([m for m in hs.warnings() if "rejected message" in m]) >= count, 10.0,
+             what=f"{count} rejected-message lines")
+    return [m for m in hs.warnings() if "rejected message" in m]
+
+
+def test_oversized_joint_commands_and_parameter_values(setup):
+    """A JointState command with a 2 MB joint name, more names than joints, or a long unknown
+    name is rejected with one WARN line of at most MAX_LINE characters that quotes at most a
+    cut of the name; run-time parameter values of 1 MB get a short reason; the state stays."""
+    hs, ref, h, states, outside = setup
+    huge = "j" * 2_000_000
+    before = hs.plant.diagnostics_summary()["rejected"]
+    hs.joint_cmd.publish(JointState(name=[huge], effort=[1.0]))
+    hs.joint_cmd.publish(JointState(name=["pendulum_joint"] * 1000, effort=[1.0] * 1000))
+    hs.joint_cmd.publish(JointState(name=["k" * 200], effort=[1.0]))
+    lines = rejected_lines(hs, 3)
+    assert all(len(m) <= MAX_LINE + 100 and "\n" not in m for m in lines), [len(m) for m in lines]
+    assert any("has a joint name of 2000000 characters (at most 256): 'jjjj" in m and
+               "... (2000000 characters)" in m for m in lines), lines
+    assert any("has 1000 names and 1000 efforts, more than the 1 joints with an effort input"
+               in m for m in lines), lines
+    assert any("names unknown joint 'kkkk" in m and "(200 characters)" in m for m in lines), lines
+    assert hs.plant.diagnostics_summary()["rejected"] == before + 3
+    for name, value in (("state_name", "s" * 1_000_000), ("stale_input_policy", "p" * 1_000_000)):
+        res = set_remote(hs, **{name: value})
+        assert not res[0].successful and len(res[0].reason) < 400, (name, len(res[0].reason))
+        assert "(1000000 characters)" in res[0].reason, res[0].reason
+    assert hs.plant.state_name == "state.bin" and hs.plant.stale_policy == "hold"
+    assert hs.latest()[0] == 0  # nothing stepped
+    step_and_check(hs, ref, h, 0.5)
+
+
+def test_controller_survives_malformed_joint_states(monkeypatch, request):
+    """The PD controller node (a peer publishes its joint_states): a 1 MB joint name, names
+    without positions, then a valid state.  The bad ones get one short ERROR line each and no
+    command; the node lives on and answers the valid state (effort = kp * target)."""
+    from rclpy.parameter import Parameter as P
+    from rcl_interfaces.msg import Log
+    from ros_nodes.common import COMMAND_QOS
+    from ros_nodes.pd_controller import PDController
+    from ros_nodes.testing import ROSOUT_QOS, Spinner, unique_domain_id
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=unique_domain_id(request.node.name))
+    try:
+        pd = PDController(context=ctx, cli_args=["--ros-args", "--params-file",
+                                                 os.path.join(LAUNCH, "pd_pendulum.yaml")],
+                          parameter_overrides=[P("exit_with_plant", value=False)])
+        tester = rclpy.create_node("tester", context=ctx)
+        efforts, logs = [], []
+        tester.create_subscription(JointState, "joint_command", lambda m: efforts.append(
+            list(m.effort)), COMMAND_QOS)
+        tester.create_subscription(Log, "/rosout", logs.append, ROSOUT_QOS)
+        pub = tester.create_publisher(JointState, "joint_states", COMMAND_QOS)
+        spinner = Spinner(ctx, [pd, tester])
+        try:
+            wait_for(lambda: pub.get_subscription_count() > 0, 10.0, what="controller")
+            pub.publish(JointState(name=["x" * 1_000_000], position=[0.0]))
+            pub.publish(JointState(name=["pendulum_joint"]))  # no positions
+            wait_for(lambda: len([m for m in logs if m.level >= Log.ERROR]) >= 2, 10.0,
+                     what="two error lines")
+            errors = [m.msg for m in logs if m.level >= Log.ERROR]
+            assert all(len(m) <= MAX_LINE + 100 for m in errors), [len(m) for m in errors]
+            assert "does not contain ['pendulum_joint']" in errors[0] and \
+                "(1000000 characters)" in errors[0], errors[0][:300]
+            assert errors[1] == "joint state has 0 positions for 1 names; no command sent"
+            assert efforts == []
+            pub.publish(JointState(name=["pendulum_joint"], position=[0.0], velocity=[0.0]))
+            wait_for(lambda: efforts, 10.0, what="a command")
+            assert efforts == [[40.0 * 0.8]]
+        finally:
+            spinner.stop()
+            pd.destroy_node()
+            tester.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=ctx)

@@ -26,6 +26,14 @@
 //  * The interpreter is never finalized by the FMU, and the library is linked
 //    with -z nodelete: 0.7.0's Py_Finalize at library unload is the process-exit
 //    use-after-free (pythonfmu PR #213, cppfmu issue #3).
+//  * FMU state handles (§2.1.8) are tokens from a never-reused counter, mapped by the
+//    instance to the slave's state objects until freed; fmi2Set/Free/Serialize of any
+//    other value (freed, foreign, garbage) is fmi2Error with a log line, never
+//    dereferenced.
+//    The slave's handles are deep copies (fmu/slave.py _FmuState).
+//  * The FMI state (§4.2.4) is the slave's, kept in its shared buffer (PHASE), so
+//    the paths below that skip Python obey it too (inputs only up to stepComplete,
+//    native steps only in stepComplete).
 //  * Hot path (benchmarks/fmu_overhead.py): fmi2SetReal of inputs and fmi2GetReal
 //    of inputs and valid outputs read/write the slave's shared float64 buffer
 //    (CosimSlave._fmi_layout) without calling Python or taking the GIL;
@@ -53,6 +61,8 @@
 #include <cstring>
 #include <cstdint>
 #include <string>
+#include <atomic>
+#include <unordered_map>
 #include <vector>
 
 namespace {
@@ -241,6 +251,7 @@ struct Component
     PyObject* resources = nullptr; // str
     bool visible = false;
     std::vector<PyObject*> strings; // keeps fmi2GetString results alive until the next call
+    std::unordered_map<void*, PyObject*> states; // live fmi2FMUstate handles -> their objects (owned)
 
     // hot path, bound to `instance` by bind() (all null when the slave has no layout)
     PyObject* doStep = nullptr;     // bound instance.do_step
@@ -248,13 +259,14 @@ struct Component
     PyObject* nativeArm = nullptr;  // bound instance._native_arm (null: no native step)
     PyObject* logQueue = nullptr;   // instance.log_queue (a list, never rebound)
     PyObject* shared = nullptr;     // the slave's shared numpy buffer (kept alive)
-    double* buf = nullptr;          // [inputs pending, outputs valid, inputs..., outputs...]
+    double* buf = nullptr;          // [inputs pending, outputs valid, FMI state, inputs..., outputs...]
     std::vector<std::int32_t> slot; // value reference -> index in buf (0: not in the buffer)
     std::uint32_t nIn = 0;
     std::uint32_t nOut = 0;
     Native native;
 
-    enum { PENDING = 0, VALID = 1, FIRST = 2 };
+    enum { PENDING = 0, VALID = 1, PHASE = 2, FIRST = 3 };
+    static constexpr double STEP_COMPLETE = 2.0;  // fmu/slave.py: INSTANTIATED .. ERROR = 0 .. 4
 
     // the buffer slot of value reference v: FIRST.. for inputs and outputs, 0 otherwise
     std::int32_t slotOf(fmi2ValueReference v) const { return v < slot.size() ? slot[v] : 0; }
@@ -363,6 +375,7 @@ struct Component
     bool nativeStep(double t, double h)
     {
         Native& n = native;
+        if (buf[PHASE] != STEP_COMPLETE) return false;  // Python refuses it, with the message
         const double now = n.S[n.tSlot];
         if (!(h > 0.0 && h <= n.budgetSpan && std::isfinite(h))) return false;
         if (!(t == now || std::fabs(t - now) <= n.timeMatch * std::fmax(1.0, std::fabs(now)))) return false;
@@ -693,6 +706,8 @@ FMI2_Export void fmi2FreeInstance(fmi2Component c)
     {
         Gil gil;
         for (auto* s : self->strings) Py_DECREF(s);
+        for (auto& s : self->states) Py_DECREF(s.second);
+        self->states.clear();
         self->unbind();
         Py_XDECREF(self->instance);
         Py_XDECREF(self->cls);
@@ -813,8 +828,9 @@ FMI2_Export fmi2Status fmi2GetString(fmi2Component c, const fmi2ValueReference v
 FMI2_Export fmi2Status fmi2SetReal(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, const fmi2Real value[])
 {
     Component* self = comp(c);
-    if (self->buf != nullptr && nvr > 0 && vr != nullptr && value != nullptr) {
-        bool inputs = true;  // only inputs: settable in every state, validated when used
+    if (self->buf != nullptr && nvr > 0 && vr != nullptr && value != nullptr
+        && self->buf[Component::PHASE] <= Component::STEP_COMPLETE) {
+        bool inputs = true;  // only inputs: settable up to stepComplete, validated when used
         for (size_t i = 0; i < nvr && inputs; ++i) inputs = self->isInput(self->slotOf(vr[i]));
         if (inputs) {  // CosimSlave._set_input, all of them
             for (size_t i = 0; i < nvr; ++i) self->buf[self->slotOf(vr[i])] = value[i];
@@ -843,47 +859,83 @@ FMI2_Export fmi2Status fmi2SetString(fmi2Component c, const fmi2ValueReference v
     });
 }
 
-// -- FMU state (§2.1.8): fmi2FMUstate is a strong reference to a Python object --------
+// -- FMU state (§2.1.8) ------------------------------------------------------------------
+// An fmi2FMUstate is an opaque token, never a pointer: a number taken from a
+// process-wide counter (never reused, so a freed handle cannot come back as a new
+// one), mapped by Component::states to a strong reference to the slave's state
+// object until freed (or the instance is).  Any other value -- freed, foreign,
+// garbage -- is refused with fmi2Error before anything is done; it is never
+// dereferenced.
+std::atomic<std::uintptr_t> g_state_tokens{0};
+
+// null when `state` is a live handle of this instance, else why not (to log)
+static const char* unknown_state(Component* self, fmi2FMUstate state)
+{
+    if (state == nullptr) return "FMUstate is NULL";
+    if (self->states.count(state) == 0)
+        return "FMUstate is not a live state of this instance (never handed out by it, or already freed)";
+    return nullptr;
+}
+
+static PyObject* state_object(Component* self, fmi2FMUstate state) { return self->states.at(state); }
+
+// a new handle into *state (§2.1.8: a non-NULL *state is a handle of ours to replace)
+static fmi2Status hand_out(Component* self, fmi2FMUstate* state, PyObject* s)
+{
+    if (*state != nullptr) {  // checked live by the caller
+        Py_DECREF(state_object(self, *state));
+        self->states.erase(*state);
+    }
+    void* token = reinterpret_cast<void*>((g_state_tokens.fetch_add(1) + 1) << 4);
+    self->states.emplace(token, s);
+    *state = token;
+    self->drainLog();
+    return fmi2OK;
+}
+
+static fmi2Status refuse_state(Component* self, const char* function, const char* why)
+{
+    self->log(fmi2Error, "logStatusError", std::string(function) + ": " + why + "; nothing changed");
+    return fmi2Error;
+}
+
 FMI2_Export fmi2Status fmi2GetFMUstate(fmi2Component c, fmi2FMUstate* state)
 {
     Component* self = comp(c);
+    if (state == nullptr) return refuse_state(self, "fmi2GetFMUstate", "the FMUstate pointer is NULL");
+    if (*state != nullptr && unknown_state(self, *state) != nullptr)
+        return refuse_state(self, "fmi2GetFMUstate", unknown_state(self, *state));
     Python gil(self);
     PyObject* s = PyObject_CallMethod(self->instance, "_get_fmu_state", nullptr);
     if (s == nullptr) return self->error("fmi2GetFMUstate");
-    if (*state != nullptr) Py_DECREF(static_cast<PyObject*>(*state));  // overwrite (§2.1.8)
-    *state = s;
-    self->drainLog();
-    return fmi2OK;
+    return hand_out(self, state, s);
 }
 
 FMI2_Export fmi2Status fmi2SetFMUstate(fmi2Component c, fmi2FMUstate state)
 {
     Component* self = comp(c);
+    if (const char* why = unknown_state(self, state)) return refuse_state(self, "fmi2SetFMUstate", why);
     Python gil(self);
-    if (state == nullptr) {
-        PyErr_SetString(PyExc_ValueError, "FMUstate is NULL");
-        return self->error("fmi2SetFMUstate");
-    }
-    PyObject* r = PyObject_CallMethod(self->instance, "_set_fmu_state", "(O)", static_cast<PyObject*>(state));
+    PyObject* r = PyObject_CallMethod(self->instance, "_set_fmu_state", "(O)", state_object(self, state));
     return call_void(self, "fmi2SetFMUstate", r);
 }
 
 FMI2_Export fmi2Status fmi2FreeFMUstate(fmi2Component c, fmi2FMUstate* state)
 {
-    if (state == nullptr || *state == nullptr) return fmi2OK;
+    if (state == nullptr || *state == nullptr) return fmi2OK;  // §2.1.8: ignored
+    Component* self = comp(c);
+    if (const char* why = unknown_state(self, *state)) return refuse_state(self, "fmi2FreeFMUstate", why);
     Gil gil;
-    Py_DECREF(static_cast<PyObject*>(*state));
+    Py_DECREF(state_object(self, *state));
+    self->states.erase(*state);
     *state = nullptr;
     return fmi2OK;
 }
 
+// a live handle's serialized bytes (checked live by the caller)
 static PyObject* state_bytes(Component* self, fmi2FMUstate state)
 {
-    if (state == nullptr) {
-        PyErr_SetString(PyExc_ValueError, "FMUstate is NULL");
-        return nullptr;
-    }
-    PyObject* b = PyObject_CallMethod(self->instance, "_fmu_state_to_bytes", "(O)", static_cast<PyObject*>(state));
+    PyObject* b = PyObject_CallMethod(self->instance, "_fmu_state_to_bytes", "(O)", state_object(self, state));
     if (b != nullptr && !PyBytes_Check(b)) {
         Py_DECREF(b);
         PyErr_SetString(PyExc_TypeError, "serialized FMU state is not bytes");
@@ -895,6 +947,7 @@ static PyObject* state_bytes(Component* self, fmi2FMUstate state)
 FMI2_Export fmi2Status fmi2SerializedFMUstateSize(fmi2Component c, fmi2FMUstate state, size_t* size)
 {
     Component* self = comp(c);
+    if (const char* why = unknown_state(self, state)) return refuse_state(self, "fmi2SerializedFMUstateSize", why);
     Python gil(self);
     PyObject* b = state_bytes(self, state);
     if (b == nullptr) return self->error("fmi2SerializedFMUstateSize");
@@ -907,6 +960,7 @@ FMI2_Export fmi2Status fmi2SerializedFMUstateSize(fmi2Component c, fmi2FMUstate 
 FMI2_Export fmi2Status fmi2SerializeFMUstate(fmi2Component c, fmi2FMUstate state, fmi2Byte serializedState[], size_t size)
 {
     Component* self = comp(c);
+    if (const char* why = unknown_state(self, state)) return refuse_state(self, "fmi2SerializeFMUstate", why);
     Python gil(self);
     PyObject* b = state_bytes(self, state);
     if (b == nullptr) return self->error("fmi2SerializeFMUstate");
@@ -924,16 +978,18 @@ FMI2_Export fmi2Status fmi2SerializeFMUstate(fmi2Component c, fmi2FMUstate state
 FMI2_Export fmi2Status fmi2DeSerializeFMUstate(fmi2Component c, const fmi2Byte serializedState[], size_t size, fmi2FMUstate* state)
 {
     Component* self = comp(c);
+    if (state == nullptr) return refuse_state(self, "fmi2DeSerializeFMUstate", "the FMUstate pointer is NULL");
+    if (*state != nullptr && unknown_state(self, *state) != nullptr)
+        return refuse_state(self, "fmi2DeSerializeFMUstate", unknown_state(self, *state));
+    if (size > 0 && serializedState == nullptr)
+        return refuse_state(self, "fmi2DeSerializeFMUstate", "serializedState is NULL");
     Python gil(self);
     PyObject* b = PyBytes_FromStringAndSize(size ? serializedState : "", static_cast<Py_ssize_t>(size));
     if (b == nullptr) return self->error("fmi2DeSerializeFMUstate");
     PyObject* s = PyObject_CallMethod(self->instance, "_fmu_state_from_bytes", "(O)", b);
     Py_DECREF(b);
     if (s == nullptr) return self->error("fmi2DeSerializeFMUstate");  // state untouched
-    if (*state != nullptr) Py_DECREF(static_cast<PyObject*>(*state));
-    *state = s;
-    self->drainLog();
-    return fmi2OK;
+    return hand_out(self, state, s);
 }
 
 FMI2_Export fmi2Status fmi2GetDirectionalDerivative(fmi2Component c, const fmi2ValueReference[], size_t,
