@@ -1,7 +1,7 @@
 """Which components decide the BDF family's steps (issue 12, bdf-i1 at loose rtol).
 
 For each model, method and rtol (atol = rtol/100, q0 perturbed by 1e-15 as in
-benchmarks/work_precision.py, start 1, Python reference) it prints, over the
+benchmarks/work_precision.py, start 1, python backend) it prints, over the
 accepted steps:
 
 * how many were decided by the position part and how many by the velocity part
@@ -27,57 +27,61 @@ import ast
 import collections
 import os
 import sys
-import types
-
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from work_precision import perturbed_y0, reference  # noqa: E402
 
+from cosim.integrators import bdf_kernel as K  # noqa: E402
 from cosim.integrators import make_integrator  # noqa: E402
 from cosim.models import load_model  # noqa: E402
 
 
 def probe(model_name, method, rtol, options, seed=1):
+    """Run ``method`` step by step on the python backend (the kernel's functions,
+    uncompiled) with two of ``bdf_kernel``'s functions wrapped: the error test's
+    norms (which part decides) and the acceptance (the algebraic differences)."""
     model = load_model(model_name)
     n, m = model.n_q, model.n_c
     t_end, q_ref = reference(model_name)
     atol = rtol / 100
     integ = make_integrator(model, method, backend="python", rtol=rtol, atol=atol, **options)
     integ.initialize(0.0, perturbed_y0(model, seed))
-    cls = type(integ)
     last = {}
-
-    def error_norms(self, cols, winv, velocity=True):
-        out = cls._error_norms(self, cols, winv, velocity)
-        # the index-3 order tests re-evaluate the norms with the velocity ĥ-scaled
-        # after the error test (BDFIndex3): record the error test's call only
-        if velocity and self._velocity_scaled == (self.opts["velocity_error"] == "scaled"):
-            col = cols[0]                       # ∇^{k+1} y_{n+1}: the order-k estimate
-            eq = np.abs(col[:n]) * winv[:n]
-            ev = np.abs(col[n:]) * self._velocity_winv(winv)
-            last["e"] = (float(eq.max()), int(eq.argmax()), float(ev.max()), int(ev.argmax()))
-        return out
-
     alg = []
+    error_norms, accept = K._error_norms, K._accept
 
-    def accept(self, h, h_base, lands, t_limit, k, tau, omega, y1, dy, qdd, lam, e_k, *rest):
-        dz = np.concatenate([qdd, lam]) - self._z_pred          # ∇^{k+1} (a, λ)
-        ea = float(np.max(np.abs(dz[:n]) / (rtol * np.abs(qdd) + atol)))
-        el = float(np.max(np.abs(dz[n:]) / (rtol * np.abs(lam) + atol))) if m else 0.0
-        alg.append((e_k[0], ea, el, self._hhat))
-        return cls._accept(self, h, h_base, lands, t_limit, k, tau, omega, y1, dy, qdd, lam, e_k, *rest)
+    def recording_error_norms(S, I, LU, n_, m_, W, ws, Jm, k, has_up, velocity, scaled, hhat):
+        # the error test's call (the index-3 order tests call again with the velocity ĥ-scaled)
+        if velocity and bool(scaled) == (I[K.VEL_ERROR] == K.VE_SCALED):
+            col, winv = ws[K.WS_COL], ws[K.WS_WINV]
+            eq = np.abs(W[col:col + n]) * W[winv:winv + n]
+            ev = np.abs(W[col + n:col + 2 * n]) * W[winv + n:winv + 2 * n] * (hhat if scaled else 1.0)
+            last["e"] = (float(eq.max()), int(eq.argmax()), float(ev.max()), int(ev.argmax()))
+            last["hhat"] = hhat
+        return error_norms(S, I, LU, n_, m_, W, ws, Jm, k, has_up, velocity, scaled, hhat)
 
-    integ._error_norms = types.MethodType(error_norms, integ)
-    integ._accept = types.MethodType(accept, integ)
+    def recording_accept(S, I, n_, m_, W, ws, h, h_base, lands, t_limit, k, e_k, *rest):
+        qdd = W[ws[K.WS_QDD1]:ws[K.WS_QDD1] + n]
+        lam = W[ws[K.WS_LAM1]:ws[K.WS_LAM1] + m]
+        zpred = W[ws[K.WS_ZPRED]:ws[K.WS_ZPRED] + n + m]
+        ea = float(np.max(np.abs(qdd - zpred[:n]) / (rtol * np.abs(qdd) + atol)))   # ∇^{k+1} a
+        el = float(np.max(np.abs(lam - zpred[n:]) / (rtol * np.abs(lam) + atol))) if m else 0.0
+        alg.append((e_k, ea, el, last.get("hhat", h)))
+        return accept(S, I, n_, m_, W, ws, h, h_base, lands, t_limit, k, e_k, *rest)
+
     decided, comps, ratios = collections.Counter(), collections.Counter(), []
-    while integ.t < t_end:
-        integ.step(t_end)
-        eq, iq, ev, iv = last["e"]          # the accepted attempt's error test
-        part = "v" if ev > eq else "q"
-        decided[part] += 1
-        comps[part + str((iv if ev > eq else iq) + 1)] += 1
-        ratios.append(ev / max(eq, 1e-300))
+    K._error_norms, K._accept = recording_error_norms, recording_accept
+    try:
+        while integ.t < t_end:
+            integ.step(t_end)
+            eq, iq, ev, iv = last["e"]          # the accepted attempt's error test
+            part = "v" if ev > eq else "q"
+            decided[part] += 1
+            comps[part + str((iv if ev > eq else iq) + 1)] += 1
+            ratios.append(ev / max(eq, 1e-300))
+    finally:
+        K._error_norms, K._accept = error_norms, accept
     err = float(np.max(np.abs(integ.q - q_ref) / np.maximum(1.0, np.abs(q_ref))))
     return integ, decided, comps, np.array(ratios), np.array(alg), err
 
