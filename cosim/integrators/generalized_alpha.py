@@ -38,13 +38,13 @@ import numpy as np
 from .. import jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError, StateError
 from ..state_schema import check_newton_state
-from ..validation import finite_float, flag
+from ..validation import flag
 from . import dense_lu
 from . import ga_kernel as K
-from .base import EPS, STAT_KEYS, MultibodyIntegrator
+from .base import EPS, MultibodyIntegrator
 from .common import consistent_accelerations, error_weights, initial_step
-from .model_functions import (compiled_functions, compiled_unsupported, n_nonholonomic,
-                              python_functions)
+from .model_functions import compiled_unsupported, n_nonholonomic, python_functions
+from .record import RecordIntegrator, record_array, record_scalar, record_time
 
 # Tolerance proportionality (Stetter 1980; Hairer, Nørsett & Wanner I §II.4):
 # eq. 34 bounds the error of each step, and for a second-order method that
@@ -69,7 +69,6 @@ AUTO_TANGENT = 10.0
 # generalized-alpha-i2: tolerance calibration of the eq. 39 test (GeneralizedAlphaIndex2)
 TOL_FACTOR = 30.0
 RTOL_CAP = 0.1
-MAX_STEPS_PER_CALL = 1_000_000
 
 _NEWTON_REASONS = {K.R_RESIDUAL: "residual is not finite", K.R_UPDATE: "Newton update is not finite",
                    K.R_NO_CONVERGENCE: f"no convergence in {K.NEWTON_MAX_ITER} iterations"}
@@ -123,46 +122,7 @@ def compiled_native_step():
     return jit.native_step_address(K, "generalized-alpha", helpers=(dense_lu,))
 
 
-def _record_time(slot):
-    """Time ``slot`` of S as a float (None before the start: NaN in the record);
-    assigning None does nothing (Integrator.__init__), a number writes the record."""
-
-    def get(self):
-        value = float(self._S[slot])
-        return None if math.isnan(value) else value
-
-    def set(self, value):
-        if value is not None:
-            self._S[slot] = float(value)
-            self._outputs_fresh = False
-    return property(get, set)
-
-
-def _record_scalar(slot):
-    """A read-only float view of scalar ``slot`` of S."""
-    return property(lambda self: float(self._S[slot]))
-
-
-def _record_array(index, writable=False):
-    """A copy of array ``index`` (K.offsets order) of S (None before the start);
-    ``writable``: assigning None does nothing, an array writes the record."""
-
-    def get(self):
-        if not self._has_state:
-            return None
-        self._settle()
-        start, length = self._slices[index]
-        return self._S[start:start + length].copy()
-
-    def set(self, value):
-        if value is not None:
-            self._settle()
-            self._write(index, value)
-            self._outputs_fresh = False
-    return property(get, set if writable else None)
-
-
-class GeneralizedAlpha(MultibodyIntegrator):
+class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
     """Adaptive (or fixed-step) index-3 generalized-α, seed 000 Algorithm 3.
 
     Option ``rho_inf`` ∈ [0, 1]: spectral radius at infinite frequency.
@@ -217,28 +177,24 @@ class GeneralizedAlpha(MultibodyIntegrator):
                "tangent_estimate": "auto"}
     flag_words = {"tangent_estimate": ("auto",)}
     _ggl = 0   # the kernel's formulation switch I[GGL]
+    _kernel = K
+    compiled_entry = staticmethod(compiled_entry)
 
-    t = _record_time(K.T)
-    t_prev = _record_time(K.T_PREV)
-    h_next = _record_scalar(K.H_NEXT)
-    h_last = _record_scalar(K.H_LAST)
-    y = _record_array(0, writable=True)
-    y_prev = _record_array(1, writable=True)
-    qdd = _record_array(2)
-    qdd_prev = _record_array(3)
-    lam = _record_array(4)
-    a = _record_array(5)
-    x_rate = _record_array(6)
-    lam_rate = _record_array(7)
+    t = record_time(K.T)
+    t_prev = record_time(K.T_PREV)
+    h_next = record_scalar(K.H_NEXT)
+    h_last = record_scalar(K.H_LAST)
+    y = record_array(0, writable=True)
+    y_prev = record_array(1, writable=True)
+    qdd = record_array(2)
+    qdd_prev = record_array(3)
+    lam = record_array(4)
+    a = record_array(5)
+    x_rate = record_array(6)
+    lam_rate = record_array(7)
 
     def __init__(self, model, backend="python", **kwargs):
-        if backend not in ("python", "numba"):
-            raise InvalidInputError(f"backend must be 'python' or 'numba', got {backend!r}")
-        if backend == "numba":
-            reason = supports(model)
-            if reason is not None:
-                raise InvalidInputError(f"backend 'numba': {reason}")
-        self.backend = backend
+        self._choose_backend(model, backend, supports)
         self._S = np.zeros(K.N_SCALARS)
         self._has_state = False
         super().__init__(model, **kwargs)
@@ -268,18 +224,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
         # norm keeps W (1e-4·W is already far below s·W ≥ 1e-3·W)
         self._err_scale = self._err_rtol / self.rtol
 
-    # -- the model and the record -----------------------------------------------------------
-    def _bind_model(self):
-        """The method and the model's functions for this backend."""
-        if self.backend == "numba":
-            self._entry = compiled_entry()
-            self._fns = compiled_functions(self.model)
-        else:
-            self._entry = K.entry
-            self._fns = python_functions(self.model)
-        probe = getattr(self.model, "kernel_outputs", None)  # KernelModel; a URDF robot has none
-        self._kernel_outputs = self.backend == "numba" and bool(probe is not None and probe())
-
+    # -- the record ----------------------------------------------------------------------------
     def _allocate(self, n, m):
         g = n_nonholonomic(self.model)
         offsets = K.offsets(n, m + g)   # multipliers [λ; ν]
@@ -318,36 +263,6 @@ class GeneralizedAlpha(MultibodyIntegrator):
         I[K.PROJECT] = 1 if self._project else 0
         I[K.CONST_MASS] = 1 if self.model.constant_mass else 0
 
-    def _write(self, index, value):
-        start, length = self._slices[index]
-        arr = np.asarray(value, dtype=float).reshape(-1)
-        if arr.shape != (length,):
-            raise StateError(f"state array has {arr.size} entries, the record slot holds {length}")
-        self._S[start:start + length] = arr
-
-    @property
-    def stats(self):
-        """The statistics counters (a copy; STAT_KEYS order in the record)."""
-        return {k: int(self._I[K.STATS + i]) for i, k in enumerate(STAT_KEYS)}
-
-    @stats.setter
-    def stats(self, value):
-        if hasattr(self, "_I"):
-            for i, k in enumerate(STAT_KEYS):
-                self._I[K.STATS + i] = int(dict(value).get(k, 0))
-
-    # the integrator base class assigns these before the record exists
-    @property
-    def u(self):
-        """The held inputs (the contiguous float array the kernel takes)."""
-        return self._u_c
-
-    @u.setter
-    def u(self, value):
-        if not (type(value) is np.ndarray and value.dtype == np.float64 and value.flags.c_contiguous):
-            value = np.ascontiguousarray(value, dtype=float)
-        self._u_c = value
-
     # -- set-up ------------------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
         from ..ic import analyse_initial_conditions  # noqa: PLC0415
@@ -379,16 +294,7 @@ class GeneralizedAlpha(MultibodyIntegrator):
         S[K.H_LAST] = 0.0               # step size a belongs to (0: a = q'')
         self._has_state = True
         S[K.H_NEXT] = self._initial_step() if self.h_fixed is None else self.h_fixed
-        if self.backend == "numba":
-            # numba loads the machine code at the first call: pay that now, on a
-            # scratch copy of the record, not in the first (real-time) step
-            self._entry(self._fns, K.RESTART, S.copy(), self._I.copy(), self._LU.copy(), self._u_c,
-                        self._parameters(), 0.0, 0, self._y_out.copy())
-
-    def _parameters(self):
-        """The model's parameter vector p (kernel models; empty for the others)."""
-        p = getattr(self.model, "_p", None)
-        return p if isinstance(p, np.ndarray) and p.dtype == np.float64 else np.zeros(0)
+        self._load_machine_code(K.RESTART)
 
     def _initial_step(self):
         if self.first_step is not None:
@@ -504,32 +410,6 @@ class GeneralizedAlpha(MultibodyIntegrator):
         self._restart_now()
 
     # -- stepping ----------------------------------------------------------------------------
-    def advance(self, t_target):
-        """Integrate to exactly ``t_target`` in one call of the method (all or nothing)."""
-        t_target = finite_float("t_target", t_target, strict=True)
-        t = self._S[K.T]
-        if t_target < t:
-            raise InvalidInputError(f"target time {t_target!r} is before t={float(t)!r}")
-        if t_target == t:
-            return t_target
-        self.check_step_budget(t_target)
-        self._run(t_target, self._call_budget, K.WHOLE_INTERVAL)
-        return t_target
-
-    def _advance_checked(self, t_target):
-        # Simulation.do_step: t_target and the step budget already checked
-        if not t_target > self._S[K.T]:
-            return self.advance(t_target)
-        self._run(t_target, self._call_budget, K.WHOLE_INTERVAL)
-        return t_target
-
-    def _step(self, t_limit):
-        self._run(t_limit, 1, K.ONE_STEP)
-
-    @property
-    def _call_budget(self):
-        return min(self.max_steps, MAX_STEPS_PER_CALL)
-
     def _run(self, t_target, max_steps, mode):
         # the kernel is all or nothing: on failure it restores S, I, LU itself
         self._outputs_fresh = False
@@ -545,22 +425,6 @@ class GeneralizedAlpha(MultibodyIntegrator):
         self._settle()
         status = self._call(mode, t_target, max_steps)
         self._finish(status, t_target)
-
-    def _call(self, mode, t_target, max_steps):
-        """One call of the method's entry.  The kernel is all or nothing for the
-        failures it reports; on the python backend a model function may also raise
-        (any exception, from the model's own code): the record is then put back as
-        it was before the call, and the exception goes on."""
-        args = (self._fns, mode, self._S, self._I, self._LU, self._u_c, self._parameters(),
-                t_target, max_steps, self._y_out)
-        if self.backend == "numba":
-            return self._entry(*args)
-        saved = self._S.copy(), self._I.copy(), self._LU.copy()
-        try:
-            return self._entry(*args)
-        except BaseException:
-            self._S[:], self._I[:], self._LU[:, :] = saved
-            raise
 
     def _finish(self, status, t_target):
         if status == K.OK:
@@ -624,17 +488,6 @@ class GeneralizedAlpha(MultibodyIntegrator):
             consistent_accelerations(self.model, self.t, y[:n], y[n:], self._u_c)
             raise SingularMatrixError(f"{self.name}: consistent accelerations (eq. 10) failed "
                                       f"at t={self.t!r}", t=self.t, h=None, cause="singular matrix")
-
-    def fresh_outputs(self):
-        """The model's outputs at the current state as the compiled step computed
-        them (a copy), or None when they must be computed in Python."""
-        return self._y_out.copy() if self._outputs_fresh else None
-
-    def outputs_into(self, out):
-        if self._outputs_fresh:
-            out[:] = self._y_out
-            return True
-        return False
 
     def native_step_record(self):
         """What a caller without Python (the FMU binary) needs to take the step
