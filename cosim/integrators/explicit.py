@@ -256,6 +256,17 @@ class ExplicitRungeKutta(RecordIntegrator, MultibodyIntegrator):
         return min(100 * h0, h1, self.max_step)
 
     # -- restart / state ---------------------------------------------------------------
+    def hold_inputs(self, u):
+        # Integrator.hold_inputs: u is already a C-contiguous float vector
+        self._u_c = u
+        self.restart()
+
+    def restart(self):
+        """Forget the FSAL stage and the dense output at the current point; t_prev = t,
+        y_prev = y (the kernel's restart, run uncompiled: a few array writes)."""
+        K.restart(self._S, self._I)
+        self._outputs_fresh = False
+
     def _restart(self):
         # inputs or the state changed: no FSAL stage, no dense output
         self._I[K.HAS_F] = 0
