@@ -25,14 +25,14 @@ METHOD_REGISTRY = {
 # methods whose one implementation runs compiled or as plain Python: the class takes
 # ``backend``; its module's ``supports(model)`` says why the compiled one cannot run
 ONE_IMPLEMENTATION = {"generalized-alpha", "generalized-alpha-i2", "bdf", "bdf-i2", "bdf-i1",
-                      "dopri5", "rk4"}
+                      "dopri5", "rk4", "state-transition"}
 
 # methods that run compiled: the module of each one's ``supports(model)`` (and, for
 # the ones still with a separate compiled twin of the Python reference, that class)
 COMPILED_REGISTRY = {
     "generalized-alpha": ".generalized_alpha:GeneralizedAlpha",
     "generalized-alpha-i2": ".generalized_alpha:GeneralizedAlphaIndex2",
-    "state-transition": ".state_transition_compiled:CompiledStateTransition",
+    "state-transition": ".state_transition:StateTransition",
     "bdf": ".bdf:BDFIndex3",
     "bdf-i2": ".bdf:BDFIndex2",
     "bdf-i1": ".bdf:BDFIndex1",

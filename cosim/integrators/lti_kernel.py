@@ -1,16 +1,17 @@
-"""The exact-ZOH step of an LTI plant as one compiled function — the numba twin
-of :meth:`cosim.integrators.state_transition.StateTransition._step` plus the
-outputs, so a communication step is one call (seed 001 eq. 3.19):
+"""The exact-ZOH step of an LTI plant and its outputs as one function, run compiled
+(numba) or as plain Python by :class:`cosim.integrators.state_transition.StateTransition`,
+so a communication step is one call (seed 001 eq. 3.19):
 
     x(t + h) = Φ(h) x(t) + H(h) u,     y = C x(t + h) + D u.
 
 Plain loops (no BLAS, no threads): the result does not depend on the BLAS
-kernel or thread count; it agrees with the numpy reference to roundoff.
+kernel or thread count.
 """
 
 
 def lti_step(Phi, H, C, D, x, u, x_new, y):
-    """x_new = Φ x + H u, then y = C x_new + D u (every entry written)."""
+    """x_new = Φ x + H u, then y = C x_new + D u (every entry written; none when y
+    is empty)."""
     n, m, p = x.shape[0], u.shape[0], y.shape[0]
     for i in range(n):
         s = 0.0

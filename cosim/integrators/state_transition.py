@@ -15,6 +15,10 @@ computed with ``scipy.linalg.expm`` once per distinct h and cached (an LRU of
 of the integrator state and a restart in a fresh process recomputes the very
 same bits).  Dense output on [t_prev, t] evaluates Φ(τ), H(τ) directly.
 
+The step itself (eq. 3.19 and the outputs y = C x + D u) is one function,
+:func:`cosim.integrators.lti_kernel.lti_step`: compiled (numba) or run as plain
+Python by the python backend.
+
 Signal generators (eq. after 3.22, example 3.4): a generator v' = F v, u = G v
 is appended to the plant, A* = [[A, B G], [0, F]], so sinusoidal (or any
 LTI-generated) inputs are also reproduced exactly — :func:`sine_generator`,
@@ -28,12 +32,15 @@ from contextlib import nullcontext
 import numpy as np
 import scipy.linalg as sla
 
+from .. import jit
 from ..blas import single_threaded
 from ..errors import InvalidInputError
 from .base import Integrator
+from .lti_kernel import lti_step
 
 # below this size (states + inputs) OpenBLAS does not thread a product: no guard needed
 BLAS_THREADING_SIZE = 16
+_NO_ROWS = np.zeros((0, 0))
 
 
 def van_loan(A, B, h):
@@ -46,21 +53,64 @@ def van_loan(A, B, h):
     return np.ascontiguousarray(E[:n, :n]), np.ascontiguousarray(E[:n, n:])
 
 
+_compiled = {}
+
+
+def compiled_step():
+    """:func:`lti_step` compiled (cached on disk by numba)."""
+    if "step" not in _compiled:
+        _compiled["step"] = jit.njit(lti_step)
+    return _compiled["step"]
+
+
+compiled_entry = compiled_step   # (cosim.integrators.compile_method)
+
+
+def supports(model):
+    """Why the compiled state-transition cannot run ``model`` (None: it can)."""
+    from ..models.lti import LTIModel  # noqa: PLC0415
+    if not isinstance(model, LTIModel) or type(model).output_values is not LTIModel.output_values:
+        return f"model {model.name!r} is not a plain LTI model (A, B, C, D)"
+    return None
+
+
 class StateTransition(Integrator):
+    """Exact ZOH for LTI plants; a communication step is one call of the step
+    function, which also computes the outputs (:meth:`fresh_outputs`)."""
+
     name = "state-transition"
     description = "exact ZOH discretisation of LTI models: Phi=e^(Ah), H=int Phi B, cached (seed 001 §3.5)"
     model_kinds = ("first_order",)
     implicit = False
     options = {"cache_size": 64}
 
-    def __init__(self, model, **kwargs):
+    def __init__(self, model, backend="python", **kwargs):
+        if backend not in ("python", "numba"):
+            raise InvalidInputError(f"backend must be 'python' or 'numba', got {backend!r}")
         super().__init__(model, **kwargs)
         if not (hasattr(model, "A") and hasattr(model, "B")):
             raise InvalidInputError(
                 f"method 'state-transition' needs an LTI model with matrices A, B; "
                 f"model {model.name!r} has none")
+        if backend == "numba":
+            reason = supports(model)
+            if reason is not None:
+                raise InvalidInputError(f"backend 'numba': {reason}")
+        self.backend = backend
         self._cache = OrderedDict()
         self._A_ref = self._B_ref = None
+        self._plain = supports(model) is None   # C and D are the model's outputs
+        self._out_key = None  # (x, u, C, D) the outputs in _out belong to
+        p = len(model.output_names) if self._plain else 0
+        self._out = np.zeros(p)
+        if backend == "numba":
+            self._step_fn = compiled_step()
+            # compile or load from numba's cache now, not in the first (real-time) step
+            n, m = model.n_y, model.n_inputs
+            self._step_fn(np.zeros((n, n)), np.zeros((n, m)), np.zeros((p, n)), np.zeros((p, m)),
+                          np.zeros(n), np.zeros(m), np.zeros(n), np.zeros(p))
+        else:
+            self._step_fn = lti_step
 
     def check_options(self):
         size = self.opts["cache_size"]
@@ -107,12 +157,34 @@ class StateTransition(Integrator):
         h = t_new - self.t
         with self._blas():
             Phi, H = self._matrices(h)
-            y_new = Phi @ self.y  # seed 001 eq. 3.19
-            if self.u.size:
-                y_new += H @ self.u
-        self.t_prev, self.y_prev = self.t, self.y
+        x, u = self.y, self.u
+        y_new = np.empty(x.size)
+        model = self.model
+        if self._plain:   # seed 001 eq. 3.19, and y = C x + D u in the same call
+            self._step_fn(Phi, H, model.C, model.D, x, u, y_new, self._out)
+            self._out_key = (y_new, u, model.C, model.D)
+        else:
+            self._step_fn(Phi, H, _NO_ROWS, _NO_ROWS, x, u, y_new, self._out)
+        self.t_prev, self.y_prev = self.t, x
         self.t, self.y = t_new, y_new
         self.stats["steps"] += 1
+
+    def _advance_checked(self, t_target):
+        # Simulation.do_step: one exact step over the whole interval when it may
+        if self.h_fixed is not None or not 0.0 < t_target - self.t <= self.max_step:
+            return self.advance(t_target)   # sub-steps under max_step, fixed steps
+        self._step(t_target)
+        return t_target
+
+    def fresh_outputs(self):
+        """The outputs the last step computed, while x, u, C and D are the very
+        objects it used (else None: Simulation computes them)."""
+        key = self._out_key
+        if key is not None and key[0] is self.y and key[1] is self.u:
+            model = self.model
+            if key[2] is model.C and key[3] is model.D:
+                return self._out.copy()
+        return None
 
     def dense_output(self, t):
         tau = float(t) - self.t_prev
