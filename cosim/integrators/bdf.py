@@ -268,22 +268,7 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
 
     # -- set-up ------------------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
-        from ..ic import analyse_initial_conditions  # noqa: PLC0415
-        original = self.model
-        q0, v0 = original.split(y0)
-        report = analyse_initial_conditions(original, t0, q0, v0, self.u, **ic_options)
-        self.ic_report = report
-        self.model = report.model
-        if self.model is not original:
-            # redundant constraints removed: the compiled kernels describe the full model,
-            # the Python functions describe the view the IC analysis made
-            if self.backend == "numba":
-                jit.announce(("redundant", original.name),
-                             f"model {original.name!r} has redundant constraints "
-                             f"({', '.join(getattr(report, 'redundant', ()) or ()) or 'removed by the IC analysis'}): "
-                             f"{self.name} runs on the python backend")
-                self.backend = "python"
-            self._bind_model()
+        report = self._analyse_start(t0, y0, **ic_options)
         self._allocate(self.model.n_q, self.model.n_c)
         self.t = t0
         y = np.concatenate([report.q, report.v])

@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from .. import jit
 from ..errors import InvalidInputError, StateError
 from ..validation import finite_float
 from .base import STAT_KEYS
@@ -114,6 +115,27 @@ class RecordIntegrator:
             self._fns = python_functions(self.model)
         probe = getattr(self.model, "kernel_outputs", None)  # KernelModel; a URDF robot has none
         self._kernel_outputs = self.backend == "numba" and bool(probe is not None and probe())
+
+    def _analyse_start(self, t0, y0, **ic_options):
+        """The IC analysis (seed 000 Algorithm 1) of a multibody start; keeps its report
+        and the model it returns.  Where it removed redundant constraints, the
+        compiled kernels (which describe the full model) no longer fit: the python
+        backend runs the view the IC analysis made, and says so once."""
+        from ..ic import analyse_initial_conditions  # noqa: PLC0415
+        original = self.model
+        q0, v0 = original.split(y0)
+        report = analyse_initial_conditions(original, t0, q0, v0, self.u, **ic_options)
+        self.ic_report = report
+        self.model = report.model
+        if self.model is not original:
+            if self.backend == "numba":
+                redundant = ", ".join(getattr(report, "redundant", ()) or ()) or "removed by the IC analysis"
+                jit.announce(("redundant", original.name),
+                             f"model {original.name!r} has redundant constraints ({redundant}): "
+                             f"{self.name} runs on the python backend")
+                self.backend = "python"
+            self._bind_model()
+        return report
 
     def _settle(self):
         """Carry out deferred work before the record is read or written (none here)."""
