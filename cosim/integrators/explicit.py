@@ -89,7 +89,7 @@ class ExplicitRungeKutta(RecordIntegrator, MultibodyIntegrator):
     compiled_entry = staticmethod(compiled_entry)
 
     t = record_time(K.T)
-    t_prev = record_time(K.T_PREV)
+    t_prev = record_time(K.T_PREV, settle=True)
     h_next = record_scalar(K.H_NEXT, writable=True)
     y = record_array(_Y, writable=True)
     y_prev = record_array(_YP, writable=True)
@@ -152,12 +152,14 @@ class ExplicitRungeKutta(RecordIntegrator, MultibodyIntegrator):
     @property
     def f_cur(self):
         """The FSAL / first stage f at the current point (None: not evaluated yet)."""
+        self._settle()
         if not self._I[K.HAS_F]:
             return None
         return self._S[self._o_f:self._o_f + self._ny].copy()
 
     @f_cur.setter
     def f_cur(self, value):
+        self._settle()
         self._outputs_fresh = False
         if value is None:
             self._I[K.HAS_F] = 0
@@ -241,6 +243,8 @@ class ExplicitRungeKutta(RecordIntegrator, MultibodyIntegrator):
         return min(100 * h0, h1, self.max_step)
 
     # -- restart / state ---------------------------------------------------------------
+    _restart_pending = False
+
     def hold_inputs(self, u):
         # Integrator.hold_inputs: u is already a C-contiguous float vector
         self._u_c = u
@@ -248,11 +252,30 @@ class ExplicitRungeKutta(RecordIntegrator, MultibodyIntegrator):
 
     def restart(self):
         """Forget the FSAL stage and the dense output at the current point; t_prev = t,
-        y_prev = y (the kernel's restart, run uncompiled: a few array writes)."""
-        K.restart(self._S, self._I)
+        y_prev = y.  Deferred while a state exists: the next advance restarts first, in
+        the same call of the kernel; :meth:`_settle` carries it out before anything
+        else reads or writes the record."""
         self._outputs_fresh = False
+        if self._has_state:
+            self._restart_pending = True
+        else:
+            K.restart(self._S, self._I)
+
+    def _settle(self):
+        if self._restart_pending:
+            self._restart_pending = False
+            K.restart(self._S, self._I)
+
+    def _run(self, t_target, max_steps, mode):
+        if self._restart_pending and mode == K.WHOLE_INTERVAL:
+            self._restart_pending = False
+            self._outputs_fresh = False
+            self._finish(self._call(K.RESTART_THEN_ADVANCE, t_target, max_steps), t_target)
+            return
+        super()._run(t_target, max_steps, mode)
 
     def _restart(self):
+        self._restart_pending = False
         # inputs or the state changed: no FSAL stage, no dense output
         self._I[K.HAS_F] = 0
         self._I[K.HAS_DENSE] = 0
@@ -275,6 +298,7 @@ class ExplicitRungeKutta(RecordIntegrator, MultibodyIntegrator):
 
     def restore(self, state):
         """Continue from ``state`` (validated first; all or nothing)."""
+        self._settle()
         saved = self._S.copy(), self._I.copy(), self._u_c, self._has_state
         try:
             super().restore(state)
@@ -344,6 +368,7 @@ class DormandPrince(ExplicitRungeKutta):
     def _dense(self):
         """Shampine's continuous extension of the last step: Q = Kᵀ P, h, and the
         projection shift y_proj − ŷ (blended in linearly); None before a step."""
+        self._settle()
         if not self._I[K.HAS_DENSE]:
             return None
         ny, o = self._ny, self._o_d
@@ -353,6 +378,7 @@ class DormandPrince(ExplicitRungeKutta):
 
     @_dense.setter
     def _dense(self, value):
+        self._settle()
         self._outputs_fresh = False
         if value is None:
             self._I[K.HAS_DENSE] = 0
@@ -392,6 +418,7 @@ class RK4(ExplicitRungeKutta):
     @property
     def _dense(self):
         """f at both ends of the last step and its h (None before a step)."""
+        self._settle()
         if not self._I[K.HAS_DENSE]:
             return None
         ny, o = self._ny, self._o_d
@@ -400,6 +427,7 @@ class RK4(ExplicitRungeKutta):
 
     @_dense.setter
     def _dense(self, value):
+        self._settle()
         self._outputs_fresh = False
         if value is None:
             self._I[K.HAS_DENSE] = 0

@@ -181,7 +181,7 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
     compiled_entry = staticmethod(compiled_entry)
 
     t = record_time(K.T)
-    t_prev = record_time(K.T_PREV)
+    t_prev = record_time(K.T_PREV, settle=True)
     h_next = record_scalar(K.H_NEXT)
     h_last = record_scalar(K.H_LAST)
     y = record_array(0, writable=True)

@@ -26,11 +26,15 @@ from .model_functions import compiled_functions, python_functions
 MAX_STEPS_PER_CALL = 1_000_000
 
 
-def record_time(slot):
+def record_time(slot, settle=False):
     """Time ``slot`` of S as a float (None before the start: NaN in the record);
-    assigning None does nothing (Integrator.__init__), a number writes the record."""
+    assigning None does nothing (Integrator.__init__), a number writes the record.
+    ``settle``: reading it carries out a deferred restart first (t_prev, which a
+    restart moves to t)."""
 
     def get(self):
+        if settle:
+            self._settle()
         value = float(self._S[slot])
         return None if math.isnan(value) else value
 
