@@ -260,15 +260,18 @@ def _safe_source(obj):
         return getattr(obj, "__qualname__", getattr(obj, "__name__", repr(obj)))
 
 
-def _module_body(module, n_kernels):
-    """A kernel module's source for the generated file: relative imports
-    dropped (their modules are pasted in too), ``fns[k](`` bound to the
-    model's kernel ``_kk``."""
-    lines = [ln for ln in _safe_source(module).splitlines() if not ln.startswith("from .")]
-    text = "\n".join(lines)
-    for k in range(n_kernels):
-        text = text.replace(f"fns[{k}](", f"_k{k}(")
-    return f"\n# ---- {module.__name__.rsplit('.', 1)[-1]} ----\n" + text + "\n"
+def _module_body(module):
+    """A method module's source for the generated file, its relative imports
+    (``from .x import …``, also over several lines) dropped: their modules are
+    pasted in too."""
+    import ast  # noqa: PLC0415
+    source = _safe_source(module)
+    drop = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ImportFrom) and node.level > 0:
+            drop.update(range(node.lineno, node.end_lineno + 1))
+    lines = [ln for i, ln in enumerate(source.splitlines(), 1) if i not in drop]
+    return f"\n# ---- {module.__name__.rsplit('.', 1)[-1]} ----\n" + "\n".join(lines) + "\n"
 
 
 def _global_names(code):
@@ -508,7 +511,7 @@ def method_entry(method_module, method_name, helpers=(), estimate="about 1-3 min
     _quiet_experimental()
     fields = kernel_fields()
     modules = (*helpers, method_module)
-    body = "".join(_module_body(m, 0) for m in modules)
+    body = "".join(_module_body(m) for m in modules)
     types_text = "\n".join(f"_FT{k} = _nt.FunctionType(_nt.void(*(_KINDS[c] for c in "
                            f"{KERNEL_SIGNATURES[name]!r})))  # {name}"
                            for k, name in enumerate(fields))

@@ -91,8 +91,8 @@ import numpy as np
 from .. import jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError, StateError
 from ..state_schema import check_newton_state
+from . import bdf_corrector, bdf_record, dense_lu
 from . import bdf_kernel as K
-from . import dense_lu
 from .base import MultibodyIntegrator
 from .common import consistent_accelerations, error_weights, initial_step
 from .model_functions import compiled_unsupported
@@ -126,7 +126,7 @@ def supports(model):
 def compiled_entry():
     """The compiled method, every variant (compiled once per machine, cached;
     cosim.jit.method_entry)."""
-    return jit.method_entry(K, "bdf", helpers=(dense_lu,))
+    return jit.method_entry(K, "bdf", helpers=(dense_lu, bdf_record, bdf_corrector))
 
 
 class _BDF(RecordIntegrator, MultibodyIntegrator):
