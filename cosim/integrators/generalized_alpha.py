@@ -193,6 +193,11 @@ class GeneralizedAlpha(MultibodyIntegrator):
       the iteration stops contracting, an update at the rounding level
       (``ga_kernel.ROUNDOFF``) is accepted: fixed h = 1e-6 on Andrews: 20.0 →
       2.9 iterations, 8.9 → 0.11 LU per step.
+    * fixed step: Newton stops relative to the step's own innovation x
+      (``ga_kernel.FIXED_NEWTON_REL``) or at the rounding of v, not at a
+      fraction of the user's rtol, whose Newton error added up to a floor (UR5,
+      rtol 1e-6: 2.7e-7 at h = 62.5 µs); the error falls as h² whatever rtol
+      (benchmarks/fixed_step_floor.py).
     * tolerance-proportional step control (option ``tolerance_proportional``,
       default on; false = the plain eq. 34): the error test uses the weights
       of tol·(tol/TOL_REF)^(1/2), so the global error follows rtol.
