@@ -34,7 +34,10 @@ def test_shipped_scenarios_round_trip_through_dict_yaml_json_and_pickle(path):
 
 def test_defaults_are_resolved_in_the_spec():
     spec = SimulationSpec.from_dict({"model": "pendulum"})
-    assert spec.method == "generalized-alpha" and spec.stop_time == 5.0  # cosim simulate's rule
+    # the default rule (cosim.method_choice, docs/methods/index.md "Default method")
+    assert spec.method == "dopri5" and spec.stop_time == 5.0
+    assert SimulationSpec.from_dict({"model": "pendulum", "h": 0.001}).method == "generalized-alpha"
+    assert SimulationSpec.from_dict({"model": "pendulum", "method": "auto"}).method == "dopri5"
     assert SimulationSpec.from_dict({"model": "lti"}).method == "state-transition"
     assert SimulationSpec.from_dict({"model": "pendulum", "start_time": 1.0}).stop_time == 6.0
 
@@ -47,7 +50,7 @@ def test_urdf_plant_path_is_read_next_to_the_spec_file_and_the_text_travels(tmp_
     (tmp_path / "arm.urdf").write_text(text)
     (tmp_path / "arm.yaml").write_text("model: {urdf: arm.urdf, frames: [tip]}\n")
     spec = SimulationSpec.load(tmp_path / "arm.yaml")
-    assert spec.model_format == "urdf" and spec.method == "generalized-alpha"
+    assert spec.model_format == "urdf" and spec.method == "dopri5"   # adaptive, inputs held
     assert spec.to_dict()["model"] == {"urdf_text": text, "frames": ["tip"]}
     assert SimulationSpec.from_dict(spec.to_dict()) == spec
     (tmp_path / "sub").mkdir()
