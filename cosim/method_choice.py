@@ -17,7 +17,7 @@ and ``--models andrews crank_slider``; docs/methods/index.md has the tables):
   signals, ``Simulation`` without blocks): ``dopri5`` (with constraint
   projection) — the least wall time with err/rtol <= 10 in 14 of 15 rows (andrews,
   pendulum, crank_slider, two_link, ur5 at rtol 1e-4, 1e-6, 1e-8; the exception:
-  crank_slider at 1e-4, generalized-alpha), 2-7 times less than bdf, which is
+  crank_slider at 1e-4, generalized-alpha), 2-8 times less than bdf, which is
   the method to ask for on a stiff model.
 """
 from __future__ import annotations
