@@ -385,7 +385,7 @@ def test_reset_and_independent_instances(pendulum_fmu):
 def test_events_inside_a_step_are_handled_and_counted(ball_fmu):
     res = simulate_fmu(str(ball_fmu), stop_time=3.0, output_interval=0.1,
                        output=["height", "velocity", "event_count"])
-    sim = cosim.Simulation(model="bouncing_ball")
+    sim = cosim.Simulation(model="bouncing_ball", method="generalized-alpha")
     heights, counts = [sim.get_outputs()[0]], [0]
     for n in range(30):
         t = n * 0.1
@@ -504,7 +504,7 @@ def test_libcosim_closed_loop_plant_and_pd_controller_fmus(pendulum_fmu, pd_fmu,
 # -- parameters and solver settings through FMI --------------------------------------------------
 def test_tunable_parameter_and_solver_setting_through_fmi(ball_fmu, pendulum_fmu):
     ball = Slave(ball_fmu, "ball", logging=True)
-    sim = cosim.Simulation(model="bouncing_ball")
+    sim = cosim.Simulation(model="bouncing_ball", method="generalized-alpha")
     got, want = [], []
     for n in range(12):
         if n == 8:  # tunable: applied at the next communication point
@@ -1033,7 +1033,7 @@ def test_terminal_event_discards_the_step_and_terminates(ball_fmu):
     fmi2LastSuccessfulTime = event time, fmi2Terminated true, outputs at the event; a later
     fmi2DoStep is fmi2Error (state unchanged) until fmi2SetFMUstate or fmi2Reset."""
     ball = Slave(ball_fmu, "terminal", logging=True)
-    sim = cosim.Simulation(model="bouncing_ball")
+    sim = cosim.Simulation(model="bouncing_ball", method="generalized-alpha")
     t, h = 0.0, 0.1
     saved = None
     for n in range(100):
