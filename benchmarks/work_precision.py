@@ -33,6 +33,8 @@ methods on Andrews and the pendulum.
 
     python benchmarks/work_precision.py                   # full (long: ~1 h)
     python benchmarks/work_precision.py --quick           # Andrews, bdf family, 4 rtols
+    python benchmarks/work_precision.py --all-methods     # every method x model x rtol, default rule
+    python benchmarks/work_precision.py --all-methods --quick   # 3 models, 3 methods, 3 rtols
     python benchmarks/work_precision.py --models andrews --methods bdf bdf-i2 --starts 8
     python benchmarks/work_precision.py --method-option bdf:reuse_matrix=true   # before the fix
     python benchmarks/work_precision.py --must-show --plot wp.png   # issue 12's table + figure
@@ -61,6 +63,7 @@ from cosim.integrators import make_integrator
 from cosim.models import load_model
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 METHODS = ("bdf", "bdf-i2", "bdf-i1", "generalized-alpha", "generalized-alpha-i2", "dopri5")
 RTOLS = tuple(10.0 ** -e for e in range(3, 11))
@@ -419,6 +422,119 @@ def plot(path, results):
     print(f"\nplot written to {path}")
 
 
+# -- --all-methods: every adaptive method x model x rtol, and the default rule ------------------
+ALL_METHODS = ("bdf", "bdf-i2", "bdf-i1", "generalized-alpha", "generalized-alpha-i2", "dopri5", "rk4",
+               "rkc-penalty", "local-index1")
+ALL_MODELS = ("andrews", "pendulum", "crank_slider", "two_link", "ur5")
+ROBOTS = {"ur5": "ur_description/urdf/ur5_robot.urdf", "panda": "panda_description/urdf/panda.urdf",
+          "two_link_urdf": None}
+T_END = {"andrews": 0.03, "pendulum": 3.0, "crank_slider": 0.1, "two_link": 1.0, "ur5": 1.0,
+         "panda": 0.5, "two_link_urdf": 1.0}
+
+
+def any_model(name):
+    """A library model, or a URDF arm (ur5, panda: example-robot-data; two_link_urdf: the
+    planar arm shipped in cosim/data/urdf)."""
+    if name not in ROBOTS:
+        return load_model(name)
+    from cosim.models.urdf import example_robot_path, load_urdf
+    if ROBOTS[name] is None:
+        from pathlib import Path
+        import cosim
+        path = Path(cosim.__file__).parent / "data" / "urdf" / "two_link.urdf"
+    else:
+        path = example_robot_path(ROBOTS[name])
+    return load_urdf(str(path))()
+
+
+@functools.lru_cache(maxsize=None)
+def any_reference(name):
+    """(t_end, q_ref): the table's references above, else scipy DOP853 on the index-1 ODE
+    at rtol = atol = 1e-13 (benchmarks/fixed_step_floor.py)."""
+    if name in ("andrews", "pendulum", "crank_slider"):
+        return reference(name)
+    from fixed_step_floor import reference as dop853
+    model = any_model(name)
+    t_end = T_END[name]
+    return t_end, dop853(model, t_end, np.asarray(model.default_inputs(), dtype=float))
+
+
+def run_budgeted(name, method, rtol, budget, max_steps, backend):
+    """(status, steps, err, wall, residual evaluations, LU factorisations); status
+    "ok", "budget" (over ``budget`` s or ``max_steps`` steps), "refused" (set-up error)
+    or "failed" (the error message's first words)."""
+    from cosim.errors import CosimError
+    t_end, q_ref = any_reference(name)
+    model = any_model(name)
+    u = np.asarray(model.default_inputs(), dtype=float)
+    import warnings
+    from cosim.errors import TightToleranceWarning
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", TightToleranceWarning)
+            integ = make_integrator(model, method, backend=backend, rtol=rtol, atol=rtol / 100)
+        integ.initialize(0.0, None, u)
+    except CosimError as exc:
+        return ("refused: " + str(exc)[:60], 0, None, 0.0, 0, 0)
+    # "*": accepted with a TightToleranceWarning at set-up
+    warned = "*" if any(issubclass(w.category, TightToleranceWarning) for w in caught) else ""
+    try:
+        while integ.t < t_end:
+            integ.step(t_end)
+            if time.perf_counter() - t0 > budget or integ.stats["steps"] >= max_steps:
+                return ("budget" + warned, integ.stats["steps"], None, time.perf_counter() - t0,
+                        integ.stats["residual_evaluations"], integ.stats["lu_factorizations"])
+    except CosimError as exc:
+        return ("failed: " + str(exc)[:60], integ.stats["steps"], None, time.perf_counter() - t0,
+                integ.stats["residual_evaluations"], integ.stats["lu_factorizations"])
+    wall = time.perf_counter() - t0
+    err = float(np.max(np.abs(integ.q - q_ref) / np.maximum(1.0, np.abs(q_ref))))
+    st = integ.stats
+    return ("ok" + warned, st["steps"], err, wall, st["residual_evaluations"], st["lu_factorizations"])
+
+
+def all_methods(models, methods, rtols, budget, max_steps, backend):
+    """Prints, per model and rtol, every method's finished?/steps/error/cost, the best
+    method (finished with err/rtol <= 10, least wall time) and the default rule's choice
+    (cosim.method_choice, an adaptive undriven run)."""
+    from cosim.method_choice import default_method
+    print(f"All methods: atol = rtol/100, error = max |q - q_ref| / max(1, |q_ref|) at t_end, "
+          f"cost = wall seconds on backend {backend} (res = model residual/RHS evaluations, "
+          f"lu = LU factorisations); budget {budget:g} s or {max_steps} steps per run; "
+          f"* = accepted with a TightToleranceWarning at set-up")
+    summary = []
+    for name in models:
+        model = any_model(name)
+        default = default_method(model)
+        t_end = any_reference(name)[0]
+        print(f"\n{name} (n_q {model.n_q}, n_c {model.n_c}), t_end {t_end:g}; default method: {default}")
+        print(f"{'rtol':>7s} {'method':>21s} {'finished':>10s} {'steps':>7s} {'err':>9s} {'err/rtol':>9s} "
+              f"{'res':>8s} {'lu':>6s} {'wall[s]':>8s}")
+        for rtol in rtols:
+            rows = []
+            for method in methods:
+                status, steps, err, wall, res, lu = run_budgeted(name, method, rtol, budget, max_steps,
+                                                                 backend)
+                rows.append((method, status, steps, err, wall))
+                ok = status.startswith("ok")
+                shown = status.replace("ok", "yes") if ok else status
+                print(f"{rtol:7.0e} {method:>21s} {shown:>10.60s} {steps:7d} "
+                      f"{err if ok else float('nan'):9.2e} {err / rtol if ok else float('nan'):9.2e} "
+                      f"{res:8d} {lu:6d} {wall:8.2f}", flush=True)
+            good = [r for r in rows if r[1].startswith("ok") and r[3] / rtol <= 10.0]
+            best = min(good, key=lambda r: r[4])[0] if good else "none"
+            d = next(r for r in rows if r[0] == default) if default in methods else None
+            dtxt = ("not run" if d is None else
+                    f"{d[1]}, {d[2]} steps"
+                    + (f", err/rtol {d[3] / rtol:.2g}, {d[4]:.2f} s" if d[1].startswith("ok") else ""))
+            print(f"{rtol:7.0e} {'best':>21s}: {best:22s} default {default} ({dtxt})")
+            summary.append((name, rtol, best, default, dtxt))
+    print("\nmodel           rtol   best method            default method (its result)")
+    for name, rtol, best, default, dtxt in summary:
+        print(f"{name:14s} {rtol:7.0e}  {best:22s} {default} ({dtxt})")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
@@ -456,7 +572,25 @@ def main(argv=None):
     parser.add_argument("--grid", type=float, nargs="+",
                         default=[0.020 + 0.001 * k for k in range(11)], metavar="T")
     parser.add_argument("--end-times", type=float, nargs="+", default=[0.025, 0.028, 0.03], metavar="T")
+    parser.add_argument("--all-methods", action="store_true",
+                        help="every adaptive method x --models (default: andrews pendulum crank_slider "
+                             "two_link ur5) x --rtols (1e-3 … 1e-10): finished?, steps, error, cost, the "
+                             "best method and the default method's choice per row; one start, "
+                             "--budget s (default 60) and --max-steps (default 200000) per run; "
+                             "with --quick: pendulum two_link ur5, bdf generalized-alpha dopri5, "
+                             "rtol 1e-4 1e-6 1e-8")
+    parser.add_argument("--max-steps", type=int, default=200_000)
     args = parser.parse_args(argv)
+    if args.all_methods:
+        models = args.models if "--models" in (argv or sys.argv) else list(ALL_MODELS)
+        methods = args.methods if "--methods" in (argv or sys.argv) else list(ALL_METHODS)
+        rtols = args.rtols
+        if args.quick:
+            models = models if "--models" in (argv or sys.argv) else ["pendulum", "two_link", "ur5"]
+            methods = methods if "--methods" in (argv or sys.argv) else ["bdf", "generalized-alpha", "dopri5"]
+            rtols = rtols if "--rtols" in (argv or sys.argv) else [1e-4, 1e-6, 1e-8]
+        all_methods(models, methods, rtols, args.budget or 60.0, args.max_steps, args.backend)
+        return
     ANDREWS_REFERENCE["source"] = args.andrews_reference
     reference.cache_clear()
     if args.quick:

@@ -86,6 +86,12 @@ class InitialConditionWarning(CosimWarning):
     removed redundant constraints; the message gives the size of the change."""
 
 
+class TightToleranceWarning(CosimWarning):
+    """A tolerance the chosen method reaches only at a cost far above another
+    method's (a second-order method at a tight rtol); the message gives the
+    estimate and the method that would do it cheaper.  Said once, at set-up."""
+
+
 class MissingExtraError(CosimError, ImportError):
     """An optional dependency is not installed; the message names the extra that
     brings it and the pip command (``cosim.extras``)."""

@@ -198,20 +198,13 @@ def urdf_plant(spec, source):
     return spec
 
 
-def default_method(model, source="<scenario>"):
-    """generalized-alpha (multibody), state-transition (LTI), dopri5 (other ODEs)."""
-    from .models import Model, model_class
-    from .models.lti import LTIModel
+def default_method(model, source="<scenario>", *, fixed_step=False, driven=False):
+    """The default method for ``model`` (cosim.method_choice: one rule everywhere)."""
+    from .method_choice import default_method as rule
     try:
-        if isinstance(model, Mapping):  # {"urdf": path}: a robot is a multibody plant
-            return "generalized-alpha"
-        cls = model if isinstance(model, type) else type(model) if isinstance(model, Model) \
-            else model_class(model)
+        return rule(model, fixed_step=fixed_step, driven=driven)
     except CosimError as exc:
         raise ScenarioError(f"{source}: {exc}") from None
-    if cls.kind == "multibody":
-        return "generalized-alpha"
-    return "state-transition" if issubclass(cls, LTIModel) else "dopri5"
 
 
 def resolve(path):

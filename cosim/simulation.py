@@ -70,6 +70,7 @@ from .errors import (ChatteringError, ConvergenceError, CosimError, InputLimitWa
 from .events import ChatterMonitor, crossed, crossings, event_values, locate
 from .integrators import Integrator, make_integrator, resolve_backend
 from .jit import check_backend
+from .method_choice import resolve_method
 from .models import load_model
 from .model_probe import probe_model
 from .multirate import SampleClock, base_step, exact_time
@@ -177,7 +178,9 @@ class Simulation:
     ``model``: a library name, ``package.module:Class``, a model class or instance, or a
     URDF file (``"robot.urdf"`` or a :class:`pathlib.Path`; ``cosim.models.urdf.load_urdf``
     also takes the output frames and position limits);
-    ``method``: see ``cosim.available_methods()``; ``params``: model parameters;
+    ``method``: see ``cosim.available_methods()``; None or ``"auto"``: the default rule of
+    :mod:`cosim.method_choice` (bdf for a constrained model, dopri5 for an unconstrained
+    one, generalized-alpha with a fixed ``h`` or with blocks); ``params``: model parameters;
     ``rtol``/``atol`` or a fixed step ``h``; ``method_options``: the method's options;
     ``blocks``/``connections``: discrete blocks (:mod:`cosim.blocks`) and ``"src ->
     dst"`` signal connections; ``backend``: ``"auto"``, ``"numba"`` or ``"python"``;
@@ -185,7 +188,7 @@ class Simulation:
     ``"quick"`` or ``"off"`` (the set-up model check).  A failing call raises a
     :mod:`cosim.errors` exception and leaves the simulation unchanged."""
 
-    def __init__(self, model="pendulum", method="generalized-alpha", params=None, rtol=1e-6,
+    def __init__(self, model="pendulum", method=None, params=None, rtol=1e-6,
                  atol=1e-8, h=None, method_options=None, blocks=(), connections=(), start_time=0.0,
                  event_tolerance=1e-10, max_chattering_events=50, chattering_window=None,
                  on_chattering="error", backend="auto", max_ic_repair=None, check=None):
@@ -206,7 +209,9 @@ class Simulation:
         # "auto": the compiled (numba) twin where it exists for this method and
         # model, else the Python reference (cosim.jit); results agree to 1e-10
         self.requested_backend = check_backend(backend)
-        self.method = str(method)
+        # None or "auto": the default rule (cosim.method_choice); an explicit method wins
+        self.method = resolve_method(method, self.model, fixed_step=h is not None,
+                                     driven=bool(blocks))
         self.method_options = dict(method_options or {})
         self.rtol, self.atol, self.h = rtol, atol, h
         self.start_time = finite_float("start_time", start_time)

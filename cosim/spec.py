@@ -296,6 +296,8 @@ class SimulationSpec:
         else:
             model = _text("model", model, optional=False)
         method = _text("method", d.get("method"))
+        if method == "auto":   # the default rule (cosim.method_choice), resolved below
+            method = None
         if method is not None:
             from .integrators import method_class
             try:
@@ -308,7 +310,9 @@ class SimulationSpec:
             plant = _plant_class(model, model_format, urdf_options)
             if method is None:
                 from .scenario import default_method
-                method = default_method(plant, "model")
+                # fixed step, or inputs changed by blocks or signals at every step: generalized-alpha
+                method = default_method(plant, "model", fixed_step=d.get("h") is not None,
+                                        driven=bool(d.get("blocks") or d.get("inputs")))
             if stop is None:
                 from .run import FALLBACK_T_END, default_stop_time
                 stop = start + (default_stop_time(plant)[0] if plant is not None else FALLBACK_T_END)

@@ -178,6 +178,9 @@ class SweepResult:
         lines = [f"sweep: {n} runs ({self.variations.kind}), {n - failed} ok, {failed} failed, "
                  f"wall {self.wall_time_s:.2f} s ({n / self.wall_time_s if self.wall_time_s else 0:.3g} runs/s)"
                  f"  on {self.cluster}"]
+        methods = sorted({str(sp.method) for sp in self.specs})
+        if methods:
+            lines.append(f"  method {', '.join(methods)}")
         if self.variations.seed is not None:
             lines.append(f"  seed {self.variations.seed} ({self.variations.description.get('sampling')})")
         table = self.runs_table()

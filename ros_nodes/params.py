@@ -55,7 +55,8 @@ PLANT = (
       "geometry_msgs/TransformStamped on topics.tf_frames)"),
     S("urdf_frames", Parameter.Type.STRING_ARRAY, "robot from URDF: links/joints whose poses are "
       "outputs (<frame>_x.._qw)"),
-    S("method", "generalized-alpha", "integration method (cosim METHOD_REGISTRY name)"),
+    S("method", "auto", "integration method (cosim METHOD_REGISTRY name; auto: the default "
+                        "rule, generalized-alpha for a driven multibody plant)"),
     S("backend", "auto", "auto (compiled numba kernels where the method and model have them), "
       "numba or python (the reference)", choices=("auto", "numba", "python")),
     S("rtol", 1e-6, "integrator relative tolerance", range=(0.0, 1.0)),
@@ -316,8 +317,16 @@ def simulation_spec(cfg):
     model = cfg["model"]
     if isinstance(model, type) and hasattr(model, "robot"):  # a URDF robot: its text travels
         model = model.spec()
+    from cosim.errors import CosimError, SpecError
+    method = cfg["method"]
+    if method == "auto":   # the node drives the plant: new inputs at every step (cosim.method_choice)
+        from cosim.method_choice import default_method
+        try:
+            method = default_method(model, fixed_step=bool(cfg["integrator_step"]), driven=True)
+        except CosimError as exc:
+            raise SpecError(f"ROS parameters: {exc}") from None
     return SimulationSpec.from_dict({
-        "model": model, "method": cfg["method"], "backend": cfg["backend"],
+        "model": model, "method": method, "backend": cfg["backend"],
         "params": cfg["params"], "rtol": cfg["rtol"], "atol": cfg["atol"],
         "h": cfg["integrator_step"] or None, "method_options": cfg["method_options"],
         "start_time": cfg["start_time"], "communication_step": cfg["communication_step"],

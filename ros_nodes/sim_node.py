@@ -125,6 +125,11 @@ class SimulationNode(Node):
         self.add_on_set_parameters_callback(self._validate_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
 
+    @property
+    def summary(self):
+        """The start-up line's summary (ros_nodes.process): the plant and the method in use."""
+        return f"model {self.sim.model.name}, method {self.sim.method} ({self.sim.backend})"
+
     def _log_ic_report(self):
         """The IC report at start-up (issue 19): WARN when the initial state was repaired."""
         report = self.sim.ic_report

@@ -146,7 +146,7 @@ def simulation_kwargs(flat):
     """cosim.Simulation keyword arguments equivalent to a plant parameter set."""
     return {
         "model": flat.get("model", "pendulum"),
-        "method": flat.get("method", "generalized-alpha"),
+        "method": flat.get("method", "auto"),
         "params": {k[7:]: v for k, v in flat.items() if k.startswith("params.")},
         "rtol": flat.get("rtol", 1e-6), "atol": flat.get("atol", 1e-8),
         "h": flat.get("integrator_step", 0.0) or None,

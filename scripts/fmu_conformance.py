@@ -44,7 +44,7 @@ def cases():
 
     out = []
     for name in MODEL_REGISTRY:
-        default = default_method(name)
+        default = default_method(name, driven=True)   # an FMU is driven
         other = next(m for m in OTHER_METHODS if m != default and accepts(name, m))
         out.append((f"{name}__default", [name]))
         out.append((f"{name}__{other}", [name, "--method", other]))

@@ -365,7 +365,7 @@ def test_reset_and_independent_instances(pendulum_fmu):
     assert b.get(PENDULUM_OUT) == initial_b  # stepping a leaves b alone
     _, rows_b = drive(b, 0.0, 20)
     for slave_rows, l in ((rows_a, 2.0), (rows_b, 1.0)):
-        sim = cosim.Simulation(model="pendulum", params={"l": l})
+        sim = cosim.Simulation(model="pendulum", method="generalized-alpha", params={"l": l})
         t, ref = 0.0, []
         for _ in range(20):
             sim.set_inputs({"torque": float(np.sin(3.0 * t))})
@@ -385,7 +385,7 @@ def test_reset_and_independent_instances(pendulum_fmu):
 def test_events_inside_a_step_are_handled_and_counted(ball_fmu):
     res = simulate_fmu(str(ball_fmu), stop_time=3.0, output_interval=0.1,
                        output=["height", "velocity", "event_count"])
-    sim = cosim.Simulation(model="bouncing_ball")
+    sim = cosim.Simulation(model="bouncing_ball", method="generalized-alpha")
     heights, counts = [sim.get_outputs()[0]], [0]
     for n in range(30):
         t = n * 0.1
@@ -461,7 +461,7 @@ def test_libcosim_closed_loop_plant_and_pd_controller_fmus(pendulum_fmu, pd_fmu,
     # (1) exactly the same coupling with two cosim.Simulation objects: libcosim's fixed-step
     # algorithm steps both slaves over [t_k, t_k+1] with the inputs transferred at t_k (Jacobi),
     # t_k = k*step_ns/1e9 and h_k = t_k+1 - t_k as libcosim converts its integer nanoseconds.
-    plant = cosim.Simulation(model="pendulum")
+    plant = cosim.Simulation(model="pendulum", method="generalized-alpha")
     ctrl = cosim.Simulation(model="fmu.examples:NoPlant", method="rk4", h=T_PD, blocks=[PD_BLOCK])
     ctrl.set_inputs({"pd.reference": 0.8})
     ref_angle, ref_torque = [plant.get_output_dict()["angle"]], [ctrl.get_output_dict()["pd.torque"]]
@@ -504,7 +504,7 @@ def test_libcosim_closed_loop_plant_and_pd_controller_fmus(pendulum_fmu, pd_fmu,
 # -- parameters and solver settings through FMI --------------------------------------------------
 def test_tunable_parameter_and_solver_setting_through_fmi(ball_fmu, pendulum_fmu):
     ball = Slave(ball_fmu, "ball", logging=True)
-    sim = cosim.Simulation(model="bouncing_ball")
+    sim = cosim.Simulation(model="bouncing_ball", method="generalized-alpha")
     got, want = [], []
     for n in range(12):
         if n == 8:  # tunable: applied at the next communication point
@@ -888,7 +888,7 @@ def test_fmu_runs_in_a_c_host_with_libpython_preloaded(pendulum_fmu, tmp_path):
     proc = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = [float(x) for x in proc.stdout.split()]
-    sim = cosim.Simulation(model="pendulum")
+    sim = cosim.Simulation(model="pendulum", method="generalized-alpha")
     t, want = 0.0, []
     for _ in range(20):
         sim.do_step(t, 0.01)
@@ -955,7 +955,7 @@ def test_setup_experiment_tolerance_is_the_relative_tolerance(pendulum_fmu):
     """§2.1.6: fmi2SetupExperiment(toleranceDefined, tolerance) sets the step-size control's
     relative tolerance: the FMU equals cosim.Simulation with rtol = tolerance, bit for bit."""
     def reference(rtol):
-        sim = cosim.Simulation(model="pendulum", rtol=rtol)
+        sim = cosim.Simulation(model="pendulum", method="generalized-alpha", rtol=rtol)
         t, rows = 0.0, []
         for _ in range(50):
             sim.set_inputs({"torque": float(np.sin(3.0 * t))})
@@ -1033,7 +1033,7 @@ def test_terminal_event_discards_the_step_and_terminates(ball_fmu):
     fmi2LastSuccessfulTime = event time, fmi2Terminated true, outputs at the event; a later
     fmi2DoStep is fmi2Error (state unchanged) until fmi2SetFMUstate or fmi2Reset."""
     ball = Slave(ball_fmu, "terminal", logging=True)
-    sim = cosim.Simulation(model="bouncing_ball")
+    sim = cosim.Simulation(model="bouncing_ball", method="generalized-alpha")
     t, h = 0.0, 0.1
     saved = None
     for n in range(100):
@@ -1151,7 +1151,7 @@ def test_model_structure_and_direct_feedthrough(pendulum_fmu, pd_fmu):
     t, _ = drive(slave, 0.0, 5)
     slave.set({"fx": -2.0, "fy": 1.0})
     between = slave.get(["angle", "rod_force"])
-    sim = cosim.Simulation(model="pendulum")
+    sim = cosim.Simulation(model="pendulum", method="generalized-alpha")
     sim.set_inputs({"fx": 3.0})
     assert in_init == sim.get_output_dict()["rod_force"]
     tt = 0.0
@@ -1172,7 +1172,7 @@ def test_inputs_and_outputs_in_the_binary_follow_every_state_change(pendulum_fmu
     and fmi2Reset all give what the simulation gives."""
     slave = Slave(pendulum_fmu, "buffer")
     names = ["torque", "rod_force", "fx", "angle", "fy"]
-    sim = cosim.Simulation(model="pendulum")
+    sim = cosim.Simulation(model="pendulum", method="generalized-alpha")
 
     def want():
         d = dict(sim.get_output_dict(), **dict(zip(sim.input_names, sim.get_inputs().tolist())))
@@ -1200,7 +1200,7 @@ def test_inputs_and_outputs_in_the_binary_follow_every_state_change(pendulum_fmu
     slave.initialize()
     assert slave.get(names) == start
     slave.set({"fy": -1.0})
-    sim = cosim.Simulation(model="pendulum")
+    sim = cosim.Simulation(model="pendulum", method="generalized-alpha")
     sim.set_inputs({"fy": -1.0})
     assert slave.get(names) == want()
     slave.close()
@@ -1540,7 +1540,7 @@ def test_libcosim_two_cosim_builds_and_an_independent_controller(pendulum_fmu, t
     run = json.loads(proc.stdout.strip().splitlines()[-1])
     a, b = np.array(run["a"]), np.array(run["b"])
     assert np.array_equal(a, b) and len(a) >= n - 1
-    plant, torque, ref = cosim.Simulation(model="pendulum"), 0.0, []
+    plant, torque, ref = cosim.Simulation(model="pendulum", method="generalized-alpha"), 0.0, []
     ref.append(plant.get_output_dict()["angle"])
     for j in range(len(a) - 1):  # Jacobi: the controller's output of step j-1 drives step j
         po = plant.get_output_dict()

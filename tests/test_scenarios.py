@@ -159,7 +159,8 @@ def test_input_signal_rejects_frequency_and_omega_together():
 
 def test_default_method_follows_the_model_kind():
     assert Scenario({"model": "lti"}).method == "state-transition"
-    assert Scenario({"model": "pendulum"}).method == "generalized-alpha"
+    assert Scenario({"model": "pendulum"}).method == "dopri5"
+    assert Scenario({"model": "pendulum", "h": 0.001}).method == "generalized-alpha"
     assert Scenario({"model": "lti", "method": "dopri5"}).method == "dopri5"
 
 

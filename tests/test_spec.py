@@ -34,7 +34,10 @@ def test_shipped_scenarios_round_trip_through_dict_yaml_json_and_pickle(path):
 
 def test_defaults_are_resolved_in_the_spec():
     spec = SimulationSpec.from_dict({"model": "pendulum"})
-    assert spec.method == "generalized-alpha" and spec.stop_time == 5.0  # cosim simulate's rule
+    # the default rule (cosim.method_choice, docs/methods/index.md "Default method")
+    assert spec.method == "dopri5" and spec.stop_time == 5.0
+    assert SimulationSpec.from_dict({"model": "pendulum", "h": 0.001}).method == "generalized-alpha"
+    assert SimulationSpec.from_dict({"model": "pendulum", "method": "auto"}).method == "dopri5"
     assert SimulationSpec.from_dict({"model": "lti"}).method == "state-transition"
     assert SimulationSpec.from_dict({"model": "pendulum", "start_time": 1.0}).stop_time == 6.0
 
@@ -47,7 +50,7 @@ def test_urdf_plant_path_is_read_next_to_the_spec_file_and_the_text_travels(tmp_
     (tmp_path / "arm.urdf").write_text(text)
     (tmp_path / "arm.yaml").write_text("model: {urdf: arm.urdf, frames: [tip]}\n")
     spec = SimulationSpec.load(tmp_path / "arm.yaml")
-    assert spec.model_format == "urdf" and spec.method == "generalized-alpha"
+    assert spec.model_format == "urdf" and spec.method == "dopri5"   # adaptive, inputs held
     assert spec.to_dict()["model"] == {"urdf_text": text, "frames": ["tip"]}
     assert SimulationSpec.from_dict(spec.to_dict()) == spec
     (tmp_path / "sub").mkdir()
@@ -67,9 +70,9 @@ def test_urdf_plant_path_is_read_next_to_the_spec_file_and_the_text_travels(tmp_
     ({"model": "pendulum", "method_options": {"rho": 0.5}}, "has no option 'rho'"),
     ({"model": "pendulum", "method": "bdf", "method_options": {"max_order": 2.5}},
      "method_options.max_order must be an integer, got 2.5"),
-    ({"model": "pendulum", "method_options": {"project_velocities": "maybe"}},
+    ({"model": "pendulum", "method": "generalized-alpha", "method_options": {"project_velocities": "maybe"}},
      "method_options.project_velocities must be true or false, got 'maybe'"),
-    ({"model": "pendulum", "method_options": {"tangent_estimate": "maybe"}},
+    ({"model": "pendulum", "method": "generalized-alpha", "method_options": {"tangent_estimate": "maybe"}},
      "method_options.tangent_estimate must be true or false or 'auto', got 'maybe'"),
     ({"model": "pendulum", "backend": "gpu"}, "backend must be one of auto, numba, python, got 'gpu'"),
     ({"model": "pendulum", "record": {"every": 1}}, "record: unknown key 'every'"),
@@ -230,7 +233,8 @@ def test_cli_ros_and_file_vocabularies_translate_to_one_spec():
                     "params": {"l": 1.5}, "rtol": 1e-7, "atol": 1e-9, "integrator_step": 0.0,
                     "method_options": {"rho_inf": 0.6}, "start_time": 0.0,
                     "communication_step": 0.01, "end_time": 1.0})
-    text = SimulationSpec.from_yaml("model: pendulum\nparams: {l: 1.5}\nrtol: 1.0e-7\natol: 1.0e-9\n"
+    text = SimulationSpec.from_yaml("model: pendulum\nmethod: generalized-alpha\nparams: {l: 1.5}\n"
+                                    "rtol: 1.0e-7\natol: 1.0e-9\n"
                                     "method_options: {rho_inf: 0.6}\nstop_time: 1.0\n")
     assert cli == ros and hash(cli) == hash(ros)
     assert text.replace(name=cli.name, description=cli.description) == cli

@@ -379,9 +379,13 @@ def test_early_newton_failure_of_a_user_model_points_to_the_checker(tmp_path, ca
     err = capsys.readouterr().err
     assert "fails the set-up check" in err and "C_q vs dC/dq" in err and "cosim check" in err
     # without it the Newton iteration fails in the first steps, and the message points to the checker
-    assert main(["simulate", f"{path}:BadSign", "--t-end", "1", "--check", "off"]) == 2
+    assert main(["simulate", f"{path}:BadSign", "--t-end", "1", "--check", "off",
+                 "--method", "generalized-alpha"]) == 2
     err = capsys.readouterr().err
     assert "Newton iteration failed" in err and f"run `cosim check {path}:BadSign`" in err
+    # the default method (dopri5) fails there too, pointing to the checker
+    assert main(["simulate", f"{path}:BadSign", "--t-end", "1", "--check", "off"]) == 2
+    assert f"run `cosim check {path}:BadSign`" in capsys.readouterr().err
     assert main(["check", f"{path}:BadSign"]) == 1
     out = capsys.readouterr().out
     assert re.search(r"C_q vs dC/dq\s+FAIL .* at entry \(0, 1\)", out)

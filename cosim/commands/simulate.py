@@ -32,7 +32,7 @@ def stop_time(model, t_end=None):
 
 
 
-def simulation_spec(model, method="generalized-alpha", *, t_end=None, dt=None, rtol=None, atol=None,
+def simulation_spec(model, method="auto", *, t_end=None, dt=None, rtol=None, atol=None,
                     h=None, params=None, method_options=None, backend="auto", max_ic_repair=None):
     """The :class:`~cosim.spec.SimulationSpec` of a ``cosim simulate`` run: one
     communication step to ``t_end`` (nothing changes the inputs) recorded every
@@ -54,7 +54,7 @@ def is_urdf_class(plant):
     return isinstance(plant, type) and hasattr(plant, "robot") and hasattr(plant, "spec")
 
 
-def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rtol=None,
+def run_simulation(model, method="auto", *, t_end=None, dt=None, rtol=None,
                    atol=None, h=None, params=None, method_options=None, progress=False,
                    backend="auto", frames=(), position_limits=False, max_ic_repair=None, check=None):
     """Run ``model`` to ``t_end`` (:func:`cosim.run.execute`); returns a dict with the
@@ -73,6 +73,10 @@ def run_simulation(model, method="generalized-alpha", *, t_end=None, dt=None, rt
     atol = 1e-8 if atol is None else atol
     plant = resolve_cli_model(model, frames, position_limits) if isinstance(model, str) else model
     t_end, t_end_source = stop_time(plant if isinstance(plant, (type, Model)) else model_class(plant), t_end)
+    if method in (None, "auto"):   # the default rule on the plant the command line loaded
+        from ..method_choice import default_method
+        method = default_method(plant if isinstance(plant, (type, Model)) else model_class(plant),
+                                fixed_step=h is not None)
     if dt is not None and finite_float("dt", dt, positive=True) > t_end:
         warn(f"--dt {dt:g} is longer than --t-end {t_end:g}: one communication step of {t_end:g} s")
         dt = t_end
@@ -331,7 +335,10 @@ def register(sub):
     p = sub.add_parser("simulate", help="simulate one library or user model")
     p.add_argument("model", help="library model name (see `cosim models`), path/to/file.py:Class "
                    "or package.module:Class (importable)")
-    p.add_argument("--method", default="generalized-alpha", help="integration method (see `cosim methods`)")
+    p.add_argument("--method", default="auto",
+                   help="integration method (see `cosim methods`); auto (default): bdf for a "
+                        "constrained multibody model, dopri5 for an unconstrained one or an ODE, "
+                        "generalized-alpha with --h, state-transition for LTI")
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default 1e-6)")
     p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default 1e-8)")
     p.add_argument("--h", type=float, default=None,

@@ -1,0 +1,99 @@
+"""The default method (cosim.method_choice, docs/methods/index.md "Default method"):
+one rule for Simulation, specs, the CLI, the FMU builder and the ROS node; an
+explicit method always wins; the tight-tolerance warning of generalized-α names
+its estimate and the suggested method."""
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+
+import cosim
+from cosim import Simulation
+from cosim.errors import TightToleranceWarning
+from cosim.integrators import make_integrator
+from cosim.integrators.generalized_alpha import TIGHT_RTOL
+from cosim.method_choice import default_method, default_method_and_reason
+from cosim.models import load_model
+from cosim.spec import SimulationSpec
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "methods" / "index.md"
+
+
+def documented_rule():
+    """The rows of the docs' table "Default method": {case: method}."""
+    text = DOCS.read_text()
+    section = text[text.index("## Default method"):]
+    rows = re.findall(r"^\| ([^|]+?) \| `([a-z0-9-]+)` \|", section, flags=re.M)
+    return {case.strip(): method for case, method in rows}
+
+
+def test_the_documented_rule_is_the_rule():
+    rule = documented_rule()
+    assert rule["LTI state space"] == default_method("lti") == "state-transition"
+    assert rule["multibody, fixed step `h`"] == default_method("two_link", fixed_step=True)
+    assert rule["multibody, driven (FMU, ROS node, blocks or input signals)"] == \
+        default_method("pendulum", driven=True)
+    assert rule["multibody, adaptive, inputs held"] == default_method("pendulum") \
+        == default_method("andrews") == default_method("two_link")
+    assert rule["multibody, fixed step `h`"] == "generalized-alpha"
+    assert rule["multibody, adaptive, inputs held"] == "dopri5"
+
+
+def test_every_entry_point_uses_the_rule_and_an_explicit_method_wins():
+    assert Simulation("pendulum", backend="python").method == "dopri5"
+    assert Simulation("pendulum", backend="python", method="auto").method == "dopri5"
+    assert Simulation("pendulum", backend="python", h=1e-3).method == "generalized-alpha"
+    assert Simulation("pendulum", backend="python", method="bdf").method == "bdf"
+    assert Simulation("pendulum", backend="python", method="generalized-alpha").method \
+        == "generalized-alpha"
+    assert SimulationSpec.from_dict({"model": "two_link"}).method == "dopri5"
+    assert SimulationSpec.from_dict({"model": "two_link", "h": 1e-3}).method == "generalized-alpha"
+    signals = {"model": "pendulum", "inputs": {"F": {"type": "sine", "amplitude": 1.0, "frequency": 1.0}}}
+    assert SimulationSpec.from_dict(signals).method == "generalized-alpha"
+    assert SimulationSpec.from_dict({"model": "two_link", "method": "bdf"}).method == "bdf"
+    method, reason = default_method_and_reason("pendulum")
+    assert method == "dopri5" and "adaptive" in reason
+
+
+def test_cli_summary_names_the_method_in_use(capsys):
+    from cosim.cli import main
+    assert main(["simulate", "pendulum", "--t-end", "0.2", "--backend", "python"]) == 0
+    out = capsys.readouterr().out
+    assert "method dopri5" in out
+    assert main(["simulate", "pendulum", "--t-end", "0.2", "--backend", "python", "--h", "0.01"]) == 0
+    assert "method generalized-alpha" in capsys.readouterr().out
+
+
+def test_ros_node_default_is_the_driven_choice():
+    pytest.importorskip("rclpy")
+    from ros_nodes.params import simulation_spec
+    cfg = {"model": "pendulum", "method": "auto", "backend": "python", "params": {}, "rtol": 1e-6,
+           "atol": 1e-8, "integrator_step": 0.0, "method_options": {}, "start_time": 0.0,
+           "communication_step": 0.01, "end_time": 0.0}
+    assert simulation_spec(cfg).method == "generalized-alpha"
+    assert simulation_spec(dict(cfg, method="dopri5")).method == "dopri5"
+
+
+@pytest.mark.parametrize("method", ["generalized-alpha", "generalized-alpha-i2"])
+def test_tight_tolerance_warns_once_with_estimate_and_suggested_method(method):
+    model = load_model("pendulum")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        make_integrator(model, method, rtol=1e-8, atol=1e-10)
+    tight = [w for w in caught if issubclass(w.category, TightToleranceWarning)]
+    assert len(tight) == 1
+    text = str(tight[0].message)
+    # estimate: (1e-4 / 1e-8)^(1/2) = 100 times the steps at rtol 1e-4; the cheaper method
+    assert "rtol 1e-08" in text and "about 100 times its steps at rtol 0.0001" in text
+    assert "suggested: method 'dopri5'" in text
+
+
+def test_no_warning_at_rtol_threshold_or_at_a_fixed_step():
+    model = load_model("pendulum")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TightToleranceWarning)
+        make_integrator(model, "generalized-alpha", rtol=TIGHT_RTOL)
+        make_integrator(model, "generalized-alpha", rtol=1e-10, h=1e-3)
+        make_integrator(model, "dopri5", rtol=1e-10)
+    assert cosim.__version__
