@@ -56,6 +56,12 @@ class SingularMatrixError(ConvergenceError):
     """An iteration matrix is numerically singular."""
 
 
+class ConstraintViolationError(ConvergenceError):
+    """At the end of a communication step the full constraint set is violated beyond
+    the bound derived from the tolerances (:mod:`cosim.constraint_guard`): the result
+    would be wrong, so the step fails (state unchanged)."""
+
+
 class StateError(CosimError, ValueError):
     """A state snapshot or serialized blob is corrupt, foreign or mismatched."""
 
@@ -84,6 +90,12 @@ class InputLimitWarning(CosimWarning):
 class InitialConditionWarning(CosimWarning):
     """The IC analysis changed the given initial state (seed 000 eqs. 6-9) or
     removed redundant constraints; the message gives the size of the change."""
+
+
+class ConstraintDriftWarning(CosimWarning):
+    """A method that only bounds the constraint drift (penalty methods) let a
+    constraint residual exceed the bound derived from the tolerances; said once per run,
+    the worst residual is in :attr:`Simulation.constraint_residual_report`."""
 
 
 class MissingExtraError(CosimError, ImportError):
