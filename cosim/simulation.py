@@ -312,20 +312,25 @@ class Simulation:
         return why
 
     def _with_check_hint(self, exc, steps=None):
-        """A failure in the first steps of a user model: point to the checker, naming the
-        step count, the time and the last step size.  ``steps``: the integrator's step
-        count when the failure happened (read before the state was restored); the fast
-        path's integrator restores itself first, so there a failure that spent the step
-        budget (cause "max_steps") is never one of the first steps."""
+        """A failure at the start of a user model's run (within its first 20 steps, or
+        before it got 1e-4 of the model's time scale past the start): point to the
+        checker, naming the step count, the time and the last step size.  ``steps``: the
+        integrator's step count at the failure (read before the state was restored; the
+        first steps of a user model take the step-by-step path, which has it).  A
+        failure that spent the step budget (cause "max_steps") is never one of them."""
         if steps is None:
             steps = self.integrator.stats.get("steps", 0)
-        if (not self.user_model or "cosim check" in str(exc) or steps > 20
-                or exc.cause == "max_steps" or isinstance(exc, ConstraintViolationError)):
+        if not self.user_model or "cosim check" in str(exc) or exc.cause == "max_steps" \
+                or isinstance(exc, ConstraintViolationError):
+            return exc
+        scale = float(getattr(self.model, "time_scale", 1.0) or 1.0)
+        near_start = exc.t is not None and exc.t - self.start_time <= 1e-4 * scale
+        if not (steps <= 20 or near_start):
             return exc
         cls = type(self.model)
         where = f"after {steps} steps" + (f", at t={exc.t!r}" if exc.t is not None else "") + \
             (f", last step size {exc.h!r}" if exc.h is not None else "")
-        return type(exc)(f"{exc} — a failure in the first steps of a user model ({where}) often "
+        return type(exc)(f"{exc} — a failure at the start of a user model's run ({where}) often "
                          f"means a wrong derivative: run `cosim check {cls.__module__}:{cls.__qualname__}`",
                          t=exc.t, h=exc.h, cause=exc.cause)
 
