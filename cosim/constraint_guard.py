@@ -47,6 +47,11 @@ VELOCITY_FACTOR = 1000.0
 DRIFT_METHODS = frozenset({"rkc-penalty"})
 """Methods that only bound the constraint drift: an excess warns once instead of failing."""
 
+ADAPTIVE_ROWS = frozenset({"dopri5", "rk4"})
+"""Methods whose multipliers do not carry over between evaluations: the rows of a model
+with redundant constraints are chosen anew at every configuration they evaluate
+(:class:`cosim.ic.ReducedConstraints` ``adaptive``), not only between communication steps."""
+
 RESELECT_RATIO = 0.1
 """Switch rows when the kept subset's conditioning is below this fraction of the best."""
 

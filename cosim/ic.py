@@ -28,11 +28,22 @@ from .integrators.common import augmented_matrix, consistent_accelerations, lu_f
 
 
 class ReducedConstraints:
-    """View of a multibody model keeping only the independent constraints."""
+    """View of a multibody model keeping only the independent constraints.
+
+    ``adaptive``: choose the rows anew at every configuration the method evaluates
+    where the kept ones have become ill-conditioned (:func:`cosim.constraint_guard.better_rows`,
+    with hysteresis), for methods whose multipliers do not carry over between
+    evaluations (the explicit methods: their accelerations and projections do not
+    depend on which independent rows express the constraints).  Off by default: an
+    implicit method's Newton unknowns include the multipliers of the kept rows, so
+    there the rows change only between communication steps (Simulation)."""
+
+    adaptive = False
 
     def __init__(self, model, keep):
         self._model = model
         self.select(keep)
+        self._checked = None  # (q bytes, t) whose rows are decided
 
     def select(self, keep):
         """Keep the rows ``keep`` of the full set from now on (as many as before: the
@@ -62,17 +73,33 @@ class ReducedConstraints:
     def full_model(self):
         return self._model
 
+    def _rows_at(self, q, t):
+        """The kept rows, first chosen anew at (q, t) when ``adaptive``."""
+        if self.adaptive:
+            key = (np.asarray(q, dtype=float).tobytes(), float(t))
+            if key != self._checked:
+                from .constraint_guard import better_rows
+                Cq = np.asarray(self._model.constraint_jacobian(q, t), dtype=float)
+                rows = better_rows(Cq, self._keep)
+                if rows is not None:
+                    self.select(rows)
+                    self.reselections += 1
+                self._checked = key
+        return self._keep
+
+    reselections = 0
+
     def constraints(self, q, t):
-        return self._model.constraints(q, t)[self._keep]
+        return self._model.constraints(q, t)[self._rows_at(q, t)]
 
     def constraint_jacobian(self, q, t):
-        return self._model.constraint_jacobian(q, t)[self._keep]
+        return self._model.constraint_jacobian(q, t)[self._rows_at(q, t)]
 
     def constraint_dt(self, q, t):
-        return self._model.constraint_dt(q, t)[self._keep]
+        return self._model.constraint_dt(q, t)[self._rows_at(q, t)]
 
     def gamma(self, q, v, t):
-        return self._model.gamma(q, v, t)[self._keep]
+        return self._model.gamma(q, v, t)[self._rows_at(q, t)]
 
     def constraint_force_jacobian(self, q, lam, t):
         full = np.zeros(self._model.n_c)

@@ -497,6 +497,8 @@ class Simulation:
         # the integrator may run elsewhere than planned (redundant constraints: python)
         self.backend = getattr(self.integrator, "backend", self.backend)
         self._plain_set_inputs = type(self.integrator).set_inputs is Integrator.set_inputs
+        if hasattr(self.integrator.model, "rows") and self.method in constraint_guard.ADAPTIVE_ROWS:
+            self.integrator.model.adaptive = True  # rows chosen anew inside the steps too
         self._guard = (self.constraint_check == "step" and self.model.kind == "multibody"
                        and self.model.n_c > 0)
         self._drift_only = self.method in constraint_guard.DRIFT_METHODS
@@ -899,6 +901,7 @@ class Simulation:
         if not getattr(self, "_guard", False):
             return None
         d = dict(self._worst_residual)
+        d["reselections"] += int(getattr(self.integrator.model, "reselections", 0))
         q, v = self.model.split(self.integrator.y)
         d["position_bound"], d["velocity_bound"] = constraint_guard.bounds(self.rtol, self.atol, q, v)
         d["exceeded"] = bool(self._drift_warned)
@@ -995,12 +998,15 @@ class Simulation:
             self._early = False
         if self._fast and observer is None and not self._early:
             saved = self.integrator.state() if self._guard else None
+            rows = self._rows_state().get("constraint_rows")
             try:
                 self.integrator._advance_checked(t_end)  # t_end and the budget checked above; restores itself on failure
                 if saved is not None:
                     self._check_constraints(t, h)
             except BaseException as exc:
                 if saved is not None:
+                    if rows is not None:
+                        self.integrator.model.select(rows)
                     self.integrator.restore(saved)
                 if isinstance(exc, ConvergenceError):
                     hinted = self._with_check_hint(exc)
