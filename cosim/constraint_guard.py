@@ -34,6 +34,8 @@ and the stepper switches rows when the kept ones have become much worse.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .ic import independent_constraints
@@ -58,25 +60,33 @@ RESELECT_RATIO = 0.1
 
 def bounds(rtol, atol, q, v):
     """(position bound, velocity bound) at (q, v) (module docstring)."""
-    rtol = float(np.max(rtol))
-    atol = float(np.max(atol))
-    sq = max(1.0, float(np.max(np.abs(q)))) if q.size else 1.0
-    sv = max(1.0, float(np.max(np.abs(v)))) if v.size else 1.0
+    rtol = rtol if type(rtol) is float else float(np.max(rtol))
+    atol = atol if type(atol) is float else float(np.max(atol))
+    sq = max(1.0, _max_abs(q.tolist()))  # Python on a few numbers: cheaper than numpy
+    sv = max(1.0, _max_abs(v.tolist()))
     return (min(FACTOR * (rtol * sq + atol), 0.01 * sq),
             min(VELOCITY_FACTOR * (rtol * sv + atol), 0.1 * sv))
 
 
 def residuals(model, t, q, v):
-    """(|C|, index of the worst, |C_q v + C_t|, index of the worst, C_q) on the full set."""
-    C = np.asarray(model.constraints(q, t), dtype=float)
+    """(|C|, index of the worst, |C_q v + C_t|, index of the worst, C_q) on the full set
+    (a NaN residual is returned as NaN, at its row: argmax finds it; compare with
+    ``not residual <= bound``)."""
+    C = [abs(x) for x in np.asarray(model.constraints(q, t), dtype=float).tolist()]
     Cq = np.asarray(model.constraint_jacobian(q, t), dtype=float)
-    Cd = Cq @ v + np.asarray(model.constraint_dt(q, t), dtype=float)
-    aC, aD = np.abs(C), np.abs(Cd)
-    i, j = int(np.argmax(aC)), int(np.argmax(aD))
-    # NaN compares false: a non-finite residual is the worst there is
-    pos = float(aC[i]) if np.all(np.isfinite(aC)) else np.inf
-    vel = float(aD[j]) if np.all(np.isfinite(aD)) else np.inf
+    Cd = [abs(x) for x in (Cq @ v + np.asarray(model.constraint_dt(q, t), dtype=float)).tolist()]
+    pos, vel = _max_abs(C), _max_abs(Cd)
+    i = C.index(pos) if pos in C else next(k for k, x in enumerate(C) if not x <= pos)
+    j = Cd.index(vel) if vel in Cd else next(k for k, x in enumerate(Cd) if not x <= vel)
     return pos, i, vel, j, Cq
+
+
+def _max_abs(values):
+    """max |x| of a list of floats; NaN anywhere gives NaN (0.0 for an empty list)."""
+    if not values:
+        return 0.0
+    m = max(map(abs, values))
+    return m if sum(values) == sum(values) else math.nan
 
 
 def _conditioning(A):
