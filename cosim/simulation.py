@@ -61,9 +61,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import derivatives, serialization
+from . import constraint_guard, derivatives, serialization
 from .blocks import Block, StopSimulation, make_block, unit_expression
-from . import constraint_guard
 from .errors import (ChatteringError, ConstraintDriftWarning, ConstraintViolationError,
                      ConvergenceError, CosimError, InputLimitWarning,
                      InvalidInputError, ModelDefinitionError,
@@ -509,6 +508,8 @@ class Simulation:
             self.user_model or hasattr(self.integrator.model, "rows")
             or self._integrator_lead is not None or self.method in constraint_guard.DRIFT_METHODS)
         self._drift_only = self.method in constraint_guard.DRIFT_METHODS
+        self._positions_only = self.method in constraint_guard.INDEX3_METHODS and \
+            int(self.method_options.get("index", 3)) == 3
         # the first steps of a user model take the step-by-step path, which knows the step
         # count at a failure (the fast path's integrator restores itself before raising)
         self._early = self.user_model
@@ -910,7 +911,8 @@ class Simulation:
         d = dict(self._worst_residual)
         d["reselections"] += int(getattr(self.integrator.model, "reselections", 0))
         q, v = self.model.split(self.integrator.y)
-        d["position_bound"], d["velocity_bound"] = constraint_guard.bounds(self.rtol, self.atol, q, v)
+        d["position_bound"], d["velocity_bound"] = constraint_guard.bounds(
+            self.rtol, self.atol, q, v, self._positions_only)
         d["exceeded"] = bool(self._drift_warned)
         return d
 
@@ -924,7 +926,7 @@ class Simulation:
         t_end = float(integ.t)
         q, v = model.split(integ.y)
         pos, i, vel, j, Cq = constraint_guard.residuals(model, t_end, q, v)
-        bp, bv = constraint_guard.bounds(self.rtol, self.atol, q, v)
+        bp, bv = constraint_guard.bounds(self.rtol, self.atol, q, v, self._positions_only)
         if not (pos <= bp and vel <= bv):  # NaN: fails too
             if not pos / bp < vel / bv:
                 what = (f"constraint {model.constraint_names[i]!r} is violated at t={t_end!r}: "
@@ -932,8 +934,8 @@ class Simulation:
             else:
                 what = (f"the velocity constraint of {model.constraint_names[j]!r} is violated at "
                         f"t={t_end!r}: |C_q v + C_t| = {vel:.3e} > {bv:.3e}")
-            bound = (f"the bound derived from rtol={self.rtol!r}, atol={self.atol!r}, "
-                     f"docs/concepts.md")
+            bound = (f"the bound derived from rtol={self.rtol!r} and atol={self.atol!r}; "
+                     f"'Constraints along the run' in the docs")
             if self._drift_only:
                 self._note_residual(pos, vel, t_end)
                 if not self._drift_warned:
