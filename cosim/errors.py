@@ -56,6 +56,12 @@ class SingularMatrixError(ConvergenceError):
     """An iteration matrix is numerically singular."""
 
 
+class ConstraintViolationError(ConvergenceError):
+    """At the end of a communication step the full constraint set is violated beyond
+    the bound derived from the tolerances (:mod:`cosim.constraint_guard`): the result
+    would be wrong, so the step fails (state unchanged)."""
+
+
 class StateError(CosimError, ValueError):
     """A state snapshot or serialized blob is corrupt, foreign or mismatched."""
 
@@ -90,6 +96,12 @@ class TightToleranceWarning(CosimWarning):
     """A tolerance the chosen method reaches only at a cost far above another
     method's (a second-order method at a tight rtol); the message gives the
     estimate and the method that would do it cheaper.  Said once, at set-up."""
+
+
+class ConstraintDriftWarning(CosimWarning):
+    """A method that only bounds the constraint drift (penalty methods) let a
+    constraint residual exceed the bound derived from the tolerances; said once per run,
+    the worst residual is in :attr:`Simulation.constraint_residual_report`."""
 
 
 class MissingExtraError(CosimError, ImportError):

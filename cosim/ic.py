@@ -28,14 +28,39 @@ from .integrators.common import augmented_matrix, consistent_accelerations, lu_f
 
 
 class ReducedConstraints:
-    """View of a multibody model keeping only the independent constraints."""
+    """View of a multibody model keeping only the independent constraints.
+
+    ``adaptive``: choose the rows anew at every configuration the method evaluates
+    where the kept ones have become ill-conditioned (:func:`cosim.constraint_guard.better_rows`,
+    with hysteresis), for methods whose multipliers do not carry over between
+    evaluations (the explicit methods: their accelerations and projections do not
+    depend on which independent rows express the constraints).  Off by default: an
+    implicit method's Newton unknowns include the multipliers of the kept rows, so
+    there the rows change only between communication steps (Simulation)."""
+
+    adaptive = False
 
     def __init__(self, model, keep):
         self._model = model
-        self._keep = np.asarray(keep, dtype=int)
+        self.select(keep)
+        self._checked = None  # (q bytes, t) whose rows are decided
+
+    def select(self, keep):
+        """Keep the rows ``keep`` of the full set from now on (as many as before: the
+        integrator's multipliers keep their size; Simulation re-selects along the run)."""
+        keep = np.sort(np.asarray(keep, dtype=int))
+        if hasattr(self, "_keep") and keep.size != self._keep.size:
+            raise ValueError(f"re-selected rows {keep.tolist()} must be {self._keep.size}")
+        self._keep = keep
+        model = self._model
         self.constraint_names = tuple(model.constraint_names[i] for i in self._keep)
         self.removed_constraints = tuple(n for i, n in enumerate(model.constraint_names)
                                          if i not in set(self._keep.tolist()))
+
+    @property
+    def rows(self):
+        """The kept rows of the full constraint set (sorted indices)."""
+        return self._keep
 
     def __getattr__(self, name):
         return getattr(self._model, name)
@@ -48,17 +73,33 @@ class ReducedConstraints:
     def full_model(self):
         return self._model
 
+    def _rows_at(self, q, t):
+        """The kept rows, first chosen anew at (q, t) when ``adaptive``."""
+        if self.adaptive:
+            key = (np.asarray(q, dtype=float).tobytes(), float(t))
+            if key != self._checked:
+                from .constraint_guard import better_rows
+                Cq = np.asarray(self._model.constraint_jacobian(q, t), dtype=float)
+                rows = better_rows(Cq, self._keep)
+                if rows is not None:
+                    self.select(rows)
+                    self.reselections += 1
+                self._checked = key
+        return self._keep
+
+    reselections = 0
+
     def constraints(self, q, t):
-        return self._model.constraints(q, t)[self._keep]
+        return self._model.constraints(q, t)[self._rows_at(q, t)]
 
     def constraint_jacobian(self, q, t):
-        return self._model.constraint_jacobian(q, t)[self._keep]
+        return self._model.constraint_jacobian(q, t)[self._rows_at(q, t)]
 
     def constraint_dt(self, q, t):
-        return self._model.constraint_dt(q, t)[self._keep]
+        return self._model.constraint_dt(q, t)[self._rows_at(q, t)]
 
     def gamma(self, q, v, t):
-        return self._model.gamma(q, v, t)[self._keep]
+        return self._model.gamma(q, v, t)[self._rows_at(q, t)]
 
     def constraint_force_jacobian(self, q, lam, t):
         full = np.zeros(self._model.n_c)
@@ -95,6 +136,9 @@ class ICReport:
     position_iterations: int = 0
     singular_configuration: bool = False
     warnings: list = field(default_factory=list)
+    # constraints dropped at a singular start that are not redundant (C_q has a higher
+    # rank at nearby consistent configurations): Simulation takes them back
+    deferred_constraints: tuple = ()
     repaired: bool = False
 
     def as_dict(self):
@@ -105,6 +149,7 @@ class ICReport:
                 "redundant_constraints": list(self.redundant_constraints),
                 "position_iterations": int(self.position_iterations),
                 "singular_configuration": bool(self.singular_configuration),
+                "deferred_constraints": list(self.deferred_constraints),
                 "q": [float(x) for x in self.q], "v": [float(x) for x in self.v],
                 "warnings": list(self.warnings)}
 
@@ -120,6 +165,9 @@ class ICReport:
         lines = []
         if self.redundant_constraints:
             lines.append("redundant constraints removed: " + ", ".join(self.redundant_constraints))
+        if self.deferred_constraints:
+            lines.append("constraints dropped at the singular start (taken back after it): "
+                         + ", ".join(self.deferred_constraints))
         if self.position_change > 0:
             lines.append(f"positions repaired by {self.position_change:.3e} (max abs change)")
         if self.velocity_change > 0:
@@ -162,6 +210,58 @@ def _perturbations(n):
             d.flags.writeable = False
         _PERTURBATIONS[n] = directions
     return _PERTURBATIONS[n]
+
+
+def project_onto_constraints(model, q, t, tol=1e-13, max_iter=30):
+    """q moved onto C(q, t) = 0 by Gauss-Newton steps of least norm (a least-squares
+    solve: works where C_q has lost rank); None when it does not converge."""
+    q = np.array(q, dtype=float)
+    scale = max(1.0, float(np.max(np.abs(q)))) if q.size else 1.0
+    for _ in range(max_iter):
+        C = np.asarray(model.constraints(q, t), dtype=float)
+        if not np.all(np.isfinite(C)):
+            return None
+        if float(np.max(np.abs(C))) <= tol * scale:
+            return q
+        Cq = np.asarray(model.constraint_jacobian(q, t), dtype=float)
+        q = q - np.linalg.lstsq(Cq, C, rcond=None)[0]
+    return None
+
+
+def nearby_rank(model, q0, t0, rank_tol=1e-9, scale=1e-3):
+    """The independent rows of C_q (:func:`independent_constraints`) of the largest rank
+    found at three nearby consistent configurations: q0 moved by ``scale`` ×
+    max(1, max|q0|) along fixed directions, then projected onto C = 0.  (Perturbing
+    without the projection leaves the constraint manifold, where redundant rows look
+    independent.)  None when no projection converged."""
+    n = q0.size
+    size = scale * max(1.0, float(np.max(np.abs(q0)))) if n else scale
+    best = None
+    for direction in _perturbations(n):
+        qp = project_onto_constraints(model, q0 + size * direction, t0)
+        if qp is None:
+            continue
+        keep = independent_constraints(np.asarray(model.constraint_jacobian(qp, t0), dtype=float),
+                                       rank_tol)
+        if best is None or keep.size > best.size:
+            best = keep
+    return best
+
+
+def least_squares_accelerations(model, t, q, v, u):
+    """(q'', λ) of eq. 10 on the full constraint set, also where C_q has lost rank
+    (redundant constraints, singular configurations): the independent rows at q give
+    q'' (unique when the acceleration equations are consistent); λ has the full set's
+    length, zero on the dependent rows."""
+    from .integrators.common import consistent_accelerations
+    Cq = np.asarray(model.constraint_jacobian(q, t), dtype=float)
+    keep = independent_constraints(Cq)
+    if keep.size == model.n_c:
+        return consistent_accelerations(model, t, q, v, u)
+    qdd, lam_kept = consistent_accelerations(ReducedConstraints(model, keep), t, q, v, u)
+    lam = np.zeros(model.n_c)
+    lam[keep] = lam_kept
+    return qdd, lam
 
 
 def _weights(name, w, n):
@@ -216,6 +316,7 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
 
     # 1. redundant constraints
     redundant = ()
+    keep = np.zeros(0, dtype=int)
     if model.n_c:
         keep = independent_constraints(Cq0, rank_tol)
         if keep.size < model.n_c:
@@ -223,18 +324,27 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
             redundant = model.removed_constraints
             report_warnings.append("redundant constraints removed: " + ", ".join(redundant))
 
-    # 2. singular configuration: rank test at perturbed configurations
+    # 2. singular configuration or true redundancy: the rank of the full C_q at nearby
+    # *consistent* configurations (perturbed, then projected onto C = 0).  A rank there
+    # above the rank here: the start is singular, and the constraints dropped here are
+    # not all redundant (the stepper takes them back after the start,
+    # cosim.simulation); the same rank: the dropped ones are truly redundant.
     singular = False
+    deferred = ()
+    near_keep = None
     if check_singular and full_model.n_c:
-        scale = 1e-3 * max(1.0, float(np.max(np.abs(q0))))
-        ranks = {keep.size if full_model.n_c else 0}
-        for direction in _perturbations(n):
-            qp = q0 + scale * direction
-            ranks.add(independent_constraints(full_model.constraint_jacobian(qp, t0), rank_tol).size)
-        if len(ranks) > 1:
+        near_keep = nearby_rank(full_model, q0, t0, rank_tol)
+        if near_keep is not None and near_keep.size > keep.size:
             singular = True
-            msg = (f"initial configuration of {full_model.name!r} looks singular: constraint rank "
-                   f"changes under perturbation ({sorted(ranks)})")
+            removed = [i for i in range(full_model.n_c) if i not in set(keep.tolist())]
+            truly = [i for i in removed if i not in set(near_keep.tolist())]
+            deferred = tuple(full_model.constraint_names[i] for i in removed if i not in truly)
+            redundant = tuple(full_model.constraint_names[i] for i in truly)
+            report_warnings[:] = (["redundant constraints removed: " + ", ".join(redundant)]
+                                  if redundant else [])
+            msg = (f"initial configuration of {full_model.name!r} is singular: C_q has rank "
+                   f"{keep.size} here and {near_keep.size} at nearby consistent configurations; "
+                   f"constraints {', '.join(deferred)} are not redundant (dropped only at the start)")
             report_warnings.append(msg)
             warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
@@ -273,7 +383,7 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
             raise InconsistentConstraintsError(
                 f"initial position projection of {full_model.name!r} did not converge in {max_iter} "
                 f"iterations: constraints {names} remain violated (max |C| = {cmax:.3e})")
-        if redundant:
+        if model is not full_model:
             Cfull = full_model.constraints(q, t0)
             bad = np.abs(Cfull) > 1e-8 * max(1.0, float(np.max(np.abs(q))))
             if bad.any():
@@ -302,7 +412,7 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
     dv = float(np.max(np.abs(v - v0))) if n else 0.0
     moved_q = dq > REPAIR_TOLERANCE * max(1.0, float(np.max(np.abs(q0))) if n else 1.0)
     moved_v = dv > REPAIR_TOLERANCE * max(1.0, float(np.max(np.abs(v0))) if n else 1.0)
-    repaired = bool(moved_q or moved_v or redundant)
+    repaired = bool(moved_q or moved_v or redundant or deferred)
     if max_repair is not None and (dq > max_repair or dv > max_repair):
         worst = []
         if dq > max_repair:
@@ -325,10 +435,12 @@ def analyse_initial_conditions(model, t0, q0, v0, u, weights_q=None, weights_v=N
                         f"the velocity constraints (eqs. 8-9)")
         if redundant:
             what.append("redundant constraints removed: " + ", ".join(redundant))
+        if deferred:
+            what.append("constraints dropped at the singular start: " + ", ".join(deferred))
         warnings.warn(f"the initial-condition analysis changed the start of {full_model.name!r} "
                       f"(seed 000 Algorithm 1): " + "; ".join(what) +
                       " — see Simulation.ic_report", InitialConditionWarning, stacklevel=4)
     return ICReport(model=model, q=q, v=v, qdd=qdd, lam=lam, redundant_constraints=redundant,
                     position_change=dq, velocity_change=dv,
                     position_iterations=iterations, singular_configuration=singular,
-                    warnings=report_warnings, repaired=repaired)
+                    warnings=report_warnings, repaired=repaired, deferred_constraints=deferred)

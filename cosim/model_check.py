@@ -288,9 +288,10 @@ def check_model(model, params=None, *, n_states=3, seed=0, rtol=1e-6, atol=1e-10
 
 
 def _rk4_trajectory(model, q, v, t, u, h, n):
-    """n RK4 steps of q' = v, v' = a(q, v, t) with a from eq. 10 (no projection):
+    """n RK4 steps of q' = v, v' = a(q, v, t) with a from eq. 10 (no projection; on the
+    independent rows of C_q at each point, so redundant constraints are no error):
     lists of t, q, v, a, λ at the n + 1 points."""
-    from .integrators.common import consistent_accelerations
+    from .ic import least_squares_accelerations as consistent_accelerations
 
     def f(tt, qq, vv):
         return consistent_accelerations(model, tt, qq, vv, u)[0]
@@ -332,7 +333,7 @@ def _check_trajectory(model, report, state, rtol, atol, n=8):
             pass
     tau = derivatives._line_time(model, q, v)
     try:  # ... and the time to move one coordinate scale from rest under the accelerations
-        from .integrators.common import consistent_accelerations
+        from .ic import least_squares_accelerations as consistent_accelerations
         a0 = np.abs(consistent_accelerations(model, t, np.asarray(q, float), np.asarray(v, float), u)[0])
         ref = np.maximum(np.abs(q), derivatives._scales(model, np.size(q))[0])
         if np.any(a0 > 0):
@@ -406,6 +407,7 @@ def _check_initial_state(model, report, state):
     except Exception as exc:  # already reported by the shape check
         report.rows.append(CheckRow("initial state consistent", FAIL, note=f"{type(exc).__name__}: {exc}"))
         return
+    _check_redundancy(model, report, q, t)
     for label, val, scale in (("initial positions satisfy C = 0", C, max(1.0, float(np.max(np.abs(q))))),
                               ("initial velocities satisfy C_q v + C_t = 0", Cd,
                                max(1.0, float(np.max(np.abs(v)))))):
@@ -417,6 +419,34 @@ def _check_initial_state(model, report, state):
             report.rows.append(CheckRow(label, WARN, err, err / scale,
                                         f"{model.constraint_names[i]} violated: the IC analysis will "
                                         f"repair the start (seed 000 eqs. 6-9) and warn"))
+
+
+def _check_redundancy(model, report, q, t):
+    """A row naming the redundant constraints (the IC analysis removes them; the run
+    handles them) or the singular start (rank higher at nearby consistent states)."""
+    from .ic import independent_constraints, nearby_rank
+    try:
+        keep = independent_constraints(np.asarray(model.constraint_jacobian(q, t), dtype=float))
+        near = nearby_rank(model, np.asarray(q, dtype=float), t)
+    except Exception:  # noqa: BLE001 - the shape and value checks report a broken C_q
+        return
+    label = "independent constraints"
+    if keep.size == model.n_c:
+        report.rows.append(CheckRow(label, OK, note=f"all {model.n_c} independent at the initial state"))
+        return
+    removed = [i for i in range(model.n_c) if i not in set(keep.tolist())]
+    if near is not None and near.size > keep.size:
+        deferred = [model.constraint_names[i] for i in removed if i in set(near.tolist())]
+        report.rows.append(CheckRow(label, WARN, note=(
+            f"the initial configuration is singular: C_q has rank {keep.size} here and "
+            f"{near.size} at nearby consistent configurations; {', '.join(deferred)} are "
+            f"dropped at the start and taken back after it")))
+        return
+    names = ", ".join(model.constraint_names[i] for i in removed)
+    report.rows.append(CheckRow(label, OK, note=(
+        f"redundant: {names} (rank {keep.size} of {model.n_c}, also at nearby consistent "
+        f"configurations); the IC analysis removes them and the run keeps an independent "
+        f"subset along the motion")))
 
 
 def _check_first_order(model, report, n_states, seed, rtol, atol):

@@ -115,6 +115,8 @@ class RunResult:
     metrics: dict = field(default_factory=dict)
     step_max_residuals: tuple | None = None  # at the integrator's own points (module doc)
     interrupted: bool = False     # Ctrl-C: the rows recorded until then
+    # the constraint check of every communication step (Simulation.constraint_residual_report)
+    constraint_check: dict | None = None
 
     def unit(self, name):
         """The unit of a recorded column ("s" for time; "" where the model declares none)."""
@@ -479,7 +481,8 @@ def _result(spec, sim, rec, wall, stop, stop_source, interrupted=False):
         max_residuals=tuple(_column_max(residuals[:, j]) for j in range(3)),
         step_max_residuals=tuple(float(x) for x in rec.peak), interrupted=interrupted,
         ic_report=sim.ic_report.as_dict() if sim.ic_report is not None else None,
-        energy=energy, coordinate_units=getattr(model, "coordinate_units", None))
+        energy=energy, coordinate_units=getattr(model, "coordinate_units", None),
+        constraint_check=sim.constraint_residual_report)
     result.metrics = {m.name: metric_value(m, result) for m in spec.metrics}
     return result
 

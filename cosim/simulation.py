@@ -61,9 +61,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import derivatives, serialization
+from . import constraint_guard, derivatives, serialization
 from .blocks import Block, StopSimulation, make_block, unit_expression
-from .errors import (ChatteringError, ConvergenceError, CosimError, InputLimitWarning,
+from .errors import (ChatteringError, ConstraintDriftWarning, ConstraintViolationError,
+                     ConvergenceError, CosimError, InputLimitWarning,
                      InvalidInputError, ModelDefinitionError,
                      StateError,
                      UnknownParameterError)
@@ -185,13 +186,16 @@ class Simulation:
     ``blocks``/``connections``: discrete blocks (:mod:`cosim.blocks`) and ``"src ->
     dst"`` signal connections; ``backend``: ``"auto"``, ``"numba"`` or ``"python"``;
     ``max_ic_repair``: the largest initial-condition repair accepted; ``check``:
-    ``"quick"`` or ``"off"`` (the set-up model check).  A failing call raises a
+    ``"quick"`` or ``"off"`` (the set-up model check); ``constraint_check``: ``"step"``
+    (the full constraint set checked after every communication step against a bound
+    from the tolerances, :mod:`cosim.constraint_guard`) or ``"off"``.  A failing call raises a
     :mod:`cosim.errors` exception and leaves the simulation unchanged."""
 
     def __init__(self, model="pendulum", method=None, params=None, rtol=1e-6,
                  atol=1e-8, h=None, method_options=None, blocks=(), connections=(), start_time=0.0,
                  event_tolerance=1e-10, max_chattering_events=50, chattering_window=None,
-                 on_chattering="error", backend="auto", max_ic_repair=None, check=None):
+                 on_chattering="error", backend="auto", max_ic_repair=None, check=None,
+                 constraint_check="step"):
         self.model = load_model(_robot_file(model), **dict(params or {}))
         # check="quick": the model checker at the initial state before anything runs (the
         # default for user models: a wrong hand-derived C_q or γ otherwise ends in a Newton
@@ -203,6 +207,9 @@ class Simulation:
             raise InvalidInputError(f"check must be 'quick' or 'off', got {check!r}")
         if self.check == "quick":
             _quick_check(self.model)
+        if constraint_check not in ("step", "off"):
+            raise InvalidInputError(f"constraint_check must be 'step' or 'off', got {constraint_check!r}")
+        self.constraint_check = constraint_check
         # a start the IC analysis would move by more than this is an error (issue 19)
         self.max_ic_repair = None if max_ic_repair is None else \
             finite_float("max_ic_repair", max_ic_repair, nonnegative=True)
@@ -308,13 +315,27 @@ class Simulation:
                     "first call compiles for minutes in every process, for 1.0-1.6x per step")
         return why
 
-    def _with_check_hint(self, exc):
-        """A Newton failure in the first steps of a user model: point to the checker."""
-        if not self.user_model or "cosim check" in str(exc) or self.integrator.stats.get("steps", 0) > 20:
+    def _with_check_hint(self, exc, steps=None):
+        """A failure at the start of a user model's run (within its first 20 steps, or
+        before it got 1e-4 of the model's time scale past the start): point to the
+        checker, naming the step count, the time and the last step size.  ``steps``: the
+        integrator's step count at the failure (read before the state was restored; the
+        first steps of a user model take the step-by-step path, which has it).  A
+        failure that spent the step budget (cause "max_steps") is never one of them."""
+        if steps is None:
+            steps = self.integrator.stats.get("steps", 0)
+        if not self.user_model or "cosim check" in str(exc) or exc.cause == "max_steps" \
+                or isinstance(exc, ConstraintViolationError):
+            return exc
+        scale = float(getattr(self.model, "time_scale", 1.0) or 1.0)
+        near_start = exc.t is not None and exc.t - self.start_time <= 1e-4 * scale
+        if not (steps <= 20 or near_start):
             return exc
         cls = type(self.model)
-        return type(exc)(f"{exc} — a failure in the first steps of a user model often means a wrong "
-                         f"derivative: run `cosim check {cls.__module__}:{cls.__qualname__}`",
+        where = f"after {steps} steps" + (f", at t={exc.t!r}" if exc.t is not None else "") + \
+            (f", last step size {exc.h!r}" if exc.h is not None else "")
+        return type(exc)(f"{exc} — a failure at the start of a user model's run ({where}) often "
+                         f"means a wrong derivative: run `cosim check {cls.__module__}:{cls.__qualname__}`",
                          t=exc.t, h=exc.h, cause=exc.cause)
 
     @classmethod
@@ -473,8 +494,34 @@ class Simulation:
         # every model term once, overflow raised, shapes checked (issue 14)
         probe_model(self.model, self.start_time, self.model.initial_y(), self._u)
         self.integrator.initialize(self.start_time, u=self._u, **ic)
+        self._integrator_lead = None
+        report = getattr(self.integrator, "ic_report", None)
+        if report is not None and report.deferred_constraints:
+            self._leave_singular_start(report, ic)
         # the integrator may run elsewhere than planned (redundant constraints: python)
         self.backend = getattr(self.integrator, "backend", self.backend)
+        self._plain_set_inputs = type(self.integrator).set_inputs is Integrator.set_inputs
+        if hasattr(self.integrator.model, "rows") and self.method in constraint_guard.ADAPTIVE_ROWS:
+            self.integrator.model.adaptive = True  # rows chosen anew inside the steps too
+        self._guard = (self.constraint_check == "step" and self.model.kind == "multibody"
+                       and self.model.n_c > 0)
+        # the FMU binary's own steps (native_step_record) cannot run the check: they stay
+        # for library models on their full, independent constraint set (checked by the
+        # test suite, enforced by the method); a user model, a model with constraints set
+        # aside or a singular start steps through Python, checked
+        self._guard_needs_python = self._guard and (
+            self.user_model or hasattr(self.integrator.model, "rows")
+            or self._integrator_lead is not None or self.method in constraint_guard.DRIFT_METHODS)
+        self._drift_only = self.method in constraint_guard.DRIFT_METHODS
+        self._positions_only = self.method in constraint_guard.INDEX3_METHODS and \
+            int(self.method_options.get("index", 3)) == 3
+        # the first steps of a user model take the step-by-step path, which knows the step
+        # count at a failure (the fast path's integrator restores itself before raising)
+        self._early = self.user_model
+        self._drift_warned = False
+        self._worst_residual = {"position": 0.0, "position_time": self.start_time,
+                                "velocity": 0.0, "velocity_time": self.start_time,
+                                "reselections": 0}
         self._time = self.start_time
         self._z = self._event_values()
         self._event_log = []
@@ -501,6 +548,8 @@ class Simulation:
 
     @property
     def y(self):
+        if self._integrator_lead is not None and self.integrator.t == self._integrator_lead[1]:
+            return self._start_y.copy()  # left a singular start: the state at t0 itself
         return self.integrator.y.copy()
 
     @property
@@ -654,6 +703,9 @@ class Simulation:
     def get_outputs(self):
         integ = self.integrator
         out = integ.fresh_outputs()  # computed by the compiled step at this state, or None
+        if self._integrator_lead is not None and integ.t == self._integrator_lead[1]:
+            out = np.asarray(self.model.output_values(self._time, self._start_y, self._u),
+                             dtype=float).reshape(-1)
         if out is None:
             out = self.model.output_values(integ.t, integ.y, self._u)
             if not (type(out) is np.ndarray and out.dtype == np.float64 and out.ndim == 1):
@@ -666,7 +718,7 @@ class Simulation:
         """:meth:`get_outputs` written into ``out`` (a float vector of
         ``len(output_names)``, e.g. an adapter's shared buffer) without the
         intermediate array when the compiled step computed them."""
-        if self.blocks or not self.integrator.outputs_into(out):
+        if self.blocks or self._integrator_lead is not None or not self.integrator.outputs_into(out):
             out[:] = self.get_outputs()
 
     def outputs_at(self, t, y):
@@ -808,6 +860,154 @@ class Simulation:
         self._z = self._event_values()
         self._refresh_input_limits()
 
+    # -- constraints along the run (cosim.constraint_guard) ------------------------------------
+    def _leave_singular_start(self, report, ic):
+        """The start is a singular configuration (C_q has a higher rank at nearby
+        consistent configurations, cosim.ic.nearby_rank): constraints the IC analysis
+        dropped here are not redundant.  Leave the singular point along the Taylor
+        expansion q0 + τ v0 + τ²/2 q''0 (q''0 from the full set by its independent rows,
+        cosim.ic.least_squares_accelerations) and start the integrator at t0 + τ on all
+        the constraints the rank there allows (projected onto them).  τ = 1e-5 time
+        scales (1e-4, 1e-3 if the rank is still short).  The first communication step
+        then starts at t0 with the integrator at t0 + τ."""
+        from .ic import independent_constraints, least_squares_accelerations, nearby_rank
+        full, t0 = self.model, self.start_time
+        q0, v0 = report.q, report.v
+        near = nearby_rank(full, q0, t0)
+        if near is None:
+            return
+        try:
+            a0, _ = least_squares_accelerations(full, t0, q0, v0, self._u)
+        except CosimError:
+            return
+        scale = float(getattr(full, "time_scale", 1.0) or 1.0)
+        for tau in (1e-5 * scale, 1e-4 * scale, 1e-3 * scale):
+            q = q0 + tau * v0 + 0.5 * tau * tau * a0
+            if independent_constraints(np.asarray(full.constraint_jacobian(q, t0 + tau),
+                                                  dtype=float)).size >= near.size:
+                break
+        else:
+            return  # at rest in the singular configuration: the step check guards the run
+        integ = make_integrator(full, self.method, rtol=self.rtol, atol=self.atol, h=self.h,
+                                backend=self.backend, **self.method_options)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the projection's change is O(τ²): said below
+            integ.initialize(t0 + tau, y0=np.concatenate([q, v0 + tau * a0]), u=self._u, **ic)
+        note = (f"the run leaves the singular start along its Taylor expansion to t = "
+                f"{t0 + tau!r} and continues on the constraints "
+                f"{', '.join(report.deferred_constraints)} too")
+        report.warnings.append(note)
+        integ.ic_report = report
+        self.integrator = integ
+        self._budget_span = integ.budget_free_span()
+        self._integrator_lead = (t0, float(integ.t))
+        self._start_y = np.concatenate([q0, v0])
+
+    @property
+    def constraint_residual_report(self):
+        """The largest constraint residuals (full set) at the ends of the communication
+        steps so far: ``position``/``velocity`` and when (``*_time``), ``reselections``
+        (times the independent subset of a model with redundant constraints was chosen
+        anew), ``position_bound``/``velocity_bound`` at the current state, ``exceeded``
+        (a drift-bounding method went above them); None for a model without constraints
+        or with ``constraint_check="off"``."""
+        if not getattr(self, "_guard", False):
+            return None
+        d = dict(self._worst_residual)
+        d["reselections"] += int(getattr(self.integrator.model, "reselections", 0))
+        q, v = self.model.split(self.integrator.y)
+        d["position_bound"], d["velocity_bound"] = constraint_guard.bounds(
+            self.rtol, self.atol, q, v, self._positions_only)
+        d["exceeded"] = bool(self._drift_warned)
+        return d
+
+    def _check_constraints(self, t, h):
+        """After a communication step: the full constraint set against the bounds
+        (cosim.constraint_guard); raise ConstraintViolationError (the caller restores the
+        state) or, for drift-bounding methods, warn once.  Then re-select the independent
+        rows of a model with redundant constraints where the kept ones lose rank."""
+        integ = self.integrator
+        model = self.model
+        t_end = float(integ.t)
+        q, v = model.split(integ.y)
+        pos, i, vel, j, Cq = constraint_guard.residuals(model, t_end, q, v)
+        bp, bv = constraint_guard.bounds(self.rtol, self.atol, q, v, self._positions_only)
+        if not (pos <= bp and vel <= bv):  # NaN: fails too
+            if not pos / bp < vel / bv:
+                what = (f"constraint {model.constraint_names[i]!r} is violated at t={t_end!r}: "
+                        f"|C| = {pos:.3e} > {bp:.3e}")
+            else:
+                what = (f"the velocity constraint of {model.constraint_names[j]!r} is violated at "
+                        f"t={t_end!r}: |C_q v + C_t| = {vel:.3e} > {bv:.3e}")
+            bound = (f"the bound derived from rtol={self.rtol!r} and atol={self.atol!r}; "
+                     f"'Constraints along the run' in the docs")
+            if self._drift_only:
+                self._note_residual(pos, vel, t_end)
+                if not self._drift_warned:
+                    self._drift_warned = True
+                    msg = (f"{self.method} only bounds the constraint drift: {what} ({bound}); "
+                           f"said once, the worst residual is in the run's summary "
+                           f"(Simulation.constraint_residual_report)")
+                    if self.on_notice is not None:
+                        self.on_notice(msg)
+                    else:
+                        warnings.warn(msg, ConstraintDriftWarning, stacklevel=3)
+                return
+            rows = getattr(integ.model, "rows", None)
+            aside = [] if rows is None else [model.constraint_names[k] for k in range(model.n_c)
+                                             if k not in set(rows.tolist())]
+            hint = (f"; {', '.join(aside)} are the constraints the integrator sets aside as "
+                    f"redundant" if aside else "")
+            raise ConstraintViolationError(
+                f"{self.method}: {what} ({bound}): the result would be wrong, so do_step({t!r}, "
+                f"{h!r}) failed and the state is unchanged{hint}; a smaller communication step, "
+                f"a tighter rtol or another method (bdf) may pass it", t=t_end, h=h,
+                cause="constraint residual")
+        self._note_residual(pos, vel, t_end)
+        rows = getattr(integ.model, "rows", None)
+        if rows is not None:
+            better = constraint_guard.better_rows(Cq, rows)
+            if better is not None:
+                integ.model.select(better)
+                try:
+                    integ.reset_point(integ.t, integ.y)  # multipliers of the new rows; restart
+                except BaseException:
+                    integ.model.select(rows)
+                    raise
+                self._worst_residual["reselections"] += 1
+
+    def _snapshot_integrator(self):
+        """What the fast path of do_step needs to undo a step the constraint check
+        rejects: the record arrays of a record-based method (generalized-α: all its
+        state, copied in a few µs), else ``state()``; and the kept rows."""
+        integ = self.integrator
+        rows = self._rows_state().get("constraint_rows")
+        if type(integ).__module__.endswith(".generalized_alpha") and hasattr(integ, "_S"):
+            return ("record", rows, integ._S.copy(), integ._I.copy(), integ._LU.copy(),
+                    integ._restart_pending, integ._outputs_fresh, integ._y_out.copy())
+        return ("state", rows, integ.state())
+
+    def _rollback_integrator(self, saved):
+        integ = self.integrator
+        if saved[1] is not None:
+            integ.model.select(saved[1])
+        if saved[0] == "record":
+            _, _, S, I, LU, pending, fresh, y_out = saved
+            integ._S[:] = S
+            integ._I[:] = I
+            integ._LU[:] = LU
+            integ._y_out[:] = y_out
+            integ._restart_pending, integ._outputs_fresh = pending, fresh
+        else:
+            integ.restore(saved[2])
+
+    def _note_residual(self, pos, vel, t):
+        w = self._worst_residual
+        if pos > w["position"]:
+            w["position"], w["position_time"] = pos, t
+        if vel > w["velocity"]:
+            w["velocity"], w["velocity_time"] = vel, t
+
     # -- stepping -----------------------------------------------------------------------------
     def do_step(self, t, h, observer=None):
         """Advance from ``t`` (= ``self.time``) to ``t + h``, landing exactly there.
@@ -833,17 +1033,23 @@ class Simulation:
             return t_end
         if h > self._budget_span:
             self.integrator.check_step_budget(t_end)
-        if self._fast and observer is None:
+        if self._early and self.integrator.stats.get("steps", 0) > 20:
+            self._early = False
+        if self._fast and observer is None and not self._early:
+            saved = self._snapshot_integrator() if self._guard else None
             try:
                 self.integrator._advance_checked(t_end)  # t_end and the budget checked above; restores itself on failure
-            except ConvergenceError as exc:
-                hinted = self._with_check_hint(exc)
-                if hinted is exc:
+                if saved is not None:
+                    self._check_constraints(t, h)
+            except BaseException as exc:
+                if saved is not None:
+                    self._rollback_integrator(saved)
+                if isinstance(exc, ConvergenceError):
+                    hinted = self._with_check_hint(exc)
+                    if hinted is not exc:
+                        raise hinted from exc
+                if isinstance(exc, CosimError) or not isinstance(exc, Exception):
                     raise
-                raise hinted from exc
-            except CosimError:
-                raise
-            except Exception as exc:
                 raise ConvergenceError(f"do_step({t!r}, {h!r}) failed: {exc!r}", t=t, h=h,
                                        cause=exc) from exc
             self._time = t_end
@@ -854,11 +1060,14 @@ class Simulation:
         self._observer = observer
         try:
             self._run_until(t_end)
+            if self._guard and not self._stopped:
+                self._check_constraints(t, h)
         except BaseException as exc:
             self._observer = None
+            steps = self.integrator.stats.get("steps", 0)
             self._apply_state(snapshot)
             if isinstance(exc, ConvergenceError):
-                hinted = self._with_check_hint(exc)
+                hinted = self._with_check_hint(exc, steps)
                 if hinted is not exc:
                     raise hinted from exc
             if isinstance(exc, CosimError) or not isinstance(exc, Exception):
@@ -884,7 +1093,7 @@ class Simulation:
         integ = self.integrator
         record = getattr(integ, "native_step_record", None)
         if not (record is not None and self._fast and self._inputs_identity and not self._stopped
-                and integ.t == self._time):
+                and integ.t == self._time and not self._guard_needs_python):
             return None
         u = np.array(self._u, dtype=float)  # private: nobody else holds it
         integ.u = u
@@ -1091,7 +1300,14 @@ class Simulation:
             "stop_time": self._stop_time,
             "chatter": self._chatter.state(),
             "params": dict(self.model.params, **self._block_parameter_values()),
+            **self._rows_state(),
         }
+
+    def _rows_state(self):
+        """{"constraint_rows": [...]}: the full set's rows the integrator works on, for a
+        model with redundant constraints (re-selected along the run); else {}."""
+        rows = getattr(self.integrator.model, "rows", None)
+        return {} if rows is None else {"constraint_rows": [int(i) for i in rows]}
 
     def set_state(self, state):
         """Restore a snapshot from :meth:`get_state` (rollback)."""
@@ -1121,6 +1337,9 @@ class Simulation:
         self._restore_block_parameters(blocks)
         if changed:
             self._refresh_input_limits()
+        rows = s.get("constraint_rows")
+        if rows is not None and list(rows) != self._rows_state()["constraint_rows"]:
+            self.integrator.model.select(rows)
         self.integrator.restore(s["integrator"])
         self._time = float(s["time"])
         self._u_ext = np.array(s["u_ext"], dtype=float)

@@ -139,6 +139,7 @@ def summary_dict(result, derivatives=False):
     stats["max_constraint_residuals_at_steps"] = _levels(r.step_max_residuals or r.max_residuals)
     enforced, why = constraint_levels(r.method, thaw(r.spec.method_options) if r.spec else {})
     stats["acceleration_enforced"] = "acceleration" in enforced
+    stats["constraint_check"] = getattr(r, "constraint_check", None)
     stats["rows"] = len(r.time)
     stats["interpolated_rows"] = int(np.count_nonzero(np.isnan(r.residuals[:, 2]))) \
         if r.model_kind == "multibody" else 0
@@ -220,6 +221,18 @@ def residual_lines(summary, method_label):
         _, why = constraint_levels(summary["method"], summary.get("method_options"))
         lines.append(f"    acceleration level: not shown; {method_label} is {why}, its q'' need "
                      f"not satisfy C_q q'' = gamma")
+    check = st.get("constraint_check")
+    if check:
+        lines.append(f"  constraint check (all constraints, every communication step): worst "
+                     f"position {check['position']:.2e} at t = {check['position_time']:.6g} s, "
+                     f"velocity {check['velocity']:.2e} at t = {check['velocity_time']:.6g} s")
+        if check["exceeded"]:
+            lines.append(f"    above the bounds derived from the tolerances (position "
+                         f"{check['position_bound']:.2e}, velocity {check['velocity_bound']:.2e} at "
+                         f"the end): {method_label} only bounds the drift")
+        if check["reselections"]:
+            lines.append(f"    independent constraint subset chosen anew {check['reselections']} "
+                         f"times along the run (redundant constraints)")
     return lines
 
 
