@@ -32,8 +32,8 @@ Semantics (DESIGN.md "Stepper"; seed 001 §3.5, §3.7; seed 000 §5.3, §7):
   event), the jump map ``model.apply_event`` is applied (several events
   located at the same time: in index order), and the integrator restarts
   (``reset_point``).  A switching function that a new held input moves across
-  zero (``set_inputs``, or a block's output at its sample instant) fires its
-  event at that instant the same way.  Every event is appended to
+  zero (``set_inputs``, or a block's output at its sample instant), or a new
+  tunable parameter value, fires its event at that instant the same way.  Every event is appended to
   :attr:`event_log` with its time.  A *terminal* event (or a block raising
   :class:`~cosim.blocks.StopSimulation`) stops the simulation: the current
   ``do_step`` and all later ones complete with the state frozen at the stop
@@ -806,6 +806,7 @@ class Simulation:
             self._config = self._describe_config()
             return
         old = self.model.params[name]
+        snapshot = self.get_state() if self._has_events else None
         self.model.set_parameter(name, value)
         try:  # the new value must not overflow the model at the current state (issue 14)
             probe_model(self.model, self._time, self.integrator.y, self._u, "the current state")
@@ -813,8 +814,15 @@ class Simulation:
             self.model.set_parameter(name, old)
             raise
         self.integrator.restart()
-        self._z = self._event_values()
+        z_old, self._z = self._z, self._event_values()
         self._refresh_input_limits()
+        hits = crossings(z_old, self._z, self._event_directions) if self._has_events else ()
+        if hits:  # the new value moves a switching function across zero: an event now
+            try:
+                self._jump(self.integrator.t, [(i, 0) for i in hits])
+            except BaseException:
+                self._apply_state(snapshot)
+                raise
 
     # -- stepping -----------------------------------------------------------------------------
     def do_step(self, t, h, observer=None):

@@ -309,3 +309,18 @@ def test_stops_on_the_compiled_backend_match_the_python_backend(method):
     assert "joint2_stop_release" in [e["name"] for e in ev_py]
     assert max(abs(a["time"] - b["time"]) for a, b in zip(ev_py, ev_nb)) <= 1e-10
     assert np.abs(y_py - y_nb).max() <= 1e-9
+
+
+def test_a_tunable_parameter_that_pulls_the_joint_away_releases_the_stop():
+    """Vertical two-link held on its joint-2 stop by gravity: reversing gravity (a tunable
+    parameter) makes the reaction pull away, and the stop lets go at that instant."""
+    cls = _two_link_with_stop()
+    sim = Simulation(cls, method="dopri5", params={"joint2.q0": 0.5, "restitution": 0.0},
+                     rtol=1e-10, atol=1e-10, backend="python")
+    sim.do_step(0.0, 0.1)
+    assert sim.model.params["joint2.stop"] == 1.0
+    sim.set_parameter("gravity_z", 9.81)
+    assert sim.event_log[-1]["name"] == "joint2_stop_release"
+    assert sim.event_log[-1]["time"] == sim.time and sim.model.params["joint2.stop"] == 0.0
+    sim.do_step(sim.time, 0.05)
+    assert sim.y[1] < 0.5
