@@ -31,8 +31,10 @@ Semantics (DESIGN.md "Stepper"; seed 001 §3.5, §3.7; seed 000 §5.3, §7):
   that step and advanced exactly to the event time (no step crosses an
   event), the jump map ``model.apply_event`` is applied (several events
   located at the same time: in index order), and the integrator restarts
-  (``reset_point``).  Every event is appended to :attr:`event_log` with its
-  time.  A *terminal* event (or a block raising
+  (``reset_point``).  A switching function that a new held input moves across
+  zero (``set_inputs``, or a block's output at its sample instant), or a new
+  tunable parameter value, fires its event at that instant the same way.  Every event is appended to
+  :attr:`event_log` with its time.  A *terminal* event (or a block raising
   :class:`~cosim.blocks.StopSimulation`) stops the simulation: the current
   ``do_step`` and all later ones complete with the state frozen at the stop
   (``stopped`` is True, ``stop_time`` says when, the log ends with a
@@ -654,13 +656,24 @@ class Simulation:
     def _hold_plant_inputs(self, u):
         """New plant inputs from now on: a discontinuity, the integrator restarts."""
         integ = self.integrator
+        hits = ()
+        if self._has_events:  # a switching function the new input moves across zero
+            z_new = event_values(self.model, integ.t, integ.y, u)
+            hits = crossings(self._z, z_new, self._event_directions)
+            snapshot = self.get_state() if hits else None
         if self._plain_set_inputs:  # Integrator.set_inputs minus re-validating checked values
             integ.hold_inputs(u)
         else:
             integ.set_inputs(u)
         self._u = u
         if self._has_events:
-            self._z = self._event_values()
+            self._z = z_new
+            if hits:  # an event at this instant (e.g. a load that pulls a joint off its stop)
+                try:
+                    self._jump(integ.t, [(i, 0) for i in hits])
+                except BaseException:
+                    self._apply_state(snapshot)
+                    raise
         if self._limit_pairs:  # an input beyond the smallest limit: look closer
             values, floor = u.tolist(), self._limit_floor
             for x in values:
@@ -850,6 +863,7 @@ class Simulation:
             self._config = self._describe_config()
             return
         old = self.model.params[name]
+        snapshot = self.get_state() if self._has_events else None
         self.model.set_parameter(name, value)
         try:  # the new value must not overflow the model at the current state (issue 14)
             probe_model(self.model, self._time, self.integrator.y, self._u, "the current state")
@@ -857,8 +871,15 @@ class Simulation:
             self.model.set_parameter(name, old)
             raise
         self.integrator.restart()
-        self._z = self._event_values()
+        z_old, self._z = self._z, self._event_values()
         self._refresh_input_limits()
+        hits = crossings(z_old, self._z, self._event_directions) if self._has_events else ()
+        if hits:  # the new value moves a switching function across zero: an event now
+            try:
+                self._jump(self.integrator.t, [(i, 0) for i in hits])
+            except BaseException:
+                self._apply_state(snapshot)
+                raise
 
     # -- constraints along the run (cosim.constraint_guard) ------------------------------------
     def _leave_singular_start(self, report, ic):
@@ -1226,25 +1247,33 @@ class Simulation:
                 self._count_step(t_ev)
                 integ.step(t_ev)
                 self._observe(integ)
-            y = integ.y.copy()
-            terminal = False
-            for i, iters in firing:
-                y = np.asarray(model.apply_event(i, t_ev, y, u), dtype=float)
-                derivatives.forget(model)  # a jump map may switch the constraints (same q, t)
-                ev = model.events[i]
-                self._log({"time": t_ev, "name": ev.name, "kind": "state", "index": i,
-                           "terminal": bool(ev.terminal), "iterations": int(iters)})
-                terminal = terminal or bool(ev.terminal)
-                if self._chatter.add(t_ev):
-                    self._chattering(t_ev, ev.name)
-            if y.shape != (model.n_y,) or not np.all(np.isfinite(y)):
-                raise InvalidInputError(f"jump map of event {model.events[firing[0][0]].name!r} "
-                                        f"returned an invalid state {y!r}")
-            integ.reset_point(t_ev, y)
-            self._z = event_values(model, t_ev, integ.y, u)
-            if terminal:
-                self._stop(t_ev, ", ".join(model.events[i].name for i, _ in firing))
+            if self._jump(t_ev, firing):
                 return
+
+    def _jump(self, t_ev, firing):
+        """Apply the jump maps of the events ``firing`` ((index, iterations), in index
+        order) at the integrator's time t_ev, log them, restart; True when one is
+        terminal (the simulation stops)."""
+        integ, model, u = self.integrator, self.model, self._u
+        y = integ.y.copy()
+        terminal = False
+        for i, iters in firing:
+            y = np.asarray(model.apply_event(i, t_ev, y, u), dtype=float)
+            derivatives.forget(model)  # a jump map may switch the constraints (same q, t)
+            ev = model.events[i]
+            self._log({"time": t_ev, "name": ev.name, "kind": "state", "index": i,
+                       "terminal": bool(ev.terminal), "iterations": int(iters)})
+            terminal = terminal or bool(ev.terminal)
+            if self._chatter.add(t_ev):
+                self._chattering(t_ev, ev.name)
+        if y.shape != (model.n_y,) or not np.all(np.isfinite(y)):
+            raise InvalidInputError(f"jump map of event {model.events[firing[0][0]].name!r} "
+                                    f"returned an invalid state {y!r}")
+        integ.reset_point(t_ev, y)
+        self._z = event_values(model, t_ev, integ.y, u)
+        if terminal:
+            self._stop(t_ev, ", ".join(model.events[i].name for i, _ in firing))
+        return terminal
 
     def _observe(self, integ):
         if self._observer is not None:

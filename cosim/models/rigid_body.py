@@ -37,7 +37,15 @@ followed joint j, multiplier k, offset o), the holonomic constraint
 
     C = q_i − k q_j − o = 0     (URDF ``<mimic>``; C_q constant, C_t = γ = 0)
 
-so every robot, with or without mimic joints, runs the same kernels.
+and last, one flag per joint: 1 when the joint is **held** by a position stop
+(the joint and every joint of its mimic group, cosim.models.urdf), else 0.  A
+held joint's acceleration is removed from the equations: its row and column
+of M become the unit vector, its row of Q, Q_q, Q_v and (M a)_q is zero, so
+q''_i = 0 exactly and the other joints move as with the joint locked (the
+stop's reaction is the multiplier the event function computes in Python).
+Every method runs the held system unchanged (the hold is in M and Q).
+
+so every robot, with or without mimic joints or stops, runs the same kernels.
 """
 from __future__ import annotations
 
@@ -363,12 +371,26 @@ def joint_force_slopes(v, p, n, Qv):
         Qv[i, i] -= p[b + DAMPING] + p[b + FRICTION] / vs * (4.0 * e / ((1.0 + e) * (1.0 + e)))
 
 
+@kernel_helper
+def held_flags(p, n):
+    """Index in p of the per-joint held flags (after the mimic constraints)."""
+    b = HEAD + BLOCK * n
+    return b + 1 + MIMIC * int(p[b])
+
+
 # -- the kernels ------------------------------------------------------------------------------
 def tree_mass(q, t, p, M):
     n = int(p[0])
     W, B, C = np.zeros((n, NW)), np.zeros((n, NB)), np.zeros((n, NB))
     _kinematics(q, p, n, W, B)
     _crba(p, n, W, B, C, M)
+    h = held_flags(p, n)
+    for i in range(n):
+        if p[h + i] != 0.0:  # a held joint: its row and column of M the unit vector
+            for j in range(n):
+                M[i, j] = 0.0
+                M[j, i] = 0.0
+            M[i, i] = 1.0
 
 
 def tree_forces(q, v, t, u, p, Q):
@@ -379,6 +401,10 @@ def tree_forces(q, v, t, u, p, Q):
     for i in range(n):
         Q[i] = -Q[i]
     joint_forces(v, u, p, n, Q)
+    h = held_flags(p, n)
+    for i in range(n):
+        if p[h + i] != 0.0:
+            Q[i] = 0.0
 
 
 def tree_force_jacobians(q, v, t, u, p, Qq, Qv):
@@ -395,16 +421,31 @@ def tree_force_jacobians(q, v, t, u, p, Qq, Qv):
             Qq[i, j] = -Qq[i, j]
             Qv[i, j] = -Qv[i, j]
     joint_force_slopes(v, p, n, Qv)
+    h = held_flags(p, n)
+    for i in range(n):
+        if p[h + i] != 0.0:
+            for j in range(n):
+                Qq[i, j] = 0.0
+                Qv[i, j] = 0.0
 
 
 def tree_mass_jacobian_term(q, a, t, p, J):
-    """(M(q) a)_q = ∂rnea(q, 0, a; g = 0)/∂q."""
+    """(M(q) a)_q = ∂rnea(q, 0, a; g = 0)/∂q (held joints: a_i = 0, row i zero)."""
     n = int(p[0])
     W, B = np.zeros((n, NW)), np.zeros((n, NB))
     tau, mark, dF = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros((n, 6))
+    h = held_flags(p, n)
+    a = a.copy()
+    for i in range(n):
+        if p[h + i] != 0.0:
+            a[i] = 0.0
     _kinematics(q, p, n, W, B)
     _rnea(p, n, W, B, np.zeros(n), a, 0.0, 0.0, 0.0, tau)
     _rnea_derivatives(p, n, W, B, 0.0, 0.0, 0.0, True, J, mark, dF)
+    for i in range(n):
+        if p[h + i] != 0.0:
+            for j in range(n):
+                J[i, j] = 0.0
 
 
 def tree_constraints(q, t, p, C):
@@ -440,16 +481,20 @@ def tree_kernels():
 
 
 # -- packing ------------------------------------------------------------------------------------
-def tree_parameters(pin_model, gravity, velocity_scale, damping, friction, effort, mimics=()):
+def tree_parameters(pin_model, gravity, velocity_scale, damping, friction, effort, mimics=(),
+                    held=()):
     """The flat ``p`` of a pinocchio model of a fixed-base tree with one-dof revolute
     and prismatic joints (URDF continuous joints arrive as revolute); ``mimics``: the
-    mimic constraints as (mimic joint index, followed joint index, multiplier, offset)."""
+    mimic constraints as (mimic joint index, followed joint index, multiplier, offset);
+    ``held``: the indices of the joints a position stop holds."""
     n = pin_model.njoints - 1
-    p = np.zeros(HEAD + BLOCK * n + 1 + MIMIC * len(mimics))
+    p = np.zeros(HEAD + BLOCK * n + 1 + MIMIC * len(mimics) + n)
     b = HEAD + BLOCK * n
     p[b] = len(mimics)
     for r, (i, j, k, o) in enumerate(mimics):
         p[b + 1 + MIMIC * r: b + 1 + MIMIC * (r + 1)] = (i, j, k, o)
+    for i in held:
+        p[b + 1 + MIMIC * len(mimics) + int(i)] = 1.0
     p[0] = n
     p[1:4] = gravity
     p[4] = velocity_scale

@@ -31,16 +31,30 @@ Analytic Jacobians (pinocchio): Q_q = −∂RNEA/∂q and Q_v = −∂RNEA/∂v 
 acceleration (``computeRNEADerivatives``) minus the damping/friction slopes;
 (M a)_q = ∂RNEA/∂q at (q, 0, a) with zero gravity.
 
-Position limits of revolute and prismatic joints are **events** (seed 001
-§3.7) when the class is made with ``position_limits=True`` (off by
-default): switching functions q − lower and upper − q, and at a crossing an
-impulse along the joint reverses its velocity, scaled by ``restitution``
-(Newton's impact law through M and the mimic constraints: the other joints
-react; restitution 1 keeps the kinetic energy; q set onto the limit).  There is no sticking mode:
-a joint that comes to rest on its limit under load is a Zeno sequence of
-impacts, which the stepper's chattering monitor reports (ChatteringError, or
-a stop with ``on_chattering="stop"``) — the Panda at rest falls onto its
-joint-6 limit within 0.1 s, hence off by default.
+Position limits of revolute and prismatic joints are **stops** when the class
+is made with ``position_limits=True`` (off by default): per limited joint a
+contact mode, the parameter ``<joint>.stop`` (0 free, −1 held at the lower
+limit, +1 held at the upper; set by the events, so the state, its snapshots
+and its blobs carry it; 0 at the start), and three switching functions (seed
+001 §3.7):
+
+* arrival, ``q − lower`` and ``upper − q`` (falling): at a crossing q is set
+  onto the limit and an impulse along the joint makes its velocity
+  −restitution × its velocity before (Newton's impact law through M and the
+  mimic constraints: the other joints react; restitution 1 keeps the kinetic
+  energy).  When the rebound speed ``restitution·|v|`` is at most
+  ``stop_hold_velocity`` the impact is plastic (v = 0) and, if the load
+  pushes the joint into the stop, the stop **holds** it: the mode becomes ±1;
+* release, the stop's reaction r (falling): while held, the joint and its
+  mimic group are removed from the equations (q'' = 0; rigid_body's held
+  flags in p) and r is the multiplier of the hold in
+  [M C_qᵀ −e_i; C_q 0 0; −e_iᵀ 0 0] [q''; λ; r] = [Q; 0; 0]; when r changes
+  sign (the load pulls the joint away, within the step or by an input change
+  at a communication point) the mode returns to 0 and the joint leaves the
+  limit with zero velocity.
+
+So a joint pushed into its limit rests there (no chattering), and restitution
+1 with ``stop_hold_velocity`` 0 is a lossless bounce.
 
 Names: coordinates are the URDF joint names (pinocchio's depth-first order),
 inputs are the joint efforts named after the joints; outputs
@@ -72,7 +86,9 @@ from .._version import install_hint
 from ..errors import InvalidInputError, UnknownModelError
 from . import rigid_body, urdf_parse
 from .base import Event, MultibodyModel, Parameter, Signal
-from .ranges import NONNEGATIVE, POSITIVE, UNIT_INTERVAL
+from .ranges import NONNEGATIVE, POSITIVE, UNIT_INTERVAL, Range
+
+STOP_MODE = Range(values=(-1.0, 0.0, 1.0))
 
 KERNELS = rigid_body.tree_kernels()
 
@@ -103,6 +119,7 @@ class URDFModel(MultibodyModel):
     efforts_by_joint = True  # the ROS node maps JointState efforts to the inputs by joint name
     _pin_model = None
     _limited = ()           # indices of joints with position limits
+    _held = ()              # indices of the joints held by a stop (their mimic groups)
     _mimics = ()            # (mimic joint, followed joint, multiplier, offset) per constraint
     _root = _coef = _offs = None  # q_i = _coef[i] q_{_root[i]} + _offs[i] (mimic chains resolved)
     kernel_name = "urdf_tree"  # one compiled entry for every robot (the robot is in p)
@@ -133,7 +150,7 @@ class URDFModel(MultibodyModel):
         self._p = rigid_body.tree_parameters(
             self._pm, [p["gravity_x"], p["gravity_y"], p["gravity_z"]], p["friction_velocity_scale"],
             [p[f"{j}.damping"] for j in names], [p[f"{j}.friction"] for j in names],
-            [p[f"{j}.effort_limit"] for j in names], self._mimics)
+            [p[f"{j}.effort_limit"] for j in names], self._mimics, self._held_joints())
         m = len(self._mimics)
         self._Cq = np.zeros((m, n))
         rigid_body.tree_constraint_jacobian(np.zeros(n), 0.0, self._p, self._Cq)
@@ -169,7 +186,36 @@ class URDFModel(MultibodyModel):
         M = pin.crba(self._pm, self._pd, pin.randomConfiguration(self._pm, -np.ones(n), np.ones(n)))
         self._symmetrize = not np.array_equal(M, M.T)
 
+    def _held_joints(self):
+        """The joints the stops hold now (a stop holds its joint's whole mimic group);
+        also sets ``_modes`` (per limited joint) and ``_held``."""
+        names = self.coordinates
+        self._modes = np.array([self.params[f"{names[i]}.stop"] for i in self._limited])
+        held = set()
+        for r, i in enumerate(self._limited):
+            if self._modes[r] != 0.0:
+                held.update(np.flatnonzero(self._root == self._root[i]).tolist())
+        self._held = np.array(sorted(held), dtype=int)
+        return self._held
+
+    def _set_stop(self, r, mode):
+        """Stop r (of the limited joints) to ``mode`` at an event: the parameter (the
+        state carries it) and the held flags in p, in place (no new set-up)."""
+        i = self._limited[r]
+        self.params[f"{self.coordinates[i]}.stop"] = float(mode)
+        self._held_joints()
+        n = len(self.coordinates)
+        flags = rigid_body.held_flags(self._p, n)
+        self._p[flags:flags + n] = 0.0
+        self._p[flags + self._held] = 1.0
+
     def initial_state(self):
+        held = [self.coordinates[i] for r, i in enumerate(self._limited) if self._modes[r] != 0.0]
+        if held:  # the modes are state: the events set them, a restored state carries them
+            raise InvalidInputError(
+                f"parameter {held[0] + '.stop'!r} = {self.params[held[0] + '.stop']!r}: a stop "
+                f"starts free (0) and holds from its first arrival (a joint may start on its "
+                f"limit: '{held[0]}.q0' = the limit)")
         return self._q0.copy(), self._v0.copy()
 
     def input_limits(self):
@@ -182,26 +228,43 @@ class URDFModel(MultibodyModel):
         M = self._crba(self._pm, self._pd, np.asarray(q, dtype=float))
         if self._symmetrize:
             M = np.triu(M) + np.triu(M, 1).T
+        h = self._held
+        if len(h):  # held joints: row and column the unit vector (rigid_body.tree_mass)
+            M = np.array(M)
+            M[h, :] = 0.0
+            M[:, h] = 0.0
+            M[h, h] = 1.0
         return M
 
-    def forces(self, q, v, t, u):
+    def _free_forces(self, q, v, u):
         v = np.asarray(v, dtype=float)
         Q = -self._rnea(self._pm, self._pd, np.asarray(q, dtype=float), v, self._zero)
         rigid_body.joint_forces(v, np.asarray(u, dtype=float), self._p, len(Q), Q)
+        return Q
+
+    def forces(self, q, v, t, u):
+        Q = self._free_forces(q, v, u)
+        Q[self._held] = 0.0
         return Q
 
     def force_jacobians(self, q, v, t, u):
         v = np.asarray(v, dtype=float)
         dq, dv, _ = self._rnea_derivatives(self._pm, self._pd, np.asarray(q, dtype=float), v,
                                            self._zero)
-        Qv = -dv
+        Qq, Qv = -dq, -dv
         rigid_body.joint_force_slopes(v, self._p, len(v), Qv)
-        return -dq, Qv
+        Qq[self._held, :] = 0.0
+        Qv[self._held, :] = 0.0
+        return Qq, Qv
 
     def mass_jacobian_term(self, q, a, t):
+        a = np.array(a, dtype=float)
+        a[self._held] = 0.0
         dq, _, _ = self._rnea_derivatives(self._pm0, self._pd0, np.asarray(q, dtype=float),
-                                          self._zero, np.asarray(a, dtype=float))
-        return np.array(dq)  # pinocchio returns views of its Data
+                                          self._zero, a)
+        J = np.array(dq)  # pinocchio returns views of its Data
+        J[self._held, :] = 0.0
+        return J
 
     # -- mimic constraints (the kernels' functions; C_q constant, C_t = γ = 0) --------------
     def constraints(self, q, t):
@@ -252,28 +315,77 @@ class URDFModel(MultibodyModel):
         return float(self._pin.computePotentialEnergy(self._pm, self._pd,
                                                         np.asarray(q, dtype=float)))
 
-    # -- position limits (events) ----------------------------------------------------------------
-    def event_functions(self, t, y, u):
-        q = y[:self.n_q]
-        idx = self._limited
-        return np.concatenate([q[idx] - self._lower[idx], self._upper[idx] - q[idx]])
-
-    def apply_event(self, index, t, y, u):
-        """Impact on the stop: q onto the limit (a mimic group kept consistent), and the
-        impulse Λ along the joint that makes its velocity −restitution × its velocity
-        before (Newton's law): v⁺ = v⁻ + w Λ with w the response to a unit impulse,
-        [M C_qᵀ; C_q 0] [w; μ] = [e_i; 0], Λ = −(1 + e) v⁻_i / w_i, so the other joints
-        react through M and the constraints, and restitution 1 keeps the kinetic energy."""
+    # -- position-limit stops (events) ---------------------------------------------------------
+    def stop_reactions(self, q, v, t, u):
+        """The reaction (N·m or N, positive along the joint) of every limited joint's stop
+        that holds now (0 for the others): the multipliers r of the holds in
+        [M C_qᵀ −E; C_q 0 0; −Eᵀ 0 0] [q''; λ; r] = [Q; 0; 0], E the unit columns of the
+        held stops' joints (the unheld equations: pinocchio's M and Q)."""
         k = len(self._limited)
-        i = self._limited[index % k]
-        y = np.array(y, dtype=float)
-        n, limit = self.n_q, (self._lower[i] if index < k else self._upper[i])
+        out = np.zeros(k)
+        active = np.flatnonzero(self._modes != 0.0)
+        if not len(active):
+            return out
+        q = np.asarray(q, dtype=float)
+        n, m, s = self.n_q, len(self._mimics), len(active)
+        M = self._crba(self._pm, self._pd, q)
+        if self._symmetrize:
+            M = np.triu(M) + np.triu(M, 1).T
+        K = np.zeros((n + m + s, n + m + s))
+        K[:n, :n] = M
+        K[:n, n:n + m], K[n:n + m, :n] = self._Cq.T, self._Cq
+        for c, r in enumerate(active):
+            K[self._limited[r], n + m + c] = K[n + m + c, self._limited[r]] = -1.0
+        rhs = np.zeros(n + m + s)
+        rhs[:n] = self._free_forces(q, v, u)
+        out[active] = np.linalg.solve(K, rhs)[n + m:]
+        return out
+
+    def event_functions(self, t, y, u):
+        n, idx = self.n_q, self._limited
+        q = y[:n]
+        lower, upper = q[idx] - self._lower[idx], self._upper[idx] - q[idx]
+        release = np.ones(len(idx))
+        if len(self._held):
+            held = np.isin(idx, self._held)  # a held joint cannot arrive anywhere
+            lower[held] = upper[held] = 1.0
+            r = self.stop_reactions(q, y[n:], t, u)
+            on = self._modes != 0.0
+            release[on] = -self._modes[on] * r[on]  # > 0 while the stop pushes
+        return np.concatenate([lower, upper, release])
+
+    def _onto_limit(self, y, i, limit):
+        """q_i onto the limit, its mimic group kept consistent."""
         group = np.flatnonzero(self._root == self._root[i])
         if self._coef[i] != 0.0 and len(group) > 1:
             r = self._root[i]
             y[r] = (limit - self._offs[i]) / self._coef[i]
             y[group] = self._coef[group] * y[r] + self._offs[group]
         y[i] = limit
+
+    def apply_event(self, index, t, y, u):
+        """Arrival (index < 2k): q onto the limit and the impulse Λ along the joint that
+        makes its velocity −e × its velocity before (Newton's law): v⁺ = v⁻ + w Λ with w
+        the response to a unit impulse, [M C_qᵀ; C_q 0] [w; μ] = [e_i; 0],
+        Λ = −(1 + e) v⁻_i / w_i, so the other joints react through M and the
+        constraints, and restitution 1 keeps the kinetic energy; e = 0 and the stop
+        holds when e|v⁻_i| <= stop_hold_velocity and the load pushes into it.
+        Release (index >= 2k): the stop lets go (mode 0); q stays on the limit."""
+        k = len(self._limited)
+        r = index % k
+        i = self._limited[r]
+        y = np.array(y, dtype=float)
+        n = self.n_q
+        if index >= 2 * k:
+            mode = self._modes[r]
+            self._set_stop(r, 0.0)
+            if mode != 0.0:
+                self._onto_limit(y, i, self._lower[i] if mode < 0 else self._upper[i])
+            return y
+        if i in self._held:  # its group is held by another stop already
+            return y
+        side = -1.0 if index < k else 1.0
+        self._onto_limit(y, i, self._lower[i] if side < 0 else self._upper[i])
         q, v = y[:n], y[n:]
         m = len(self._mimics)
         K = np.zeros((n + m, n + m))
@@ -282,8 +394,18 @@ class URDFModel(MultibodyModel):
         rhs = np.zeros(n + m)
         rhs[i] = 1.0
         w = np.linalg.solve(K, rhs)[:n]
-        impulse = -(1.0 + self.params["restitution"]) * v[i] / w[i]
+        e = self.params["restitution"]
+        if e * abs(v[i]) <= self.params["stop_hold_velocity"]:
+            e = 0.0
+        impulse = -(1.0 + e) * v[i] / w[i]
         y[n:] = v + w * impulse
+        if e == 0.0:
+            y[n + i] = 0.0  # exactly at rest (the group follows within roundoff)
+            group = np.flatnonzero(self._root == self._root[i])
+            y[n + group] = 0.0
+            self._set_stop(r, side)
+            if -side * self.stop_reactions(y[:n], y[n:], t, u)[r] <= 0.0:
+                self._set_stop(r, 0.0)  # the load pulls away: the joint leaves at once
         return y
 
 
@@ -381,6 +503,16 @@ def urdf_model_class(text, frames=(), position_limits=False):
                   "velocity scale v_s of the smoothed Coulomb friction f*tanh(v/v_s)"),
         Parameter("restitution", 0.5, "1", "restitution coefficient at a position limit"),
     ]
+    limited = tuple(i for i, j in enumerate(names)
+                    if position_limits and math.isfinite(joints[j].lower))
+    if limited:
+        params += [Parameter("stop_hold_velocity", 1e-3, "rad/s or m/s",
+                             "a stop holds its joint when the rebound speed restitution*|v| "
+                             "is at most this")]
+        params += [Parameter(f"{names[i]}.stop", 0.0, "1",
+                             f"stop of joint {names[i]}: 0 free, -1 held at the lower limit, "
+                             f"+1 at the upper (set by the limit events; part of the state)")
+                   for i in limited]
     outputs = [Signal(f"{j}_position", unit[joints[j].type][0], f"position of joint {j}")
                for j in names]
     outputs += [Signal(f"{j}_velocity", unit[joints[j].type][0] + "/s", f"velocity of joint {j}")
@@ -390,10 +522,9 @@ def urdf_model_class(text, frames=(), position_limits=False):
         outputs += [Signal(f"{f}_{c}", "1", f"orientation quaternion {c} of frame {f}")
                     for c in ("qx", "qy", "qz", "qw")]
     inputs = [Signal(j, unit[joints[j].type][1], f"effort of joint {j}") for j in names]
-    limited = tuple(i for i, j in enumerate(names)
-                    if position_limits and math.isfinite(joints[j].lower))
     events = tuple(Event(f"{names[i]}_lower_limit", direction=-1) for i in limited) + \
-        tuple(Event(f"{names[i]}_upper_limit", direction=-1) for i in limited)
+        tuple(Event(f"{names[i]}_upper_limit", direction=-1) for i in limited) + \
+        tuple(Event(f"{names[i]}_stop_release", direction=-1) for i in limited)
     _unique([s.name for s in inputs + outputs] + [p.name for p in params], robot.name)
     attrs = {
         "name": robot.name, "robot": robot, "frames": frames,
@@ -405,7 +536,9 @@ def urdf_model_class(text, frames=(), position_limits=False):
         "outputs": tuple(outputs), "events": events, "parameter_ranges": {
             **{p.name: NONNEGATIVE for p in params
                if p.name.endswith((".damping", ".friction", ".effort_limit"))},
-            "restitution": UNIT_INTERVAL, "friction_velocity_scale": POSITIVE},
+            **{f"{names[i]}.stop": STOP_MODE for i in limited},
+            "restitution": UNIT_INTERVAL, "friction_velocity_scale": POSITIVE,
+            "stop_hold_velocity": NONNEGATIVE},
         "_pin_model": pm, "_limited": np.array(limited, dtype=int), "_joint": joints,
         "coordinate_scale": 1.0,
     }

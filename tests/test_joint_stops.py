@@ -1,0 +1,326 @@
+"""Joint position limits as stops that hold (URDF <limit lower upper>, position_limits=True):
+a joint driven into its limit rests there while the load pushes it in and leaves when the
+load pulls it away; the stop's mode is state (snapshots and blobs carry it)."""
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pinocchio")
+
+from cosim import Simulation  # noqa: E402
+from cosim.errors import InvalidInputError, UnknownModelError  # noqa: E402
+from cosim.models.urdf import example_robot_path, load_urdf, urdf_model_class  # noqa: E402
+
+TWO_LINK = Path(__file__).resolve().parents[1] / "cosim" / "data" / "urdf" / "two_link.urdf"
+
+# one revolute joint about the vertical (no gravity torque): I = 0.1 + 2 * 0.5² = 0.6 kg m²;
+# a prismatic joint on another branch of the base (decoupled) keeps the system moving
+ARM = """<robot name="stop_arm"><link name="base"/>
+<joint name="j" type="revolute"><parent link="base"/><child link="l"/><axis xyz="0 0 1"/>
+<limit lower="-0.5" upper="0.5" effort="0" velocity="10"/></joint>
+<link name="l"><inertial><origin xyz="0.5 0 0"/><mass value="2"/>
+<inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link>
+<joint name="s" type="prismatic"><parent link="base"/><child link="c"/><axis xyz="1 0 0"/>
+<limit lower="-100" upper="100" effort="0" velocity="10"/></joint>
+<link name="c"><inertial><mass value="1"/>
+<inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link></robot>"""
+INERTIA = 0.6
+UPPER = 0.5
+METHODS = ["generalized-alpha", "generalized-alpha-i2", "bdf", "bdf-i2", "bdf-i1", "dopri5",
+           "rk4", "rkc-penalty", "local-index1", "spark", "block-lstable"]
+FIXED_STEP = ("rk4", "spark", "block-lstable")
+
+
+def _panda_path():
+    try:
+        return example_robot_path()
+    except UnknownModelError as exc:
+        pytest.skip(str(exc))
+
+
+def _arm_sim(method, restitution, **opts):
+    cls = urdf_model_class(ARM, position_limits=True)
+    params = {"restitution": restitution, "s.v0": 0.1}
+    if method in FIXED_STEP:
+        opts.setdefault("h", 1e-3)
+    return Simulation(cls, method=method, params=params, rtol=1e-9, atol=1e-9,
+                      backend="python", **opts)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_constant_torque_holds_the_joint_on_its_stop_and_reversal_releases_it(method):
+    """1 N·m from rest at q = 0 (restitution 0): the joint reaches its upper limit at
+    t₁ = √(2·0.5·I) (I = 0.6 kg m²) — located within 1e-7 s (block-lstable: 1e-4 s, its
+    dense output; measured 7.8e-5) — stays exactly on it with zero velocity while the
+    torque pushes (no chattering, one event), and the reversed torque at t = 1 s releases it
+    at that instant: q(t) = 0.5 − (t − 1)²/(2 I) afterwards, within 1e-7 (fixed-step and
+    BDF methods: the method's error, measured ≤ 4.5e-8)."""
+    sim = _arm_sim(method, 0.0)
+    sim.set_inputs({"j": 1.0})
+    for _ in range(10):
+        sim.do_step(sim.time, 0.1)
+        if sim.time > 0.8:  # held: exactly on the limit, at rest
+            assert sim.y[0] == UPPER and sim.y[2] == 0.0
+    arrival = sim.event_log[0]
+    assert [e["name"] for e in sim.event_log] == ["j_upper_limit"]
+    assert abs(arrival["time"] - math.sqrt(2.0 * UPPER * INERTIA)) <= (
+        1e-4 if method == "block-lstable" else 1e-7)
+    assert sim.model.params["j.stop"] == 1.0
+    sim.set_inputs({"j": -1.0})  # an input change at a communication point: the stop lets go
+    assert sim.event_log[-1]["name"] == "j_stop_release" and sim.event_log[-1]["time"] == sim.time
+    assert sim.model.params["j.stop"] == 0.0
+    for _ in range(3):
+        sim.do_step(sim.time, 0.1)
+    assert abs(sim.y[0] - (UPPER - 0.3 ** 2 / (2.0 * INERTIA))) <= 1e-7
+    assert abs(sim.y[2] + 0.3 / INERTIA) <= 1e-6
+    assert abs(sim.y[1] - 0.13) <= 1e-7  # the other branch, s = 0.1 t, unaffected
+
+
+@pytest.mark.parametrize("method", ["dopri5", "generalized-alpha"])
+def test_bounces_by_the_restitution_then_hold(method):
+    """Restitution 0.5 under a constant 1 N·m: impacts at t₁ = √(2·0.5·I) and then every
+    2 e^k v₁ / a (v₁ = a t₁, a = 1/I), each rebound e times the speed before; the stop holds
+    at the first impact whose rebound e|v| is at most stop_hold_velocity (1e-3 rad/s):
+    the event times of the analytic sequence within 1e-8 s."""
+    sim = _arm_sim(method, 0.5)
+    sim.set_inputs({"j": 1.0})
+    for _ in range(30):
+        sim.do_step(sim.time, 0.1)
+    a = 1.0 / INERTIA
+    t, v, expected = math.sqrt(2.0 * UPPER / a), math.sqrt(2.0 * UPPER * a), []
+    while True:
+        expected.append(t)
+        if 0.5 * v <= 1e-3:
+            break
+        v *= 0.5
+        t += 2.0 * v / a
+    times = [e["time"] for e in sim.event_log]
+    assert [e["name"] for e in sim.event_log] == ["j_upper_limit"] * len(expected)
+    assert np.abs(np.array(times) - expected).max() <= 1e-8
+    assert sim.y[0] == UPPER and sim.y[2] == 0.0 and sim.model.params["j.stop"] == 1.0
+
+
+def _two_link_with_stop():
+    text = TWO_LINK.read_text()
+    i = text.index('<joint name="joint2" type="continuous">')
+    tail = text[i:].replace('type="continuous">', 'type="revolute">', 1).replace(
+        '<axis xyz="0 0 1"/>',
+        '<axis xyz="0 0 1"/><limit lower="-0.5" upper="0.5" effort="0" velocity="10"/>', 1)
+    return urdf_model_class(text[:i] + tail, position_limits=True)
+
+
+def test_release_inside_a_step_matches_the_locked_system_reference():
+    """Vertical two-link, link 1 horizontal, joint 2 starting on its upper limit at rest:
+    gravity pushes link 2 into the stop (held from t = 0), the links swing down as one
+    body, and the stop's reaction changes sign inside a step.  Reference: pinocchio's M and
+    bias for the locked system (q₂ = 0.5, q₁'' = Q₁/M₁₁) integrated by scipy's DOP853 at
+    1e-12 with the reaction r = M₂₁ q₁'' − Q₂ as the event, then the free two-link system:
+    the release time within 1e-8 s (measured 1e-12) and the state at t = 1 s within 1e-7."""
+    import pinocchio as pin
+    from scipy.integrate import solve_ivp
+
+    cls = _two_link_with_stop()
+    sim = Simulation(cls, method="dopri5", params={"joint2.q0": 0.5, "restitution": 0.0},
+                     rtol=1e-11, atol=1e-11, backend="python")
+    for _ in range(100):
+        sim.do_step(sim.time, 0.01)
+    names = [e["name"] for e in sim.event_log]
+    assert names == ["joint2_upper_limit", "joint2_stop_release"]
+    pm = pin.Model(cls._pin_model)
+    pd = pm.createData()
+
+    def mq(q, v):
+        M = pin.crba(pm, pd, q)
+        return np.triu(M) + np.triu(M, 1).T, -pin.rnea(pm, pd, q, v, np.zeros(2))
+
+    def locked(t, x):
+        q, v = np.array([x[0], 0.5]), np.array([x[1], 0.0])
+        M, Q = mq(q, v)
+        return [x[1], Q[0] / M[0, 0]]
+
+    def reaction(t, x):
+        q, v = np.array([x[0], 0.5]), np.array([x[1], 0.0])
+        M, Q = mq(q, v)
+        return M[1, 0] * Q[0] / M[0, 0] - Q[1]
+
+    reaction.terminal = True
+    assert reaction(0.0, [0.0, 0.0]) < 0.0  # the upper stop pushes the joint down
+    ref = solve_ivp(locked, (0.0, 1.0), [0.0, 0.0], method="DOP853", rtol=1e-12, atol=1e-12,
+                    events=reaction)
+    t_r = ref.t_events[0][0]
+    assert abs(sim.event_log[1]["time"] - t_r) <= 1e-8
+    q1, v1 = ref.y_events[0][0]
+
+    def free(t, x):
+        M, Q = mq(x[:2], x[2:])
+        return np.concatenate([x[2:], np.linalg.solve(M, Q)])
+
+    end = solve_ivp(free, (t_r, 1.0), [q1, 0.5, v1, 0.0], method="DOP853", rtol=1e-12,
+                    atol=1e-12)
+    assert np.abs(sim.y - end.y[:, -1]).max() <= 1e-7
+
+
+def test_held_kernels_match_the_python_methods():
+    """The compiled path's kernels (run as plain Python) with joint 4 and the fingers held
+    equal the pinocchio methods (M with unit rows/columns, zero rows of Q, Q_q, Q_v,
+    (M a)_q) to 1e-12 relative."""
+    from cosim.models import rigid_body as rb
+
+    cls = load_urdf(_panda_path(), position_limits=True)
+    model = cls(**{"panda_joint4.stop": 1.0, "panda_finger_joint1.stop": -1.0})
+    assert list(model._held) == [3, 7, 8]
+    p, n = model._p, 9
+    rng = np.random.default_rng(7)
+    q, v, a, u = (rng.uniform(-1, 1, n) for _ in range(4))
+
+    def close(x, ref):
+        assert np.abs(x - ref).max() <= 1e-12 * np.abs(ref).max()
+
+    M, Q, Qq, Qv, J = (np.zeros((n, n)), np.zeros(n), np.zeros((n, n)), np.zeros((n, n)),
+                       np.zeros((n, n)))
+    rb.tree_mass(q, 0.0, p, M)
+    rb.tree_forces(q, v, 0.0, u, p, Q)
+    rb.tree_force_jacobians(q, v, 0.0, u, p, Qq, Qv)
+    rb.tree_mass_jacobian_term(q, a, 0.0, p, J)
+    close(M, model.mass(q, 0.0))
+    assert M[3, 3] == 1.0 and not M[3, :3].any() and Q[3] == Q[7] == Q[8] == 0.0
+    close(Q, model.forces(q, v, 0.0, u))
+    Qq_ref, Qv_ref = model.force_jacobians(q, v, 0.0, u)
+    close(Qq, Qq_ref)
+    close(Qv, Qv_ref)
+    close(J, model.mass_jacobian_term(q, a, 0.0))
+
+
+@pytest.fixture(scope="module")
+def panda_limits():
+    return load_urdf(_panda_path(), position_limits=True)
+
+
+def _panda_sim(cls, **opts):
+    params = {"panda_joint4.q0": -0.3, "panda_joint6.q0": 1.5}
+    return Simulation(cls, method="dopri5", params=params, rtol=1e-8, atol=1e-8,
+                      backend="python", **opts)
+
+
+def test_panda_joint_driven_into_its_limit_stays_and_leaves(panda_limits):
+    """Panda under gravity, 20 N·m on joint 4 towards its upper limit (−0.0698 rad): it
+    arrives, bounces (restitution 0.5), then rests exactly on the limit with zero velocity
+    while the other joints move (no ChatteringError); −20 N·m releases it at that instant
+    and it leaves the limit."""
+    sim = _panda_sim(panda_limits)
+    upper = sim.model._upper[3]
+    sim.set_inputs({"panda_joint4": 20.0})
+    for _ in range(50):
+        sim.do_step(sim.time, 0.01)
+    assert sim.model.params["panda_joint4.stop"] == 1.0
+    assert sim.y[3] == upper and sim.y[9 + 3] == 0.0
+    assert np.abs(sim.y[9:]).max() > 0.1  # the arm moves on
+    arrivals = [e for e in sim.event_log if e["name"] == "panda_joint4_upper_limit"]
+    assert len(arrivals) >= 2 and sim.event_log[-1]["time"] < sim.time
+    sim.set_inputs({"panda_joint4": -20.0})
+    assert sim.event_log[-1]["name"] == "panda_joint4_stop_release"
+    for _ in range(10):
+        sim.do_step(sim.time, 0.01)
+    assert sim.y[3] < upper - 1e-3 and sim.model.params["panda_joint4.stop"] == 0.0
+
+
+def test_panda_at_rest_falls_onto_its_limits_and_rests_there(panda_limits):
+    """The default Panda, no input, 1 s: the arm falls onto joint 2's upper limit (and the
+    fingers onto theirs) and rests there, no ChatteringError; every joint within its
+    limits."""
+    sim = Simulation(panda_limits, method="dopri5", rtol=1e-6, atol=1e-8, backend="python")
+    for _ in range(100):
+        sim.do_step(sim.time, 0.01)
+    assert sim.model.params["panda_joint2.stop"] == 1.0
+    assert sim.y[1] == sim.model._upper[1] and sim.y[9 + 1] == 0.0
+    q = sim.y[:9]
+    assert np.all(q >= sim.model._lower) and np.all(q <= sim.model._upper)
+
+
+def test_restart_across_the_stop_is_bit_identical(panda_limits):
+    """A state blob written while joint 4 is held (and a snapshot before its arrival),
+    restored into a fresh simulation / rolled back: the continuation through the hold and the
+    release (an input reversal) is bit-identical, event log included."""
+    def continuation(sim):
+        ys = []
+        for k in range(20):
+            if k == 10:
+                sim.set_inputs({"panda_joint4": -20.0})
+            sim.do_step(sim.time, 0.01)
+            ys.append(sim.y.copy())
+        return np.array(ys), sim.event_log
+
+    sim = _panda_sim(panda_limits)
+    sim.set_inputs({"panda_joint4": 20.0})
+    sim.do_step(0.0, 0.05)
+    before = sim.get_state()  # before the arrival (t ≈ 0.1 s)
+    assert sim.model.params["panda_joint4.stop"] == 0.0
+    for _ in range(25):
+        sim.do_step(sim.time, 0.01)
+    assert sim.model.params["panda_joint4.stop"] == 1.0
+    blob = sim.serialize_state()
+    ys, log = continuation(sim)
+    fresh = _panda_sim(panda_limits)
+    fresh.deserialize_state(blob)
+    assert fresh.model.params["panda_joint4.stop"] == 1.0
+    ys2, log2 = continuation(fresh)
+    assert np.array_equal(ys, ys2) and log == log2
+    # rollback to before the arrival: the same run again
+    sim.set_state(before)
+    assert sim.model.params["panda_joint4.stop"] == 0.0
+    for _ in range(25):
+        sim.do_step(sim.time, 0.01)
+    ys3, log3 = continuation(sim)
+    assert np.array_equal(ys, ys3) and log == log3
+
+
+def test_a_stop_starts_free_and_rejects_a_bad_mode():
+    cls = urdf_model_class(ARM, position_limits=True)
+    with pytest.raises(InvalidInputError, match=r"'j.stop' = 1.0: a stop starts free"):
+        Simulation(cls, method="dopri5", params={"j.q0": 0.5, "j.stop": 1.0}, backend="python")
+    with pytest.raises(InvalidInputError, match="j.stop"):
+        cls(**{"j.stop": 0.5})
+
+
+@pytest.mark.parametrize("method", ["dopri5", "generalized-alpha"])
+def test_stops_on_the_compiled_backend_match_the_python_backend(method):
+    """The vertical two-link with its joint-2 stop (held from t = 0, released inside a step)
+    and a reversal of a joint-1 effort: the compiled kernels (held flags in p) and
+    pinocchio give the same events, times within 1e-10 s, states within 1e-9."""
+    pytest.importorskip("numba")
+    cls = _two_link_with_stop()
+    runs = []
+    for backend in ("python", "numba"):
+        sim = Simulation(cls, method=method, params={"joint2.q0": 0.5, "restitution": 0.0},
+                         rtol=1e-10, atol=1e-10, backend=backend,
+                         **({"h": 1e-4} if method == "generalized-alpha" else {}))
+        assert sim.backend == backend
+        ys = []
+        for k in range(60):
+            if k == 50:
+                sim.set_inputs({"joint1": 5.0})
+            sim.do_step(sim.time, 0.01)
+            ys.append(sim.y.copy())
+        runs.append((np.array(ys), sim.event_log))
+    (y_py, ev_py), (y_nb, ev_nb) = runs
+    assert [e["name"] for e in ev_py] == [e["name"] for e in ev_nb]
+    assert "joint2_stop_release" in [e["name"] for e in ev_py]
+    assert max(abs(a["time"] - b["time"]) for a, b in zip(ev_py, ev_nb)) <= 1e-10
+    assert np.abs(y_py - y_nb).max() <= 1e-9
+
+
+def test_a_tunable_parameter_that_pulls_the_joint_away_releases_the_stop():
+    """Vertical two-link held on its joint-2 stop by gravity: reversing gravity (a tunable
+    parameter) makes the reaction pull away, and the stop lets go at that instant."""
+    cls = _two_link_with_stop()
+    sim = Simulation(cls, method="dopri5", params={"joint2.q0": 0.5, "restitution": 0.0},
+                     rtol=1e-10, atol=1e-10, backend="python")
+    sim.do_step(0.0, 0.1)
+    assert sim.model.params["joint2.stop"] == 1.0
+    sim.set_parameter("gravity_z", 9.81)
+    assert sim.event_log[-1]["name"] == "joint2_stop_release"
+    assert sim.event_log[-1]["time"] == sim.time and sim.model.params["joint2.stop"] == 0.0
+    sim.do_step(sim.time, 0.05)
+    assert sim.y[1] < 0.5
