@@ -188,16 +188,18 @@ class Simulation:
     ``blocks``/``connections``: discrete blocks (:mod:`cosim.blocks`) and ``"src ->
     dst"`` signal connections; ``backend``: ``"auto"``, ``"numba"`` or ``"python"``;
     ``max_ic_repair``: the largest initial-condition repair accepted; ``check``:
-    ``"quick"`` or ``"off"`` (the set-up model check); ``constraint_check``: ``"step"``
-    (the full constraint set checked after every communication step against a bound
-    from the tolerances, :mod:`cosim.constraint_guard`) or ``"off"``.  A failing call raises a
+    ``"quick"`` or ``"off"`` (the set-up model check); ``constraint_check``: ``"auto"``
+    (default: the full constraint set checked after every communication step against a
+    bound from the tolerances, :mod:`cosim.constraint_guard`, wherever a wrong answer is
+    possible: user models, constraints set aside as redundant, a singular start, methods
+    that only bound the drift), ``"step"`` (every constrained model) or ``"off"``.  A failing call raises a
     :mod:`cosim.errors` exception and leaves the simulation unchanged."""
 
     def __init__(self, model="pendulum", method=None, params=None, rtol=1e-6,
                  atol=1e-8, h=None, method_options=None, blocks=(), connections=(), start_time=0.0,
                  event_tolerance=1e-10, max_chattering_events=50, chattering_window=None,
                  on_chattering="error", backend="auto", max_ic_repair=None, check=None,
-                 constraint_check="step"):
+                 constraint_check="auto"):
         self.model = load_model(_robot_file(model), **dict(params or {}))
         # check="quick": the model checker at the initial state before anything runs (the
         # default for user models: a wrong hand-derived C_q or γ otherwise ends in a Newton
@@ -209,8 +211,9 @@ class Simulation:
             raise InvalidInputError(f"check must be 'quick' or 'off', got {check!r}")
         if self.check == "quick":
             _quick_check(self.model)
-        if constraint_check not in ("step", "off"):
-            raise InvalidInputError(f"constraint_check must be 'step' or 'off', got {constraint_check!r}")
+        if constraint_check not in ("auto", "step", "off"):
+            raise InvalidInputError(f"constraint_check must be 'auto', 'step' or 'off', "
+                                    f"got {constraint_check!r}")
         self.constraint_check = constraint_check
         # a start the IC analysis would move by more than this is an error (issue 19)
         self.max_ic_repair = None if max_ic_repair is None else \
@@ -505,15 +508,20 @@ class Simulation:
         self._plain_set_inputs = type(self.integrator).set_inputs is Integrator.set_inputs
         if hasattr(self.integrator.model, "rows") and self.method in constraint_guard.ADAPTIVE_ROWS:
             self.integrator.model.adaptive = True  # rows chosen anew inside the steps too
-        self._guard = (self.constraint_check == "step" and self.model.kind == "multibody"
+        constrained = (self.constraint_check != "off" and self.model.kind == "multibody"
                        and self.model.n_c > 0)
-        # the FMU binary's own steps (native_step_record) cannot run the check: they stay
-        # for library models on their full, independent constraint set (checked by the
-        # test suite, enforced by the method); a user model, a model with constraints set
-        # aside or a singular start steps through Python, checked
-        self._guard_needs_python = self._guard and (
-            self.user_model or hasattr(self.integrator.model, "rows")
-            or self._integrator_lead is not None or self.method in constraint_guard.DRIFT_METHODS)
+        # where a wrong answer with a plausible result is possible: a user model, a model
+        # with constraints set aside (redundancy re-selected along the run), a singular
+        # start, a method that only bounds the drift.  A library model on its full,
+        # independent constraint set is enforced by the method and checked by the test
+        # suite: "auto" leaves its steps unchecked (the check costs about as much as a
+        # compiled step of a small model), "step" checks it too.
+        at_risk = (self.user_model or hasattr(self.integrator.model, "rows")
+                   or self._integrator_lead is not None
+                   or self.method in constraint_guard.DRIFT_METHODS)
+        self._guard = constrained and (at_risk or self.constraint_check == "step")
+        # the FMU binary's own steps (native_step_record) cannot run the check
+        self._guard_needs_python = self._guard
         self._drift_only = self.method in constraint_guard.DRIFT_METHODS
         self._positions_only = self.method in constraint_guard.INDEX3_METHODS and \
             int(self.method_options.get("index", 3)) == 3
