@@ -7,7 +7,7 @@ compiled (numba, compiled once per machine, the model given as compiled
 functions) or as plain Python (the same functions, the model's own methods
 wrapped by :func:`cosim.integrators.model_functions.python_functions`).  This
 module is the integrator object around it: options, the IC analysis, the
-method's record (``S``, ``I``, ``LU``: :mod:`ga_kernel` lists the slots), dense
+method's record (``S``, ``I``, ``LU``: :mod:`ga_record` lists the slots), dense
 output, state capture and error messages.
 
 Unknowns per step (index 3): the innovation x = a_{n+1} − a^{(0)}_{n+1} (an
@@ -39,7 +39,7 @@ from .. import jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError, StateError
 from ..state_schema import check_newton_state
 from ..validation import flag
-from . import dense_lu
+from . import dense_lu, ga_corrector, ga_record, ga_terms
 from . import ga_kernel as K
 from .base import EPS, MultibodyIntegrator
 from .common import consistent_accelerations, error_weights, initial_step
@@ -136,12 +136,12 @@ def supports(model):
 
 def compiled_entry():
     """The compiled method (compiled once per machine, cached; cosim.jit.method_entry)."""
-    return jit.method_entry(K, "generalized-alpha", helpers=(dense_lu,))
+    return jit.method_entry(K, "generalized-alpha", helpers=(dense_lu, ga_record, ga_terms, ga_corrector))
 
 
 def compiled_native_step():
     """Address of the method's C entry for the FMU binary (cosim.jit.native_step_address)."""
-    return jit.native_step_address(K, "generalized-alpha", helpers=(dense_lu,))
+    return jit.native_step_address(K, "generalized-alpha", helpers=(dense_lu, ga_record, ga_terms, ga_corrector))
 
 
 class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):

@@ -1,0 +1,416 @@
+"""The corrector of generalized-α (:mod:`cosim.integrators.ga_kernel`): residuals,
+iteration matrices and norms of the index-3 (eqs. 32-33, scaled) and GGL (eqs. 38-39)
+forms, and the quasi-Newton solve (seed 000 Algorithm 2)."""
+import math
+
+import numpy as np
+
+from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
+from .ga_record import (CONST_MASS, EPS, FIXED_NEWTON_REL, F_INFO, GGL, GGL_RATE_TOL, HAS_FACTOR,
+    H_FIXED, H_JAC, NEED_JAC, NEWTON_ERR_TOL, NEWTON_FAILED, NEWTON_MAX_ITER, NEWTON_TOL,
+    NONFINITE_MATRIX, OK, PIV, REASON, RELAX, ROUNDOFF, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE,
+    SIGMA, SINGULAR, ST_JAC, ST_LU, ST_NEWTON, ST_RES, matrix_size)
+from .ga_terms import (_all_finite, _nh_jacobian, _nh_residual, n_nonholonomic)
+
+
+# ---------------------------------------------------------------------------------
+# one Newton solve (seed 000 Algorithm 2: quasi-Newton with Jacobian/LU reuse and relaxation)
+# ---------------------------------------------------------------------------------
+def _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F, work):
+    """Eq. 32: [M(q) q'' − Q(q, q') + C_qᵀ λ ;  C(q)/(β h²)] at predictor + δ."""
+    q, v, qdd, lam, M, Q, Cq, C = work[0], work[1], work[2], work[3], work[4], work[5], work[6], work[7]
+    for i in range(n):
+        q[i] = q0[i] + bh2 * delta[i]
+        v[i] = v0[i] + gh * delta[i]
+        qdd[i] = qdd0[i] + eta * delta[i]
+    M[:, :] = 0.0
+    fns[0](q, t1, p, M)
+    Q[:] = 0.0
+    fns[1](q, v, t1, u, p, Q)
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += M[i, j] * qdd[j]
+        F[i] = s - Q[i]
+    _nh_residual(fns, p, n, m, t1, q, v, lam_hat, delta, n + m, 0, gh, F)   # seed 000 §7
+    if m > 0:
+        for k in range(m):
+            lam[k] = lam_hat[k] + delta[n + k]
+        Cq[:, :] = 0.0
+        fns[3](q, t1, p, Cq)
+        for i in range(n):
+            s = 0.0
+            for k in range(m):
+                s += Cq[k, i] * lam[k]
+            F[i] += s
+        C[:] = 0.0
+        fns[2](q, t1, p, C)
+        inv = 1.0 / bh2
+        for k in range(m):
+            F[n + k] = inv * C[k]
+
+
+def _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_mass, delta, J, cg):
+    """Eq. 33: [[η M + β h² (−Q_q + (C_qᵀλ)_q + (M a)_q) − γ h Q_v, C_qᵀ], [C_q, 0]]
+    (nonholonomic rows: _nh_jacobian with cg = (β/γ) h)."""
+    q = q0 + bh2 * delta[:n]
+    v = v0 + gh * delta[:n]
+    qdd = qdd0 + eta * delta[:n]
+    Qq = np.zeros((n, n))
+    Qv = np.zeros((n, n))
+    fns[6](q, v, t1, u, p, Qq, Qv)
+    K = -Qq
+    if m > 0:
+        lam = lam_hat + delta[n:]
+        H = np.zeros((n, n))
+        fns[7](q, lam, t1, p, H)
+        K = K + H
+    _nh_jacobian(fns, p, n, m, t1, q, v, lam_hat, delta, n + m, 0, -1, cg, K, J)
+    if not const_mass:
+        Mq = np.zeros((n, n))
+        fns[8](q, qdd, t1, p, Mq)
+        K = K + Mq
+    M = np.zeros((n, n))
+    fns[0](q, t1, p, M)
+    J[:n, :n] = eta * M + bh2 * K - gh * Qv
+    if m > 0:
+        Cq = np.zeros((m, n))
+        fns[3](q, t1, p, Cq)
+        J[:n, n:n + m] = Cq.T
+        J[n:n + m, :n] = Cq
+        J[n:, n:] = 0.0
+
+
+def _norm(dd, n, m, scale, CqT, lam_scale):
+    """The Newton norm: position/velocity change of Δx, and
+    the multipliers' effect C_qᵀ Δz on q, in the weighted norm eq. 35."""
+    r = 0.0
+    for i in range(n):
+        x = abs(dd[i]) * scale[i]
+        if x > r or x != x:
+            r = x
+    if m > 0:
+        r2 = 0.0
+        for i in range(n):
+            s = 0.0
+            for k in range(m):
+                s += CqT[i, k] * dd[n + k]
+            x = abs(s) * lam_scale[i]
+            if x > r2 or x != x:
+                r2 = x
+        if r2 > r or r2 != r2:
+            r = r2
+    return r
+
+
+# -- the GGL form: unknowns δ = (Δx, Δy, Δλ, μ),
+#    q = q0 + β h x,  q' = q'0 + γ x,  v = v0 + γ h y,  v' = q''0 + η y  (eq. 37 predictor
+#    with the extrapolated innovations folded into q0, q'0, v0, q''0)
+def _cqv(fns, p, n, m, t1, q, v, Cq, Ct, out):
+    """C_q(q) v + C_t(q) into ``out`` (Cq, Ct overwritten)."""
+    Cq[:, :] = 0.0
+    fns[3](q, t1, p, Cq)
+    Ct[:] = 0.0
+    fns[4](q, t1, p, Ct)
+    for k in range(m):
+        s = 0.0
+        for j in range(n):
+            s += Cq[k, j] * v[j]
+        out[k] = s + Ct[k]
+
+
+def _residual_ggl(fns, p, u, n, m, t1, q0, qd0, v0, qdd0, lam_hat, bh, g, gh, eta, delta, F, work):
+    """Eq. 38: [q' − v + C_qᵀ μ ; M v' − Q + C_qᵀ λ ; C/(β h) ; (C_q v + C_t)/(γ h)]."""
+    q, v, vd, lam, M, Q, Cq, C = work[0], work[1], work[2], work[3], work[4], work[5], work[6], work[7]
+    qd, mu, Ct = work[20], work[21], work[22]
+    for i in range(n):
+        q[i] = q0[i] + bh * delta[i]
+        qd[i] = qd0[i] + g * delta[i]
+        v[i] = v0[i] + gh * delta[n + i]
+        vd[i] = qdd0[i] + eta * delta[n + i]
+    M[:, :] = 0.0
+    fns[0](q, t1, p, M)
+    Q[:] = 0.0
+    fns[1](q, v, t1, u, p, Q)
+    for i in range(n):
+        F[i] = qd[i] - v[i]
+        s = 0.0
+        for j in range(n):
+            s += M[i, j] * vd[j]
+        F[n + i] = s - Q[i]
+    i_mu = F.shape[0] - m   # δ = (x, y, λ, ν, μ)
+    if m > 0:
+        for k in range(m):
+            lam[k] = lam_hat[k] + delta[2 * n + k]
+            mu[k] = delta[i_mu + k]
+        Cq[:, :] = 0.0
+        fns[3](q, t1, p, Cq)
+        for i in range(n):
+            s1 = 0.0
+            s2 = 0.0
+            for k in range(m):
+                s1 += Cq[k, i] * mu[k]
+                s2 += Cq[k, i] * lam[k]
+            F[i] += s1
+            F[n + i] += s2
+        C[:] = 0.0
+        fns[2](q, t1, p, C)
+        inv_bh, inv_gh = 1.0 / bh, 1.0 / gh
+        for k in range(m):
+            F[2 * n + k] = inv_bh * C[k]
+        _cqv(fns, p, n, m, t1, q, v, Cq, Ct, work[23])
+        for k in range(m):
+            F[2 * n + m + k] = inv_gh * work[23][k]
+    _nh_residual(fns, p, n, m, t1, q, v, lam_hat, delta, 2 * n + m, n, gh, F)   # seed 000 eq. 94
+
+
+def _jacobian_ggl(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh, b, g, gh, eta, const_mass,
+                  delta, J, work):
+    """Eq. 39, columns (x, y, λ, μ): [[γ I + β h (C_qᵀμ)_q, −γ h I, 0, C_qᵀ],
+    [β h (−Q_q + (M v')_q + (C_qᵀλ)_q), η M − γ h Q_v, C_qᵀ, 0], [C_q, 0, 0, 0],
+    [(β/γ) (C_q v + C_t)_q, C_q, 0, 0]]; (C_q v + C_t)_q by forward differences
+    (common.fd_jacobian, the same steps); nonholonomic rows and ν columns: _nh_jacobian."""
+    q = q0 + bh * delta[:n]
+    v = v0 + gh * delta[n:2 * n]
+    vd = qdd0 + eta * delta[n:2 * n]
+    J[:, :] = 0.0
+    Qq = np.zeros((n, n))
+    Qv = np.zeros((n, n))
+    fns[6](q, v, t1, u, p, Qq, Qv)
+    K = -Qq
+    if not const_mass:
+        Mq = np.zeros((n, n))
+        fns[8](q, vd, t1, p, Mq)
+        K = K + Mq
+    M = np.zeros((n, n))
+    fns[0](q, t1, p, M)
+    for i in range(n):
+        J[i, i] = g
+        J[i, n + i] = -gh
+        for j in range(n):
+            J[n + i, n + j] = eta * M[i, j] - gh * Qv[i, j]
+    i_mu = J.shape[0] - m   # columns (x, y, λ, ν, μ)
+    if m > 0:
+        lam = lam_hat + delta[2 * n:i_mu]
+        mu = delta[i_mu:]
+        H = np.zeros((n, n))
+        fns[7](q, lam, t1, p, H)
+        K = K + H
+        Hmu = np.zeros((n, n))
+        fns[7](q, mu, t1, p, Hmu)
+        Cq, Ct, g0, g1, qx = work[6], work[22], work[23], work[24], work[25]
+        for i in range(n):
+            for j in range(n):
+                J[i, j] += bh * Hmu[i, j]
+        _cqv(fns, p, n, m, t1, q, v, Cq, Ct, g0)
+        sq = math.sqrt(EPS)
+        bg = b / g
+        for j in range(n):
+            qx[:] = q
+            hj = sq * max(abs(q[j]), 1e-3)
+            qx[j] += hj
+            hj = qx[j] - q[j]  # exactly representable step
+            _cqv(fns, p, n, m, t1, qx, v, Cq, Ct, g1)
+            for k in range(m):
+                J[2 * n + m + k, j] = bg * ((g1[k] - g0[k]) / hj)
+        Cq[:, :] = 0.0
+        fns[3](q, t1, p, Cq)
+        for k in range(m):
+            for j in range(n):
+                J[j, i_mu + k] = Cq[k, j]
+                J[n + j, 2 * n + k] = Cq[k, j]
+                J[2 * n + k, j] = Cq[k, j]
+                J[2 * n + m + k, n + j] = Cq[k, j]
+    _nh_jacobian(fns, p, n, m, t1, q, v, lam_hat, delta, 2 * n + m, n, n, b / g, K, J)
+    for i in range(n):
+        for j in range(n):
+            J[n + i, j] = bh * K[i, j]
+
+
+def _amax(a):
+    """max |…| of an array as numpy's .max(): NaN propagates."""
+    r = -math.inf
+    for i in range(a.shape[0]):
+        x = a[i]
+        if x > r or x != x:
+            r = x
+            if x != x:
+                return x
+    return r
+
+
+def _pymax(a, b):
+    """Python's max(a, b) (keeps a unless b > a)."""
+    return b if b > a else a
+
+
+def _norm_ggl(dd, n, m, mz, sx, sy, CqT, s_lam, s_mu, tmp):
+    """The Newton norm of the GGL form: position change β h Δx (W_q),
+    velocity change γ h Δy (W_v with the rounding floor), the multipliers
+    through [C_q; B]ᵀ (λ, ν on the velocity scale) and C_qᵀ (μ, position scale)."""
+    if n == 0:
+        return 0.0
+    for i in range(n):
+        tmp[i] = abs(dd[i]) * sx[i]
+    a = _amax(tmp)
+    for i in range(n):
+        tmp[i] = abs(dd[n + i]) * sy[i]
+    val = _pymax(a, _amax(tmp))
+    if mz > 0:
+        val = _pymax(val, _rows_norm(dd, 2 * n, n, mz, CqT, s_lam, tmp))
+    if m > 0:
+        val = _pymax(val, _rows_norm(dd, 2 * n + mz, n, m, CqT, s_mu, tmp))
+    return val
+
+
+def _rows_norm(dd, off, n, m, CqT, sc, tmp):
+    """max |C_qᵀ dd[off:off+m]| · sc (the first m columns of CqT)."""
+    for i in range(n):
+        s = 0.0
+        for k in range(m):
+            s += CqT[i, k] * dd[off + k]
+        tmp[i] = abs(s) * sc[i]
+    return _amax(tmp)
+
+
+def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, eta, scale, CqT,
+            lam_scale, scale_r, lam_scale_r, delta, F, Jw, work, ggl, qd0, b, g, sy, s_mu):
+    """Returns (converged, iterations, status); δ in ``delta``.  With ``ggl`` the
+    GGL form (eqs. 38-39): ``bh2`` is then β h (q = q0 + β h x), ``scale`` and
+    ``lam_scale`` are its s_x and s_λ, ``qd0``, ``sy``, ``s_mu`` its own, and
+    it accepts on the rate test σ/(1−σ)‖Δδ‖ < GGL_RATE_TOL only, or on a stall
+    below NEWTON_TOL with a matrix formed in this solve."""
+    ng = n_nonholonomic(I)
+    mz = m + ng
+    N = matrix_size(n, m, ggl, ng)
+    piv = I[PIV:PIV + N]
+    const_mass = I[CONST_MASS] == 1
+    old_norm = -1.0
+    n_j = 0
+    err = math.inf
+    sigma = S[SIGMA]
+    refreshed = False
+    delta[:] = 0.0
+    # fixed step, index 3: tolerances relative to the step's innovation (FIXED_NEWTON_REL)
+    rel = S[H_FIXED] > 0.0 and not ggl
+    x_hat = work[12]
+    rnd = 0.0
+    rnd_q = 0.0
+    if rel:
+        # rounding-level updates in the Newton norm: rnd_q changes q by
+        # ROUNDOFF·ε·max(1, |q|) (where C(q)/(β h²) leaves x, the floor of a stall),
+        # rnd (≤ rnd_q) changes v by ROUNDOFF·ε·max(1, |v|): a Newton error at the
+        # q level is γ/(β h) times that in v, and accumulates over the steps
+        qmax = 1.0
+        vmax = 1.0
+        smax = 0.0
+        for i in range(n):
+            if abs(q0[i]) > qmax:
+                qmax = abs(q0[i])
+            if abs(v0[i]) > vmax:
+                vmax = abs(v0[i])
+            if scale[i] > smax:
+                smax = scale[i]
+        rnd_q = ROUNDOFF * EPS * smax * qmax / bh2
+        rnd = min(rnd_q, ROUNDOFF * EPS * smax * vmax / gh)
+    tol, err_tol = NEWTON_TOL, NEWTON_ERR_TOL
+    for it in range(1, NEWTON_MAX_ITER + 1):
+        if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
+            if ggl:
+                _jacobian_ggl(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, b, g, gh, eta, const_mass,
+                              delta, Jw, work)
+            else:
+                _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_mass, delta, Jw,
+                          (b / g) * h)
+            I[ST_JAC] += 1
+            for i in range(N):
+                for j in range(N):
+                    if not math.isfinite(Jw[i, j]):
+                        return False, it, NONFINITE_MATRIX
+            LU[:, :] = Jw
+            info = lu_factor_inplace(LU, piv)
+            ratio = 0.0 if info != 0 else pivot_ratio(LU)
+            if ratio <= 1e-14:
+                I[HAS_FACTOR] = 0
+                S[F_INFO] = ratio
+                return False, it, SINGULAR
+            I[HAS_FACTOR] = 1
+            I[ST_LU] += 1
+            S[H_JAC] = h
+            I[NEED_JAC] = 0
+            S[RELAX] = 1.0
+            n_j = 0
+            old_norm = -1.0
+            refreshed = True
+        if ggl:
+            _residual_ggl(fns, p, u, n, m, t1, q0, qd0, v0, qdd0, lam_hat, bh2, g, gh, eta, delta, F, work)
+        else:
+            _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F, work)
+        I[ST_RES] += 1
+        I[ST_NEWTON] += 1
+        if not _all_finite(F):
+            I[NEED_JAC] = 1
+            S[SIGMA] = sigma
+            I[REASON] = R_RESIDUAL
+            return False, it, NEWTON_FAILED
+        lu_solve_inplace(LU, piv, F)
+        relax = S[RELAX]
+        for i in range(N):
+            F[i] *= -relax
+        n_j += 1
+        delta += F
+        if ggl:
+            dnorm = _norm_ggl(F, n, m, mz, scale, sy, CqT, lam_scale, s_mu, work[25])  # (q + h e_j: scratch)
+        else:
+            dnorm = _norm(F, n, mz, scale, CqT, lam_scale)
+        if not math.isfinite(dnorm):
+            I[NEED_JAC] = 1
+            I[REASON] = R_UPDATE
+            return False, it, NEWTON_FAILED
+        if rel:
+            # ‖x‖ in the Newton norm, x = x̂ + δ the innovation so far
+            xn = 0.0
+            for i in range(n):
+                e = abs(x_hat[i] + delta[i]) * scale[i]
+                if e > xn:
+                    xn = e
+            tol = _pymax(min(NEWTON_TOL, FIXED_NEWTON_REL * xn), rnd)
+            err_tol = tol * (NEWTON_ERR_TOL / NEWTON_TOL)
+        # GGL: the rate test only,
+        # or a stall below NEWTON_TOL with a matrix formed in this solve
+        if not ggl:
+            if dnorm < tol:
+                S[SIGMA] = sigma
+                return True, it, OK
+            if it == 1 and dnorm < 1.0 and 0.0 < sigma < 1.0 \
+                    and sigma / (1.0 - sigma) * dnorm < err_tol:
+                S[SIGMA] = sigma ** 0.8
+                return True, it, OK
+        if n_j == 1 or old_norm < 0.0:
+            sigma = 0.0
+        elif dnorm > 0.9 * old_norm:
+            if ggl:
+                stalled = dnorm < NEWTON_TOL and refreshed
+            elif rel:   # fixed step: a stall at the rounding of q
+                stalled = dnorm < _pymax(tol, rnd_q)
+            else:
+                stalled = _norm(F, n, mz, scale_r, CqT, lam_scale_r) < NEWTON_TOL
+            if stalled:
+                S[SIGMA] = sigma   # stalled at the rounding level: converged
+                return True, it, OK
+            I[NEED_JAC] = 1
+        else:
+            sigma = max(0.5 * sigma, dnorm / old_norm)
+            err = sigma / (1.0 - sigma) * dnorm
+            if err < (GGL_RATE_TOL if ggl else err_tol):
+                S[SIGMA] = sigma
+                return True, it, OK
+            if n_j >= 5 or err * sigma ** (5 - n_j) > 0.5:
+                I[NEED_JAC] = 1
+        old_norm = dnorm
+    S[SIGMA] = sigma
+    I[NEED_JAC] = 1
+    if err <= 0.33:
+        return True, NEWTON_MAX_ITER, OK
+    I[REASON] = R_NO_CONVERGENCE
+    return False, NEWTON_MAX_ITER, NEWTON_FAILED

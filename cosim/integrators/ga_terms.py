@@ -1,0 +1,264 @@
+"""Model terms of generalized-α (:mod:`cosim.integrators.ga_kernel`): the
+nonholonomic rows, the diagonal-mass shortcut, consistent accelerations (eq. 10) and
+the restart."""
+import math
+
+import numpy as np
+
+from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
+from .ga_record import (CONST_MASS, GGL, H_LAST, I_M, I_N, I_NG, MINV_DIAG, MINV_EXACT, OK,
+    RESTART_FAILED, T, T_PREV, _cut, offsets, workspace)
+
+
+# ---------------------------------------------------------------------------------
+# nonholonomic rows G = B(q, t) v + b(q, t) = 0 (seed 000 §7, eqs. 93-94), n_g = I[I_NG]
+# (no-ops for n_g = 0).  Multipliers: λ of the record (and λ̂, C_qᵀ in the norms)
+# hold [λ; ν], m + n_g.  Residual: Bᵀν in the force rows, rows (B v + b)/(γ h) last;
+# iteration matrix: (Bᵀν)_q in K, Bᵀ under ν, the G rows B + (β/γ) h (B v + b)_q
+# (index 3) or (β/γ)(B v + b)_q under x and B under y (GGL).  Kernels fns[10] … fns[14]
+# (cosim.models.kernels.NONHOLONOMIC_FIELDS).
+# ---------------------------------------------------------------------------------
+def n_nonholonomic(I):
+    """n_g: the model's nonholonomic rows."""
+    return I[I_NG]
+
+
+def _nh_rows(fns, p, m, q, t, Cq):
+    """B(q, t) into rows m: of Cq (zero-filled by the caller)."""
+    if Cq.shape[0] == m:
+        return
+    fns[10](q, t, p, Cq[m:])
+
+
+def _nh_gamma(fns, p, m, q, v, t, g):
+    """γ_G into g[m:] (zero-filled by the caller)."""
+    if g.shape[0] == m:
+        return
+    fns[12](q, v, t, p, g[m:])
+
+
+def _nh_residual(fns, p, n, m, t1, q, v, lam_hat, delta, c_nu, r_force, gh, F):
+    """F[r_force:r_force + n] += Bᵀν, last n_g rows of F = (B v + b)/(γ h)."""
+    ng = lam_hat.shape[0] - m
+    if ng == 0:
+        return
+    r_g = F.shape[0] - ng
+    B = np.zeros((ng, n))
+    fns[10](q, t1, p, B)
+    b = np.zeros(ng)
+    fns[11](q, t1, p, b)
+    for j in range(n):
+        s = 0.0
+        for k in range(ng):
+            s += B[k, j] * (lam_hat[m + k] + delta[c_nu + k])
+        F[r_force + j] += s
+    inv_gh = 1.0 / gh
+    for k in range(ng):
+        s = 0.0
+        for j in range(n):
+            s += B[k, j] * v[j]
+        F[r_g + k] = inv_gh * (s + b[k])
+
+
+def _nh_jacobian(fns, p, n, m, t1, q, v, lam_hat, delta, c_nu, r_force, c_y, cg, K, J):
+    """K += (Bᵀν)_q; J[force rows, ν columns] = Bᵀ; last n_g rows: index 3
+    (c_y < 0) B + cg (B v + b)_q, GGL cg (B v + b)_q under x and B under y."""
+    ng = lam_hat.shape[0] - m
+    if ng == 0:
+        return
+    r_g = J.shape[0] - ng
+    nu = np.empty(ng)
+    for k in range(ng):
+        nu[k] = lam_hat[m + k] + delta[c_nu + k]
+    H = np.zeros((n, n))
+    fns[13](q, nu, t1, p, H)
+    for i in range(n):
+        for j in range(n):
+            K[i, j] += H[i, j]
+    B = np.zeros((ng, n))
+    fns[10](q, t1, p, B)
+    Jv = np.zeros((ng, n))
+    fns[14](q, v, t1, p, Jv)
+    for k in range(ng):
+        for j in range(n):
+            J[r_force + j, c_nu + k] = B[k, j]
+            if c_y < 0:
+                J[r_g + k, j] = B[k, j] + cg * Jv[k, j]
+            else:
+                J[r_g + k, j] = cg * Jv[k, j]
+                J[r_g + k, c_y + j] = B[k, j]
+
+
+# ---------------------------------------------------------------------------------
+# model terms
+# ---------------------------------------------------------------------------------
+def _inv_mass_diag(fns, S, I, q, t, p, o_mid, n, out):
+    """1/|diag M| (zeros replaced by max(max|diag M|, 1)) into ``out``, cached
+    for constant M: only scales the multiplier part of the Newton norm."""
+    if I[MINV_DIAG] == 1:
+        out[:] = S[o_mid:o_mid + n]
+        return
+    M = np.zeros((n, n))
+    fns[0](q, t, p, M)
+    d = np.empty(n)
+    dmax = 0.0
+    for i in range(n):
+        d[i] = abs(M[i, i])
+        if d[i] > dmax:
+            dmax = d[i]
+    fill = max(dmax, 1.0) if n > 0 else 1.0
+    for i in range(n):
+        out[i] = 1.0 / (d[i] if d[i] > 0.0 else fill)
+    if I[CONST_MASS] == 1:
+        S[o_mid:o_mid + n] = out
+        I[MINV_DIAG] = 1
+
+
+def _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
+    """1/diag M when M is constant and diagonal (checked once), else None
+    (signalled by returning False in the first slot)."""
+    if I[MINV_EXACT] < 0:
+        M = np.zeros((n, n))
+        fns[0](q, t, p, M)
+        ok = I[CONST_MASS] == 1
+        for i in range(n):
+            for j in range(n):
+                if i != j and M[i, j] != 0.0:
+                    ok = False
+            if not M[i, i] > 0.0:
+                ok = False
+        if ok:
+            for i in range(n):
+                S[o_mix + i] = 1.0 / M[i, i]
+            I[MINV_EXACT] = 1
+        else:
+            I[MINV_EXACT] = 0
+    return I[MINV_EXACT] == 1
+
+
+def _abt_into(A, B, out):
+    """out = A @ B.T as plain loops (as _abt)."""
+    ra, c = A.shape
+    rb = B.shape[0]
+    for i in range(ra):
+        for k in range(rb):
+            s = 0.0
+            for j in range(c):
+                s += A[i, j] * B[k, j]
+            out[i, k] = s
+
+
+def _gesv(A, b, piv):
+    """Solve A x = b in place (b becomes x); returns LAPACK-style info."""
+    info = lu_factor_inplace(A, piv)
+    if info != 0:
+        return info
+    lu_solve_inplace(A, piv, b)
+    return 0
+
+
+def _all_finite(x):
+    for i in range(x.shape[0]):
+        if not math.isfinite(x[i]):
+            return False
+    return True
+
+
+def consistent_accelerations(fns, S, I, q, v, t, u, p, qdd_out, lam_out):
+    """Eq. 10: [[M, C_qᵀ], [C_q, 0]] [q''; λ] = [Q; γ]; for a constant diagonal
+    M the m×m system C_q M⁻¹ C_qᵀ λ = C_q M⁻¹ Q − γ.
+    Returns OK or RESTART_FAILED."""
+    n, m = I[I_N], I[I_M]
+    mz = m + n_nonholonomic(I)
+    o_mix = offsets(n, mz)[9]
+    buf = np.zeros(n + 2 * mz * n + 2 * mz + mz * mz)   # one allocation (workspace())
+    Q, o = _cut(buf, 0, n)
+    fns[1](q, v, t, u, p, Q)
+    if mz > 0 and _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
+        minv = S[o_mix:o_mix + n]
+        Cq_flat, o = _cut(buf, o, mz * n)
+        CM_flat, o = _cut(buf, o, mz * n)
+        A_flat, o = _cut(buf, o, mz * mz)
+        gam, o = _cut(buf, o, mz)
+        rhs, o = _cut(buf, o, mz)
+        Cq, CM, A = Cq_flat.reshape((mz, n)), CM_flat.reshape((mz, n)), A_flat.reshape((mz, mz))
+        fns[3](q, t, p, Cq)
+        _nh_rows(fns, p, m, q, t, Cq)
+        fns[5](q, v, t, p, gam)
+        _nh_gamma(fns, p, m, q, v, t, gam)
+        for k in range(mz):
+            for j in range(n):
+                CM[k, j] = Cq[k, j] * minv[j]
+        _abt_into(CM, Cq, A)
+        for k in range(mz):
+            s = 0.0
+            for j in range(n):
+                s += CM[k, j] * Q[j]
+            rhs[k] = s - gam[k]
+        piv = np.empty(mz, dtype=np.int64)
+        info = _gesv(A, rhs, piv)
+        if info == 0 and _all_finite(rhs):
+            for i in range(n):
+                s = Q[i]
+                for k in range(mz):
+                    s -= rhs[k] * Cq[k, i]
+                qdd_out[i] = minv[i] * s
+            lam_out[:] = rhs
+            return OK
+    # general case: the augmented system with the singularity test of common.lu_factor
+    K = np.zeros((n + mz, n + mz))
+    M = np.zeros((n, n))
+    fns[0](q, t, p, M)
+    K[:n, :n] = M
+    rhs = np.zeros(n + mz)
+    rhs[:n] = Q
+    if mz > 0:
+        Cq = np.zeros((mz, n))
+        fns[3](q, t, p, Cq)
+        _nh_rows(fns, p, m, q, t, Cq)
+        gam = np.zeros(mz)
+        fns[5](q, v, t, p, gam)
+        _nh_gamma(fns, p, m, q, v, t, gam)
+        K[:n, n:] = Cq.T
+        K[n:, :n] = Cq
+        rhs[n:] = gam
+    for i in range(n + mz):
+        for j in range(n + mz):
+            if not math.isfinite(K[i, j]):
+                return RESTART_FAILED
+    piv = np.empty(n + mz, dtype=np.int64)
+    info = lu_factor_inplace(K, piv)
+    if info != 0 or pivot_ratio(K) <= 1e-14:
+        return RESTART_FAILED
+    lu_solve_inplace(K, piv, rhs)
+    qdd_out[:] = rhs[:n]
+    lam_out[:] = rhs[n:]
+    return OK
+
+
+def restart(fns, S, I, u, p):
+    """Forget the step history at the current point (inputs changed, event
+    jump): q'' and λ from eq. 10, a = q'', h_last = 0, λ_rate = 0; the
+    innovation rate x_rate is kept (a fair Newton start).  Also t_prev = t,
+    y_prev = y (Integrator.restart)."""
+    n, m = I[I_N], I[I_M] + n_nonholonomic(I)   # all multipliers [λ; ν]
+    o_y, o_yp, o_qdd, o_qddp, o_lam, o_a, o_xr, o_lr, o_mid, o_mix, _ = offsets(n, m)
+    buf = np.empty(3 * n + m)   # one allocation
+    q, o = _cut(buf, 0, n)
+    v, o = _cut(buf, o, n)
+    qdd, o = _cut(buf, o, n)
+    lam, o = _cut(buf, o, m)
+    q[:] = S[o_y:o_y + n]
+    v[:] = S[o_y + n:o_y + 2 * n]
+    status = consistent_accelerations(fns, S, I, q, v, S[T], u, p, qdd, lam)
+    if status != OK:
+        return status
+    S[o_qdd:o_qdd + n] = qdd
+    S[o_lam:o_lam + m] = lam
+    S[o_a:o_a + n] = qdd
+    S[H_LAST] = 0.0
+    S[o_lr:o_lr + m] = 0.0
+    S[o_qddp:o_qddp + n] = qdd
+    S[T_PREV] = S[T]
+    S[o_yp:o_yp + 2 * n] = S[o_y:o_y + 2 * n]
+    return OK
