@@ -179,8 +179,7 @@ class RecordIntegrator:
     def u(self, value):
         if not (type(value) is np.ndarray and value.dtype == np.float64 and value.flags.c_contiguous):
             value = np.ascontiguousarray(value, dtype=float)
-        self._u_c = value
-        self._outputs_fresh = False
+        self._u_c = value   # (a new value comes with a restart, which marks the outputs stale)
 
     # -- stepping ----------------------------------------------------------------------------
     def advance(self, t_target):
