@@ -229,6 +229,12 @@ def test_an_existing_cluster_without_workers_is_an_error_within_the_timeout(tmp_
                              "--scheduler-file", str(sched_file)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=ENV, cwd=tmp_path)
     try:
+        # the scheduler writes its file once it listens (seconds on a loaded machine): wait for
+        # it, bounded, so that the 1 s below is the wait for a worker
+        deadline = time.monotonic() + 60.0
+        while not sched_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sched_file.exists(), "the dask scheduler did not start within 60 s"
         with pytest.raises(ClusterError, match=r"has no worker \(waited 1 s, --timeout\): start some with "
                                                r"`dask worker tcp://127\.0\.0\.1:"):
             connect(str(sched_file), timeout=1)  # waits for the file (up to 1 s), then 1 s for a worker
