@@ -208,6 +208,15 @@ def test_ctrl_c_during_simulate_out_writes_the_csv_so_far(tmp_path):
                 seen += os.read(master, 4096)
         assert simulated() >= 0.05, seen
         proc.send_signal(signal.SIGINT)
+        # keep draining the terminal while the process winds down: a full pty buffer would
+        # block its last writes (the progress line, the interrupt message) and so the exit
+        stop_by = time.monotonic() + 60
+        try:
+            while proc.poll() is None and time.monotonic() < stop_by:
+                if select.select([master], [], [], 0.2)[0]:
+                    seen += os.read(master, 4096)
+        except OSError:   # the pty closed with the process
+            pass
         stdout, _ = proc.communicate(timeout=60)
         try:
             while select.select([master], [], [], 0.5)[0]:
