@@ -84,13 +84,11 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping
 
 import numpy as np
 
 from .. import jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError, StateError
-from ..state_schema import check_newton_state
 from . import bdf_corrector, bdf_record, dense_lu
 from . import bdf_kernel as K
 from .base import MultibodyIntegrator
@@ -354,24 +352,8 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
 
     def restore(self, state):
         """Continue from ``state`` (validated before anything is written)."""
-        from ..state_schema import check_integrator_state  # noqa: PLC0415
-        if not isinstance(state, Mapping) or state.get("method") != self.name:
-            method = state.get("method") if isinstance(state, Mapping) else None
-            raise StateError(f"state belongs to method {method!r:.40}, not {self.name!r}")
-        if self._has_state:
-            check_integrator_state(self, state)
+        newton = self._checked_newton_state(state)
         ms = state["method_state"]
-        newton = ms["newton"]
-        check_newton_state("newton", newton, self._N)
-        if "lu" in newton:
-            lu, piv = np.asarray(newton["lu"], dtype=float), np.asarray(newton["piv"])
-            if lu.shape != (self._N, self._N) or not np.isfinite(lu).all():
-                raise StateError(f"iteration-matrix LU must be a finite {self._N}x{self._N} array, "
-                                 f"got shape {lu.shape}")
-            if piv.shape != (self._N,) or piv.dtype.kind not in "iu" \
-                    or not dense_lu.pivots_valid(piv.astype(np.int64), self._N):
-                raise StateError(f"iteration-matrix pivots must be {self._N} row indices "
-                                 f"k <= piv[k] < {self._N}")
         S, I = self._S.copy(), self._I.copy()   # all or nothing: write copies, then swap
         saved = self._S, self._I
         self._S, self._I = S, I

@@ -31,13 +31,11 @@ Parameters (eq. 27, Chung & Hulbert 1993, Arnold & Brüls 2007):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 import numpy as np
 
 from .. import jit
-from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError, StateError
-from ..state_schema import check_newton_state
+from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
 from ..validation import flag
 from . import dense_lu, ga_corrector, ga_record, ga_terms
 from . import ga_kernel as K
@@ -375,23 +373,7 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
 
     def restore(self, state):
         """Continue from ``state`` (validated before anything is written)."""
-        from ..state_schema import check_integrator_state  # noqa: PLC0415
-        if not isinstance(state, Mapping) or state.get("method") != self.name:
-            method = state.get("method") if isinstance(state, Mapping) else None
-            raise StateError(f"state belongs to method {method!r:.40}, not {self.name!r}")
-        if self._has_state:
-            check_integrator_state(self, state)
-        newton = state["method_state"]["newton"]
-        check_newton_state("newton", newton, self._N)
-        if "lu" in newton:
-            lu, piv = np.asarray(newton["lu"], dtype=float), np.asarray(newton["piv"])
-            if lu.shape != (self._N, self._N) or not np.isfinite(lu).all():
-                raise StateError(f"iteration-matrix LU must be a finite {self._N}x{self._N} array, "
-                                 f"got shape {lu.shape}")
-            if piv.shape != (self._N,) or piv.dtype.kind not in "iu" \
-                    or not dense_lu.pivots_valid(piv.astype(np.int64), self._N):
-                raise StateError(f"iteration-matrix pivots must be {self._N} row indices "
-                                 f"k <= piv[k] < {self._N}")
+        newton = self._checked_newton_state(state)
         ms = state["method_state"]
         S, I = self._S.copy(), self._I.copy()   # all or nothing: write copies, then swap
         saved = self._S, self._I

@@ -14,6 +14,7 @@ options, set-up, dense output, state dictionary and error messages.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -140,6 +141,29 @@ class RecordIntegrator:
                 self.backend = "python"
             self._bind_model()
         return report
+
+    def _checked_newton_state(self, state):
+        """Validate ``state`` for this method before anything is written (the schema,
+        and the kept LU and pivots, which compiled code indexes); returns its Newton
+        state.  The iteration matrix is ``self._N`` square."""
+        from ..state_schema import check_integrator_state, check_newton_state  # noqa: PLC0415
+        from .dense_lu import pivots_valid  # noqa: PLC0415
+        if not isinstance(state, Mapping) or state.get("method") != self.name:
+            method = state.get("method") if isinstance(state, Mapping) else None
+            raise StateError(f"state belongs to method {method!r:.40}, not {self.name!r}")
+        if self._has_state:
+            check_integrator_state(self, state)
+        newton = state["method_state"]["newton"]
+        N = self._N
+        check_newton_state("newton", newton, N)
+        if "lu" in newton:
+            lu, piv = np.asarray(newton["lu"], dtype=float), np.asarray(newton["piv"])
+            if lu.shape != (N, N) or not np.isfinite(lu).all():
+                raise StateError(f"iteration-matrix LU must be a finite {N}x{N} array, "
+                                 f"got shape {lu.shape}")
+            if piv.shape != (N,) or piv.dtype.kind not in "iu" or not pivots_valid(piv.astype(np.int64), N):
+                raise StateError(f"iteration-matrix pivots must be {N} row indices k <= piv[k] < {N}")
+        return newton
 
     def _settle(self):
         """Carry out deferred work before the record is read or written (none here)."""
