@@ -1,0 +1,141 @@
+"""What every method's kernel shares, written once: the quasi-Newton decisions
+(seed 000 §5.1, Algorithm 2), the reuse test of the iteration matrix
+(Algorithm 3 g), forming its LU with the singularity and finiteness checks, the
+step clamp towards a target time, and the weighted norms (eq. 35).
+
+Plain functions of numbers and arrays: pasted into each compiled method
+(``helpers`` of :func:`cosim.jit.method_entry`, after :mod:`.dense_lu`) and
+called as plain Python by the python backend and by
+:class:`cosim.integrators.newton.QuasiNewton`.
+"""
+import math
+
+from .dense_lu import lu_factor_inplace, pivot_ratio
+
+EPS = 2.220446049250313e-16
+
+# -- quasi-Newton (Algorithm 2) ----------------------------------------------------
+# verdicts of newton_verdict
+NEWTON_CONTINUE = 0      # take another update with the same matrix
+NEWTON_CONVERGED = 1
+NEWTON_REFRESH = 2       # contracting too slowly: re-form the matrix, then continue
+NEWTON_SLOW = 3          # ‖Δδ‖ > 0.9‖Δδ_old‖: the caller's stall test, else refresh
+NEWTON_LAST_CHANCE = 0.33   # after the last iteration: accepted when σ/(1−σ)‖Δδ‖ ≤ this
+PIVOT_RATIO_MIN = 1e-14  # LU pivots min/max at or below this: numerically singular
+
+
+def newton_verdict(it, n_j, dnorm, old_norm, sigma, err, tol, err_tol, prior_rate, rate_only):
+    """Algorithm 2 steps 4-5 after update ``it`` of a solve (the ``n_j``-th with the
+    current matrix; ``old_norm`` < 0: none before it with this matrix), ``dnorm`` =
+    ‖Δδ‖ in the method's norm (1 ≈ the tolerance).  Returns (verdict, σ, err):
+
+    * ‖Δδ‖ < ``tol`` converges (not with ``rate_only``);
+    * ``prior_rate`` (Hairer & Wanner's RADAU5 test): a first update ‖Δδ‖ < 1 whose
+      rate σ from the previous solve predicts σ/(1−σ)‖Δδ‖ < ``err_tol`` converges,
+      and σ is relaxed to σ^0.8 so that an unmeasured rate is re-measured;
+    * the rate σ = max(σ/2, ‖Δδ‖/‖Δδ_old‖) measured with this matrix: converged when
+      err = σ/(1−σ)‖Δδ‖ < ``err_tol``; refresh the matrix when the iteration would
+      not get there within 5 updates of it (err·σ^(5−n_j) > 1/2);
+    * ``rate_only`` (the GGL form): accept on the rate test only.
+
+    ``err`` is returned unchanged unless this update measured it; after the last
+    iteration :data:`NEWTON_LAST_CHANCE` judges it."""
+    if not rate_only:
+        if dnorm < tol:
+            return NEWTON_CONVERGED, sigma, err
+        if prior_rate and it == 1 and dnorm < 1.0 and 0.0 < sigma < 1.0 \
+                and sigma / (1.0 - sigma) * dnorm < err_tol:
+            return NEWTON_CONVERGED, sigma ** 0.8, err
+    if n_j == 1 or old_norm < 0.0:
+        return NEWTON_CONTINUE, 0.0, err
+    if dnorm > 0.9 * old_norm:
+        return NEWTON_SLOW, sigma, err
+    sigma = max(0.5 * sigma, dnorm / old_norm)
+    err = sigma / (1.0 - sigma) * dnorm
+    if err < err_tol:
+        return NEWTON_CONVERGED, sigma, err
+    if n_j >= 5 or err * sigma ** (5 - n_j) > 0.5:
+        return NEWTON_REFRESH, sigma, err
+    return NEWTON_CONTINUE, sigma, err
+
+
+def keeps_matrix(sigma, h_new, h_jac):
+    """Algorithm 3 g (seed 000 §5.1): may a solve with step ``h_new`` keep the matrix
+    formed with ``h_jac`` (< 0: none)?  σ·r + |r − 1| ≤ 1/3 with r = h_new/h_jac."""
+    if not h_jac > 0.0:
+        return False
+    r = h_new / h_jac
+    return sigma * r + abs(r - 1.0) <= 1.0 / 3.0
+
+
+def relaxation(h_new, h_jac):
+    """The relaxation ν = 2 h_new/(h_new + h_jac) of updates with a kept matrix."""
+    return 2.0 * h_new / (h_new + h_jac)
+
+
+# factor_matrix statuses
+FACTORED = 0
+MATRIX_NONFINITE = 1
+MATRIX_SINGULAR = 2
+
+
+def factor_matrix(J, LU, piv, N):
+    """LU ← the LU factors of the leading N×N block of ``J`` (:mod:`.dense_lu`, pivots
+    in ``piv``).  Returns (status, pivot ratio): :data:`MATRIX_NONFINITE` when J has
+    a NaN or inf (LU untouched), :data:`MATRIX_SINGULAR` when min/max |pivot| ≤
+    :data:`PIVOT_RATIO_MIN`, else :data:`FACTORED`."""
+    for i in range(N):
+        for j in range(N):
+            if not math.isfinite(J[i, j]):
+                return MATRIX_NONFINITE, 0.0
+    for i in range(N):
+        for j in range(N):
+            LU[i, j] = J[i, j]
+    info = lu_factor_inplace(LU, piv)
+    ratio = 0.0 if info != 0 else pivot_ratio(LU)
+    if ratio <= PIVOT_RATIO_MIN:
+        return MATRIX_SINGULAR, ratio
+    return FACTORED, ratio
+
+
+# -- step clamp ------------------------------------------------------------------
+def clamp_step(t, h, max_step, fixed, t_limit):
+    """The step from ``t`` towards ``t_limit``: (h, lands, moves).  h is capped by
+    ``max_step``; an adaptive step that would leave a sliver shorter than h/4 before
+    the limit is stretched onto it (no tiny steps), a ``fixed`` step lands when the
+    rest is a rounding sliver (t accumulates rounding over many fixed steps);
+    ``moves`` is False when h is too small to change t (h ≤ 4 ε |t|, short of the
+    limit): the caller fails with "step size underflow" instead of looping."""
+    h = min(h, max_step)
+    remaining = t_limit - t
+    if not h > 4.0 * EPS * abs(t) and h < remaining:
+        return h, False, False
+    if fixed:
+        if h >= remaining - 1e-6 * h:
+            return remaining, True, True
+        return h, False, True
+    if h >= remaining or remaining - h < 0.25 * h:
+        return remaining, True, True
+    return h, False, True
+
+
+# -- weighted norms (seed 000 eq. 35) ----------------------------------------------
+def weighted_max(x, w, k):
+    """max_i |x_i|·w_i over the first ``k`` entries (w: inverse error weights)."""
+    s = 0.0
+    for i in range(k):
+        e = abs(x[i]) * w[i]
+        if e > s or e != e:
+            s = e
+    return s
+
+
+def weighted_rms(x, w2, k):
+    """√(Σ x_i²·w2_i / k) over the first ``k`` entries (w2: squared inverse error
+    weights); 0 for k = 0."""
+    if k == 0:
+        return 0.0
+    s = 0.0
+    for i in range(k):
+        s += x[i] * x[i] * w2[i]
+    return math.sqrt(s / k)
