@@ -187,7 +187,7 @@ def communication_points(spec, stop, signals=()):
         dt = exact_time(spec.communication_step, "communication_step")
         communication_step_count(float(stop_f - start), float(dt))
         n = math.ceil((stop_f - start) / dt)
-        points.update(float(start + k * dt) for k in range(1, n))
+        points.update(grid_times(start, dt, 1, n))
     for sig in signals:
         points.update(t for t in sig.breakpoints if spec.start_time < t < stop)
     out = []
@@ -195,6 +195,17 @@ def communication_points(spec, stop, signals=()):
         if not out or t - out[-1] > 1e-12 * max(1.0, abs(t)):
             out.append(t)
     return out
+
+
+def grid_times(start, step, k0, k1):
+    """[float(start + k·step) for k in range(k0, k1)] for exact Fractions, each the
+    correctly rounded float of the exact time, computed as one integer division per
+    point (Python's int / int rounds correctly) instead of Fraction arithmetic: a
+    million points in a fraction of a second rather than a minute."""
+    den = math.lcm(start.denominator, step.denominator)
+    n0 = start.numerator * (den // start.denominator)
+    a = step.numerator * (den // step.denominator)
+    return [(n0 + k * a) / den for k in range(k0, k1)]
 
 
 def record_times(spec, stop):
@@ -210,7 +221,7 @@ def record_times(spec, stop):
     else:
         step = exact_time(interval, "record.interval")
     n = communication_step_count(float(stop_f - start), float(step))
-    times = [float(start + k * step) for k in range(n)]
+    times = grid_times(start, step, 0, n)
     times.append(float(stop_f))
     return np.array(times)
 

@@ -190,3 +190,25 @@ def test_exact_sine_input_is_an_lti_signal_generator():
     spec["inputs"] = {"torque": {"type": "sine", "omega": 1.0, "exact": True}}
     with pytest.raises(ScenarioError, match="need an LTI plant"):
         Scenario(spec).build()
+
+
+def test_a_million_point_grid_is_the_exact_rounded_grid():
+    """A 1000 s run at 1 ms: every communication point and record row is the float
+    nearest the exact time start + k·dt (integer arithmetic; checked against
+    Fraction arithmetic at 2 000 points, the ends included)."""
+    from fractions import Fraction
+
+    from cosim.run import communication_points, record_times
+    from cosim.spec import SimulationSpec
+    spec = SimulationSpec.from_dict({"model": "pendulum", "start_time": 0.3, "stop_time": 1000.3,
+                      "communication_step": 0.001, "record": {"interval": 0.002}})
+    points = communication_points(spec, 1000.3)
+    rows = record_times(spec, 1000.3)
+    assert len(points) == 1_000_000 and len(rows) == 500_001
+    start, dt = Fraction("0.3"), Fraction("0.001")
+    rng = np.random.default_rng(5)
+    for k in [1, 2, 999_999, 1_000_000, *rng.integers(1, 1_000_000, 1_000)]:
+        assert points[k - 1] == float(start + k * dt), k
+    for k in [0, 1, 499_999, *rng.integers(0, 500_000, 1_000)]:
+        assert rows[k] == float(start + k * 2 * dt), k
+    assert rows[-1] == 1000.3

@@ -35,6 +35,7 @@ from ..models.base import check_inputs
 from ..state_schema import check_integrator_state
 from ..validation import (DEFAULT_MAX_STEPS, MIN_ATOL, MIN_RTOL, finite_float, flag, step_count,
                           tolerance)
+from .kernel_common import clamp_step
 
 EPS = float(np.finfo(float).eps)
 STAT_KEYS = ("steps", "rejected", "newton_iterations", "residual_evaluations",
@@ -274,20 +275,10 @@ class Integrator:
         A step that would leave a sliver shorter than 1/4 of h before the
         limit is stretched onto it (adaptive mode only), so no tiny steps.
         """
-        h = min(h, self.max_step)
-        remaining = t_limit - self.t
-        if not h > 4.0 * EPS * abs(self.t) and h < remaining:
-            # a step this small no longer moves t: fail instead of looping
+        h, lands, moves = clamp_step(self.t, h, self.max_step, self.h_fixed is not None, t_limit)
+        if not moves:   # a step this small no longer moves t: fail instead of looping
             self._fail("step size underflow", h, "step does not advance t")
-        if self.h_fixed is not None:
-            # land when the rest would be a rounding-error sliver (t accumulates
-            # rounding over many fixed steps; a 1e-14 s step is ill-conditioned)
-            if h >= remaining - 1e-6 * h:
-                return remaining, True
-            return h, False
-        if h >= remaining or remaining - h < 0.25 * h:
-            return remaining, True
-        return h, False
+        return h, lands
 
     def _fail(self, message, h, cause, hint=""):
         raise ConvergenceError(f"{self.name}: {message} at t={self.t!r}, h={h!r} ({cause}){hint}",

@@ -89,7 +89,7 @@ import numpy as np
 
 from .. import jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError, StateError
-from . import bdf_corrector, bdf_record, dense_lu
+from . import bdf_corrector, bdf_record, dense_lu, kernel_common
 from . import bdf_kernel as K
 from .base import MultibodyIntegrator
 from .common import consistent_accelerations, error_weights, initial_step
@@ -124,7 +124,7 @@ def supports(model):
 def compiled_entry():
     """The compiled method, every variant (compiled once per machine, cached;
     cosim.jit.method_entry)."""
-    return jit.method_entry(K, "bdf", helpers=(dense_lu, bdf_record, bdf_corrector))
+    return jit.method_entry(K, "bdf", helpers=(dense_lu, kernel_common, bdf_record, bdf_corrector))
 
 
 class _BDF(RecordIntegrator, MultibodyIntegrator):

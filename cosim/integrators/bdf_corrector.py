@@ -4,7 +4,9 @@ each — index 3 (eqs. 78-79, scaled by ĥ²), index 2 (GGL, eq. 84), index 1 (t
 system after eq. 84) — and the quasi-Newton solve (seed 000 Algorithm 2)."""
 import math
 
-from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
+from .dense_lu import lu_solve_inplace
+from .kernel_common import (MATRIX_NONFINITE, MATRIX_SINGULAR, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
+    NEWTON_REFRESH, NEWTON_SLOW, factor_matrix, newton_verdict)
 from .bdf_record import (CONST_MASS, EPS, F_INFO, HAS_FACTOR, HAS_J, H_JAC, INDEX2, INDEX3, I_NS,
     NEED_JAC, NEWTON_ERR_TOL, NEWTON_MAX_ITER, NEWTON_TOL, NONFINITE_MATRIX, OK, PIV, REASON,
     RELAX, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SIGMA, SINGULAR, ST_JAC, ST_LU, ST_NEWTON,
@@ -354,11 +356,10 @@ def _jacobian1(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, 
 
 
 def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
-    """Algorithm 2 as newton.QuasiNewton.solve (prior_rate, 8 iterations) in the
-    RMS norm of BDFIndex3._solve / BDFIndex2._solve.  Returns (converged,
-    status); δ in W[delta]."""
+    """Algorithm 2 (kernel_common's decisions, the prior-rate test on) in the RMS
+    norm of the weights in W[w2] over the entries the formulation weighs.  Returns
+    (converged, status); δ in W[delta]."""
     N = I[I_NS]
-    index3 = I[VARIANT] == INDEX3
     variant = I[VARIANT]
     nw = (variant + 1) * n                # entries of the update the norm weighs (q; q, v; q, v, a)
     delta, F, w2 = ws[WS_DELTA], ws[WS_F], ws[WS_W2]
@@ -373,27 +374,21 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, C
         W[delta + i] = 0.0
     for it in range(1, NEWTON_MAX_ITER + 1):
         if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
-            if index3:
+            if variant == INDEX3:
                 _jacobian(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw)
             elif variant == INDEX2:
                 _jacobian2(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw)
             else:
                 _jacobian1(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw)
             I[ST_JAC] += 1
-            for i in range(N):
+            for i in range(N):            # kept for the next step's reuse (HAS_J)
                 for j in range(N):
                     S[o_J + i * N + j] = Jw[i, j]
             I[HAS_J] = 1
-            for i in range(N):
-                for j in range(N):
-                    if not math.isfinite(Jw[i, j]):
-                        return False, NONFINITE_MATRIX
-            for i in range(N):
-                for j in range(N):
-                    LU[i, j] = Jw[i, j]
-            info = lu_factor_inplace(LU, piv)
-            ratio = 0.0 if info != 0 else pivot_ratio(LU)
-            if ratio <= 1e-14:
+            formed, ratio = factor_matrix(Jw, LU, piv, N)
+            if formed == MATRIX_NONFINITE:
+                return False, NONFINITE_MATRIX
+            if formed == MATRIX_SINGULAR:
                 I[HAS_FACTOR] = 0
                 S[F_INFO] = ratio
                 return False, SINGULAR
@@ -404,7 +399,7 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, C
             S[RELAX] = 1.0
             n_j = 0
             old_norm = -1.0
-        if index3:
+        if variant == INDEX3:
             _residual(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq)
         elif variant == INDEX2:
             _residual2(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq)
@@ -435,29 +430,17 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, C
             I[NEED_JAC] = 1
             I[REASON] = R_UPDATE
             return False, OK
-        if dnorm < NEWTON_TOL:
+        verdict, sigma, err = newton_verdict(it, n_j, dnorm, old_norm, sigma, err, NEWTON_TOL,
+                                             NEWTON_ERR_TOL, True, False)
+        if verdict == NEWTON_CONVERGED:
             S[SIGMA] = sigma
             return True, OK
-        if it == 1 and dnorm < 1.0 and 0.0 < sigma < 1.0 \
-                and sigma / (1.0 - sigma) * dnorm < NEWTON_ERR_TOL:
-            S[SIGMA] = sigma ** 0.8
-            return True, OK
-        if n_j == 1 or old_norm < 0.0:
-            sigma = 0.0
-        elif dnorm > 0.9 * old_norm:
+        if verdict == NEWTON_REFRESH or verdict == NEWTON_SLOW:   # (no stall test here)
             I[NEED_JAC] = 1
-        else:
-            sigma = max(0.5 * sigma, dnorm / old_norm)
-            err = sigma / (1.0 - sigma) * dnorm
-            if err < NEWTON_ERR_TOL:
-                S[SIGMA] = sigma
-                return True, OK
-            if n_j >= 5 or err * sigma ** (5 - n_j) > 0.5:
-                I[NEED_JAC] = 1
         old_norm = dnorm
     S[SIGMA] = sigma
     I[NEED_JAC] = 1
-    if err <= 0.33:
+    if err <= NEWTON_LAST_CHANCE:
         return True, OK
     I[REASON] = R_NO_CONVERGENCE
     return False, OK

@@ -53,6 +53,7 @@ from .bdf_record import (  # noqa: F401
     WS_QX, WS_RHS, WS_TAU, WS_TQ, WS_V, WS_VX, WS_W2, WS_WINV, WS_YDPRED, WS_YPRED, WS_ZPRED,
     int_length, offsets, system_size, workspace, wslots)
 from .bdf_corrector import _newton
+from .kernel_common import clamp_step, keeps_matrix
 
 
 # ---------------------------------------------------------------------------------
@@ -130,22 +131,6 @@ def _h_order(h, j, err, safety, h_base):
     return min(h_j, MAX_RATIO[j] * h_base, MAX_GROWTH * h_base)
 
 
-def _clamp(S, h, t_limit):
-    """Integrator._clamp_step: (h, lands, status)."""
-    h = min(h, S[MAX_STEP])
-    t = S[T]
-    remaining = t_limit - t
-    if not h > 4.0 * EPS * abs(t) and h < remaining:
-        return h, False, UNDERFLOW
-    if S[H_FIXED] > 0.0:
-        if h >= remaining - 1e-6 * h:
-            return remaining, True, OK
-        return h, False, OK
-    if h >= remaining or remaining - h < 0.25 * h:
-        return remaining, True, OK
-    return h, False, OK
-
-
 # ---------------------------------------------------------------------------------
 # one step (BDF._step_inner, BDFIndex3._solve, BDF._accept)
 # ---------------------------------------------------------------------------------
@@ -201,10 +186,10 @@ def step(fns, S, I, LU, u, p, t_limit, work):
     decr = False
     has_up = False
     while True:
-        h, lands, status = _clamp(S, h_prop, t_limit)
-        if status != OK:
+        h, lands, moves = clamp_step(S[T], h_prop, S[MAX_STEP], S[H_FIXED] > 0.0, t_limit)
+        if not moves:
             S[F_H] = h
-            return status
+            return UNDERFLOW
         h_min = 4.0 * EPS * max(abs(t), abs(t_limit), 1e-300)
         if not h > h_min:
             S[F_H] = h
@@ -245,14 +230,10 @@ def step(fns, S, I, LU, u, p, t_limit, work):
             S[RELAX] = 1.0
         if I[NEED_JAC] == 0:
             # §5.1 reuse test on ĥ (QuasiNewton.plan_reuse)
-            if I[HAS_FACTOR] == 0 or S[H_JAC] < 0.0:
-                I[NEED_JAC] = 1
+            if I[HAS_FACTOR] == 1 and keeps_matrix(S[SIGMA], hhat, S[H_JAC]):
+                I[NEED_JAC] = 0
             else:
-                r = hhat / S[H_JAC]
-                if S[SIGMA] * r + abs(r - 1.0) <= 1.0 / 3.0:
-                    I[NEED_JAC] = 0
-                else:
-                    I[NEED_JAC] = 1
+                I[NEED_JAC] = 1
             S[RELAX] = 1.0
         if index3:
             # BDFIndex3._solve: eq. 77 without δ, λ̂0, Newton weights

@@ -34,6 +34,7 @@ as ``fns[k](…)`` (:func:`cosim.jit.kernel_fields` order).
 import math
 
 from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
+from .kernel_common import clamp_step
 
 # the record: every name, so that explicit_kernel is the method's one namespace
 from .explicit_record import (  # noqa: F401
@@ -389,18 +390,10 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         K[0, i] = S[o_f + i]
     fixed = S[H_FIXED] > 0.0
     h_prop = S[H_FIXED] if fixed else S[H_NEXT]
-    # Integrator._clamp_step
-    h = min(h_prop, S[MAX_STEP])
-    remaining = t_limit - t
-    if not h > 4.0 * EPS * abs(t) and h < remaining:
+    h, lands, moves = clamp_step(t, h_prop, S[MAX_STEP], fixed, t_limit)
+    if not moves:
         S[F_H] = h
         return UNDERFLOW
-    if fixed:
-        lands = h >= remaining - 1e-6 * h
-    else:
-        lands = h >= remaining or remaining - h < 0.25 * h
-    if lands:
-        h = remaining
     h_min = 1e-12 * max(1.0, abs(t))
     rejected = False
     rejections = 0

@@ -5,12 +5,14 @@ import math
 
 import numpy as np
 
-from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
+from .dense_lu import lu_solve_inplace
 from .ga_record import (CONST_MASS, EPS, FIXED_NEWTON_REL, F_INFO, GGL, GGL_RATE_TOL, HAS_FACTOR,
     H_FIXED, H_JAC, NEED_JAC, NEWTON_ERR_TOL, NEWTON_FAILED, NEWTON_MAX_ITER, NEWTON_TOL,
     NONFINITE_MATRIX, OK, PIV, REASON, RELAX, ROUNDOFF, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE,
     SIGMA, SINGULAR, ST_JAC, ST_LU, ST_NEWTON, ST_RES, matrix_size)
 from .ga_terms import (_all_finite, _nh_jacobian, _nh_residual, n_nonholonomic)
+from .kernel_common import (MATRIX_NONFINITE, MATRIX_SINGULAR, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
+    NEWTON_REFRESH, NEWTON_SLOW, factor_matrix, newton_verdict)
 
 
 # ---------------------------------------------------------------------------------
@@ -275,11 +277,12 @@ def _rows_norm(dd, off, n, m, CqT, sc, tmp):
 
 def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, eta, scale, CqT,
             lam_scale, scale_r, lam_scale_r, delta, F, Jw, work, ggl, qd0, b, g, sy, s_mu):
-    """Returns (converged, iterations, status); δ in ``delta``.  With ``ggl`` the
-    GGL form (eqs. 38-39): ``bh2`` is then β h (q = q0 + β h x), ``scale`` and
-    ``lam_scale`` are its s_x and s_λ, ``qd0``, ``sy``, ``s_mu`` its own, and
-    it accepts on the rate test σ/(1−σ)‖Δδ‖ < GGL_RATE_TOL only, or on a stall
-    below NEWTON_TOL with a matrix formed in this solve."""
+    """Returns (converged, iterations, status); δ in ``delta``.  The decisions are
+    kernel_common's (Algorithm 2).  With ``ggl`` the GGL form (eqs. 38-39): ``bh2``
+    is then β h (q = q0 + β h x), ``scale`` and ``lam_scale`` are its s_x and s_λ,
+    ``qd0``, ``sy``, ``s_mu`` its own, and it accepts on the rate test
+    σ/(1−σ)‖Δδ‖ < GGL_RATE_TOL only, or on a stall below NEWTON_TOL with a matrix
+    formed in this solve."""
     ng = n_nonholonomic(I)
     mz = m + ng
     N = matrix_size(n, m, ggl, ng)
@@ -294,26 +297,9 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
     # fixed step, index 3: tolerances relative to the step's innovation (FIXED_NEWTON_REL)
     rel = S[H_FIXED] > 0.0 and not ggl
     x_hat = work[12]
-    rnd = 0.0
-    rnd_q = 0.0
-    if rel:
-        # rounding-level updates in the Newton norm: rnd_q changes q by
-        # ROUNDOFF·ε·max(1, |q|) (where C(q)/(β h²) leaves x, the floor of a stall),
-        # rnd (≤ rnd_q) changes v by ROUNDOFF·ε·max(1, |v|): a Newton error at the
-        # q level is γ/(β h) times that in v, and accumulates over the steps
-        qmax = 1.0
-        vmax = 1.0
-        smax = 0.0
-        for i in range(n):
-            if abs(q0[i]) > qmax:
-                qmax = abs(q0[i])
-            if abs(v0[i]) > vmax:
-                vmax = abs(v0[i])
-            if scale[i] > smax:
-                smax = scale[i]
-        rnd_q = ROUNDOFF * EPS * smax * qmax / bh2
-        rnd = min(rnd_q, ROUNDOFF * EPS * smax * vmax / gh)
-    tol, err_tol = NEWTON_TOL, NEWTON_ERR_TOL
+    rnd, rnd_q = _rounding_floors(n, q0, v0, scale, bh2, gh) if rel else (0.0, 0.0)
+    tol = NEWTON_TOL
+    err_tol = GGL_RATE_TOL if ggl else NEWTON_ERR_TOL
     for it in range(1, NEWTON_MAX_ITER + 1):
         if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
             if ggl:
@@ -323,14 +309,10 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
                 _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_mass, delta, Jw,
                           (b / g) * h)
             I[ST_JAC] += 1
-            for i in range(N):
-                for j in range(N):
-                    if not math.isfinite(Jw[i, j]):
-                        return False, it, NONFINITE_MATRIX
-            LU[:, :] = Jw
-            info = lu_factor_inplace(LU, piv)
-            ratio = 0.0 if info != 0 else pivot_ratio(LU)
-            if ratio <= 1e-14:
+            formed, ratio = factor_matrix(Jw, LU, piv, N)
+            if formed == MATRIX_NONFINITE:
+                return False, it, NONFINITE_MATRIX
+            if formed == MATRIX_SINGULAR:
                 I[HAS_FACTOR] = 0
                 S[F_INFO] = ratio
                 return False, it, SINGULAR
@@ -376,41 +358,45 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
                     xn = e
             tol = _pymax(min(NEWTON_TOL, FIXED_NEWTON_REL * xn), rnd)
             err_tol = tol * (NEWTON_ERR_TOL / NEWTON_TOL)
-        # GGL: the rate test only,
-        # or a stall below NEWTON_TOL with a matrix formed in this solve
-        if not ggl:
-            if dnorm < tol:
-                S[SIGMA] = sigma
-                return True, it, OK
-            if it == 1 and dnorm < 1.0 and 0.0 < sigma < 1.0 \
-                    and sigma / (1.0 - sigma) * dnorm < err_tol:
-                S[SIGMA] = sigma ** 0.8
-                return True, it, OK
-        if n_j == 1 or old_norm < 0.0:
-            sigma = 0.0
-        elif dnorm > 0.9 * old_norm:
+        verdict, sigma, err = newton_verdict(it, n_j, dnorm, old_norm, sigma, err, tol, err_tol,
+                                             True, ggl)
+        if verdict == NEWTON_SLOW:
+            # stalled at the rounding level: converged; else re-form the matrix
             if ggl:
                 stalled = dnorm < NEWTON_TOL and refreshed
             elif rel:   # fixed step: a stall at the rounding of q
                 stalled = dnorm < _pymax(tol, rnd_q)
             else:
                 stalled = _norm(F, n, mz, scale_r, CqT, lam_scale_r) < NEWTON_TOL
-            if stalled:
-                S[SIGMA] = sigma   # stalled at the rounding level: converged
-                return True, it, OK
+            verdict = NEWTON_CONVERGED if stalled else NEWTON_REFRESH
+        if verdict == NEWTON_CONVERGED:
+            S[SIGMA] = sigma
+            return True, it, OK
+        if verdict == NEWTON_REFRESH:
             I[NEED_JAC] = 1
-        else:
-            sigma = max(0.5 * sigma, dnorm / old_norm)
-            err = sigma / (1.0 - sigma) * dnorm
-            if err < (GGL_RATE_TOL if ggl else err_tol):
-                S[SIGMA] = sigma
-                return True, it, OK
-            if n_j >= 5 or err * sigma ** (5 - n_j) > 0.5:
-                I[NEED_JAC] = 1
         old_norm = dnorm
     S[SIGMA] = sigma
     I[NEED_JAC] = 1
-    if err <= 0.33:
+    if err <= NEWTON_LAST_CHANCE:
         return True, NEWTON_MAX_ITER, OK
     I[REASON] = R_NO_CONVERGENCE
     return False, NEWTON_MAX_ITER, NEWTON_FAILED
+
+
+def _rounding_floors(n, q0, v0, scale, bh2, gh):
+    """Fixed step, index 3: the rounding-level updates in the Newton norm, (rnd, rnd_q).
+    rnd_q changes q by ROUNDOFF·ε·max(1, |q|) (where C(q)/(β h²) leaves x, the floor
+    of a stall), rnd (≤ rnd_q) changes v by ROUNDOFF·ε·max(1, |v|): a Newton error at
+    the q level is γ/(β h) times that in v, and accumulates over the steps."""
+    qmax = 1.0
+    vmax = 1.0
+    smax = 0.0
+    for i in range(n):
+        if abs(q0[i]) > qmax:
+            qmax = abs(q0[i])
+        if abs(v0[i]) > vmax:
+            vmax = abs(v0[i])
+        if scale[i] > smax:
+            smax = scale[i]
+    rnd_q = ROUNDOFF * EPS * smax * qmax / bh2
+    return min(rnd_q, ROUNDOFF * EPS * smax * vmax / gh), rnd_q

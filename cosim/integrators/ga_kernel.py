@@ -53,6 +53,7 @@ from .ga_terms import (  # noqa: F401
 from .ga_corrector import (  # noqa: F401
     _amax, _cqv, _jacobian, _jacobian_ggl, _newton, _norm, _norm_ggl, _pymax, _residual,
     _residual_ggl, _rows_norm)
+from .kernel_common import clamp_step, keeps_matrix, relaxation
 
 
 # ---------------------------------------------------------------------------------
@@ -131,25 +132,6 @@ def _tangent_part(fns, S, I, p, n, m, q, t, x):
     return y
 
 
-def _clamp(S, h, t_limit):
-    """The step towards ``t_limit``: (h, lands, moves).  A step leaving a sliver
-    shorter than h/4 before the limit is stretched onto it (adaptive mode), a
-    fixed step lands when the rest is a rounding sliver; ``moves`` is False when
-    h is too small to change t (h ≤ 4 ε |t|, short of the limit): the caller
-    fails with STEP_UNDERFLOW instead of taking steps that do not advance t."""
-    h = min(h, S[MAX_STEP])
-    remaining = t_limit - S[T]
-    if not h > 4.0 * EPS * abs(S[T]) and h < remaining:
-        return h, False, False
-    if S[H_FIXED] > 0.0:
-        if h >= remaining - 1e-6 * h:
-            return remaining, True, True
-        return h, False, True
-    if h >= remaining or remaining - h < 0.25 * h:
-        return remaining, True, True
-    return h, False, True
-
-
 def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     """One accepted step ending at or before ``t_limit`` (Algorithm 3; the GGL form
     with I[GGL]).  Returns a status code; on failure S[F_H] is the step size tried."""
@@ -165,7 +147,7 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     v[:] = S[o_y + n:o_y + 2 * n]
     qdd[:] = S[o_qdd:o_qdd + n]
     h_prop = S[H_NEXT]
-    h, lands, moves = _clamp(S, h_prop, t_limit)
+    h, lands, moves = clamp_step(t, h_prop, S[MAX_STEP], fixed, t_limit)
     if not moves:
         S[F_H] = h
         return STEP_UNDERFLOW
@@ -224,17 +206,12 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             # the steps (time rounding drift)
             h = (t + h) - t
         # Algorithm 3 g: reuse test for this h (seed 000 §5.1: σ·r + |r − 1| ≤ 1/3)
-        if I[HAS_FACTOR] == 0 or S[H_JAC] < 0.0:
+        if I[HAS_FACTOR] == 1 and keeps_matrix(S[SIGMA], h, S[H_JAC]):
+            I[NEED_JAC] = 0
+            S[RELAX] = relaxation(h, S[H_JAC])
+        else:
             I[NEED_JAC] = 1
             S[RELAX] = 1.0
-        else:
-            r = h / S[H_JAC]
-            if S[SIGMA] * r + abs(r - 1.0) <= 1.0 / 3.0:
-                I[NEED_JAC] = 0
-                S[RELAX] = 2.0 * h / (h + S[H_JAC])
-            else:
-                I[NEED_JAC] = 1
-                S[RELAX] = 1.0
         fresh = I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0
         # predictor (eq. 30 corrected, eq. 31), a rescaled to h
         t1 = t + h

@@ -37,12 +37,15 @@ import numpy as np
 from .. import jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
 from ..validation import flag
-from . import dense_lu, ga_corrector, ga_record, ga_terms
+from . import dense_lu, ga_corrector, ga_record, ga_terms, kernel_common
 from . import ga_kernel as K
 from .base import EPS, MultibodyIntegrator
 from .common import consistent_accelerations, error_weights, initial_step
 from .model_functions import compiled_unsupported, n_nonholonomic, python_functions
 from .record import RecordIntegrator, record_array, record_scalar, record_time
+
+# the modules ga_kernel's functions call, pasted before it into the compiled method
+KERNEL_HELPERS = (dense_lu, kernel_common, ga_record, ga_terms, ga_corrector)
 
 # Tolerance proportionality (Stetter 1980; Hairer, Nørsett & Wanner I §II.4):
 # eq. 34 bounds the error of each step, and for a second-order method that
@@ -134,12 +137,12 @@ def supports(model):
 
 def compiled_entry():
     """The compiled method (compiled once per machine, cached; cosim.jit.method_entry)."""
-    return jit.method_entry(K, "generalized-alpha", helpers=(dense_lu, ga_record, ga_terms, ga_corrector))
+    return jit.method_entry(K, "generalized-alpha", helpers=KERNEL_HELPERS)
 
 
 def compiled_native_step():
     """Address of the method's C entry for the FMU binary (cosim.jit.native_step_address)."""
-    return jit.native_step_address(K, "generalized-alpha", helpers=(dense_lu, ga_record, ga_terms, ga_corrector))
+    return jit.native_step_address(K, "generalized-alpha", helpers=KERNEL_HELPERS)
 
 
 class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):

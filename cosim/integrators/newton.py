@@ -13,6 +13,8 @@ import numpy as np
 
 from ..state_schema import check_newton_state
 from .common import lu_factor, lu_solve
+from .kernel_common import (NEWTON_CONVERGED, NEWTON_LAST_CHANCE, NEWTON_REFRESH, NEWTON_SLOW,
+                            keeps_matrix, newton_verdict, relaxation)
 
 
 class NewtonResult:
@@ -69,10 +71,9 @@ class QuasiNewton:
             self.need_jac = True
             self.relax = 1.0
             return
-        r = h_new / self.h_jac
-        if self.sigma * r + abs(r - 1.0) <= 1.0 / 3.0:
+        if keeps_matrix(self.sigma, h_new, self.h_jac):
             self.need_jac = False
-            self.relax = 2.0 * h_new / (h_new + self.h_jac)
+            self.relax = relaxation(h_new, self.h_jac)
         else:
             self.need_jac = True
             self.relax = 1.0
@@ -124,11 +125,13 @@ class QuasiNewton:
         the caller's measure of "at the rounding level" (generalized-α)."""
         stats = self.stats
         delta = np.zeros(n)
-        old_norm = None
+        old_norm = -1.0
         n_j = 0
         err = np.inf
         sigma = self.sigma
         refreshed = False
+        rate_only = self.rate_tol is not None   # the GGL rule (rate_tol above)
+        err_tol = self.rate_tol if rate_only else self.err_tol
         for it in range(1, self.max_iter + 1):
             if self.need_jac or self.factor is None:
                 J = jacobian(delta)
@@ -139,7 +142,7 @@ class QuasiNewton:
                 self.need_jac = False
                 self.relax = 1.0
                 n_j = 0
-                old_norm = None
+                old_norm = -1.0
                 refreshed = True
             F = residual(delta)
             stats["residual_evaluations"] += 1
@@ -156,37 +159,23 @@ class QuasiNewton:
             if not np.isfinite(dnorm):
                 self.need_jac = True
                 return NewtonResult(delta, False, it, sigma, "Newton update is not finite")
-            rate_only = self.rate_tol is not None   # the GGL rule (rate_tol above)
-            if not rate_only:
-                if dnorm < self.tol:
-                    self.sigma = sigma
-                    return NewtonResult(delta, True, it, sigma, "converged")
-                if it == 1 and self.prior_rate and dnorm < 1.0 and 0.0 < sigma < 1.0 \
-                        and sigma / (1.0 - sigma) * dnorm < self.err_tol:
-                    self.sigma = sigma ** 0.8
-                    return NewtonResult(delta, True, it, sigma, "converged")
-            if n_j == 1 or old_norm is None:
-                sigma = 0.0
-            elif dnorm > 0.9 * old_norm:
+            verdict, sigma, err = newton_verdict(it, n_j, dnorm, old_norm, sigma, err, self.tol,
+                                                 err_tol, self.prior_rate, rate_only)
+            if verdict == NEWTON_SLOW:
+                # stalled at the rounding level (the caller's measure): converged
                 if rate_only:
                     stalled = dnorm < self.tol and refreshed
                 else:
                     stalled = stall_norm is not None and stall_norm(dd) < self.tol
-                if stalled:
-                    self.sigma = sigma
-                    return NewtonResult(delta, True, it, sigma, "converged")
-                self.need_jac = True  # diverging or stalling: re-form J here
-            else:
-                sigma = max(0.5 * sigma, dnorm / old_norm)
-                err = sigma / (1.0 - sigma) * dnorm
-                if err < (self.rate_tol if rate_only else self.err_tol):
-                    self.sigma = sigma
-                    return NewtonResult(delta, True, it, sigma, "converged")
-                if n_j >= 5 or err * sigma ** (5 - n_j) > 0.5:
-                    self.need_jac = True
+                verdict = NEWTON_CONVERGED if stalled else NEWTON_REFRESH
+            if verdict == NEWTON_CONVERGED:
+                self.sigma = sigma
+                return NewtonResult(delta, True, it, sigma, "converged")
+            if verdict == NEWTON_REFRESH:
+                self.need_jac = True
             old_norm = dnorm
         self.sigma = sigma
         self.need_jac = True
-        ok = err <= 0.33
+        ok = err <= NEWTON_LAST_CHANCE
         return NewtonResult(delta, ok, self.max_iter, sigma,
                             "converged" if ok else f"no convergence in {self.max_iter} iterations")
