@@ -5,8 +5,10 @@ system after eq. 84) — and the quasi-Newton solve (seed 000 Algorithm 2)."""
 import math
 
 from .dense_lu import lu_solve_inplace
-from .kernel_common import (MATRIX_NONFINITE, MATRIX_SINGULAR, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
-    NEWTON_REFRESH, NEWTON_SLOW, factor_matrix, newton_verdict)
+from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_FORCE_JACOBIAN,
+    FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_FORCE_JACOBIANS, FN_GAMMA, FN_MASS,
+    FN_MASS_JACOBIAN_TERM, MATRIX_NONFINITE, MATRIX_SINGULAR, NEWTON_CONVERGED,
+    NEWTON_LAST_CHANCE, NEWTON_REFRESH, NEWTON_SLOW, factor_matrix, newton_verdict)
 from .bdf_record import (CONST_MASS, EPS, F_INFO, HAS_FACTOR, HAS_J, H_JAC, INDEX2, INDEX3, I_NS,
     NEED_JAC, NEWTON_ERR_TOL, NEWTON_MAX_ITER, NEWTON_TOL, NONFINITE_MATRIX, OK, PIV, REASON,
     RELAX, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SIGMA, SINGULAR, ST_JAC, ST_LU, ST_NEWTON,
@@ -32,8 +34,8 @@ def _mass_and_forces(fns, p, u, n, t1, qv, vv, W, o_Q, M):
         for j in range(n):
             M[i, j] = 0.0
         W[o_Q + i] = 0.0
-    fns[0](qv, t1, p, M)
-    fns[1](qv, vv, t1, u, p, W[o_Q:o_Q + n])
+    fns[FN_MASS](qv, t1, p, M)
+    fns[FN_FORCES](qv, vv, t1, u, p, W[o_Q:o_Q + n])
 
 
 def _constraint_jacobian(fns, p, n, m, t1, qv, Cq):
@@ -41,7 +43,7 @@ def _constraint_jacobian(fns, p, n, m, t1, qv, Cq):
     for k in range(m):
         for j in range(n):
             Cq[k, j] = 0.0
-    fns[3](qv, t1, p, Cq)
+    fns[FN_CONSTRAINT_JACOBIAN](qv, t1, p, Cq)
 
 
 def _add_cq_t(Cq, xv, scale, W, out, n, m):
@@ -57,14 +59,14 @@ def _constraints(fns, p, m, t1, qv, W, out):
     """C(q) into W[out:out+m]."""
     for k in range(m):
         W[out + k] = 0.0
-    fns[2](qv, t1, p, W[out:out + m])
+    fns[FN_CONSTRAINTS](qv, t1, p, W[out:out + m])
 
 
 def _gamma_at(fns, p, m, t1, qv, vv, W, out):
     """γ(q, v) into W[out:out+m]."""
     for k in range(m):
         W[out + k] = 0.0
-    fns[5](qv, vv, t1, p, W[out:out + m])
+    fns[FN_GAMMA](qv, vv, t1, p, W[out:out + m])
 
 
 def _cqv(fns, p, n, m, t1, qv, vv, Cq, W, ct, out):
@@ -72,7 +74,7 @@ def _cqv(fns, p, n, m, t1, qv, vv, Cq, W, ct, out):
     _constraint_jacobian(fns, p, n, m, t1, qv, Cq)
     for k in range(m):
         W[ct + k] = 0.0
-    fns[4](qv, t1, p, W[ct:ct + m])
+    fns[FN_CONSTRAINT_DT](qv, t1, p, W[ct:ct + m])
     for k in range(m):
         W[out + k] = _dot(Cq, k, vv, n) + W[ct + k]
 
@@ -133,12 +135,12 @@ def _matrices(fns, p, u, n, m, t1, W, ws, const_mass, M, Qq, Qv, Hm, Mq, Jw, n_z
             Hm[i, j] = 0.0
             Mq[i, j] = 0.0
             M[i, j] = 0.0
-    fns[6](qv, vv, t1, u, p, Qq, Qv)
+    fns[FN_FORCE_JACOBIANS](qv, vv, t1, u, p, Qq, Qv)
     if m > 0:
-        fns[7](qv, W[lam:lam + m], t1, p, Hm)
+        fns[FN_CONSTRAINT_FORCE_JACOBIAN](qv, W[lam:lam + m], t1, p, Hm)
     if not const_mass:
-        fns[8](qv, av, t1, p, Mq)
-    fns[0](qv, t1, p, M)
+        fns[FN_MASS_JACOBIAN_TERM](qv, av, t1, p, Mq)
+    fns[FN_MASS](qv, t1, p, M)
 
 
 def _stiffness(Qq, Hm, Mq, i, j, m, const_mass, constraint_first):
@@ -158,7 +160,7 @@ def _hessian_rows(fns, p, n, m, t1, qv, W, x, Hm, Jw, row, add):
     for i in range(n):
         for j in range(n):
             Hm[i, j] = 0.0
-    fns[7](qv, W[x:x + m], t1, p, Hm)
+    fns[FN_CONSTRAINT_FORCE_JACOBIAN](qv, W[x:x + m], t1, p, Hm)
     for i in range(n):
         for j in range(n):
             if add:

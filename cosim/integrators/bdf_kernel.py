@@ -53,7 +53,7 @@ from .bdf_record import (  # noqa: F401
     WS_QX, WS_RHS, WS_TAU, WS_TQ, WS_V, WS_VX, WS_W2, WS_WINV, WS_YDPRED, WS_YPRED, WS_ZPRED,
     int_length, offsets, system_size, workspace, wslots)
 from .bdf_corrector import _newton
-from .kernel_common import clamp_step, keeps_matrix
+from .kernel_common import (FN_OUTPUTS, clamp_step, keeps_matrix)
 
 
 # ---------------------------------------------------------------------------------
@@ -468,7 +468,7 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     ``max_steps`` (else STEP_BUDGET, record unchanged); ONE_STEP takes at most
     ``max_steps`` steps.  The restart modes are not in the kernel (the integrator
     object restarts).  After a successful advance the model's outputs at the new
-    state go into ``y_out`` (the outputs kernel, fns[9]) unless it is empty."""
+    state go into ``y_out`` (the outputs kernel, fns[FN_OUTPUTS]) unless it is empty."""
     if mode == RESTART:
         return NOT_IN_KERNEL
     if mode == RESTART_THEN_ADVANCE:
@@ -477,5 +477,5 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     if status == OK and y_out.shape[0] > 0:
         y_out[:] = 0.0
         n = I[I_N]
-        fns[9](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
+        fns[FN_OUTPUTS](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
     return status

@@ -15,7 +15,7 @@ Nonholonomic rows B(q, t) v + b(q, t) = 0 (seed 000 §7, eq. 93; ``I[I_NG]`` > 0
 J = [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]], right-hand side [Q; γ; γ_G], position
 projection on C = 0 only, velocity projection on both.  A first-order model
 x' = f(t, x, u) (``I[FIRST_ORDER]``, n = m = 0, ``I[I_NY]`` states) is integrated
-directly: its f is the forces slot, ``fns[1](x, x, t, u, p, f)``.
+directly: its f is the forces slot, ``fns[FN_FORCES](x, x, t, u, p, f)``.
 
 The record (everything the method remembers; a snapshot is two array copies):
 
@@ -34,7 +34,8 @@ as ``fns[k](…)`` (:func:`cosim.jit.kernel_fields` order).
 import math
 
 from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
-from .kernel_common import clamp_step
+from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_JACOBIAN, FN_FORCES,
+    FN_GAMMA, FN_MASS, FN_NH_GAMMA, FN_NH_MATRIX, FN_NH_OFFSET, FN_OUTPUTS, clamp_step)
 
 # the record: every name, so that explicit_kernel is the method's one namespace
 from .explicit_record import (  # noqa: F401
@@ -72,19 +73,19 @@ def n_nonholonomic(I):
 def _nh_rows(fns, p, mh, q, t, Cq):
     """B(q, t) into rows mh: of Cq (zero-filled by the caller)."""
     if Cq.shape[0] > mh:
-        fns[10](q, t, p, Cq[mh:])
+        fns[FN_NH_MATRIX](q, t, p, Cq[mh:])
 
 
 def _nh_offset(fns, p, mh, q, t, Ct):
     """b(q, t) into Ct[mh:] (zero-filled by the caller)."""
     if Ct.shape[0] > mh:
-        fns[11](q, t, p, Ct[mh:])
+        fns[FN_NH_OFFSET](q, t, p, Ct[mh:])
 
 
 def _nh_gamma(fns, p, mh, q, v, t, g):
     """γ_G (B q'' = γ_G) into g[mh:] (zero-filled by the caller)."""
     if g.shape[0] > mh:
-        fns[12](q, v, t, p, g[mh:])
+        fns[FN_NH_GAMMA](q, v, t, p, g[mh:])
 
 
 # ---------------------------------------------------------------------------------
@@ -100,13 +101,13 @@ def _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq):
         for j in range(N):
             LU[i, j] = 0.0
     M[:, :] = 0.0
-    fns[0](q, t, p, M)
+    fns[FN_MASS](q, t, p, M)
     for i in range(n):
         for j in range(n):
             LU[i, j] = M[i, j]
     if m > 0:
         Cq[:, :] = 0.0
-        fns[3](q, t, p, Cq)
+        fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
         _nh_rows(fns, p, mh, q, t, Cq)
         for k in range(m):
             for i in range(n):
@@ -136,7 +137,7 @@ def _evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
     I[ST_RES] += 1
     if I[FIRST_ORDER] == 1:              # x' = f(t, x, u): the forces slot
         f[:] = 0.0
-        fns[1](y, y, t, u, p, f)
+        fns[FN_FORCES](y, y, t, u, p, f)
         return C_NONE
     for i in range(n):
         q[i] = y[i]
@@ -145,12 +146,12 @@ def _evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
     if cause != C_NONE:
         return cause
     Q[:] = 0.0
-    fns[1](q, v, t, u, p, Q)
+    fns[FN_FORCES](q, v, t, u, p, Q)
     for i in range(n):
         rhs[i] = Q[i]
     if m > 0:
         g[:] = 0.0
-        fns[5](q, v, t, p, g)
+        fns[FN_GAMMA](q, v, t, p, g)
         _nh_gamma(fns, p, mh, q, v, t, g)
         for k in range(m):
             rhs[n + k] = g[k]
@@ -216,17 +217,17 @@ def _project_stage(fns, S, I, LU, p, n, m, t, y_new, w, stage, its):
                 rhs[i] = 0.0
             if stage == 0:
                 C[:] = 0.0
-                fns[2](q, t, p, C)
+                fns[FN_CONSTRAINTS](q, t, p, C)
                 for k in range(mh):
                     rhs[n + k] = -C[k]
                 for k in range(mh, m):
                     rhs[n + k] = 0.0
             else:
                 Cq[:, :] = 0.0
-                fns[3](q, t, p, Cq)
+                fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
                 _nh_rows(fns, p, mh, q, t, Cq)
                 Ct[:] = 0.0
-                fns[4](q, t, p, Ct)
+                fns[FN_CONSTRAINT_DT](q, t, p, Ct)
                 _nh_offset(fns, p, mh, q, t, Ct)
                 for k in range(m):
                     s = 0.0
@@ -516,7 +517,7 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     within ``max_steps`` (else STEP_BUDGET, record unchanged); ONE_STEP takes at
     most ``max_steps`` steps; RESTART_THEN_ADVANCE restarts, then advances as
     WHOLE_INTERVAL.  After a successful advance the model's outputs at the new
-    state go into ``y_out`` (the outputs kernel, fns[9]) unless it is empty."""
+    state go into ``y_out`` (the outputs kernel, fns[FN_OUTPUTS]) unless it is empty."""
     if mode == RESTART:
         return restart(S, I)
     if mode == RESTART_THEN_ADVANCE:
@@ -525,5 +526,5 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     if status == OK and y_out.shape[0] > 0:
         y_out[:] = 0.0
         n = I[I_N]
-        fns[9](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
+        fns[FN_OUTPUTS](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
     return status

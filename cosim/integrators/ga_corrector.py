@@ -9,10 +9,13 @@ from .dense_lu import lu_solve_inplace
 from .ga_record import (CONST_MASS, EPS, FIXED_NEWTON_REL, F_INFO, GGL, GGL_RATE_TOL, HAS_FACTOR,
     H_FIXED, H_JAC, NEED_JAC, NEWTON_ERR_TOL, NEWTON_FAILED, NEWTON_MAX_ITER, NEWTON_TOL,
     NONFINITE_MATRIX, OK, PIV, REASON, RELAX, ROUNDOFF, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE,
-    SIGMA, SINGULAR, ST_JAC, ST_LU, ST_NEWTON, ST_RES, matrix_size)
+    SIGMA, SINGULAR, ST_JAC, ST_LU, ST_NEWTON, ST_RES, W_C, W_CQ, W_CT, W_FORCES, W_G0, W_G1, W_LAM,
+    W_M, W_MU, W_Q, W_QD, W_QDD, W_QX, W_V, W_X_HAT, matrix_size)
 from .ga_terms import (_all_finite, _nh_jacobian, _nh_residual, n_nonholonomic)
-from .kernel_common import (MATRIX_NONFINITE, MATRIX_SINGULAR, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
-    NEWTON_REFRESH, NEWTON_SLOW, factor_matrix, newton_verdict)
+from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_FORCE_JACOBIAN,
+    FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_FORCE_JACOBIANS, FN_MASS, FN_MASS_JACOBIAN_TERM,
+    MATRIX_NONFINITE, MATRIX_SINGULAR, NEWTON_CONVERGED, NEWTON_LAST_CHANCE, NEWTON_REFRESH,
+    NEWTON_SLOW, factor_matrix, newton_verdict)
 
 
 # ---------------------------------------------------------------------------------
@@ -20,15 +23,16 @@ from .kernel_common import (MATRIX_NONFINITE, MATRIX_SINGULAR, NEWTON_CONVERGED,
 # ---------------------------------------------------------------------------------
 def _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F, work):
     """Eq. 32: [M(q) q'' − Q(q, q') + C_qᵀ λ ;  C(q)/(β h²)] at predictor + δ."""
-    q, v, qdd, lam, M, Q, Cq, C = work[0], work[1], work[2], work[3], work[4], work[5], work[6], work[7]
+    q, v, qdd, lam, M, Q = work[W_Q], work[W_V], work[W_QDD], work[W_LAM], work[W_M], work[W_FORCES]
+    Cq, C = work[W_CQ], work[W_C]
     for i in range(n):
         q[i] = q0[i] + bh2 * delta[i]
         v[i] = v0[i] + gh * delta[i]
         qdd[i] = qdd0[i] + eta * delta[i]
     M[:, :] = 0.0
-    fns[0](q, t1, p, M)
+    fns[FN_MASS](q, t1, p, M)
     Q[:] = 0.0
-    fns[1](q, v, t1, u, p, Q)
+    fns[FN_FORCES](q, v, t1, u, p, Q)
     for i in range(n):
         s = 0.0
         for j in range(n):
@@ -39,14 +43,14 @@ def _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F
         for k in range(m):
             lam[k] = lam_hat[k] + delta[n + k]
         Cq[:, :] = 0.0
-        fns[3](q, t1, p, Cq)
+        fns[FN_CONSTRAINT_JACOBIAN](q, t1, p, Cq)
         for i in range(n):
             s = 0.0
             for k in range(m):
                 s += Cq[k, i] * lam[k]
             F[i] += s
         C[:] = 0.0
-        fns[2](q, t1, p, C)
+        fns[FN_CONSTRAINTS](q, t1, p, C)
         inv = 1.0 / bh2
         for k in range(m):
             F[n + k] = inv * C[k]
@@ -60,24 +64,24 @@ def _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_ma
     qdd = qdd0 + eta * delta[:n]
     Qq = np.zeros((n, n))
     Qv = np.zeros((n, n))
-    fns[6](q, v, t1, u, p, Qq, Qv)
+    fns[FN_FORCE_JACOBIANS](q, v, t1, u, p, Qq, Qv)
     K = -Qq
     if m > 0:
         lam = lam_hat + delta[n:]
         H = np.zeros((n, n))
-        fns[7](q, lam, t1, p, H)
+        fns[FN_CONSTRAINT_FORCE_JACOBIAN](q, lam, t1, p, H)
         K = K + H
     _nh_jacobian(fns, p, n, m, t1, q, v, lam_hat, delta, n + m, 0, -1, cg, K, J)
     if not const_mass:
         Mq = np.zeros((n, n))
-        fns[8](q, qdd, t1, p, Mq)
+        fns[FN_MASS_JACOBIAN_TERM](q, qdd, t1, p, Mq)
         K = K + Mq
     M = np.zeros((n, n))
-    fns[0](q, t1, p, M)
+    fns[FN_MASS](q, t1, p, M)
     J[:n, :n] = eta * M + bh2 * K - gh * Qv
     if m > 0:
         Cq = np.zeros((m, n))
-        fns[3](q, t1, p, Cq)
+        fns[FN_CONSTRAINT_JACOBIAN](q, t1, p, Cq)
         J[:n, n:n + m] = Cq.T
         J[n:n + m, :n] = Cq
         J[n:, n:] = 0.0
@@ -111,9 +115,9 @@ def _norm(dd, n, m, scale, CqT, lam_scale):
 def _cqv(fns, p, n, m, t1, q, v, Cq, Ct, out):
     """C_q(q) v + C_t(q) into ``out`` (Cq, Ct overwritten)."""
     Cq[:, :] = 0.0
-    fns[3](q, t1, p, Cq)
+    fns[FN_CONSTRAINT_JACOBIAN](q, t1, p, Cq)
     Ct[:] = 0.0
-    fns[4](q, t1, p, Ct)
+    fns[FN_CONSTRAINT_DT](q, t1, p, Ct)
     for k in range(m):
         s = 0.0
         for j in range(n):
@@ -123,17 +127,18 @@ def _cqv(fns, p, n, m, t1, q, v, Cq, Ct, out):
 
 def _residual_ggl(fns, p, u, n, m, t1, q0, qd0, v0, qdd0, lam_hat, bh, g, gh, eta, delta, F, work):
     """Eq. 38: [q' − v + C_qᵀ μ ; M v' − Q + C_qᵀ λ ; C/(β h) ; (C_q v + C_t)/(γ h)]."""
-    q, v, vd, lam, M, Q, Cq, C = work[0], work[1], work[2], work[3], work[4], work[5], work[6], work[7]
-    qd, mu, Ct = work[20], work[21], work[22]
+    q, v, vd, lam, M, Q = work[W_Q], work[W_V], work[W_QDD], work[W_LAM], work[W_M], work[W_FORCES]
+    Cq, C = work[W_CQ], work[W_C]
+    qd, mu, Ct = work[W_QD], work[W_MU], work[W_CT]
     for i in range(n):
         q[i] = q0[i] + bh * delta[i]
         qd[i] = qd0[i] + g * delta[i]
         v[i] = v0[i] + gh * delta[n + i]
         vd[i] = qdd0[i] + eta * delta[n + i]
     M[:, :] = 0.0
-    fns[0](q, t1, p, M)
+    fns[FN_MASS](q, t1, p, M)
     Q[:] = 0.0
-    fns[1](q, v, t1, u, p, Q)
+    fns[FN_FORCES](q, v, t1, u, p, Q)
     for i in range(n):
         F[i] = qd[i] - v[i]
         s = 0.0
@@ -146,7 +151,7 @@ def _residual_ggl(fns, p, u, n, m, t1, q0, qd0, v0, qdd0, lam_hat, bh, g, gh, et
             lam[k] = lam_hat[k] + delta[2 * n + k]
             mu[k] = delta[i_mu + k]
         Cq[:, :] = 0.0
-        fns[3](q, t1, p, Cq)
+        fns[FN_CONSTRAINT_JACOBIAN](q, t1, p, Cq)
         for i in range(n):
             s1 = 0.0
             s2 = 0.0
@@ -156,13 +161,13 @@ def _residual_ggl(fns, p, u, n, m, t1, q0, qd0, v0, qdd0, lam_hat, bh, g, gh, et
             F[i] += s1
             F[n + i] += s2
         C[:] = 0.0
-        fns[2](q, t1, p, C)
+        fns[FN_CONSTRAINTS](q, t1, p, C)
         inv_bh, inv_gh = 1.0 / bh, 1.0 / gh
         for k in range(m):
             F[2 * n + k] = inv_bh * C[k]
-        _cqv(fns, p, n, m, t1, q, v, Cq, Ct, work[23])
+        _cqv(fns, p, n, m, t1, q, v, Cq, Ct, work[W_G0])
         for k in range(m):
-            F[2 * n + m + k] = inv_gh * work[23][k]
+            F[2 * n + m + k] = inv_gh * work[W_G0][k]
     _nh_residual(fns, p, n, m, t1, q, v, lam_hat, delta, 2 * n + m, n, gh, F)   # seed 000 eq. 94
 
 
@@ -178,14 +183,14 @@ def _jacobian_ggl(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh, b, g, gh, eta,
     J[:, :] = 0.0
     Qq = np.zeros((n, n))
     Qv = np.zeros((n, n))
-    fns[6](q, v, t1, u, p, Qq, Qv)
+    fns[FN_FORCE_JACOBIANS](q, v, t1, u, p, Qq, Qv)
     K = -Qq
     if not const_mass:
         Mq = np.zeros((n, n))
-        fns[8](q, vd, t1, p, Mq)
+        fns[FN_MASS_JACOBIAN_TERM](q, vd, t1, p, Mq)
         K = K + Mq
     M = np.zeros((n, n))
-    fns[0](q, t1, p, M)
+    fns[FN_MASS](q, t1, p, M)
     for i in range(n):
         J[i, i] = g
         J[i, n + i] = -gh
@@ -196,11 +201,11 @@ def _jacobian_ggl(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh, b, g, gh, eta,
         lam = lam_hat + delta[2 * n:i_mu]
         mu = delta[i_mu:]
         H = np.zeros((n, n))
-        fns[7](q, lam, t1, p, H)
+        fns[FN_CONSTRAINT_FORCE_JACOBIAN](q, lam, t1, p, H)
         K = K + H
         Hmu = np.zeros((n, n))
-        fns[7](q, mu, t1, p, Hmu)
-        Cq, Ct, g0, g1, qx = work[6], work[22], work[23], work[24], work[25]
+        fns[FN_CONSTRAINT_FORCE_JACOBIAN](q, mu, t1, p, Hmu)
+        Cq, Ct, g0, g1, qx = work[W_CQ], work[W_CT], work[W_G0], work[W_G1], work[W_QX]
         for i in range(n):
             for j in range(n):
                 J[i, j] += bh * Hmu[i, j]
@@ -216,7 +221,7 @@ def _jacobian_ggl(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh, b, g, gh, eta,
             for k in range(m):
                 J[2 * n + m + k, j] = bg * ((g1[k] - g0[k]) / hj)
         Cq[:, :] = 0.0
-        fns[3](q, t1, p, Cq)
+        fns[FN_CONSTRAINT_JACOBIAN](q, t1, p, Cq)
         for k in range(m):
             for j in range(n):
                 J[j, i_mu + k] = Cq[k, j]
@@ -296,7 +301,7 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
     delta[:] = 0.0
     # fixed step, index 3: tolerances relative to the step's innovation (FIXED_NEWTON_REL)
     rel = S[H_FIXED] > 0.0 and not ggl
-    x_hat = work[12]
+    x_hat = work[W_X_HAT]
     rnd, rnd_q = _rounding_floors(n, q0, v0, scale, bh2, gh) if rel else (0.0, 0.0)
     tol = NEWTON_TOL
     err_tol = GGL_RATE_TOL if ggl else NEWTON_ERR_TOL
@@ -342,7 +347,7 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
         n_j += 1
         delta += F
         if ggl:
-            dnorm = _norm_ggl(F, n, m, mz, scale, sy, CqT, lam_scale, s_mu, work[25])  # (q + h e_j: scratch)
+            dnorm = _norm_ggl(F, n, m, mz, scale, sy, CqT, lam_scale, s_mu, work[W_QX])  # (q + h e_j: scratch)
         else:
             dnorm = _norm(F, n, mz, scale, CqT, lam_scale)
         if not math.isfinite(dnorm):

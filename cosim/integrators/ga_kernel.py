@@ -46,14 +46,20 @@ from .ga_record import (  # noqa: F401
     REASON, REFRESH_AFTER, RELAX, RESTART, RESTART_FAILED, RESTART_STATUS, RESTART_THEN_ADVANCE,
     ROUNDOFF, RTOL, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SAFETY, SIGMA, SINGULAR, STATS,
     STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TINY_STEP,
-    T_PREV, WHOLE_INTERVAL, _block, _cut, int_length, matrix_size, offsets, workspace)
+    T_PREV, WHOLE_INTERVAL, _block, _cut, int_length, matrix_size, offsets, workspace,
+    W_A_START, W_C, W_CM, W_CMC, W_CQ, W_CQ_START, W_CQT, W_CT, W_FORCES, W_G0, W_G1, W_LAM,
+    W_LAM1, W_LAM_HAT, W_LAM_RATE, W_LAM_SCALE, W_LAM_SCALE_R, W_LAM_START, W_M, W_MINV_DIAG, W_MU,
+    W_Q, W_Q0, W_Q1, W_QD, W_QD0, W_QDD, W_QDD0, W_QDD1, W_QDD_START, W_QX, W_Q_START, W_REST,
+    W_S_MU, W_SCALE, W_SCALE_R, W_SPARE, W_SY, W_V, W_V0, W_V1, W_V_START, W_WEIGHTS, W_WV, W_X,
+    W_X_HAT, W_X_RATE, W_Y_HAT)
 from .ga_terms import (  # noqa: F401
     _abt_into, _all_finite, _diag_mass_inverse, _gesv, _inv_mass_diag, _nh_gamma, _nh_jacobian,
     _nh_residual, _nh_rows, consistent_accelerations, n_nonholonomic, restart)
 from .ga_corrector import (  # noqa: F401
     _amax, _cqv, _jacobian, _jacobian_ggl, _newton, _norm, _norm_ggl, _pymax, _residual,
     _residual_ggl, _rows_norm)
-from .kernel_common import clamp_step, keeps_matrix, relaxation
+from .kernel_common import (FN_CONSTRAINT_JACOBIAN, FN_MASS, FN_OUTPUTS, clamp_step,
+    keeps_matrix, relaxation)
 
 
 # ---------------------------------------------------------------------------------
@@ -86,7 +92,7 @@ def _m_correct(fns, S, I, p, n, q, t, Cq, r, y, CM, A, tmp):
         return
     K = np.zeros((n + mz, n + mz))
     M = np.zeros((n, n))
-    fns[0](q, t, p, M)
+    fns[FN_MASS](q, t, p, M)
     K[:n, :n] = M
     K[:n, n:] = Cq.T
     K[n:, :n] = Cq
@@ -104,9 +110,10 @@ def _m_correct(fns, S, I, p, n, q, t, Cq, r, y, CM, A, tmp):
 def _project_velocity(fns, S, I, p, n, m, q, v, t, work):
     """M-orthogonal projection of v onto C_q v + C_t = 0 (seed 000 eq. 8-9, W = M),
     in place, keeping B Δv = 0 on nonholonomic rows; v is left
-    as it was in a singular configuration.  Scratch: work slots 6, 22, 23, 25, 45, 46."""
+    as it was in a singular configuration.  Scratch: the work arrays W_CQ, W_CT,
+    W_G0, W_QX, W_CM, W_CMC."""
     mz = m + n_nonholonomic(I)
-    Cq, Ct, r, tmp, CM, A = work[6], work[22], work[23], work[25], work[45], work[46]
+    Cq, Ct, r, tmp, CM, A = work[W_CQ], work[W_CT], work[W_G0], work[W_QX], work[W_CM], work[W_CMC]
     _cqv(fns, p, n, m, t, q, v, Cq, Ct, r)   # C_q v + C_t on the holonomic rows
     _nh_rows(fns, p, m, q, t, Cq)
     for k in range(m, mz):
@@ -120,7 +127,7 @@ def _tangent_part(fns, S, I, p, n, m, q, t, x):
     the Newton iteration leaves along M⁻¹C_qᵀ (option tangent_estimate);
     x unchanged in a singular configuration."""
     Cq = np.zeros((m, n))
-    fns[3](q, t, p, Cq)
+    fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
     r = np.zeros(m)
     for k in range(m):
         s = 0.0
@@ -138,135 +145,39 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     n, m = I[I_N], I[I_M]
     mz = m + n_nonholonomic(I)   # multipliers [λ; ν]
     ggl = I[GGL] == 1
-    o_y, o_yp, o_qdd, o_qddp, o_lam, o_a, o_xr, o_lr, o_mid, o_mix, _ = offsets(n, mz)
-    am, af, g, b, eta = S[ALPHA_M], S[ALPHA_F], S[GAMMA], S[BETA], S[ETA]
+    b, g, eta = S[BETA], S[GAMMA], S[ETA]
     fixed = S[H_FIXED] > 0.0
     t = S[T]
-    q, v, qdd = work[26], work[27], work[28]   # the record at the step start (copies)
-    q[:] = S[o_y:o_y + n]
-    v[:] = S[o_y + n:o_y + 2 * n]
-    qdd[:] = S[o_qdd:o_qdd + n]
     h_prop = S[H_NEXT]
     h, lands, moves = clamp_step(t, h_prop, S[MAX_STEP], fixed, t_limit)
     if not moves:
         S[F_H] = h
         return STEP_UNDERFLOW
     if lands and h < TINY_STEP * h_prop:
-        # landing sliver: second-order Taylor step, method memory kept
-        h = t_limit - t
-        S[o_yp:o_yp + 2 * n] = S[o_y:o_y + 2 * n]
-        S[o_qddp:o_qddp + n] = qdd
-        S[T_PREV] = t
-        S[o_y:o_y + n] = q + h * v + (0.5 * h * h) * qdd
-        S[o_y + n:o_y + 2 * n] = v + h * qdd
-        S[T] = t_limit
-        I[ST_STEPS] += 1
-        return OK
-    rtol, atol = S[RTOL], S[ATOL]
+        return _landing_sliver(S, I, n, t, t_limit)
+    qmax = _step_start(fns, S, I, p, n, m, mz, t, work)
+    h_last = S[H_LAST]
     h_min = 1e-12 * max(1.0, abs(t))
     failed_once = False
     rejections = 0
-    a_old, lam_old, x_rate, lam_rate = work[29], work[30], work[31], work[32]
-    a_old[:] = S[o_a:o_a + n]
-    lam_old[:] = S[o_lam:o_lam + mz]
-    x_rate[:] = S[o_xr:o_xr + n]
-    lam_rate[:] = S[o_lr:o_lr + mz]
-    h_last = S[H_LAST]
-    w = work[33]
-    for i in range(n):
-        w[i] = rtol * abs(q[i]) + atol
-    qmax = 1.0
-    for i in range(n):
-        if abs(q[i]) > qmax:
-            qmax = abs(q[i])
-    q0, v0, qdd0, lam_hat = work[8], work[9], work[10], work[11]
-    x_hat, scale, w_v = work[12], work[13], work[15]
-    qd0, y_hat, sy, s_mu = work[16], work[17], work[18], work[19]   # GGL only
-    CqT, lam_scale, scale_r, lam_scale_r, minv_d = work[34], work[35], work[36], work[37], work[38]
-    CqT[:, :] = 0.0
-    lam_scale[:] = 0.0
-    scale_r[:] = 0.0
-    lam_scale_r[:] = 0.0
-    minv_d[:] = 0.0
-    if mz > 0:
-        Cq0 = work[39]
-        Cq0[:, :] = 0.0
-        fns[3](q, t, p, Cq0)
-        _nh_rows(fns, p, m, q, t, Cq0)
-        for i in range(n):
-            for k in range(mz):
-                CqT[i, k] = Cq0[k, i]
-        _inv_mass_diag(fns, S, I, q, t, p, o_mid, n, minv_d)
     h_err = math.inf
     h_new = h
-    xi = 0.0
+    x = work[W_X]
     while True:
         if not lands and not fixed:
             # h := (t + h) − t: t + h exact, the accepted t the exact sum of
             # the steps (time rounding drift)
             h = (t + h) - t
-        # Algorithm 3 g: reuse test for this h (seed 000 §5.1: σ·r + |r − 1| ≤ 1/3)
-        if I[HAS_FACTOR] == 1 and keeps_matrix(S[SIGMA], h, S[H_JAC]):
-            I[NEED_JAC] = 0
-            S[RELAX] = relaxation(h, S[H_JAC])
-        else:
-            I[NEED_JAC] = 1
-            S[RELAX] = 1.0
-        fresh = I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0
-        # predictor (eq. 30 corrected, eq. 31), a rescaled to h
+        fresh = _plan_matrix(S, I, h)
         t1 = t + h
         bh2, gh = b * h * h, g * h
-        rescale = h_last > 0.0 and h != h_last
-        # Newton norm (velocity weights floored at 100 rounding units) and the
-        # stall norm: once the iteration
-        # stops contracting, updates below ROUNDOFF·ε·max(1, |q|) in q (γ/(β h)
-        # times that in v) are converged
-        floor = (100.0 * EPS * g / (b * h)) * qmax
-        qfloor = ROUNDOFF * EPS * qmax / NEWTON_TOL
-        vfloor = (g / (b * h)) * qfloor
-        bh = b * h
-        for i in range(n):
-            ai = a_old[i]
-            if rescale:
-                ai = qdd[i] + (h / h_last) * (a_old[i] - qdd[i])
-            qdd_p = (am * ai + (1.0 - am - af) * qdd[i]) / (1.0 - af)
-            v_p = v[i] + h * ((1.0 - g) * ai + g * qdd[i])
-            q_p = q[i] + h * v[i] + (h * h) * ((0.5 - b) * ai + b * qdd[i])
-            wv0 = rtol * abs(v[i]) + atol
-            w_v[i] = wv0 + floor
-            if ggl:
-                # GGL Newton start: ŷ = h·x_rate, x̂ = h ŷ; q = q0 + β h x,
-                # q' = q'0 + γ x, v = v0 + γ h y, v' = q''0 + η y
-                yh = h * x_rate[i]
-                xh = h * yh
-                y_hat[i] = yh
-                x_hat[i] = xh
-                q0[i] = q_p + bh * xh
-                qd0[i] = v_p + g * xh
-                v0[i] = v_p + gh * yh
-                qdd0[i] = qdd_p + eta * yh
-                scale[i] = bh / w[i]                    # s_x
-                sy[i] = gh / w_v[i]
-                s_mu[i] = scale[i] / g
-                if mz > 0:
-                    lam_scale[i] = sy[i] * minv_d[i] / eta
-                continue
-            xh = h * x_rate[i]
-            x_hat[i] = xh
-            qdd0[i] = qdd_p + eta * xh
-            v0[i] = v_p + gh * xh
-            q0[i] = q_p + bh2 * xh
-            scale[i] = max(bh2 / w[i], gh / w_v[i])
-            scale_r[i] = max(bh2 / (w[i] + qfloor), gh / (wv0 + vfloor))
-            if mz > 0:
-                lam_scale[i] = scale[i] * minv_d[i] / eta
-                lam_scale_r[i] = scale_r[i] * minv_d[i] / eta
-        for k in range(mz):
-            lam_hat[k] = lam_old[k] + h * lam_rate[k]
-        cq = bh if ggl else bh2   # q = q0 + cq·x (numba: no inline conditional in a call)
-        converged, iters, status = _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat,
-                                           cq, gh, eta, scale, CqT, lam_scale, scale_r,
-                                           lam_scale_r, delta, F, Jw, work, ggl, qd0, b, g, sy, s_mu)
+        _predict(S, n, mz, ggl, h, h_last, qmax, work)
+        cq = b * h if ggl else bh2   # q = q0 + cq·x (numba: no inline conditional in a call)
+        converged, iters, status = _newton(
+            fns, S, I, LU, p, u, n, m, t1, h, work[W_Q0], work[W_V0], work[W_QDD0],
+            work[W_LAM_HAT], cq, gh, eta, work[W_SCALE], work[W_CQT], work[W_LAM_SCALE],
+            work[W_SCALE_R], work[W_LAM_SCALE_R], delta, F, Jw, work, ggl, work[W_QD0], b, g,
+            work[W_SY], work[W_S_MU])
         if status == SINGULAR or status == NONFINITE_MATRIX:
             S[F_H] = h
             return status
@@ -284,60 +195,15 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             lands = False
             continue
         # x: the acceleration innovation (index 3: x; GGL: y) that a and x_rate keep
-        x = work[40]
         for i in range(n):
-            x[i] = y_hat[i] + delta[n + i] if ggl else x_hat[i] + delta[i]
+            x[i] = work[W_Y_HAT][i] + delta[n + i] if ggl else work[W_X_HAT][i] + delta[i]
         if fixed:
             break
         if ggl:
-            # eq. 39's estimate Ξ = (h · max(‖x‖_q, ‖y‖_v))^{1/2} (W of the user's tolerances;
-            # the v weights floored at GGL_VELOCITY_FLOOR · ‖v‖∞)
-            xt = x_hat + delta[:n]
-            xq = 0.0
-            xv = 0.0
-            vinf = 0.0
-            for i in range(n):
-                if abs(v[i]) > vinf:
-                    vinf = abs(v[i])
-            for i in range(n):
-                e = abs(xt[i]) / w[i]
-                if e > xq or e != e:
-                    xq = e
-                e = abs(x[i]) / (rtol * _pymax(abs(v[i]), GGL_VELOCITY_FLOOR * vinf) + atol)
-                if e > xv or e != e:
-                    xv = e
-            xi = math.sqrt(h * _pymax(xq, xv)) if n > 0 else 0.0
+            xi = _error_ggl(S, n, h, delta, work)
         else:
-            # error estimate eq. 34 and step control eq. 36 with Algorithm 3 f
-            xm = 0.0
-            es = S[ERR_SCALE]                                 # tolerance proportionality
-            if es < 1.0:
-                # rounding floor of h² x; with tangent_estimate on its normal
-                # part x − P x only (_tangent_part)
-                errfloor = (10.0 * ROUNDOFF * EPS / b) * qmax
-                if m > 0 and S[ERR_TANGENT] == 1.0:
-                    xt = _tangent_part(fns, S, I, p, n, m, q0 + bh2 * delta[:n], t1, x)
-                    et = 0.0
-                    for i in range(n):
-                        e = abs(xt[i]) / (es * w[i])
-                        if e > et:
-                            et = e
-                    for i in range(n):
-                        e = abs(x[i] - xt[i]) / (es * w[i] + errfloor)
-                        if e > xm:
-                            xm = e
-                    xm = _pymax(et, xm)
-                else:
-                    for i in range(n):
-                        e = abs(x[i]) / (es * w[i] + errfloor)
-                        if e > xm:
-                            xm = e
-            else:
-                for i in range(n):
-                    e = abs(x[i]) / (es * w[i])
-                    if e > xm:
-                        xm = e
-            xi = (h * h * xm) ** (1.0 / 3.0) if n > 0 else 0.0
+            xi = _error_index3(fns, S, I, p, n, m, t1, h, qmax, delta, work)
+        # step control eq. 36 with Algorithm 3 f
         h_err = h * SAFETY / xi if xi > 0.0 else math.inf
         h_new = min(h_err, MAX_GROWTH * h)
         if xi <= 1.0:
@@ -354,8 +220,209 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             return ERROR_TEST_FAILED
         h = h_try
         lands = False
-    # accept
-    q1, v1, qdd1, lam1 = work[41], work[42], work[43], work[44]
+    if fixed:
+        S[H_NEXT] = S[H_FIXED]
+    elif lands and h < h_prop:   # a step shortened to land: the next one as proposed
+        S[H_NEXT] = min(h_err, max(MAX_GROWTH * h, h_prop))
+    else:
+        S[H_NEXT] = h_new
+    _accept(fns, S, I, p, n, m, mz, ggl, t, h, t_limit if lands else t + h, delta, work)
+    return OK
+
+
+def _plan_matrix(S, I, h):
+    """Algorithm 3 g for step h: keep the iteration matrix (with relaxation) when the
+    reuse test passes, else form it in the first iteration; True when it is formed."""
+    if I[HAS_FACTOR] == 1 and keeps_matrix(S[SIGMA], h, S[H_JAC]):
+        I[NEED_JAC] = 0
+        S[RELAX] = relaxation(h, S[H_JAC])
+        return False
+    I[NEED_JAC] = 1
+    S[RELAX] = 1.0
+    return True
+
+
+def _landing_sliver(S, I, n, t, t_limit):
+    """A step onto ``t_limit`` much shorter than the proposed one: a second-order
+    Taylor step, the method memory (a, rates, H_NEXT) kept."""
+    o_y, o_yp, o_qdd, o_qddp = offsets(n, I[I_M] + n_nonholonomic(I))[:4]
+    h = t_limit - t
+    S[o_yp:o_yp + 2 * n] = S[o_y:o_y + 2 * n]
+    S[o_qddp:o_qddp + n] = S[o_qdd:o_qdd + n]
+    S[T_PREV] = t
+    for i in range(n):
+        q, v, qdd = S[o_y + i], S[o_y + n + i], S[o_qdd + i]
+        S[o_y + i] = q + h * v + (0.5 * h * h) * qdd
+        S[o_y + n + i] = v + h * qdd
+    S[T] = t_limit
+    I[ST_STEPS] += 1
+    return OK
+
+
+def _step_start(fns, S, I, p, n, m, mz, t, work):
+    """The record at the step start copied into the work arrays, the error weights
+    w = RTOL|q| + ATOL (eq. 35), C_qᵀ (with the nonholonomic rows) and 1/|diag M| for
+    the multipliers' Newton scales; returns max(1, ‖q‖∞)."""
+    o_y, _, o_qdd, _, o_lam, o_a, o_xr, o_lr, o_mid = offsets(n, mz)[:9]
+    q, v, qdd = work[W_Q_START], work[W_V_START], work[W_QDD_START]
+    q[:] = S[o_y:o_y + n]
+    v[:] = S[o_y + n:o_y + 2 * n]
+    qdd[:] = S[o_qdd:o_qdd + n]
+    work[W_A_START][:] = S[o_a:o_a + n]
+    work[W_LAM_START][:] = S[o_lam:o_lam + mz]
+    work[W_X_RATE][:] = S[o_xr:o_xr + n]
+    work[W_LAM_RATE][:] = S[o_lr:o_lr + mz]
+    rtol, atol = S[RTOL], S[ATOL]
+    w = work[W_WEIGHTS]
+    for i in range(n):
+        w[i] = rtol * abs(q[i]) + atol
+    qmax = 1.0
+    for i in range(n):
+        if abs(q[i]) > qmax:
+            qmax = abs(q[i])
+    CqT, minv_d = work[W_CQT], work[W_MINV_DIAG]
+    CqT[:, :] = 0.0
+    work[W_LAM_SCALE][:] = 0.0
+    work[W_SCALE_R][:] = 0.0
+    work[W_LAM_SCALE_R][:] = 0.0
+    minv_d[:] = 0.0
+    if mz > 0:
+        Cq0 = work[W_CQ_START]
+        Cq0[:, :] = 0.0
+        fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq0)
+        _nh_rows(fns, p, m, q, t, Cq0)
+        for i in range(n):
+            for k in range(mz):
+                CqT[i, k] = Cq0[k, i]
+        _inv_mass_diag(fns, S, I, q, t, p, o_mid, n, minv_d)
+    return qmax
+
+
+def _predict(S, n, mz, ggl, h, h_last, qmax, work):
+    """The predictor for step h (eqs. 30-31, a rescaled to h when h changed) and the
+    Newton scales: index 3 the start (q0, v0, q''0, x̂ = h·x_rate) with the scale
+    max(βh²/w, γh/w_v) and the stall scales; GGL the start of eqs. 38 (ŷ = h·x_rate,
+    x̂ = h ŷ; q = q0 + βh x, q' = q'0 + γ x, v = v0 + γh y, v' = q''0 + η y) with
+    s_x, s_y, s_μ; both: λ̂ = λ + h·λ_rate and the multipliers' scales."""
+    am, af, g, b, eta = S[ALPHA_M], S[ALPHA_F], S[GAMMA], S[BETA], S[ETA]
+    rtol, atol = S[RTOL], S[ATOL]
+    q, v, qdd, a_old = work[W_Q_START], work[W_V_START], work[W_QDD_START], work[W_A_START]
+    x_rate, w, w_v, minv_d = work[W_X_RATE], work[W_WEIGHTS], work[W_WV], work[W_MINV_DIAG]
+    q0, v0, qdd0, x_hat, scale = work[W_Q0], work[W_V0], work[W_QDD0], work[W_X_HAT], work[W_SCALE]
+    bh2, gh, bh = b * h * h, g * h, b * h
+    rescale = h_last > 0.0 and h != h_last
+    # Newton norm (velocity weights floored at 100 rounding units) and the stall norm:
+    # once the iteration stops contracting, updates below ROUNDOFF·ε·max(1, |q|) in q
+    # (γ/(β h) times that in v) are converged
+    floor = (100.0 * EPS * g / (b * h)) * qmax
+    qfloor = ROUNDOFF * EPS * qmax / NEWTON_TOL
+    vfloor = (g / (b * h)) * qfloor
+    for i in range(n):
+        ai = a_old[i]
+        if rescale:
+            ai = qdd[i] + (h / h_last) * (a_old[i] - qdd[i])
+        qdd_p = (am * ai + (1.0 - am - af) * qdd[i]) / (1.0 - af)
+        v_p = v[i] + h * ((1.0 - g) * ai + g * qdd[i])
+        q_p = q[i] + h * v[i] + (h * h) * ((0.5 - b) * ai + b * qdd[i])
+        wv0 = rtol * abs(v[i]) + atol
+        w_v[i] = wv0 + floor
+        if ggl:
+            yh = h * x_rate[i]
+            xh = h * yh
+            work[W_Y_HAT][i] = yh
+            x_hat[i] = xh
+            q0[i] = q_p + bh * xh
+            work[W_QD0][i] = v_p + g * xh
+            v0[i] = v_p + gh * yh
+            qdd0[i] = qdd_p + eta * yh
+            scale[i] = bh / w[i]                    # s_x
+            work[W_SY][i] = gh / w_v[i]
+            work[W_S_MU][i] = scale[i] / g
+            if mz > 0:
+                work[W_LAM_SCALE][i] = work[W_SY][i] * minv_d[i] / eta
+            continue
+        xh = h * x_rate[i]
+        x_hat[i] = xh
+        qdd0[i] = qdd_p + eta * xh
+        v0[i] = v_p + gh * xh
+        q0[i] = q_p + bh2 * xh
+        scale[i] = max(bh2 / w[i], gh / w_v[i])
+        work[W_SCALE_R][i] = max(bh2 / (w[i] + qfloor), gh / (wv0 + vfloor))
+        if mz > 0:
+            work[W_LAM_SCALE][i] = scale[i] * minv_d[i] / eta
+            work[W_LAM_SCALE_R][i] = work[W_SCALE_R][i] * minv_d[i] / eta
+    lam_old, lam_rate, lam_hat = work[W_LAM_START], work[W_LAM_RATE], work[W_LAM_HAT]
+    for k in range(mz):
+        lam_hat[k] = lam_old[k] + h * lam_rate[k]
+
+
+def _error_ggl(S, n, h, delta, work):
+    """Eq. 39's estimate Ξ = (h · max(‖x‖_q, ‖y‖_v))^{1/2} (W of the user's tolerances;
+    the v weights floored at GGL_VELOCITY_FLOOR · ‖v‖∞)."""
+    rtol, atol = S[RTOL], S[ATOL]
+    v, w, x_hat, x = work[W_V_START], work[W_WEIGHTS], work[W_X_HAT], work[W_X]
+    xq = 0.0
+    xv = 0.0
+    vinf = 0.0
+    for i in range(n):
+        if abs(v[i]) > vinf:
+            vinf = abs(v[i])
+    for i in range(n):
+        e = abs(x_hat[i] + delta[i]) / w[i]
+        if e > xq or e != e:
+            xq = e
+        e = abs(x[i]) / (rtol * _pymax(abs(v[i]), GGL_VELOCITY_FLOOR * vinf) + atol)
+        if e > xv or e != e:
+            xv = e
+    return math.sqrt(h * _pymax(xq, xv)) if n > 0 else 0.0
+
+
+def _error_index3(fns, S, I, p, n, m, t1, h, qmax, delta, work):
+    """Eq. 34's estimate Ξ = (h² ‖x‖)^{1/3} in the weights w scaled by the tolerance
+    proportionality factor (ERR_SCALE); below 1, with the rounding floor of h² x, and
+    with option tangent_estimate (ERR_TANGENT) on the normal part x − P x only."""
+    b = S[BETA]
+    w, x = work[W_WEIGHTS], work[W_X]
+    xm = 0.0
+    es = S[ERR_SCALE]                                 # tolerance proportionality
+    if es < 1.0:
+        errfloor = (10.0 * ROUNDOFF * EPS / b) * qmax
+        if m > 0 and S[ERR_TANGENT] == 1.0:
+            xt = _tangent_part(fns, S, I, p, n, m, work[W_Q0] + (b * h * h) * delta[:n], t1, x)
+            et = 0.0
+            for i in range(n):
+                e = abs(xt[i]) / (es * w[i])
+                if e > et:
+                    et = e
+            for i in range(n):
+                e = abs(x[i] - xt[i]) / (es * w[i] + errfloor)
+                if e > xm:
+                    xm = e
+            xm = _pymax(et, xm)
+        else:
+            for i in range(n):
+                e = abs(x[i]) / (es * w[i] + errfloor)
+                if e > xm:
+                    xm = e
+    else:
+        for i in range(n):
+            e = abs(x[i]) / (es * w[i])
+            if e > xm:
+                xm = e
+    return (h * h * xm) ** (1.0 / 3.0) if n > 0 else 0.0
+
+
+def _accept(fns, S, I, p, n, m, mz, ggl, t, h, t_new, delta, work):
+    """Writes the accepted step into the record: the new point from the Newton
+    solution (eq. 32 / GGL eq. 38), the previous point (dense output), the
+    acceleration-like a = q'' + x and the rates x/h, λ change/h that predict the next
+    step, t; the velocity projection (option) last."""
+    o_y, o_yp, o_qdd, o_qddp, o_lam, o_a, o_xr, o_lr = offsets(n, mz)[:8]
+    b, g, eta = S[BETA], S[GAMMA], S[ETA]
+    q0, v0, qdd0, lam_hat = work[W_Q0], work[W_V0], work[W_QDD0], work[W_LAM_HAT]
+    q1, v1, qdd1, lam1 = work[W_Q1], work[W_V1], work[W_QDD1], work[W_LAM1]
+    qdd, lam_old, x = work[W_QDD_START], work[W_LAM_START], work[W_X]
+    gh = g * h
     if ggl:
         bh = b * h
         for i in range(n):
@@ -365,6 +432,7 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         for k in range(mz):
             lam1[k] = lam_hat[k] + delta[2 * n + k]
     else:
+        bh2 = b * h * h
         for i in range(n):
             q1[i] = q0[i] + bh2 * delta[i]
             v1[i] = v0[i] + gh * delta[i]
@@ -381,13 +449,7 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         S[o_xr + i] = x[i] / h
     for k in range(mz):
         S[o_lr + k] = (lam1[k] - lam_old[k]) / h
-    S[T] = t_limit if lands else t + h
-    if fixed:
-        S[H_NEXT] = S[H_FIXED]
-    elif lands and h < h_prop:
-        S[H_NEXT] = min(h_err, max(MAX_GROWTH * h, h_prop))
-    else:
-        S[H_NEXT] = h_new
+    S[T] = t_new
     if I[PROJECT] == 1 and m > 0:
         _project_velocity(fns, S, I, p, n, m, q1, v1, S[T], work)
     S[o_y:o_y + n] = q1
@@ -395,7 +457,6 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     S[o_qdd:o_qdd + n] = qdd1
     S[o_lam:o_lam + mz] = lam1
     I[ST_STEPS] += 1
-    return OK
 
 
 def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
@@ -407,7 +468,7 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     N = matrix_size(n, m, I[GGL], ng)
     r, c = LU.shape
     work = workspace(n, m + ng, S.shape[0] + r * c + 2 * N + N * N)
-    rest = work[47]
+    rest = work[W_REST]
     S0, o = _cut(rest, 0, S.shape[0])
     LU0_flat, o = _cut(rest, o, r * c)
     delta, o = _cut(rest, o, N)
@@ -445,7 +506,7 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     RESTART_THEN_ADVANCE restarts (new inputs held) and then advances as
     WHOLE_INTERVAL — a failed restart returns RESTART_STATUS + its status with
     nothing changed.  After a successful advance the model's outputs at the new
-    state go into ``y_out`` (the outputs kernel, fns[9]) unless it is empty."""
+    state go into ``y_out`` (the outputs kernel, fns[FN_OUTPUTS]) unless it is empty."""
     if mode == RESTART:
         return restart(fns, S, I, u, p)
     if mode == RESTART_THEN_ADVANCE:
@@ -456,5 +517,5 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     if status == OK and y_out.shape[0] > 0:
         y_out[:] = 0.0
         n = I[I_N]
-        fns[9](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
+        fns[FN_OUTPUTS](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
     return status

@@ -99,16 +99,27 @@ def _block(buf, o, r, c):
     return buf[o:o + r * c].reshape((r, c)), o + r * c
 
 
+# -- the work arrays of one advance() call: their index in workspace()'s tuple -----------
+# the model terms at a Newton point (q, v, q'', λ, M, Q, C_q, C) and the predictor
+# (q0, v0, q''0, λ̂, x̂), Newton scales s (index 3: s_x), weights w, w_v
+(W_Q, W_V, W_QDD, W_LAM, W_M, W_FORCES, W_CQ, W_C, W_Q0, W_V0, W_QDD0, W_LAM_HAT, W_X_HAT,
+ W_SCALE, W_SPARE, W_WV) = range(16)
+# the GGL form's (q'0, ŷ, s_y, s_μ, q', μ, C_t, g0, g1, scratch q + h e_j)
+W_QD0, W_Y_HAT, W_SY, W_S_MU, W_QD, W_MU, W_CT, W_G0, W_G1, W_QX = range(16, 26)
+# step(): the record at the step start (q, v, q'', a, λ, x_rate, λ_rate), error weights w,
+# C_qᵀ, the λ scales, the stall scales, 1/|diag M|, C_q at the start, the innovation x,
+# the accepted point (q, v, q'', λ); the velocity projection's C_q M⁻¹ and C_q M⁻¹ C_qᵀ;
+# and advance()'s room (the snapshot of S and LU, δ, F, the matrix)
+(W_Q_START, W_V_START, W_QDD_START, W_A_START, W_LAM_START, W_X_RATE, W_LAM_RATE, W_WEIGHTS,
+ W_CQT, W_LAM_SCALE, W_SCALE_R, W_LAM_SCALE_R, W_MINV_DIAG, W_CQ_START, W_X, W_Q1, W_V1, W_QDD1,
+ W_LAM1, W_CM, W_CMC, W_REST) = range(26, 48)
+
+
 def workspace(n, m, extra=0):
     """Work arrays of one advance() call, so the step loop allocates nothing
     (in numba an allocation costs as much as a small model evaluation): views
-    into ONE zeroed buffer.  Slots 0-15 (q, v, q'', λ, M, Q, C_q, C, q0, v0,
-    q''0, λ̂, x̂, scale, w, w_v), 16-25 the GGL form's (q'0, ŷ, s_y, s_μ, q',
-    μ, C_t, g0, g1, q + h e_j), 26-44 step()'s own (q, v, q'', a, λ, x_rate,
-    λ_rate at the step start, weights w, C_qᵀ, λ scale, stall scales,
-    1/|diag M|, C_q at the start, x, accepted q, v, q'', λ), 45-46 the velocity
-    projection's C_q M⁻¹ and C_q M⁻¹ C_qᵀ, and 47: ``extra`` floats
-    (advance(): room for the snapshot of S and LU)."""
+    into ONE zeroed buffer, in the order of the W_ names above (W_REST: ``extra``
+    floats)."""
     buf = np.zeros(31 * n + 10 * m + n * n + 4 * m * n + m * m + extra)
     vn = buf[:31 * n].reshape((31, n))            # the n-vectors, one per row
     o = 31 * n

@@ -8,6 +8,8 @@ import numpy as np
 from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
 from .ga_record import (CONST_MASS, GGL, H_LAST, I_M, I_N, I_NG, MINV_DIAG, MINV_EXACT, OK,
     RESTART_FAILED, T, T_PREV, _cut, offsets, workspace)
+from .kernel_common import (FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS,
+    FN_NH_FORCE_JACOBIAN, FN_NH_GAMMA, FN_NH_MATRIX, FN_NH_OFFSET, FN_NH_VELOCITY_JACOBIAN)
 
 
 # ---------------------------------------------------------------------------------
@@ -15,7 +17,7 @@ from .ga_record import (CONST_MASS, GGL, H_LAST, I_M, I_N, I_NG, MINV_DIAG, MINV
 # (no-ops for n_g = 0).  Multipliers: λ of the record (and λ̂, C_qᵀ in the norms)
 # hold [λ; ν], m + n_g.  Residual: Bᵀν in the force rows, rows (B v + b)/(γ h) last;
 # iteration matrix: (Bᵀν)_q in K, Bᵀ under ν, the G rows B + (β/γ) h (B v + b)_q
-# (index 3) or (β/γ)(B v + b)_q under x and B under y (GGL).  Kernels fns[10] … fns[14]
+# (index 3) or (β/γ)(B v + b)_q under x and B under y (GGL).  Kernels fns[FN_NH_MATRIX] … fns[FN_NH_VELOCITY_JACOBIAN]
 # (cosim.models.kernels.NONHOLONOMIC_FIELDS).
 # ---------------------------------------------------------------------------------
 def n_nonholonomic(I):
@@ -27,14 +29,14 @@ def _nh_rows(fns, p, m, q, t, Cq):
     """B(q, t) into rows m: of Cq (zero-filled by the caller)."""
     if Cq.shape[0] == m:
         return
-    fns[10](q, t, p, Cq[m:])
+    fns[FN_NH_MATRIX](q, t, p, Cq[m:])
 
 
 def _nh_gamma(fns, p, m, q, v, t, g):
     """γ_G into g[m:] (zero-filled by the caller)."""
     if g.shape[0] == m:
         return
-    fns[12](q, v, t, p, g[m:])
+    fns[FN_NH_GAMMA](q, v, t, p, g[m:])
 
 
 def _nh_residual(fns, p, n, m, t1, q, v, lam_hat, delta, c_nu, r_force, gh, F):
@@ -44,9 +46,9 @@ def _nh_residual(fns, p, n, m, t1, q, v, lam_hat, delta, c_nu, r_force, gh, F):
         return
     r_g = F.shape[0] - ng
     B = np.zeros((ng, n))
-    fns[10](q, t1, p, B)
+    fns[FN_NH_MATRIX](q, t1, p, B)
     b = np.zeros(ng)
-    fns[11](q, t1, p, b)
+    fns[FN_NH_OFFSET](q, t1, p, b)
     for j in range(n):
         s = 0.0
         for k in range(ng):
@@ -71,14 +73,14 @@ def _nh_jacobian(fns, p, n, m, t1, q, v, lam_hat, delta, c_nu, r_force, c_y, cg,
     for k in range(ng):
         nu[k] = lam_hat[m + k] + delta[c_nu + k]
     H = np.zeros((n, n))
-    fns[13](q, nu, t1, p, H)
+    fns[FN_NH_FORCE_JACOBIAN](q, nu, t1, p, H)
     for i in range(n):
         for j in range(n):
             K[i, j] += H[i, j]
     B = np.zeros((ng, n))
-    fns[10](q, t1, p, B)
+    fns[FN_NH_MATRIX](q, t1, p, B)
     Jv = np.zeros((ng, n))
-    fns[14](q, v, t1, p, Jv)
+    fns[FN_NH_VELOCITY_JACOBIAN](q, v, t1, p, Jv)
     for k in range(ng):
         for j in range(n):
             J[r_force + j, c_nu + k] = B[k, j]
@@ -99,7 +101,7 @@ def _inv_mass_diag(fns, S, I, q, t, p, o_mid, n, out):
         out[:] = S[o_mid:o_mid + n]
         return
     M = np.zeros((n, n))
-    fns[0](q, t, p, M)
+    fns[FN_MASS](q, t, p, M)
     d = np.empty(n)
     dmax = 0.0
     for i in range(n):
@@ -119,7 +121,7 @@ def _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
     (signalled by returning False in the first slot)."""
     if I[MINV_EXACT] < 0:
         M = np.zeros((n, n))
-        fns[0](q, t, p, M)
+        fns[FN_MASS](q, t, p, M)
         ok = I[CONST_MASS] == 1
         for i in range(n):
             for j in range(n):
@@ -173,7 +175,7 @@ def consistent_accelerations(fns, S, I, q, v, t, u, p, qdd_out, lam_out):
     o_mix = offsets(n, mz)[9]
     buf = np.zeros(n + 2 * mz * n + 2 * mz + mz * mz)   # one allocation (workspace())
     Q, o = _cut(buf, 0, n)
-    fns[1](q, v, t, u, p, Q)
+    fns[FN_FORCES](q, v, t, u, p, Q)
     if mz > 0 and _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
         minv = S[o_mix:o_mix + n]
         Cq_flat, o = _cut(buf, o, mz * n)
@@ -182,9 +184,9 @@ def consistent_accelerations(fns, S, I, q, v, t, u, p, qdd_out, lam_out):
         gam, o = _cut(buf, o, mz)
         rhs, o = _cut(buf, o, mz)
         Cq, CM, A = Cq_flat.reshape((mz, n)), CM_flat.reshape((mz, n)), A_flat.reshape((mz, mz))
-        fns[3](q, t, p, Cq)
+        fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
         _nh_rows(fns, p, m, q, t, Cq)
-        fns[5](q, v, t, p, gam)
+        fns[FN_GAMMA](q, v, t, p, gam)
         _nh_gamma(fns, p, m, q, v, t, gam)
         for k in range(mz):
             for j in range(n):
@@ -208,16 +210,16 @@ def consistent_accelerations(fns, S, I, q, v, t, u, p, qdd_out, lam_out):
     # general case: the augmented system with the singularity test of common.lu_factor
     K = np.zeros((n + mz, n + mz))
     M = np.zeros((n, n))
-    fns[0](q, t, p, M)
+    fns[FN_MASS](q, t, p, M)
     K[:n, :n] = M
     rhs = np.zeros(n + mz)
     rhs[:n] = Q
     if mz > 0:
         Cq = np.zeros((mz, n))
-        fns[3](q, t, p, Cq)
+        fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
         _nh_rows(fns, p, m, q, t, Cq)
         gam = np.zeros(mz)
-        fns[5](q, v, t, p, gam)
+        fns[FN_GAMMA](q, v, t, p, gam)
         _nh_gamma(fns, p, m, q, v, t, gam)
         K[:n, n:] = Cq.T
         K[n:, :n] = Cq

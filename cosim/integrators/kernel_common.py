@@ -14,6 +14,13 @@ from .dense_lu import lu_factor_inplace, pivot_ratio
 
 EPS = 2.220446049250313e-16
 
+# -- the model's functions in a kernel's ``fns`` (cosim.jit.kernel_fields() order) -------
+(FN_MASS, FN_FORCES, FN_CONSTRAINTS, FN_CONSTRAINT_JACOBIAN, FN_CONSTRAINT_DT, FN_GAMMA,
+ FN_FORCE_JACOBIANS, FN_CONSTRAINT_FORCE_JACOBIAN, FN_MASS_JACOBIAN_TERM, FN_OUTPUTS,
+ FN_NH_MATRIX, FN_NH_OFFSET, FN_NH_GAMMA, FN_NH_FORCE_JACOBIAN, FN_NH_VELOCITY_JACOBIAN) = range(15)
+# a first-order model x' = f(t, x, u) gives f in the forces slot (model_functions)
+FN_RHS = FN_FORCES
+
 # -- quasi-Newton (Algorithm 2) ----------------------------------------------------
 # verdicts of newton_verdict
 NEWTON_CONTINUE = 0      # take another update with the same matrix
