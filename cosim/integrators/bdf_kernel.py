@@ -138,18 +138,12 @@ def step(fns, S, I, LU, u, p, t_limit, work):
     """One accepted step ending at or before ``t_limit``.  Returns a status
     code; on failure S[F_H] (and S[F_HHAT], I[F_K]) describe the attempt."""
     n, m = I[I_N], I[I_M]
-    N = n + m
     ns = I[I_NS]
     index3 = I[VARIANT] == INDEX3
-    n2 = 2 * n
     W, M, Qq, Qv, Hm, Mq, Cq, Jw = work
     ws = wslots(n, m, ns)
-    winv, ypred, ydpred, zpred, a0, lhat = ws[WS_WINV], ws[WS_YPRED], ws[WS_YDPRED], ws[WS_ZPRED], \
-        ws[WS_A0], ws[WS_LHAT]
-    w2, delta, dy, qdd1, lam1, col = ws[WS_W2], ws[WS_DELTA], ws[WS_DY], ws[WS_QDD1], ws[WS_LAM1], \
-        ws[WS_COL]
-    tau, omega, c, ce = ws[WS_TAU], ws[WS_OMEGA], ws[WS_CC], ws[WS_CE]
-    o_y, o_yp, o_qdd, o_lam, o_D, o_Dz, o_tau, o_J, o_ht, o_hk, _ = offsets(n, m, ns)
+    ce = ws[WS_CE]
+    o_y, o_J = offsets(n, m, ns)[0], offsets(n, m, ns)[7]
     Jm = S[o_J:o_J + ns * ns]
     fixed = S[H_FIXED] > 0.0
     ve = I[VEL_ERROR]
@@ -158,22 +152,7 @@ def step(fns, S, I, LU, u, p, t_limit, work):
     k = I[K_NEXT]
     h_prop = S[H_NEXT]
     t = S[T]
-    rtol, atol = S[RTOL], S[ATOL]
-    for i in range(n2):
-        W[winv + i] = rtol * abs(S[o_y + i]) + atol
-    if I[POS_WEIGHTS] == 1:                       # eq. 35: W_q^k for q_k and v_k
-        for i in range(n):
-            W[winv + n + i] = W[winv + i]
-    qmax = 0.0                                    # rounding floor (bdf.WEIGHT_FLOOR)
-    vmax = 0.0
-    for i in range(n):
-        qmax = max(qmax, abs(S[o_y + i]))
-        vmax = max(vmax, abs(S[o_y + n + i]))
-    for i in range(n):
-        W[winv + i] = max(W[winv + i], WEIGHT_FLOOR * EPS * qmax)
-        W[winv + n + i] = max(W[winv + n + i], WEIGHT_FLOOR * EPS * vmax)
-    for i in range(n2):
-        W[winv + i] = 1.0 / W[winv + i]
+    _inverse_weights(S, I, n, o_y, W, ws[WS_WINV])
     failures = 0
     error_failures = 0
     h = h_prop
@@ -194,78 +173,10 @@ def step(fns, S, I, LU, u, p, t_limit, work):
         if not h > h_min:
             S[F_H] = h
             return MIN_STEP
-        # coefficients, eqs. 58, 64, 66
-        W[tau] = h
-        for j in range(1, ROWS):
-            W[tau + j] = h + S[o_tau + j - 1]
-        kk = min(k + 1, I[VALID])
-        prod = 1.0
-        for j in range(kk):
-            prod = prod * (W[tau + j] / S[o_tau + j])
-            W[omega + j] = prod
-        acc = 0.0
-        for j in range(k):
-            acc = acc + h / W[tau + j]
-            W[c + j] = acc
-        hhat = h / W[c + k - 1]
+        hhat = _predict(S, I, n, m, ns, k, h, W, ws)
         h2 = hhat * hhat
-        # predictor, eq. 69, and the (q'', λ) predictor
-        for i in range(n2):
-            s = 0.0
-            sd = 0.0
-            for j in range(k):
-                dji = S[o_D + (j + 1) * n2 + i]
-                s += W[omega + j] * dji
-                sd += (W[c + j] * W[omega + j]) * dji
-            W[ypred + i] = S[o_y + i] + s
-            W[ydpred + i] = sd / h
-        for i in range(N):
-            s = 0.0
-            for j in range(k):
-                s += W[omega + j] * S[o_Dz + (j + 1) * N + i]
-            z = S[o_qdd + i] if i < n else S[o_lam + i - n]
-            W[zpred + i] = z + s
-        if I[REUSE] == 0:
-            I[NEED_JAC] = 1                       # see BDFIndex3.reuse_matrix
-            S[RELAX] = 1.0
-        if I[NEED_JAC] == 0:
-            # §5.1 reuse test on ĥ (QuasiNewton.plan_reuse)
-            if I[HAS_FACTOR] == 1 and keeps_matrix(S[SIGMA], hhat, S[H_JAC]):
-                I[NEED_JAC] = 0
-            else:
-                I[NEED_JAC] = 1
-            S[RELAX] = 1.0
-        if index3:
-            # BDFIndex3._solve: eq. 77 without δ, λ̂0, Newton weights
-            qmax = 0.0
-            for i in range(n):
-                x = abs(W[ypred + i])
-                if x > qmax or x != x:
-                    qmax = x
-            floor = ROUNDOFF_FLOOR * EPS * qmax / hhat
-            wscale = 0.5 / max(n, 1)
-            for i in range(n):
-                W[a0 + i] = W[ydpred + n + i] + (W[ydpred + i] - W[ypred + n + i]) / hhat
-                wvi = 1.0 / W[winv + n + i]
-                if not wvi >= floor:                  # np.maximum (NaN sticks)
-                    wvi = floor if floor >= wvi or floor != floor else wvi
-                wq = W[winv + i]
-                x = 1.0 / (wvi * hhat)
-                W[w2 + i] = (wq * wq + x * x) * wscale
-        else:
-            # BDFIndex2._solve / BDFIndex1._solve: RMS of the q and v updates
-            # (winv_v = winv/ĥ), and of the a updates for index 1 (winv_a = winv_v/ĥ²·ĥ)
-            wdiv = max((I[VARIANT] + 1) * n, 1)
-            for i in range(n):
-                x = W[winv + i]
-                W[w2 + i] = x * x / wdiv
-                x = W[winv + n + i] / hhat
-                W[w2 + n + i] = x * x / wdiv
-                if I[VARIANT] == INDEX1:
-                    x = W[winv + n + i] / h2 * hhat
-                    W[w2 + 2 * n + i] = x * x / wdiv
-        for kk2 in range(m):
-            W[lhat + kk2] = h2 * W[zpred + n + kk2]
+        _plan_matrix(S, I, hhat)
+        _newton_weights(I, n, m, hhat, h2, W, ws)
         t1 = t + h
         converged, status = _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws,
                                     M, Qq, Qv, Hm, Mq, Cq, Jw)
@@ -287,49 +198,16 @@ def step(fns, S, I, LU, u, p, t_limit, work):
             if failures >= 3:
                 k = 1
             continue
-        for i in range(n):
-            d = W[delta + i]
-            W[dy + i] = d
-            if index3:
-                W[dy + n + i] = W[ydpred + i] - W[ypred + n + i] + d / hhat     # eq. 76
-                W[qdd1 + i] = W[a0 + i] + d / h2
-            elif I[VARIANT] == INDEX1:
-                W[dy + n + i] = W[delta + n + i] / hhat
-                W[qdd1 + i] = W[zpred + i] + W[delta + 2 * n + i] / h2
-            else:
-                eps = W[delta + n + i] / hhat
-                W[dy + n + i] = eps
-                W[qdd1 + i] = W[ydpred + n + i] + eps / hhat
-        if I[VARIANT] == INDEX1:
-            for kk2 in range(m):
-                W[lam1 + kk2] = W[zpred + n + kk2] + W[delta + 3 * n + kk2] / h2
-        else:
-            o_l = n if index3 else 2 * n
-            for kk2 in range(m):
-                W[lam1 + kk2] = (W[lhat + kk2] + W[delta + o_l + kk2]) / h2
+        _corrected_point(I, n, m, hhat, h2, W, ws)
         # error estimates of orders k−1, k, k+1 (Algorithm 4 f)
-        for j in range(ROWS):
-            W[ce + j] = h / W[tau + j]
-        c0, c1, c2 = col, col + n2, col + 2 * n2
-        for i in range(n2):
-            W[c0 + i] = W[dy + i]                                  # ∇^{k+1} y_{n+1}
-        if k > 1:
-            for i in range(n2):
-                W[c1 + i] = W[omega + k - 1] * S[o_D + k * n2 + i] + W[dy + i]   # ∇^k y_{n+1}
-        has_up = I[VALID] >= k + 1
-        if has_up:
-            for i in range(n2):
-                W[c2 + i] = W[dy + i] - W[omega + k] * S[o_D + (k + 1) * n2 + i]  # ∇^{k+2}
+        has_up = _difference_columns(S, I, n, m, ns, k, h, W, ws)
         e_k, e_dn, e_up = _error_norms(S, I, LU, n, m, W, ws, Jm, k, has_up, velocity_error,
                                        velocity_scaled, hhat)
-        # order tests on the velocity estimate times ĥ (BDFIndex3 only)
-        if index3 and velocity_error and not velocity_scaled:
-            s_k, s_dn, s_up = _error_norms(S, I, LU, n, m, W, ws, Jm, k, has_up, True, True, hhat)
-        elif velocity_error:
-            s_k, s_dn, s_up = e_k, e_dn, e_up
-        else:
+        if velocity_error and not (index3 and not velocity_scaled):
+            s_k, s_dn, s_up = e_k, e_dn, e_up     # the order tests on the same estimates
+        else:   # on the velocity estimate (times ĥ for index 3)
             s_k, s_dn, s_up = _error_norms(S, I, LU, n, m, W, ws, Jm, k, has_up, True,
-                                           velocity_scaled, hhat)
+                                           velocity_scaled or velocity_error, hhat)
         err = W[ce + k] * e_k
         h_base = h_prop if lands and h < h_prop else h
         h_k = _h_order(h, k, W[ce + k] * e_k, SAFETY_SAME, h_base)
@@ -359,6 +237,167 @@ def step(fns, S, I, LU, u, p, t_limit, work):
     _accept(S, I, n, m, W, ws, h, h_base, lands, t_limit, k, e_k, s_k, s_dn, e_up, s_up,
             h_k, h_dn, decr, fixed, failures > 0)
     return OK
+
+
+def _plan_matrix(S, I, hhat):
+    """§5.1 reuse test on ĥ (Algorithm 3 g, no relaxation here): keep the iteration
+    matrix when it passes, unless REUSE is off or a re-formation is already due."""
+    if I[REUSE] == 0:
+        I[NEED_JAC] = 1                       # see BDFIndex3.reuse_matrix
+    elif I[NEED_JAC] == 0:
+        if I[HAS_FACTOR] == 1 and keeps_matrix(S[SIGMA], hhat, S[H_JAC]):
+            I[NEED_JAC] = 0
+        else:
+            I[NEED_JAC] = 1
+    S[RELAX] = 1.0
+
+
+def _inverse_weights(S, I, n, o_y, W, winv):
+    """1/W of eq. 35 at the step start for y = (q, v): RTOL|y| + ATOL (with
+    POS_WEIGHTS the q weights for v too), floored at WEIGHT_FLOOR rounding units of
+    max|q| and max|v|."""
+    n2 = 2 * n
+    rtol, atol = S[RTOL], S[ATOL]
+    for i in range(n2):
+        W[winv + i] = rtol * abs(S[o_y + i]) + atol
+    if I[POS_WEIGHTS] == 1:                       # eq. 35: W_q^k for q_k and v_k
+        for i in range(n):
+            W[winv + n + i] = W[winv + i]
+    qmax = 0.0                                    # rounding floor (bdf.WEIGHT_FLOOR)
+    vmax = 0.0
+    for i in range(n):
+        qmax = max(qmax, abs(S[o_y + i]))
+        vmax = max(vmax, abs(S[o_y + n + i]))
+    for i in range(n):
+        W[winv + i] = max(W[winv + i], WEIGHT_FLOOR * EPS * qmax)
+        W[winv + n + i] = max(W[winv + n + i], WEIGHT_FLOOR * EPS * vmax)
+    for i in range(n2):
+        W[winv + i] = 1.0 / W[winv + i]
+
+
+def _predict(S, I, n, m, ns, k, h, W, ws):
+    """The variable-step coefficients τ, ω, c of order k for step h (eqs. 58, 64, 66)
+    and the predictors of y, y' (eq. 69) and of (q'', λ); returns ĥ = h/c_k."""
+    n2, N = 2 * n, n + m
+    tau, omega, c = ws[WS_TAU], ws[WS_OMEGA], ws[WS_CC]
+    ypred, ydpred, zpred = ws[WS_YPRED], ws[WS_YDPRED], ws[WS_ZPRED]
+    o_y, _, o_qdd, o_lam, o_D, o_Dz, o_tau = offsets(n, m, ns)[:7]
+    W[tau] = h
+    for j in range(1, ROWS):
+        W[tau + j] = h + S[o_tau + j - 1]
+    kk = min(k + 1, I[VALID])
+    prod = 1.0
+    for j in range(kk):
+        prod = prod * (W[tau + j] / S[o_tau + j])
+        W[omega + j] = prod
+    acc = 0.0
+    for j in range(k):
+        acc = acc + h / W[tau + j]
+        W[c + j] = acc
+    for i in range(n2):
+        s = 0.0
+        sd = 0.0
+        for j in range(k):
+            dji = S[o_D + (j + 1) * n2 + i]
+            s += W[omega + j] * dji
+            sd += (W[c + j] * W[omega + j]) * dji
+        W[ypred + i] = S[o_y + i] + s
+        W[ydpred + i] = sd / h
+    for i in range(N):
+        s = 0.0
+        for j in range(k):
+            s += W[omega + j] * S[o_Dz + (j + 1) * N + i]
+        z = S[o_qdd + i] if i < n else S[o_lam + i - n]
+        W[zpred + i] = z + s
+    return h / W[c + k - 1]
+
+
+def _newton_weights(I, n, m, hhat, h2, W, ws):
+    """The squared weights of the Newton norm over the entries the formulation weighs
+    and the multipliers' start λ̂ = ĥ² λ_pred; index 3 also a0 (eq. 77 without δ)."""
+    winv, ypred, ydpred, zpred = ws[WS_WINV], ws[WS_YPRED], ws[WS_YDPRED], ws[WS_ZPRED]
+    a0, lhat, w2 = ws[WS_A0], ws[WS_LHAT], ws[WS_W2]
+    if I[VARIANT] == INDEX3:
+        # BDFIndex3._solve: eq. 77 without δ, λ̂0, Newton weights
+        qmax = 0.0
+        for i in range(n):
+            x = abs(W[ypred + i])
+            if x > qmax or x != x:
+                qmax = x
+        floor = ROUNDOFF_FLOOR * EPS * qmax / hhat
+        wscale = 0.5 / max(n, 1)
+        for i in range(n):
+            W[a0 + i] = W[ydpred + n + i] + (W[ydpred + i] - W[ypred + n + i]) / hhat
+            wvi = 1.0 / W[winv + n + i]
+            if not wvi >= floor:                  # np.maximum (NaN sticks)
+                wvi = floor if floor >= wvi or floor != floor else wvi
+            wq = W[winv + i]
+            x = 1.0 / (wvi * hhat)
+            W[w2 + i] = (wq * wq + x * x) * wscale
+    else:
+        # BDFIndex2._solve / BDFIndex1._solve: RMS of the q and v updates
+        # (winv_v = winv/ĥ), and of the a updates for index 1 (winv_a = winv_v/ĥ²·ĥ)
+        wdiv = max((I[VARIANT] + 1) * n, 1)
+        for i in range(n):
+            x = W[winv + i]
+            W[w2 + i] = x * x / wdiv
+            x = W[winv + n + i] / hhat
+            W[w2 + n + i] = x * x / wdiv
+            if I[VARIANT] == INDEX1:
+                x = W[winv + n + i] / h2 * hhat
+                W[w2 + 2 * n + i] = x * x / wdiv
+    for kk2 in range(m):
+        W[lhat + kk2] = h2 * W[zpred + n + kk2]
+
+
+def _corrected_point(I, n, m, hhat, h2, W, ws):
+    """From the Newton solution δ: the change dy = y_{n+1} − predictor of (q, v)
+    (index 3: v by eq. 76), q''_{n+1} and λ_{n+1} of the formulation."""
+    index3 = I[VARIANT] == INDEX3
+    delta, dy, qdd1, lam1 = ws[WS_DELTA], ws[WS_DY], ws[WS_QDD1], ws[WS_LAM1]
+    ypred, ydpred, zpred, a0, lhat = ws[WS_YPRED], ws[WS_YDPRED], ws[WS_ZPRED], ws[WS_A0], ws[WS_LHAT]
+    for i in range(n):
+        d = W[delta + i]
+        W[dy + i] = d
+        if index3:
+            W[dy + n + i] = W[ydpred + i] - W[ypred + n + i] + d / hhat     # eq. 76
+            W[qdd1 + i] = W[a0 + i] + d / h2
+        elif I[VARIANT] == INDEX1:
+            W[dy + n + i] = W[delta + n + i] / hhat
+            W[qdd1 + i] = W[zpred + i] + W[delta + 2 * n + i] / h2
+        else:
+            eps = W[delta + n + i] / hhat
+            W[dy + n + i] = eps
+            W[qdd1 + i] = W[ydpred + n + i] + eps / hhat
+    if I[VARIANT] == INDEX1:
+        for kk2 in range(m):
+            W[lam1 + kk2] = W[zpred + n + kk2] + W[delta + 3 * n + kk2] / h2
+    else:
+        o_l = n if index3 else 2 * n
+        for kk2 in range(m):
+            W[lam1 + kk2] = (W[lhat + kk2] + W[delta + o_l + kk2]) / h2
+
+
+def _difference_columns(S, I, n, m, ns, k, h, W, ws):
+    """The error constants h/τ_j and the backward differences the estimates of orders
+    k, k−1, k+1 weigh: ∇^{k+1}, ∇^k and (when the history allows, returned True)
+    ∇^{k+2} of y_{n+1}."""
+    n2 = 2 * n
+    tau, omega, ce, col, dy = ws[WS_TAU], ws[WS_OMEGA], ws[WS_CE], ws[WS_COL], ws[WS_DY]
+    o_D = offsets(n, m, ns)[4]
+    for j in range(ROWS):
+        W[ce + j] = h / W[tau + j]
+    c0, c1, c2 = col, col + n2, col + 2 * n2
+    for i in range(n2):
+        W[c0 + i] = W[dy + i]                                  # ∇^{k+1} y_{n+1}
+    if k > 1:
+        for i in range(n2):
+            W[c1 + i] = W[omega + k - 1] * S[o_D + k * n2 + i] + W[dy + i]   # ∇^k y_{n+1}
+    has_up = I[VALID] >= k + 1
+    if has_up:
+        for i in range(n2):
+            W[c2 + i] = W[dy + i] - W[omega + k] * S[o_D + (k + 1) * n2 + i]  # ∇^{k+2}
+    return has_up
 
 
 def _push_difference(S, o, width, i, x, k, valid_old, W, omega):
