@@ -1109,3 +1109,131 @@ def test_compiled_knife_edge_follows_the_closed_form_and_holds_the_nonholonomic_
     q_ex, v_ex = model.exact_solution(1.0)
     assert np.max(np.abs(sim.y - np.concatenate([q_ex, v_ex]))) <= 1e-10   # measured 4e-13
     assert sim.get_outputs()[2] == pytest.approx(0.0, abs=1e-13)   # the side-slip output
+
+
+# -- block-lstable: the one implementation (block_kernel) compiled against uncompiled -------------
+# dy: the largest |Δy| of the Python reference itself over starts perturbed by q0·(1 + {1, −2, 3, −5}e-15)
+# (same Newton and LU counts, except andrews: 54-55 Newton iterations; measured 2026-12-01); the
+# compiled run was bit-identical to the unperturbed reference in all but double_pendulum_natural
+# (2.2e-11: its Python model functions and kernels round differently).  Bound: 5× that spread.
+BLOCK_CASES = {
+    "two_link-index3-chebyshev": dict(model="two_link", n_steps=50, dt=0.01, dy=1.3e-12,
+                                      kw=dict(h=0.01, r=3, index=3, nodes="chebyshev", error_estimate=True)),
+    "two_link-index1-inputs": dict(model="two_link", n_steps=40, dt=0.01, kw=dict(h=0.01, r=4, index=1),
+                                   inputs=lambda k: [0.5 * np.cos(0.2 * k), -0.3], dy=1.5e-14),
+    "pendulum-index2-inputs": dict(model="pendulum", n_steps=200, dt=1e-3, kw=dict(h=1e-3, r=2, index=2),
+                                   inputs=lambda k: [2.0 * np.sin(0.05 * k), 0.0, 0.0], dy=3.6e-15),
+    # heavy_top: M(q) (the mass_jacobian_term kernel in the iteration matrix)
+    "heavy_top-index3": dict(model="heavy_top", n_steps=25, dt=4e-3, kw=dict(h=2e-3, r=4, index=3), dy=2.3e-12),
+    "andrews-index1-short": dict(model="andrews", n_steps=5, dt=1e-3, kw=dict(h=1e-3, index=1), dy=3.4e-13),
+    "double_pendulum_natural-r3": dict(model="double_pendulum_natural", n_steps=50, dt=2e-3,
+                                       kw=dict(h=1e-3, r=3), dy=2.1e-11),
+}
+
+
+def _block_run(backend, c):
+    integ = make_integrator(load_model(c["model"]), "block-lstable", backend=backend, **c["kw"])
+    integ.initialize(0.0)
+    ys = []
+    for k in range(1, c["n_steps"] + 1):
+        if "inputs" in c:
+            integ.set_inputs(c["inputs"](k))
+        integ.advance(k * c["dt"])
+        ys.append(integ.y.copy())
+    return integ, np.array(ys)
+
+
+@pytest.mark.parametrize("case", sorted(BLOCK_CASES))
+def test_block_numba_and_python_same_counts_and_within_the_roundoff_spread(case):
+    c = BLOCK_CASES[case]
+    ip, yp = _block_run("python", c)
+    inn, yn = _block_run("numba", c)
+    assert ip.backend == "python" and inn.backend == "numba"
+    assert {k: ip.stats[k] for k in COUNTS} == {k: inn.stats[k] for k in COUNTS}
+    assert ip.stats["steps"] >= c["n_steps"]
+    bound = 5.0 * c["dy"]
+    assert np.max(np.abs(yp - yn)) <= bound
+    assert np.max(np.abs(ip.qdd - inn.qdd)) <= 1e3 * bound and np.max(np.abs(ip.lam - inn.lam)) <= 1e3 * bound
+    h = ip.t - ip.t_prev
+    for t in (ip.t - 0.3 * h, ip.t - 0.9 * h):  # dense output of the last step (its stage data)
+        assert np.max(np.abs(ip.dense_output(t) - inn.dense_output(t))) <= bound
+    assert inn.error_estimate == pytest.approx(ip.error_estimate, rel=1e-6, abs=0.0)
+
+
+@pytest.mark.parametrize("index", [1, 3])
+def test_block_numba_rollback_and_serialization_are_bit_identical(index):
+    kw = dict(method="block-lstable", h=2e-3, method_options=dict(r=3, index=index, error_estimate=True))
+    sim, _ = _drive("numba", "two_link", 20, 0.01, **kw)
+    snap = sim.get_state()
+    blob = sim.serialize_state()
+    for _ in range(20):
+        sim.do_step(sim.time, 0.01)
+    y1, stats1 = sim.y, dict(sim.stats)
+    dense1 = sim.integrator.dense_output(sim.time - 1e-3)
+    sim.set_state(snap)
+    assert sim.serialize_state() == blob
+    for _ in range(20):
+        sim.do_step(sim.time, 0.01)
+    assert np.array_equal(sim.y, y1) and dict(sim.stats) == stats1
+    assert np.array_equal(sim.integrator.dense_output(sim.time - 1e-3), dense1)
+    fresh = cosim.Simulation(model="two_link", backend="numba", **kw)
+    fresh.deserialize_state(blob)
+    for _ in range(20):
+        fresh.do_step(fresh.time, 0.01)
+    assert np.array_equal(fresh.y, y1) and dict(fresh.stats) == stats1
+    np.testing.assert_array_equal(sim.get_outputs(), _python_outputs(sim))   # outputs computed in the step
+
+
+def test_block_state_moves_between_backends():
+    kw = dict(method="block-lstable", h=1e-3, method_options=dict(r=3, index=2))
+    sim, _ = _drive("numba", "pendulum", 30, 0.01, **kw)
+    other = cosim.Simulation(model="pendulum", backend="python", **kw)
+    other.deserialize_state(sim.serialize_state())
+    for _ in range(10):
+        sim.do_step(sim.time, 0.01)
+        other.do_step(other.time, 0.01)
+    assert np.array_equal(sim.y, other.y)   # measured: bit-identical
+    assert {k: sim.stats[k] for k in COUNTS} == {k: other.stats[k] for k in COUNTS}
+    back = cosim.Simulation(model="pendulum", backend="numba", **kw)
+    back.deserialize_state(other.serialize_state())
+    for _ in range(10):
+        back.do_step(back.time, 0.01)
+        other.do_step(other.time, 0.01)
+    assert np.array_equal(back.y, other.y)
+
+
+def test_block_failures_leave_state_unchanged_with_the_reference_message():
+    messages = {}
+    for backend in ("python", "numba"):
+        # index 3 at h = 1e-3 on andrews stalls at its round-off floor (test_method_limits)
+        integ = make_integrator(load_model("andrews"), "block-lstable", backend=backend, h=1e-3)
+        integ.initialize()
+        before = integ.state()
+        with pytest.raises(ConvergenceError, match="block stage equations did not converge") as err:
+            integ.advance(0.01)
+        after = integ.state()
+        assert after["t"] == before["t"] and np.array_equal(after["y"], before["y"])
+        assert after["stats"] == before["stats"]
+        messages[backend] = str(err.value)
+        integ.advance(0.0005)   # the record is usable after the failure
+        assert integ.t == 0.0005
+    assert messages["python"] == messages["numba"]
+    assert messages["numba"].startswith("block-lstable: block stage equations did not converge; index 3 "
+                                        "stalls at its round-off floor")
+
+
+def test_block_events_located_alike_on_both_backends():
+    """Events run through step(), state()/restore(), dense_output (the stage data the
+    kernel keeps) and reset_point: the bounce is located at the same time on both
+    backends (measured: the same bits) and the states agree."""
+    sims = {b: cosim.Simulation(model="bouncing_ball", method="block-lstable", h=1e-3, backend=b,
+                                method_options=dict(r=3, index=1)) for b in ("python", "numba")}
+    for sim in sims.values():
+        for k in range(50):
+            sim.do_step(k * 0.01, 0.01)
+    assert sims["numba"].integrator.backend == "numba"
+    times = {b: [e["time"] for e in sim.event_log] for b, sim in sims.items()}
+    assert len(times["python"]) == len(times["numba"]) >= 1
+    assert np.max(np.abs(np.subtract(times["python"], times["numba"]))) <= 1e-12
+    assert np.max(np.abs(sims["python"].y - sims["numba"].y)) <= 1e-12
+    assert {k: sims["python"].stats[k] for k in COUNTS} == {k: sims["numba"].stats[k] for k in COUNTS}

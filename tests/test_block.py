@@ -36,28 +36,28 @@ def test_seed_pade_pairs_and_nodes():
         assert c[-1] == 1.0 and np.all(np.diff(c) > 0) and c[0] > 0
 
 
-def _final(h, r, index, nodes="equidistant", T=0.4):
-    it = make_integrator(load_model("two_link"), "block-lstable", h=h, r=r, index=index, nodes=nodes,
-                         newton_tol=1e-12)
+def _final(h, r, index, nodes="equidistant", T=0.4, backend="python"):
+    it = make_integrator(load_model("two_link"), "block-lstable", backend=backend, h=h, r=r, index=index,
+                         nodes=nodes, newton_tol=1e-12)
     it.initialize(0.0)
     it.advance(T)
     return it
 
 
 @pytest.mark.parametrize("r,nodes", [(2, "equidistant"), (3, "legendre"), (3, "chebyshev")])
-def test_observed_order_index1(r, nodes):
-    ref = _final(0.4 / 200, 5, 1, "legendre").y     # order-8 method, error ≪ 1e-13
+def test_observed_order_index1(r, nodes, backend):
+    ref = _final(0.4 / 200, 5, 1, "legendre", backend=backend).y     # order-8 method, error ≪ 1e-13
     B, d = block_coefficients(block_nodes(r, nodes), default_pade_k(r))
     p = classical_order(B, d)
     assert p == r + 1
-    errs = [np.max(np.abs(_final(h, r, 1, nodes).y - ref)) for h in (0.05, 0.025)]
+    errs = [np.max(np.abs(_final(h, r, 1, nodes, backend=backend).y - ref)) for h in (0.05, 0.025)]
     observed = np.log2(errs[0] / errs[1])
     assert abs(observed - p) < 0.3, (errs, observed, p)
 
 
 @pytest.mark.parametrize("index", [1, 2, 3])
-def test_dae_forms_constraint_levels(index):
-    it = _final(0.01, 3, index, T=0.5)
+def test_dae_forms_constraint_levels(index, backend):
+    it = _final(0.01, 3, index, T=0.5, backend=backend)
     pos, vel, acc = it.model.residual_levels(it.t, it.y, it.qdd)
     if index == 3:
         assert pos < 1e-12                  # position constraint enforced
@@ -88,10 +88,10 @@ def _rk4_index1_energy_drift(model, h, n):
     return abs(model.energy(0, y) - E0)
 
 
-def test_energy_bounded_where_rk4_grows():
+def test_energy_bounded_where_rk4_grows(backend):
     model = load_model("two_link")
     h, T = 0.01, 3.0
-    it = make_integrator(load_model("two_link"), "block-lstable", h=h, r=4, index=1)
+    it = make_integrator(load_model("two_link"), "block-lstable", backend=backend, h=h, r=4, index=1)
     it.initialize(0.0)
     E0 = it.model.energy(0, it.y)
     drift = []
@@ -103,9 +103,9 @@ def test_energy_bounded_where_rk4_grows():
     assert rk4 > 100 * max(drift), (rk4, max(drift))
 
 
-def test_restore_continue_bit_identical():
-    it = make_integrator(load_model("two_link"), "block-lstable", h=0.01, r=3, index=3, nodes="chebyshev",
-                         error_estimate=True)
+def test_restore_continue_bit_identical(backend):
+    it = make_integrator(load_model("two_link"), "block-lstable", backend=backend, h=0.01, r=3, index=3,
+                         nodes="chebyshev", error_estimate=True)
     it.initialize(0.0)
     it.advance(0.2)
     snap = it.state()
@@ -119,13 +119,13 @@ def test_restore_continue_bit_identical():
     assert it.error_estimate > 0
 
 
-def test_dense_output_matches_endpoints_and_is_accurate():
-    it = make_integrator(load_model("two_link"), "block-lstable", h=0.02, r=4, index=1)
+def test_dense_output_matches_endpoints_and_is_accurate(backend):
+    it = make_integrator(load_model("two_link"), "block-lstable", backend=backend, h=0.02, r=4, index=1)
     it.initialize(0.0)
     it.advance(0.1)
     assert np.allclose(it.dense_output(it.t), it.y, atol=1e-12)
     assert np.allclose(it.dense_output(it.t_prev), it.y_prev, atol=1e-12)
-    fine = make_integrator(load_model("two_link"), "block-lstable", h=0.01, r=4, index=1)
+    fine = make_integrator(load_model("two_link"), "block-lstable", backend=backend, h=0.01, r=4, index=1)
     fine.initialize(0.0)
     fine.advance(0.09)
     assert np.max(np.abs(it.dense_output(0.09) - fine.y)) < 1e-6
@@ -135,37 +135,40 @@ def test_dense_output_matches_endpoints_and_is_accurate():
     ({"r": 1}, "r .*>= 2"), ({"r": 2.5}, "r "), ({"nodes": "gauss"}, "nodes"),
     ({"index": 4}, "index"), ({"pade_k": 0, "r": 4}, "pade_k"), ({"newton_tol": float("nan")}, "newton_tol"),
 ])
-def test_bad_options(opts, match):
+def test_bad_options(opts, match, backend):
     with pytest.raises(InvalidInputError, match=match):
-        make_integrator(load_model("two_link"), "block-lstable", h=0.01, **opts)
+        make_integrator(load_model("two_link"), "block-lstable", backend=backend, h=0.01, **opts)
 
 
-def test_fixed_step_without_h_says_so():
+def test_fixed_step_without_h_says_so(backend):
     with pytest.warns(UserWarning, match="fixed-step method"):
-        it = make_integrator(load_model("two_link"), "block-lstable", rtol=1e-6)
-    assert it.h == 0.01
+        it = make_integrator(load_model("two_link"), "block-lstable", backend=backend, rtol=1e-6)
+    assert it.h == 0.01 and it.backend == backend
 
 
 @pytest.mark.parametrize("index,h,T", [(1, 0.04, 1.0), (2, 0.04, 1.0), (3, 5e-5, 0.01)])
-def test_stage_solve_robust_at_large_and_small_steps(index, h, T):
+def test_stage_solve_robust_at_large_and_small_steps(index, h, T, backend):
     """Large steps (fast links, simplified Jacobian far from the solution) and tiny
     index-3 steps (round-off floor of C/h²) both converge."""
-    it = make_integrator(load_model("two_link"), "block-lstable", h=h, r=3, index=index)
+    it = make_integrator(load_model("two_link"), "block-lstable", backend=backend, h=h, r=3, index=index)
     it.initialize(0.0)
     it.advance(T)
     assert it.t == T and np.all(np.isfinite(it.y))
 
 
-def test_serialized_state_continues_bit_identically_in_a_fresh_simulation():
+def test_serialized_state_continues_bit_identically_in_a_fresh_simulation(backend):
     import cosim
     opts = {"r": 3, "index": 3, "nodes": "chebyshev", "error_estimate": True}
-    sim = cosim.Simulation(model="two_link", method="block-lstable", h=0.01, method_options=opts)
+    sim = cosim.Simulation(model="two_link", method="block-lstable", h=0.01, method_options=opts,
+                           backend=backend)
+    assert sim.integrator.backend == backend
     for _ in range(5):
         sim.do_step(sim.time, 0.02)
     blob = sim.serialize_state()
     for _ in range(5):
         sim.do_step(sim.time, 0.02)
-    fresh = cosim.Simulation(model="two_link", method="block-lstable", h=0.01, method_options=opts)
+    fresh = cosim.Simulation(model="two_link", method="block-lstable", h=0.01, method_options=opts,
+                             backend=backend)
     fresh.deserialize_state(blob)
     for _ in range(5):
         fresh.do_step(fresh.time, 0.02)

@@ -46,17 +46,27 @@ DAE forms (seed eqs. 1-3), stage unknowns A_i = q''(t_k + c_i h) and Λ_i:
 solved with the quasi-Newton iteration of seed 000 Algorithm 2 (Jacobian at
 the step start, reused across steps by the reuse test).  a_{k+1} = A_r,
 λ_{k+1} = Λ_r.
+
+The step is :mod:`cosim.integrators.block_kernel` — one implementation, run
+compiled (numba, compiled once per machine, the model given as compiled
+functions) or as plain Python (the same functions).  This module builds the
+coefficients (Python, at set-up: they fill the record) and is the integrator
+object around the kernel: options, the IC analysis, the record (``S``, ``I``,
+``LU``: :mod:`block_record` lists the slots), dense output, state capture and
+error messages.
 """
 import math
 import warnings
 
 import numpy as np
 
-from ..errors import InvalidInputError, SingularMatrixError
+from .. import jit
+from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
+from . import block_record, dense_lu, kernel_common
+from . import block_kernel as K
 from .base import MultibodyIntegrator
-from .common import (EPS, constraint_force_jacobian, error_weights, fd_jacobian, force_jacobians,
-                     mass_term_jacobian, weighted_rms_norm)
-from .newton import QuasiNewton
+from .model_functions import compiled_unsupported
+from .record import RecordIntegrator, record_array, record_scalar, record_time
 
 NODE_FAMILIES = ("equidistant", "chebyshev", "legendre")
 DEFAULT_H = 1e-2
@@ -193,7 +203,23 @@ def classical_order(B, d, max_order=8):
     return max_order
 
 
-class LStableBlock(MultibodyIntegrator):
+def supports(model):
+    """Why the compiled block method cannot run ``model`` (None: it can): a multibody
+    model with kernels (no nonholonomic rows: seed 004 has holonomic constraints only)."""
+    return compiled_unsupported(model)
+
+
+def compiled_entry():
+    """The compiled method (compiled once per machine, cached; cosim.jit.method_entry)."""
+    return jit.method_entry(K, "block-lstable", helpers=(dense_lu, kernel_common, block_record))
+
+
+_NEWTON_REASONS = {K.R_RESIDUAL: "residual is not finite", K.R_UPDATE: "Newton update is not finite",
+                   K.R_NO_CONVERGENCE: f"no convergence in {K.NEWTON_MAX_ITER} iterations"}
+_Y, _YP, _QDD, _LAM, _SQ, _SV = range(6)   # positions in _slices
+
+
+class LStableBlock(RecordIntegrator, MultibodyIntegrator):
     """r-node L-stable block method (seed 004) for index-1/2/3 multibody DAEs, fixed step.
 
     Options: ``nodes`` ("equidistant" | "chebyshev" | "legendre"), ``r`` ≥ 2,
@@ -203,6 +229,11 @@ class LStableBlock(MultibodyIntegrator):
     adds the round-off floor 1e2·eps·(1 + |q|)/h), ``error_estimate``
     (compute ``self.error_estimate`` each step: weighted RMS of y_{k+1} minus a quadrature of order r on the nodes
     0, c_1..c_{r−1}).  Fixed step: pass ``h`` (else ``first_step`` or 0.01).
+
+    The coefficients are computed here at set-up and stored in the record; the
+    step (stages, residual, iteration matrix, the quasi-Newton solve, the stage
+    data of the dense output) is :mod:`cosim.integrators.block_kernel`, run
+    compiled (backend "numba") or as plain Python.
     """
 
     name = "block-lstable"
@@ -210,6 +241,27 @@ class LStableBlock(MultibodyIntegrator):
     description = "L-stable block implicit one-step method, Padé (k, r), index 1/2/3 (seed 004)"
     options = {"nodes": "equidistant", "r": 4, "index": 3, "pade_k": None, "newton_tol": 1e-14,
                "error_estimate": False}
+    _kernel = K
+    compiled_entry = staticmethod(compiled_entry)
+
+    t = record_time(K.T)
+    t_prev = record_time(K.T_PREV)
+    h = record_scalar(K.H, writable=True)
+    error_estimate = record_scalar(K.ERR_EST, writable=True)
+    y = record_array(_Y, writable=True)
+    y_prev = record_array(_YP, writable=True)
+    qdd = record_array(_QDD, writable=True)
+    lam = record_array(_LAM, writable=True)
+    stage_q = record_array(_SQ, writable=True, shape=lambda self: (self.r, self._n))
+    stage_v = record_array(_SV, writable=True, shape=lambda self: (self.r, self._n))
+
+    def __init__(self, model, backend="python", **kwargs):
+        self._choose_backend(model, backend, supports)
+        self._S = np.zeros(K.N_SCALARS)
+        self._has_state = False
+        super().__init__(model, **kwargs)
+        self._bind_model()
+        self._allocate(model.n_q, model.n_c)
 
     def check_options(self):
         o = self.opts
@@ -257,180 +309,181 @@ class LStableBlock(MultibodyIntegrator):
         nodes_hat = np.concatenate([[0.0], self.c[:-1]])
         V = np.vander(nodes_hat, r_int, increasing=True).T
         self.b_hat = np.linalg.solve(V, 1.0 / np.arange(1, r_int + 1))
-        self.h = self.h_fixed if self.h_fixed is not None else (self.first_step or DEFAULT_H)
+        self._h_step = self.h_fixed if self.h_fixed is not None else (self.first_step or DEFAULT_H)
+        self._S[K.H] = self._h_step
         if self.h_fixed is None:
             warnings.warn(f"{self.name} is a fixed-step method without error control: no h given, "
-                          f"using h={self.h!r} (rtol/atol only weight the optional error estimate)", stacklevel=3)
+                          f"using h={self._h_step!r} (rtol/atol only weight the optional error estimate)",
+                          stacklevel=4)
+
+    # -- the record ----------------------------------------------------------------------------
+    def _allocate(self, n, m):
+        r = self.r
+        offs = K.offsets(n, m, r)
+        lengths = (2 * n, 2 * n, n, m, r * n, r * n)
+        self._slices = [(offs[i], lengths[i]) for i in (0, 1, 2, 3)] + \
+            [(offs[10], lengths[4]), (offs[11], lengths[5])]
+        self._n, self._m = n, m
+        self._N = K.matrix_size(n, m, r)
+        stats = self._I[K.STATS:K.STATS + K.N_STATS].copy() if hasattr(self, "_I") else None
+        S = np.zeros(offs[-1])
+        S[K.T] = S[K.T_PREV] = S[K.STAGE_T0] = math.nan
+        S[K.H] = self._h_step
+        S[K.H_LAST] = S[K.H_JAC] = -1.0
+        S[K.RELAX] = 1.0
+        o_c, o_d, o_B, o_B2, o_Bd, o_bh = offs[4:10]
+        S[o_c:o_c + r] = self.c
+        S[o_d:o_d + r] = self.d
+        S[o_B:o_B + r * r] = self.B.ravel()
+        S[o_B2:o_B2 + r * r] = self.B2.ravel()
+        S[o_Bd:o_Bd + r] = self.Bd
+        S[o_bh:o_bh + r] = self.b_hat
+        self._S = S
+        I = np.zeros(K.int_length(n, m, r), dtype=np.int64)
+        I[K.I_N], I[K.I_M], I[K.I_R], I[K.INDEX] = n, m, r, self.index
+        I[K.NEED_JAC] = 1
+        if stats is not None:
+            I[K.STATS:K.STATS + K.N_STATS] = stats
+        self._I = I
+        self._LU = np.zeros((self._N, self._N))
+        self._y_out = np.zeros(len(self.model.output_names) if self._kernel_outputs else 0)
+        self._outputs_fresh = False
+        self._has_state = False
+        self._sync_parameters()
+
+    def _sync_parameters(self):
+        """Tolerances, options and model flags into the record."""
+        S, I = self._S, self._I
+        S[K.RTOL], S[K.ATOL] = self.rtol, self.atol
+        S[K.MAX_STEP] = self.max_step
+        S[K.NEWTON_SCALE] = self.opts["newton_tol"]
+        I[K.FIXED] = 0 if self.h_fixed is None else 1
+        I[K.ERROR_EST] = 1 if self.opts["error_estimate"] else 0
+        I[K.CONST_MASS] = 1 if self.model.constant_mass else 0
+
+    @property
+    def h_last(self):
+        """The last step's size (None before the first step)."""
+        value = float(self._S[K.H_LAST])
+        return None if value < 0 else value
+
+    @property
+    def stage_t0(self):
+        """Start of the step whose stage data the record holds (None: none, after a restart)."""
+        value = float(self._S[K.STAGE_T0])
+        return None if math.isnan(value) else value
 
     # -- set-up ------------------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
-        self._ic(t0, y0, **ic_options)
-        self.newton = QuasiNewton(self.stats, max_iter=25, tol=1.0, err_tol=1.0, what="block iteration matrix")
-        self.h_last = None
-        self.error_estimate = 0.0
-        self.stage_q = np.tile(self.q, (self.r, 1))
-        self.stage_v = np.tile(self.v, (self.r, 1))
-        self.stage_t0 = self.t
-
-    # -- residual and iteration matrix ----------------------------------------------------------
-    def _stages(self, z, q0, v0, a0, h):
-        n, r = self.model.n_q, self.r
-        A = z[:r * n].reshape(r, n)
-        V = v0 + h * self.d[:, None] * a0 + h * (self.B @ A)
-        Q = q0 + h * self.c[:, None] * v0 + h * h * self.Bd[:, None] * a0 + h * h * (self.B2 @ A)
-        return A, V, Q
-
-    def _residual(self, z, q0, v0, a0, t0, h):
-        model, u = self.model, self.u
-        n, m, r = model.n_q, model.n_c, self.r
-        A, V, Q = self._stages(z, q0, v0, a0, h)
-        L = z[r * n:].reshape(r, m)
-        res_d = np.empty((r, n))
-        res_c = np.empty((r, m))
-        for i in range(r):
-            ti = t0 + self.c[i] * h
-            Cq = model.constraint_jacobian(Q[i], ti)
-            res_d[i] = model.mass(Q[i], ti) @ A[i] + Cq.T @ L[i] - model.forces(Q[i], V[i], ti, u)
-            if self.index == 3:
-                res_c[i] = model.constraints(Q[i], ti) / (h * h)
-            elif self.index == 2:
-                res_c[i] = (Cq @ V[i] + model.constraint_dt(Q[i], ti)) / h
-            else:
-                res_c[i] = Cq @ A[i] - model.gamma(Q[i], V[i], ti)
-        return np.concatenate([res_d.ravel(), res_c.ravel()])
-
-    def _iteration_matrix(self, q0, v0, a0, lam0, t0, h):
-        model = self.model
-        n, m, r = model.n_q, model.n_c, self.r
-        M = model.mass(q0, t0)
-        Cq = model.constraint_jacobian(q0, t0)
-        Fq, Fv = force_jacobians(model, q0, v0, t0, self.u)
-        Kq = constraint_force_jacobian(model, q0, lam0, t0) - Fq
-        Mq = mass_term_jacobian(model, q0, a0, t0)
-        if Mq is not None:
-            Kq = Kq + Mq
-        Kv = -Fv
-        J = np.zeros((r * (n + m), r * (n + m)))
-        J[:r * n, :r * n] = (np.kron(np.eye(r), M) + h * h * np.kron(self.B2, Kq)
-                             + h * np.kron(self.B, Kv))
-        J[:r * n, r * n:] = np.kron(np.eye(r), Cq.T)
-        if self.index == 3:
-            J[r * n:, :r * n] = np.kron(self.B2, Cq)
-        elif self.index == 2:
-            # (C_q V + C_t)/h:  C_q B + h B² (C_q v)_q
-            Hq = fd_jacobian(lambda qq: model.constraint_jacobian(qq, t0) @ v0
-                             + model.constraint_dt(qq, t0), q0)
-            J[r * n:, :r * n] = np.kron(self.B, Cq) + h * np.kron(self.B2, Hq)
-        else:
-            # C_q A − γ:  C_q + h² B² ((C_q a)_q − γ_q) − h B γ_v
-            Gq = fd_jacobian(lambda qq: model.constraint_jacobian(qq, t0) @ a0 - model.gamma(qq, v0, t0), q0)
-            Gv = fd_jacobian(lambda vv: -model.gamma(q0, vv, t0), v0)
-            J[r * n:, :r * n] = (np.kron(np.eye(r), Cq) + h * h * np.kron(self.B2, Gq)
-                                 + h * np.kron(self.B, Gv))
-        return J
-
-    # -- one step --------------------------------------------------------------------------------
-    def _step(self, t_limit):
-        h, _ = self._clamp_step(self.h, t_limit)
-        model = self.model
-        n, r = model.n_q, self.r
-        t0 = self.t
-        q0, v0 = self.y[:n].copy(), self.y[n:].copy()
-        a0, lam0 = self.qdd.copy(), self.lam.copy()
-        z0 = np.concatenate([np.tile(a0, r), np.tile(lam0, r)])
-        # Convergence is judged on the velocity change the update causes over the
-        # step: h·ΔA for the accelerations and h·ΔΛ/m for the multipliers (m: the
-        # largest mass entry), relative to 1 + |v|.  The index-3 multipliers carry
-        # an O(eps/h²) round-off floor that a test on Λ itself would never pass.
-        v_scale = self.opts["newton_tol"] * (1.0 + float(np.max(np.abs(v0))))
-        if self.index == 3:  # round-off floor of C(Q)/h² seen as a velocity change
-            v_scale = max(v_scale, 1e2 * EPS * (1.0 + float(np.max(np.abs(q0)))) / h)
-        m_scale = float(np.max(np.abs(np.diag(model.mass(q0, t0)))))
-        w = np.concatenate([np.full(r * n, v_scale / h), np.full(r * model.n_c, v_scale * m_scale / h)])
-
-        def residual(delta):
-            return self._residual(z0 + delta, q0, v0, a0, t0, h)
-
-        def jacobian(delta):
-            return self._iteration_matrix(q0, v0, a0, lam0, t0, h)
-
-        def norm(dd):
-            return float(np.max(np.abs(dd) / w))
-
-        newton = self.newton
-        newton.plan_reuse(h, self.h_last if self.h_last is not None else h)
-        saved = newton.snapshot()
-        result = newton.solve(residual, jacobian, z0.size, norm, h=h, t=t0)
-        if not result.converged:
-            newton.invalidate()
-            result = newton.solve(residual, jacobian, z0.size, norm, h=h, t=t0)
-        if not result.converged:
-            # last resort: the full Jacobian of the stage residual by differences
-            newton.invalidate()
-            analytic = result
-            try:
-                result = newton.solve(residual, lambda delta: fd_jacobian(residual, delta), z0.size,
-                                      norm, h=h, t=t0)
-            except SingularMatrixError:
-                # index 3 at a small h: C(Q)/h² does not resolve the difference step, so the
-                # difference Jacobian is singular; the failure to report is the analytic one
-                result = analytic
-            newton.invalidate()  # do not keep the difference Jacobian for the next step
-        if not result.converged:
-            newton.rollback(saved)
-            hint = ("; index 3 stalls at its round-off floor (eps·cond/h²) on stiff models such as "
-                    "andrews: index=2 or index=1, or another h" if self.index == 3 else "")
-            self._fail(f"block stage equations did not converge{hint}", h, result.reason)
-        z = z0 + result.delta
-        A, V, Q = self._stages(z, q0, v0, a0, h)
-        lam1 = z[r * n:].reshape(r, model.n_c)[-1].copy()
-        y1 = np.concatenate([Q[-1], V[-1]])
-        if self.opts["error_estimate"]:
-            vq = np.vstack([v0, V[:-1]])
-            va = np.vstack([a0, A[:-1]])
-            y_hat = np.concatenate([q0 + h * (self.b_hat @ vq), v0 + h * (self.b_hat @ va)])
-            self.error_estimate = weighted_rms_norm(y1 - y_hat, error_weights(y1, self.rtol, self.atol))
-        self.t_prev, self.y_prev = t0, self.y.copy()
-        self.stage_q, self.stage_v, self.stage_t0 = Q.copy(), V.copy(), t0
-        self.t = t0 + h
-        self.y = y1
-        self.qdd, self.lam = A[-1].copy(), lam1
-        self.h_last = h
-        self.stats["steps"] += 1
+        report = self._analyse_start(t0, y0, **ic_options)
+        self._allocate(self.model.n_q, self.model.n_c)
+        S = self._S
+        S[K.T] = S[K.T_PREV] = S[K.STAGE_T0] = t0
+        y = np.concatenate([report.q, report.v])
+        self._write(_Y, y)
+        self._write(_YP, y)
+        self._write(_QDD, report.qdd)
+        self._write(_LAM, report.lam)
+        self._write(_SQ, np.tile(report.q, self.r))
+        self._write(_SV, np.tile(report.v, self.r))
+        self._has_state = True
+        self._load_machine_code(K.RESTART)
 
     # -- dense output: the degree-r polynomial through (0, y_k), (c_i, Y_i) ---------------------
     def dense_output(self, t):
-        n = self.model.n_q
-        h = self.t - self.t_prev
-        if h == 0.0 or self.stage_t0 != self.t_prev:
-            return self.y.copy()
-        th = (float(t) - self.t_prev) / h
+        n = self._n
+        t_prev = self.t_prev
+        h = self.t - t_prev
+        if h == 0.0 or self.stage_t0 != t_prev:
+            return self.y
+        th = (float(t) - t_prev) / h
         nodes = np.concatenate([[0.0], self.c])
         ell = np.ones(nodes.size)
         for j in range(nodes.size):
             for k in range(nodes.size):
                 if k != j:
                     ell[j] *= (th - nodes[k]) / (nodes[j] - nodes[k])
-        qs = np.vstack([self.y_prev[:n], self.stage_q])
-        vs = np.vstack([self.y_prev[n:], self.stage_v])
+        y_prev = self.y_prev
+        qs = np.vstack([y_prev[:n], self.stage_q])
+        vs = np.vstack([y_prev[n:], self.stage_v])
         return np.concatenate([ell @ qs, ell @ vs])
 
-    # -- state -------------------------------------------------------------------------------------
-    def _restart(self):
-        self.stage_t0 = None
+    # -- restart / state -------------------------------------------------------------------------
+    def restart(self):
+        """Forget the stage data at the current point: t_prev = t, y_prev = y (the
+        kernel's ``restart``; the Newton matrix and q'', λ are kept)."""
+        self._outputs_fresh = False
+        K.restart(self._S, self._I)
 
     def _method_state(self):
-        return {"h": float(self.h), "h_last": -1.0 if self.h_last is None else float(self.h_last),
-                "stage_q": self.stage_q.copy(), "stage_v": self.stage_v.copy(),
-                "stage_t0": self.stage_t0, "error_estimate": float(self.error_estimate),
-                "newton": self.newton.state()}
+        S, I = self._S, self._I
+        newton = {"sigma": float(S[K.SIGMA]), "h_jac": float(S[K.H_JAC])}
+        if I[K.HAS_FACTOR]:
+            newton.update(lu=self._LU.copy(), piv=I[K.PIV:K.PIV + self._N].astype(np.int32),
+                          need_jac=bool(I[K.NEED_JAC]), relax=float(S[K.RELAX]))
+        h_last = float(S[K.H_LAST])
+        return {"h": float(S[K.H]), "h_last": -1.0 if h_last < 0 else h_last,
+                "stage_q": self.stage_q, "stage_v": self.stage_v, "stage_t0": self.stage_t0,
+                "error_estimate": float(S[K.ERR_EST]), "newton": newton}
 
     def _restore_method_state(self, d):
-        self.h = float(d["h"])
-        self.h_last = None if d["h_last"] < 0 else float(d["h_last"])
-        self.stage_q = np.array(d["stage_q"], dtype=float)
-        self.stage_v = np.array(d["stage_v"], dtype=float)
-        self.stage_t0 = d["stage_t0"]
-        self.error_estimate = float(d["error_estimate"])
-        self.newton.restore(d["newton"])
-        self.newton.stats = self.stats  # base restore() rebinds the statistics dict
+        S, I = self._S, self._I
+        S[K.H] = float(d["h"])
+        S[K.H_LAST] = -1.0 if d["h_last"] < 0 else float(d["h_last"])
+        self._write(_SQ, d["stage_q"])
+        self._write(_SV, d["stage_v"])
+        S[K.STAGE_T0] = math.nan if d["stage_t0"] is None else float(d["stage_t0"])
+        S[K.ERR_EST] = float(d["error_estimate"])
+        newton = d["newton"]
+        S[K.SIGMA], S[K.H_JAC] = float(newton["sigma"]), float(newton["h_jac"])
+        if "lu" in newton:
+            I[K.PIV:K.PIV + self._N] = np.asarray(newton["piv"])
+            I[K.HAS_FACTOR], I[K.NEED_JAC] = 1, 1 if newton["need_jac"] else 0
+            S[K.RELAX] = float(newton["relax"])
+            self._LU[:, :] = newton["lu"]
+        else:   # older snapshots: the LU is rebuilt on the next solve
+            I[K.HAS_FACTOR], I[K.NEED_JAC] = 0, 1
+            S[K.RELAX] = 1.0
+
+    def restore(self, state):
+        """Continue from ``state`` (validated first, the kept LU and pivots too; all
+        or nothing)."""
+        self._checked_newton_state(state)
+        saved = self._S.copy(), self._I.copy(), self._LU.copy(), self._u_c, self._has_state
+        try:
+            super().restore(state)
+        except BaseException:
+            self._S[:], self._I[:], self._LU[:, :], self._u_c, self._has_state = saved
+            raise
+        self._has_state = True
+        self._outputs_fresh = False
+
+    # -- failures ----------------------------------------------------------------------------
+    def _finish(self, status, t_target):
+        if status == K.OK:
+            self._outputs_fresh = self._kernel_outputs
+            return
+        S, I = self._S, self._I
+        t, h, info = float(S[K.F_T]), float(S[K.F_H]), float(S[K.F_INFO])
+        name = self.name
+        if status == K.STEP_BUDGET:
+            raise ConvergenceError(
+                f"{name}: more than max_steps={self.max_steps} steps without reaching "
+                f"t={t_target!r} (at t={t!r}); the step size collapsed or the problem is too "
+                f"stiff for this method", t=self.t, h=None, cause="max_steps")
+        if status == K.STEP_UNDERFLOW:
+            cause = "step does not advance t"
+            raise ConvergenceError(f"{name}: step size underflow at t={t!r}, h={h!r} ({cause})",
+                                   t=t, h=h, cause=cause)
+        if status == K.NEWTON_FAILED:
+            cause = _NEWTON_REASONS.get(int(I[K.REASON]), "Newton iteration failed")
+            hint = ("; index 3 stalls at its round-off floor (eps·cond/h²) on stiff models such as "
+                    "andrews: index=2 or index=1, or another h" if self.index == 3 else "")
+            raise ConvergenceError(f"{name}: block stage equations did not converge{hint} at t={t!r}, "
+                                   f"h={h!r} ({cause})", t=t, h=h, cause=cause)
+        what = "block iteration matrix"
+        if status == K.NONFINITE_MATRIX:
+            raise SingularMatrixError(f"{what} contains NaN/inf at t={t}, h={h}", t=t, h=h,
+                                      cause="non-finite matrix")
+        raise SingularMatrixError(f"{what} is numerically singular at t={t}, h={h} "
+                                  f"(pivot ratio {info:.1e})", t=t, h=h, cause="singular matrix")

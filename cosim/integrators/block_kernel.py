@@ -1,0 +1,523 @@
+"""The L-stable block methods (seed 004, Li, Ding & Li 2019; fixed step) as pure
+functions on one flat state record: the one implementation, run compiled (numba,
+compiled once per machine by :func:`cosim.jit.method_entry`) or as plain Python
+(the same functions); the integrator object around it, with the construction of
+the coefficients, is :mod:`cosim.integrators.block`.
+
+One step from (t_k, q_k, v_k, a_k, λ_k) with r nodes c_i and the coefficients B, d
+(module docstring of :mod:`cosim.integrators.block`): the stage unknowns
+A_i = q''(t_k + c_i h) and Λ_i, with
+
+    V_i = v_k + h d_i a_k + h Σ_j B_ij A_j,
+    Q_i = q_k + h c_i v_k + h² (B d)_i a_k + h² Σ_j (B²)_ij A_j,
+    M(Q_i) A_i + C_q(Q_i)ᵀ Λ_i − Q(Q_i, V_i, t_i) = 0,
+    index 3: C(Q_i)/h² = 0;  index 2: (C_q V_i + C_t)/h = 0;  index 1: C_q A_i − γ(Q_i, V_i) = 0,
+
+solved by the quasi-Newton iteration of seed 000 Algorithm 2
+(:func:`kernel_common.newton_verdict`) with the iteration matrix at the step
+start, kept across steps by the reuse test (:func:`kernel_common.keeps_matrix`);
+a solve that fails is retried with a fresh matrix, then with the difference
+Jacobian of the whole stage residual.  y_{k+1} = (Q_r, V_r), a_{k+1} = A_r,
+λ_{k+1} = Λ_r; the stage values Q_i, V_i are kept for the dense output.
+
+The record (everything the method remembers; a snapshot is three array copies):
+
+* ``S`` float64: scalars (:mod:`block_record` slots), then y, y_prev, q'', λ, the
+  coefficients c, d, B, B², B d, b̂ and the stage positions and velocities;
+* ``I`` int64: sizes, flags, statistics, the LU pivots;
+* ``LU`` float64 N² (N = r (n+m)): the kept iteration-matrix factors.
+
+No exceptions inside: functions return status codes that the integrator object
+turns into its error messages.  The model's functions are called as ``fns[k](…)``
+(:func:`cosim.jit.kernel_fields` order).
+"""
+import math
+
+from .dense_lu import lu_solve_inplace
+
+# every name of the method's modules, so that block_kernel is its one namespace
+from .block_record import (  # noqa: F401
+    ATOL, CONST_MASS, EPS, ERROR_EST, ERR_EST, FIXED, F_H, F_INFO, F_T, H, HAS_FACTOR, H_JAC,
+    H_LAST, INDEX, I_M, I_N, I_R, MAX_STEP, NEED_JAC, NEWTON_ERR_TOL, NEWTON_FAILED,
+    NEWTON_MAX_ITER, NEWTON_SCALE, NEWTON_TOL, NONFINITE_MATRIX, N_SCALARS, N_STATS, OK, ONE_STEP,
+    PIV, REASON, RELAX, RESTART, ROUND_OFF_FLOOR, RTOL, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE,
+    SIGMA, SINGULAR, STAGE_T0, STATS, STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU, ST_NEWTON,
+    ST_REJ, ST_RES, ST_STEPS, T, T_PREV, WHOLE_INTERVAL, int_length, matrix_size, offsets,
+    workspace)
+from .kernel_common import (FACTORED, MATRIX_NONFINITE, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
+                            NEWTON_REFRESH, NEWTON_SLOW, clamp_step, factor_matrix, keeps_matrix,
+                            newton_verdict, relaxation, weighted_max, weighted_rms)
+
+# the record's names the integrator object reads through this module (RecordIntegrator:
+# ``_kernel.STATS``, the modes) besides the ones the functions below use
+__all__ = ["N_STATS", "STATS", "ST_REJ", "WHOLE_INTERVAL", "int_length", "entry", "restart"]
+
+
+def restart(S, I):
+    """Integrator.restart: no stage data (dense output), t_prev = t, y_prev = y."""
+    n = I[I_N]
+    o_y, o_yp = N_SCALARS, N_SCALARS + 2 * n
+    S[STAGE_T0] = math.nan
+    S[T_PREV] = S[T]
+    for i in range(2 * n):
+        S[o_yp + i] = S[o_y + i]
+    return OK
+
+
+def _all_finite(x):
+    for i in range(x.shape[0]):
+        if not math.isfinite(x[i]):
+            return False
+    return True
+
+
+# ---------------------------------------------------------------------------------
+# stages, residual, iteration matrices
+# ---------------------------------------------------------------------------------
+def _stages(S, n, m, r, h, q0, v0, a0, delta, A, V, Q):
+    """A_i = a_k + δ_i, V_i, Q_i (module docstring) of the unknowns a_k + δ."""
+    o_c, o_d, o_B, o_B2, o_Bd = offsets(n, m, r)[4:9]
+    hh = h * h
+    for i in range(r):
+        for k in range(n):
+            A[i, k] = a0[k] + delta[i * n + k]
+    for i in range(r):
+        hd = h * S[o_d + i]
+        hc = h * S[o_c + i]
+        hbd = hh * S[o_Bd + i]
+        for k in range(n):
+            sb = 0.0
+            sb2 = 0.0
+            for j in range(r):
+                sb += S[o_B + i * r + j] * A[j, k]
+                sb2 += S[o_B2 + i * r + j] * A[j, k]
+            V[i, k] = v0[k] + hd * a0[k] + h * sb
+            Q[i, k] = q0[k] + hc * v0[k] + hbd * a0[k] + hh * sb2
+
+
+def _residual(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, delta, F, w):
+    """The stage residual at the unknowns (a_k, λ_k) + δ into F:
+    [M(Q_i) A_i + C_qᵀ Λ_i − Q(Q_i, V_i, t_i) (i = 1..r) ; the r constraint rows]."""
+    A, V, Q, M, Cq, Qf, C, Ct, g = w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16]
+    index = I[INDEX]
+    o_c = offsets(n, m, r)[4]
+    rn = r * n
+    _stages(S, n, m, r, h, q0, v0, a0, delta, A, V, Q)
+    for i in range(r):
+        ti = t0 + S[o_c + i] * h
+        qi, vi, ai = Q[i], V[i], A[i]
+        M[:, :] = 0.0
+        fns[0](qi, ti, p, M)
+        Qf[:] = 0.0
+        fns[1](qi, vi, ti, u, p, Qf)
+        if m > 0:
+            Cq[:, :] = 0.0
+            fns[3](qi, ti, p, Cq)
+        for k in range(n):
+            s = 0.0
+            for j in range(n):
+                s += M[k, j] * ai[j]
+            s2 = 0.0
+            for l in range(m):
+                s2 += Cq[l, k] * (lam0[l] + delta[rn + i * m + l])
+            F[i * n + k] = (s + s2) - Qf[k]
+        if m == 0:
+            continue
+        o = rn + i * m
+        if index == 3:
+            C[:] = 0.0
+            fns[2](qi, ti, p, C)
+            for l in range(m):
+                F[o + l] = C[l] / (h * h)
+        elif index == 2:
+            Ct[:] = 0.0
+            fns[4](qi, ti, p, Ct)
+            for l in range(m):
+                s = 0.0
+                for k in range(n):
+                    s += Cq[l, k] * vi[k]
+                F[o + l] = (s + Ct[l]) / h
+        else:
+            g[:] = 0.0
+            fns[5](qi, vi, ti, p, g)
+            for l in range(m):
+                s = 0.0
+                for k in range(n):
+                    s += Cq[l, k] * ai[k]
+                F[o + l] = s - g[l]
+
+
+def _constraint_rows(fns, p, n, m, index, t0, q, v, a, out, Cq, Ct, g):
+    """index 2: C_q(q) v + C_t(q);  index 1: C_q(q) a − γ(q, v)  (into ``out``)."""
+    Cq[:, :] = 0.0
+    fns[3](q, t0, p, Cq)
+    if index == 2:
+        Ct[:] = 0.0
+        fns[4](q, t0, p, Ct)
+    else:
+        g[:] = 0.0
+        fns[5](q, v, t0, p, g)
+    for l in range(m):
+        s = 0.0
+        for k in range(n):
+            s += Cq[l, k] * (v[k] if index == 2 else a[k])
+        out[l] = s + Ct[l] if index == 2 else s - g[l]
+
+
+def _difference_columns(fns, p, n, m, index, t0, q0, v0, a0, wrt_v, G, w):
+    """Forward differences (common.fd_jacobian's steps) of the index-2 / index-1
+    constraint rows: with respect to q (``wrt_v`` False; index 1: C_q a − γ), or,
+    index 1, of −γ with respect to v, into G (m×n)."""
+    Cq, Ct, g, g0, g1, x = w[12], w[15], w[16], w[24], w[25], w[26]
+    sq = math.sqrt(EPS)
+    if wrt_v:
+        g[:] = 0.0
+        fns[5](q0, v0, t0, p, g)
+        for l in range(m):
+            g0[l] = -g[l]
+    else:
+        _constraint_rows(fns, p, n, m, index, t0, q0, v0, a0, g0, Cq, Ct, g)
+    base = v0 if wrt_v else q0
+    for j in range(n):
+        for k in range(n):
+            x[k] = base[k]
+        hj = sq * max(abs(base[j]), 1e-3)
+        x[j] += hj
+        hj = x[j] - base[j]   # exactly representable step
+        if wrt_v:
+            g[:] = 0.0
+            fns[5](q0, x, t0, p, g)
+            for l in range(m):
+                g1[l] = -g[l]
+        else:
+            _constraint_rows(fns, p, n, m, index, t0, x, v0, a0, g1, Cq, Ct, g)
+        for l in range(m):
+            G[l, j] = (g1[l] - g0[l]) / hj
+
+
+def _iteration_matrix(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, J, w):
+    """The iteration matrix at the step start (seed 004 §2, block.py before):
+    [[I⊗M + h² B²⊗K_q + h B⊗K_v, I⊗C_qᵀ], [constraint rows, 0]] with
+    K_q = (C_qᵀλ)_q − Q_q + (M a)_q, K_v = −Q_v; constraint rows index 3: B²⊗C_q;
+    index 2: B⊗C_q + h B²⊗(C_q v + C_t)_q; index 1: I⊗C_q + h² B²⊗(C_q a − γ)_q
+    + h B⊗(−γ_v)."""
+    M, Cq, Qq, Qv, Hm, Mq, Kq, Gq, Gv = w[11], w[12], w[17], w[18], w[19], w[20], w[21], w[22], w[23]
+    index = I[INDEX]
+    o_B, o_B2 = offsets(n, m, r)[6:8]
+    rn = r * n
+    N = r * (n + m)
+    hh = h * h
+    M[:, :] = 0.0
+    fns[0](q0, t0, p, M)
+    Qq[:, :] = 0.0
+    Qv[:, :] = 0.0
+    fns[6](q0, v0, t0, u, p, Qq, Qv)
+    Hm[:, :] = 0.0
+    if m > 0:
+        Cq[:, :] = 0.0
+        fns[3](q0, t0, p, Cq)
+        fns[7](q0, lam0, t0, p, Hm)
+    for k in range(n):
+        for j in range(n):
+            Kq[k, j] = Hm[k, j] - Qq[k, j]
+    if I[CONST_MASS] == 0:
+        Mq[:, :] = 0.0
+        fns[8](q0, a0, t0, p, Mq)
+        for k in range(n):
+            for j in range(n):
+                Kq[k, j] = Kq[k, j] + Mq[k, j]
+    for i in range(N):
+        for j in range(N):
+            J[i, j] = 0.0
+    for i in range(r):
+        for j in range(r):
+            b2 = S[o_B2 + i * r + j]
+            b = S[o_B + i * r + j]
+            for k in range(n):
+                for l in range(n):
+                    diag = M[k, l] if i == j else 0.0
+                    J[i * n + k, j * n + l] = (diag + hh * (b2 * Kq[k, l])) + h * (b * -Qv[k, l])
+    if m == 0:
+        return
+    for i in range(r):
+        for k in range(n):
+            for l in range(m):
+                J[i * n + k, rn + i * m + l] = Cq[l, k]
+    if index == 2:
+        _difference_columns(fns, p, n, m, 2, t0, q0, v0, a0, False, Gq, w)
+    elif index == 1:
+        _difference_columns(fns, p, n, m, 1, t0, q0, v0, a0, False, Gq, w)
+        _difference_columns(fns, p, n, m, 1, t0, q0, v0, a0, True, Gv, w)
+        Cq[:, :] = 0.0   # (the differences used Cq as scratch)
+        fns[3](q0, t0, p, Cq)
+    if index == 2:
+        Cq[:, :] = 0.0
+        fns[3](q0, t0, p, Cq)
+    for i in range(r):
+        for j in range(r):
+            b2 = S[o_B2 + i * r + j]
+            b = S[o_B + i * r + j]
+            for l in range(m):
+                for k in range(n):
+                    if index == 3:
+                        x = b2 * Cq[l, k]
+                    elif index == 2:
+                        x = b * Cq[l, k] + h * (b2 * Gq[l, k])
+                    else:
+                        diag = Cq[l, k] if i == j else 0.0
+                        x = (diag + hh * (b2 * Gq[l, k])) + h * (b * Gv[l, k])
+                    J[rn + i * m + l, j * n + k] = x
+
+
+def _difference_matrix(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, delta, J, w):
+    """The last resort: the forward-difference Jacobian of the whole stage residual
+    at the unknowns + δ (common.fd_jacobian's steps)."""
+    F0, F1, dx = w[27], w[28], w[29]
+    N = r * (n + m)
+    sq = math.sqrt(EPS)
+    _residual(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, delta, F0, w)
+    for j in range(N):
+        for i in range(N):
+            dx[i] = delta[i]
+        hj = sq * max(abs(delta[j]), 1e-3)
+        dx[j] += hj
+        hj = dx[j] - delta[j]   # exactly representable step
+        _residual(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, dx, F1, w)
+        for i in range(N):
+            J[i, j] = (F1[i] - F0[i]) / hj
+
+
+# ---------------------------------------------------------------------------------
+# one stage solve (seed 000 Algorithm 2)
+# ---------------------------------------------------------------------------------
+def _solve(fns, S, I, LU, p, u, n, m, r, t0, h, q0, v0, a0, lam0, differences, w):
+    """One quasi-Newton solve of the stage equations from δ = 0 (up to
+    NEWTON_MAX_ITER updates; the matrix formed when I[NEED_JAC] says so or none is
+    kept: the analytic one, or with ``differences`` the difference Jacobian).
+    Returns (converged, status, reason): status SINGULAR / NONFINITE_MATRIX when
+    the matrix cannot be factored (pivot ratio in S[F_INFO]), else OK; δ in w[5]."""
+    winv, delta, F, J = w[4], w[5], w[6], w[7]
+    N = r * (n + m)
+    piv = I[PIV:PIV + N]
+    old_norm = -1.0
+    n_j = 0
+    err = math.inf
+    sigma = S[SIGMA]
+    for i in range(N):
+        delta[i] = 0.0
+    for it in range(1, NEWTON_MAX_ITER + 1):
+        if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
+            if differences:
+                _difference_matrix(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, delta, J, w)
+            else:
+                _iteration_matrix(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, J, w)
+            I[ST_JAC] += 1
+            status, ratio = factor_matrix(J, LU, piv, N)
+            if status != FACTORED:
+                if status != MATRIX_NONFINITE:
+                    I[HAS_FACTOR] = 0   # LU partly overwritten
+                S[F_INFO] = ratio
+                return False, (NONFINITE_MATRIX if status == MATRIX_NONFINITE else SINGULAR), 0
+            I[HAS_FACTOR] = 1
+            I[ST_LU] += 1
+            S[H_JAC] = h
+            I[NEED_JAC] = 0
+            S[RELAX] = 1.0
+            n_j = 0
+            old_norm = -1.0
+        _residual(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, delta, F, w)
+        I[ST_RES] += 1
+        I[ST_NEWTON] += 1
+        if not _all_finite(F):
+            I[NEED_JAC] = 1
+            S[SIGMA] = sigma
+            return False, OK, R_RESIDUAL
+        lu_solve_inplace(LU, piv, F)
+        relax = S[RELAX]
+        for i in range(N):
+            F[i] *= -relax
+            delta[i] += F[i]
+        n_j += 1
+        dnorm = weighted_max(F, winv, N)
+        if not math.isfinite(dnorm):
+            I[NEED_JAC] = 1
+            return False, OK, R_UPDATE
+        verdict, sigma, err = newton_verdict(it, n_j, dnorm, old_norm, sigma, err, NEWTON_TOL,
+                                             NEWTON_ERR_TOL, False, False)
+        if verdict == NEWTON_CONVERGED:
+            S[SIGMA] = sigma
+            return True, OK, 0
+        if verdict == NEWTON_SLOW or verdict == NEWTON_REFRESH:
+            I[NEED_JAC] = 1   # diverging, stalling or too slow: re-form the matrix
+        old_norm = dnorm
+    S[SIGMA] = sigma
+    I[NEED_JAC] = 1
+    if err <= NEWTON_LAST_CHANCE:
+        return True, OK, 0
+    return False, OK, R_NO_CONVERGENCE
+
+
+# ---------------------------------------------------------------------------------
+# one step
+# ---------------------------------------------------------------------------------
+def step(fns, S, I, LU, u, p, t_limit, w):
+    """One step ending at or before ``t_limit``.  Returns a status code; on
+    failure S[F_H] is the step size, I[REASON] why the stage solve failed (the
+    caller restores the record)."""
+    n, m, r = I[I_N], I[I_M], I[I_R]
+    o_y, o_yp, o_qdd, o_lam, o_c, o_d, o_B, o_B2, o_Bd, o_bh, o_sq, o_sv, _ = offsets(n, m, r)
+    q0, v0, a0, lam0, winv, delta = w[0], w[1], w[2], w[3], w[4], w[5]
+    A, V, Q, M = w[8], w[9], w[10], w[11]
+    rn = r * n
+    N = r * (n + m)
+    t0 = S[T]
+    h, lands, moves = clamp_step(t0, S[H], S[MAX_STEP], I[FIXED] == 1, t_limit)
+    if not moves:
+        S[F_H] = h
+        return STEP_UNDERFLOW
+    vmax = 0.0
+    qmax = 0.0
+    for k in range(n):
+        q0[k] = S[o_y + k]
+        v0[k] = S[o_y + n + k]
+        a0[k] = S[o_qdd + k]
+        vmax = max(vmax, abs(v0[k]))
+        qmax = max(qmax, abs(q0[k]))
+    for l in range(m):
+        lam0[l] = S[o_lam + l]
+    # Convergence is judged on the velocity change the update causes over the
+    # step: h·ΔA for the accelerations and h·ΔΛ/m for the multipliers (m: the
+    # largest mass entry), relative to 1 + |v|.  The index-3 multipliers carry
+    # an O(eps/h²) round-off floor that a test on Λ itself would never pass.
+    v_scale = S[NEWTON_SCALE] * (1.0 + vmax)
+    if I[INDEX] == 3:   # round-off floor of C(Q)/h² seen as a velocity change
+        v_scale = max(v_scale, ROUND_OFF_FLOOR * EPS * (1.0 + qmax) / h)
+    M[:, :] = 0.0
+    fns[0](q0, t0, p, M)
+    m_scale = 0.0
+    for k in range(n):
+        m_scale = max(m_scale, abs(M[k, k]))
+    for i in range(rn):
+        winv[i] = h / v_scale
+    for i in range(rn, N):
+        winv[i] = h / (v_scale * m_scale)
+    # Algorithm 3 g: may this step keep the matrix?
+    h_jac = S[H_JAC] if I[HAS_FACTOR] == 1 else -1.0
+    if keeps_matrix(S[SIGMA], h, h_jac):
+        I[NEED_JAC] = 0
+        S[RELAX] = relaxation(h, h_jac)
+    else:
+        I[NEED_JAC] = 1
+        S[RELAX] = 1.0
+    converged, status, reason = _solve(fns, S, I, LU, p, u, n, m, r, t0, h, q0, v0, a0, lam0, False, w)
+    if status == OK and not converged:   # again with a fresh matrix
+        I[NEED_JAC] = 1
+        S[RELAX] = 1.0
+        converged, status, reason = _solve(fns, S, I, LU, p, u, n, m, r, t0, h, q0, v0, a0, lam0,
+                                           False, w)
+    if status != OK:
+        S[F_H] = h
+        return status
+    if not converged:
+        # last resort: the full Jacobian of the stage residual by differences
+        I[NEED_JAC] = 1
+        S[RELAX] = 1.0
+        fd_converged, fd_status, fd_reason = _solve(fns, S, I, LU, p, u, n, m, r, t0, h, q0, v0, a0,
+                                                    lam0, True, w)
+        # index 3 at a small h: C(Q)/h² does not resolve the difference step, so the
+        # difference Jacobian is singular; the failure to report is the analytic one
+        if fd_status == OK:
+            converged, reason = fd_converged, fd_reason
+        I[NEED_JAC] = 1   # do not keep the difference Jacobian for the next step
+        S[RELAX] = 1.0
+    if not converged:
+        I[REASON] = reason
+        S[F_H] = h
+        return NEWTON_FAILED
+    # accept: y_{k+1} = (Q_r, V_r), a_{k+1} = A_r, λ_{k+1} = Λ_r
+    _stages(S, n, m, r, h, q0, v0, a0, delta, A, V, Q)
+    if I[ERROR_EST] == 1:
+        e, w2, y1 = w[30], w[31], w[32]
+        rtol, atol = S[RTOL], S[ATOL]
+        for k in range(n):
+            sq = S[o_bh] * v0[k]
+            sa = S[o_bh] * a0[k]
+            for j in range(1, r):
+                sq += S[o_bh + j] * V[j - 1, k]
+                sa += S[o_bh + j] * A[j - 1, k]
+            y1[k] = Q[r - 1, k]
+            y1[n + k] = V[r - 1, k]
+            e[k] = y1[k] - (q0[k] + h * sq)
+            e[n + k] = y1[n + k] - (v0[k] + h * sa)
+        for k in range(2 * n):
+            wk = rtol * abs(y1[k]) + atol
+            w2[k] = 1.0 / (wk * wk)
+        S[ERR_EST] = weighted_rms(e, w2, 2 * n)
+    S[T_PREV] = t0
+    for k in range(2 * n):
+        S[o_yp + k] = S[o_y + k]
+    for i in range(r):
+        for k in range(n):
+            S[o_sq + i * n + k] = Q[i, k]
+            S[o_sv + i * n + k] = V[i, k]
+    S[STAGE_T0] = t0
+    S[T] = t_limit if lands else t0 + h
+    for k in range(n):
+        S[o_y + k] = Q[r - 1, k]
+        S[o_y + n + k] = V[r - 1, k]
+        S[o_qdd + k] = A[r - 1, k]
+    for l in range(m):
+        S[o_lam + l] = lam0[l] + delta[rn + (r - 1) * m + l]
+    S[H_LAST] = h
+    I[ST_STEPS] += 1
+    return OK
+
+
+def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
+    """Steps until t = t_target (exactly) or ``max_steps`` steps were taken
+    (with ``whole``: not reaching the target is the failure STEP_BUDGET).
+    Returns a status code; on failure S, I and LU are as they were on entry
+    (all or nothing) except the failure slots F_T, F_H, F_INFO and I[REASON]."""
+    n, m, r = I[I_N], I[I_M], I[I_R]
+    N = matrix_size(n, m, r)
+    nS = S.shape[0]
+    w = workspace(n, m, r, nS + N * N)
+    rest = w[33]
+    S0 = rest[:nS]
+    LU0 = rest[nS:nS + N * N].reshape((N, N))
+    S0[:] = S        # the snapshot: all or nothing
+    LU0[:, :] = LU
+    I0 = I.copy()
+    k = 0
+    status = OK
+    while S[T] < t_target and k < max_steps:
+        status = step(fns, S, I, LU, u, p, t_target, w)
+        if status != OK:
+            break
+        k += 1
+    if status == OK and whole and S[T] < t_target:
+        status = STEP_BUDGET
+    if status != OK:
+        t_fail, h_fail, info, reason = S[T], S[F_H], S[F_INFO], I[REASON]
+        S[:] = S0
+        I[:] = I0
+        LU[:, :] = LU0
+        S[F_T], S[F_H], S[F_INFO], I[REASON] = t_fail, h_fail, info, reason
+    return status
+
+
+def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
+    """The method's one entry point, compiled once per machine (cosim.jit.method_entry)
+    or run as plain Python.  Modes: RESTART (forget the stage data: new inputs or a
+    new point); WHOLE_INTERVAL advances to ``t_target`` within ``max_steps`` (else
+    STEP_BUDGET, record unchanged); ONE_STEP takes at most ``max_steps`` steps.
+    After a successful advance the model's outputs at the new state go into
+    ``y_out`` (the outputs kernel, fns[9]) unless it is empty."""
+    if mode == RESTART:
+        return restart(S, I)
+    status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)
+    if status == OK and y_out.shape[0] > 0:
+        y_out[:] = 0.0
+        n = I[I_N]
+        fns[9](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
+    return status
