@@ -36,16 +36,19 @@ from .kernel_common import (EPS, FACTORED, MATRIX_NONFINITE, NEWTON_CONVERGED, N
                             NEWTON_REFRESH, NEWTON_SLOW, clamp_step, factor_matrix, newton_verdict,
                             weighted_max)
 
-# the record: every name, so that li1_kernel is the method's one namespace
-from .li1_record import (  # noqa: F401
+from .li1_record import (
     ACC_NONFINITE, ACC_SINGULAR, ATOL, CAUSE, C_ACC_NONFINITE, C_ACC_SINGULAR, C_ITER_NONFINITE,
     C_ITER_SINGULAR, C_NONE, C_NO_CONVERGENCE, C_RANK_GAUSS, C_RANK_QR, C_RESIDUAL, C_UPDATE, F_CH,
     F_CINFO, F_CT, F_ERR, F_H, F_T, HAS_DENSE, HAS_FACTOR, H_FIXED, H_JAC, H_NEXT, ITERATION,
-    ITERATION_NEWTON, ITERATION_SEED, I_M, I_N, I_NG, MAX_FACTOR, MAX_REJECTIONS, MAX_STEP,
-    MIN_FACTOR, NEED_JAC, NEWTON_ERR_TOL, NEWTON_MAX_ITER, NEWTON_TOL, NULLSPACE, NULLSPACE_GAUSS,
-    NULLSPACE_QR, N_SCALARS, N_STATS, OK, ONE_STEP, PIV, RANK_TOL, RELAX, RESTART, RTOL, SAFETY,
-    SIGMA, STATS, STEP_BUDGET, STEP_FAILED, ST_JAC, ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T,
-    TOO_SMALL, T_PREV, UNDERFLOW, WHOLE_INTERVAL, int_length, offsets, workspace)
+    ITERATION_SEED, I_M, I_N, I_NG, MAX_FACTOR, MAX_REJECTIONS, MAX_STEP, MIN_FACTOR, NEED_JAC,
+    NEWTON_ERR_TOL, NEWTON_MAX_ITER, NEWTON_TOL, NULLSPACE, NULLSPACE_GAUSS, N_SCALARS, OK, ONE_STEP,
+    PIV, RANK_TOL, RELAX, RESTART, RTOL, SAFETY, SIGMA, STATS, STEP_BUDGET, STEP_FAILED, ST_JAC,
+    ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW, WHOLE_INTERVAL,
+    offsets, workspace)
+
+# what RecordIntegrator reads from a method's kernel module (besides ``entry``); the
+# integrator object takes the rest of the record from li1_record
+RECORD_INTERFACE = (T, STATS, WHOLE_INTERVAL, ONE_STEP)
 
 
 # ---------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ from .. import jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
 from . import dense_lu, kernel_common, li1_record
 from . import li1_kernel as K
+from . import li1_record as R
 from .base import MultibodyIntegrator
 from .common import error_weights, initial_step, last_step_dense_output
 from .model_functions import compiled_unsupported, n_nonholonomic
@@ -58,8 +59,8 @@ from .record import RecordIntegrator, record_array, record_scalar, record_time
 _Y, _YP, _QDD, _LAM, _G0, _G1 = range(6)   # positions in li1_kernel.offsets()
 _K_TEXT = "[[M, C_q^T], [C_q, 0]]"          # the matrix of eq. 2.5 in messages
 _ITER_TEXT = "local index-1 iteration matrix (seed 002 eq. 4.5)"
-NULLSPACE = {"qr": K.NULLSPACE_QR, "gauss": K.NULLSPACE_GAUSS}
-ITERATION = {"seed": K.ITERATION_SEED, "newton": K.ITERATION_NEWTON}
+NULLSPACE = {"qr": R.NULLSPACE_QR, "gauss": R.NULLSPACE_GAUSS}
+ITERATION = {"seed": R.ITERATION_SEED, "newton": R.ITERATION_NEWTON}
 
 
 def supports(model):
@@ -118,9 +119,9 @@ class LocalEquivalentIndex1(RecordIntegrator, MultibodyIntegrator):
     _kernel = K
     compiled_entry = staticmethod(compiled_entry)
 
-    t = record_time(K.T)
-    t_prev = record_time(K.T_PREV)
-    h_next = record_scalar(K.H_NEXT, writable=True)
+    t = record_time(R.T)
+    t_prev = record_time(R.T_PREV)
+    h_next = record_scalar(R.H_NEXT, writable=True)
     y = record_array(_Y, writable=True)
     y_prev = record_array(_YP, writable=True)
     qdd = record_array(_QDD, writable=True)
@@ -128,7 +129,7 @@ class LocalEquivalentIndex1(RecordIntegrator, MultibodyIntegrator):
 
     def __init__(self, model, backend="python", **kwargs):
         self._choose_backend(model, backend, supports)
-        self._S = np.zeros(K.N_SCALARS)
+        self._S = np.zeros(R.N_SCALARS)
         super().__init__(model, **kwargs)
         self._bind_model()
         self._allocate()
@@ -145,21 +146,21 @@ class LocalEquivalentIndex1(RecordIntegrator, MultibodyIntegrator):
     def _allocate(self):
         model = self.model
         n, m, g = model.n_q, model.n_c, n_nonholonomic(model)
-        offs = K.offsets(n, m, g)
+        offs = R.offsets(n, m, g)
         self._slices = [(offs[i], length)
                         for i, length in enumerate((2 * n, 2 * n, n, m + g, 2 * n, 2 * n))]
         self._n, self._N = n, 2 * n
         stats = self.stats if hasattr(self, "_I") else None
         S = np.zeros(offs[-1])
-        S[K.T] = S[K.T_PREV] = math.nan
-        S[K.H_JAC] = -1.0        # no iteration matrix yet
-        S[K.RELAX] = 1.0
+        S[R.T] = S[R.T_PREV] = math.nan
+        S[R.H_JAC] = -1.0        # no iteration matrix yet
+        S[R.RELAX] = 1.0
         self._S = S
-        I = np.zeros(K.int_length(n), dtype=np.int64)
-        I[K.I_N], I[K.I_M], I[K.I_NG] = n, m, g
-        I[K.NULLSPACE] = NULLSPACE[self.opts["nullspace"]]
-        I[K.ITERATION] = ITERATION[self.opts["iteration"]]
-        I[K.NEED_JAC] = 1
+        I = np.zeros(R.int_length(n), dtype=np.int64)
+        I[R.I_N], I[R.I_M], I[R.I_NG] = n, m, g
+        I[R.NULLSPACE] = NULLSPACE[self.opts["nullspace"]]
+        I[R.ITERATION] = ITERATION[self.opts["iteration"]]
+        I[R.NEED_JAC] = 1
         self._I = I
         if stats is not None:
             self.stats = stats
@@ -172,15 +173,15 @@ class LocalEquivalentIndex1(RecordIntegrator, MultibodyIntegrator):
     def _sync_parameters(self):
         """Tolerances and step options into the record."""
         S = self._S
-        S[K.RTOL], S[K.ATOL] = self.rtol, self.atol
-        S[K.H_FIXED] = 0.0 if self.h_fixed is None else self.h_fixed
-        S[K.MAX_STEP] = self.max_step
+        S[R.RTOL], S[R.ATOL] = self.rtol, self.atol
+        S[R.H_FIXED] = 0.0 if self.h_fixed is None else self.h_fixed
+        S[R.MAX_STEP] = self.max_step
 
     # -- set-up --------------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
         report = self._analyse_start(t0, y0, **ic_options)
         self._allocate()
-        self._S[K.T] = self._S[K.T_PREV] = t0
+        self._S[R.T] = self._S[R.T_PREV] = t0
         y = np.concatenate([report.q, report.v])
         self._write(_Y, y)
         self._write(_YP, y)
@@ -188,7 +189,7 @@ class LocalEquivalentIndex1(RecordIntegrator, MultibodyIntegrator):
         self._write(_LAM, report.lam)
         self._has_state = True
         self.h_next = self.h_fixed if self.h_fixed is not None else self._initial_step()
-        self._load_machine_code(K.ONE_STEP)
+        self._load_machine_code(R.ONE_STEP)
 
     def _initial_step(self):
         if self.first_step is not None:
@@ -203,7 +204,7 @@ class LocalEquivalentIndex1(RecordIntegrator, MultibodyIntegrator):
     @property
     def _dense(self):
         """The slopes g = [v; q''] at both ends of the last step (None before a step)."""
-        if not self._I[K.HAS_DENSE]:
+        if not self._I[R.HAS_DENSE]:
             return None
         return {"g0": self._read(_G0), "g1": self._read(_G1)}
 
@@ -217,12 +218,12 @@ class LocalEquivalentIndex1(RecordIntegrator, MultibodyIntegrator):
     # -- restart / state -------------------------------------------------------------------
     def _restart(self):
         """q'' and λ at the current point from eq. 2.5; no dense output."""
-        status = self._call(K.RESTART, 0.0, 0)
+        status = self._call(R.RESTART, 0.0, 0)
         self._outputs_fresh = False
-        if status != K.OK:
-            t = float(self._S[K.F_CT])
-            nonfinite = status == K.ACC_NONFINITE
-            raise SingularMatrixError(_matrix_text(_K_TEXT, nonfinite, t, None, float(self._S[K.F_CINFO])),
+        if status != R.OK:
+            t = float(self._S[R.F_CT])
+            nonfinite = status == R.ACC_NONFINITE
+            raise SingularMatrixError(_matrix_text(_K_TEXT, nonfinite, t, None, float(self._S[R.F_CINFO])),
                                       t=t, h=None, cause="non-finite matrix" if nonfinite else "singular matrix")
 
     def _reset_point(self):
@@ -230,11 +231,11 @@ class LocalEquivalentIndex1(RecordIntegrator, MultibodyIntegrator):
 
     def _method_state(self):
         S, I = self._S, self._I
-        newton = {"sigma": float(S[K.SIGMA]), "h_jac": float(S[K.H_JAC])}
-        if I[K.HAS_FACTOR]:
-            newton.update(lu=self._LU.copy(), piv=I[K.PIV:K.PIV + self._N].astype(np.int32),
-                          need_jac=bool(I[K.NEED_JAC]), relax=float(S[K.RELAX]))
-        return {"h_next": float(S[K.H_NEXT]), "dense": self._dense, "newton": newton}
+        newton = {"sigma": float(S[R.SIGMA]), "h_jac": float(S[R.H_JAC])}
+        if I[R.HAS_FACTOR]:
+            newton.update(lu=self._LU.copy(), piv=I[R.PIV:R.PIV + self._N].astype(np.int32),
+                          need_jac=bool(I[R.NEED_JAC]), relax=float(S[R.RELAX]))
+        return {"h_next": float(S[R.H_NEXT]), "dense": self._dense, "newton": newton}
 
     def restore(self, state):
         """Continue from ``state`` (validated before anything is written)."""
@@ -244,24 +245,24 @@ class LocalEquivalentIndex1(RecordIntegrator, MultibodyIntegrator):
         saved = self._S, self._I
         self._S, self._I = S, I
         try:
-            S[K.T], S[K.T_PREV] = float(state["t"]), float(state["t_prev"])
+            S[R.T], S[R.T_PREV] = float(state["t"]), float(state["t_prev"])
             for index, value in ((_Y, state["y"]), (_YP, state["y_prev"]), (_QDD, state["qdd"]),
                                  (_LAM, state["lam"])):
                 self._write(index, value)
-            I[K.HAS_DENSE] = 0
+            I[R.HAS_DENSE] = 0
             if ms["dense"] is not None:
                 self._write(_G0, ms["dense"]["g0"])
                 self._write(_G1, ms["dense"]["g1"])
-                I[K.HAS_DENSE] = 1
-            S[K.H_NEXT] = float(ms["h_next"])
-            S[K.SIGMA], S[K.H_JAC] = float(newton["sigma"]), float(newton["h_jac"])
+                I[R.HAS_DENSE] = 1
+            S[R.H_NEXT] = float(ms["h_next"])
+            S[R.SIGMA], S[R.H_JAC] = float(newton["sigma"]), float(newton["h_jac"])
             if "lu" in newton:
-                I[K.PIV:K.PIV + self._N] = np.asarray(newton["piv"])
-                I[K.HAS_FACTOR], I[K.NEED_JAC] = 1, 1 if newton["need_jac"] else 0
-                S[K.RELAX] = float(newton["relax"])
+                I[R.PIV:R.PIV + self._N] = np.asarray(newton["piv"])
+                I[R.HAS_FACTOR], I[R.NEED_JAC] = 1, 1 if newton["need_jac"] else 0
+                S[R.RELAX] = float(newton["relax"])
             else:   # no iteration matrix yet
-                I[K.HAS_FACTOR], I[K.NEED_JAC] = 0, 1
-                S[K.RELAX] = 1.0
+                I[R.HAS_FACTOR], I[R.NEED_JAC] = 0, 1
+                S[R.RELAX] = 1.0
             self.stats = state["stats"]
         except BaseException:
             self._S, self._I = saved
@@ -274,41 +275,41 @@ class LocalEquivalentIndex1(RecordIntegrator, MultibodyIntegrator):
 
     # -- failures ----------------------------------------------------------------------------
     def _finish(self, status, t_target):
-        if status == K.OK:
+        if status == R.OK:
             self._outputs_fresh = self._kernel_outputs
             return
         S, I = self._S, self._I
-        t, h = float(S[K.F_T]), float(S[K.F_H])
-        if status == K.STEP_BUDGET:
+        t, h = float(S[R.F_T]), float(S[R.F_H])
+        if status == R.STEP_BUDGET:
             raise ConvergenceError(
                 f"{self.name}: more than max_steps={self.max_steps} steps without reaching "
                 f"t={t_target!r} (at t={t!r}); the step size collapsed or the problem is too "
                 f"stiff for this method", t=self.t, h=None, cause="max_steps")
-        if status == K.UNDERFLOW:
+        if status == R.UNDERFLOW:
             message, cause = "step size underflow", "step does not advance t"
         else:
-            code = int(I[K.CAUSE])
-            if status == K.STEP_FAILED:
+            code = int(I[R.CAUSE])
+            if status == R.STEP_FAILED:
                 message = "trapezoidal step failed"
-                cause = self._cause_text(code) if code != K.C_NONE else "error test"
+                cause = self._cause_text(code) if code != R.C_NONE else "error test"
             else:
                 message = "step size became too small"
-                cause = self._cause_text(code) if code != K.C_NONE else f"error ratio {float(S[K.F_ERR]):.3g}"
+                cause = self._cause_text(code) if code != R.C_NONE else f"error ratio {float(S[R.F_ERR]):.3g}"
         raise ConvergenceError(f"{self.name}: {message} at t={t!r}, h={h!r} ({cause})", t=t, h=h,
                                cause=cause)
 
     def _cause_text(self, code):
         """Why a step attempt failed, in words (the reference's exception texts)."""
         S = self._S
-        ct, ratio = float(S[K.F_CT]), float(S[K.F_CINFO])
-        if code == K.C_RESIDUAL:
+        ct, ratio = float(S[R.F_CT]), float(S[R.F_CINFO])
+        if code == R.C_RESIDUAL:
             return "residual is not finite"
-        if code == K.C_UPDATE:
+        if code == R.C_UPDATE:
             return "Newton update is not finite"
-        if code == K.C_NO_CONVERGENCE:
-            return f"no convergence in {K.NEWTON_MAX_ITER} iterations"
-        if code in (K.C_ACC_SINGULAR, K.C_ACC_NONFINITE):
-            return _matrix_text(_K_TEXT, code == K.C_ACC_NONFINITE, ct, None, ratio)
-        if code in (K.C_ITER_SINGULAR, K.C_ITER_NONFINITE):
-            return _matrix_text(_ITER_TEXT, code == K.C_ITER_NONFINITE, ct, float(S[K.F_CH]), ratio)
-        return f"C_q is rank deficient ({'QR' if code == K.C_RANK_QR else 'Gauss'} null-space basis)"
+        if code == R.C_NO_CONVERGENCE:
+            return f"no convergence in {R.NEWTON_MAX_ITER} iterations"
+        if code in (R.C_ACC_SINGULAR, R.C_ACC_NONFINITE):
+            return _matrix_text(_K_TEXT, code == R.C_ACC_NONFINITE, ct, None, ratio)
+        if code in (R.C_ITER_SINGULAR, R.C_ITER_NONFINITE):
+            return _matrix_text(_ITER_TEXT, code == R.C_ITER_NONFINITE, ct, float(S[R.F_CH]), ratio)
+        return f"C_q is rank deficient ({'QR' if code == R.C_RANK_QR else 'Gauss'} null-space basis)"
