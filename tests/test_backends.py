@@ -1237,3 +1237,153 @@ def test_block_events_located_alike_on_both_backends():
     assert np.max(np.abs(np.subtract(times["python"], times["numba"]))) <= 1e-12
     assert np.max(np.abs(sims["python"].y - sims["numba"].y)) <= 1e-12
     assert {k: sims["python"].stats[k] for k in COUNTS} == {k: sims["numba"].stats[k] for k in COUNTS}
+
+
+# -- local-index1: the one implementation (li1_kernel) compiled against uncompiled ---------------------------------
+# Measured on the development machine: both backends bit-identical (|Δy| = 0) in every case,
+# the same counts; the reference's own spread over starts q0·(1 + {1, −2, 3, −5}e-15) is at
+# most 1.7e-13 (andrews), 9.6e-14 (heavy_top), 1.1e-14 (two_link), 0 (pendulum, knife_edge):
+# the bound 1e-12 is above 5× the largest spread.
+LI1_CASES = {
+    "two_link-fixed-inputs": dict(model="two_link", n_steps=300, dt=1e-3, kw=dict(h=1e-3),
+                                  inputs=lambda k: [0.5 * np.cos(0.02 * k), -0.3]),
+    "two_link-adaptive-gauss": dict(model="two_link", n_steps=40, dt=0.01,
+                                    kw=dict(rtol=1e-6, atol=1e-8, method_options=dict(nullspace="gauss"))),
+    "pendulum-adaptive-newton": dict(model="pendulum", n_steps=100, dt=0.01,
+                                     kw=dict(rtol=1e-7, atol=1e-9, method_options=dict(iteration="newton"))),
+    "pendulum-long": dict(model="pendulum", n_steps=4, dt=0.5, kw=dict(rtol=1e-6, atol=1e-8)),
+    "knife_edge-fixed-inputs": dict(model="knife_edge", n_steps=100, dt=0.01, kw=dict(h=1e-3),
+                                    inputs=lambda k: [0.3 * np.sin(0.1 * k), 0.1]),
+    "knife_edge-long": dict(model="knife_edge", n_steps=4, dt=0.5, kw=dict(rtol=1e-6, atol=1e-8)),
+    "heavy_top-adaptive": dict(model="heavy_top", n_steps=10, dt=0.02, kw=dict(rtol=1e-8, atol=1e-10)),
+    "andrews-short": dict(model="andrews", n_steps=1, dt=2e-3, kw=dict(rtol=1e-6, atol=1e-6)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LI1_CASES))
+def test_local_index1_numba_and_python_same_counts_and_agree(case):
+    c = LI1_CASES[case]
+    runs = {backend: _drive(backend, c["model"], c["n_steps"], c["dt"], c.get("inputs"),
+                            method="local-index1", **c["kw"])
+            for backend in ("python", "numba")}
+    (sp, yp), (sn, yn) = runs["python"], runs["numba"]
+    ip, inn = sp.integrator, sn.integrator
+    assert inn.backend == "numba" and ip.backend == "python"
+    assert {k: sp.stats[k] for k in COUNTS} == {k: sn.stats[k] for k in COUNTS}
+    assert sp.stats["steps"] >= c["n_steps"]
+    if "long" in case:
+        assert sp.stats["rejected"] > 0   # the controller's rejections are exercised too
+    assert np.max(np.abs(yp - yn)) <= 1e-12
+    h = ip.t - ip.t_prev
+    for t in (ip.t - 0.3 * h, ip.t - 0.9 * h):  # dense output of the last step
+        assert np.max(np.abs(ip.dense_output(t) - inn.dense_output(t))) <= 1e-12
+    np.testing.assert_allclose(sp.get_outputs(), sn.get_outputs(), rtol=0, atol=1e-10)
+    assert np.array_equal(sn.get_outputs(), _python_outputs(sn))   # outputs computed in the step
+
+
+@pytest.mark.parametrize("model", ["two_link", "knife_edge"])
+@pytest.mark.parametrize("kw", [dict(h=1e-3), dict(rtol=1e-6, atol=1e-8, method_options=dict(nullspace="gauss"))])
+def test_local_index1_numba_rollback_and_serialization_are_bit_identical(kw, model):
+    sim, _ = _drive("numba", model, 20, 0.01, method="local-index1", **kw)
+    snap = sim.get_state()
+    blob = sim.serialize_state()
+    for _ in range(20):
+        sim.do_step(sim.time, 0.01)
+    y1, stats1 = sim.y, dict(sim.stats)
+    sim.set_state(snap)
+    assert sim.serialize_state() == blob
+    for _ in range(20):
+        sim.do_step(sim.time, 0.01)
+    assert np.array_equal(sim.y, y1) and dict(sim.stats) == stats1
+    fresh = cosim.Simulation(model=model, method="local-index1", backend="numba", **kw)
+    fresh.deserialize_state(blob)
+    for _ in range(20):
+        fresh.do_step(fresh.time, 0.01)
+    assert np.array_equal(fresh.y, y1) and dict(fresh.stats) == stats1
+
+
+@pytest.mark.parametrize("model", ["pendulum", "knife_edge"])
+def test_local_index1_state_moves_between_backends(model):
+    kw = dict(method="local-index1", rtol=1e-7, atol=1e-9)
+    sim, _ = _drive("numba", model, 30, 0.01, **kw)
+    other = cosim.Simulation(model=model, backend="python", **kw)
+    other.deserialize_state(sim.serialize_state())
+    for _ in range(30):
+        sim.do_step(sim.time, 0.01)
+        other.do_step(other.time, 0.01)
+    assert np.max(np.abs(sim.y - other.y)) <= 1e-12
+    assert {k: sim.stats[k] for k in COUNTS} == {k: other.stats[k] for k in COUNTS}
+    back = cosim.Simulation(model=model, backend="numba", **kw)
+    back.deserialize_state(other.serialize_state())
+    for _ in range(10):
+        back.do_step(back.time, 0.01)
+        other.do_step(other.time, 0.01)
+    assert np.max(np.abs(back.y - other.y)) <= 1e-12
+    assert {k: back.stats[k] for k in COUNTS} == {k: other.stats[k] for k in COUNTS}
+
+
+def test_local_index1_failures_leave_state_unchanged_with_the_reference_message():
+    """The messages of the object-oriented implementation it replaced (measured with it:
+    the same texts, the budget's t within 7e-14)."""
+    messages = {}
+    for backend in ("python", "numba"):
+        for label, model, kw, t_end in (("newton", "andrews", dict(h=5e-3), 0.05),
+                                        ("singular", "andrews", dict(h=2e-2), 0.05),
+                                        ("budget", "pendulum", dict(rtol=1e-9, max_steps=5), 1.0)):
+            integ = make_integrator(load_model(model), "local-index1", backend=backend, **kw)
+            integ.initialize()
+            before = integ.state()
+            with pytest.raises(ConvergenceError) as err:
+                integ.advance(t_end)
+            after = integ.state()
+            assert after["t"] == before["t"] and np.array_equal(after["y"], before["y"])
+            assert after["stats"] == before["stats"]
+            messages[backend, label] = str(err.value)
+    for label in ("newton", "singular", "budget"):
+        assert messages["python", label] == messages["numba", label]
+    assert messages["numba", "newton"] == ("local-index1: trapezoidal step failed at t=0.0, h=0.005 "
+                                           "(no convergence in 25 iterations)")
+    assert messages["numba", "singular"].startswith(
+        "local-index1: trapezoidal step failed at t=0.0, h=0.02 (local index-1 iteration matrix "
+        "(seed 002 eq. 4.5) is numerically singular at t=0.0, h=0.02 (pivot ratio ")
+    assert messages["numba", "budget"].startswith("local-index1: more than max_steps=5 steps without "
+                                                  "reaching t=1.0 (at t=0.00224226986")
+
+
+def test_local_index1_crafted_state_is_rejected_before_the_record_changes():
+    integ = make_integrator(load_model("two_link"), "local-index1", backend="numba", rtol=1e-6)
+    integ.initialize()
+    integ.advance(0.05)
+    good = integ.state()
+    newton = good["method_state"]["newton"]
+    for field, value, text in (("h_next", -1.0, "h_next"),
+                               ("newton", dict(newton, piv=np.full_like(newton["piv"], 99)), "pivots"),
+                               ("dense", {"g0": np.zeros(3), "g1": np.zeros(3)}, "g0")):
+        bad = dict(good, method_state=dict(good["method_state"], **{field: value}))
+        with pytest.raises(StateError, match=text):
+            integ.restore(bad)
+        after = integ.state()
+        assert after["t"] == good["t"] and np.array_equal(after["y"], good["y"])
+        assert np.array_equal(after["method_state"]["dense"]["g1"], good["method_state"]["dense"]["g1"])
+    integ.advance(0.1)
+    assert integ.t == 0.1
+
+
+def test_local_index1_null_space_bases_of_the_kernel():
+    """The kernel's Householder QR basis spans the null space LAPACK's QR gives (the
+    object-oriented implementation used scipy.linalg.qr), orthonormal; the Gauss basis
+    has the identity block of seed 002 §5.2."""
+    import scipy.linalg as sla
+    from cosim.integrators.local_index1 import nullspace_gauss, nullspace_qr
+    rng = np.random.default_rng(7)
+    for m, n in ((1, 3), (2, 6), (4, 6), (3, 7)):
+        Cq = rng.standard_normal((m, n))
+        V = nullspace_qr(Cq)
+        Qf = sla.qr(Cq.T)[0][:, m:]
+        assert np.allclose(V.T @ V, np.eye(n - m), atol=1e-14)
+        assert np.max(np.abs(Cq @ V)) < 1e-14
+        assert np.allclose(V @ V.T, Qf @ Qf.T, atol=1e-14)   # the same projector
+        assert np.allclose(np.abs(V), np.abs(Qf), atol=1e-13)  # LAPACK's reflectors: same columns
+        W = nullspace_gauss(Cq)
+        assert np.max(np.abs(Cq @ W)) < 1e-13
+        assert sorted(np.round(np.abs(W).max(axis=1), 12).tolist()).count(1.0) >= n - m

@@ -50,7 +50,7 @@ def test_nullspace_rank_deficient_raises(basis):
 
 @pytest.mark.parametrize("nullspace", ["qr", "gauss"])
 @pytest.mark.parametrize("iteration", ["seed", "newton"])
-def test_order_two(nullspace, iteration):
+def test_order_two(nullspace, iteration, backend):
     model = _two_link()
     T = 0.5
     q, v = index1_reference(model, T)
@@ -58,7 +58,8 @@ def test_order_two(nullspace, iteration):
     hs = [0.01, 0.005, 0.0025]
     errs = []
     for h in hs:
-        it = make_integrator(model, "local-index1", h=h, nullspace=nullspace, iteration=iteration)
+        it = make_integrator(model, "local-index1", backend=backend, h=h, nullspace=nullspace,
+                             iteration=iteration)
         it.initialize()
         it.advance(T)
         errs.append(np.max(np.abs(it.y - ref)))
@@ -66,12 +67,13 @@ def test_order_two(nullspace, iteration):
     assert abs(order - 2.0) <= 0.3, errs
 
 
-def test_seed002_example_h_1e3_against_reference():
+def test_seed002_example_h_1e3_against_reference(backend):
     """Seed 002 §6: two-link arm, q0 = [0.5, 0, 0, 2, 0, 0], h = 1e-3."""
     model = _two_link()
     T = 1.0
     ref = index1_solution(model, T)
-    it = make_integrator(model, "local-index1", h=1e-3)
+    it = make_integrator(model, "local-index1", backend=backend, h=1e-3)
+    assert it.backend == backend
     it.initialize()
     worst = 0.0
     while it.t < T:
@@ -82,17 +84,17 @@ def test_seed002_example_h_1e3_against_reference():
     assert it.stats["steps"] == 1000
     assert worst < 5e-5, worst
     # gauss and qr bases give the same discrete solution (same square system)
-    it2 = make_integrator(model, "local-index1", h=1e-3, nullspace="gauss")
+    it2 = make_integrator(model, "local-index1", backend=backend, h=1e-3, nullspace="gauss")
     it2.initialize()
     it2.advance(T)
     assert np.max(np.abs(it2.y - it.y)) < 1e-10
 
 
-def test_adaptive_mode_and_dense_output():
+def test_adaptive_mode_and_dense_output(backend):
     model = _two_link()
     T = 0.5
     ref = index1_solution(model, T)
-    it = make_integrator(model, "local-index1", rtol=1e-7, atol=1e-7)
+    it = make_integrator(model, "local-index1", backend=backend, rtol=1e-7, atol=1e-7)
     it.initialize()
     while it.t < T:
         it.step(T)
@@ -104,9 +106,9 @@ def test_adaptive_mode_and_dense_output():
 
 
 @pytest.mark.parametrize("opts", [{"h": 2e-3}, {"rtol": 1e-6, "atol": 1e-6}])
-def test_restore_and_continue_bit_identical(opts):
+def test_restore_and_continue_bit_identical(opts, backend):
     model = _two_link()
-    it = make_integrator(model, "local-index1", **opts)
+    it = make_integrator(model, "local-index1", backend=backend, **opts)
     it.initialize()
     it.advance(0.1)
     snap = it.state()
@@ -115,7 +117,7 @@ def test_restore_and_continue_bit_identical(opts):
     it.restore(snap)
     it.advance(0.2)
     assert np.array_equal(it.y, y1) and it.stats == stats1
-    it2 = make_integrator(_two_link(), "local-index1", **opts)
+    it2 = make_integrator(_two_link(), "local-index1", backend=backend, **opts)
     it2.initialize()
     it2.restore(snap)
     it2.advance(0.2)
@@ -127,9 +129,9 @@ def test_restore_and_continue_bit_identical(opts):
     ({"iteration": "picard"}, "iteration must be 'seed' or 'newton', got 'picard'"),
     ({"h": -1e-3}, "h must be > 0, got -0.001"),
 ])
-def test_bad_options(opts, match):
+def test_bad_options(opts, match, backend):
     with pytest.raises(InvalidInputError, match=match):
-        make_integrator(_two_link(), "local-index1", **opts)
+        make_integrator(_two_link(), "local-index1", backend=backend, **opts)
 
 
 def test_rejects_first_order_models():
@@ -137,10 +139,10 @@ def test_rejects_first_order_models():
         make_integrator(load_model("lti"), "local-index1")
 
 
-def test_nonholonomic_rows_in_local_system():
+def test_nonholonomic_rows_in_local_system(backend):
     """Knife edge: V ⊥ [C_q; B] for the velocity rows, B v + b in f(x)."""
     model = load_model("knife_edge")
-    it = make_integrator(model, "local-index1", h=1e-2)
+    it = make_integrator(model, "local-index1", backend=backend, h=1e-2)
     it.initialize()
     while it.t < 1.0:
         it.step(1.0)
@@ -152,7 +154,7 @@ def test_nonholonomic_rows_in_local_system():
     ref.advance(1.0)
     assert np.max(np.abs(it.y - ref.y)) < 1e-3
     # second order: halving h divides the difference by ~4
-    it2 = make_integrator(model, "local-index1", h=5e-3)
+    it2 = make_integrator(model, "local-index1", backend=backend, h=5e-3)
     it2.initialize()
     it2.advance(1.0)
     ratio = np.max(np.abs(it.y - ref.y)) / np.max(np.abs(it2.y - ref.y))

@@ -25,7 +25,8 @@ METHOD_REGISTRY = {
 # methods whose one implementation runs compiled or as plain Python: the class takes
 # ``backend``; its module's ``supports(model)`` says why the compiled one cannot run
 ONE_IMPLEMENTATION = {"generalized-alpha", "generalized-alpha-i2", "bdf", "bdf-i2", "bdf-i1",
-                      "dopri5", "rk4", "state-transition", "block-lstable"}
+                      "dopri5", "rk4", "state-transition", "block-lstable",
+                      "local-index1"}
 
 # methods that run compiled: the module of each one's ``supports(model)`` (and, for
 # the ones still with a separate compiled twin of the Python reference, that class)
@@ -39,6 +40,7 @@ COMPILED_REGISTRY = {
     "dopri5": ".explicit:DormandPrince",
     "rk4": ".explicit:RK4",
     "block-lstable": ".block:LStableBlock",
+    "local-index1": ".local_index1:LocalEquivalentIndex1",
 }
 
 

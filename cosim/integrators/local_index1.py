@@ -21,8 +21,8 @@ nonsingular (Proposition 3).  The trapezoidal (improved Euler) rule gives
 
     A_kᵀ (x_{k+1} − x_k − h/2 (g(x_{k+1}) + g(x_k))) = 0,   f(x_{k+1}) = 0,
 
-solved by the quasi-Newton iteration of seed 000 Algorithm 2
-(:class:`~cosim.integrators.newton.QuasiNewton`).  Option ``iteration``:
+solved by the quasi-Newton iteration of seed 000 Algorithm 2 (the decisions of
+:mod:`cosim.integrators.kernel_common`).  Option ``iteration``:
 
 * "seed" (default): the iteration matrix of eq. 4.5,
   [[VᵀM, 0], [0, VᵀM], [C_q, 0], [(C_q q')_q, C_q]] — the differential rows
@@ -33,66 +33,79 @@ Predictor: Heun's explicit step.  In adaptive mode its difference to the
 trapezoidal result estimates the local error, (x_trap − x_Heun)/3 (both are
 2nd order; for y' = λy the trapezoidal error is z³/12 and the difference
 z³/4).  Dense output: cubic Hermite from x and g at both ends.
+
+The algorithm is :mod:`cosim.integrators.li1_kernel` — one implementation, run
+compiled (numba, compiled once per machine, the model given as compiled functions)
+or as plain Python (the same functions).  This module is the integrator object
+around it: options, the IC analysis and the initial step, the record (``S``, ``I``,
+``LU``), dense output, state capture and error messages.
 """
+from __future__ import annotations
+
+import math
 
 import numpy as np
-import scipy.linalg as sla
 
-from ..errors import InvalidInputError, SingularMatrixError
+from .. import jit
+from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
+from . import dense_lu, kernel_common, li1_record
+from . import li1_kernel as K
+from . import li1_record as R
 from .base import MultibodyIntegrator
-from .common import (consistent_accelerations, error_weights, fd_jacobian, initial_step,
-                     last_step_dense_output)
-from .newton import QuasiNewton
+from .common import error_weights, initial_step, last_step_dense_output
+from .model_functions import compiled_unsupported, n_nonholonomic
+from .record import RecordIntegrator, record_array, record_scalar, record_time
 
-SAFETY = 0.9
-MIN_FACTOR = 0.2
-MAX_FACTOR = 5.0
-MAX_REJECTIONS = 60
+_Y, _YP, _QDD, _LAM, _G0, _G1 = range(6)   # positions in li1_kernel.offsets()
+_K_TEXT = "[[M, C_q^T], [C_q, 0]]"          # the matrix of eq. 2.5 in messages
+_ITER_TEXT = "local index-1 iteration matrix (seed 002 eq. 4.5)"
+NULLSPACE = {"qr": R.NULLSPACE_QR, "gauss": R.NULLSPACE_GAUSS}
+ITERATION = {"seed": R.ITERATION_SEED, "newton": R.ITERATION_NEWTON}
+
+
+def supports(model):
+    """Why the compiled local-index1 cannot run ``model`` (None: it can): a multibody
+    model with kernels, including nonholonomic ones for its nonholonomic rows."""
+    if model.kind != "multibody":
+        return f"model {model.name!r} is {model.kind} (no compiled kernels)"
+    return compiled_unsupported(model, nonholonomic=True)
+
+
+def compiled_entry():
+    """The compiled method (compiled once per machine, cached; cosim.jit.method_entry)."""
+    return jit.method_entry(K, "local-index1", helpers=(dense_lu, kernel_common, li1_record))
+
+
+def _basis(kernel_basis, what, Cq):
+    Cq = np.ascontiguousarray(Cq, dtype=float)
+    m, n = Cq.shape
+    V, A = np.zeros((n, n)), np.zeros((n, n))
+    work = np.zeros(n, dtype=np.int64) if kernel_basis is K.nullspace_gauss else np.zeros(n)
+    if not kernel_basis(Cq, m, n, V, A, work):
+        raise SingularMatrixError(f"C_q is rank deficient ({what} null-space basis)", cause="rank")
+    return V[:, :n - m].copy()
 
 
 def nullspace_qr(Cq):
-    """Orthonormal basis V of null(C_q) from the full QR of C_qᵀ (seed 002 §5.1)."""
-    m = Cq.shape[0]
-    Qf, R = sla.qr(Cq.T, check_finite=False)
-    d = np.abs(np.diag(R)) if m else np.zeros(0)
-    if m and d.min() <= 1e-12 * max(d.max(), 1e-300):
-        raise SingularMatrixError("C_q is rank deficient (QR null-space basis)", cause="rank")
-    return Qf[:, m:]
+    """Orthonormal basis V of null(C_q) from the full QR of C_qᵀ (seed 002 §5.1; the
+    kernel's :func:`~cosim.integrators.li1_kernel.nullspace_qr`, run uncompiled)."""
+    return _basis(K.nullspace_qr, "QR", Cq)
 
 
 def nullspace_gauss(Cq):
     """Basis V = Π [−W; I] of null(C_q) by Gauss-Jordan elimination with complete
-    pivoting, P C_q Π → [I, W] (seed 002 §5.2)."""
-    A = np.array(Cq, dtype=float)
-    m, n = A.shape
-    cols = np.arange(n)
-    scale = float(np.max(np.abs(A))) if A.size else 1.0
-    for k in range(m):
-        sub = np.abs(A[k:, k:])
-        i, j = np.unravel_index(int(np.argmax(sub)), sub.shape)
-        i += k
-        j += k
-        if sub[i - k, j - k] <= 1e-12 * scale:
-            raise SingularMatrixError("C_q is rank deficient (Gauss null-space basis)", cause="rank")
-        if i != k:
-            A[[k, i]] = A[[i, k]]
-        if j != k:
-            A[:, [k, j]] = A[:, [j, k]]
-            cols[[k, j]] = cols[[j, k]]
-        A[k] /= A[k, k]
-        col = A[:, k].copy()
-        col[k] = 0.0
-        A -= np.outer(col, A[k])
-    V = np.zeros((n, n - m))
-    V[cols[:m]] = -A[:, m:]
-    V[cols[m:]] = np.eye(n - m)
-    return V
+    pivoting, P C_q Π → [I, W] (seed 002 §5.2; the kernel's
+    :func:`~cosim.integrators.li1_kernel.nullspace_gauss`, run uncompiled)."""
+    return _basis(K.nullspace_gauss, "Gauss", Cq)
 
 
-NULLSPACE = {"qr": nullspace_qr, "gauss": nullspace_gauss}
+def _matrix_text(what, nonfinite, t, h, ratio):
+    if nonfinite:
+        return f"{what} contains NaN/inf at t={t}, h={h}"
+    return f"{what} is numerically singular at t={t}, h={h} (pivot ratio {ratio:.1e})"
 
 
-class LocalEquivalentIndex1(MultibodyIntegrator):
+class LocalEquivalentIndex1(RecordIntegrator, MultibodyIntegrator):
     """Seed 002: locally equivalent square index-1 system + trapezoidal rule.
 
     Fixed step with ``h=`` (the seed's use, h = 1e-3) or adaptive with the
@@ -103,20 +116,80 @@ class LocalEquivalentIndex1(MultibodyIntegrator):
     name = "local-index1"
     description = "local equivalent index-1 system + trapezoidal rule (seed 002)"
     options = {"nullspace": "qr", "iteration": "seed"}
+    _kernel = K
+    compiled_entry = staticmethod(compiled_entry)
+
+    t = record_time(R.T)
+    t_prev = record_time(R.T_PREV)
+    h_next = record_scalar(R.H_NEXT, writable=True)
+    y = record_array(_Y, writable=True)
+    y_prev = record_array(_YP, writable=True)
+    qdd = record_array(_QDD, writable=True)
+    lam = record_array(_LAM, writable=True)
+
+    def __init__(self, model, backend="python", **kwargs):
+        self._choose_backend(model, backend, supports)
+        self._S = np.zeros(R.N_SCALARS)
+        super().__init__(model, **kwargs)
+        self._bind_model()
+        self._allocate()
 
     def check_options(self):
         ns = self.opts["nullspace"]
         if ns not in NULLSPACE:
             raise InvalidInputError(f"nullspace must be 'qr' or 'gauss', got {ns!r}")
         it = self.opts["iteration"]
-        if it not in ("seed", "newton"):
+        if it not in ITERATION:
             raise InvalidInputError(f"iteration must be 'seed' or 'newton', got {it!r}")
 
+    # -- the record ----------------------------------------------------------------------
+    def _allocate(self):
+        model = self.model
+        n, m, g = model.n_q, model.n_c, n_nonholonomic(model)
+        offs = R.offsets(n, m, g)
+        self._slices = [(offs[i], length)
+                        for i, length in enumerate((2 * n, 2 * n, n, m + g, 2 * n, 2 * n))]
+        self._n, self._N = n, 2 * n
+        stats = self.stats if hasattr(self, "_I") else None
+        S = np.zeros(offs[-1])
+        S[R.T] = S[R.T_PREV] = math.nan
+        S[R.H_JAC] = -1.0        # no iteration matrix yet
+        S[R.RELAX] = 1.0
+        self._S = S
+        I = np.zeros(R.int_length(n), dtype=np.int64)
+        I[R.I_N], I[R.I_M], I[R.I_NG] = n, m, g
+        I[R.NULLSPACE] = NULLSPACE[self.opts["nullspace"]]
+        I[R.ITERATION] = ITERATION[self.opts["iteration"]]
+        I[R.NEED_JAC] = 1
+        self._I = I
+        if stats is not None:
+            self.stats = stats
+        self._LU = np.zeros((2 * n, 2 * n))
+        self._y_out = np.zeros(len(model.output_names) if self._kernel_outputs else 0)
+        self._outputs_fresh = False
+        self._has_state = False
+        self._sync_parameters()
+
+    def _sync_parameters(self):
+        """Tolerances and step options into the record."""
+        S = self._S
+        S[R.RTOL], S[R.ATOL] = self.rtol, self.atol
+        S[R.H_FIXED] = 0.0 if self.h_fixed is None else self.h_fixed
+        S[R.MAX_STEP] = self.max_step
+
+    # -- set-up --------------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
-        self._ic(t0, y0, **ic_options)
-        self.newton = QuasiNewton(self.stats, what="local index-1 iteration matrix (seed 002 eq. 4.5)")
-        self._dense = None
+        report = self._analyse_start(t0, y0, **ic_options)
+        self._allocate()
+        self._S[R.T] = self._S[R.T_PREV] = t0
+        y = np.concatenate([report.q, report.v])
+        self._write(_Y, y)
+        self._write(_YP, y)
+        self._write(_QDD, report.qdd)
+        self._write(_LAM, report.lam)
+        self._has_state = True
         self.h_next = self.h_fixed if self.h_fixed is not None else self._initial_step()
+        self._load_machine_code(R.ONE_STEP)
 
     def _initial_step(self):
         if self.first_step is not None:
@@ -127,175 +200,116 @@ class LocalEquivalentIndex1(MultibodyIntegrator):
         d = float(np.max(np.abs(g) / w)) if g.size else 0.0
         return initial_step(d, 0.005, self.max_step, h_min=1e-8)
 
-    # -- pieces ------------------------------------------------------------------------
-    def _g(self, t, q, v):
-        """ψ(q, q') and λ, seed 002 eq. 2.5 (= seed 000 eq. 10)."""
-        self.stats["residual_evaluations"] += 1
-        self.stats["lu_factorizations"] += 1
-        return consistent_accelerations(self.model, t, q, v, self.u)
-
-    def _f(self, q, v, t):
-        """f(x) of eq. 2.7 (plus nonholonomic rows B v + b, seed 000 eq. 93)."""
-        model = self.model
-        parts = [model.constraints(q, t),
-                 model.constraint_jacobian(q, t) @ v + model.constraint_dt(q, t)]
-        if self._n_g:
-            parts.append(model.nonholonomic_matrix(q, t) @ v + model.nonholonomic_offset(q, t))
-        return np.concatenate(parts)
-
+    # -- dense output ----------------------------------------------------------------------
     @property
-    def _n_g(self):
-        return len(getattr(self.model, "nonholonomic_names", ()))
+    def _dense(self):
+        """The slopes g = [v; q''] at both ends of the last step (None before a step)."""
+        if not self._I[R.HAS_DENSE]:
+            return None
+        return {"g0": self._read(_G0), "g1": self._read(_G1)}
 
-    def _attempt(self, h, t1):
-        model, n = self.model, self.model.n_q
-        t0 = self.t
-        qk, vk, ak = self.q, self.v, self.qdd
-        basis = NULLSPACE[self.opts["nullspace"]]
-        Mk = model.mass(qk, t0)
-        Cqk = model.constraint_jacobian(qk, t0)
-        Aq = basis(Cqk).T @ Mk                 # eq. 4.4: A_kᵀ = diag(VᵀM, VᵀM) at x_k
-        if self._n_g:                          # velocity rows: V ⊥ [C_q; B]
-            Av = basis(np.vstack([Cqk, model.nonholonomic_matrix(qk, t0)])).T @ Mk
-        else:
-            Av = Aq
-        pq, pv = Aq.shape[0], Av.shape[0]
-        # Heun predictor
-        qe, ve = qk + h * vk, vk + h * ak
-        ae, _ = self._g(t1, qe, ve)
-        q_pred = qk + 0.5 * h * (vk + ve)
-        v_pred = vk + 0.5 * h * (ak + ae)
-        x_pred = np.concatenate([q_pred, v_pred])
+    def _read(self, index):
+        start, length = self._slices[index]
+        return self._S[start:start + length].copy()
 
-        def unpack(delta):
-            return q_pred + delta[:n], v_pred + delta[n:]
-
-        def residual(delta):                   # eq. 3.7
-            q, v = unpack(delta)
-            a, _ = self._g(t1, q, v)
-            return np.concatenate([Aq @ (q - qk - 0.5 * h * (v + vk)),
-                                   Av @ (v - vk - 0.5 * h * (a + ak)),
-                                   self._f(q, v, t1)])
-
-        def jacobian(delta):                   # eq. 4.5 (or the full Newton matrix)
-            q, v = unpack(delta)
-            Cq = model.constraint_jacobian(q, t1)
-            m = Cq.shape[0]
-            J = np.zeros((2 * n, 2 * n))
-            r = pq + pv
-            D = fd_jacobian(lambda qq: model.constraint_jacobian(qq, t1) @ v
-                            + model.constraint_dt(qq, t1), q)
-            J[r:r + m, :n] = Cq
-            J[r + m:r + 2 * m, :n] = D
-            J[r + m:r + 2 * m, n:] = Cq
-            if self._n_g:
-                J[r + 2 * m:, :n] = fd_jacobian(lambda qq: model.nonholonomic_matrix(qq, t1) @ v
-                                                + model.nonholonomic_offset(qq, t1), q)
-                J[r + 2 * m:, n:] = model.nonholonomic_matrix(q, t1)
-            if self.opts["iteration"] == "seed":
-                J[:pq, :n] = Aq
-                J[pq:r, n:] = Av
-            else:
-                a_q = fd_jacobian(lambda qq: self._g(t1, qq, v)[0], q)
-                a_v = fd_jacobian(lambda vv: self._g(t1, q, vv)[0], v)
-                J[:pq, :n] = Aq
-                J[:pq, n:] = -0.5 * h * Aq
-                J[pq:r, :n] = -0.5 * h * (Av @ a_q)
-                J[pq:r, n:] = Av - 0.5 * h * (Av @ a_v)
-            return J
-
-        w = error_weights(x_pred, self.rtol, self.atol)
-
-        def norm(dd):
-            return float(np.max(np.abs(dd) / w))
-
-        self.newton.invalidate()               # A_k changes every step
-        res = self.newton.solve(residual, jacobian, 2 * n, norm, h=h, t=t0)
-        if not res.converged:
-            return None, res.reason
-        q1, v1 = unpack(res.delta)
-        a1, lam1 = self._g(t1, q1, v1)
-        err = 0.0
-        if self.h_fixed is None:
-            est = (np.concatenate([q1, v1]) - x_pred) / 3.0
-            scale = error_weights(np.maximum(np.abs(self.y), np.abs(x_pred)), self.rtol, self.atol)
-            err = float(np.sqrt(np.mean((est / scale) ** 2)))
-        return (q1, v1, a1, lam1, err), None
-
-    # -- step ----------------------------------------------------------------------------
-    def _step(self, t_limit):
-        nt = self.newton
-        saved, h_next = nt.snapshot(), self.h_next
-        try:
-            self._step_inner(t_limit)
-        except BaseException:
-            nt.rollback(saved)
-            self.h_next = h_next
-            raise
-
-    def _step_inner(self, t_limit):
-        fixed = self.h_fixed is not None
-        h_prop = self.h_next
-        h, lands = self._clamp_step(h_prop, t_limit)
-        h_min = 1e-12 * max(1.0, abs(self.t))
-        rejections = 0
-        rejected = False
-        while True:
-            t1 = t_limit if lands else self.t + h
-            try:
-                out, reason = self._attempt(h, t1)
-            except SingularMatrixError as exc:
-                out, reason = None, str(exc)
-            if out is not None and out[4] <= 1.0:
-                break
-            if fixed:
-                self._fail("trapezoidal step failed", h, reason or "error test")
-            self.stats["rejected"] += 1
-            rejections += 1
-            if out is None:
-                factor = 0.5
-            else:
-                factor = max(MIN_FACTOR, SAFETY * out[4] ** (-1.0 / 3.0))
-            h *= factor
-            lands = False
-            rejected = True
-            if h < h_min or rejections > MAX_REJECTIONS:
-                self._fail("step size became too small", h, reason or f"error ratio {out[4]:.3g}")
-        q1, v1, a1, lam1, err = out
-        self.t_prev, self.y_prev = self.t, self.y
-        self._dense = {"g0": np.concatenate([self.v, self.qdd]), "g1": np.concatenate([v1, a1])}
-        self.t = t1
-        self.y = np.concatenate([q1, v1])
-        self.qdd, self.lam = a1, lam1
-        self.stats["steps"] += 1
-        if fixed:
-            self.h_next = self.h_fixed
-            return
-        factor = MAX_FACTOR if err == 0.0 else min(MAX_FACTOR, SAFETY * err ** (-1.0 / 3.0))
-        if rejected:
-            factor = min(factor, 1.0)
-        h_new = h * factor
-        if lands and h < h_prop and not rejected:
-            h_new = max(h_new, h_prop)
-        self.h_next = min(h_new, self.max_step)
-
-    # -- dense output / state ---------------------------------------------------------------
     def dense_output(self, t):
         return last_step_dense_output(self, t, "g0", "g1")
 
+    # -- restart / state -------------------------------------------------------------------
     def _restart(self):
-        q, v = self.model.split(self.y)
-        self.qdd, self.lam = consistent_accelerations(self.model, self.t, q, v, self.u)
-        self._dense = None
+        """q'' and λ at the current point from eq. 2.5; no dense output."""
+        status = self._call(R.RESTART, 0.0, 0)
+        self._outputs_fresh = False
+        if status != R.OK:
+            t = float(self._S[R.F_CT])
+            nonfinite = status == R.ACC_NONFINITE
+            raise SingularMatrixError(_matrix_text(_K_TEXT, nonfinite, t, None, float(self._S[R.F_CINFO])),
+                                      t=t, h=None, cause="non-finite matrix" if nonfinite else "singular matrix")
+
+    def _reset_point(self):
+        """(q'' and λ at the new point: the restart that follows computes them.)"""
 
     def _method_state(self):
-        return {"h_next": float(self.h_next),
-                "dense": None if self._dense is None else {k: np.array(v) for k, v in self._dense.items()},
-                "newton": self.newton.state()}
+        S, I = self._S, self._I
+        newton = {"sigma": float(S[R.SIGMA]), "h_jac": float(S[R.H_JAC])}
+        if I[R.HAS_FACTOR]:
+            newton.update(lu=self._LU.copy(), piv=I[R.PIV:R.PIV + self._N].astype(np.int32),
+                          need_jac=bool(I[R.NEED_JAC]), relax=float(S[R.RELAX]))
+        return {"h_next": float(S[R.H_NEXT]), "dense": self._dense, "newton": newton}
 
-    def _restore_method_state(self, d):
-        self.h_next = float(d["h_next"])
-        self._dense = None if d["dense"] is None else {k: np.array(v, dtype=float)
-                                                         for k, v in d["dense"].items()}
-        self.newton.stats = self.stats
-        self.newton.restore(d["newton"])
+    def restore(self, state):
+        """Continue from ``state`` (validated before anything is written)."""
+        newton = self._checked_newton_state(state)
+        ms = state["method_state"]
+        S, I = self._S.copy(), self._I.copy()   # all or nothing: write copies, then swap
+        saved = self._S, self._I
+        self._S, self._I = S, I
+        try:
+            S[R.T], S[R.T_PREV] = float(state["t"]), float(state["t_prev"])
+            for index, value in ((_Y, state["y"]), (_YP, state["y_prev"]), (_QDD, state["qdd"]),
+                                 (_LAM, state["lam"])):
+                self._write(index, value)
+            I[R.HAS_DENSE] = 0
+            if ms["dense"] is not None:
+                self._write(_G0, ms["dense"]["g0"])
+                self._write(_G1, ms["dense"]["g1"])
+                I[R.HAS_DENSE] = 1
+            S[R.H_NEXT] = float(ms["h_next"])
+            S[R.SIGMA], S[R.H_JAC] = float(newton["sigma"]), float(newton["h_jac"])
+            if "lu" in newton:
+                I[R.PIV:R.PIV + self._N] = np.asarray(newton["piv"])
+                I[R.HAS_FACTOR], I[R.NEED_JAC] = 1, 1 if newton["need_jac"] else 0
+                S[R.RELAX] = float(newton["relax"])
+            else:   # no iteration matrix yet
+                I[R.HAS_FACTOR], I[R.NEED_JAC] = 0, 1
+                S[R.RELAX] = 1.0
+            self.stats = state["stats"]
+        except BaseException:
+            self._S, self._I = saved
+            raise
+        if "lu" in newton:
+            self._LU[:, :] = newton["lu"]
+        self.u = np.array(state["u"], dtype=float)
+        self._has_state = True
+        self._outputs_fresh = False
+
+    # -- failures ----------------------------------------------------------------------------
+    def _finish(self, status, t_target):
+        if status == R.OK:
+            self._outputs_fresh = self._kernel_outputs
+            return
+        S, I = self._S, self._I
+        t, h = float(S[R.F_T]), float(S[R.F_H])
+        if status == R.STEP_BUDGET:
+            raise ConvergenceError(
+                f"{self.name}: more than max_steps={self.max_steps} steps without reaching "
+                f"t={t_target!r} (at t={t!r}); the step size collapsed or the problem is too "
+                f"stiff for this method", t=self.t, h=None, cause="max_steps")
+        if status == R.UNDERFLOW:
+            message, cause = "step size underflow", "step does not advance t"
+        else:
+            code = int(I[R.CAUSE])
+            if status == R.STEP_FAILED:
+                message = "trapezoidal step failed"
+                cause = self._cause_text(code) if code != R.C_NONE else "error test"
+            else:
+                message = "step size became too small"
+                cause = self._cause_text(code) if code != R.C_NONE else f"error ratio {float(S[R.F_ERR]):.3g}"
+        raise ConvergenceError(f"{self.name}: {message} at t={t!r}, h={h!r} ({cause})", t=t, h=h,
+                               cause=cause)
+
+    def _cause_text(self, code):
+        """Why a step attempt failed, in words (the reference's exception texts)."""
+        S = self._S
+        ct, ratio = float(S[R.F_CT]), float(S[R.F_CINFO])
+        if code == R.C_RESIDUAL:
+            return "residual is not finite"
+        if code == R.C_UPDATE:
+            return "Newton update is not finite"
+        if code == R.C_NO_CONVERGENCE:
+            return f"no convergence in {R.NEWTON_MAX_ITER} iterations"
+        if code in (R.C_ACC_SINGULAR, R.C_ACC_NONFINITE):
+            return _matrix_text(_K_TEXT, code == R.C_ACC_NONFINITE, ct, None, ratio)
+        if code in (R.C_ITER_SINGULAR, R.C_ITER_NONFINITE):
+            return _matrix_text(_ITER_TEXT, code == R.C_ITER_NONFINITE, ct, float(S[R.F_CH]), ratio)
+        return f"C_q is rank deficient ({'QR' if code == R.C_RANK_QR else 'Gauss'} null-space basis)"

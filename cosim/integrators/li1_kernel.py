@@ -1,0 +1,678 @@
+"""The local equivalent index-1 method (seed 002, Wang, Zhao & Pan) as pure functions
+on one flat state record: the one implementation, run compiled (numba, compiled once
+per machine by :func:`cosim.jit.method_entry`) or as plain Python (the same
+functions); the integrator object around it is :mod:`cosim.integrators.local_index1`.
+
+First-order form x = [q; q'] (seed 002 eqs. 2.6-2.7): x' = g(x) = [q'; ψ(q, q')],
+f(x) = [C(q, t); C_q q' + C_t] = 0, ψ from [[M, C_qᵀ], [C_q, 0]] [ψ; λ] = [Q; γ]
+(eqs. 2.3-2.5, :func:`_accelerations`).  Near x_k the square, locally equivalent
+system A_kᵀ (x' − g(x)) = 0, f(x) = 0 with A_kᵀ = diag(VᵀM, VᵀM) at x_k (eq. 4.4),
+V a basis of null(C_q(q_k)) by Householder QR of C_qᵀ (§5.1, :func:`nullspace_qr`)
+or by Gauss-Jordan elimination with complete pivoting (§5.2,
+:func:`nullspace_gauss`), discretised by the trapezoidal rule (eq. 3.7) and solved
+by the quasi-Newton iteration of seed 000 Algorithm 2 (the decisions of
+:mod:`.kernel_common`) with the iteration matrix of eq. 4.5 ("seed") or the full
+Jacobian with −h/2·A_kᵀ ∂g/∂x by forward differences ("newton").  The matrix is
+formed afresh every step (A_k changes with x_k).  Heun's predictor; in adaptive
+mode (x_trap − x_Heun)/3 estimates the local error.  Nonholonomic rows B v + b = 0
+(seed 000 eq. 93, ``I[I_NG]`` > 0): the velocity rows use V ⊥ [C_q; B], and
+B v + b joins f(x).
+
+The record (everything the method remembers; a snapshot is array copies):
+
+* ``S`` float64: scalars (slots in :mod:`.li1_record`), then y, y_prev, q'', λ,
+  the dense-output slopes g0 = [v; q''] at t_prev and g1 at t;
+* ``I`` int64: sizes, options, flags, statistics, the pivots of the LU;
+* ``LU`` float64 (2n)²: the LU of the last iteration matrix.
+
+No exceptions inside: functions return status / cause codes that the thin
+integrator object turns into its error messages.  The model's functions are called
+as ``fns[k](…)`` (:func:`cosim.jit.kernel_fields` order).
+"""
+import math
+
+from .dense_lu import lu_solve_inplace
+from .kernel_common import (EPS, FACTORED, MATRIX_NONFINITE, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
+                            NEWTON_REFRESH, NEWTON_SLOW, clamp_step, factor_matrix, newton_verdict,
+                            weighted_max)
+
+from .li1_record import (
+    ACC_NONFINITE, ACC_SINGULAR, ATOL, CAUSE, C_ACC_NONFINITE, C_ACC_SINGULAR, C_ITER_NONFINITE,
+    C_ITER_SINGULAR, C_NONE, C_NO_CONVERGENCE, C_RANK_GAUSS, C_RANK_QR, C_RESIDUAL, C_UPDATE, F_CH,
+    F_CINFO, F_CT, F_ERR, F_H, F_T, HAS_DENSE, HAS_FACTOR, H_FIXED, H_JAC, H_NEXT, ITERATION,
+    ITERATION_SEED, I_M, I_N, I_NG, MAX_FACTOR, MAX_REJECTIONS, MAX_STEP, MIN_FACTOR, NEED_JAC,
+    NEWTON_ERR_TOL, NEWTON_MAX_ITER, NEWTON_TOL, NULLSPACE, NULLSPACE_GAUSS, N_SCALARS, OK, ONE_STEP,
+    PIV, RANK_TOL, RELAX, RESTART, RTOL, SAFETY, SIGMA, STATS, STEP_BUDGET, STEP_FAILED, ST_JAC,
+    ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW, WHOLE_INTERVAL,
+    offsets, workspace)
+
+# what RecordIntegrator reads from a method's kernel module (besides ``entry``); the
+# integrator object takes the rest of the record from li1_record
+RECORD_INTERFACE = (T, STATS, WHOLE_INTERVAL, ONE_STEP)
+
+
+# ---------------------------------------------------------------------------------
+# null-space bases of the first r rows of C (r × n): V[:, :n−r], C V = 0
+# ---------------------------------------------------------------------------------
+def nullspace_qr(C, r, n, V, A, tau):
+    """Orthonormal basis of null(C[:r]) from the full Householder QR of C[:r]ᵀ
+    (seed 002 §5.1; LAPACK's reflector convention, dgeqrf/dorgqr): V = Q[:, r:].
+    Work: A (n × ≥r), tau (≥r).  Returns False when C[:r] is rank deficient
+    (min |R_kk| ≤ RANK_TOL·max |R_kk|)."""
+    if r > n:
+        return False
+    for i in range(n):
+        for k in range(r):
+            A[i, k] = C[k, i]
+    dmin, dmax = math.inf, 0.0
+    for k in range(r):
+        alpha = A[k, k]
+        s = 0.0
+        for i in range(k + 1, n):
+            s += A[i, k] * A[i, k]
+        xnorm = math.sqrt(s)
+        if xnorm == 0.0:
+            tau[k] = 0.0
+            beta = alpha
+        else:
+            beta = -math.copysign(math.hypot(alpha, xnorm), alpha)
+            tau[k] = (beta - alpha) / beta
+            scal = 1.0 / (alpha - beta)
+            for i in range(k + 1, n):
+                A[i, k] *= scal
+            A[k, k] = beta
+        d = abs(beta)
+        dmin = min(dmin, d)
+        dmax = max(dmax, d)
+        tk = tau[k]
+        if tk != 0.0:                       # H_k = I − τ v vᵀ, v = [1; A[k+1:, k]]
+            for j in range(k + 1, r):
+                s = A[k, j]
+                for i in range(k + 1, n):
+                    s += A[i, k] * A[i, j]
+                s *= tk
+                A[k, j] -= s
+                for i in range(k + 1, n):
+                    A[i, j] -= s * A[i, k]
+    if r > 0 and not dmin > RANK_TOL * max(dmax, 1e-300):
+        return False
+    # V = H_0 H_1 … H_{r−1} [0; I]
+    for i in range(n):
+        for j in range(n - r):
+            V[i, j] = 1.0 if i == r + j else 0.0
+    for k in range(r - 1, -1, -1):
+        tk = tau[k]
+        if tk == 0.0:
+            continue
+        for j in range(n - r):
+            s = V[k, j]
+            for i in range(k + 1, n):
+                s += A[i, k] * V[i, j]
+            s *= tk
+            V[k, j] -= s
+            for i in range(k + 1, n):
+                V[i, j] -= s * A[i, k]
+    return True
+
+
+def nullspace_gauss(C, r, n, V, A, cols):
+    """Basis V = Π [−W; I] of null(C[:r]) by Gauss-Jordan elimination with complete
+    pivoting, P C Π → [I, W] (seed 002 §5.2).  Work: A (≥r × n), cols (int, n).
+    Returns False when C[:r] is rank deficient (pivot ≤ RANK_TOL·max |C|)."""
+    if r > n:
+        return False
+    scale = 0.0
+    for i in range(r):
+        for j in range(n):
+            A[i, j] = C[i, j]
+            scale = max(scale, abs(C[i, j]))
+    if r == 0:
+        scale = 1.0
+    for j in range(n):
+        cols[j] = j
+    for k in range(r):
+        best, bi, bj = -1.0, k, k
+        for i in range(k, r):
+            for j in range(k, n):
+                a = abs(A[i, j])
+                if a > best:
+                    best, bi, bj = a, i, j
+        if not best > RANK_TOL * scale:
+            return False
+        if bi != k:
+            for j in range(n):
+                A[k, j], A[bi, j] = A[bi, j], A[k, j]
+        if bj != k:
+            for i in range(r):
+                A[i, k], A[i, bj] = A[i, bj], A[i, k]
+            cols[k], cols[bj] = cols[bj], cols[k]
+        pivot = A[k, k]
+        for j in range(n):
+            A[k, j] /= pivot
+        for i in range(r):
+            if i != k:
+                c = A[i, k]
+                for j in range(n):
+                    A[i, j] -= c * A[k, j]
+    for j in range(n - r):
+        for i in range(r):
+            V[cols[i], j] = -A[i, r + j]
+        for i in range(n - r):
+            V[cols[r + i], j] = 1.0 if i == j else 0.0
+    return True
+
+
+def _basis_times_mass(I, C, r, n, M, out, A, V, tau, cols):
+    """out[:n−r] ← Vᵀ M with V a basis of null(C[:r]) (eq. 4.4); returns a cause code."""
+    if I[NULLSPACE] == NULLSPACE_GAUSS:
+        if not nullspace_gauss(C, r, n, V, A, cols):
+            return C_RANK_GAUSS
+    elif not nullspace_qr(C, r, n, V, A, tau):
+        return C_RANK_QR
+    for i in range(n - r):
+        for j in range(n):
+            s = 0.0
+            for k in range(n):
+                s += V[k, i] * M[k, j]
+            out[i, j] = s
+    return C_NONE
+
+
+# ---------------------------------------------------------------------------------
+# the model's terms
+# ---------------------------------------------------------------------------------
+def _constraint_rows(fns, p, m, g, q, t, Cq):
+    """[C_q; B] at (q, t) into Cq ((m + g) × n)."""
+    Cq[:, :] = 0.0
+    if m > 0:
+        fns[3](q, t, p, Cq)
+    if g > 0:
+        fns[10](q, t, p, Cq[m:])
+
+
+def _velocity_constraints(fns, p, m, g, q, v, t, Cq, Ct, out):
+    """out[:m + g] ← [C_q v + C_t; B v + b] at (q, v, t) (f's velocity rows)."""
+    _constraint_rows(fns, p, m, g, q, t, Cq)
+    Ct[:] = 0.0
+    if m > 0:
+        fns[4](q, t, p, Ct)
+    if g > 0:
+        fns[11](q, t, p, Ct[m:])
+    for k in range(m + g):
+        s = 0.0
+        for i in range(q.shape[0]):
+            s += Cq[k, i] * v[i]
+        out[k] = s + Ct[k]
+
+
+def _accelerations(fns, S, I, p, u, n, m, g, t, q, v, a, lam, count, w):
+    """ψ(q, v) and λ (seed 002 eq. 2.5 = seed 000 eq. 10; with nonholonomic rows
+    B q'' = γ_G): [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]] [a; λ] = [Q; γ; γ_G].
+    ``count``: one residual evaluation and one LU in the statistics.  Returns a cause
+    code (the matrix's t in S[F_CT], its pivot ratio in S[F_CINFO])."""
+    Q, M, Cq, K, rhs, kpiv, gam = w[2], w[3], w[4], w[5], w[6], w[7], w[8]
+    if count:
+        I[ST_RES] += 1
+        I[ST_LU] += 1
+    N = n + m + g
+    M[:, :] = 0.0
+    fns[0](q, t, p, M)
+    _constraint_rows(fns, p, m, g, q, t, Cq)
+    for i in range(N):
+        for j in range(N):
+            K[i, j] = 0.0
+    for i in range(n):
+        for j in range(n):
+            K[i, j] = M[i, j]
+    for k in range(m + g):
+        for i in range(n):
+            K[i, n + k] = Cq[k, i]
+            K[n + k, i] = Cq[k, i]
+    status, ratio = factor_matrix(K, K, kpiv, N)
+    if status != FACTORED:
+        S[F_CT] = t
+        S[F_CINFO] = ratio
+        return C_ACC_NONFINITE if status == MATRIX_NONFINITE else C_ACC_SINGULAR
+    Q[:] = 0.0
+    fns[1](q, v, t, u, p, Q)
+    gam[:] = 0.0
+    if m > 0:
+        fns[5](q, v, t, p, gam)
+    if g > 0:
+        fns[12](q, v, t, p, gam[m:])
+    for i in range(n):
+        rhs[i] = Q[i]
+    for k in range(m + g):
+        rhs[n + k] = gam[k]
+    lu_solve_inplace(K, kpiv, rhs)
+    for i in range(n):
+        a[i] = rhs[i]
+    for k in range(m + g):
+        lam[k] = rhs[n + k]
+    return C_NONE
+
+
+def _fd_step(x, j):
+    """The forward-difference step of column j (cosim.derivatives.forward_jacobian):
+    √ε·max(|x_j|, 10⁻³), rounded so that x_j + h is exact."""
+    h = math.sqrt(EPS) * max(abs(x[j]), 1e-3)
+    return (x[j] + h) - x[j]
+
+
+def _velocity_jacobian(fns, p, m, g, q, v, t, xp, D, w):
+    """D[:m + g] ← ∂[C_q v + C_t; B v + b]/∂q at (q, v, t) by forward differences."""
+    Cq, Ct, f0, f1 = w[4], w[9], w[29], w[30]
+    n = q.shape[0]
+    _velocity_constraints(fns, p, m, g, q, v, t, Cq, Ct, f0)
+    for i in range(n):
+        xp[i] = q[i]
+    for j in range(n):
+        h = _fd_step(q, j)
+        xp[j] = q[j] + h
+        _velocity_constraints(fns, p, m, g, xp, v, t, Cq, Ct, f1)
+        xp[j] = q[j]
+        for k in range(m + g):
+            D[k, j] = (f1[k] - f0[k]) / h
+
+
+def _acceleration_jacobian(fns, S, I, p, u, n, m, g, t, q, v, wrt_v, xp, D, w):
+    """D ← ∂ψ/∂q (``wrt_v`` False) or ∂ψ/∂v at (q, v, t) by forward differences;
+    every evaluation of ψ counts.  Returns a cause code."""
+    a0, a1, lam = w[31], w[22], w[34]
+    x = v if wrt_v else q
+    cause = _accelerations(fns, S, I, p, u, n, m, g, t, q, v, a0, lam, True, w)
+    if cause != C_NONE:
+        return cause
+    for i in range(n):
+        xp[i] = x[i]
+    for j in range(n):
+        h = _fd_step(x, j)
+        xp[j] = x[j] + h
+        if wrt_v:
+            cause = _accelerations(fns, S, I, p, u, n, m, g, t, q, xp, a1, lam, True, w)
+        else:
+            cause = _accelerations(fns, S, I, p, u, n, m, g, t, xp, v, a1, lam, True, w)
+        if cause != C_NONE:
+            return cause
+        xp[j] = x[j]
+        for i in range(n):
+            D[i, j] = (a1[i] - a0[i]) / h
+    return C_NONE
+
+
+# ---------------------------------------------------------------------------------
+# the trapezoidal system (eq. 3.7) and its iteration matrix (eq. 4.5)
+# ---------------------------------------------------------------------------------
+def _unpack(n, x_pred, delta, q, v):
+    for i in range(n):
+        q[i] = x_pred[i] + delta[i]
+        v[i] = x_pred[n + i] + delta[n + i]
+
+
+def _residual(fns, S, I, p, u, n, m, g, t1, h, pq, pv, w):
+    """F ← [A_qᵀ(q − q_k − h/2 (v + v_k)); A_vᵀ(v − v_k − h/2 (a + a_k)); f(x)] at
+    x = x_pred + δ (eq. 3.7).  Returns a cause code."""
+    q, v, Cq, C, Ct, Aq, Av = w[0], w[1], w[4], w[8], w[9], w[14], w[15]
+    qk, vk, ak, tmp, a = w[16], w[17], w[18], w[19], w[22]
+    x_pred, delta, F, lam = w[23], w[24], w[25], w[34]
+    _unpack(n, x_pred, delta, q, v)
+    cause = _accelerations(fns, S, I, p, u, n, m, g, t1, q, v, a, lam, True, w)
+    if cause != C_NONE:
+        return cause
+    hh = 0.5 * h
+    for i in range(n):
+        tmp[i] = (q[i] - qk[i]) - hh * (v[i] + vk[i])
+    for i in range(pq):
+        s = 0.0
+        for j in range(n):
+            s += Aq[i, j] * tmp[j]
+        F[i] = s
+    for i in range(n):
+        tmp[i] = (v[i] - vk[i]) - hh * (a[i] + ak[i])
+    for i in range(pv):
+        s = 0.0
+        for j in range(n):
+            s += Av[i, j] * tmp[j]
+        F[pq + i] = s
+    r = pq + pv
+    C[:] = 0.0
+    if m > 0:
+        fns[2](q, t1, p, C)
+    for k in range(m):
+        F[r + k] = C[k]
+    _velocity_constraints(fns, p, m, g, q, v, t1, Cq, Ct, w[29])
+    for k in range(m + g):
+        F[r + m + k] = w[29][k]
+    return C_NONE
+
+
+def _jacobian(fns, S, I, p, u, n, m, g, t1, h, pq, pv, w):
+    """J ← the iteration matrix at x_pred + δ: eq. 4.5
+    [[VᵀM, 0], [0, VᵀM], [C_q, 0], [(C_q q')_q, C_q]] (+ B rows) for "seed", with
+    −h/2·A_kᵀ ∂g/∂x (forward differences) for "newton".  Returns a cause code."""
+    q, v, Cq, Aq, Av, xp = w[0], w[1], w[4], w[14], w[15], w[20]
+    x_pred, delta, J, Dq, Dv, Dg = w[23], w[24], w[28], w[32], w[33], w[35]
+    _unpack(n, x_pred, delta, q, v)
+    N = 2 * n
+    r = pq + pv
+    for i in range(N):
+        for j in range(N):
+            J[i, j] = 0.0
+    _velocity_jacobian(fns, p, m, g, q, v, t1, xp, Dg, w)
+    _constraint_rows(fns, p, m, g, q, t1, Cq)
+    for k in range(m):
+        for j in range(n):
+            J[r + k, j] = Cq[k, j]
+            J[r + m + k, j] = Dg[k, j]
+            J[r + m + k, n + j] = Cq[k, j]
+    for k in range(m, m + g):
+        for j in range(n):
+            J[r + m + k, j] = Dg[k, j]
+            J[r + m + k, n + j] = Cq[k, j]
+    for i in range(pq):
+        for j in range(n):
+            J[i, j] = Aq[i, j]
+    if I[ITERATION] == ITERATION_SEED:
+        for i in range(pv):
+            for j in range(n):
+                J[pq + i, n + j] = Av[i, j]
+        return C_NONE
+    cause = _acceleration_jacobian(fns, S, I, p, u, n, m, g, t1, q, v, False, xp, Dq, w)
+    if cause != C_NONE:
+        return cause
+    cause = _acceleration_jacobian(fns, S, I, p, u, n, m, g, t1, q, v, True, xp, Dv, w)
+    if cause != C_NONE:
+        return cause
+    c = -0.5 * h
+    for i in range(pq):
+        for j in range(n):
+            J[i, n + j] = c * Aq[i, j]
+    hh = 0.5 * h
+    for i in range(pv):
+        for j in range(n):
+            sq, sv = 0.0, 0.0
+            for k in range(n):
+                sq += Av[i, k] * Dq[k, j]
+                sv += Av[i, k] * Dv[k, j]
+            J[pq + i, j] = c * sq
+            J[pq + i, n + j] = Av[i, j] - hh * sv
+    return C_NONE
+
+
+def _newton(fns, S, I, LU, p, u, n, m, g, t0, t1, h, pq, pv, w):
+    """Seed 000 Algorithm 2 (newton.QuasiNewton.solve, 25 iterations, plain: no prior
+    rate) with the decisions of kernel_common, the max norm in the error weights of
+    the predictor.  δ in w[24]; returns a cause code (C_NONE: converged)."""
+    delta, F, w_inv = w[24], w[25], w[27]
+    N = 2 * n
+    piv = I[PIV:PIV + N]
+    old_norm = -1.0
+    n_j = 0
+    err = math.inf
+    sigma = S[SIGMA]
+    for i in range(N):
+        delta[i] = 0.0
+    for it in range(1, NEWTON_MAX_ITER + 1):
+        if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
+            cause = _jacobian(fns, S, I, p, u, n, m, g, t1, h, pq, pv, w)
+            if cause != C_NONE:
+                return cause
+            I[ST_JAC] += 1
+            status, ratio = factor_matrix(w[28], LU, piv, N)
+            if status != FACTORED:
+                I[HAS_FACTOR] = 0
+                S[F_CT], S[F_CH], S[F_CINFO] = t0, h, ratio
+                return C_ITER_NONFINITE if status == MATRIX_NONFINITE else C_ITER_SINGULAR
+            I[HAS_FACTOR] = 1
+            I[ST_LU] += 1
+            S[H_JAC] = h
+            I[NEED_JAC] = 0
+            S[RELAX] = 1.0
+            n_j = 0
+            old_norm = -1.0
+        cause = _residual(fns, S, I, p, u, n, m, g, t1, h, pq, pv, w)
+        if cause != C_NONE:
+            return cause
+        I[ST_RES] += 1
+        I[ST_NEWTON] += 1
+        for i in range(N):
+            if not math.isfinite(F[i]):
+                I[NEED_JAC] = 1
+                S[SIGMA] = sigma
+                return C_RESIDUAL
+        lu_solve_inplace(LU, piv, F)
+        relax = S[RELAX]
+        for i in range(N):
+            F[i] *= -relax
+            delta[i] += F[i]
+        n_j += 1
+        dnorm = weighted_max(F, w_inv, N)
+        if not math.isfinite(dnorm):
+            I[NEED_JAC] = 1
+            return C_UPDATE
+        verdict, sigma, err = newton_verdict(it, n_j, dnorm, old_norm, sigma, err, NEWTON_TOL,
+                                             NEWTON_ERR_TOL, False, False)
+        if verdict == NEWTON_CONVERGED:
+            S[SIGMA] = sigma
+            return C_NONE
+        if verdict == NEWTON_SLOW or verdict == NEWTON_REFRESH:
+            I[NEED_JAC] = 1     # diverging, stalling or too slow: re-form J here
+        old_norm = dnorm
+    S[SIGMA] = sigma
+    I[NEED_JAC] = 1
+    if err <= NEWTON_LAST_CHANCE:
+        return C_NONE
+    return C_NO_CONVERGENCE
+
+
+def _attempt(fns, S, I, LU, p, u, t0, t1, h, fixed, w):
+    """One trapezoidal step from (t0, x_k) to t1 (LocalEquivalentIndex1._attempt):
+    A_k, Heun's predictor, the Newton solve, ψ and λ at the result.  Returns (cause,
+    err); the result in q = w[0], v = w[1], a = w[22], λ = w[34]."""
+    n, m, g = I[I_N], I[I_M], I[I_NG]
+    o_y, o_yp, o_qdd, o_lam, o_g0, o_g1, _ = offsets(n, m, g)
+    q, v, M, Cq, A, V, tau, cols, Aq, Av = w[0], w[1], w[3], w[4], w[10], w[11], w[12], w[13], w[14], w[15]
+    qk, vk, ak, qe, ve, ae, a = w[16], w[17], w[18], w[19], w[20], w[21], w[22]
+    x_pred, w_inv, lam = w[23], w[27], w[34]
+    for i in range(n):
+        qk[i] = S[o_y + i]
+        vk[i] = S[o_y + n + i]
+        ak[i] = S[o_qdd + i]
+    M[:, :] = 0.0
+    fns[0](qk, t0, p, M)
+    _constraint_rows(fns, p, m, g, qk, t0, Cq)
+    cause = _basis_times_mass(I, Cq, m, n, M, Aq, A, V, tau, cols)   # eq. 4.4 at x_k
+    if cause != C_NONE:
+        return cause, 0.0
+    pq, pv = n - m, n - m - g
+    if g > 0:                                   # velocity rows: V ⊥ [C_q; B]
+        cause = _basis_times_mass(I, Cq, m + g, n, M, Av, A, V, tau, cols)
+        if cause != C_NONE:
+            return cause, 0.0
+    else:
+        for i in range(pq):
+            for j in range(n):
+                Av[i, j] = Aq[i, j]
+    # Heun predictor
+    for i in range(n):
+        qe[i] = qk[i] + h * vk[i]
+        ve[i] = vk[i] + h * ak[i]
+    cause = _accelerations(fns, S, I, p, u, n, m, g, t1, qe, ve, ae, lam, True, w)
+    if cause != C_NONE:
+        return cause, 0.0
+    hh = 0.5 * h
+    rtol, atol = S[RTOL], S[ATOL]
+    for i in range(n):
+        x_pred[i] = qk[i] + hh * (vk[i] + ve[i])
+        x_pred[n + i] = vk[i] + hh * (ak[i] + ae[i])
+    for i in range(2 * n):
+        w_inv[i] = 1.0 / (rtol * abs(x_pred[i]) + atol)
+    I[NEED_JAC] = 1                             # A_k changes every step
+    S[RELAX] = 1.0
+    cause = _newton(fns, S, I, LU, p, u, n, m, g, t0, t1, h, pq, pv, w)
+    if cause != C_NONE:
+        return cause, 0.0
+    _unpack(n, x_pred, w[24], q, v)
+    cause = _accelerations(fns, S, I, p, u, n, m, g, t1, q, v, a, lam, True, w)
+    if cause != C_NONE:
+        return cause, 0.0
+    if fixed:
+        return C_NONE, 0.0
+    # (x_trap − x_Heun)/3 in the weights rtol·max(|x_k|, |x_pred|) + atol, RMS
+    s = 0.0
+    for i in range(2 * n):
+        x1 = q[i] if i < n else v[i - n]
+        e = (x1 - x_pred[i]) / 3.0
+        y0 = abs(S[o_y + i])
+        yp = abs(x_pred[i])
+        e = e / (rtol * (y0 if y0 >= yp else yp) + atol)
+        s += e * e
+    return C_NONE, (math.sqrt(s / (2 * n)) if n > 0 else 0.0)
+
+
+# ---------------------------------------------------------------------------------
+# one step, advance, entry
+# ---------------------------------------------------------------------------------
+def step(fns, S, I, LU, u, p, t_limit, w):
+    """One accepted step ending at or before ``t_limit``
+    (LocalEquivalentIndex1._step_inner).  Returns a status code; on failure S[F_H]
+    is the step size, I[CAUSE] / S[F_ERR] what made it fail."""
+    n, m, g = I[I_N], I[I_M], I[I_NG]
+    o_y, o_yp, o_qdd, o_lam, o_g0, o_g1, _ = offsets(n, m, g)
+    q, v, a, lam = w[0], w[1], w[22], w[34]
+    t = S[T]
+    fixed = S[H_FIXED] > 0.0
+    h_prop = S[H_NEXT]
+    h, lands, moves = clamp_step(t, h_prop, S[MAX_STEP], fixed, t_limit)
+    if not moves:
+        S[F_H] = h
+        return UNDERFLOW
+    h_min = 1e-12 * max(1.0, abs(t))
+    rejections = 0
+    rejected = False
+    err = 0.0
+    t1 = t
+    while True:
+        t1 = t_limit if lands else t + h
+        cause, err = _attempt(fns, S, I, LU, p, u, t, t1, h, fixed, w)
+        if cause == C_NONE and err <= 1.0:
+            break
+        I[CAUSE] = cause
+        S[F_ERR] = err
+        if fixed:
+            S[F_H] = h
+            return STEP_FAILED
+        I[ST_REJ] += 1
+        rejections += 1
+        if cause != C_NONE:
+            factor = 0.5
+        else:
+            factor = max(MIN_FACTOR, SAFETY * err ** (-1.0 / 3.0))
+        h *= factor
+        lands = False
+        rejected = True
+        if h < h_min or rejections > MAX_REJECTIONS:
+            S[F_H] = h
+            return TOO_SMALL
+    # accept: dense slopes g0 = [v; q''] before, g1 after
+    for i in range(n):
+        S[o_g0 + i] = S[o_y + n + i]
+        S[o_g0 + n + i] = S[o_qdd + i]
+        S[o_g1 + i] = v[i]
+        S[o_g1 + n + i] = a[i]
+    for i in range(2 * n):
+        S[o_yp + i] = S[o_y + i]
+    S[T_PREV] = t
+    S[T] = t1
+    for i in range(n):
+        S[o_y + i] = q[i]
+        S[o_y + n + i] = v[i]
+        S[o_qdd + i] = a[i]
+    for k in range(m + g):
+        S[o_lam + k] = lam[k]
+    I[HAS_DENSE] = 1
+    I[ST_STEPS] += 1
+    if fixed:
+        S[H_NEXT] = S[H_FIXED]
+        return OK
+    if err == 0.0:
+        factor = MAX_FACTOR
+    else:
+        factor = min(MAX_FACTOR, SAFETY * err ** (-1.0 / 3.0))
+    if rejected:
+        factor = min(factor, 1.0)
+    h_new = h * factor
+    if lands and h < h_prop and not rejected:
+        h_new = max(h_new, h_prop)      # a step cut by the target says nothing new
+    S[H_NEXT] = min(h_new, S[MAX_STEP])
+    return OK
+
+
+def restart(fns, S, I, u, p, w):
+    """Integrator.restart: q'' and λ at the current point from eq. 2.5 (not counted in
+    the statistics, as consistent_accelerations), no dense output, t_prev = t,
+    y_prev = y.  Returns OK, ACC_SINGULAR or ACC_NONFINITE (record unchanged)."""
+    n, m, g = I[I_N], I[I_M], I[I_NG]
+    o_y, o_yp, o_qdd, o_lam, o_g0, o_g1, _ = offsets(n, m, g)
+    q, v, a, lam = w[16], w[17], w[22], w[34]
+    for i in range(n):
+        q[i] = S[o_y + i]
+        v[i] = S[o_y + n + i]
+    cause = _accelerations(fns, S, I, p, u, n, m, g, S[T], q, v, a, lam, False, w)
+    if cause == C_ACC_SINGULAR:
+        return ACC_SINGULAR
+    if cause != C_NONE:
+        return ACC_NONFINITE
+    for i in range(n):
+        S[o_qdd + i] = a[i]
+    for k in range(m + g):
+        S[o_lam + k] = lam[k]
+    I[HAS_DENSE] = 0
+    S[T_PREV] = S[T]
+    for i in range(2 * n):
+        S[o_yp + i] = S[o_y + i]
+    return OK
+
+
+def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
+    """Steps until t = t_target (exactly) or ``max_steps`` steps were taken
+    (with ``whole``: not reaching the target is the failure STEP_BUDGET).
+    On failure S, I and LU are as on entry (all or nothing) except the failure
+    slots F_T (t of the failing step), F_H, F_ERR, F_CT, F_CH, F_CINFO, I[CAUSE]."""
+    n, m, g = I[I_N], I[I_M], I[I_NG]
+    S0, I0, LU0 = S.copy(), I.copy(), LU.copy()
+    w = workspace(n, m, g)
+    k = 0
+    status = OK
+    while S[T] < t_target and k < max_steps:
+        status = step(fns, S, I, LU, u, p, t_target, w)
+        if status != OK:
+            break
+        k += 1
+    if status == OK and whole and S[T] < t_target:
+        status = STEP_BUDGET
+    if status != OK:
+        t_fail, h, e, ct, ch, ci, cause = S[T], S[F_H], S[F_ERR], S[F_CT], S[F_CH], S[F_CINFO], I[CAUSE]
+        S[:] = S0
+        I[:] = I0
+        LU[:, :] = LU0
+        S[F_T], S[F_H], S[F_ERR], S[F_CT], S[F_CH], S[F_CINFO], I[CAUSE] = t_fail, h, e, ct, ch, ci, cause
+    return status
+
+
+def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
+    """The method's one entry point, compiled once per machine (cosim.jit.method_entry)
+    or run as plain Python.  Modes: RESTART (q'', λ at the current point, no dense
+    output); WHOLE_INTERVAL advances to ``t_target`` within ``max_steps`` (else
+    STEP_BUDGET, record unchanged); ONE_STEP takes at most ``max_steps`` steps.  After
+    a successful advance the model's outputs at the new state go into ``y_out`` (the
+    outputs kernel, fns[9]) unless it is empty."""
+    if mode == RESTART:
+        status = restart(fns, S, I, u, p, workspace(I[I_N], I[I_M], I[I_NG]))
+    else:
+        status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)
+    if status == OK and y_out.shape[0] > 0:
+        y_out[:] = 0.0
+        n = I[I_N]
+        fns[9](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
+    return status
