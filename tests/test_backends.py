@@ -1035,7 +1035,7 @@ class _BottomPendulum(model_class("pendulum")):
         return y
 
 
-@pytest.mark.parametrize("method", ["dopri5", "rk4"])
+@pytest.mark.parametrize("method", ["dopri5", "rk4", "rkc-penalty"])
 def test_explicit_events_located_alike_on_both_backends(method):
     """Events run through step(), state()/restore(), dense_output and reset_point:
     the compiled step loop returns to Python after every step; the located times
