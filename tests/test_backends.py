@@ -1035,7 +1035,7 @@ class _BottomPendulum(model_class("pendulum")):
         return y
 
 
-@pytest.mark.parametrize("method", ["dopri5", "rk4"])
+@pytest.mark.parametrize("method", ["dopri5", "rk4", "rkc-penalty"])
 def test_explicit_events_located_alike_on_both_backends(method):
     """Events run through step(), state()/restore(), dense_output and reset_point:
     the compiled step loop returns to Python after every step; the located times
@@ -1387,3 +1387,126 @@ def test_local_index1_null_space_bases_of_the_kernel():
         W = nullspace_gauss(Cq)
         assert np.max(np.abs(Cq @ W)) < 1e-13
         assert sorted(np.round(np.abs(W).max(axis=1), 12).tolist()).count(1.0) >= n - m
+
+
+# -- rkc-penalty: the one implementation (rkc_kernel) compiled against uncompiled --------------------------------
+RKC_CASES = {
+    "rkc-pendulum-adaptive": dict(model="pendulum", n_steps=50, dt=0.02, kw=dict(rtol=1e-6, atol=1e-8)),
+    "rkc-pendulum-fixed-inputs": dict(model="pendulum", n_steps=100, dt=2e-3, kw=dict(h=1e-3, method_options=dict(penalty=1e4)),
+                                      inputs=lambda k: {"torque": 2.0 * np.sin(0.05 * k)}),
+    "rkc-pendulum-long": dict(model="pendulum", n_steps=2, dt=0.5, kw=dict(rtol=1e-6, atol=1e-8)),
+    "rkc-two_link-adaptive-inputs": dict(model="two_link", n_steps=30, dt=0.01, kw=dict(rtol=1e-6, atol=1e-8),
+                                         inputs=lambda k: [0.5 * np.cos(0.2 * k), -0.3]),
+    "rkc-knife_edge-adaptive": dict(model="knife_edge", n_steps=20, dt=0.02, kw=dict(rtol=1e-6, atol=1e-8)),
+    "rkc-heavy_top-adaptive": dict(model="heavy_top", n_steps=10, dt=0.01, kw=dict(rtol=1e-6, atol=1e-8)),
+    "rkc-pendulum-bayo-fixed": dict(model="pendulum", n_steps=20, dt=2e-3,
+                                    kw=dict(h=1e-3, method_options=dict(formulation="bayo", omega=1e4))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RKC_CASES))
+def test_rkc_numba_and_python_same_counts_and_agree(case):
+    """Same arithmetic on both backends: same counts, stage counts and ρ (measured: the
+    results bit-identical in every case here).  Bounds: 1e-13, and 1e-10 for the Bayo
+    form, whose matrix M + α C_qᵀC_q (α ≈ 1e7) and the power method's differences
+    amplify roundoff (1e-15-perturbed starts of the reference spread by 1.5e-10)."""
+    c = RKC_CASES[case]
+    runs = {backend: _drive(backend, c["model"], c["n_steps"], c["dt"], c.get("inputs"),
+                            method="rkc-penalty", **c["kw"])
+            for backend in ("python", "numba")}
+    (sp, yp), (sn, yn) = runs["python"], runs["numba"]
+    ip, inn = sp.integrator, sn.integrator
+    assert inn.backend == "numba" and ip.backend == "python"
+    assert {k: sp.stats[k] for k in COUNTS} == {k: sn.stats[k] for k in COUNTS}
+    assert (ip.last_stages, ip.max_stages_used) == (inn.last_stages, inn.max_stages_used)
+    bound = 1e-10 if "bayo" in case else 1e-13
+    assert abs(ip.rho - inn.rho) <= 1e-12 * ip.rho
+    assert np.max(np.abs(yp - yn)) <= bound
+    h = ip.t - ip.t_prev
+    for t in (ip.t - 0.3 * h, ip.t - 0.9 * h):  # dense output of the last step
+        assert np.max(np.abs(ip.dense_output(t) - inn.dense_output(t))) <= bound
+    np.testing.assert_allclose(sp.get_outputs(), sn.get_outputs(), rtol=0, atol=1e-9)
+    assert np.array_equal(sn.get_outputs(), _python_outputs(sn))   # outputs computed in the step
+
+
+@pytest.mark.parametrize("opts", [dict(rtol=1e-6, atol=1e-8), dict(h=1e-3, method_options=dict(penalty=1e4)),
+                                  dict(rtol=1e-5, atol=1e-5, method_options=dict(formulation="bayo"))])
+def test_rkc_numba_rollback_serialization_and_backend_moves_are_bit_identical(opts):
+    sim, _ = _drive("numba", "two_link", 10, 0.01, method="rkc-penalty", **opts)
+    snap = sim.get_state()
+    blob = sim.serialize_state()
+    for _ in range(10):
+        sim.do_step(sim.time, 0.01)
+    y1, stats1 = sim.y, dict(sim.stats)
+    sim.set_state(snap)
+    assert sim.serialize_state() == blob
+    for _ in range(10):
+        sim.do_step(sim.time, 0.01)
+    assert np.array_equal(sim.y, y1) and dict(sim.stats) == stats1
+    for backend in ("numba", "python"):
+        other = cosim.Simulation(model="two_link", method="rkc-penalty", backend=backend, **opts)
+        other.deserialize_state(blob)
+        assert other.integrator.backend == backend
+        for _ in range(10):
+            other.do_step(other.time, 0.01)
+        assert {k: other.stats[k] for k in COUNTS} == {k: stats1[k] for k in COUNTS}
+        if backend == "numba" or "method_options" not in opts or "penalty" in opts["method_options"]:
+            assert np.array_equal(other.y, y1)
+        else:
+            assert np.max(np.abs(other.y - y1)) <= 1e-9
+
+
+def test_rkc_failures_leave_state_unchanged_with_the_reference_message():
+    messages = {}
+    for backend in ("python", "numba"):
+        integ = make_integrator(load_model("pendulum"), "rkc-penalty", backend=backend, h=1e-2,
+                                penalty=1e6, max_stages=5)
+        integ.initialize()
+        before = integ.state()
+        with pytest.raises(ConvergenceError, match="max_stages") as err:
+            integ.advance(0.1)
+        after = integ.state()
+        assert after["t"] == before["t"] and np.array_equal(after["y"], before["y"])
+        assert after["stats"] == before["stats"]
+        messages[backend, "stages"] = str(err.value)
+        integ = make_integrator(load_model("pendulum"), "rkc-penalty", backend=backend, rtol=1e-9,
+                                max_steps=5)
+        integ.initialize()
+        before = integ.state()
+        with pytest.raises(ConvergenceError, match="more than max_steps=5 steps") as err:
+            integ.advance(1.0)
+        assert integ.state()["stats"] == before["stats"] and integ.t == before["t"]
+        messages[backend, "budget"] = str(err.value)
+    assert messages["python", "stages"] == messages["numba", "stages"]
+    assert messages["python", "stages"].startswith(
+        "rkc-penalty: fixed step needs more RKC stages than max_stages at t=0.0, h=0.01 (h·rho = ")
+    assert messages["python", "budget"] == messages["numba", "budget"]
+
+
+def test_pasted_method_modules_define_each_name_once():
+    """cosim.jit pastes a method's helper modules and its kernel into one module: a name
+    defined in two of them with different values would silently take the last one's
+    (the compiled kernel and the python backend would then differ).  Constants shared by
+    the explicit and rkc records are imported, not defined again."""
+    import ast
+    import inspect
+    from cosim.integrators import (dense_lu, explicit_kernel, explicit_record, index1_kernel,
+                                   kernel_common, rkc_kernel, rkc_record)
+    for modules in ((dense_lu, explicit_record, index1_kernel, explicit_kernel),
+                    (dense_lu, kernel_common, explicit_record, index1_kernel, rkc_record, rkc_kernel)):
+        seen = {}
+        for module in modules:
+            for node in ast.parse(inspect.getsource(module)).body:
+                names = []
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    names = [node.name]
+                elif isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        elts = target.elts if isinstance(target, ast.Tuple) else [target]
+                        names += [e.id for e in elts if isinstance(e, ast.Name)]
+                for name in names:
+                    if name in seen:   # only equal numbers may be defined twice (EPS)
+                        value = getattr(module, name)
+                        assert isinstance(value, float) and value == getattr(seen[name], name), \
+                            (name, seen[name].__name__, module.__name__)
+                    seen[name] = module

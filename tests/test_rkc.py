@@ -37,7 +37,7 @@ def test_stability_polynomial_bounded_on_real_interval(s):
         assert 0.64 <= beta / s ** 2 <= 0.66  # β(s) ≈ 0.653 s² for ε = 2/13
 
 
-def test_stage_count_grows_with_penalty_as_sqrt():
+def test_stage_count_grows_with_penalty_as_sqrt(backend):
     """s = 1 + ⌊√(1 + 1.54 h ρ)⌋ with ρ ≈ χ: s grows like √χ and β(s) ≥ h ρ."""
     model = _pendulum()
     q, v = index1_reference(model, 0.02)
@@ -45,7 +45,7 @@ def test_stage_count_grows_with_penalty_as_sqrt():
     h = 1e-3
     stages = {}
     for chi in (1e4, 1e5, 1e6):
-        it = make_integrator(model, "rkc-penalty", h=h, penalty=chi)
+        it = make_integrator(model, "rkc-penalty", backend=backend, h=h, penalty=chi)
         it.initialize()
         it.advance(0.02)
         s = it.last_stages
@@ -59,7 +59,7 @@ def test_stage_count_grows_with_penalty_as_sqrt():
         assert 0.75 * math.sqrt(10) <= ratio <= 1.25 * math.sqrt(10), stages
 
 
-def test_order_two():
+def test_order_two(backend):
     model = _pendulum()
     T = 0.5
     q, v = index1_reference(model, T)
@@ -67,7 +67,7 @@ def test_order_two():
     hs = [0.004, 0.002, 0.001]
     errs = []
     for h in hs:
-        it = make_integrator(model, "rkc-penalty", h=h, penalty=100.0)
+        it = make_integrator(model, "rkc-penalty", backend=backend, h=h, penalty=100.0)
         it.initialize()
         it.advance(T)
         errs.append(np.max(np.abs(it.y - ref)))
@@ -75,11 +75,11 @@ def test_order_two():
     assert abs(order - 2.0) <= 0.3, errs
 
 
-def test_penalty_pulls_perturbed_state_back_to_manifold():
+def test_penalty_pulls_perturbed_state_back_to_manifold(backend):
     """ḟ + χ f = 0: a position/velocity violation decays like e^{−χ t}."""
     model = _pendulum()
     chi = 200.0
-    it = make_integrator(model, "rkc-penalty", h=2e-4, penalty=chi)
+    it = make_integrator(model, "rkc-penalty", backend=backend, h=2e-4, penalty=chi)
     it.initialize()
     y = it.y.copy()
     y[:2] *= 1.001           # violate C by ~2e-3
@@ -92,9 +92,9 @@ def test_penalty_pulls_perturbed_state_back_to_manifold():
     assert c1 / c0 == pytest.approx(math.exp(-chi * 0.02), rel=0.1)
 
 
-def test_adaptive_accuracy_and_auto_penalty():
+def test_adaptive_accuracy_and_auto_penalty(backend):
     model = _pendulum()
-    it = make_integrator(model, "rkc-penalty", rtol=1e-7, atol=1e-7)
+    it = make_integrator(model, "rkc-penalty", backend=backend, rtol=1e-7, atol=1e-7)
     it.initialize()
     assert it.penalty >= 100.0
     it.advance(1.0)
@@ -105,10 +105,10 @@ def test_adaptive_accuracy_and_auto_penalty():
 
 
 @pytest.mark.parametrize("opts", [{}, {"h": 1e-3, "penalty": 1e4}, {"formulation": "bayo"}])
-def test_restore_and_continue_bit_identical(opts):
+def test_restore_and_continue_bit_identical(opts, backend):
     model = _pendulum()
     base = {"rtol": 1e-5, "atol": 1e-5}
-    it = make_integrator(model, "rkc-penalty", **base, **opts)
+    it = make_integrator(model, "rkc-penalty", backend=backend, **base, **opts)
     it.initialize()
     it.advance(0.2)
     snap = it.state()
@@ -117,7 +117,7 @@ def test_restore_and_continue_bit_identical(opts):
     it.restore(snap)
     it.advance(0.5)
     assert np.array_equal(it.y, y1) and it.stats == stats1
-    it2 = make_integrator(_pendulum(), "rkc-penalty", **base, **opts)
+    it2 = make_integrator(_pendulum(), "rkc-penalty", backend=backend, **base, **opts)
     it2.initialize()
     it2.restore(snap)
     it2.advance(0.5)
@@ -138,9 +138,9 @@ def test_bad_options(opts, match):
         make_integrator(_pendulum(), "rkc-penalty", **opts)
 
 
-def test_fixed_step_beyond_max_stages_fails_clearly():
+def test_fixed_step_beyond_max_stages_fails_clearly(backend):
     from cosim.errors import ConvergenceError
-    it = make_integrator(_pendulum(), "rkc-penalty", h=1e-2, penalty=1e6, max_stages=5)
+    it = make_integrator(_pendulum(), "rkc-penalty", backend=backend, h=1e-2, penalty=1e6, max_stages=5)
     it.initialize()
     y0 = it.y.copy()
     with pytest.raises(ConvergenceError, match="max_stages"):
@@ -149,7 +149,7 @@ def test_fixed_step_beyond_max_stages_fails_clearly():
 
 
 # -- Bayo penalty form: M q'' + C_qᵀ α (C̈ + 2ξωĊ + ω²C) = Q --------------------------------
-def test_bayo_form_order_two():
+def test_bayo_form_order_two(backend):
     model = _pendulum()
     T = 0.5
     q, v = index1_reference(model, T)
@@ -157,7 +157,7 @@ def test_bayo_form_order_two():
     hs = [0.002, 0.001, 0.0005]
     errs = []
     for h in hs:
-        it = make_integrator(model, "rkc-penalty", h=h, formulation="bayo", omega=50.0)
+        it = make_integrator(model, "rkc-penalty", backend=backend, h=h, formulation="bayo", omega=50.0)
         it.initialize()
         it.advance(T)
         errs.append(np.max(np.abs(it.y - ref)))
@@ -165,13 +165,13 @@ def test_bayo_form_order_two():
     assert abs(order - 2.0) <= 0.3, errs
 
 
-def test_bayo_stage_count_follows_omega():
+def test_bayo_stage_count_follows_omega(backend):
     """Constraint modes c̈ + 2ξωċ + ω²c = 0 (ξ = 1): ρ ≈ ω, s grows like √ω."""
     model = _pendulum()
     h = 1e-3
     stages = {}
     for omega in (1e4, 1e5, 1e6):
-        it = make_integrator(model, "rkc-penalty", h=h, formulation="bayo", omega=omega)
+        it = make_integrator(model, "rkc-penalty", backend=backend, h=h, formulation="bayo", omega=omega)
         it.initialize()
         it.advance(0.01)
         assert it.rho == pytest.approx(1.2 * omega, rel=0.25)
@@ -191,3 +191,21 @@ def test_bayo_stage_count_follows_omega():
 def test_bayo_bad_options(opts, match):
     with pytest.raises(InvalidInputError, match=match):
         make_integrator(_pendulum(), "rkc-penalty", **opts)
+
+
+def test_undamped_scheme(backend):
+    """ε = 0 (allowed by the option's range; the former implementation divided 0 by 0):
+    the limit w0 = 1, w1 = T_s'(1)/T_s''(1) = 3/(s² − 1), β(s) = 2(s² − 1)/3 (the limit of
+    the damped β(s, ε)), and a run with it is accurate."""
+    for s in (2, 5, 20):
+        beta = stability_boundary(s, 0.0)
+        assert beta == pytest.approx(2.0 * (s * s - 1) / 3.0, rel=1e-14)
+        assert beta == pytest.approx(stability_boundary(s, 1e-6), rel=1e-5)
+        z = -np.linspace(0.0, beta, 2001)
+        assert np.max(np.abs(stability_polynomial(s, z, 0.0))) <= 1.0 + 1e-9
+    model = _pendulum()
+    it = make_integrator(model, "rkc-penalty", backend=backend, h=1e-3, penalty=1e3, damping=0.0)
+    it.initialize()
+    it.advance(0.2)
+    q, v = index1_reference(model, 0.2)
+    assert np.max(np.abs(it.y - np.concatenate([q, v]))) < 1e-5

@@ -26,7 +26,7 @@ METHOD_REGISTRY = {
 # ``backend``; its module's ``supports(model)`` says why the compiled one cannot run
 ONE_IMPLEMENTATION = {"generalized-alpha", "generalized-alpha-i2", "bdf", "bdf-i2", "bdf-i1",
                       "dopri5", "rk4", "state-transition", "block-lstable",
-                      "local-index1"}
+                      "local-index1", "rkc-penalty"}
 
 # methods that run compiled: the module of each one's ``supports(model)`` (and, for
 # the ones still with a separate compiled twin of the Python reference, that class)
@@ -41,6 +41,7 @@ COMPILED_REGISTRY = {
     "rk4": ".explicit:RK4",
     "block-lstable": ".block:LStableBlock",
     "local-index1": ".local_index1:LocalEquivalentIndex1",
+    "rkc-penalty": ".rkc:RKCPenalty",
 }
 
 

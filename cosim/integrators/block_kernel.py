@@ -44,9 +44,11 @@ from .block_record import (  # noqa: F401
     SIGMA, SINGULAR, STAGE_T0, STATS, STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU, ST_NEWTON,
     ST_REJ, ST_RES, ST_STEPS, T, T_PREV, WHOLE_INTERVAL, int_length, matrix_size, offsets,
     workspace)
-from .kernel_common import (FACTORED, MATRIX_NONFINITE, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
-                            NEWTON_REFRESH, NEWTON_SLOW, clamp_step, factor_matrix, keeps_matrix,
-                            newton_verdict, relaxation, weighted_max, weighted_rms)
+from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
+    FN_CONSTRAINT_FORCE_JACOBIAN, FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_FORCE_JACOBIANS,
+    FN_GAMMA, FN_MASS, FN_MASS_JACOBIAN_TERM, FN_OUTPUTS, MATRIX_NONFINITE, NEWTON_CONVERGED,
+    NEWTON_LAST_CHANCE, NEWTON_REFRESH, NEWTON_SLOW, clamp_step, factor_matrix, keeps_matrix,
+    newton_verdict, relaxation, weighted_max, weighted_rms)
 
 # the record's names the integrator object reads through this module (RecordIntegrator:
 # ``_kernel.STATS``, the modes) besides the ones the functions below use
@@ -107,12 +109,12 @@ def _residual(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, delta, F, w):
         ti = t0 + S[o_c + i] * h
         qi, vi, ai = Q[i], V[i], A[i]
         M[:, :] = 0.0
-        fns[0](qi, ti, p, M)
+        fns[FN_MASS](qi, ti, p, M)
         Qf[:] = 0.0
-        fns[1](qi, vi, ti, u, p, Qf)
+        fns[FN_FORCES](qi, vi, ti, u, p, Qf)
         if m > 0:
             Cq[:, :] = 0.0
-            fns[3](qi, ti, p, Cq)
+            fns[FN_CONSTRAINT_JACOBIAN](qi, ti, p, Cq)
         for k in range(n):
             s = 0.0
             for j in range(n):
@@ -126,12 +128,12 @@ def _residual(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, delta, F, w):
         o = rn + i * m
         if index == 3:
             C[:] = 0.0
-            fns[2](qi, ti, p, C)
+            fns[FN_CONSTRAINTS](qi, ti, p, C)
             for l in range(m):
                 F[o + l] = C[l] / (h * h)
         elif index == 2:
             Ct[:] = 0.0
-            fns[4](qi, ti, p, Ct)
+            fns[FN_CONSTRAINT_DT](qi, ti, p, Ct)
             for l in range(m):
                 s = 0.0
                 for k in range(n):
@@ -139,7 +141,7 @@ def _residual(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, delta, F, w):
                 F[o + l] = (s + Ct[l]) / h
         else:
             g[:] = 0.0
-            fns[5](qi, vi, ti, p, g)
+            fns[FN_GAMMA](qi, vi, ti, p, g)
             for l in range(m):
                 s = 0.0
                 for k in range(n):
@@ -150,13 +152,13 @@ def _residual(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, delta, F, w):
 def _constraint_rows(fns, p, n, m, index, t0, q, v, a, out, Cq, Ct, g):
     """index 2: C_q(q) v + C_t(q);  index 1: C_q(q) a − γ(q, v)  (into ``out``)."""
     Cq[:, :] = 0.0
-    fns[3](q, t0, p, Cq)
+    fns[FN_CONSTRAINT_JACOBIAN](q, t0, p, Cq)
     if index == 2:
         Ct[:] = 0.0
-        fns[4](q, t0, p, Ct)
+        fns[FN_CONSTRAINT_DT](q, t0, p, Ct)
     else:
         g[:] = 0.0
-        fns[5](q, v, t0, p, g)
+        fns[FN_GAMMA](q, v, t0, p, g)
     for l in range(m):
         s = 0.0
         for k in range(n):
@@ -172,7 +174,7 @@ def _difference_columns(fns, p, n, m, index, t0, q0, v0, a0, wrt_v, G, w):
     sq = math.sqrt(EPS)
     if wrt_v:
         g[:] = 0.0
-        fns[5](q0, v0, t0, p, g)
+        fns[FN_GAMMA](q0, v0, t0, p, g)
         for l in range(m):
             g0[l] = -g[l]
     else:
@@ -186,7 +188,7 @@ def _difference_columns(fns, p, n, m, index, t0, q0, v0, a0, wrt_v, G, w):
         hj = x[j] - base[j]   # exactly representable step
         if wrt_v:
             g[:] = 0.0
-            fns[5](q0, x, t0, p, g)
+            fns[FN_GAMMA](q0, x, t0, p, g)
             for l in range(m):
                 g1[l] = -g[l]
         else:
@@ -208,21 +210,21 @@ def _iteration_matrix(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, J, w):
     N = r * (n + m)
     hh = h * h
     M[:, :] = 0.0
-    fns[0](q0, t0, p, M)
+    fns[FN_MASS](q0, t0, p, M)
     Qq[:, :] = 0.0
     Qv[:, :] = 0.0
-    fns[6](q0, v0, t0, u, p, Qq, Qv)
+    fns[FN_FORCE_JACOBIANS](q0, v0, t0, u, p, Qq, Qv)
     Hm[:, :] = 0.0
     if m > 0:
         Cq[:, :] = 0.0
-        fns[3](q0, t0, p, Cq)
-        fns[7](q0, lam0, t0, p, Hm)
+        fns[FN_CONSTRAINT_JACOBIAN](q0, t0, p, Cq)
+        fns[FN_CONSTRAINT_FORCE_JACOBIAN](q0, lam0, t0, p, Hm)
     for k in range(n):
         for j in range(n):
             Kq[k, j] = Hm[k, j] - Qq[k, j]
     if I[CONST_MASS] == 0:
         Mq[:, :] = 0.0
-        fns[8](q0, a0, t0, p, Mq)
+        fns[FN_MASS_JACOBIAN_TERM](q0, a0, t0, p, Mq)
         for k in range(n):
             for j in range(n):
                 Kq[k, j] = Kq[k, j] + Mq[k, j]
@@ -249,10 +251,10 @@ def _iteration_matrix(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, J, w):
         _difference_columns(fns, p, n, m, 1, t0, q0, v0, a0, False, Gq, w)
         _difference_columns(fns, p, n, m, 1, t0, q0, v0, a0, True, Gv, w)
         Cq[:, :] = 0.0   # (the differences used Cq as scratch)
-        fns[3](q0, t0, p, Cq)
+        fns[FN_CONSTRAINT_JACOBIAN](q0, t0, p, Cq)
     if index == 2:
         Cq[:, :] = 0.0
-        fns[3](q0, t0, p, Cq)
+        fns[FN_CONSTRAINT_JACOBIAN](q0, t0, p, Cq)
     for i in range(r):
         for j in range(r):
             b2 = S[o_B2 + i * r + j]
@@ -393,7 +395,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     if I[INDEX] == 3:   # round-off floor of C(Q)/h² seen as a velocity change
         v_scale = max(v_scale, ROUND_OFF_FLOOR * EPS * (1.0 + qmax) / h)
     M[:, :] = 0.0
-    fns[0](q0, t0, p, M)
+    fns[FN_MASS](q0, t0, p, M)
     m_scale = 0.0
     for k in range(n):
         m_scale = max(m_scale, abs(M[k, k]))
@@ -512,12 +514,12 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     new point); WHOLE_INTERVAL advances to ``t_target`` within ``max_steps`` (else
     STEP_BUDGET, record unchanged); ONE_STEP takes at most ``max_steps`` steps.
     After a successful advance the model's outputs at the new state go into
-    ``y_out`` (the outputs kernel, fns[9]) unless it is empty."""
+    ``y_out`` (the outputs kernel, fns[FN_OUTPUTS]) unless it is empty."""
     if mode == RESTART:
         return restart(S, I)
     status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)
     if status == OK and y_out.shape[0] > 0:
         y_out[:] = 0.0
         n = I[I_N]
-        fns[9](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
+        fns[FN_OUTPUTS](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
     return status

@@ -39,7 +39,7 @@ import numpy as np
 
 from .. import jit
 from ..errors import ConvergenceError, SingularMatrixError, StateError
-from . import dense_lu, explicit_record, kernel_common
+from . import dense_lu, explicit_record, index1_kernel, kernel_common
 from . import explicit_kernel as K
 from .base import MultibodyIntegrator
 from .common import error_weights, last_step_dense_output
@@ -68,7 +68,7 @@ def supports(model):
 def compiled_entry():
     """The compiled method, dopri5 and rk4 (compiled once per machine, cached;
     cosim.jit.method_entry)."""
-    return jit.method_entry(K, "explicit", helpers=(dense_lu, kernel_common, explicit_record))
+    return jit.method_entry(K, "explicit", helpers=(dense_lu, kernel_common, explicit_record, index1_kernel))
 
 
 def _singular_text(code, t, ratio):

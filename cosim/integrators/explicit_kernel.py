@@ -27,15 +27,19 @@ The record (everything the method remembers; a snapshot is two array copies):
 * ``LU`` float64 (n+m)²: the factor of J from the last evaluation (work space,
   not state: every projection follows an evaluation in the same step).
 
+J, its LU, the evaluation y' = [v; q''] and the error ratio are
+:mod:`.index1_kernel`'s (shared with rkc-penalty's kernel); the projection, the
+trial steps and the step loop are here.
+
 No exceptions inside: functions return status / cause codes that the thin
 integrator object turns into its error messages.  The model's functions are called
 as ``fns[k](…)`` (:func:`cosim.jit.kernel_fields` order).
 """
 import math
 
-from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
+from .dense_lu import lu_solve_inplace
 from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_JACOBIAN, FN_FORCES,
-    FN_GAMMA, FN_MASS, FN_NH_GAMMA, FN_NH_MATRIX, FN_NH_OFFSET, FN_OUTPUTS, clamp_step)
+    FN_OUTPUTS, clamp_step)
 
 # the record: every name, so that explicit_kernel is the method's one namespace
 from .explicit_record import (  # noqa: F401
@@ -47,6 +51,9 @@ from .explicit_record import (  # noqa: F401
     PROJECTION_TOL, PROJ_ITERS, RESTART, RESTART_THEN_ADVANCE, RK4, RTOL, SAFETY, SINGULAR, STATS,
     STEP_BUDGET, STEP_FAILED, ST_JAC, ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL,
     T_PREV, UNDERFLOW, WHOLE_INTERVAL, int_length, offsets, workspace)
+# the index-1 form (J, y' = [v; q'']) and the error ratio, shared with rkc_kernel
+from .index1_kernel import (_all_finite, _evaluate, _factorize,  # noqa: F401
+                            _nh_offset, _nh_rows, error_ratio, n_nonholonomic)
 
 
 def restart(S, I):
@@ -62,117 +69,10 @@ def restart(S, I):
 
 
 # ---------------------------------------------------------------------------------
-# nonholonomic rows G = B(q, t) v + b(q, t) = 0 (seed 000 §7, eq. 93).  Record:
-# I[I_M] = m + n_g (all multiplier rows; λ in S holds both), I[I_NG] = n_g.
+# the projection (seed 000 §6)
 # ---------------------------------------------------------------------------------
-def n_nonholonomic(I):
-    """n_g: the model's nonholonomic rows."""
-    return I[I_NG]
-
-
-def _nh_rows(fns, p, mh, q, t, Cq):
-    """B(q, t) into rows mh: of Cq (zero-filled by the caller)."""
-    if Cq.shape[0] > mh:
-        fns[FN_NH_MATRIX](q, t, p, Cq[mh:])
-
-
-def _nh_offset(fns, p, mh, q, t, Ct):
-    """b(q, t) into Ct[mh:] (zero-filled by the caller)."""
-    if Ct.shape[0] > mh:
-        fns[FN_NH_OFFSET](q, t, p, Ct[mh:])
-
-
-def _nh_gamma(fns, p, mh, q, v, t, g):
-    """γ_G (B q'' = γ_G) into g[mh:] (zero-filled by the caller)."""
-    if g.shape[0] > mh:
-        fns[FN_NH_GAMMA](q, v, t, p, g[mh:])
-
-
-# ---------------------------------------------------------------------------------
-# the right-hand side (eq. 88) and the projection (seed 000 §6)
-# ---------------------------------------------------------------------------------
-def _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq):
-    """LU of J(q, t) = [[M, C_qᵀ], [C_q, 0]] (eq. 89; with nonholonomic rows
-    [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]]) into LU / I[PIV] with the
-    singularity test of common.lu_factor; returns a cause code."""
-    N = n + m
-    mh = m - n_nonholonomic(I)
-    for i in range(N):
-        for j in range(N):
-            LU[i, j] = 0.0
-    M[:, :] = 0.0
-    fns[FN_MASS](q, t, p, M)
-    for i in range(n):
-        for j in range(n):
-            LU[i, j] = M[i, j]
-    if m > 0:
-        Cq[:, :] = 0.0
-        fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
-        _nh_rows(fns, p, mh, q, t, Cq)
-        for k in range(m):
-            for i in range(n):
-                LU[i, n + k] = Cq[k, i]
-                LU[n + k, i] = Cq[k, i]
-    for i in range(N):
-        for j in range(N):
-            if not math.isfinite(LU[i, j]):
-                S[F_CT] = t
-                return C_NONFINITE_MATRIX
-    info = lu_factor_inplace(LU, I[PIV:PIV + N])
-    ratio = 0.0 if info != 0 else pivot_ratio(LU)
-    if ratio <= 1e-14:
-        S[F_CT] = t
-        S[F_CINFO] = ratio
-        return C_SINGULAR
-    I[ST_LU] += 1
-    return C_NONE
-
-
-def _evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
-    """f = y' = [v; q''] at (t, y) (eq. 88) and λ (IndexOneRHS.__call__; with the
-    rows B q'' = γ_G, λ = [λ; μ]); the factor of J stays in LU.  Returns a cause
-    code (C_NONE on success)."""
-    q, v, M, Cq, Q, g, rhs = w[0], w[1], w[2], w[3], w[4], w[5], w[6]
-    mh = m - n_nonholonomic(I)
-    I[ST_RES] += 1
-    if I[FIRST_ORDER] == 1:              # x' = f(t, x, u): the forces slot
-        f[:] = 0.0
-        fns[FN_FORCES](y, y, t, u, p, f)
-        return C_NONE
-    for i in range(n):
-        q[i] = y[i]
-        v[i] = y[n + i]
-    cause = _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq)
-    if cause != C_NONE:
-        return cause
-    Q[:] = 0.0
-    fns[FN_FORCES](q, v, t, u, p, Q)
-    for i in range(n):
-        rhs[i] = Q[i]
-    if m > 0:
-        g[:] = 0.0
-        fns[FN_GAMMA](q, v, t, p, g)
-        _nh_gamma(fns, p, mh, q, v, t, g)
-        for k in range(m):
-            rhs[n + k] = g[k]
-    lu_solve_inplace(LU, I[PIV:PIV + n + m], rhs)
-    for i in range(n):
-        f[i] = v[i]
-        f[n + i] = rhs[i]
-    for k in range(m):
-        lam[k] = rhs[n + k]
-    return C_NONE
-
-
-def _all_finite(x):
-    for i in range(x.shape[0]):
-        if not math.isfinite(x[i]):
-            return False
-    return True
-
-
 def _project(fns, S, I, LU, p, n, m, t, y_new, y_proj, w):
-    """IndexOneRHS.project: position then velocity projection of y_new into
+    """Position then velocity projection (seed 000 §6) of y_new into
     y_proj with the factor in LU (one refactorisation at the current q per
     stage if the simplified iteration is slow).  Returns a cause code.
     Nonholonomic rows: position projection on C = 0 only (none without
@@ -201,7 +101,7 @@ def _project(fns, S, I, LU, p, n, m, t, y_new, y_proj, w):
 
 
 def _project_stage(fns, S, I, LU, p, n, m, t, y_new, w, stage, its):
-    """One stage of IndexOneRHS.project: C(q) = 0 moving q (stage 0), then
+    """One stage of the projection: C(q) = 0 moving q (stage 0), then
     C_q v + C_t = 0 moving v (stage 1), simplified Newton with the factor in
     LU and one refactorisation at the current q.  Returns (its, cause)."""
     M, Cq, rhs, C, Ct = w[2], w[3], w[6], w[7], w[8]
@@ -260,21 +160,8 @@ def _project_stage(fns, S, I, LU, p, n, m, t, y_new, w, stage, its):
 
 
 # ---------------------------------------------------------------------------------
-# error estimate, trial steps
+# trial steps
 # ---------------------------------------------------------------------------------
-def error_ratio(y, y_new, e, rtol, atol):
-    """RMS of e / (rtol·max(|y|, |y_new|) + atol) (ExplicitRungeKutta._error_ratio)."""
-    N = y.shape[0]
-    if N == 0:
-        return 0.0
-    s = 0.0
-    for i in range(N):
-        a, b = abs(y[i]), abs(y_new[i])
-        x = e[i] / (rtol * (a if a >= b else b) + atol)
-        s += x * x
-    return math.sqrt(s / N)
-
-
 def _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
     """DormandPrince._attempt: stages in K (K[0] = f0 given), y_new, the FSAL
     stage K[6] (its factor stays for the projection); returns (cause, err)."""

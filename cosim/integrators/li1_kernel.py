@@ -32,9 +32,10 @@ as ``fns[k](…)`` (:func:`cosim.jit.kernel_fields` order).
 import math
 
 from .dense_lu import lu_solve_inplace
-from .kernel_common import (EPS, FACTORED, MATRIX_NONFINITE, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
-                            NEWTON_REFRESH, NEWTON_SLOW, clamp_step, factor_matrix, newton_verdict,
-                            weighted_max)
+from .kernel_common import (EPS, FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
+    FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS, FN_NH_GAMMA, FN_NH_MATRIX,
+    FN_NH_OFFSET, FN_OUTPUTS, MATRIX_NONFINITE, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
+    NEWTON_REFRESH, NEWTON_SLOW, clamp_step, factor_matrix, newton_verdict, weighted_max)
 
 from .li1_record import (
     ACC_NONFINITE, ACC_SINGULAR, ATOL, CAUSE, C_ACC_NONFINITE, C_ACC_SINGULAR, C_ITER_NONFINITE,
@@ -185,9 +186,9 @@ def _constraint_rows(fns, p, m, g, q, t, Cq):
     """[C_q; B] at (q, t) into Cq ((m + g) × n)."""
     Cq[:, :] = 0.0
     if m > 0:
-        fns[3](q, t, p, Cq)
+        fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
     if g > 0:
-        fns[10](q, t, p, Cq[m:])
+        fns[FN_NH_MATRIX](q, t, p, Cq[m:])
 
 
 def _velocity_constraints(fns, p, m, g, q, v, t, Cq, Ct, out):
@@ -195,9 +196,9 @@ def _velocity_constraints(fns, p, m, g, q, v, t, Cq, Ct, out):
     _constraint_rows(fns, p, m, g, q, t, Cq)
     Ct[:] = 0.0
     if m > 0:
-        fns[4](q, t, p, Ct)
+        fns[FN_CONSTRAINT_DT](q, t, p, Ct)
     if g > 0:
-        fns[11](q, t, p, Ct[m:])
+        fns[FN_NH_OFFSET](q, t, p, Ct[m:])
     for k in range(m + g):
         s = 0.0
         for i in range(q.shape[0]):
@@ -216,7 +217,7 @@ def _accelerations(fns, S, I, p, u, n, m, g, t, q, v, a, lam, count, w):
         I[ST_LU] += 1
     N = n + m + g
     M[:, :] = 0.0
-    fns[0](q, t, p, M)
+    fns[FN_MASS](q, t, p, M)
     _constraint_rows(fns, p, m, g, q, t, Cq)
     for i in range(N):
         for j in range(N):
@@ -234,12 +235,12 @@ def _accelerations(fns, S, I, p, u, n, m, g, t, q, v, a, lam, count, w):
         S[F_CINFO] = ratio
         return C_ACC_NONFINITE if status == MATRIX_NONFINITE else C_ACC_SINGULAR
     Q[:] = 0.0
-    fns[1](q, v, t, u, p, Q)
+    fns[FN_FORCES](q, v, t, u, p, Q)
     gam[:] = 0.0
     if m > 0:
-        fns[5](q, v, t, p, gam)
+        fns[FN_GAMMA](q, v, t, p, gam)
     if g > 0:
-        fns[12](q, v, t, p, gam[m:])
+        fns[FN_NH_GAMMA](q, v, t, p, gam[m:])
     for i in range(n):
         rhs[i] = Q[i]
     for k in range(m + g):
@@ -337,7 +338,7 @@ def _residual(fns, S, I, p, u, n, m, g, t1, h, pq, pv, w):
     r = pq + pv
     C[:] = 0.0
     if m > 0:
-        fns[2](q, t1, p, C)
+        fns[FN_CONSTRAINTS](q, t1, p, C)
     for k in range(m):
         F[r + k] = C[k]
     _velocity_constraints(fns, p, m, g, q, v, t1, Cq, Ct, w[29])
@@ -479,7 +480,7 @@ def _attempt(fns, S, I, LU, p, u, t0, t1, h, fixed, w):
         vk[i] = S[o_y + n + i]
         ak[i] = S[o_qdd + i]
     M[:, :] = 0.0
-    fns[0](qk, t0, p, M)
+    fns[FN_MASS](qk, t0, p, M)
     _constraint_rows(fns, p, m, g, qk, t0, Cq)
     cause = _basis_times_mass(I, Cq, m, n, M, Aq, A, V, tau, cols)   # eq. 4.4 at x_k
     if cause != C_NONE:
@@ -666,7 +667,7 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     output); WHOLE_INTERVAL advances to ``t_target`` within ``max_steps`` (else
     STEP_BUDGET, record unchanged); ONE_STEP takes at most ``max_steps`` steps.  After
     a successful advance the model's outputs at the new state go into ``y_out`` (the
-    outputs kernel, fns[9]) unless it is empty."""
+    outputs kernel, fns[FN_OUTPUTS]) unless it is empty."""
     if mode == RESTART:
         status = restart(fns, S, I, u, p, workspace(I[I_N], I[I_M], I[I_NG]))
     else:
@@ -674,5 +675,5 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     if status == OK and y_out.shape[0] > 0:
         y_out[:] = 0.0
         n = I[I_N]
-        fns[9](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
+        fns[FN_OUTPUTS](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
     return status

@@ -40,60 +40,49 @@ Formulations (option ``formulation``):
   solution is reproduced up to O(1/(α ω²)).  ξ ≥ 1 keeps these eigenvalues
   real, where RKC's stability interval lies.
 
+The algorithm is :mod:`cosim.integrators.rkc_kernel` — one implementation, run
+compiled (numba, compiled once per machine, the model given as compiled
+functions) or as plain Python (the same functions); the right-hand side uses the
+factor of J of :mod:`cosim.integrators.index1_kernel`, shared with dopri5/rk4.
+This module is the integrator object around it: options and their validation,
+the IC analysis, the automatic penalty / α, the first ρ estimate and the initial
+step (the kernel's functions run uncompiled, once), the record, dense output,
+state capture and error messages.
+
 Limits: RKC's stability region hugs the negative real axis; lightly damped
 physical oscillations (eigenvalues near the imaginary axis) still restrict h,
 as the seed says ("在虚轴上收敛区域有限") — e.g. Andrews' squeezer needs
 thousands of steps (benchmarks/seed000.py --with-rkc).
 """
+from __future__ import annotations
+
 import math
 
 import numpy as np
 
-from ..errors import InvalidInputError, SingularMatrixError
+from .. import jit
+from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError, StateError
+from . import dense_lu, explicit_record, index1_kernel, kernel_common, rkc_record
+from . import rkc_kernel as K
 from .base import MultibodyIntegrator
-from .common import error_weights, last_step_dense_output, lu_factor, lu_solve
-from .index_one import IndexOneRHS, rms_norm
+from .common import error_weights, last_step_dense_output, weighted_rms_norm
+from .model_functions import compiled_unsupported, n_nonholonomic, python_functions
+from .record import RecordIntegrator, record_array, record_scalar, record_time
 
-MAX_REJECTIONS = 60
+MAX_REJECTIONS = K.MAX_REJECTIONS
+_Y, _YP, _QDD, _LAM = range(4)   # positions in rkc_kernel.rkc_offsets()
+_J_TEXT = "[[M, C_q^T], [C_q, 0]] (seed 000 eq. 89)"        # the matrix of eqs. 91-92
+_BAYO_TEXT = "M + alpha C_q^T C_q (Bayo penalty form)"
 
 
 def rkc_coefficients(s, damping=2.0 / 13.0):
-    """Per-stage coefficients (μ, ν, μ̃, γ̃-weight a_{j-1}, c_j) of 2nd-order RKC.
-
-    Returns a list for j = 1..s of tuples (mu, nu, mus, ajm1, c) where stage j is
+    """Per-stage coefficients (μ, ν, μ̃, a_{j-1}, c_j) of 2nd-order RKC for j = 1..s
+    (the kernel's :func:`rkc_kernel.rkc_coefficients_into`) as a list of tuples:
     Y_j = (1−μ−ν) y_n + μ Y_{j−1} + ν Y_{j−2} + h μ̃ (F(Y_{j−1}) − a_{j−1} F_n)
-    (for j = 1: Y_1 = y_n + h μ̃_1 F_n).  Follows rkc.f (Sommeijer et al. 1997).
-    """
-    w0 = 1.0 + damping / (s * s)
-    temp1 = w0 * w0 - 1.0
-    temp2 = math.sqrt(temp1)
-    arg = s * math.log(w0 + temp2)
-    w1 = math.sinh(arg) * temp1 / (math.cosh(arg) * s * temp2 - w0 * math.sinh(arg))
-    bjm1 = 1.0 / (2.0 * w0) ** 2
-    bjm2 = bjm1
-    mus = w1 * bjm1
-    out = [(0.0, 0.0, mus, 0.0, mus)]
-    thjm2, thjm1 = 0.0, mus
-    zjm1, zjm2 = w0, 1.0
-    dzjm1, dzjm2 = 1.0, 0.0
-    d2zjm1, d2zjm2 = 0.0, 0.0
-    for _ in range(2, s + 1):
-        zj = 2.0 * w0 * zjm1 - zjm2
-        dzj = 2.0 * w0 * dzjm1 - dzjm2 + 2.0 * zjm1
-        d2zj = 2.0 * w0 * d2zjm1 - d2zjm2 + 4.0 * dzjm1
-        bj = d2zj / dzj ** 2
-        ajm1 = 1.0 - zjm1 * bjm1
-        mu = 2.0 * w0 * bj / bjm1
-        nu = -bj / bjm2
-        mus = mu * w1 / w0
-        thj = mu * thjm1 + nu * thjm2 + mus * (1.0 - ajm1)
-        out.append((mu, nu, mus, ajm1, thj))
-        thjm2, thjm1 = thjm1, thj
-        bjm2, bjm1 = bjm1, bj
-        zjm2, zjm1 = zjm1, zj
-        dzjm2, dzjm1 = dzjm1, dzj
-        d2zjm2, d2zjm1 = d2zjm1, d2zj
-    return out
+    (for j = 1: Y_1 = y_n + h μ̃_1 F_n).  Follows rkc.f (Sommeijer et al. 1997)."""
+    C = np.zeros((s, 5))
+    K.rkc_coefficients_into(int(s), float(damping), C)
+    return [tuple(float(x) for x in row) for row in C]
 
 
 def stability_polynomial(s, z, damping=2.0 / 13.0):
@@ -112,85 +101,40 @@ def stability_polynomial(s, z, damping=2.0 / 13.0):
 def stability_boundary(s, damping=2.0 / 13.0):
     """Real stability interval β(s) = (1 + w0)/w1 of the s-stage scheme
     (≈ (2/3)(1 − 2ε/15) s² ≈ 0.653 s² for ε = 2/13)."""
-    w0 = 1.0 + damping / (s * s)
-    temp1 = w0 * w0 - 1.0
-    temp2 = math.sqrt(temp1)
-    arg = s * math.log(w0 + temp2)
-    w1 = math.sinh(arg) * temp1 / (math.cosh(arg) * s * temp2 - w0 * math.sinh(arg))
+    w0, w1 = K.chebyshev_w(int(s), float(damping))
     return (1.0 + w0) / w1
 
 
-def stages_for(h_rho, max_stages):
-    """Smallest RKC stage count whose stability interval covers h ρ (rkc.f)."""
-    s = 1 + int(math.sqrt(1.0 + 1.54 * max(h_rho, 0.0)))
-    return min(max(s, 2), max_stages)
+stages_for = K.stages_for   # smallest stage count covering h ρ (rkc.f)
 
 
-class PenaltyRHS(IndexOneRHS):
-    """y' of eqs. 91-92 with the factor of J (eq. 89) shared by both solves
-    (or of the Bayo form when ``alpha`` is set)."""
-
-    def __init__(self, model, stats, penalty, alpha=None, xi=1.0):
-        super().__init__(model, stats)
-        self.chi = penalty          # χ (seed form) or ω (Bayo form)
-        self.alpha = alpha
-        self.xi = xi
-        self.rhs2 = np.zeros((self.K.shape[0], 2))
-
-    def _bayo(self, t, q, v, u):
-        """(M + α C_qᵀC_q) v' = Q + α C_qᵀ (γ − 2ξω Ċ − ω² C)."""
-        model, n, m = self.model, self.n, self.m
-        M = model.mass(q, t)
-        Q = model.forces(q, v, t, u)
-        if m:
-            Cq = model.constraint_jacobian(q, t)
-            w = self.chi
-            c_dot = Cq @ v + model.constraint_dt(q, t)
-            r = model.gamma(q, v, t) - 2.0 * self.xi * w * c_dot - w * w * model.constraints(q, t)
-            A = M + self.alpha * (Cq.T @ Cq)
-            rhs = Q + self.alpha * (Cq.T @ r)
-        else:
-            A, rhs, r, Cq = M, Q, None, None
-        self.factor = lu_factor(A, "M + alpha C_q^T C_q (Bayo penalty form)", t=t)
-        self.stats["lu_factorizations"] += 1
-        a = lu_solve(self.factor, rhs)
-        self.lam = self.alpha * (Cq @ a - r) if m else np.zeros(0)
-        f = np.empty(2 * n)
-        f[:n] = v
-        f[n:] = a
-        return f
-
-    def __call__(self, t, y, u):
-        n, m, model = self.n, self.m, self.model
-        q, v = y[:n], y[n:]
-        self.stats["residual_evaluations"] += 1
-        if self.alpha is not None:
-            return self._bayo(t, q, v, u)
-        self.factorize(q, t)
-        M = self.K[:n, :n]
-        R = self.rhs2
-        R[:n, 0] = M @ v
-        R[:n, 1] = model.forces(q, v, t, u)
-        if m:
-            chi = self.chi
-            Ct = model.constraint_dt(q, t)
-            g = self.K[n:n + m, :n] @ v + Ct
-            R[n:n + m, 0] = -Ct - chi * model.constraints(q, t)          # eq. 91
-            R[n:n + m, 1] = model.gamma(q, v, t) - chi * g                # eq. 92
-        if self.n_g:
-            B = self.K[n + m:, :n]
-            b = model.nonholonomic_offset(q, t)
-            R[n + m:, 0] = 0.0
-            R[n + m:, 1] = model.nonholonomic_gamma(q, v, t) - self.chi * (B @ v + b)
-        sol = lu_solve(self.factor, R)
-        self.lam = sol[n:, 1]
-        f = np.empty(2 * n)
-        f[:n] = sol[:n, 0]
-        f[n:] = sol[:n, 1]
-        return f
+def supports(model):
+    """Why the compiled rkc-penalty cannot run ``model`` (None: it can): a multibody
+    model with kernels, including nonholonomic ones for its nonholonomic rows."""
+    if model.kind != "multibody":
+        return f"model {model.name!r} is {model.kind} (no compiled kernels)"
+    return compiled_unsupported(model, nonholonomic=True)
 
 
-class RKCPenalty(MultibodyIntegrator):
+def compiled_entry():
+    """The compiled method (compiled once per machine, cached; cosim.jit.method_entry)."""
+    return jit.method_entry(K, "rkc-penalty",
+                            helpers=(dense_lu, kernel_common, explicit_record, index1_kernel, rkc_record))
+
+
+def _record_int(offset):
+    """An int view of rkc-penalty's slot ``offset`` of I (after the pivots)."""
+    def get(self):
+        self._settle()
+        return int(self._I[self._xb + offset])
+
+    def set(self, value):
+        self._settle()
+        self._I[self._xb + offset] = int(value)
+    return property(get, set)
+
+
+class RKCPenalty(RecordIntegrator, MultibodyIntegrator):
     """Penalty formulation (seed 000 eqs. 90-92) + 2nd-order Runge-Kutta-Chebyshev.
 
     Options: ``formulation`` "seed" | "bayo" (module doc); ``penalty`` χ > 0 in
@@ -207,6 +151,30 @@ class RKCPenalty(MultibodyIntegrator):
     implicit = False
     options = {"formulation": "seed", "penalty": "auto", "alpha": "auto", "xi": 1.0, "omega": "auto",
                "damping": 2.0 / 13.0, "max_stages": 400, "rho_interval": 25}
+    _kernel = K
+    compiled_entry = staticmethod(compiled_entry)
+
+    t = record_time(K.T)
+    t_prev = record_time(K.T_PREV, settle=True)
+    h_next = record_scalar(K.H_NEXT, writable=True)
+    y = record_array(_Y, writable=True)
+    y_prev = record_array(_YP, writable=True)
+    qdd = record_array(_QDD, writable=True)
+    lam = record_array(_LAM, writable=True)
+    rho = record_scalar(K.RHO, writable=True)
+    penalty = record_scalar(K.CHI, writable=True)     # χ (seed form) or ω (Bayo form)
+    h_last = record_scalar(K.H_LAST, writable=True)
+    err_last = record_scalar(K.ERR_LAST, writable=True)
+    steps_since_rho = _record_int(K.X_STEPS_SINCE_RHO)
+    last_stages = _record_int(K.X_LAST_STAGES)
+    max_stages_used = _record_int(K.X_MAX_STAGES_USED)
+
+    def __init__(self, model, backend="python", **kwargs):
+        self._choose_backend(model, backend, supports)
+        self._S = np.zeros(K.RKC_SCALARS)
+        super().__init__(model, **kwargs)
+        self._bind_model()
+        self._allocate()
 
     def check_options(self):
         o = self.opts
@@ -252,14 +220,122 @@ class RKCPenalty(MultibodyIntegrator):
                 raise InvalidInputError(f"{key} must be an integer >= {low}, got {val!r}")
             o[key] = int(val)
 
+    # -- the record ----------------------------------------------------------------------
+    def _allocate(self):
+        model = self.model
+        n, g = model.n_q, n_nonholonomic(model)
+        m, ny = model.n_c + g, 2 * model.n_q   # multiplier rows: C and B
+        self.n = n
+        offs = K.rkc_offsets(n, m, ny)
+        self._slices = [(offs[i], length) for i, length in enumerate((ny, ny, n, m))]
+        self._n, self._m, self._ny = n, m, ny
+        self._o_f, self._o_d, self._o_e = offs[4], offs[5], offs[6]
+        self._xb = K.rkc_ints(n, m)
+        stats = self.stats if hasattr(self, "_I") else None
+        self._S = np.zeros(offs[-1])
+        self._S[K.T] = self._S[K.T_PREV] = math.nan
+        I = np.zeros(K.rkc_int_length(n, m), dtype=np.int64)
+        I[K.I_N], I[K.I_M], I[K.I_NY], I[K.I_NG] = n, m, ny, g
+        I[self._xb + K.X_MAX_STAGES] = self.opts["max_stages"]
+        I[self._xb + K.X_RHO_INTERVAL] = self.opts["rho_interval"]
+        self._I = I
+        if stats is not None:
+            self.stats = stats
+        self._LU = np.zeros((n + m, n + m))
+        self._y_out = np.zeros(len(model.output_names) if self._kernel_outputs else 0)
+        self._outputs_fresh = False
+        self._has_state = False
+        S = self._S
+        S[K.RTOL], S[K.ATOL] = self.rtol, self.atol
+        S[K.H_FIXED] = 0.0 if self.h_fixed is None else self.h_fixed
+        S[K.MAX_STEP] = self.max_step
+        S[K.DAMPING] = self.opts["damping"]
+        S[K.XI] = self.opts["xi"]
+        S[K.ALPHA] = -1.0
+
+    @staticmethod
+    def _vector(value, length, what):
+        arr = np.asarray(value, dtype=float).reshape(-1)
+        if arr.shape != (length,):
+            raise StateError(f"{what} has {arr.size} entries, the record slot holds {length}")
+        return arr
+
+    @property
+    def alpha(self):
+        """α of the Bayo form (None: the seed form)."""
+        a = float(self._S[K.ALPHA])
+        return None if a < 0.0 else a
+
+    @property
+    def f_cur(self):
+        """f at the current point (None: not evaluated yet)."""
+        self._settle()
+        if not self._I[K.HAS_F]:
+            return None
+        return self._S[self._o_f:self._o_f + self._ny].copy()
+
+    @f_cur.setter
+    def f_cur(self, value):
+        self._settle()
+        self._outputs_fresh = False
+        if value is None:
+            self._I[K.HAS_F] = 0
+            return
+        self._S[self._o_f:self._o_f + self._ny] = self._vector(value, self._ny, "f_cur")
+        self._I[K.HAS_F] = 1
+
+    @property
+    def eigvec(self):
+        """The power method's last eigenvector estimate (None: none yet)."""
+        if not self._I[self._xb + K.X_HAS_EIGVEC]:
+            return None
+        return self._S[self._o_e:self._o_e + self._ny].copy()
+
+    @eigvec.setter
+    def eigvec(self, value):
+        if value is None:
+            self._I[self._xb + K.X_HAS_EIGVEC] = 0
+            return
+        self._S[self._o_e:self._o_e + self._ny] = self._vector(value, self._ny, "eigvec")
+        self._I[self._xb + K.X_HAS_EIGVEC] = 1
+
+    @property
+    def _dense(self):
+        """f at both ends of the last step and its h (None before a step)."""
+        self._settle()
+        if not self._I[K.HAS_DENSE]:
+            return None
+        ny, o = self._ny, self._o_d
+        S = self._S
+        return {"f0": S[o:o + ny].copy(), "f1": S[o + ny:o + 2 * ny].copy(), "h": np.array(S[K.DENSE_H])}
+
+    @_dense.setter
+    def _dense(self, value):
+        self._settle()
+        self._outputs_fresh = False
+        if value is None:
+            self._I[K.HAS_DENSE] = 0
+            return
+        ny, o = self._ny, self._o_d
+        self._S[o:o + ny] = self._vector(value["f0"], ny, "dense.f0")
+        self._S[o + ny:o + 2 * ny] = self._vector(value["f1"], ny, "dense.f1")
+        self._S[K.DENSE_H] = float(value["h"])
+        self._I[K.HAS_DENSE] = 1
+
     # -- set-up --------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
-        self._ic(t0, y0, **ic_options)
-        self.n = self.model.n_q
+        report = self._analyse_start(t0, y0, **ic_options)
+        self._allocate()
+        self._S[K.T] = self._S[K.T_PREV] = t0
+        y = np.concatenate([report.q, report.v])
+        self._write(_Y, y)
+        self._write(_YP, y)
+        self._write(_QDD, report.qdd)
+        self._write(_LAM, report.lam)
+        self._has_state = True
         o = self.opts
         bayo = o["formulation"] == "bayo"
         chi = o["omega"] if bayo else o["penalty"]
-        alpha = None
         if bayo:
             alpha = o["alpha"]
             if alpha == "auto":   # α C_qᵀC_q ≈ 1e7 × M on the diagonal
@@ -268,229 +344,206 @@ class RKCPenalty(MultibodyIntegrator):
                 Cq0 = self.model.constraint_jacobian(q0, t0)
                 cc = np.diag(Cq0.T @ Cq0) if Cq0.size else np.zeros(0)
                 alpha = 1e7 * float(M0.max()) / float(cc.max()) if cc.size and cc.max() > 0 else 1.0
-        self._rhs = PenaltyRHS(self.model, self.stats, 0.0 if chi == "auto" else chi,
-                               alpha=alpha, xi=o["xi"])
-        self.eigvec = None
-        self.f_cur = None
-        self._dense = None
-        self.rho = None
-        self.steps_since_rho = 0
-        self.last_stages = 0
-        self.max_stages_used = 0
-        self.h_last = 0.0
-        self.err_last = 0.0
+            self._S[K.ALPHA] = alpha
+        self._S[K.CHI] = 0.0 if chi == "auto" else chi
         if chi == "auto":
             rho0 = self._estimate_rho(self._derivative_at_current())
-            self._rhs.chi = max(10.0 * rho0, 100.0)
+            self._S[K.CHI] = max(10.0 * rho0, 100.0)
             self.f_cur = None
             self.eigvec = None
-        self.penalty = self._rhs.chi
         f0 = self._derivative_at_current()
-        self.rho = self._estimate_rho(f0)
+        self._estimate_rho(f0)
         self.h_next = self.h_fixed if self.h_fixed is not None else self._initial_step(f0)
+        self._load_machine_code(K.ONE_STEP)
+
+    def _run_kernel(self, function, *args):
+        """A kernel function run uncompiled on the record (set-up and event points);
+        its evaluations count in the statistics as the compiled step's do."""
+        n, m, ny = self._n, self._m, self._ny
+        work = K.rkc_workspace(n, m, ny, self.opts["max_stages"])
+        return function(python_functions(self.model), self._S, self._I, self._LU, self._parameters(),
+                        self._u_c, n, m, *args, work)
+
+    def _raise_singular(self, cause):
+        ct = float(self._S[K.F_CT])
+        raise SingularMatrixError(self._singular_text(cause, ct, float(self._S[K.F_CINFO])), t=ct, h=None,
+                                  cause="non-finite matrix" if cause == K.C_NONFINITE_MATRIX
+                                  else "singular matrix")
+
+    def _evaluate(self, t, y):
+        """f = y' at (t, y) (eqs. 91-92 or the Bayo form) with λ: the kernel's
+        ``_penalty_evaluate``, run uncompiled."""
+        f, lam = np.zeros(self._ny), np.zeros(self._m)
+        y = np.ascontiguousarray(y, dtype=float)
+        cause = self._run_kernel(K._penalty_evaluate, float(t), y, f, lam)
+        if cause != K.C_NONE:
+            self._raise_singular(cause)
+        return f, lam
 
     def _f(self, t, y):
-        return self._rhs(t, y, self.u)
+        return self._evaluate(t, y)[0]
 
     def _derivative_at_current(self):
-        if self.f_cur is None:
-            f = self._f(self.t, self.y)
+        f = self.f_cur
+        if f is None:
+            f, lam = self._evaluate(self.t, self.y)
             if not np.all(np.isfinite(f)):
                 self._fail("right-hand side is not finite", 0.0, "non-finite derivative")
             self.f_cur = f
-            self.qdd = f[self.n:].copy()
-            self.lam = self._rhs.lam.copy()
-        return self.f_cur
+            self._write(_QDD, f[self._n:])
+            self._write(_LAM, lam)
+        return f
 
-    def _estimate_rho(self, f0, max_iter=50):
-        """Spectral radius of ∂f/∂y by the nonlinear power method (rkc.f RKCRHO)."""
-        y = self.y
-        ynrm = float(np.linalg.norm(y))
-        if self.eigvec is not None and np.linalg.norm(self.eigvec) > 0:
-            v = self.eigvec.copy()
-        else:
-            v = f0.copy()
-            if not np.any(v):
-                v = np.ones_like(y)
-            v = v + 1e-3 * np.arange(1, y.size + 1)  # break symmetry deterministically
-        vnrm = float(np.linalg.norm(v))
-        sqrt_eps = math.sqrt(np.finfo(float).eps)
-        dynrm = ynrm * sqrt_eps if ynrm > 0 else sqrt_eps
-        v = y + v * (dynrm / vnrm)
-        sigma = 0.0
-        for _ in range(max_iter):
-            fv = self._f(self.t, v)
-            diff = fv - f0
-            dfnrm = float(np.linalg.norm(diff))
-            sigma_old = sigma
-            sigma = dfnrm / dynrm
-            if _ > 0 and abs(sigma - sigma_old) <= 0.01 * sigma:
-                break
-            if dfnrm > 0:
-                v = y + diff * (dynrm / dfnrm)
-            else:
-                v = y + (v - y) * 0.5 + 1e-3 * dynrm
-        self.eigvec = v - y
-        self.steps_since_rho = 0
-        return 1.2 * sigma
+    def _estimate_rho(self, f0):
+        """ρ at the current point by the kernel's power method (``estimate_rho``, run
+        uncompiled); also kept in the record with its eigenvector."""
+        cause = self._run_kernel(K.estimate_rho, self.y, np.ascontiguousarray(f0, dtype=float))
+        if cause != K.C_NONE:
+            self._raise_singular(cause)
+        rho = float(self._S[K.RHO])
+        if not math.isfinite(rho):
+            self._fail("spectral radius estimate is not finite", 0.0, "non-finite right-hand side")
+        return rho
 
     def _initial_step(self, f0):
         if self.first_step is not None:
             return min(self.first_step, self.max_step)
-        scale = error_weights(self.y, self.rtol, self.atol)
-        d1 = rms_norm(f0, scale)
+        y = self.y
+        scale = error_weights(y, self.rtol, self.atol)
+        d1 = weighted_rms_norm(f0, scale)
         h = min(self.max_step, 0.1 / d1 if d1 > 0 else 1e-3)
         # Euler error estimate (as in rkc.f): ‖h0 (f(y + h0 f) − f)‖ ≈ h0² ‖y''‖
         h0 = min(h, 1.0 / max(self.rho, 1e-12))
-        f1 = self._f(self.t + h0, self.y + h0 * f0)
-        est = rms_norm(h0 * (f1 - f0), scale)
+        f1 = self._f(self.t + h0, y + h0 * f0)
+        est = weighted_rms_norm(h0 * (f1 - f0), scale)
         if est > 0:
             h = min(h, max(h0 * 1e-3, h0 * math.sqrt(0.1 / est)))
         return max(min(h, self.max_step), 1e-12)
-
-    # -- RKC step ---------------------------------------------------------------------
-    def _rkc(self, t, y, h, f0, s):
-        coeffs = rkc_coefficients(s, self.opts["damping"])
-        yjm2 = y
-        yjm1 = y + (h * coeffs[0][2]) * f0
-        thjm1 = coeffs[0][4]
-        for mu, nu, mus, ajm1, thj in coeffs[1:]:
-            fj = self._f(t + h * thjm1, yjm1)
-            yj = (1.0 - mu - nu) * y + mu * yjm1 + nu * yjm2 + (h * mus) * (fj - ajm1 * f0)
-            yjm2, yjm1, thjm1 = yjm1, yj, thj
-        return yjm1
-
-    def _step(self, t_limit):
-        saved = (dict(self.stats), self.rho, None if self.eigvec is None else self.eigvec.copy(),
-                 self.steps_since_rho)
-        try:
-            self._step_inner(t_limit)
-        except BaseException:
-            self.stats.update(saved[0])
-            self.rho, self.eigvec, self.steps_since_rho = saved[1:]
-            raise
-
-    def _step_inner(self, t_limit):
-        t, y = self.t, self.y
-        f0 = self._derivative_at_current()
-        fixed = self.h_fixed is not None
-        if self.rho is None or self.steps_since_rho >= self.opts["rho_interval"]:
-            self.rho = self._estimate_rho(f0)
-        s_max = self.opts["max_stages"]
-        h_prop = self.h_fixed if fixed else self.h_next
-        if not fixed:
-            # keep h within the reach of s_max stages (rkc.f)
-            h_stab = ((s_max - 1) ** 2 - 1) / (1.54 * self.rho) if self.rho > 0 else math.inf
-            h_prop = min(h_prop, h_stab)
-        h, lands = self._clamp_step(h_prop, t_limit)
-        h_min = 1e-12 * max(1.0, abs(t))
-        rejected = False
-        rejections = 0
-        while True:
-            t_new = t_limit if lands else t + h
-            s = stages_for(h * self.rho, s_max)
-            if fixed and 1 + math.sqrt(1.0 + 1.54 * h * self.rho) > s_max + 1:
-                self._fail("fixed step needs more RKC stages than max_stages", h,
-                           f"h·rho = {h * self.rho:.3g}, max_stages = {s_max}")
-            cause = None
-            err = 0.0
-            try:
-                y_new = self._rkc(t, y, h, f0, s)
-                f_new = self._f(t_new, y_new)
-                lam_new = self._rhs.lam.copy()
-                if not (np.all(np.isfinite(y_new)) and np.all(np.isfinite(f_new))):
-                    cause = "non-finite solution"
-            except SingularMatrixError as exc:
-                cause = str(exc)
-            if cause is None and not fixed:
-                est = 0.8 * (y - y_new) + 0.4 * h * (f0 + f_new)
-                scale = error_weights(np.maximum(np.abs(y), np.abs(y_new)), self.rtol, self.atol)
-                err = rms_norm(est, scale)
-            if cause is None and err <= 1.0:
-                break
-            if fixed:
-                self._fail("RKC step failed", h, cause)
-            self.stats["rejected"] += 1
-            rejections += 1
-            factor = 0.5 if cause is not None else max(0.1, 0.8 * err ** (-1.0 / 3.0))
-            h *= factor
-            lands = False
-            rejected = True
-            self.rho = self._estimate_rho(f0)
-            if h < h_min or rejections > MAX_REJECTIONS:
-                self._fail("step size became too small", h, cause or f"error ratio {err:.3g}")
-        # accept
-        self.t_prev, self.y_prev = t, y
-        self.t, self.y = t_new, y_new
-        self._dense = {"f0": f0, "f1": f_new, "h": np.array(h)}
-        self.f_cur = f_new
-        self.qdd = f_new[self.n:].copy()
-        self.lam = lam_new
-        self.last_stages = s
-        self.max_stages_used = max(self.max_stages_used, s)
-        self.steps_since_rho += 1
-        self.stats["steps"] += 1
-        if fixed:
-            self.h_next = self.h_fixed
-            return
-        # second-order controller of rkc.f
-        fac = 10.0
-        if err > 0:
-            if self.h_last > 0 and self.err_last > 0:
-                fac = 0.8 * (h / self.h_last) * self.err_last ** (1.0 / 3.0) / err ** (2.0 / 3.0)
-            else:
-                fac = 0.8 * (1.0 / err) ** (1.0 / 3.0)
-        if rejected:
-            fac = min(fac, 1.0)
-        fac = min(10.0, max(0.1, fac))
-        h_new = h * fac
-        if lands and h < h_prop and not rejected:
-            h_new = max(h_new, h_prop)
-        self.h_last, self.err_last = h, err
-        self.h_next = min(h_new, self.max_step)
 
     # -- dense output / restart / state -------------------------------------------------
     def dense_output(self, t):
         """Cubic Hermite from y and f at both ends of the last step."""
         return last_step_dense_output(self, t, "f0", "f1")
 
+    _restart_pending = False
+
+    def hold_inputs(self, u):
+        # Integrator.hold_inputs: u is already a C-contiguous float vector
+        self._u_c = u
+        self.restart()
+
+    def restart(self):
+        """Forget f at the current point, the dense output and the controller memory;
+        t_prev = t, y_prev = y.  Deferred while a state exists: the next advance
+        restarts first, in the same call of the kernel; :meth:`_settle` carries it
+        out before anything else reads or writes the record."""
+        self._outputs_fresh = False
+        if self._has_state:
+            self._restart_pending = True
+        else:
+            K.restart(self._S, self._I)
+
+    def _settle(self):
+        if self._restart_pending:
+            self._restart_pending = False
+            K.restart(self._S, self._I)
+
+    def _run(self, t_target, max_steps, mode):
+        if self._restart_pending and mode == K.WHOLE_INTERVAL:
+            self._restart_pending = False
+            self._outputs_fresh = False
+            self._finish(self._call(K.RESTART_THEN_ADVANCE, t_target, max_steps), t_target)
+            return
+        super()._run(t_target, max_steps, mode)
+
     def _restart(self):
-        self.f_cur = None
-        self._dense = None
-        self.h_last = 0.0
-        self.err_last = 0.0
+        self._restart_pending = False
+        self._I[K.HAS_F] = 0
+        self._I[K.HAS_DENSE] = 0
+        self._S[K.H_LAST] = 0.0
+        self._S[K.ERR_LAST] = 0.0
+        self._outputs_fresh = False
 
     def _reset_point(self):
-        self.f_cur = None
-        self._dense = None
+        self._settle()
+        self._I[K.HAS_F] = 0
+        self._I[K.HAS_DENSE] = 0
+        self._outputs_fresh = False
         self._derivative_at_current()
 
     def _method_state(self):
-        return {"h_next": float(self.h_next),
-                "f_cur": None if self.f_cur is None else self.f_cur.copy(),
-                "dense": None if self._dense is None else {k: np.array(v) for k, v in self._dense.items()},
-                "rho": float(self.rho), "eigvec": None if self.eigvec is None else self.eigvec.copy(),
-                "steps_since_rho": int(self.steps_since_rho), "penalty": float(self._rhs.chi),
-                "alpha": -1.0 if self._rhs.alpha is None else float(self._rhs.alpha),
+        alpha = self.alpha
+        return {"h_next": float(self.h_next), "f_cur": self.f_cur, "dense": self._dense,
+                "rho": float(self.rho), "eigvec": self.eigvec,
+                "steps_since_rho": self.steps_since_rho, "penalty": float(self.penalty),
+                "alpha": -1.0 if alpha is None else alpha,
                 "h_last": float(self.h_last), "err_last": float(self.err_last),
-                "last_stages": int(self.last_stages), "max_stages_used": int(self.max_stages_used)}
+                "last_stages": self.last_stages, "max_stages_used": self.max_stages_used}
 
     def _restore_method_state(self, d):
         self.h_next = float(d["h_next"])
-        self.f_cur = None if d["f_cur"] is None else np.array(d["f_cur"], dtype=float)
-        self._dense = None if d["dense"] is None else {k: np.array(v, dtype=float)
-                                                         for k, v in d["dense"].items()}
+        self.f_cur = d["f_cur"]
+        self._dense = d["dense"]
         self.rho = float(d["rho"])
-        self.eigvec = None if d["eigvec"] is None else np.array(d["eigvec"], dtype=float)
+        self.eigvec = d["eigvec"]
         self.steps_since_rho = int(d["steps_since_rho"])
-        self._rhs.chi = self.penalty = float(d["penalty"])
-        self._rhs.alpha = None if d["alpha"] < 0 else float(d["alpha"])
+        self.penalty = float(d["penalty"])
+        self._S[K.ALPHA] = -1.0 if d["alpha"] < 0 else float(d["alpha"])
         self.h_last = float(d["h_last"])
         self.err_last = float(d["err_last"])
         self.last_stages = int(d["last_stages"])
         self.max_stages_used = int(d["max_stages_used"])
-        self._rhs.stats = self.stats
 
     def restore(self, state):
-        super().restore(state)
-        self._rhs.stats = self.stats
+        """Continue from ``state`` (validated first; all or nothing)."""
+        self._settle()
+        saved = self._S.copy(), self._I.copy(), self._u_c, self._has_state
+        try:
+            super().restore(state)
+        except BaseException:
+            self._S[:], self._I[:], self._u_c, self._has_state = saved
+            raise
+        self._has_state = True
+        self._outputs_fresh = False
+
+    # -- failures ----------------------------------------------------------------------------
+    def _singular_text(self, code, t, ratio):
+        """The text of a singular (or non-finite) matrix of the right-hand side at t."""
+        what = _J_TEXT if self.alpha is None else _BAYO_TEXT
+        if code in (K.NONFINITE_MATRIX, K.C_NONFINITE_MATRIX):
+            return f"{what} contains NaN/inf at t={t}, h=None"
+        return f"{what} is numerically singular at t={t}, h=None (pivot ratio {ratio:.1e})"
+
+    def _finish(self, status, t_target):
+        if status == K.OK:
+            self._outputs_fresh = self._kernel_outputs
+            return
+        S, I = self._S, self._I
+        t, h = float(S[K.F_T]), float(S[K.F_H])
+        if status == K.STEP_BUDGET:
+            raise ConvergenceError(
+                f"{self.name}: more than max_steps={self.max_steps} steps without reaching "
+                f"t={t_target!r} (at t={t!r}); the step size collapsed or the problem is too "
+                f"stiff for this method", t=self.t, h=None, cause="max_steps")
+        if status in (K.SINGULAR, K.NONFINITE_MATRIX):
+            self._raise_singular(K.C_NONFINITE_MATRIX if status == K.NONFINITE_MATRIX else K.C_SINGULAR)
+        if status == K.NONFINITE_DERIVATIVE:
+            message, h, cause = "right-hand side is not finite", 0.0, "non-finite derivative"
+        elif status == K.UNDERFLOW:
+            message, cause = "step size underflow", "step does not advance t"
+        elif status == K.STAGES_EXCEEDED:
+            message = "fixed step needs more RKC stages than max_stages"
+            cause = f"h·rho = {float(S[K.F_HRHO]):.3g}, max_stages = {self.opts['max_stages']}"
+        elif status == K.RHO_FAILED:
+            message, h, cause = "spectral radius estimate is not finite", 0.0, "non-finite right-hand side"
+        else:
+            message = "RKC step failed" if status == K.STEP_FAILED else "step size became too small"
+            code, err = int(I[K.CAUSE]), float(S[K.F_ERR])
+            if code == K.C_NONE:
+                cause = f"error ratio {err:.3g}"
+            elif code == K.C_NONFINITE_SOLUTION:
+                cause = "non-finite solution"
+            else:
+                cause = self._singular_text(code, float(S[K.F_CT]), float(S[K.F_CINFO]))
+        raise ConvergenceError(f"{self.name}: {message} at t={t!r}, h={h!r} ({cause})", t=t, h=h,
+                               cause=cause)

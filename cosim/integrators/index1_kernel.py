@@ -1,0 +1,146 @@
+"""The index-1 form of a multibody model (seed 000 eq. 88) with the matrix J of
+eq. 89, for kernels: forming and factorising J (nonholonomic rows B of eq. 93
+appended), the right-hand side [Q; γ; γ_G], the evaluation y' = [v; q''] with λ,
+and the RMS error ratio of the explicit methods.  Written once for the two
+kernels that use it: :mod:`.explicit_kernel` (dopri5/rk4) and :mod:`.rkc_kernel`
+(rkc-penalty, whose penalty right-hand side of eqs. 91-92 uses the same factor
+of J); pasted into both compiled methods (``helpers`` of
+:func:`cosim.jit.method_entry`, after :mod:`.explicit_record`, whose slots and
+codes these functions use — rkc_record shares them).
+"""
+import math
+
+from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
+from .kernel_common import (FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS, FN_NH_GAMMA,
+    FN_NH_MATRIX, FN_NH_OFFSET)
+from .explicit_record import (C_NONE, C_NONFINITE_MATRIX, C_SINGULAR, F_CINFO, F_CT, FIRST_ORDER,
+                              I_NG, PIV, ST_LU, ST_RES)
+
+
+# ---------------------------------------------------------------------------------
+# nonholonomic rows G = B(q, t) v + b(q, t) = 0 (seed 000 §7, eq. 93).  Record:
+# I[I_M] = m + n_g (all multiplier rows; λ in S holds both), I[I_NG] = n_g.
+# ---------------------------------------------------------------------------------
+def n_nonholonomic(I):
+    """n_g: the model's nonholonomic rows."""
+    return I[I_NG]
+
+
+def _nh_rows(fns, p, mh, q, t, Cq):
+    """B(q, t) into rows mh: of Cq (zero-filled by the caller)."""
+    if Cq.shape[0] > mh:
+        fns[FN_NH_MATRIX](q, t, p, Cq[mh:])
+
+
+def _nh_offset(fns, p, mh, q, t, Ct):
+    """b(q, t) into Ct[mh:] (zero-filled by the caller)."""
+    if Ct.shape[0] > mh:
+        fns[FN_NH_OFFSET](q, t, p, Ct[mh:])
+
+
+def _nh_gamma(fns, p, mh, q, v, t, g):
+    """γ_G (B q'' = γ_G) into g[mh:] (zero-filled by the caller)."""
+    if g.shape[0] > mh:
+        fns[FN_NH_GAMMA](q, v, t, p, g[mh:])
+
+
+# ---------------------------------------------------------------------------------
+# J (eq. 89), the right-hand side and y' = [v; q''] (eq. 88)
+# ---------------------------------------------------------------------------------
+def _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq):
+    """LU of J(q, t) = [[M, C_qᵀ], [C_q, 0]] (eq. 89; with nonholonomic rows
+    [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]]) into LU / I[PIV] with the
+    singularity test of common.lu_factor; returns a cause code."""
+    N = n + m
+    mh = m - n_nonholonomic(I)
+    for i in range(N):
+        for j in range(N):
+            LU[i, j] = 0.0
+    M[:, :] = 0.0
+    fns[FN_MASS](q, t, p, M)
+    for i in range(n):
+        for j in range(n):
+            LU[i, j] = M[i, j]
+    if m > 0:
+        Cq[:, :] = 0.0
+        fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
+        _nh_rows(fns, p, mh, q, t, Cq)
+        for k in range(m):
+            for i in range(n):
+                LU[i, n + k] = Cq[k, i]
+                LU[n + k, i] = Cq[k, i]
+    for i in range(N):
+        for j in range(N):
+            if not math.isfinite(LU[i, j]):
+                S[F_CT] = t
+                return C_NONFINITE_MATRIX
+    info = lu_factor_inplace(LU, I[PIV:PIV + N])
+    ratio = 0.0 if info != 0 else pivot_ratio(LU)
+    if ratio <= 1e-14:
+        S[F_CT] = t
+        S[F_CINFO] = ratio
+        return C_SINGULAR
+    I[ST_LU] += 1
+    return C_NONE
+
+
+def _index1_rhs(fns, I, p, u, n, m, q, v, t, Q, g, rhs):
+    """rhs[:n + m] = [Q; γ] of eq. 88 at (q, v, t) (with nonholonomic rows
+    [Q; γ; γ_G]); Q and g are filled on the way."""
+    mh = m - n_nonholonomic(I)
+    Q[:] = 0.0
+    fns[FN_FORCES](q, v, t, u, p, Q)
+    for i in range(n):
+        rhs[i] = Q[i]
+    if m > 0:
+        g[:] = 0.0
+        fns[FN_GAMMA](q, v, t, p, g)
+        _nh_gamma(fns, p, mh, q, v, t, g)
+        for k in range(m):
+            rhs[n + k] = g[k]
+
+
+def _evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
+    """f = y' = [v; q''] at (t, y) (eq. 88) and λ (with the
+    rows B q'' = γ_G, λ = [λ; μ]); the factor of J stays in LU.  Returns a cause
+    code (C_NONE on success)."""
+    q, v, M, Cq, Q, g, rhs = w[0], w[1], w[2], w[3], w[4], w[5], w[6]
+    I[ST_RES] += 1
+    if I[FIRST_ORDER] == 1:              # x' = f(t, x, u): the forces slot
+        f[:] = 0.0
+        fns[FN_FORCES](y, y, t, u, p, f)
+        return C_NONE
+    for i in range(n):
+        q[i] = y[i]
+        v[i] = y[n + i]
+    cause = _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq)
+    if cause != C_NONE:
+        return cause
+    _index1_rhs(fns, I, p, u, n, m, q, v, t, Q, g, rhs)
+    lu_solve_inplace(LU, I[PIV:PIV + n + m], rhs)
+    for i in range(n):
+        f[i] = v[i]
+        f[n + i] = rhs[i]
+    for k in range(m):
+        lam[k] = rhs[n + k]
+    return C_NONE
+
+
+def _all_finite(x):
+    for i in range(x.shape[0]):
+        if not math.isfinite(x[i]):
+            return False
+    return True
+
+
+def error_ratio(y, y_new, e, rtol, atol):
+    """RMS of e / (rtol·max(|y|, |y_new|) + atol) (ExplicitRungeKutta._error_ratio)."""
+    N = y.shape[0]
+    if N == 0:
+        return 0.0
+    s = 0.0
+    for i in range(N):
+        a, b = abs(y[i]), abs(y_new[i])
+        x = e[i] / (rtol * (a if a >= b else b) + atol)
+        s += x * x
+    return math.sqrt(s / N)

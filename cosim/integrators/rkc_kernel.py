@@ -1,0 +1,535 @@
+"""Penalty formulation + Runge-Kutta-Chebyshev (rkc-penalty; seed 000 §6, eqs. 90-92)
+as pure functions on one flat state record: the one implementation, run compiled
+(numba, compiled once per machine by :func:`cosim.jit.method_entry`) or as plain
+Python (the same functions); the integrator object around it is
+:mod:`cosim.integrators.rkc` (which also describes the method).
+
+* the right-hand side y' of eqs. 91-92, both solves with one LU of J (eq. 89; J
+  formed and factorised by :mod:`.index1_kernel`, shared with dopri5/rk4, as is
+  its right-hand side [Q; γ; γ_G]), or of the Bayo form (M + α C_qᵀC_q) v' = …
+  (its LU by :func:`kernel_common.factor_matrix`);
+* the spectral radius ρ of ∂f/∂y by the nonlinear power method of rkc.f (RKCRHO),
+  warm-started from the last eigenvector;
+* the stage count s = 1 + ⌊√(1 + 1.54 h ρ)⌋, the coefficients of the s-stage
+  second-order RKC scheme (damping ε) and its stage recursion;
+* the error estimate 0.8 (y_n − y_{n+1}) + 0.4 h (f_n + f_{n+1}), the step
+  controller of rkc.f, the step clamp (:func:`kernel_common.clamp_step`).
+
+The record (everything the method remembers): ``S`` float64 — explicit_record's
+scalar slots, rkc-penalty's (ρ, χ, α, ξ, ε, h_last, err_last), then y, y_prev,
+q'', λ, f_cur, the dense data f0, f1 (cubic Hermite), the power method's
+eigenvector; ``I`` int64 — explicit_record's slots (sizes, flags, statistics,
+the pivots of J), then rkc-penalty's (eigenvector valid, steps since the last
+ρ estimate, last and largest stage count, max_stages, rho_interval); ``LU`` the
+factor of J of the last evaluation (work space).  No exceptions inside: status
+and cause codes, which the integrator object turns into its messages.
+"""
+import math
+
+from .dense_lu import lu_solve_inplace
+from .index1_kernel import (_all_finite, _factorize, _index1_rhs, _nh_offset, error_ratio,
+                            n_nonholonomic)
+from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_JACOBIAN,
+    FN_FORCES, FN_GAMMA, FN_MASS, FN_OUTPUTS, MATRIX_NONFINITE, clamp_step, factor_matrix)
+
+# the record: every name, so that rkc_kernel is the method's one namespace
+from .rkc_record import (  # noqa: F401
+    ALPHA, ATOL, CAUSE, CHI, C_NONE, C_NONFINITE_MATRIX, C_NONFINITE_SOLUTION, C_SINGULAR, DAMPING,
+    DENSE_H, EPS, ERR_LAST, F_CINFO, F_CT, F_ERR, F_H, F_HRHO, F_T, HAS_DENSE, HAS_F, H_FIXED,
+    H_LAST, H_NEXT, I_M, I_N, I_NG, I_NY, MAX_REJECTIONS, MAX_STEP, NONFINITE_DERIVATIVE,
+    NONFINITE_MATRIX, N_STATS, OK, ONE_STEP, PIV, RESTART, RESTART_THEN_ADVANCE, RHO, RHO_FAILED,
+    RHO_MAX_ITER, RHO_SAFETY, RKC_SCALARS, RTOL, SINGULAR, STAGES_EXCEEDED, STAGE_FACTOR, STATS,
+    STEP_BUDGET, STEP_FAILED, ST_LU, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW,
+    WHOLE_INTERVAL, XI, X_HAS_EIGVEC, X_LAST_STAGES, X_MAX_STAGES, X_MAX_STAGES_USED,
+    X_RHO_INTERVAL, X_STEPS_SINCE_RHO, rkc_int_length, rkc_ints, rkc_offsets, rkc_workspace)
+
+
+def restart(S, I):
+    """Integrator.restart: no f at the current point, no dense output, no controller
+    memory (h_last, err_last); t_prev = t, y_prev = y.  ρ and its eigenvector stay."""
+    ny = I[I_NY]
+    o_y, o_yp = RKC_SCALARS, RKC_SCALARS + ny
+    I[HAS_F] = 0
+    I[HAS_DENSE] = 0
+    S[H_LAST] = 0.0
+    S[ERR_LAST] = 0.0
+    S[T_PREV] = S[T]
+    for i in range(ny):
+        S[o_yp + i] = S[o_y + i]
+    return OK
+
+
+# ---------------------------------------------------------------------------------
+# the RKC scheme (Sommeijer, Shampine & Verwer 1997, rkc.f)
+# ---------------------------------------------------------------------------------
+def chebyshev_w(s, damping):
+    """(w0, w1) of the damped s-stage scheme: w0 = 1 + ε/s², w1 = T_s'(w0)/T_s''(w0)
+    (undamped, ε = 0: the limit w0 = 1, w1 = 3/(s² − 1))."""
+    w0 = 1.0 + damping / (s * s)
+    temp1 = w0 * w0 - 1.0
+    if not temp1 > 0.0:
+        return w0, 3.0 / (s * s - 1)
+    temp2 = math.sqrt(temp1)
+    arg = s * math.log(w0 + temp2)
+    w1 = math.sinh(arg) * temp1 / (math.cosh(arg) * s * temp2 - w0 * math.sinh(arg))
+    return w0, w1
+
+
+def rkc_coefficients_into(s, damping, C):
+    """C[j − 1] = (μ_j, ν_j, μ̃_j, a_{j−1}, c_j) for j = 1..s of 2nd-order RKC:
+    Y_j = (1−μ−ν) y_n + μ Y_{j−1} + ν Y_{j−2} + h μ̃ (F(Y_{j−1}) − a_{j−1} F_n),
+    Y_1 = y_n + h μ̃_1 F_n (rkc.f)."""
+    w0, w1 = chebyshev_w(s, damping)
+    bjm1 = 1.0 / (2.0 * w0) ** 2
+    bjm2 = bjm1
+    mus = w1 * bjm1
+    C[0, 0] = 0.0
+    C[0, 1] = 0.0
+    C[0, 2] = mus
+    C[0, 3] = 0.0
+    C[0, 4] = mus
+    thjm2, thjm1 = 0.0, mus
+    zjm1, zjm2 = w0, 1.0
+    dzjm1, dzjm2 = 1.0, 0.0
+    d2zjm1, d2zjm2 = 0.0, 0.0
+    for j in range(1, s):
+        zj = 2.0 * w0 * zjm1 - zjm2
+        dzj = 2.0 * w0 * dzjm1 - dzjm2 + 2.0 * zjm1
+        d2zj = 2.0 * w0 * d2zjm1 - d2zjm2 + 4.0 * dzjm1
+        bj = d2zj / dzj ** 2
+        ajm1 = 1.0 - zjm1 * bjm1
+        mu = 2.0 * w0 * bj / bjm1
+        nu = -bj / bjm2
+        mus = mu * w1 / w0
+        thj = mu * thjm1 + nu * thjm2 + mus * (1.0 - ajm1)
+        C[j, 0] = mu
+        C[j, 1] = nu
+        C[j, 2] = mus
+        C[j, 3] = ajm1
+        C[j, 4] = thj
+        thjm2, thjm1 = thjm1, thj
+        bjm2, bjm1 = bjm1, bj
+        zjm2, zjm1 = zjm1, zj
+        dzjm2, dzjm1 = dzjm1, dzj
+        d2zjm2, d2zjm1 = d2zjm1, d2zj
+
+
+def stages_for(h_rho, max_stages):
+    """Smallest stage count whose stability interval covers h ρ, within [2, max_stages]
+    (rkc.f)."""
+    s = 1 + int(math.sqrt(1.0 + STAGE_FACTOR * max(h_rho, 0.0)))
+    return min(max(s, 2), max_stages)
+
+
+def _norm2(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i] * x[i]
+    return math.sqrt(s)
+
+
+# ---------------------------------------------------------------------------------
+# the right-hand side: eqs. 91-92 (seed form) or the Bayo form
+# ---------------------------------------------------------------------------------
+def _penalty_evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
+    """f = y' at (t, y) and λ: eqs. 91-92 with one LU of J (eq. 89) for both
+    right-hand sides, [M v; −C_t − χ C] and [Q; γ − χ (C_q v + C_t)] (nonholonomic
+    rows: [0] and [γ_G − χ (B v + b)]); the Bayo form when S[ALPHA] ≥ 0.
+    Returns a cause code (C_NONE on success)."""
+    if S[ALPHA] >= 0.0:
+        return _bayo_evaluate(fns, S, I, p, u, n, m, t, y, f, lam, w)
+    q, v, M, Cq, Q, g, rhs, C, Ct, rhs0 = w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9]
+    I[ST_RES] += 1
+    for i in range(n):
+        q[i] = y[i]
+        v[i] = y[n + i]
+    cause = _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq)
+    if cause != C_NONE:
+        return cause
+    _index1_rhs(fns, I, p, u, n, m, q, v, t, Q, g, rhs)      # [Q; γ; γ_G]
+    for i in range(n):
+        acc = 0.0
+        for j in range(n):
+            acc += M[i, j] * v[j]
+        rhs0[i] = acc
+    if m > 0:
+        mh = m - n_nonholonomic(I)
+        chi = S[CHI]
+        C[:] = 0.0
+        fns[FN_CONSTRAINTS](q, t, p, C)
+        Ct[:] = 0.0
+        fns[FN_CONSTRAINT_DT](q, t, p, Ct)
+        _nh_offset(fns, p, mh, q, t, Ct)
+        for k in range(m):
+            acc = 0.0
+            for i in range(n):
+                acc += Cq[k, i] * v[i]
+            rhs[n + k] = rhs[n + k] - chi * (acc + Ct[k])      # eq. 92 (and B v + b)
+            if k < mh:
+                rhs0[n + k] = -Ct[k] - chi * C[k]               # eq. 91
+            else:
+                rhs0[n + k] = 0.0
+    piv = I[PIV:PIV + n + m]
+    lu_solve_inplace(LU, piv, rhs0)
+    lu_solve_inplace(LU, piv, rhs)
+    for i in range(n):
+        f[i] = rhs0[i]
+        f[n + i] = rhs[i]
+    for k in range(m):
+        lam[k] = rhs[n + k]
+    return C_NONE
+
+
+def _bayo_evaluate(fns, S, I, p, u, n, m, t, y, f, lam, w):
+    """The Bayo form: q' = v, (M + α C_qᵀC_q) v' = Q + α C_qᵀ (γ − 2ξω (C_q v + C_t)
+    − ω² C), λ = α (C_q v' − (γ − 2ξω Ċ − ω² C)) over the holonomic rows (the
+    nonholonomic ones are not part of this form: their λ is 0).  Returns a cause
+    code; the matrix's LU stays in the work arrays."""
+    q, v, M, Cq, Q, g, rhs, C, Ct = w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8]
+    A, LUb, pivb = w[18], w[19], w[20]
+    I[ST_RES] += 1
+    mh = m - n_nonholonomic(I)
+    alpha = S[ALPHA]
+    for i in range(n):
+        q[i] = y[i]
+        v[i] = y[n + i]
+    M[:, :] = 0.0
+    fns[FN_MASS](q, t, p, M)
+    Q[:] = 0.0
+    fns[FN_FORCES](q, v, t, u, p, Q)
+    for i in range(n):
+        rhs[i] = Q[i]
+        for j in range(n):
+            A[i, j] = M[i, j]
+    if mh > 0:
+        om, xi = S[CHI], S[XI]
+        Cq[:, :] = 0.0
+        fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
+        Ct[:] = 0.0
+        fns[FN_CONSTRAINT_DT](q, t, p, Ct)
+        g[:] = 0.0
+        fns[FN_GAMMA](q, v, t, p, g)
+        C[:] = 0.0
+        fns[FN_CONSTRAINTS](q, t, p, C)
+        for k in range(mh):   # r = γ − 2ξω (C_q v + C_t) − ω² C, into g
+            acc = 0.0
+            for i in range(n):
+                acc += Cq[k, i] * v[i]
+            g[k] = g[k] - 2.0 * xi * om * (acc + Ct[k]) - om * om * C[k]
+        for i in range(n):
+            for j in range(n):
+                acc = 0.0
+                for k in range(mh):
+                    acc += Cq[k, i] * Cq[k, j]
+                A[i, j] = M[i, j] + alpha * acc
+            acc = 0.0
+            for k in range(mh):
+                acc += Cq[k, i] * g[k]
+            rhs[i] = Q[i] + alpha * acc
+    status, ratio = factor_matrix(A, LUb, pivb, n)
+    if status != FACTORED:
+        S[F_CT] = t
+        S[F_CINFO] = ratio
+        return C_NONFINITE_MATRIX if status == MATRIX_NONFINITE else C_SINGULAR
+    I[ST_LU] += 1
+    lu_solve_inplace(LUb, pivb, rhs)
+    for i in range(n):
+        f[i] = v[i]
+        f[n + i] = rhs[i]
+    for k in range(m):
+        lam[k] = 0.0
+    for k in range(mh):
+        acc = 0.0
+        for i in range(n):
+            acc += Cq[k, i] * rhs[i]
+        lam[k] = alpha * (acc - g[k])
+    return C_NONE
+
+
+# ---------------------------------------------------------------------------------
+# the spectral radius (rkc.f RKCRHO)
+# ---------------------------------------------------------------------------------
+def estimate_rho(fns, S, I, LU, p, u, n, m, y, f0, w):
+    """ρ ≈ 1.2 σ, σ the spectral radius of ∂f/∂y at (S[T], y) (f(y) = f0) by the
+    nonlinear power method on finite differences of f, warm-started from the last
+    eigenvector (else f0 plus a deterministic symmetry breaker); writes S[RHO], the
+    eigenvector, and sets the steps since the estimate to 0.  Returns a cause code
+    (an evaluation failed: nothing written)."""
+    ny = y.shape[0]
+    fv, v, lam = w[14], w[15], w[16]
+    o_e = rkc_offsets(n, m, ny)[6]
+    xb = rkc_ints(n, m)
+    t = S[T]
+    ynrm = _norm2(y)
+    warm = False
+    if I[xb + X_HAS_EIGVEC] == 1:
+        warm = _norm2(S[o_e:o_e + ny]) > 0.0
+    if warm:
+        for i in range(ny):
+            v[i] = S[o_e + i]
+    else:
+        nonzero = False
+        for i in range(ny):
+            v[i] = f0[i]
+            if f0[i] != 0.0:
+                nonzero = True
+        if not nonzero:
+            for i in range(ny):
+                v[i] = 1.0
+        for i in range(ny):
+            v[i] = v[i] + 1e-3 * (i + 1)   # break symmetry deterministically
+    vnrm = _norm2(v)
+    sqrt_eps = math.sqrt(EPS)
+    dynrm = ynrm * sqrt_eps if ynrm > 0.0 else sqrt_eps
+    c = dynrm / vnrm
+    for i in range(ny):
+        v[i] = y[i] + v[i] * c
+    sigma = 0.0
+    for it in range(RHO_MAX_ITER):
+        cause = _penalty_evaluate(fns, S, I, LU, p, u, n, m, t, v, fv, lam, w)
+        if cause != C_NONE:
+            return cause
+        for i in range(ny):
+            fv[i] = fv[i] - f0[i]
+        dfnrm = _norm2(fv)
+        sigma_old = sigma
+        sigma = dfnrm / dynrm
+        if it > 0 and abs(sigma - sigma_old) <= 0.01 * sigma:
+            break
+        if dfnrm > 0.0:
+            c = dynrm / dfnrm
+            for i in range(ny):
+                v[i] = y[i] + fv[i] * c
+        else:
+            for i in range(ny):
+                v[i] = y[i] + (v[i] - y[i]) * 0.5 + 1e-3 * dynrm
+    for i in range(ny):
+        S[o_e + i] = v[i] - y[i]
+    I[xb + X_HAS_EIGVEC] = 1
+    I[xb + X_STEPS_SINCE_RHO] = 0
+    S[RHO] = RHO_SAFETY * sigma
+    return C_NONE
+
+
+def _refresh_rho(fns, S, I, LU, p, u, n, m, y, f0, w):
+    """estimate_rho as a step status (OK, SINGULAR, NONFINITE_MATRIX, RHO_FAILED)."""
+    cause = estimate_rho(fns, S, I, LU, p, u, n, m, y, f0, w)
+    if cause == C_SINGULAR:
+        return SINGULAR
+    if cause == C_NONFINITE_MATRIX:
+        return NONFINITE_MATRIX
+    if not math.isfinite(S[RHO]):
+        S[F_H] = 0.0
+        return RHO_FAILED
+    return OK
+
+
+# ---------------------------------------------------------------------------------
+# one step
+# ---------------------------------------------------------------------------------
+def _rkc_stages(fns, S, I, LU, p, u, n, m, t, y, h, f0, s, w):
+    """The s-stage RKC step from (t, y) with F_n = f0: the stages rotate through the
+    rows of w[12]; returns (cause, row of Y_s)."""
+    Y, Cf, fj, lam = w[12], w[17], w[14], w[16]
+    ny = y.shape[0]
+    rkc_coefficients_into(s, S[DAMPING], Cf)
+    i2, i1, i0 = 0, 1, 2        # rows of Y_{j−2}, Y_{j−1}, Y_j
+    c = h * Cf[0, 2]
+    for i in range(ny):
+        Y[0, i] = y[i]
+        Y[1, i] = y[i] + c * f0[i]
+    thjm1 = Cf[0, 4]
+    for j in range(1, s):
+        mu, nu, mus, ajm1 = Cf[j, 0], Cf[j, 1], Cf[j, 2], Cf[j, 3]
+        cause = _penalty_evaluate(fns, S, I, LU, p, u, n, m, t + h * thjm1, Y[i1], fj, lam, w)
+        if cause != C_NONE:
+            return cause, i1
+        a0 = 1.0 - mu - nu
+        hm = h * mus
+        for i in range(ny):
+            Y[i0, i] = a0 * y[i] + mu * Y[i1, i] + nu * Y[i2, i] + hm * (fj[i] - ajm1 * f0[i])
+        i2, i1, i0 = i1, i0, i2
+        thjm1 = Cf[j, 4]
+    return C_NONE, i1
+
+
+def step(fns, S, I, LU, u, p, t_limit, w):
+    """One accepted step ending at or before ``t_limit`` (RKCPenalty._step_inner of
+    the reference).  Returns a status code; on failure S[F_H] is the step size,
+    I[CAUSE] / S[F_ERR] / S[F_HRHO] what made it fail."""
+    n, m, ny = I[I_N], I[I_M], I[I_NY]
+    o_y, o_yp, o_qdd, o_lam, o_f, o_d, _, _ = rkc_offsets(n, m, ny)
+    xb = rkc_ints(n, m)
+    Y, f_new, lam_new, est, f0, y = w[12], w[10], w[11], w[13], w[21], w[22]
+    t = S[T]
+    for i in range(ny):
+        y[i] = S[o_y + i]
+    # f at the current point: _derivative_at_current
+    if I[HAS_F] == 0:
+        cause = _penalty_evaluate(fns, S, I, LU, p, u, n, m, t, y, f_new, lam_new, w)
+        if cause == C_SINGULAR:
+            return SINGULAR
+        if cause == C_NONFINITE_MATRIX:
+            return NONFINITE_MATRIX
+        if not _all_finite(f_new):
+            S[F_H] = 0.0
+            return NONFINITE_DERIVATIVE
+        for i in range(ny):
+            S[o_f + i] = f_new[i]
+        for i in range(n):
+            S[o_qdd + i] = f_new[n + i]
+        for k in range(m):
+            S[o_lam + k] = lam_new[k]
+        I[HAS_F] = 1
+    for i in range(ny):
+        f0[i] = S[o_f + i]
+    fixed = S[H_FIXED] > 0.0
+    if I[xb + X_STEPS_SINCE_RHO] >= I[xb + X_RHO_INTERVAL]:
+        status = _refresh_rho(fns, S, I, LU, p, u, n, m, y, f0, w)
+        if status != OK:
+            return status
+    s_max = I[xb + X_MAX_STAGES]
+    rho = S[RHO]
+    h_prop = S[H_FIXED] if fixed else S[H_NEXT]
+    if not fixed:
+        # keep h within the reach of s_max stages (rkc.f)
+        h_stab = ((s_max - 1) ** 2 - 1) / (STAGE_FACTOR * rho) if rho > 0.0 else math.inf
+        h_prop = min(h_prop, h_stab)
+    h, lands, moves = clamp_step(t, h_prop, S[MAX_STEP], fixed, t_limit)
+    if not moves:
+        S[F_H] = h
+        return UNDERFLOW
+    h_min = 1e-12 * max(1.0, abs(t))
+    rejected = False
+    rejections = 0
+    err = 0.0
+    s = 2
+    last = 0
+    t_new = t
+    while True:
+        t_new = t_limit if lands else t + h
+        s = stages_for(h * rho, s_max)
+        if fixed and 1.0 + math.sqrt(1.0 + STAGE_FACTOR * h * rho) > s_max + 1:
+            S[F_H] = h
+            S[F_HRHO] = h * rho
+            return STAGES_EXCEEDED
+        err = 0.0
+        cause, last = _rkc_stages(fns, S, I, LU, p, u, n, m, t, y, h, f0, s, w)
+        if cause == C_NONE:
+            cause = _penalty_evaluate(fns, S, I, LU, p, u, n, m, t_new, Y[last], f_new, lam_new, w)
+            if cause == C_NONE and not (_all_finite(Y[last]) and _all_finite(f_new)):
+                cause = C_NONFINITE_SOLUTION
+        if cause == C_NONE and not fixed:
+            y_new = Y[last]
+            for i in range(ny):
+                est[i] = 0.8 * (y[i] - y_new[i]) + 0.4 * h * (f0[i] + f_new[i])
+            err = error_ratio(y, y_new, est, S[RTOL], S[ATOL])
+        if cause == C_NONE and err <= 1.0:
+            break
+        I[CAUSE] = cause
+        S[F_ERR] = err
+        if fixed:
+            S[F_H] = h
+            return STEP_FAILED
+        I[ST_REJ] += 1
+        rejections += 1
+        if cause != C_NONE:
+            factor = 0.5
+        else:
+            factor = max(0.1, 0.8 * err ** (-1.0 / 3.0))
+        h *= factor
+        lands = False
+        rejected = True
+        status = _refresh_rho(fns, S, I, LU, p, u, n, m, y, f0, w)
+        if status != OK:
+            return status
+        rho = S[RHO]
+        if h < h_min or rejections > MAX_REJECTIONS:
+            S[F_H] = h
+            return TOO_SMALL
+    # accept
+    y_new = Y[last]
+    S[T_PREV] = t
+    S[o_yp:o_yp + ny] = y
+    S[T] = t_new
+    S[o_y:o_y + ny] = y_new
+    for i in range(ny):
+        S[o_d + i] = f0[i]              # dense: f at both ends (cubic Hermite)
+        S[o_d + ny + i] = f_new[i]
+        S[o_f + i] = f_new[i]
+    for i in range(n):
+        S[o_qdd + i] = f_new[n + i]
+    S[o_lam:o_lam + m] = lam_new
+    S[DENSE_H] = h
+    I[HAS_DENSE] = 1
+    I[HAS_F] = 1
+    I[xb + X_LAST_STAGES] = s
+    if s > I[xb + X_MAX_STAGES_USED]:
+        I[xb + X_MAX_STAGES_USED] = s
+    I[xb + X_STEPS_SINCE_RHO] += 1
+    I[ST_STEPS] += 1
+    if fixed:
+        S[H_NEXT] = S[H_FIXED]
+        return OK
+    # second-order controller of rkc.f
+    fac = 10.0
+    if err > 0.0:
+        if S[H_LAST] > 0.0 and S[ERR_LAST] > 0.0:
+            fac = 0.8 * (h / S[H_LAST]) * S[ERR_LAST] ** (1.0 / 3.0) / err ** (2.0 / 3.0)
+        else:
+            fac = 0.8 * (1.0 / err) ** (1.0 / 3.0)
+    if rejected:
+        fac = min(fac, 1.0)
+    fac = min(10.0, max(0.1, fac))
+    h_new = h * fac
+    if lands and h < h_prop and not rejected:
+        h_new = max(h_new, h_prop)   # a step cut by the target says nothing new
+    S[H_LAST] = h
+    S[ERR_LAST] = err
+    S[H_NEXT] = min(h_new, S[MAX_STEP])
+    return OK
+
+
+def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
+    """Steps until t = t_target (exactly) or ``max_steps`` steps were taken
+    (with ``whole``: not reaching the target is the failure STEP_BUDGET).
+    On failure S and I are as on entry (all or nothing) except the failure
+    slots F_T (t of the failing step), F_H, F_ERR, F_CT, F_CINFO, F_HRHO, I[CAUSE]."""
+    n, m, ny = I[I_N], I[I_M], I[I_NY]
+    S0, I0 = S.copy(), I.copy()
+    w = rkc_workspace(n, m, ny, I[rkc_ints(n, m) + X_MAX_STAGES])
+    k = 0
+    status = OK
+    while S[T] < t_target and k < max_steps:
+        status = step(fns, S, I, LU, u, p, t_target, w)
+        if status != OK:
+            break
+        k += 1
+    if status == OK and whole and S[T] < t_target:
+        status = STEP_BUDGET
+    if status != OK:
+        t_fail, h, e, ct, ci, hr, cause = S[T], S[F_H], S[F_ERR], S[F_CT], S[F_CINFO], S[F_HRHO], I[CAUSE]
+        S[:] = S0
+        I[:] = I0
+        S[F_T], S[F_H], S[F_ERR], S[F_CT], S[F_CINFO], S[F_HRHO], I[CAUSE] = t_fail, h, e, ct, ci, hr, cause
+    return status
+
+
+def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
+    """The method's one entry point, compiled once per machine (cosim.jit.method_entry)
+    or run as plain Python.  Modes: RESTART (forget f at the current point, the
+    dense output and the controller memory); WHOLE_INTERVAL advances to
+    ``t_target`` within ``max_steps`` (else STEP_BUDGET, record unchanged);
+    ONE_STEP takes at most ``max_steps`` steps; RESTART_THEN_ADVANCE restarts, then
+    advances as WHOLE_INTERVAL.  After a successful advance the model's outputs at
+    the new state go into ``y_out`` (the outputs kernel, fns[FN_OUTPUTS]) unless it is empty."""
+    if mode == RESTART:
+        return restart(S, I)
+    if mode == RESTART_THEN_ADVANCE:
+        restart(S, I)
+    status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)
+    if status == OK and y_out.shape[0] > 0:
+        y_out[:] = 0.0
+        n = I[I_N]
+        fns[FN_OUTPUTS](S[RKC_SCALARS:RKC_SCALARS + n], S[RKC_SCALARS + n:RKC_SCALARS + 2 * n], S[T], u, p, y_out)
+    return status
