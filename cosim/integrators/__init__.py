@@ -25,7 +25,7 @@ METHOD_REGISTRY = {
 # methods whose one implementation runs compiled or as plain Python: the class takes
 # ``backend``; its module's ``supports(model)`` says why the compiled one cannot run
 ONE_IMPLEMENTATION = {"generalized-alpha", "generalized-alpha-i2", "bdf", "bdf-i2", "bdf-i1",
-                      "dopri5", "rk4", "state-transition"}
+                      "dopri5", "rk4", "state-transition", "spark"}
 
 # methods that run compiled: the module of each one's ``supports(model)`` (and, for
 # the ones still with a separate compiled twin of the Python reference, that class)
@@ -38,6 +38,7 @@ COMPILED_REGISTRY = {
     "bdf-i1": ".bdf:BDFIndex1",
     "dopri5": ".explicit:DormandPrince",
     "rk4": ".explicit:RK4",
+    "spark": ".symplectic:PreadjustedSPARK",
 }
 
 
