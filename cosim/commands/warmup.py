@@ -8,7 +8,7 @@ import sys
 import time
 
 from .._version import install_hint
-from ..errors import CosimError
+from ..errors import ConvergenceError, CosimError
 
 
 def warm_up(model_names=None, workers=1):
@@ -82,9 +82,13 @@ def _warm(model, method):
     t0 = time.perf_counter()
     integ = make_integrator(model, method, backend="numba", h=1e-4)
     integ.initialize()
-    integ.advance(1e-4)        # compiles (or loads) the step loop
-    integ.restart()            # … and the restart path (same entry)
-    integ.advance(2e-4)
+    try:
+        integ.advance(1e-4)        # compiles (or loads) the step loop
+        integ.restart()            # … and the restart path (same entry)
+        integ.advance(2e-4)
+    except ConvergenceError:
+        pass   # the method cannot take this model's first steps at h = 1e-4 (spark on
+        # andrews); its code and the model's kernels are loaded all the same
     return time.perf_counter() - t0
 
 

@@ -22,36 +22,18 @@ METHOD_REGISTRY = {
 }
 
 
-# methods whose one implementation runs compiled or as plain Python: the class takes
-# ``backend``; its module's ``supports(model)`` says why the compiled one cannot run
-ONE_IMPLEMENTATION = {"generalized-alpha", "generalized-alpha-i2", "bdf", "bdf-i2", "bdf-i1",
-                      "dopri5", "rk4", "state-transition", "block-lstable",
-                      "local-index1", "rkc-penalty"}
-
-# methods that run compiled: the module of each one's ``supports(model)`` (and, for
-# the ones still with a separate compiled twin of the Python reference, that class)
-COMPILED_REGISTRY = {
-    "generalized-alpha": ".generalized_alpha:GeneralizedAlpha",
-    "generalized-alpha-i2": ".generalized_alpha:GeneralizedAlphaIndex2",
-    "state-transition": ".state_transition:StateTransition",
-    "bdf": ".bdf:BDFIndex3",
-    "bdf-i2": ".bdf:BDFIndex2",
-    "bdf-i1": ".bdf:BDFIndex1",
-    "dopri5": ".explicit:DormandPrince",
-    "rk4": ".explicit:RK4",
-    "block-lstable": ".block:LStableBlock",
-    "local-index1": ".local_index1:LocalEquivalentIndex1",
-    "rkc-penalty": ".rkc:RKCPenalty",
-}
+# every method has one implementation, run compiled (numba) or as plain Python; its
+# module's ``supports(model)`` says why the compiled one cannot run a model and its
+# ``compiled_entry()`` compiles (or loads) it once per machine
+ONE_IMPLEMENTATION = frozenset(METHOD_REGISTRY)
+COMPILED_REGISTRY = METHOD_REGISTRY
 
 
 def compiled_unavailable(method, model):
     """Why ``method`` cannot run ``model`` on the numba backend (None: it can)."""
-    if method not in COMPILED_REGISTRY:
-        return f"method {method!r} has no compiled kernel yet"
     if not jit.numba_available():
         return f"numba is not importable ({jit.unavailable_reason()})"
-    # each compiled twin's module says which models it runs (supports(model))
+    # each method's module says which models it runs compiled (supports(model))
     supports = load_symbol(COMPILED_REGISTRY[method].split(":")[0] + ":supports", package=__name__)
     return supports(model)
 
@@ -108,12 +90,7 @@ def make_integrator(model, method, backend="python", **options):
     """An integrator of ``method`` for ``model``; ``backend`` "python" (the
     reference, default here), "numba" or "auto" (see :mod:`cosim.jit`)."""
     cls = method_class(method)
-    resolved = resolve_backend(method, model, backend)
-    if method in ONE_IMPLEMENTATION:
-        return cls(model, backend=resolved, **options)
-    if resolved == "numba":
-        cls = load_symbol(COMPILED_REGISTRY[method], package=__name__)
-    return cls(model, **options)
+    return cls(model, backend=resolve_backend(method, model, backend), **options)
 
 
 __all__ = ["STAT_KEYS", "Integrator", "MultibodyIntegrator", "METHOD_REGISTRY", "COMPILED_REGISTRY",

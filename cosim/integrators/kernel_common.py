@@ -61,7 +61,7 @@ def newton_verdict(it, n_j, dnorm, old_norm, sigma, err, tol, err_tol, prior_rat
     err = sigma / (1.0 - sigma) * dnorm
     if err < err_tol:
         return NEWTON_CONVERGED, sigma, err
-    if n_j >= 5 or err * sigma ** (5 - n_j) > 0.5:
+    if n_j >= 5 or err * sigma ** float(5 - n_j) > 0.5:   # (float: pow as in Python)
         return NEWTON_REFRESH, sigma, err
     return NEWTON_CONTINUE, sigma, err
 

@@ -46,21 +46,34 @@ f(q, v) = ∂T_γ/∂q + Q(q, v) (seed 003 eq. 9):
 Both are symplectic and keep C = 0 and C_q q' + C_t = 0 at every step end (the
 last constraint impulse comes from a linear solve with [[M_γ, C_qᵀ], [C_q, 0]]).
 
+The algorithm (the stage equations, their quasi-Newton solve, the end point and
+the velocity constraint) is :mod:`cosim.integrators.spark_kernel` — one
+implementation, run compiled (numba, compiled once per machine, the model given as
+compiled functions) or as plain Python (the same functions).  This module is the
+integrator object around it: options, the tableaux and γ (set-up), the IC
+analysis, the record (``S``, ``I``, ``LU``: :mod:`spark_record` lists the slots),
+dense output, state capture and error messages.
+
 Choice of γ: ``gamma`` = a number, "0", "T" (γ_T of seed 003 eqs. 31-32, from
 the model's ``gamma_T()``), or "opt": the a-posteriori optimum of
 seed 003 eq. 11, γ_opt = (γ1 δW2 − γ2 δW1)/(δW2 − δW1) with γ1 = 0, γ2 = γ_T,
 δW = E[δx] + E[δy] (eqs. 38-39) from a short run (``opt_steps`` steps of
 ``opt_h``) against a reference at ``opt_h``/100.
 """
+from __future__ import annotations
+
 import math
 import warnings
 
 import numpy as np
 
-from ..errors import ConvergenceError, InvalidInputError
+from .. import jit
+from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
+from . import dense_lu, kernel_common, spark_record
+from . import spark_kernel as K
 from .base import MultibodyIntegrator
-from .common import EPS, augmented_matrix, consistent_accelerations, fd_jacobian, lu_factor, lu_solve
-from .newton import QuasiNewton
+from .model_functions import compiled_unsupported, python_functions
+from .record import RecordIntegrator, record_array, record_scalar, record_time
 
 DEFAULT_H = 1e-2
 
@@ -177,12 +190,13 @@ def signed_trajectory_error(q_num, q_ref):
     return float(np.sum(np.mean(d, axis=0)))
 
 
-def optimal_gamma(model, stages, h, steps, gamma2, t0=0.0, y0=None, u=None, refine=100):
-    """γ_opt by linear interpolation of δW(γ) through γ1 = 0 and γ2 (seed 003 eq. 11).
+def optimal_gamma(model, stages, h, steps, gamma2, t0=0.0, y0=None, u=None, refine=100, backend="python"):
+    """γ_opt by linear interpolation of δW(γ) through γ1 = 0 and γ2 (seed 003 eq. 11),
+    the calibration runs on ``backend``.
 
     Returns (γ_opt, δW1, δW2)."""
     def run(gamma, hh, n):
-        integ = PreadjustedSPARK(model, h=hh, stages=stages, gamma=gamma)
+        integ = PreadjustedSPARK(model, h=hh, stages=stages, gamma=gamma, backend=backend)
         integ.initialize(t0, y0, u)
         n_q = integ.model.n_q
         out = [integ.q.copy()]
@@ -204,7 +218,23 @@ def optimal_gamma(model, stages, h, steps, gamma2, t0=0.0, y0=None, u=None, refi
     return (g1 * dW2 - gamma2 * dW1) / (dW2 - dW1), dW1, dW2
 
 
-class PreadjustedSPARK(MultibodyIntegrator):
+_NEWTON_REASONS = {K.R_RESIDUAL: "residual is not finite", K.R_UPDATE: "Newton update is not finite",
+                   K.R_NO_CONVERGENCE: f"no convergence in {K.NEWTON_MAX_ITER} iterations"}
+_MATRICES = {K.STAGE_MATRIX: "SPARK stage matrix", K.END_MATRIX: "[[M_γ, C_q^T], [C_q, 0]]",
+             K.ACCEL_MATRIX: "[[M, C_q^T], [C_q, 0]]"}
+
+
+def supports(model):
+    """Why the compiled spark cannot run ``model`` (None: it can)."""
+    return compiled_unsupported(model)
+
+
+def compiled_entry():
+    """The compiled method (compiled once per machine, cached; cosim.jit.method_entry)."""
+    return jit.method_entry(K, "spark", helpers=(dense_lu, kernel_common, spark_record))
+
+
+class PreadjustedSPARK(RecordIntegrator, MultibodyIntegrator):
     """Parameter-preadjusted symplectic Gauss-Lobatto SPARK / Lobatto IIIA-IIIB (seed 003), fixed step.
 
     Options: ``stages`` s ∈ {1, 2, 3, 4} (order 2s), ``scheme``
@@ -222,6 +252,26 @@ class PreadjustedSPARK(MultibodyIntegrator):
                    "fixed step (seed 003)")
     options = {"stages": 1, "gamma": "0", "scheme": "gauss-lobatto", "newton_tol": 1e-12, "opt_h": None,
                "opt_steps": 10, "gamma_ref": None}
+    _kernel = K
+    compiled_entry = staticmethod(compiled_entry)
+
+    t = record_time(K.T)
+    t_prev = record_time(K.T_PREV)
+    y = record_array(0, writable=True)
+    y_prev = record_array(1, writable=True)
+    qdd = record_array(2, writable=True)
+    qdd_prev = record_array(3, writable=True)
+    lam = record_array(4, writable=True)
+    h = record_scalar(K.H, writable=True)
+    gamma_value = record_scalar(K.GAMMA, writable=True)
+
+    def __init__(self, model, backend="python", **kwargs):
+        self._choose_backend(model, backend, supports)
+        self._S = np.zeros(K.N_SCALARS)
+        self._has_state = False
+        super().__init__(model, **kwargs)
+        self._bind_model()
+        self._allocate()
 
     def check_options(self):
         s = self.opts["stages"]
@@ -262,247 +312,206 @@ class PreadjustedSPARK(MultibodyIntegrator):
         self.scheme = scheme
         self.stages = s_int
         self.order = 2 * s_int
+        nl = s_int + 1
         if scheme == "lobatto":
-            self.c, self.A, self.Ahat, self.b = lobatto_iiia_iiib(s_int + 1)
+            self.c, self.A, self.Ahat, self.b = lobatto_iiia_iiib(nl)
+            self.c_lob, self.b_lob, self.Atilde = self.c, self.b, np.zeros((s_int, nl))
         else:
             (self.c, self.A, self.b, self.c_lob, self.b_lob,
              self.Ahat, self.Atilde) = gauss_lobatto_spark(s_int)
-        self.h = self.h_fixed if self.h_fixed is not None else (self.first_step or DEFAULT_H)
+        self._h0 = self.h_fixed if self.h_fixed is not None else (self.first_step or DEFAULT_H)
         if self.h_fixed is None:
             warnings.warn(f"{self.name} is a fixed-step method without error control: no h given, "
-                          f"using h={self.h!r} (rtol/atol are ignored)", stacklevel=3)
+                          f"using h={self._h0!r} (rtol/atol are ignored)", stacklevel=4)
+
+    # -- the record ------------------------------------------------------------------------
+    def _allocate(self):
+        """The record for the current model: state NaN/zero, the tableau and the
+        natural-coordinate bodies written once."""
+        model = self.model
+        n, m, s = model.n_q, model.n_c, self.stages
+        nv = self.c.size
+        chain = natural_chain(model) or []
+        nb = len(chain)
+        self._N = K.matrix_size(n, m, s, nv)
+        o = K.offsets(n, m, s, nv, nb)
+        self._slices = [(o[0], 2 * n), (o[1], 2 * n), (o[2], n), (o[3], n), (o[4], m)]
+        stats = self._I[K.STATS:K.STATS + K.N_STATS].copy() if hasattr(self, "_I") else None
+        S = np.zeros(o[-1])
+        S[K.T] = S[K.T_PREV] = math.nan
+        S[K.H_LAST] = S[K.H_JAC] = -1.0
+        S[K.RELAX] = 1.0
+        S[K.H] = self._h0
+        S[K.MAX_STEP] = self.max_step
+        S[K.NEWTON_REL] = self.opts["newton_tol"]
+        for start, values in ((o[5], self.c), (o[6], self.A), (o[7], self.b), (o[8], self.Ahat),
+                              (o[9], self.Atilde), (o[10], self.c_lob), (o[11], self.b_lob)):
+            flat = np.asarray(values, dtype=float).reshape(-1)
+            S[start:start + flat.size] = flat
+        I = np.zeros(spark_record.int_length(nb, self._N), dtype=np.int64)
+        I[K.I_N], I[K.I_M], I[K.I_S], I[K.I_NV] = n, m, s, nv
+        I[K.SCHEME] = K.LOBATTO if self.scheme == "lobatto" else K.GAUSS_LOBATTO
+        I[K.FIXED] = 1 if self.h_fixed is not None else 0
+        I[K.CONST_MASS] = 1 if model.constant_mass else 0
+        I[K.NEED_JAC] = 1
+        I[K.CHAIN] = 1 if natural_chain(model) is not None else 0
+        I[K.I_NB] = nb
+        for k, (ip, inx, length, J) in enumerate(chain):
+            I[K.BODIES + 2 * k] = -1 if ip is None else ip.start
+            I[K.BODIES + 2 * k + 1] = inx.start
+            S[o[12] + k], S[o[13] + k] = length, J
+        if stats is not None:
+            I[K.STATS:K.STATS + K.N_STATS] = stats
+        self._S, self._I = S, I
+        self._LU = np.zeros((self._N, self._N))
+        self._y_out = np.zeros(len(model.output_names) if self._kernel_outputs else 0)
+        self._outputs_fresh = False
+        self._has_state = False
 
     # -- set-up --------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
-        self._ic(t0, y0, **ic_options)
+        report = self._analyse_start(t0, y0, **ic_options)
+        y = np.concatenate([report.q, report.v])
         g = self.opts["gamma"]
         if g == "T":
             g = gamma_T(self.model)
         elif g == "opt":
             g2 = self.opts["gamma_ref"] if self.opts["gamma_ref"] is not None else gamma_T(self.model)
-            h_cal = self.opts["opt_h"] or self.h
+            h_cal = self.opts["opt_h"] or self._h0
+            backend = self.backend if supports(self.model) is None else "python"
             g, self.opt_dW1, self.opt_dW2 = optimal_gamma(
-                self.model, self.stages, h_cal, self.opts["opt_steps"], g2, t0, self.y.copy(), self.u)
-        self.gamma_value = float(g)
-        self._chain = natural_chain(self.model)
-        self.newton = QuasiNewton(self.stats, max_iter=30, tol=1.0, err_tol=1.0, what="SPARK stage matrix")
-        self.h_last = None
-        self.qdd_prev = self.qdd.copy()
+                self.model, self.stages, h_cal, self.opts["opt_steps"], g2, t0, y.copy(), self.u,
+                backend=backend)
+        self._allocate()
+        S = self._S
+        S[K.T] = S[K.T_PREV] = t0
+        S[K.GAMMA] = float(g)
+        for index, value in ((0, y), (1, y), (2, report.qdd), (3, report.qdd), (4, report.lam)):
+            self._write(index, value)
+        self._has_state = True
+        self._load_machine_code(K.RESTART)
 
-    # -- model terms ---------------------------------------------------------------------
-    def _modification(self, q, t):
-        """Generic (I − S)(q) = Aᵀ(AAᵀ)⁻¹A (seed 003 eq. 7)."""
-        A = self.model.constraint_jacobian(q, t)
-        if A.shape[0] == 0:
-            return np.zeros((q.size, q.size))
-        return A.T @ np.linalg.solve(A @ A.T, A)
+    @property
+    def h_last(self):
+        """The last step taken (None before the first)."""
+        value = float(self._S[K.H_LAST])
+        return None if value < 0.0 else value
 
-    def _modification_gradient(self, q, v, t):
-        """∂(½ vᵀAᵀ(AAᵀ)⁻¹Av)/∂q = K(w)ᵀ(v − Aᵀw), w = (AAᵀ)⁻¹Av, K(w) = (C_qᵀw)_q."""
-        A = self.model.constraint_jacobian(q, t)
-        if A.shape[0] == 0:
-            return np.zeros(q.size)
-        w = np.linalg.solve(A @ A.T, A @ v)
-        if not np.any(w):
-            return np.zeros(q.size)
-        K = self.model.constraint_force_jacobian(q, w, t)
-        if K is None:
-            from .common import constraint_force_jacobian
-            K = constraint_force_jacobian(self.model, q, w, t)
-        return K.T @ (v - A.T @ w)
+    # -- model terms (the kernel's, run as Python: set-up checks and tests) -----------------
+    def _terms(self):
+        n = self.model.n_q
+        return python_functions(self.model), K.workspace(n, self.model.n_c, self.stages, self.c.size), n
 
     def _mass_gamma(self, q, t):
-        M = self.model.mass(q, t)
-        if self._chain is not None:
-            M = M.copy()
-            for ip, inx, l, J in self._chain:
-                coef = self.gamma_value - J
-                if coef == 0.0:
-                    continue
-                # D1ᵀ(I − ṽṽᵀ)D1 with u = D1 x = (r_next − r_prev)/l, ṽ = D2 x = u rotated by +90°
-                u = (q[inx] - (q[ip] if ip is not None else 0.0)) / l
-                P = np.eye(2) - np.outer([-u[1], u[0]], [-u[1], u[0]])
-                blk = coef * P / (l * l)
-                M[inx, inx] += blk
-                if ip is not None:
-                    M[ip, ip] += blk
-                    M[ip, inx] -= blk
-                    M[inx, ip] -= blk
-            return M
-        if self.gamma_value != 0.0:
-            M = M + self.gamma_value * self._modification(q, t)
+        """M_γ(q) (seed 003 eqs. 7-10, 22-25)."""
+        fns, w, n = self._terms()
+        M = np.zeros((n, n))
+        K._mass_gamma(fns, self._S, self._I, self._parameters(), np.ascontiguousarray(q, dtype=float),
+                      float(t), M, w)
         return M
 
     def _kinetic_gradient(self, q, v, t):
-        """∂T_γ/∂q at fixed q' (seed 003 eq. 9), less the quadratic-velocity force the
-        model's Q already holds: the protocol's Q is M q'' − applied forces, i.e. it
-        includes ∂T/∂q − Ṁ q' (base.MultibodyModel.forces), while p' = ∂T/∂q + applied
-        forces; so with M = M(q) the term added to Q here is Ṁ q' = (M(q) q')_q q'."""
-        model = self.model
-        if model.constant_mass:
-            g = np.zeros(q.size)
-        else:
-            J = model.mass_jacobian_term(q, v, t)
-            if J is None:  # (M(q) v)_q by central differences
-                J = np.empty((q.size, q.size))
-                for k in range(q.size):
-                    dq = EPS ** (1.0 / 3.0) * max(1.0, abs(q[k]))
-                    qp, qm = q.copy(), q.copy()
-                    qp[k] += dq
-                    qm[k] -= dq
-                    J[:, k] = (model.mass(qp, t) @ v - model.mass(qm, t) @ v) / (qp[k] - qm[k])
-            g = J @ v
-        if self._chain is not None:
-            for ip, inx, l, J in self._chain:
-                coef = self.gamma_value - J
-                if coef == 0.0:
-                    continue
-                u = (q[inx] - (q[ip] if ip is not None else 0.0)) / l
-                du = (v[inx] - (v[ip] if ip is not None else 0.0)) / l
-                s = -u[1] * du[0] + u[0] * du[1]          # ṽ·u̇
-                # −(ṽ·u̇) D2ᵀu̇ with D2ᵀu̇ = [−u̇_y, u̇_x, u̇_y, −u̇_x]/l on (r_prev, r_next)
-                gn = -coef * s * np.array([du[1], -du[0]]) / l
-                g[inx] += gn
-                if ip is not None:
-                    g[ip] -= gn
-        elif self.gamma_value != 0.0:
-            g = g + self.gamma_value * self._modification_gradient(q, v, t)
+        """∂T_γ/∂q at fixed q' less the model's quadratic-velocity force (seed 003 eq. 9)."""
+        fns, w, n = self._terms()
+        g = np.zeros(n)
+        K._kinetic_gradient(fns, self._S, self._I, self._parameters(), np.ascontiguousarray(q, dtype=float),
+                            np.ascontiguousarray(v, dtype=float), float(t), g, w)
         return g
-
-    def _force(self, q, v, t):
-        return self._kinetic_gradient(q, v, t) + self.model.forces(q, v, t, self.u)
-
-    # -- one step -----------------------------------------------------------------------
-    def _stage_residual(self, z, q0, p0, t0, h, final=False):
-        """Stage residual; with ``final`` the end point q_{n+1} and p_{n+1} without
-        the last constraint impulse (added by the velocity-constraint solve)."""
-        model = self.model
-        n, m, s = model.n_q, model.n_c, self.stages
-        nv = self.c.size
-        V = z[:nv * n].reshape(nv, n)
-        hL = z[nv * n:].reshape(s, m)                 # unknowns h·Λ_j, j = 1..s
-        F = np.empty((nv, n))
-        res_c = np.empty((s, m))
-        if self.scheme == "lobatto":
-            # Lobatto IIIA-IIIB: S = s + 1 stages at the Lobatto points
-            Q = q0 + h * (self.A @ V)
-            Q[0] = q0
-            for j in range(nv - 1):
-                tj = t0 + self.c[j] * h
-                F[j] = h * self._force(Q[j], V[j], tj) - model.constraint_jacobian(Q[j], tj).T @ hL[j]
-            if final:
-                t1 = t0 + h
-                return Q[-1].copy(), p0 + self.b[:-1] @ F[:-1] + h * self.b[-1] * self._force(Q[-1], V[-1], t1)
-            res_p = np.empty((nv, n))
-            for i in range(nv):
-                ti = t0 + self.c[i] * h
-                res_p[i] = self._mass_gamma(Q[i], ti) @ V[i] - p0 - self.Ahat[i, :-1] @ F[:-1]
-                if i > 0:
-                    res_c[i - 1] = model.constraints(Q[i], ti) / h
-            return np.concatenate([res_p.ravel(), res_c.ravel()])
-        # Gauss-Lobatto SPARK: s Gauss stages for the dynamics, s + 1 Lobatto stages for the constraints
-        Q = q0 + h * (self.A @ V)
-        Qt = q0 + h * (self.Ahat @ V)
-        Qt[0] = q0
-        GL = np.empty((s, n))
-        for j in range(s):
-            tj = t0 + self.c_lob[j] * h
-            GL[j] = model.constraint_jacobian(Qt[j], tj).T @ hL[j]
-        for i in range(nv):
-            F[i] = h * self._force(Q[i], V[i], t0 + self.c[i] * h)
-        if final:
-            return Qt[-1].copy(), p0 + self.b @ F - self.b_lob[:-1] @ GL
-        res_p = np.empty((nv, n))
-        for i in range(nv):
-            ti = t0 + self.c[i] * h
-            res_p[i] = self._mass_gamma(Q[i], ti) @ V[i] - p0 - self.A[i] @ F + self.Atilde[i, :-1] @ GL
-        for j in range(1, s + 1):
-            res_c[j - 1] = model.constraints(Qt[j], t0 + self.c_lob[j] * h) / h
-        return np.concatenate([res_p.ravel(), res_c.ravel()])
-
-    def _step(self, t_limit):
-        h, _ = self._clamp_step(self.h, t_limit)
-        model = self.model
-        n = model.n_q
-        t0 = self.t
-        q0, v0 = self.y[:n].copy(), self.y[n:].copy()
-        p0 = self._mass_gamma(q0, t0) @ v0
-        # predictor: V_i ≈ v_n + c_i h q''_n, hΛ ≈ h λ_n
-        z0 = np.concatenate([(v0[None, :] + (self.c * h)[:, None] * self.qdd[None, :]).ravel(),
-                             np.tile(h * self.lam, self.stages)])
-        w = self.opts["newton_tol"] * (1.0 + float(np.max(np.abs(z0))))
-
-        def residual(delta):
-            return self._stage_residual(z0 + delta, q0, p0, t0, h)
-
-        def jacobian(delta):
-            x = z0 + delta
-            return fd_jacobian(lambda zz: self._stage_residual(zz, q0, p0, t0, h), x,
-                               scale=np.full(x.size, 1e-3 * (1.0 + float(np.max(np.abs(x))))))
-
-        def norm(dd):
-            return float(np.max(np.abs(dd))) / w
-
-        newton = self.newton
-        newton.plan_reuse(h, self.h_last if self.h_last is not None else h)
-        saved = newton.snapshot()
-        result = newton.solve(residual, jacobian, z0.size, norm, h=h, t=t0)
-        if not result.converged:
-            newton.invalidate()
-            result = newton.solve(residual, jacobian, z0.size, norm, h=h, t=t0)
-        if not result.converged:
-            newton.rollback(saved)
-            self._fail("stage equations did not converge", h, result.reason)
-        z = z0 + result.delta
-        t1 = t0 + h
-        # q_{n+1}, p_{n+1} without the last constraint impulse, then the velocity constraint (linear)
-        q1, p_tilde = self._stage_residual(z, q0, p0, t0, h, final=True)
-        Mg = self._mass_gamma(q1, t1)
-        Cq = model.constraint_jacobian(q1, t1)
-        K = augmented_matrix(Mg, Cq)
-        sol = lu_solve(lu_factor(K, "[[M_γ, C_q^T], [C_q, 0]]", t=t1, h=h),
-                       np.concatenate([p_tilde, -model.constraint_dt(q1, t1)]))
-        v1 = sol[:n]
-        qdd1, lam1 = consistent_accelerations(model, t1, q1, v1, self.u)
-        # accept
-        self.t_prev, self.y_prev, self.qdd_prev = t0, self.y.copy(), self.qdd.copy()
-        self.t = t1
-        self.y = np.concatenate([q1, v1])
-        self.qdd, self.lam = qdd1, lam1
-        self.h_last = h
-        self.stats["steps"] += 1
 
     # -- dense output (cubic Hermite in q and in v) ----------------------------------------
     def dense_output(self, t):
         n = self.model.n_q
         t0, t1 = self.t_prev, self.t
         if t1 == t0:
-            return self.y.copy()
+            return self.y
         h = t1 - t0
         th = (float(t) - t0) / h
         h00 = (1 + 2 * th) * (1 - th) ** 2
         h10 = th * (1 - th) ** 2
         h01 = th * th * (3 - 2 * th)
         h11 = th * th * (th - 1)
-        q0, v0 = self.y_prev[:n], self.y_prev[n:]
-        q1, v1 = self.y[:n], self.y[n:]
+        y0, y1 = self.y_prev, self.y
+        q0, v0 = y0[:n], y0[n:]
+        q1, v1 = y1[:n], y1[n:]
         q = h00 * q0 + h * h10 * v0 + h01 * q1 + h * h11 * v1
         v = h00 * v0 + h * h10 * self.qdd_prev + h01 * v1 + h * h11 * self.qdd
         return np.concatenate([q, v])
 
-    # -- state ------------------------------------------------------------------------------
-    def _restart(self):
-        self.qdd_prev = self.qdd.copy()
+    # -- restart / state ----------------------------------------------------------------------
+    def restart(self):
+        """Forget the last step at the current point (t_prev = t, y_prev = y, q''_prev = q'')."""
+        self._outputs_fresh = False
+        K.restart(self._S, self._I)
 
     def _method_state(self):
-        return {"h": float(self.h), "gamma": float(self.gamma_value),
-                "h_last": -1.0 if self.h_last is None else float(self.h_last),
-                "qdd_prev": self.qdd_prev.copy(), "newton": self.newton.state()}
+        S, I = self._S, self._I
+        newton = {"sigma": float(S[K.SIGMA]), "h_jac": float(S[K.H_JAC])}
+        if I[K.HAS_FACTOR]:
+            first = K.pivots(int(I[K.I_NB]))
+            newton.update(lu=self._LU.copy(), piv=I[first:first + self._N].astype(np.int32),
+                          need_jac=bool(I[K.NEED_JAC]), relax=float(S[K.RELAX]))
+        return {"h": float(S[K.H]), "gamma": float(S[K.GAMMA]), "h_last": float(S[K.H_LAST]),
+                "qdd_prev": self.qdd_prev, "newton": newton}
 
-    def _restore_method_state(self, d):
-        self.h = float(d["h"])
-        self.gamma_value = float(d["gamma"])
-        self.h_last = None if d["h_last"] < 0 else float(d["h_last"])
-        self.qdd_prev = np.array(d["qdd_prev"], dtype=float)
-        self.newton.restore(d["newton"])
-        self.newton.stats = self.stats  # base restore() rebinds the statistics dict
+    def restore(self, state):
+        """Continue from ``state`` (validated before anything is written; all or nothing)."""
+        newton = self._checked_newton_state(state)
+        ms = state["method_state"]
+        S, I = self._S.copy(), self._I.copy()   # write copies, then swap
+        saved = self._S, self._I
+        self._S, self._I = S, I
+        try:
+            S[K.T], S[K.T_PREV] = float(state["t"]), float(state["t_prev"])
+            for index, value in ((0, state["y"]), (1, state["y_prev"]), (2, state["qdd"]),
+                                 (3, ms["qdd_prev"]), (4, state["lam"])):
+                self._write(index, value)
+            S[K.H], S[K.GAMMA] = float(ms["h"]), float(ms["gamma"])
+            h_last = float(ms["h_last"])
+            S[K.H_LAST] = -1.0 if h_last < 0 else h_last
+            S[K.SIGMA], S[K.H_JAC] = float(newton["sigma"]), float(newton["h_jac"])
+            if "lu" in newton:
+                first = K.pivots(int(I[K.I_NB]))
+                I[first:first + self._N] = np.asarray(newton["piv"])
+                I[K.HAS_FACTOR], I[K.NEED_JAC] = 1, 1 if newton["need_jac"] else 0
+                S[K.RELAX] = float(newton["relax"])
+            else:   # the LU is rebuilt on the next solve
+                I[K.HAS_FACTOR], I[K.NEED_JAC] = 0, 1
+                S[K.RELAX] = 1.0
+            self.stats = state["stats"]
+        except BaseException:
+            self._S, self._I = saved
+            raise
+        if "lu" in newton:
+            self._LU[:, :] = newton["lu"]
+        self.u = np.array(state["u"], dtype=float)
+        self._has_state = True
+        self._outputs_fresh = False
+
+    # -- failures ----------------------------------------------------------------------------
+    def _finish(self, status, t_target):
+        if status == K.OK:
+            self._outputs_fresh = self._kernel_outputs
+            return
+        if status == K.STEP_BUDGET:
+            self.too_many_steps(t_target)
+        S, I = self._S, self._I
+        t, h = float(S[K.F_T]), float(S[K.F_H])
+        name = self.name
+        if status == K.NEWTON_FAILED:
+            cause = _NEWTON_REASONS.get(int(I[K.REASON]), "Newton iteration failed")
+            raise ConvergenceError(f"{name}: stage equations did not converge at t={t!r}, h={h!r} ({cause})",
+                                   t=t, h=h, cause=cause)
+        if status == K.STEP_UNDERFLOW:
+            cause = "step does not advance t"
+            raise ConvergenceError(f"{name}: step size underflow at t={t!r}, h={h!r} ({cause})",
+                                   t=t, h=h, cause=cause)
+        what = _MATRICES[status]
+        if status != K.STAGE_MATRIX:
+            t = float(S[K.F_CT])
+        if status == K.ACCEL_MATRIX:
+            h = None
+        if int(I[K.REASON]) == kernel_common.MATRIX_NONFINITE:
+            raise SingularMatrixError(f"{what} contains NaN/inf at t={t}, h={h}", t=t, h=h,
+                                      cause="non-finite matrix")
+        raise SingularMatrixError(f"{what} is numerically singular at t={t}, h={h} "
+                                  f"(pivot ratio {float(S[K.F_INFO]):.1e})", t=t, h=h, cause="singular matrix")

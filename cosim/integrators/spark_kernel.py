@@ -1,0 +1,647 @@
+"""Parameter-preadjusted symplectic SPARK / Lobatto IIIA-IIIB (seed 003) as pure
+functions on one flat state record: the one implementation, run compiled (numba,
+compiled once per machine by :func:`cosim.jit.method_entry`) or as plain Python
+(the same functions); the integrator object around it, with the equations, is
+:mod:`cosim.integrators.symplectic`.
+
+Per step: the stage equations (Gauss-Lobatto SPARK or Lobatto IIIA-IIIB, written
+for H = T_γ + V with the stage velocities and the impulses h·Λ_j as unknowns) with
+the modified mass M_γ = M + γ(I − S) (body-wise for a natural-coordinate chain,
+seed 003 eqs. 22-25, else I − S = C_qᵀ(C_q C_qᵀ)⁻¹C_q, eq. 7), solved by the
+quasi-Newton iteration of seed 000 Algorithm 2 (:mod:`.kernel_common`: the verdict,
+the matrix reuse test, the LU with its checks) on a forward-difference stage
+matrix; then the end point, the velocity constraint by one linear solve with
+[[M_γ, C_qᵀ], [C_q, 0]], and the consistent accelerations q'', λ (seed 000 eq. 10)
+for the predictor and the dense output.
+
+The record (everything the method remembers; a snapshot is three array copies):
+
+* ``S`` float64: scalars (:mod:`.spark_record`), then y, y_prev, q'', q''_prev, λ,
+  the tableau (c, A, b, Â, Ã, c̃, b̃) and the bodies' lengths and J_G (set up once);
+* ``I`` int64: sizes, flags, statistics, the bodies' point indices, the LU pivots;
+* ``LU`` float64 N² (N = nv·n + s·m): the kept stage-matrix factors.
+
+No exceptions inside: functions return status codes that the integrator object
+turns into its error messages; the model's functions are called as ``fns[k](…)``
+(:func:`cosim.jit.kernel_fields` order).  A singular C_q C_qᵀ (γ's projector) gives
+NaN terms, which the Newton iteration or the end matrix reports.
+"""
+import math
+
+from .dense_lu import lu_factor_inplace, lu_solve_inplace
+from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
+    FN_CONSTRAINT_FORCE_JACOBIAN, FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS,
+    FN_MASS_JACOBIAN_TERM, FN_OUTPUTS, NEWTON_CONVERGED, NEWTON_LAST_CHANCE, NEWTON_REFRESH,
+    NEWTON_SLOW, clamp_step, factor_matrix, keeps_matrix, newton_verdict, relaxation)
+# the record: every name, so that spark_kernel is the method's one namespace
+from .spark_record import (  # noqa: F401
+    ACCEL_MATRIX, BODIES, CHAIN, CONST_MASS, END_MATRIX, EPS, FD_SCALE, FIXED, F_CT, F_H, F_INFO,
+    F_T, GAMMA, GAUSS_LOBATTO, H, HAS_FACTOR, H_JAC, H_LAST, I_M, I_N, I_NB, I_NV, I_S, LOBATTO,
+    MAX_STEP, NEED_JAC, NEWTON_ERR_TOL, NEWTON_FAILED, NEWTON_MAX_ITER, NEWTON_REL, NEWTON_TOL,
+    N_SCALARS, N_STATS, OK, ONE_STEP, REASON, RELAX, RESTART, R_NO_CONVERGENCE, R_RESIDUAL,
+    R_UPDATE, SCHEME, SIGMA, STAGE_MATRIX, STATS, STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU,
+    ST_NEWTON, ST_RES, ST_STEPS, T, T_PREV, WHOLE_INTERVAL, matrix_size, offsets,
+    pivots, workspace)
+
+
+def _layout(I):
+    """offsets() of this record."""
+    return offsets(I[I_N], I[I_M], I[I_S], I[I_NV], I[I_NB])
+
+
+def restart(S, I):
+    """Integrator.restart: t_prev = t, y_prev = y, q''_prev = q'' (the dense output of
+    the last step is forgotten; q'' and λ stay the predictor's)."""
+    n = I[I_N]
+    o = _layout(I)
+    S[T_PREV] = S[T]
+    for i in range(2 * n):
+        S[o[1] + i] = S[o[0] + i]
+    for i in range(n):
+        S[o[3] + i] = S[o[2] + i]
+    return OK
+
+
+def _amax_abs(x, k):
+    """max |x_i| over the first k entries as numpy's max: NaN propagates (0 for k = 0)."""
+    r = 0.0
+    for i in range(k):
+        a = abs(x[i])
+        if a > r or a != a:
+            r = a
+            if a != a:
+                return a
+    return r
+
+
+# ---------------------------------------------------------------------------------
+# model terms: M_γ and ∂T_γ/∂q (seed 003 eqs. 7-10, 22-25)
+# ---------------------------------------------------------------------------------
+def _projector_factor(fns, p, n, m, q, t, Cq, AAt, piv):
+    """C_q(q, t) into Cq and the LU of C_q C_qᵀ into AAt; False when it is singular."""
+    Cq[:, :] = 0.0
+    fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
+    for i in range(m):
+        for j in range(m):
+            acc = 0.0
+            for k in range(n):
+                acc += Cq[i, k] * Cq[j, k]
+            AAt[i, j] = acc
+    return lu_factor_inplace(AAt, piv) == 0
+
+
+def _mass_gamma(fns, S, I, p, q, t, M, w):
+    """M_γ(q) into M: the model's M plus Σ_i (γ − J_i) D_i1ᵀ(I − ṽ_iṽ_iᵀ)D_i1 on a
+    natural-coordinate chain (the model's M is the γ_i = J_i member), else
+    M + γ C_qᵀ(C_q C_qᵀ)⁻¹C_q."""
+    n, m = I[I_N], I[I_M]
+    gamma = S[GAMMA]
+    M[:, :] = 0.0
+    fns[FN_MASS](q, t, p, M)
+    if I[CHAIN] == 1:
+        o = _layout(I)
+        for bdy in range(I[I_NB]):
+            ip = I[BODIES + 2 * bdy]
+            ix = I[BODIES + 2 * bdy + 1]
+            ln = S[o[12] + bdy]
+            coef = gamma - S[o[13] + bdy]
+            if coef == 0.0:
+                continue
+            # u = D1 x = (r_next − r_prev)/l, ṽ = D2 x = u rotated by +90°
+            r0 = q[ix]
+            r1 = q[ix + 1]
+            if ip >= 0:
+                r0 = r0 - q[ip]
+                r1 = r1 - q[ip + 1]
+            u0 = r0 / ln
+            u1 = r1 / ln
+            vt0 = -u1
+            vt1 = u0
+            l2 = ln * ln
+            for a in range(2):
+                for c in range(2):
+                    va = vt0 if a == 0 else vt1
+                    vc = vt0 if c == 0 else vt1
+                    e = 1.0 if a == c else 0.0
+                    blk = coef * (e - va * vc) / l2
+                    M[ix + a, ix + c] += blk
+            if ip >= 0:
+                for a in range(2):
+                    for c in range(2):
+                        va = vt0 if a == 0 else vt1
+                        vc = vt0 if c == 0 else vt1
+                        e = 1.0 if a == c else 0.0
+                        blk = coef * (e - va * vc) / l2
+                        M[ip + a, ip + c] += blk
+                        M[ip + a, ix + c] -= blk
+                        M[ix + a, ip + c] -= blk
+        return
+    if gamma == 0.0 or m == 0:
+        return
+    Cq, AAt, X, piv, tm = w[16], w[22], w[23], w[24], w[37]
+    if not _projector_factor(fns, p, n, m, q, t, Cq, AAt, piv):
+        M[:, :] = math.nan
+        return
+    for k in range(n):   # X = (C_q C_qᵀ)⁻¹ C_q
+        for r in range(m):
+            tm[r] = Cq[r, k]
+        lu_solve_inplace(AAt, piv, tm)
+        for r in range(m):
+            X[r, k] = tm[r]
+    for i in range(n):
+        for j in range(n):
+            acc = 0.0
+            for r in range(m):
+                acc += Cq[r, i] * X[r, j]
+            M[i, j] = M[i, j] + gamma * acc
+
+
+def _kinetic_gradient(fns, S, I, p, q, v, t, g, w):
+    """∂T_γ/∂q at fixed q' less the quadratic-velocity force the model's Q holds:
+    Ṁ q' = (M(q) q')_q q' (the model's mass term), plus on a chain
+    −(γ − J_i)(ṽ_i·u̇_i) D_i2ᵀu̇_i, else γ K(w)ᵀ(v − C_qᵀw) with w = (C_q C_qᵀ)⁻¹C_q v
+    and K(w) = (C_qᵀw)_q (the model's constraint force Jacobian)."""
+    n, m = I[I_N], I[I_M]
+    gamma = S[GAMMA]
+    for i in range(n):
+        g[i] = 0.0
+    if I[CONST_MASS] == 0:
+        Mq = w[21]
+        Mq[:, :] = 0.0
+        fns[FN_MASS_JACOBIAN_TERM](q, v, t, p, Mq)
+        for i in range(n):
+            acc = 0.0
+            for j in range(n):
+                acc += Mq[i, j] * v[j]
+            g[i] = acc
+    if I[CHAIN] == 1:
+        o = _layout(I)
+        for bdy in range(I[I_NB]):
+            ip = I[BODIES + 2 * bdy]
+            ix = I[BODIES + 2 * bdy + 1]
+            ln = S[o[12] + bdy]
+            coef = gamma - S[o[13] + bdy]
+            if coef == 0.0:
+                continue
+            r0 = q[ix]
+            r1 = q[ix + 1]
+            d0 = v[ix]
+            d1 = v[ix + 1]
+            if ip >= 0:
+                r0 = r0 - q[ip]
+                r1 = r1 - q[ip + 1]
+                d0 = d0 - v[ip]
+                d1 = d1 - v[ip + 1]
+            u0 = r0 / ln
+            u1 = r1 / ln
+            du0 = d0 / ln
+            du1 = d1 / ln
+            sv = -u1 * du0 + u0 * du1                  # ṽ·u̇
+            f = -coef * sv
+            gn0 = f * du1 / ln                         # −(ṽ·u̇) D2ᵀu̇ on r_next
+            gn1 = f * (-du0) / ln
+            g[ix] += gn0
+            g[ix + 1] += gn1
+            if ip >= 0:
+                g[ip] -= gn0
+                g[ip + 1] -= gn1
+        return
+    if gamma == 0.0 or m == 0:
+        return
+    Cq, AAt, piv, wv, K, r = w[16], w[22], w[24], w[25], w[26], w[27]
+    if not _projector_factor(fns, p, n, m, q, t, Cq, AAt, piv):
+        for i in range(n):
+            g[i] = math.nan
+        return
+    nonzero = False
+    for k in range(m):
+        acc = 0.0
+        for j in range(n):
+            acc += Cq[k, j] * v[j]
+        wv[k] = acc
+    lu_solve_inplace(AAt, piv, wv)
+    for k in range(m):
+        if wv[k] != 0.0:
+            nonzero = True
+    if not nonzero:
+        return
+    K[:, :] = 0.0
+    fns[FN_CONSTRAINT_FORCE_JACOBIAN](q, wv, t, p, K)
+    for j in range(n):
+        acc = 0.0
+        for k in range(m):
+            acc += Cq[k, j] * wv[k]
+        r[j] = v[j] - acc
+    for i in range(n):
+        acc = 0.0
+        for j in range(n):
+            acc += K[j, i] * r[j]
+        g[i] = g[i] + gamma * acc
+
+
+def _force(fns, S, I, p, u, q, v, t, out, w):
+    """f(q, v) = ∂T_γ/∂q + Q (seed 003 eq. 9, the protocol's Q) into ``out``."""
+    n = I[I_N]
+    g, Qf = w[19], w[20]
+    _kinetic_gradient(fns, S, I, p, q, v, t, g, w)
+    Qf[:] = 0.0
+    fns[FN_FORCES](q, v, t, u, p, Qf)
+    for i in range(n):
+        out[i] = g[i] + Qf[i]
+
+
+# ---------------------------------------------------------------------------------
+# the stage equations
+# ---------------------------------------------------------------------------------
+def _stages(fns, S, I, p, u, z, q0, p0, t0, h, res, final, w):
+    """The stage residual at z = [V (nv × n); h·Λ (s × m)] into ``res``; with ``final``
+    instead the end point q_{n+1} (w[32]) and p_{n+1} without the last constraint
+    impulse (w[33]), which the velocity-constraint solve adds."""
+    n, m, s, nv = I[I_N], I[I_M], I[I_S], I[I_NV]
+    nl = s + 1
+    o = _layout(I)
+    c = S[o[5]:o[5] + nv]
+    A = S[o[6]:o[6] + nv * nv].reshape((nv, nv))
+    b = S[o[7]:o[7] + nv]
+    Ah = S[o[8]:o[8] + nl * nv].reshape((nl, nv))
+    At = S[o[9]:o[9] + s * nl].reshape((s, nl))
+    cl = S[o[10]:o[10] + nl]
+    bl = S[o[11]:o[11] + nl]
+    Q, Qt, Fs, GL = w[11], w[12], w[13], w[14]
+    M, Cq, C, fo = w[15], w[16], w[17], w[38]
+    oh = nv * n   # start of the impulses h·Λ_j in z
+    for i in range(nv):   # Q = q_n + h A V
+        for k in range(n):
+            acc = 0.0
+            for j in range(nv):
+                acc += A[i, j] * z[j * n + k]
+            Q[i, k] = q0[k] + h * acc
+    if I[SCHEME] == LOBATTO:
+        # Lobatto IIIA-IIIB: nv = s + 1 stages at the Lobatto points
+        for k in range(n):
+            Q[0, k] = q0[k]
+        for j in range(nv - 1):
+            tj = t0 + c[j] * h
+            _force(fns, S, I, p, u, Q[j], z[j * n:(j + 1) * n], tj, Fs[j], w)
+            Cq[:, :] = 0.0
+            fns[FN_CONSTRAINT_JACOBIAN](Q[j], tj, p, Cq)
+            for k in range(n):
+                acc = 0.0
+                for r in range(m):
+                    acc += Cq[r, k] * z[oh + j * m + r]
+                Fs[j, k] = h * Fs[j, k] - acc
+        if final:
+            q1, pt = w[32], w[33]
+            for k in range(n):
+                q1[k] = Q[nv - 1, k]
+            _force(fns, S, I, p, u, Q[nv - 1], z[(nv - 1) * n:nv * n], t0 + h, fo, w)
+            hb = h * b[nv - 1]
+            for k in range(n):
+                acc = 0.0
+                for j in range(nv - 1):
+                    acc += b[j] * Fs[j, k]
+                pt[k] = p0[k] + acc + hb * fo[k]
+            return
+        for i in range(nv):
+            ti = t0 + c[i] * h
+            _mass_gamma(fns, S, I, p, Q[i], ti, M, w)
+            for k in range(n):
+                mv = 0.0
+                for j in range(n):
+                    mv += M[k, j] * z[i * n + j]
+                acc = 0.0
+                for j in range(nv - 1):
+                    acc += Ah[i, j] * Fs[j, k]
+                res[i * n + k] = mv - p0[k] - acc
+            if i > 0:
+                C[:] = 0.0
+                fns[FN_CONSTRAINTS](Q[i], ti, p, C)
+                for r in range(m):
+                    res[oh + (i - 1) * m + r] = C[r] / h
+        return
+    # Gauss-Lobatto SPARK: s Gauss stages for the dynamics, s + 1 Lobatto stages for the constraints
+    for i in range(nl):   # Q̃ = q_n + h Â V
+        for k in range(n):
+            acc = 0.0
+            for j in range(nv):
+                acc += Ah[i, j] * z[j * n + k]
+            Qt[i, k] = q0[k] + h * acc
+    for k in range(n):
+        Qt[0, k] = q0[k]
+    for j in range(s):
+        Cq[:, :] = 0.0
+        fns[FN_CONSTRAINT_JACOBIAN](Qt[j], t0 + cl[j] * h, p, Cq)
+        for k in range(n):
+            acc = 0.0
+            for r in range(m):
+                acc += Cq[r, k] * z[oh + j * m + r]
+            GL[j, k] = acc
+    for i in range(nv):
+        _force(fns, S, I, p, u, Q[i], z[i * n:(i + 1) * n], t0 + c[i] * h, Fs[i], w)
+        for k in range(n):
+            Fs[i, k] = h * Fs[i, k]
+    if final:
+        q1, pt = w[32], w[33]
+        for k in range(n):
+            q1[k] = Qt[nl - 1, k]
+            acc = 0.0
+            for i in range(nv):
+                acc += b[i] * Fs[i, k]
+            acc2 = 0.0
+            for j in range(s):
+                acc2 += bl[j] * GL[j, k]
+            pt[k] = p0[k] + acc - acc2
+        return
+    for i in range(nv):
+        ti = t0 + c[i] * h
+        _mass_gamma(fns, S, I, p, Q[i], ti, M, w)
+        for k in range(n):
+            mv = 0.0
+            for j in range(n):
+                mv += M[k, j] * z[i * n + j]
+            acc = 0.0
+            for j in range(nv):
+                acc += A[i, j] * Fs[j, k]
+            acc2 = 0.0
+            for j in range(s):
+                acc2 += At[i, j] * GL[j, k]
+            res[i * n + k] = mv - p0[k] - acc + acc2
+    for j in range(1, s + 1):
+        C[:] = 0.0
+        fns[FN_CONSTRAINTS](Qt[j], t0 + cl[j] * h, p, C)
+        for r in range(m):
+            res[oh + (j - 1) * m + r] = C[r] / h
+
+
+def _stage_matrix(fns, S, I, p, u, x, q0, p0, t0, h, J, w):
+    """The stage matrix at x by forward differences (common.fd_jacobian with the
+    scale FD_SCALE·(1 + ‖x‖∞)) into J."""
+    N = matrix_size(I[I_N], I[I_M], I[I_S], I[I_NV])
+    xp, f0, f1 = w[4], w[5], w[6]
+    _stages(fns, S, I, p, u, x, q0, p0, t0, h, f0, False, w)
+    scale = FD_SCALE * (1.0 + _amax_abs(x, N))
+    sq = math.sqrt(EPS)
+    for j in range(N):
+        ref = abs(x[j])
+        if scale > ref or scale != scale:
+            ref = scale
+        hj = sq * max(ref, 1e-3)
+        for i in range(N):
+            xp[i] = x[i]
+        xp[j] += hj
+        hj = xp[j] - x[j]   # exactly representable step
+        _stages(fns, S, I, p, u, xp, q0, p0, t0, h, f1, False, w)
+        for i in range(N):
+            J[i, j] = (f1[i] - f0[i]) / hj
+
+
+def _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w):
+    """One quasi-Newton solve of the stage equations from z0 (w[1]) (seed 000
+    Algorithm 2 with kernel_common's verdict; the norm max|Δz| / (newton_tol·(1 + ‖z0‖∞))).
+    Returns OK, NEWTON_FAILED (I[REASON]) or STAGE_MATRIX (I[REASON] the factor
+    status, S[F_INFO] the pivot ratio); z − z0 in w[2]."""
+    N = matrix_size(I[I_N], I[I_M], I[I_S], I[I_NV])
+    piv = I[pivots(I[I_NB]):pivots(I[I_NB]) + N]
+    z, z0, delta, F, Jw = w[0], w[1], w[2], w[3], w[7]
+    wt = S[NEWTON_REL] * (1.0 + _amax_abs(z0, N))
+    old_norm = -1.0
+    n_j = 0
+    err = math.inf
+    sigma = S[SIGMA]
+    for i in range(N):
+        delta[i] = 0.0
+    for it in range(1, NEWTON_MAX_ITER + 1):
+        if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
+            for i in range(N):
+                z[i] = z0[i] + delta[i]
+            _stage_matrix(fns, S, I, p, u, z, q0, p0, t0, h, Jw, w)
+            I[ST_JAC] += 1
+            status, ratio = factor_matrix(Jw, LU, piv, N)
+            if status != FACTORED:
+                I[HAS_FACTOR] = 0
+                I[REASON] = status
+                S[F_INFO] = ratio
+                return STAGE_MATRIX
+            I[HAS_FACTOR] = 1
+            I[ST_LU] += 1
+            S[H_JAC] = h
+            I[NEED_JAC] = 0
+            S[RELAX] = 1.0
+            n_j = 0
+            old_norm = -1.0
+        for i in range(N):
+            z[i] = z0[i] + delta[i]
+        _stages(fns, S, I, p, u, z, q0, p0, t0, h, F, False, w)
+        I[ST_RES] += 1
+        I[ST_NEWTON] += 1
+        for i in range(N):
+            if not math.isfinite(F[i]):
+                I[NEED_JAC] = 1
+                S[SIGMA] = sigma
+                I[REASON] = R_RESIDUAL
+                return NEWTON_FAILED
+        lu_solve_inplace(LU, piv, F)
+        relax = S[RELAX]
+        for i in range(N):
+            F[i] *= -relax
+        n_j += 1
+        for i in range(N):
+            delta[i] += F[i]
+        dnorm = _amax_abs(F, N) / wt
+        if not math.isfinite(dnorm):
+            I[NEED_JAC] = 1
+            I[REASON] = R_UPDATE
+            return NEWTON_FAILED
+        verdict, sigma, err = newton_verdict(it, n_j, dnorm, old_norm, sigma, err, NEWTON_TOL,
+                                             NEWTON_ERR_TOL, False, False)
+        if verdict == NEWTON_CONVERGED:
+            S[SIGMA] = sigma
+            return OK
+        if verdict == NEWTON_SLOW or verdict == NEWTON_REFRESH:
+            I[NEED_JAC] = 1   # diverging, stalling or contracting too slowly: re-form the matrix
+        old_norm = dnorm
+    S[SIGMA] = sigma
+    I[NEED_JAC] = 1
+    if err <= NEWTON_LAST_CHANCE:
+        return OK
+    I[REASON] = R_NO_CONVERGENCE
+    return NEWTON_FAILED
+
+
+# ---------------------------------------------------------------------------------
+# one step
+# ---------------------------------------------------------------------------------
+def _augmented(M, Cq, n, m, K):
+    """K = [[M, C_qᵀ], [C_q, 0]]."""
+    for i in range(n):
+        for j in range(n):
+            K[i, j] = M[i, j]
+        for k in range(m):
+            K[i, n + k] = Cq[k, i]
+            K[n + k, i] = Cq[k, i]
+    for k in range(m):
+        for r in range(m):
+            K[n + k, n + r] = 0.0
+
+
+def step(fns, S, I, LU, u, p, t_limit, w):
+    """One step ending at or before ``t_limit``.  Returns a status code; on failure
+    S[F_H] is the step tried (S[F_CT] the time of a failed end matrix)."""
+    n, m, s, nv = I[I_N], I[I_M], I[I_S], I[I_NV]
+    o = _layout(I)
+    o_y, o_yp, o_qdd, o_qddp, o_lam = o[0], o[1], o[2], o[3], o[4]
+    c = S[o[5]:o[5] + nv]
+    t0 = S[T]
+    h, lands, moves = clamp_step(t0, S[H], S[MAX_STEP], I[FIXED] == 1, t_limit)
+    if not moves:
+        S[F_H] = h
+        return STEP_UNDERFLOW
+    q0, v0, p0, M = w[8], w[9], w[10], w[15]
+    for k in range(n):
+        q0[k] = S[o_y + k]
+        v0[k] = S[o_y + n + k]
+    _mass_gamma(fns, S, I, p, q0, t0, M, w)
+    for i in range(n):
+        acc = 0.0
+        for j in range(n):
+            acc += M[i, j] * v0[j]
+        p0[i] = acc
+    # predictor: V_i ≈ v_n + c_i h q''_n, h Λ_j ≈ h λ_n
+    z0 = w[1]
+    for i in range(nv):
+        ch = c[i] * h
+        for k in range(n):
+            z0[i * n + k] = v0[k] + ch * S[o_qdd + k]
+    for j in range(s):
+        for r in range(m):
+            z0[nv * n + j * m + r] = h * S[o_lam + r]
+    # Algorithm 3 g: keep the matrix for this h?
+    if I[HAS_FACTOR] == 1 and keeps_matrix(S[SIGMA], h, S[H_JAC]):
+        I[NEED_JAC] = 0
+        S[RELAX] = relaxation(h, S[H_JAC])
+    else:
+        I[NEED_JAC] = 1
+        S[RELAX] = 1.0
+    status = _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w)
+    if status == NEWTON_FAILED:   # once more with a fresh matrix
+        I[NEED_JAC] = 1
+        S[RELAX] = 1.0
+        status = _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w)
+    if status != OK:
+        S[F_H] = h
+        return status
+    N = matrix_size(n, m, s, nv)
+    z, delta = w[0], w[2]
+    for i in range(N):
+        z[i] = z0[i] + delta[i]
+    t1 = t0 + h
+    _stages(fns, S, I, p, u, z, q0, p0, t0, h, w[3], True, w)
+    q1, pt, v1, qdd1, lam1 = w[32], w[33], w[34], w[35], w[36]
+    Cq, C, Ct, Qf = w[16], w[17], w[18], w[20]
+    K, KLU, rhs = w[28], w[29], w[30]
+    piv = w[31]
+    # the velocity constraint (linear): [[M_γ, C_qᵀ], [C_q, 0]] [v; h λ_last] = [p̃; −C_t]
+    _mass_gamma(fns, S, I, p, q1, t1, M, w)
+    Cq[:, :] = 0.0
+    fns[FN_CONSTRAINT_JACOBIAN](q1, t1, p, Cq)
+    _augmented(M, Cq, n, m, K)
+    fstat, ratio = factor_matrix(K, KLU, piv, n + m)
+    if fstat != FACTORED:
+        S[F_H], S[F_CT], S[F_INFO] = h, t1, ratio
+        I[REASON] = fstat
+        return END_MATRIX
+    Ct[:] = 0.0
+    fns[FN_CONSTRAINT_DT](q1, t1, p, Ct)
+    for i in range(n):
+        rhs[i] = pt[i]
+    for k in range(m):
+        rhs[n + k] = -Ct[k]
+    lu_solve_inplace(KLU, piv, rhs)
+    for i in range(n):
+        v1[i] = rhs[i]
+    # consistent accelerations (seed 000 eq. 10) at the new point
+    M[:, :] = 0.0
+    fns[FN_MASS](q1, t1, p, M)
+    _augmented(M, Cq, n, m, K)
+    fstat, ratio = factor_matrix(K, KLU, piv, n + m)
+    if fstat != FACTORED:
+        S[F_H], S[F_CT], S[F_INFO] = h, t1, ratio
+        I[REASON] = fstat
+        return ACCEL_MATRIX
+    Qf[:] = 0.0
+    fns[FN_FORCES](q1, v1, t1, u, p, Qf)
+    C[:] = 0.0
+    fns[FN_GAMMA](q1, v1, t1, p, C)
+    for i in range(n):
+        rhs[i] = Qf[i]
+    for k in range(m):
+        rhs[n + k] = C[k]
+    lu_solve_inplace(KLU, piv, rhs)
+    for i in range(n):
+        qdd1[i] = rhs[i]
+    for k in range(m):
+        lam1[k] = rhs[n + k]
+    # accept
+    S[T_PREV] = t0
+    for i in range(2 * n):
+        S[o_yp + i] = S[o_y + i]
+    for i in range(n):
+        S[o_qddp + i] = S[o_qdd + i]
+        S[o_y + i] = q1[i]
+        S[o_y + n + i] = v1[i]
+        S[o_qdd + i] = qdd1[i]
+    for k in range(m):
+        S[o_lam + k] = lam1[k]
+    S[T] = t_limit if lands else t1
+    S[H_LAST] = h
+    I[ST_STEPS] += 1
+    return OK
+
+
+def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
+    """Steps until t = t_target (exactly) or ``max_steps`` steps were taken (with
+    ``whole``: not reaching the target is the failure STEP_BUDGET).  Returns a status
+    code; on failure S, I and LU are as they were on entry (all or nothing) except
+    the failure slots F_T, F_H, F_INFO, F_CT and I[REASON]."""
+    n, m, s, nv = I[I_N], I[I_M], I[I_S], I[I_NV]
+    r, cc = LU.shape
+    w = workspace(n, m, s, nv, S.shape[0] + r * cc)
+    rest = w[39]
+    S0 = rest[:S.shape[0]]
+    LU0 = rest[S.shape[0]:S.shape[0] + r * cc].reshape((r, cc))
+    S0[:] = S
+    LU0[:, :] = LU
+    I0 = I.copy()
+    k = 0
+    while S[T] < t_target and k < max_steps:
+        status = step(fns, S, I, LU, u, p, t_target, w)
+        if status != OK:
+            t_fail, h_fail, info, ct, reason = S[T], S[F_H], S[F_INFO], S[F_CT], I[REASON]
+            S[:] = S0
+            I[:] = I0
+            LU[:, :] = LU0
+            S[F_T], S[F_H], S[F_INFO], S[F_CT], I[REASON] = t_fail, h_fail, info, ct, reason
+            return status
+        k += 1
+    if whole and S[T] < t_target:
+        S[:] = S0
+        I[:] = I0
+        LU[:, :] = LU0
+        return STEP_BUDGET
+    return OK
+
+
+def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
+    """The method's one entry point, compiled once per machine (cosim.jit.method_entry)
+    or run as plain Python.  Modes: RESTART; WHOLE_INTERVAL advances to ``t_target``
+    within ``max_steps``; ONE_STEP takes at most ``max_steps`` steps.  After a
+    successful advance the model's outputs at the new state go into ``y_out`` (the
+    outputs kernel, fns[FN_OUTPUTS]) unless it is empty."""
+    if mode == RESTART:
+        return restart(S, I)
+    status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode == WHOLE_INTERVAL)
+    if status == OK and y_out.shape[0] > 0:
+        y_out[:] = 0.0
+        n = I[I_N]
+        fns[FN_OUTPUTS](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
+    return status
