@@ -104,6 +104,8 @@ if .venv/bin/python -c "import fmu.native, pythonfmu" >/dev/null 2>&1; then
 fi
 if .venv/bin/python -c "import numba" >/dev/null 2>&1; then
   say "compiling the integration methods once for this machine (first set-up: a few minutes; later: seconds)"
-  .venv/bin/cosim warmup --methods | sed 's/^/[setup]   /'
+  # two methods at a time where there are two cores (each is its own cache file)
+  jobs=$(.venv/bin/python -c "import os; print(max(1, min(2, os.cpu_count() or 1)))")
+  .venv/bin/cosim warmup --methods -j "$jobs" | sed 's/^/[setup]   /'
 fi
 say "set-up finished"

@@ -2,8 +2,10 @@
 import csv
 import json
 import math
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -235,3 +237,27 @@ def test_scenario_with_an_unbounded_number_of_communication_steps_is_refused(tmp
         assert rc == 2, (out, err)
         lines = [line for line in err.splitlines() if line.strip()]
         assert len(lines) == 1 and "more than 10000000" in lines[0], err
+
+
+def test_warmup_methods_in_two_workers_names_every_method_once():
+    """`cosim warmup --methods -j 2` (what scripts/setup.sh runs on two cores): one line
+    per method, each compiled entry once and the methods sharing it said so; every
+    method then runs compiled in this process."""
+    import cosim
+    from cosim.integrators import METHOD_REGISTRY
+    from cosim.jit import numba_available
+    if not numba_available():
+        pytest.skip("numba is not importable")
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "cosim", "warmup", "--methods", "-j", "2"],
+                          capture_output=True, text=True, timeout=1800, cwd=repo,
+                          env=dict(os.environ, PYTHONPATH=str(repo)))
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split() for line in proc.stdout.splitlines() if line.strip()]
+    methods = {r[0]: " ".join(r[1:-2]) for r in rows if r[0] in METHOD_REGISTRY}
+    assert set(methods) == set(METHOD_REGISTRY)
+    entries = {METHOD_REGISTRY[m].split(":")[0] for m in METHOD_REGISTRY}
+    assert sum(v == "compiled (or loaded)" for v in methods.values()) == len(entries)
+    assert all(v in ("compiled (or loaded)", "shares that compiled entry") for v in methods.values())
+    sim = cosim.Simulation(model="pendulum", method="spark", h=1e-3, backend="numba")
+    assert sim.backend == "numba"

@@ -104,6 +104,14 @@ def _warm_by_name(name, method):
     return _warm(model, method)
 
 
+def _compile_one(method):
+    """A worker of _compile_methods: compile (or load) one method; its seconds."""
+    from ..integrators import compile_method  # noqa: PLC0415
+    t0 = time.perf_counter()
+    compile_method(method)
+    return time.perf_counter() - t0
+
+
 def _urdf_robots():
     """URDF robots share one kernel set (cosim.models.rigid_body): warming the
     project's two-link URDF compiles it for every robot (needs pinocchio)."""
@@ -122,24 +130,45 @@ def _cmd(args):
         raise CosimError(f"numba is not importable ({unavailable_reason()}); "
                          f"install the extra: {install_hint('fast')}")
     if args.methods:
-        return _compile_methods()
+        return _compile_methods(args.jobs)
     for model, method, seconds, backend in warm_up(args.models, workers=args.jobs):
         print(f"{model:>24s}  {method:<20s} {backend:<20s} {seconds:7.2f} s")
     sys.stdout.flush()
     return 0
 
 
-def _compile_methods():
-    """Compile every method that is compiled independently of the model, once per
-    machine: one line per method with its time (scripts/setup.sh)."""
-    from ..integrators import ONE_IMPLEMENTATION, compile_method  # noqa: PLC0415
-    done = set()
-    for method in sorted(ONE_IMPLEMENTATION):
-        t0 = time.perf_counter()
-        module = compile_method(method)
-        what = "compiled (or loaded)" if module not in done else "shares that compiled entry"
-        done.add(module)
-        print(f"{method:>24s}  {what:<28s} {time.perf_counter() - t0:7.2f} s", flush=True)
+# the methods that take longest to compile (measured: 100-200 s each cold), started first
+_SLOWEST = ["generalized-alpha", "local-index1", "spark", "bdf", "block-lstable", "rkc-penalty"]
+
+
+def _compile_methods(jobs=1):
+    """Compile every method once per machine (independent of the model): one line per
+    method with its time (scripts/setup.sh).  ``jobs`` > 1 compiles that many methods
+    at once in worker processes (each method is its own cache file)."""
+    from ..integrators import METHOD_REGISTRY, compile_method  # noqa: PLC0415
+    first = {}   # compiled entry (module) -> the first method that uses it
+    for method in sorted(METHOD_REGISTRY):
+        first.setdefault(METHOD_REGISTRY[method].split(":")[0], method)
+    if jobs > 1 and len(first) > 1:
+        import concurrent.futures  # noqa: PLC0415
+        import multiprocessing  # noqa: PLC0415
+        with concurrent.futures.ProcessPoolExecutor(
+                min(jobs, len(first)), mp_context=multiprocessing.get_context("spawn")) as pool:
+            longest_first = sorted(first.values(), key=lambda m: (m not in _SLOWEST, _SLOWEST.index(m)
+                                                                   if m in _SLOWEST else 0))
+            futures = {pool.submit(_compile_one, method): method for method in longest_first}
+            for future in concurrent.futures.as_completed(futures):
+                print(f"{futures[future]:>24s}  {'compiled (or loaded)':<28s} {future.result():7.2f} s",
+                      flush=True)
+        for method in sorted(METHOD_REGISTRY):
+            if method not in first.values():
+                print(f"{method:>24s}  {'shares that compiled entry':<28s} {0.0:7.2f} s", flush=True)
+    else:
+        for method in sorted(METHOD_REGISTRY):
+            t0 = time.perf_counter()
+            compile_method(method)
+            what = "compiled (or loaded)" if method in first.values() else "shares that compiled entry"
+            print(f"{method:>24s}  {what:<28s} {time.perf_counter() - t0:7.2f} s", flush=True)
     # the kernel set every URDF robot shares (the robot is in its parameters): compiled
     # now, a new robot then starts without compiling anything
     from ..integrators.model_functions import compiled_functions  # noqa: PLC0415
