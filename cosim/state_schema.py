@@ -168,7 +168,7 @@ def _plain(path, value, depth=0):
         _fail(path, f"must be plain data, got {type(value).__name__}")
 
 
-# -- shared pieces (also used by QuasiNewton.restore and the compiled record) ------------
+# -- shared pieces (the methods' records) ------------------------------------------------
 def pivots_valid(piv, n):
     """LAPACK-style row interchanges: k <= piv[k] < n for every k."""
     piv = np.asarray(piv)
@@ -196,7 +196,8 @@ def check_lu(path, lu, piv, n=None):
 
 
 def check_newton_state(path, d, n=None):
-    """State of a :class:`~cosim.integrators.newton.QuasiNewton` (see its ``state()``)."""
+    """The quasi-Newton memory of a method's state (σ, the step its matrix was formed
+    with, and the kept LU with its pivots)."""
     _keys(path, d, ("sigma", "h_jac"), ("lu", "piv", "need_jac", "relax"))
     if _real(f"{path}.sigma", d["sigma"]) < 0.0:
         _fail(f"{path}.sigma", f"must be >= 0, got {d['sigma']!r}")

@@ -1,50 +1,12 @@
-"""Quasi-Newton iteration with Jacobian/LU reuse (seed 000 §5.1, Algorithm 2)."""
+"""The quasi-Newton decisions every method's kernel shares (seed 000 §5.1, Algorithm 2
+and the reuse test of Algorithm 3 g; cosim.integrators.kernel_common), checked on
+their own; the methods' Newton loops around them are checked by each method's tests."""
+import math
+
 import numpy as np
 import pytest
 
-from cosim.errors import SingularMatrixError
-from cosim.integrators.base import STAT_KEYS
-from cosim.integrators.newton import QuasiNewton
-
-ROOT = np.array([np.sqrt(2.0), np.sqrt(2.0)])
-X0 = np.array([1.2, 1.5])
-
-
-def circle_and_line(x):
-    return np.array([x[0] ** 2 + x[1] ** 2 - 4.0, x[0] - x[1]])
-
-
-def circle_and_line_jacobian(x):
-    return np.array([[2 * x[0], 2 * x[1]], [1.0, -1.0]])
-
-
-def solve(qn, x0=X0, fun=circle_and_line, jac=circle_and_line_jacobian, scale=1e-8):
-    return qn.solve(lambda d: fun(x0 + d), lambda d: jac(x0 + d), x0.size,
-                    lambda dd: float(np.max(np.abs(dd))) / scale, h=0.1, t=0.0)
-
-
-def test_converges_on_a_small_nonlinear_system_and_counts():
-    stats = dict.fromkeys(STAT_KEYS, 0)
-    qn = QuasiNewton(stats)
-    res = solve(qn)
-    assert res.converged and res.reason == "converged"
-    assert np.max(np.abs(X0 + res.delta - ROOT)) < 1e-10
-    assert stats["newton_iterations"] == stats["residual_evaluations"] == res.iterations
-    assert stats["jacobian_evaluations"] == stats["lu_factorizations"] >= 1
-    assert 3 <= res.iterations <= 10
-
-
-def test_stale_jacobian_still_converges_and_is_reused():
-    stats = dict.fromkeys(STAT_KEYS, 0)
-    qn = QuasiNewton(stats)
-    solve(qn)
-    n_lu = stats["lu_factorizations"]
-    qn.plan_reuse(0.1, None)          # same ĥ: reuse test σ·1 + 0 ≤ 1/3
-    assert qn.need_jac is False and qn.relax == pytest.approx(1.0)
-    # a nearby problem with the old factorisation: converges without a new LU
-    res = solve(qn, x0=np.array([1.3, 1.45]))
-    assert res.converged and np.max(np.abs(np.array([1.3, 1.45]) + res.delta - ROOT)) < 1e-9
-    assert stats["lu_factorizations"] == n_lu
+from cosim.integrators import kernel_common as KC
 
 
 @pytest.mark.parametrize("sigma, h_new, reuse", [
@@ -56,73 +18,107 @@ def test_stale_jacobian_still_converges_and_is_reused():
     (0.0, 0.6, False),    # 0 + 0.4 > 1/3
 ])
 def test_reuse_decision_follows_the_sigma_test(sigma, h_new, reuse):
-    qn = QuasiNewton(dict.fromkeys(STAT_KEYS, 0))
-    qn.factor = ("lu", "piv")   # any existing factorisation
-    qn.h_jac = 1.0
-    qn.sigma = sigma
-    qn.plan_reuse(h_new, None)
     expected = sigma * h_new + abs(h_new - 1.0) <= 1.0 / 3.0
     assert expected == reuse            # the table above is the σ test
-    assert (not qn.need_jac) == reuse
-    if expected:
-        assert qn.relax == pytest.approx(2 * h_new / (h_new + 1.0))   # ν = 2ĥ_new/(ĥ_new + ĥ_old)
-    else:
-        assert qn.relax == 1.0
+    assert KC.keeps_matrix(sigma, h_new, 1.0) == reuse
+    assert KC.relaxation(h_new, 1.0) == pytest.approx(2 * h_new / (h_new + 1.0))   # ν
 
 
-def test_no_factorisation_means_a_new_jacobian():
-    qn = QuasiNewton(dict.fromkeys(STAT_KEYS, 0))
-    qn.plan_reuse(1.0, None)
-    assert qn.need_jac and qn.relax == 1.0
+@pytest.mark.parametrize("h_jac", [-1.0, 0.0, math.nan])
+def test_no_matrix_step_means_a_new_matrix(h_jac):
+    assert not KC.keeps_matrix(0.0, 1.0, h_jac)
 
 
-def test_no_root_is_reported_not_converged():
-    stats = dict.fromkeys(STAT_KEYS, 0)
-    qn = QuasiNewton(stats, max_iter=15)
-    res = solve(qn, x0=np.array([0.5]), fun=lambda x: np.array([x[0] ** 2 + 1.0]),
-                jac=lambda x: np.array([[2 * x[0]]]))
-    assert not res.converged and "no convergence" in res.reason
-    assert qn.need_jac   # the next solve starts with a fresh Jacobian
+def test_verdict_converges_below_the_tolerance_and_by_the_rate():
+    # ‖Δδ‖ < tol
+    assert KC.newton_verdict(2, 2, 0.5e-4, 1e-2, 0.1, math.inf, 1e-4, 1e-3, False, False)[0] \
+        == KC.NEWTON_CONVERGED
+    # the rate σ = ‖Δδ‖/‖Δδ_old‖ = 0.01 predicts σ/(1−σ)‖Δδ‖ ≈ 1e-5 < err_tol
+    verdict, sigma, err = KC.newton_verdict(2, 2, 1e-3, 1e-1, 0.0, math.inf, 1e-4, 1e-3, False, False)
+    assert verdict == KC.NEWTON_CONVERGED and sigma == pytest.approx(0.01)
+    assert err == pytest.approx(0.01 / 0.99 * 1e-3)
+    # the GGL rule (rate_only): not on ‖Δδ‖ < tol alone
+    verdict, sigma, _ = KC.newton_verdict(1, 1, 1e-9, -1.0, 0.5, math.inf, 1e-4, 1e-8, True, True)
+    assert verdict == KC.NEWTON_CONTINUE and sigma == 0.0
 
 
-def test_non_finite_residual_is_reported():
-    qn = QuasiNewton(dict.fromkeys(STAT_KEYS, 0))
-    res = solve(qn, fun=lambda x: np.array([np.nan, 0.0]))
-    assert not res.converged and "not finite" in res.reason
+def test_prior_rate_accepts_a_first_update_only_when_predicted_converged():
+    verdict, sigma, _ = KC.newton_verdict(1, 1, 1e-3, -1.0, 1e-3, math.inf, 1e-4, 1e-3, True, False)
+    assert verdict == KC.NEWTON_CONVERGED
+    assert sigma == pytest.approx(1e-3 ** 0.8)   # an unmeasured rate relaxes towards 1
+    # without the test, or with a first update outside the tolerance scale: iterate
+    assert KC.newton_verdict(1, 1, 1e-3, -1.0, 1e-3, math.inf, 1e-4, 1e-3, False, False)[0] \
+        == KC.NEWTON_CONTINUE
+    assert KC.newton_verdict(1, 1, 2.0, -1.0, 1e-3, math.inf, 1e-4, 1e-3, True, False)[0] \
+        == KC.NEWTON_CONTINUE
 
 
-@pytest.mark.filterwarnings("ignore::scipy.linalg.LinAlgWarning")
-def test_singular_jacobian_raises_naming_the_matrix():
-    qn = QuasiNewton(dict.fromkeys(STAT_KEYS, 0), what="test matrix")
-    with pytest.raises(SingularMatrixError, match="test matrix"):
-        solve(qn, jac=lambda x: np.zeros((2, 2)))
+def test_slow_contraction_refreshes_the_matrix_and_a_growing_update_is_slow():
+    # σ = 0.8: err = 4·‖Δδ‖ = 0.4, and 0.4·0.8³ > 1/2 is false, 0.8 ≤ 0.9: after 5 updates refresh
+    verdict, sigma, _ = KC.newton_verdict(5, 5, 0.1, 0.125, 0.0, math.inf, 1e-4, 1e-3, False, False)
+    assert verdict == KC.NEWTON_REFRESH and sigma == pytest.approx(0.8)
+    # σ = 0.6 at the 2nd update: err·σ³ = 1.5·0.6³ = 0.32 ≤ 1/2: continue
+    verdict, _, err = KC.newton_verdict(2, 2, 1.0, 1.0 / 0.6, 0.0, math.inf, 1e-4, 1e-3, False, False)
+    assert verdict == KC.NEWTON_CONTINUE and err == pytest.approx(1.5)
+    # not contracting: the caller's stall test decides
+    assert KC.newton_verdict(3, 3, 1.0, 1.0, 0.2, 7.0, 1e-4, 1e-3, False, False) \
+        == (KC.NEWTON_SLOW, 0.2, 7.0)
 
 
-def test_prior_rate_accepts_after_one_iteration_only_when_predicted_converged():
-    stats = dict.fromkeys(STAT_KEYS, 0)
-    qn = QuasiNewton(stats, prior_rate=True)
-    solve(qn)
-    # start practically at the root: first update is inside the tolerance scale
-    qn.sigma = 1e-3
-    res = solve(qn, x0=ROOT + 1e-9)
-    assert res.converged and res.iterations == 1
-    assert qn.sigma == pytest.approx(1e-3 ** 0.8)   # unmeasured rate relaxes towards 1
-    # far away: the first update is large, so it must iterate
-    res = solve(qn, x0=np.array([1.0, 2.0]))
-    assert res.converged and res.iterations > 1
-    assert np.max(np.abs(np.array([1.0, 2.0]) + res.delta - ROOT)) < 1e-10
+def test_verdicts_solve_a_small_system():
+    """A quasi-Newton loop around the verdicts (as in each kernel: a matrix kept until
+    the verdict asks for a new one): converges on a circle and a line."""
+    from cosim.integrators.dense_lu import lu_solve_inplace
+    root = np.array([np.sqrt(2.0), np.sqrt(2.0)])
+    x = np.array([1.2, 1.5])
+    LU, piv = np.zeros((2, 2)), np.zeros(2, dtype=np.int64)
+    old, sigma, err, n_j, refreshes = -1.0, 0.0, math.inf, 0, -1
+    verdict = KC.NEWTON_REFRESH
+    for it in range(1, 26):
+        if verdict == KC.NEWTON_REFRESH:
+            J = np.array([[2 * x[0], 2 * x[1]], [1.0, -1.0]])
+            assert KC.factor_matrix(J, LU, piv, 2)[0] == KC.FACTORED
+            old, n_j, refreshes = -1.0, 0, refreshes + 1
+        F = np.array([x[0] ** 2 + x[1] ** 2 - 4.0, x[0] - x[1]])
+        lu_solve_inplace(LU, piv, F)
+        x -= F
+        n_j += 1
+        dnorm = float(np.max(np.abs(F))) / 1e-8
+        verdict, sigma, err = KC.newton_verdict(it, n_j, dnorm, old, sigma, err, 1e-4, 1e-3,
+                                                False, False)
+        if verdict == KC.NEWTON_CONVERGED:
+            break
+        assert verdict != KC.NEWTON_SLOW
+        old = dnorm
+    assert verdict == KC.NEWTON_CONVERGED and 3 <= it <= 15 and refreshes <= 3
+    assert np.max(np.abs(x - root)) < 1e-10
 
 
-def test_state_carries_the_factorisation_for_bit_identical_restore():
-    stats = dict.fromkeys(STAT_KEYS, 0)
-    qn = QuasiNewton(stats)
-    solve(qn)
-    snap = qn.state()
-    a = solve(qn, x0=np.array([1.3, 1.45]))
-    other = QuasiNewton(dict.fromkeys(STAT_KEYS, 0))
-    other.restore(snap)
-    b = solve(other, x0=np.array([1.3, 1.45]))
-    assert np.array_equal(a.delta, b.delta) and a.iterations == b.iterations
-    # snapshots without a factorisation (older format) rebuild it
-    other.restore({"sigma": 0.0, "h_jac": -1.0})
-    assert other.factor is None and other.need_jac
+def test_factor_matrix_refuses_non_finite_and_singular_matrices():
+    LU, piv = np.full((2, 2), 7.0), np.zeros(2, dtype=np.int64)
+    assert KC.factor_matrix(np.array([[1.0, np.nan], [0.0, 1.0]]), LU, piv, 2) == (KC.MATRIX_NONFINITE, 0.0)
+    assert np.all(LU == 7.0)   # untouched
+    status, ratio = KC.factor_matrix(np.array([[1.0, 2.0], [2.0, 4.0]]), LU, piv, 2)
+    assert status == KC.MATRIX_SINGULAR and ratio <= KC.PIVOT_RATIO_MIN
+    status, ratio = KC.factor_matrix(np.array([[4.0, 0.0], [0.0, 2.0]]), LU, piv, 2)
+    assert status == KC.FACTORED and ratio == 0.5
+
+
+@pytest.mark.parametrize("t, h, fixed, limit, expected", [
+    (0.0, 0.1, False, 1.0, (0.1, False, True)),
+    (0.0, 0.9, False, 1.0, (1.0, True, True)),      # a sliver < h/4 left: stretched onto it
+    (0.0, 0.7, False, 1.0, (0.7, False, True)),
+    (0.0, 0.1, True, 0.1 + 1e-9, (0.1 + 1e-9, True, True)),   # fixed: lands on a rounding sliver
+    (0.0, 20.0, False, 100.0, (10.0, False, True)),  # capped by max_step 10
+    (1e6, 1e-10, True, 2e6, (1e-10, False, False)),  # h ≤ 4 ε |t|: does not move t
+])
+def test_clamp_step(t, h, fixed, limit, expected):
+    assert KC.clamp_step(t, h, 10.0, fixed, limit) == expected
+
+
+def test_weighted_norms():
+    x, w = np.array([3.0, -4.0, 100.0]), np.array([1.0, 0.5, 1.0])
+    assert KC.weighted_max(x, w, 2) == 3.0
+    assert KC.weighted_rms(x, w * w, 2) == pytest.approx(math.sqrt((9.0 + 4.0) / 2))
+    assert KC.weighted_rms(x, w, 0) == 0.0
+    assert math.isnan(KC.weighted_max(np.array([np.nan, 1.0]), w, 2))

@@ -38,8 +38,8 @@ Order and step selection (§4 "变步长变阶", Algorithm 4 f-j): candidates
 k−1, k, k+1 with the safety factors of eq. 85, the maximum step ratio per
 order of Table 1 (Skelboe), Skelboe's instability test of Table 2 combined
 with the relaxed smoothness condition ‖∇^k‖ ≥ ‖∇^{k+1}‖ ≥ ‖∇^{k+2}‖ for
-raising the order.  Newton: :class:`~cosim.integrators.newton.QuasiNewton`
-(Algorithm 2, ``bdf_kernel._newton``) with the reuse test on ĥ (§5.1) — across steps for bdf-i2 and
+raising the order.  Newton: Algorithm 2 (``bdf_corrector._newton`` on
+:mod:`~cosim.integrators.kernel_common`'s decisions) with the reuse test on ĥ (§5.1) — across steps for bdf-i2 and
 bdf-i1, within a step for bdf (see below).
 
 Choices beyond the seed's text (each commented where it is made):

@@ -5,8 +5,8 @@ step clamp towards a target time, and the weighted norms (eq. 35).
 
 Plain functions of numbers and arrays: pasted into each compiled method
 (``helpers`` of :func:`cosim.jit.method_entry`, after :mod:`.dense_lu`) and
-called as plain Python by the python backend and by
-:class:`cosim.integrators.newton.QuasiNewton`.
+called as plain Python by the python backend (and ``clamp_step`` by the
+:class:`~cosim.integrators.base.Integrator` base class).
 """
 import math
 
