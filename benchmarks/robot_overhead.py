@@ -14,7 +14,7 @@ at t = 1 ms: the cost depends on the state):
   a + b·k: a is the per-call cost (Python wrapper, numba's dispatch and the
   compiled entry's work per call), b the cost of one step inside the loop;
 * the compiled entry called for a zero-length interval (its dispatch and fixed
-  cost) and an empty numba function of the same nine arguments (dispatch alone).
+  cost) and an empty numba function of the same ten arguments (dispatch alone).
 
 Then a cProfile of ``set_inputs`` + ``do_step`` (the Python functions that take
 the time; the compiled call is one line).
@@ -132,12 +132,12 @@ def main(argv=None):
           f"per call -> {a:.1f} µs per call + {b:.1f} µs per step", flush=True)
     import numba
     reset()
-    K, S, I, LU = integ._K, integ._S, integ._I, integ._LU
-    args = (K.WHOLE_INTERVAL, S, I, LU, integ._u_c, sim.model._p, float(S[K.T]), 100,
-            integ._y_out)
+    K, S, I, LU = integ._kernel, integ._S, integ._I, integ._LU
+    args = (integ._fns, K.WHOLE_INTERVAL, S, I, LU, integ._u_c, integ._parameters(), float(S[K.T]),
+            100, integ._y_out)
 
     @numba.njit
-    def empty(mode, S, I, LU, u, p, t, n, y):
+    def empty(fns, mode, S, I, LU, u, p, t, n, y):
         return 0
 
     empty(*args)

@@ -93,9 +93,22 @@ def int_length(n, m):
 
 def workspace(n, m, n2):
     """Work arrays of one advance() call: (q, v, M, C_q, Q, γ, rhs, C, C_t, stages K (7 × n_y),
-    y0, y_new, y_stage, y_proj, err/tmp, λ, k2, k3, k4, y_full, y_half, f_half, f)."""
-    return (np.zeros(n), np.zeros(n), np.zeros((n, n)), np.zeros((m, n)), np.zeros(n), np.zeros(m),
-            np.zeros(n + m), np.zeros(m), np.zeros(m), np.zeros((7, n2)),
-            np.zeros(n2), np.zeros(n2), np.zeros(n2), np.zeros(n2), np.zeros(n2), np.zeros(m),
-            np.zeros(n2), np.zeros(n2), np.zeros(n2), np.zeros(n2), np.zeros(n2), np.zeros(n2),
-            np.zeros(n2))
+    y0, y_new, y_stage, y_proj, err/tmp, λ, k2, k3, k4, y_full, y_half, f_half, f): views
+    into ONE zeroed buffer (in numba each allocation costs about what a small model
+    evaluation costs; 23 of them were most of a call's fixed cost)."""
+    buf = np.zeros(3 * n + n * n + m * n + 4 * m + (n + m) + 7 * n2 + 12 * n2)
+    q, o = buf[0:n], n
+    v, o = buf[o:o + n], o + n
+    M, o = buf[o:o + n * n].reshape((n, n)), o + n * n
+    Cq, o = buf[o:o + m * n].reshape((m, n)), o + m * n
+    Q, o = buf[o:o + n], o + n
+    g, o = buf[o:o + m], o + m
+    rhs, o = buf[o:o + n + m], o + n + m
+    C, o = buf[o:o + m], o + m
+    Ct, o = buf[o:o + m], o + m
+    K, o = buf[o:o + 7 * n2].reshape((7, n2)), o + 7 * n2
+    lam = buf[o:o + m]
+    o += m
+    vy = buf[o:o + 12 * n2].reshape((12, n2))   # the n_y-vectors, one per row
+    return (q, v, M, Cq, Q, g, rhs, C, Ct, K, vy[0], vy[1], vy[2], vy[3], vy[4], lam,
+            vy[5], vy[6], vy[7], vy[8], vy[9], vy[10], vy[11])
