@@ -104,15 +104,15 @@ def int_length(n, m, ns):
 def workspace(n, m, ns):
     """1-D float work (slots of :func:`wslots`), the n×n / m×n / ns×ns matrices."""
     N = ns
-    vec = np.zeros(28 * n + 18 * m + 4 * N + 8 * ROWS)
-    M = np.zeros((n, n))
-    Qq = np.zeros((n, n))
-    Qv = np.zeros((n, n))
-    Hm = np.zeros((n, n))
-    Mq = np.zeros((n, n))
-    Cq = np.zeros((m, n))
-    Jw = np.zeros((N, N))
-    return vec, M, Qq, Qv, Hm, Mq, Cq, Jw
+    nv = 28 * n + 18 * m + 4 * N + 8 * ROWS
+    nn = n * n
+    buf = np.zeros(nv + 5 * nn + m * n + N * N)   # one allocation, views into it
+    vec = buf[:nv]
+    mats = buf[nv:nv + 5 * nn].reshape((5, n, n))
+    o = nv + 5 * nn
+    Cq = buf[o:o + m * n].reshape((m, n))
+    Jw = buf[o + m * n:o + m * n + N * N].reshape((N, N))
+    return vec, mats[0], mats[1], mats[2], mats[3], mats[4], Cq, Jw
 
 
 # offsets in the 1-D work vector
