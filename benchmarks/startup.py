@@ -3,8 +3,9 @@
 On an empty compile cache (``COSIM_CACHE_DIR`` = a fresh folder), each in a new
 process (wall seconds, and the compile time the run itself reports on stderr):
 
-1. compile every method that is compiled independently of the model, once
-   (``cosim.integrators.compile_method``; what ``scripts/setup.sh`` does);
+1. compile every method once, independently of the model, two at a time (``cosim
+   warmup --methods -j 2``, what ``scripts/setup.sh`` does on two cores; it also
+   compiles the one kernel set every URDF robot shares);
 2. with those methods cached, the first run of
    * a library model whose kernels were never compiled (``cosim simulate``),
    * a URDF robot (the Panda of example-robot-data; every robot shares one kernel set),
@@ -158,9 +159,8 @@ def main(argv=None):
         env["COSIM_CACHE_DIR"] = a.cache or tmp_cache
         with open(os.path.join(user, "user_model.py"), "w", encoding="utf-8") as fh:
             fh.write(USER_MODEL)
-        runs = [("compile the methods once (scripts/setup.sh)",
-                 [py, "-c", "from cosim.integrators import ONE_IMPLEMENTATION, compile_method\n"
-                            "for m in sorted(ONE_IMPLEMENTATION): compile_method(m)"]),
+        runs = [("compile the methods once (setup: warmup -j 2)",
+                 [py, "-m", "cosim.cli", "warmup", "--methods", "-j", "2"]),
                 (f"new library model: cosim simulate {a.model}",
                  [py, "-m", "cosim.cli", "simulate", a.model, "--method", a.method, "--t-end", "0.01",
                   "--backend", "numba", "--json"]),
