@@ -66,7 +66,7 @@ from . import block_record, dense_lu, kernel_common
 from . import block_kernel as K
 from .base import MultibodyIntegrator
 from .model_functions import compiled_unsupported
-from .record import RecordIntegrator, record_array, record_scalar, record_time
+from .record import RecordIntegrator, record_array, record_point, record_scalar
 
 NODE_FAMILIES = ("equidistant", "chebyshev", "legendre")
 DEFAULT_H = 1e-2
@@ -219,7 +219,7 @@ _NEWTON_REASONS = {K.R_RESIDUAL: "residual is not finite", K.R_UPDATE: "Newton u
 _Y, _YP, _QDD, _LAM, _SQ, _SV = range(6)   # positions in _slices
 
 
-class LStableBlock(RecordIntegrator, MultibodyIntegrator):
+class LStableBlock(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam")), RecordIntegrator, MultibodyIntegrator):
     """r-node L-stable block method (seed 004) for index-1/2/3 multibody DAEs, fixed step.
 
     Options: ``nodes`` ("equidistant" | "chebyshev" | "legendre"), ``r`` ≥ 2,
@@ -244,14 +244,8 @@ class LStableBlock(RecordIntegrator, MultibodyIntegrator):
     _kernel = K
     compiled_entry = staticmethod(compiled_entry)
 
-    t = record_time(K.T)
-    t_prev = record_time(K.T_PREV)
     h = record_scalar(K.H, writable=True)
     error_estimate = record_scalar(K.ERR_EST, writable=True)
-    y = record_array(_Y, writable=True)
-    y_prev = record_array(_YP, writable=True)
-    qdd = record_array(_QDD, writable=True)
-    lam = record_array(_LAM, writable=True)
     stage_q = record_array(_SQ, writable=True, shape=lambda self: (self.r, self._n))
     stage_v = record_array(_SV, writable=True, shape=lambda self: (self.r, self._n))
 

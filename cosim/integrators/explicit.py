@@ -44,8 +44,8 @@ from . import explicit_kernel as K
 from .base import MultibodyIntegrator
 from .common import error_weights, last_step_dense_output
 from .model_functions import n_nonholonomic, python_functions
-from .record import (DeferredRestart, RecordIntegrator, hermite_dense, kernel_model_reason, record_array,
-                     record_flagged, record_flagged_array, record_int, record_scalar, record_time)
+from .record import (DeferredRestart, RecordIntegrator, hermite_dense, kernel_model_reason, record_flagged,
+                     record_flagged_array, record_int, record_point, record_scalar)
 
 _Y, _YP, _QDD, _LAM = range(4)   # positions in explicit_kernel.offsets()
 _J_TEXT = "[[M, C_q^T], [C_q, 0]] (seed 000 eq. 89)"   # the matrix J of eq. 89 in messages
@@ -77,7 +77,8 @@ def _singular_text(code, t, ratio):
     return f"{_J_TEXT} is numerically singular at t={t}, h=None (pivot ratio {ratio:.1e})"
 
 
-class ExplicitRungeKutta(DeferredRestart, RecordIntegrator, MultibodyIntegrator):
+class ExplicitRungeKutta(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam"), settle=True), RecordIntegrator,
+                         MultibodyIntegrator):
     """Common part: the record, the first derivative and initial step, state."""
 
     model_kinds = ("multibody", "first_order")
@@ -87,13 +88,7 @@ class ExplicitRungeKutta(DeferredRestart, RecordIntegrator, MultibodyIntegrator)
     _method_code = K.DOPRI5
     compiled_entry = staticmethod(compiled_entry)
 
-    t = record_time(K.T)
-    t_prev = record_time(K.T_PREV, settle=True)
     h_next = record_scalar(K.H_NEXT, writable=True)
-    y = record_array(_Y, writable=True)
-    y_prev = record_array(_YP, writable=True)
-    qdd = record_array(_QDD, writable=True)
-    lam = record_array(_LAM, writable=True)
     projection_iterations = record_int(K.PROJ_ITERS)
 
     def __init__(self, model, backend="python", **kwargs):

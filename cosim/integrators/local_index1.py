@@ -54,7 +54,7 @@ from . import li1_record as R
 from .base import MultibodyIntegrator
 from .common import error_weights, initial_step, last_step_dense_output
 from .model_functions import n_nonholonomic
-from .record import RecordIntegrator, kernel_model_reason, record_array, record_scalar, record_time
+from .record import RecordIntegrator, kernel_model_reason, record_point, record_scalar
 
 _Y, _YP, _QDD, _LAM, _G0, _G1 = range(6)   # positions in li1_kernel.offsets()
 _K_TEXT = "[[M, C_q^T], [C_q, 0]]"          # the matrix of eq. 2.5 in messages
@@ -103,7 +103,7 @@ def _matrix_text(what, nonfinite, t, h, ratio):
     return f"{what} is numerically singular at t={t}, h={h} (pivot ratio {ratio:.1e})"
 
 
-class LocalEquivalentIndex1(RecordIntegrator, MultibodyIntegrator):
+class LocalEquivalentIndex1(record_point(R.T, R.T_PREV, ("y", "y_prev", "qdd", "lam")), RecordIntegrator, MultibodyIntegrator):
     """Seed 002: locally equivalent square index-1 system + trapezoidal rule.
 
     Fixed step with ``h=`` (the seed's use, h = 1e-3) or adaptive with the
@@ -117,13 +117,7 @@ class LocalEquivalentIndex1(RecordIntegrator, MultibodyIntegrator):
     _kernel = K
     compiled_entry = staticmethod(compiled_entry)
 
-    t = record_time(R.T)
-    t_prev = record_time(R.T_PREV)
     h_next = record_scalar(R.H_NEXT, writable=True)
-    y = record_array(_Y, writable=True)
-    y_prev = record_array(_YP, writable=True)
-    qdd = record_array(_QDD, writable=True)
-    lam = record_array(_LAM, writable=True)
 
     def __init__(self, model, backend="python", **kwargs):
         self._construct(model, backend, supports, R.N_SCALARS, kwargs)

@@ -82,6 +82,16 @@ def record_array(index, writable=False, shape=None):
     return property(get, set if writable else None)
 
 
+def record_point(t_slot, t_prev_slot, arrays, settle=False):
+    """A mixin (before :class:`RecordIntegrator`) giving the integrator base class's
+    point as views of the record: t, t_prev (slots of S; ``settle``: reading t_prev
+    carries out a deferred restart) and the writable record arrays named in
+    ``arrays`` (``_slices`` order: y, y_prev, …)."""
+    views = {"t": record_time(t_slot), "t_prev": record_time(t_prev_slot, settle=settle)}
+    views.update((name, record_array(index, writable=True)) for index, name in enumerate(arrays))
+    return type("RecordPoint", (), views)
+
+
 def record_int(slot):
     """An int view of slot ``slot`` of I (assigning writes it)."""
     return property(lambda self: int(self._I[slot]),

@@ -67,8 +67,8 @@ from . import rkc_kernel as K
 from .base import MultibodyIntegrator
 from .common import error_weights, last_step_dense_output, weighted_rms_norm
 from .model_functions import n_nonholonomic, python_functions
-from .record import (DeferredRestart, RecordIntegrator, hermite_dense, kernel_model_reason, record_array,
-                     record_flagged_array, record_scalar, record_time)
+from .record import (DeferredRestart, RecordIntegrator, hermite_dense, kernel_model_reason, record_flagged_array,
+                     record_point, record_scalar)
 
 MAX_REJECTIONS = K.MAX_REJECTIONS
 _Y, _YP, _QDD, _LAM = range(4)   # positions in rkc_kernel.rkc_offsets()
@@ -133,7 +133,8 @@ def _record_int(offset):
     return property(get, set)
 
 
-class RKCPenalty(DeferredRestart, RecordIntegrator, MultibodyIntegrator):
+class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam"), settle=True), RecordIntegrator,
+                 MultibodyIntegrator):
     """Penalty formulation (seed 000 eqs. 90-92) + 2nd-order Runge-Kutta-Chebyshev.
 
     Options: ``formulation`` "seed" | "bayo" (module doc); ``penalty`` χ > 0 in
@@ -153,13 +154,7 @@ class RKCPenalty(DeferredRestart, RecordIntegrator, MultibodyIntegrator):
     _kernel = K
     compiled_entry = staticmethod(compiled_entry)
 
-    t = record_time(K.T)
-    t_prev = record_time(K.T_PREV, settle=True)
     h_next = record_scalar(K.H_NEXT, writable=True)
-    y = record_array(_Y, writable=True)
-    y_prev = record_array(_YP, writable=True)
-    qdd = record_array(_QDD, writable=True)
-    lam = record_array(_LAM, writable=True)
     rho = record_scalar(K.RHO, writable=True)
     penalty = record_scalar(K.CHI, writable=True)     # χ (seed form) or ω (Bayo form)
     h_last = record_scalar(K.H_LAST, writable=True)

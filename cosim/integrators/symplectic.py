@@ -73,7 +73,7 @@ from . import dense_lu, kernel_common, spark_record, spark_terms
 from . import spark_kernel as K
 from .base import MultibodyIntegrator
 from .model_functions import compiled_unsupported, python_functions
-from .record import RecordIntegrator, record_array, record_scalar, record_time
+from .record import RecordIntegrator, record_point, record_scalar
 
 DEFAULT_H = 1e-2
 
@@ -234,7 +234,8 @@ def compiled_entry():
     return jit.method_entry(K, "spark", helpers=(dense_lu, kernel_common, spark_record, spark_terms))
 
 
-class PreadjustedSPARK(RecordIntegrator, MultibodyIntegrator):
+class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_prev", "lam")), RecordIntegrator,
+                       MultibodyIntegrator):
     """Parameter-preadjusted symplectic Gauss-Lobatto SPARK / Lobatto IIIA-IIIB (seed 003), fixed step.
 
     Options: ``stages`` s ∈ {1, 2, 3, 4} (order 2s), ``scheme``
@@ -255,13 +256,6 @@ class PreadjustedSPARK(RecordIntegrator, MultibodyIntegrator):
     _kernel = K
     compiled_entry = staticmethod(compiled_entry)
 
-    t = record_time(K.T)
-    t_prev = record_time(K.T_PREV)
-    y = record_array(0, writable=True)
-    y_prev = record_array(1, writable=True)
-    qdd = record_array(2, writable=True)
-    qdd_prev = record_array(3, writable=True)
-    lam = record_array(4, writable=True)
     h = record_scalar(K.H, writable=True)
     gamma_value = record_scalar(K.GAMMA, writable=True)
 
