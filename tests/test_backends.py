@@ -253,6 +253,85 @@ def _python_outputs(sim):
     return np.asarray(sim.model.output_values(integ.t, integ.y, integ.u), dtype=float)
 
 
+def _both_backends(method, c):
+    """Case ``c`` (model, n_steps, dt, kw, inputs) driven on both backends: the two
+    simulations and their y after every step, with the same counts."""
+    runs = {backend: _drive(backend, c["model"], c["n_steps"], c["dt"], c.get("inputs"), method=method, **c["kw"])
+            for backend in ("python", "numba")}
+    (sp, yp), (sn, yn) = runs["python"], runs["numba"]
+    assert sn.integrator.backend == "numba" and sp.integrator.backend == "python"
+    assert {k: sp.stats[k] for k in COUNTS} == {k: sn.stats[k] for k in COUNTS}
+    assert sp.stats["steps"] >= c["n_steps"]
+    return sp, yp, sn, yn
+
+
+def _dense_and_outputs_agree(sp, sn, bound, outputs_atol):
+    """The dense output of the last step agrees within ``bound``, the outputs within
+    ``outputs_atol``, and the compiled step's outputs are the model's at its state."""
+    ip, inn = sp.integrator, sn.integrator
+    h = ip.t - ip.t_prev
+    for t in (ip.t - 0.3 * h, ip.t - 0.9 * h):
+        assert np.max(np.abs(ip.dense_output(t) - inn.dense_output(t))) <= bound
+    np.testing.assert_allclose(sp.get_outputs(), sn.get_outputs(), rtol=0, atol=outputs_atol)
+    assert np.array_equal(sn.get_outputs(), _python_outputs(sn))   # outputs computed in the step
+
+
+def _rollback_and_serialization(model, n, **kw):
+    """n compiled steps, a snapshot and its blob, n more; the snapshot restored and the
+    blob in a fresh simulation repeat those n steps bit-identically.  Returns the
+    simulation, the blob and the y and stats after the 2n steps."""
+    sim, _ = _drive("numba", model, n, 0.01, **kw)
+    snap = sim.get_state()
+    blob = sim.serialize_state()
+    for _ in range(n):
+        sim.do_step(sim.time, 0.01)
+    y1, stats1 = sim.y, dict(sim.stats)
+    sim.set_state(snap)
+    assert sim.serialize_state() == blob
+    for _ in range(n):
+        sim.do_step(sim.time, 0.01)
+    assert np.array_equal(sim.y, y1) and dict(sim.stats) == stats1
+    fresh = cosim.Simulation(model=model, backend="numba", **kw)
+    fresh.deserialize_state(blob)
+    for _ in range(n):
+        fresh.do_step(fresh.time, 0.01)
+    assert np.array_equal(fresh.y, y1) and dict(fresh.stats) == stats1
+    return sim, blob, y1, stats1
+
+
+def _state_moves_between_backends(model, n, bound, back=10, **kw):
+    """A compiled run's state continued on the python backend (n steps, both runs) and
+    that one's back on the compiled one (``back`` steps; 0: not): y within ``bound``,
+    the same counts."""
+    a, _ = _drive("numba", model, 30, 0.01, **kw)
+    for backend, n_steps in (("python", n), ("numba", back)):
+        if not n_steps:
+            break
+        b = cosim.Simulation(model=model, backend=backend, **kw)
+        b.deserialize_state(a.serialize_state())
+        for _ in range(n_steps):
+            a.do_step(a.time, 0.01)
+            b.do_step(b.time, 0.01)
+        assert np.max(np.abs(a.y - b.y)) <= bound
+        assert {k: a.stats[k] for k in COUNTS} == {k: b.stats[k] for k in COUNTS}
+        a = b
+
+
+def _failure_message(backend, model, method, t_end, match=None, **kw):
+    """The error of an advance to ``t_end`` that fails, after checking that it left the
+    state (t, y, stats) as it was.  Returns the integrator and the message."""
+    integ = make_integrator(load_model(model), method, backend=backend, **kw)
+    integ.initialize()
+    assert integ.backend == backend
+    before = integ.state()
+    with pytest.raises(ConvergenceError, match=match) as err:
+        integ.advance(t_end)
+    after = integ.state()
+    assert after["t"] == before["t"] and np.array_equal(after["y"], before["y"])
+    assert after["stats"] == before["stats"]
+    return integ, str(err.value)
+
+
 @pytest.mark.parametrize("model, kw, dt", [
     ("pendulum", dict(h=1e-3), 1e-3), ("two_link", dict(h=1e-3), 1e-3),
     ("double_pendulum_natural", dict(h=1e-3), 1e-3), ("andrews", dict(rtol=1e-6), 1e-4)])
@@ -923,65 +1002,24 @@ EXPLICIT_CASES = {
 @pytest.mark.parametrize("case", sorted(EXPLICIT_CASES))
 def test_explicit_numba_and_python_same_counts_and_agree_1e10(case):
     c = EXPLICIT_CASES[case]
-    runs = {backend: _drive(backend, c["model"], c["n_steps"], c["dt"], c.get("inputs"),
-                            method=c["method"], **c["kw"])
-            for backend in ("python", "numba")}
-    (sp, yp), (sn, yn) = runs["python"], runs["numba"]
-    ip, inn = sp.integrator, sn.integrator
-    assert inn.backend == "numba" and ip.backend == "python"
-    assert {k: sp.stats[k] for k in COUNTS} == {k: sn.stats[k] for k in COUNTS}
-    assert ip.projection_iterations == inn.projection_iterations
-    assert sp.stats["steps"] >= c["n_steps"]
+    sp, yp, sn, yn = _both_backends(c["method"], c)
+    assert sp.integrator.projection_iterations == sn.integrator.projection_iterations
     if "long" in case:
         assert sp.stats["rejected"] > 0   # the controller's rejections are exercised too
     assert np.max(np.abs(yp - yn)) <= 1e-10
-    h = ip.t - ip.t_prev
-    for t in (ip.t - 0.3 * h, ip.t - 0.9 * h):  # dense output of the last step
-        assert np.max(np.abs(ip.dense_output(t) - inn.dense_output(t))) <= 1e-10
-    np.testing.assert_allclose(sp.get_outputs(), sn.get_outputs(), rtol=0, atol=1e-9)
-    assert np.array_equal(sn.get_outputs(), _python_outputs(sn))   # outputs computed in the step
+    _dense_and_outputs_agree(sp, sn, 1e-10, 1e-9)
 
 
 @pytest.mark.parametrize("model", ["two_link", "knife_edge"])
 @pytest.mark.parametrize("method, kw", [("dopri5", dict(rtol=1e-6, atol=1e-8)), ("rk4", dict(h=1e-3))])
 def test_explicit_numba_rollback_and_serialization_are_bit_identical(method, kw, model):
-    sim, _ = _drive("numba", model, 20, 0.01, method=method, **kw)
-    snap = sim.get_state()
-    blob = sim.serialize_state()
-    for _ in range(20):
-        sim.do_step(sim.time, 0.01)
-    y1, stats1 = sim.y, dict(sim.stats)
-    sim.set_state(snap)
-    assert sim.serialize_state() == blob
-    for _ in range(20):
-        sim.do_step(sim.time, 0.01)
-    assert np.array_equal(sim.y, y1) and dict(sim.stats) == stats1
-    fresh = cosim.Simulation(model=model, method=method, backend="numba", **kw)
-    fresh.deserialize_state(blob)
-    for _ in range(20):
-        fresh.do_step(fresh.time, 0.01)
-    assert np.array_equal(fresh.y, y1) and dict(fresh.stats) == stats1
+    _rollback_and_serialization(model, 20, method=method, **kw)
 
 
 @pytest.mark.parametrize("model", ["pendulum", "knife_edge"])
 @pytest.mark.parametrize("method", ["dopri5", "rk4"])
 def test_explicit_state_moves_between_backends(method, model):
-    kw = dict(method=method, rtol=1e-7, atol=1e-9)
-    sim, _ = _drive("numba", model, 30, 0.01, **kw)
-    other = cosim.Simulation(model=model, backend="python", **kw)
-    other.deserialize_state(sim.serialize_state())
-    for _ in range(30):
-        sim.do_step(sim.time, 0.01)
-        other.do_step(other.time, 0.01)
-    assert np.max(np.abs(sim.y - other.y)) <= 1e-10
-    assert {k: sim.stats[k] for k in COUNTS} == {k: other.stats[k] for k in COUNTS}
-    back = cosim.Simulation(model=model, backend="numba", **kw)
-    back.deserialize_state(other.serialize_state())
-    for _ in range(10):
-        back.do_step(back.time, 0.01)
-        other.do_step(other.time, 0.01)
-    assert np.max(np.abs(back.y - other.y)) <= 1e-10
-    assert {k: back.stats[k] for k in COUNTS} == {k: other.stats[k] for k in COUNTS}
+    _state_moves_between_backends(model, 30, 1e-10, method=method, rtol=1e-7, atol=1e-9)
 
 
 @pytest.mark.parametrize("method", ["dopri5", "rk4"])
@@ -989,25 +1027,9 @@ def test_explicit_failures_leave_state_unchanged_with_the_reference_message(meth
     messages = {}
     for backend in ("python", "numba"):
         # fixed step far beyond the stability limit: the projection fails (test_explicit)
-        integ = make_integrator(load_model("andrews"), method, backend=backend, h=5e-3)
-        integ.initialize()
-        before = integ.state()
-        with pytest.raises(ConvergenceError) as err:
-            integ.advance(0.05)
-        after = integ.state()
-        assert after["t"] == before["t"] and np.array_equal(after["y"], before["y"])
-        assert after["stats"] == before["stats"]
-        messages[backend, "fixed"] = str(err.value)
-        # step budget
-        integ = make_integrator(load_model("pendulum"), method, backend=backend, rtol=1e-9, max_steps=5)
-        integ.initialize()
-        before = integ.state()
-        with pytest.raises(ConvergenceError, match="more than max_steps=5 steps") as err:
-            integ.advance(1.0)
-        after = integ.state()
-        assert after["t"] == before["t"] and np.array_equal(after["y"], before["y"])
-        assert after["stats"] == before["stats"]
-        messages[backend, "budget"] = str(err.value)
+        _, messages[backend, "fixed"] = _failure_message(backend, "andrews", method, 0.05, h=5e-3)
+        _, messages[backend, "budget"] = _failure_message(backend, "pendulum", method, 1.0,
+                                                          "more than max_steps=5 steps", rtol=1e-9, max_steps=5)
     assert messages["python", "fixed"] == messages["numba", "fixed"]
     # the budget message names the t reached (≈ 0.13 after 5 steps): the step sizes agree to
     # roundoff of the error ratios.  The Python reference's own t moves by up to 3.7e-10
@@ -1163,58 +1185,28 @@ def test_block_numba_and_python_same_counts_and_within_the_roundoff_spread(case)
 @pytest.mark.parametrize("index", [1, 3])
 def test_block_numba_rollback_and_serialization_are_bit_identical(index):
     kw = dict(method="block-lstable", h=2e-3, method_options=dict(r=3, index=index, error_estimate=True))
-    sim, _ = _drive("numba", "two_link", 20, 0.01, **kw)
-    snap = sim.get_state()
-    blob = sim.serialize_state()
-    for _ in range(20):
-        sim.do_step(sim.time, 0.01)
-    y1, stats1 = sim.y, dict(sim.stats)
-    dense1 = sim.integrator.dense_output(sim.time - 1e-3)
-    sim.set_state(snap)
-    assert sim.serialize_state() == blob
-    for _ in range(20):
-        sim.do_step(sim.time, 0.01)
-    assert np.array_equal(sim.y, y1) and dict(sim.stats) == stats1
-    assert np.array_equal(sim.integrator.dense_output(sim.time - 1e-3), dense1)
+    sim, blob, _, _ = _rollback_and_serialization("two_link", 20, **kw)
+    dense = sim.integrator.dense_output(sim.time - 1e-3)
     fresh = cosim.Simulation(model="two_link", backend="numba", **kw)
     fresh.deserialize_state(blob)
     for _ in range(20):
         fresh.do_step(fresh.time, 0.01)
-    assert np.array_equal(fresh.y, y1) and dict(fresh.stats) == stats1
+    assert np.array_equal(fresh.integrator.dense_output(fresh.time - 1e-3), dense)   # the stage data
     np.testing.assert_array_equal(sim.get_outputs(), _python_outputs(sim))   # outputs computed in the step
 
 
 def test_block_state_moves_between_backends():
-    kw = dict(method="block-lstable", h=1e-3, method_options=dict(r=3, index=2))
-    sim, _ = _drive("numba", "pendulum", 30, 0.01, **kw)
-    other = cosim.Simulation(model="pendulum", backend="python", **kw)
-    other.deserialize_state(sim.serialize_state())
-    for _ in range(10):
-        sim.do_step(sim.time, 0.01)
-        other.do_step(other.time, 0.01)
-    assert np.array_equal(sim.y, other.y)   # measured: bit-identical
-    assert {k: sim.stats[k] for k in COUNTS} == {k: other.stats[k] for k in COUNTS}
-    back = cosim.Simulation(model="pendulum", backend="numba", **kw)
-    back.deserialize_state(other.serialize_state())
-    for _ in range(10):
-        back.do_step(back.time, 0.01)
-        other.do_step(other.time, 0.01)
-    assert np.array_equal(back.y, other.y)
+    # measured: bit-identical
+    _state_moves_between_backends("pendulum", 10, 0.0, method="block-lstable", h=1e-3,
+                                  method_options=dict(r=3, index=2))
 
 
 def test_block_failures_leave_state_unchanged_with_the_reference_message():
     messages = {}
     for backend in ("python", "numba"):
         # index 3 at h = 1e-3 on andrews stalls at its round-off floor (test_method_limits)
-        integ = make_integrator(load_model("andrews"), "block-lstable", backend=backend, h=1e-3)
-        integ.initialize()
-        before = integ.state()
-        with pytest.raises(ConvergenceError, match="block stage equations did not converge") as err:
-            integ.advance(0.01)
-        after = integ.state()
-        assert after["t"] == before["t"] and np.array_equal(after["y"], before["y"])
-        assert after["stats"] == before["stats"]
-        messages[backend] = str(err.value)
+        integ, messages[backend] = _failure_message(backend, "andrews", "block-lstable", 0.01,
+                                                    "block stage equations did not converge", h=1e-3)
         integ.advance(0.0005)   # the record is usable after the failure
         assert integ.t == 0.0005
     assert messages["python"] == messages["numba"]
@@ -1263,63 +1255,22 @@ LI1_CASES = {
 @pytest.mark.parametrize("case", sorted(LI1_CASES))
 def test_local_index1_numba_and_python_same_counts_and_agree(case):
     c = LI1_CASES[case]
-    runs = {backend: _drive(backend, c["model"], c["n_steps"], c["dt"], c.get("inputs"),
-                            method="local-index1", **c["kw"])
-            for backend in ("python", "numba")}
-    (sp, yp), (sn, yn) = runs["python"], runs["numba"]
-    ip, inn = sp.integrator, sn.integrator
-    assert inn.backend == "numba" and ip.backend == "python"
-    assert {k: sp.stats[k] for k in COUNTS} == {k: sn.stats[k] for k in COUNTS}
-    assert sp.stats["steps"] >= c["n_steps"]
+    sp, yp, sn, yn = _both_backends("local-index1", c)
     if "long" in case:
         assert sp.stats["rejected"] > 0   # the controller's rejections are exercised too
     assert np.max(np.abs(yp - yn)) <= 1e-12
-    h = ip.t - ip.t_prev
-    for t in (ip.t - 0.3 * h, ip.t - 0.9 * h):  # dense output of the last step
-        assert np.max(np.abs(ip.dense_output(t) - inn.dense_output(t))) <= 1e-12
-    np.testing.assert_allclose(sp.get_outputs(), sn.get_outputs(), rtol=0, atol=1e-10)
-    assert np.array_equal(sn.get_outputs(), _python_outputs(sn))   # outputs computed in the step
+    _dense_and_outputs_agree(sp, sn, 1e-12, 1e-10)
 
 
 @pytest.mark.parametrize("model", ["two_link", "knife_edge"])
 @pytest.mark.parametrize("kw", [dict(h=1e-3), dict(rtol=1e-6, atol=1e-8, method_options=dict(nullspace="gauss"))])
 def test_local_index1_numba_rollback_and_serialization_are_bit_identical(kw, model):
-    sim, _ = _drive("numba", model, 20, 0.01, method="local-index1", **kw)
-    snap = sim.get_state()
-    blob = sim.serialize_state()
-    for _ in range(20):
-        sim.do_step(sim.time, 0.01)
-    y1, stats1 = sim.y, dict(sim.stats)
-    sim.set_state(snap)
-    assert sim.serialize_state() == blob
-    for _ in range(20):
-        sim.do_step(sim.time, 0.01)
-    assert np.array_equal(sim.y, y1) and dict(sim.stats) == stats1
-    fresh = cosim.Simulation(model=model, method="local-index1", backend="numba", **kw)
-    fresh.deserialize_state(blob)
-    for _ in range(20):
-        fresh.do_step(fresh.time, 0.01)
-    assert np.array_equal(fresh.y, y1) and dict(fresh.stats) == stats1
+    _rollback_and_serialization(model, 20, method="local-index1", **kw)
 
 
 @pytest.mark.parametrize("model", ["pendulum", "knife_edge"])
 def test_local_index1_state_moves_between_backends(model):
-    kw = dict(method="local-index1", rtol=1e-7, atol=1e-9)
-    sim, _ = _drive("numba", model, 30, 0.01, **kw)
-    other = cosim.Simulation(model=model, backend="python", **kw)
-    other.deserialize_state(sim.serialize_state())
-    for _ in range(30):
-        sim.do_step(sim.time, 0.01)
-        other.do_step(other.time, 0.01)
-    assert np.max(np.abs(sim.y - other.y)) <= 1e-12
-    assert {k: sim.stats[k] for k in COUNTS} == {k: other.stats[k] for k in COUNTS}
-    back = cosim.Simulation(model=model, backend="numba", **kw)
-    back.deserialize_state(other.serialize_state())
-    for _ in range(10):
-        back.do_step(back.time, 0.01)
-        other.do_step(other.time, 0.01)
-    assert np.max(np.abs(back.y - other.y)) <= 1e-12
-    assert {k: back.stats[k] for k in COUNTS} == {k: other.stats[k] for k in COUNTS}
+    _state_moves_between_backends(model, 30, 1e-12, method="local-index1", rtol=1e-7, atol=1e-9)
 
 
 def test_local_index1_failures_leave_state_unchanged_with_the_reference_message():
@@ -1330,15 +1281,7 @@ def test_local_index1_failures_leave_state_unchanged_with_the_reference_message(
         for label, model, kw, t_end in (("newton", "andrews", dict(h=5e-3), 0.05),
                                         ("singular", "andrews", dict(h=2e-2), 0.05),
                                         ("budget", "pendulum", dict(rtol=1e-9, max_steps=5), 1.0)):
-            integ = make_integrator(load_model(model), "local-index1", backend=backend, **kw)
-            integ.initialize()
-            before = integ.state()
-            with pytest.raises(ConvergenceError) as err:
-                integ.advance(t_end)
-            after = integ.state()
-            assert after["t"] == before["t"] and np.array_equal(after["y"], before["y"])
-            assert after["stats"] == before["stats"]
-            messages[backend, label] = str(err.value)
+            _, messages[backend, label] = _failure_message(backend, model, "local-index1", t_end, **kw)
     for label in ("newton", "singular", "budget"):
         assert messages["python", label] == messages["numba", label]
     assert messages["numba", "newton"] == ("local-index1: trapezoidal step failed at t=0.0, h=0.005 "
@@ -1411,72 +1354,38 @@ def test_rkc_numba_and_python_same_counts_and_agree(case):
     form, whose matrix M + α C_qᵀC_q (α ≈ 1e7) and the power method's differences
     amplify roundoff (1e-15-perturbed starts of the reference spread by 1.5e-10)."""
     c = RKC_CASES[case]
-    runs = {backend: _drive(backend, c["model"], c["n_steps"], c["dt"], c.get("inputs"),
-                            method="rkc-penalty", **c["kw"])
-            for backend in ("python", "numba")}
-    (sp, yp), (sn, yn) = runs["python"], runs["numba"]
+    sp, yp, sn, yn = _both_backends("rkc-penalty", c)
     ip, inn = sp.integrator, sn.integrator
-    assert inn.backend == "numba" and ip.backend == "python"
-    assert {k: sp.stats[k] for k in COUNTS} == {k: sn.stats[k] for k in COUNTS}
     assert (ip.last_stages, ip.max_stages_used) == (inn.last_stages, inn.max_stages_used)
     bound = 1e-10 if "bayo" in case else 1e-13
     assert abs(ip.rho - inn.rho) <= 1e-12 * ip.rho
     assert np.max(np.abs(yp - yn)) <= bound
-    h = ip.t - ip.t_prev
-    for t in (ip.t - 0.3 * h, ip.t - 0.9 * h):  # dense output of the last step
-        assert np.max(np.abs(ip.dense_output(t) - inn.dense_output(t))) <= bound
-    np.testing.assert_allclose(sp.get_outputs(), sn.get_outputs(), rtol=0, atol=1e-9)
-    assert np.array_equal(sn.get_outputs(), _python_outputs(sn))   # outputs computed in the step
+    _dense_and_outputs_agree(sp, sn, bound, 1e-9)
 
 
 @pytest.mark.parametrize("opts", [dict(rtol=1e-6, atol=1e-8), dict(h=1e-3, method_options=dict(penalty=1e4)),
                                   dict(rtol=1e-5, atol=1e-5, method_options=dict(formulation="bayo"))])
 def test_rkc_numba_rollback_serialization_and_backend_moves_are_bit_identical(opts):
-    sim, _ = _drive("numba", "two_link", 10, 0.01, method="rkc-penalty", **opts)
-    snap = sim.get_state()
-    blob = sim.serialize_state()
+    _, blob, y1, stats1 = _rollback_and_serialization("two_link", 10, method="rkc-penalty", **opts)
+    other = cosim.Simulation(model="two_link", method="rkc-penalty", backend="python", **opts)
+    other.deserialize_state(blob)
+    assert other.integrator.backend == "python"
     for _ in range(10):
-        sim.do_step(sim.time, 0.01)
-    y1, stats1 = sim.y, dict(sim.stats)
-    sim.set_state(snap)
-    assert sim.serialize_state() == blob
-    for _ in range(10):
-        sim.do_step(sim.time, 0.01)
-    assert np.array_equal(sim.y, y1) and dict(sim.stats) == stats1
-    for backend in ("numba", "python"):
-        other = cosim.Simulation(model="two_link", method="rkc-penalty", backend=backend, **opts)
-        other.deserialize_state(blob)
-        assert other.integrator.backend == backend
-        for _ in range(10):
-            other.do_step(other.time, 0.01)
-        assert {k: other.stats[k] for k in COUNTS} == {k: stats1[k] for k in COUNTS}
-        if backend == "numba" or "method_options" not in opts or "penalty" in opts["method_options"]:
-            assert np.array_equal(other.y, y1)
-        else:
-            assert np.max(np.abs(other.y - y1)) <= 1e-9
+        other.do_step(other.time, 0.01)
+    assert {k: other.stats[k] for k in COUNTS} == {k: stats1[k] for k in COUNTS}
+    if "method_options" not in opts or "penalty" in opts["method_options"]:
+        assert np.array_equal(other.y, y1)
+    else:
+        assert np.max(np.abs(other.y - y1)) <= 1e-9
 
 
 def test_rkc_failures_leave_state_unchanged_with_the_reference_message():
     messages = {}
     for backend in ("python", "numba"):
-        integ = make_integrator(load_model("pendulum"), "rkc-penalty", backend=backend, h=1e-2,
-                                penalty=1e6, max_stages=5)
-        integ.initialize()
-        before = integ.state()
-        with pytest.raises(ConvergenceError, match="max_stages") as err:
-            integ.advance(0.1)
-        after = integ.state()
-        assert after["t"] == before["t"] and np.array_equal(after["y"], before["y"])
-        assert after["stats"] == before["stats"]
-        messages[backend, "stages"] = str(err.value)
-        integ = make_integrator(load_model("pendulum"), "rkc-penalty", backend=backend, rtol=1e-9,
-                                max_steps=5)
-        integ.initialize()
-        before = integ.state()
-        with pytest.raises(ConvergenceError, match="more than max_steps=5 steps") as err:
-            integ.advance(1.0)
-        assert integ.state()["stats"] == before["stats"] and integ.t == before["t"]
-        messages[backend, "budget"] = str(err.value)
+        _, messages[backend, "stages"] = _failure_message(backend, "pendulum", "rkc-penalty", 0.1, "max_stages",
+                                                          h=1e-2, penalty=1e6, max_stages=5)
+        _, messages[backend, "budget"] = _failure_message(backend, "pendulum", "rkc-penalty", 1.0,
+                                                          "more than max_steps=5 steps", rtol=1e-9, max_steps=5)
     assert messages["python", "stages"] == messages["numba", "stages"]
     assert messages["python", "stages"].startswith(
         "rkc-penalty: fixed step needs more RKC stages than max_stages at t=0.0, h=0.01 (h·rho = ")
@@ -1490,10 +1399,14 @@ def test_pasted_method_modules_define_each_name_once():
     the explicit and rkc records are imported, not defined again."""
     import ast
     import inspect
-    from cosim.integrators import (dense_lu, explicit_kernel, explicit_record, index1_kernel,
-                                   kernel_common, rkc_kernel, rkc_record)
-    for modules in ((dense_lu, explicit_record, index1_kernel, explicit_kernel),
-                    (dense_lu, kernel_common, explicit_record, index1_kernel, rkc_record, rkc_kernel)):
+    from cosim.integrators import (block_kernel, block_record, dense_lu, explicit_kernel, explicit_record,
+                                   index1_kernel, kernel_common, li1_kernel, li1_nullspace, li1_record,
+                                   rkc_kernel, rkc_record, spark_kernel, spark_record, spark_terms)
+    for modules in ((dense_lu, kernel_common, explicit_record, index1_kernel, explicit_kernel),
+                    (dense_lu, kernel_common, explicit_record, index1_kernel, rkc_record, rkc_kernel),
+                    (dense_lu, kernel_common, li1_record, li1_nullspace, li1_kernel),
+                    (dense_lu, kernel_common, spark_record, spark_terms, spark_kernel),
+                    (dense_lu, kernel_common, block_record, block_kernel)):
         seen = {}
         for module in modules:
             for node in ast.parse(inspect.getsource(module)).body:
@@ -1542,56 +1455,23 @@ def test_spark_numba_and_python_same_counts_and_bit_identical(case):
     matrices and factorisations, and the same bits where the model's compiled kernels
     give the bits of its Python methods (``atol``: where they do not)."""
     c = SPARK_CASES[case]
-    runs = {backend: _drive(backend, c["model"], c["n_steps"], c["dt"], c.get("inputs"),
-                            method="spark", **c["kw"])
-            for backend in ("python", "numba")}
-    (sp, yp), (sn, yn) = runs["python"], runs["numba"]
-    ip, inn = sp.integrator, sn.integrator
-    assert inn.backend == "numba" and ip.backend == "python"
-    assert {k: sp.stats[k] for k in COUNTS} == {k: sn.stats[k] for k in COUNTS}
-    assert sp.stats["steps"] >= c["n_steps"] and sp.stats["lu_factorizations"] > 0
+    sp, yp, sn, yn = _both_backends("spark", c)
+    assert sp.stats["lu_factorizations"] > 0
     atol = c.get("atol", 0.0)
     assert np.max(np.abs(yp - yn)) <= atol if atol else np.array_equal(yp, yn)
-    h = ip.t - ip.t_prev
-    for t in (ip.t - 0.3 * h, ip.t - 0.9 * h):  # dense output of the last step
-        assert np.max(np.abs(ip.dense_output(t) - inn.dense_output(t))) <= atol
-    assert ip.gamma_value == inn.gamma_value
-    np.testing.assert_allclose(sp.get_outputs(), sn.get_outputs(), rtol=0, atol=1e-12)
-    assert np.array_equal(sn.get_outputs(), _python_outputs(sn))   # outputs computed in the step
+    assert sp.integrator.gamma_value == sn.integrator.gamma_value
+    _dense_and_outputs_agree(sp, sn, atol, 1e-12)
 
 
 @pytest.mark.parametrize("model, opts", [("two_link", dict(stages=2, gamma=0.5)),
                                          ("double_pendulum_natural", dict(stages=1, gamma="T"))])
 def test_spark_numba_rollback_and_serialization_are_bit_identical(model, opts):
-    kw = dict(method="spark", h=2e-3, method_options=opts)
-    sim, _ = _drive("numba", model, 10, 0.01, **kw)
-    snap = sim.get_state()
-    blob = sim.serialize_state()
-    for _ in range(10):
-        sim.do_step(sim.time, 0.01)
-    y1, stats1 = sim.y, dict(sim.stats)
-    sim.set_state(snap)
-    assert sim.serialize_state() == blob
-    for _ in range(10):
-        sim.do_step(sim.time, 0.01)
-    assert np.array_equal(sim.y, y1) and dict(sim.stats) == stats1
-    fresh = cosim.Simulation(model=model, backend="numba", **kw)
-    fresh.deserialize_state(blob)
-    for _ in range(10):
-        fresh.do_step(fresh.time, 0.01)
-    assert np.array_equal(fresh.y, y1) and dict(fresh.stats) == stats1
+    _rollback_and_serialization(model, 10, method="spark", h=2e-3, method_options=opts)
 
 
 def test_spark_state_moves_between_backends():
-    kw = dict(method="spark", h=5e-3, method_options=dict(stages=2, gamma=0.5))
-    sim, _ = _drive("numba", "two_link", 10, 0.01, **kw)
-    other = cosim.Simulation(model="two_link", backend="python", **kw)
-    other.deserialize_state(sim.serialize_state())
-    for _ in range(10):
-        sim.do_step(sim.time, 0.01)
-        other.do_step(other.time, 0.01)
-    assert np.array_equal(sim.y, other.y)
-    assert {k: sim.stats[k] for k in COUNTS} == {k: other.stats[k] for k in COUNTS}
+    _state_moves_between_backends("two_link", 10, 0.0, back=0, method="spark", h=5e-3,
+                                  method_options=dict(stages=2, gamma=0.5))
 
 
 def test_spark_failure_leaves_state_unchanged_with_the_same_message_on_both_backends():
@@ -1599,14 +1479,8 @@ def test_spark_failure_leaves_state_unchanged_with_the_same_message_on_both_back
     for backend in ("python", "numba"):
         integ = make_integrator(load_model("andrews"), "spark", backend=backend, h=1e-4)
         integ.initialize()
-        assert integ.backend == backend
-        before = integ.state()
-        with pytest.raises(ConvergenceError) as err:
-            integ.advance(3e-4)
-        after = integ.state()
-        assert after["t"] == before["t"] and np.array_equal(after["y"], before["y"])
-        assert after["stats"] == before["stats"]
-        assert np.array_equal(after["method_state"]["qdd_prev"], before["method_state"]["qdd_prev"])
-        messages[backend] = str(err.value)
+        qdd_prev = integ.state()["method_state"]["qdd_prev"]
+        integ, messages[backend] = _failure_message(backend, "andrews", "spark", 3e-4, h=1e-4)
+        assert np.array_equal(integ.state()["method_state"]["qdd_prev"], qdd_prev)
     assert messages["python"] == messages["numba"] == (
         "spark: stage equations did not converge at t=0.0, h=0.0001 (no convergence in 30 iterations)")

@@ -66,7 +66,7 @@ from . import block_record, dense_lu, kernel_common
 from . import block_kernel as K
 from .base import MultibodyIntegrator
 from .model_functions import compiled_unsupported
-from .record import RecordIntegrator, record_array, record_scalar, record_time
+from .record import RecordIntegrator, record_array, record_point, record_scalar
 
 NODE_FAMILIES = ("equidistant", "chebyshev", "legendre")
 DEFAULT_H = 1e-2
@@ -219,7 +219,7 @@ _NEWTON_REASONS = {K.R_RESIDUAL: "residual is not finite", K.R_UPDATE: "Newton u
 _Y, _YP, _QDD, _LAM, _SQ, _SV = range(6)   # positions in _slices
 
 
-class LStableBlock(RecordIntegrator, MultibodyIntegrator):
+class LStableBlock(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam")), RecordIntegrator, MultibodyIntegrator):
     """r-node L-stable block method (seed 004) for index-1/2/3 multibody DAEs, fixed step.
 
     Options: ``nodes`` ("equidistant" | "chebyshev" | "legendre"), ``r`` ≥ 2,
@@ -244,24 +244,13 @@ class LStableBlock(RecordIntegrator, MultibodyIntegrator):
     _kernel = K
     compiled_entry = staticmethod(compiled_entry)
 
-    t = record_time(K.T)
-    t_prev = record_time(K.T_PREV)
     h = record_scalar(K.H, writable=True)
     error_estimate = record_scalar(K.ERR_EST, writable=True)
-    y = record_array(_Y, writable=True)
-    y_prev = record_array(_YP, writable=True)
-    qdd = record_array(_QDD, writable=True)
-    lam = record_array(_LAM, writable=True)
     stage_q = record_array(_SQ, writable=True, shape=lambda self: (self.r, self._n))
     stage_v = record_array(_SV, writable=True, shape=lambda self: (self.r, self._n))
 
     def __init__(self, model, backend="python", **kwargs):
-        self._choose_backend(model, backend, supports)
-        self._S = np.zeros(K.N_SCALARS)
-        self._has_state = False
-        super().__init__(model, **kwargs)
-        self._bind_model()
-        self._allocate(model.n_q, model.n_c)
+        self._construct(model, backend, supports, K.N_SCALARS, kwargs)
 
     def check_options(self):
         o = self.opts
@@ -317,15 +306,14 @@ class LStableBlock(RecordIntegrator, MultibodyIntegrator):
                           stacklevel=4)
 
     # -- the record ----------------------------------------------------------------------------
-    def _allocate(self, n, m):
-        r = self.r
+    def _allocate(self):
+        n, m, r = self.model.n_q, self.model.n_c, self.r
         offs = K.offsets(n, m, r)
         lengths = (2 * n, 2 * n, n, m, r * n, r * n)
         self._slices = [(offs[i], lengths[i]) for i in (0, 1, 2, 3)] + \
             [(offs[10], lengths[4]), (offs[11], lengths[5])]
         self._n, self._m = n, m
         self._N = K.matrix_size(n, m, r)
-        stats = self._I[K.STATS:K.STATS + K.N_STATS].copy() if hasattr(self, "_I") else None
         S = np.zeros(offs[-1])
         S[K.T] = S[K.T_PREV] = S[K.STAGE_T0] = math.nan
         S[K.H] = self._h_step
@@ -338,17 +326,10 @@ class LStableBlock(RecordIntegrator, MultibodyIntegrator):
         S[o_B2:o_B2 + r * r] = self.B2.ravel()
         S[o_Bd:o_Bd + r] = self.Bd
         S[o_bh:o_bh + r] = self.b_hat
-        self._S = S
         I = np.zeros(K.int_length(n, m, r), dtype=np.int64)
         I[K.I_N], I[K.I_M], I[K.I_R], I[K.INDEX] = n, m, r, self.index
         I[K.NEED_JAC] = 1
-        if stats is not None:
-            I[K.STATS:K.STATS + K.N_STATS] = stats
-        self._I = I
-        self._LU = np.zeros((self._N, self._N))
-        self._y_out = np.zeros(len(self.model.output_names) if self._kernel_outputs else 0)
-        self._outputs_fresh = False
-        self._has_state = False
+        self._set_record(S, I, self._N)
         self._sync_parameters()
 
     def _sync_parameters(self):
@@ -376,17 +357,10 @@ class LStableBlock(RecordIntegrator, MultibodyIntegrator):
     # -- set-up ------------------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
         report = self._analyse_start(t0, y0, **ic_options)
-        self._allocate(self.model.n_q, self.model.n_c)
-        S = self._S
-        S[K.T] = S[K.T_PREV] = S[K.STAGE_T0] = t0
+        self._allocate()
         y = np.concatenate([report.q, report.v])
-        self._write(_Y, y)
-        self._write(_YP, y)
-        self._write(_QDD, report.qdd)
-        self._write(_LAM, report.lam)
-        self._write(_SQ, np.tile(report.q, self.r))
-        self._write(_SV, np.tile(report.v, self.r))
-        self._has_state = True
+        self._first_point(t0, (y, y, report.qdd, report.lam, np.tile(report.q, self.r), np.tile(report.v, self.r)))
+        self._S[K.STAGE_T0] = t0
         self._load_machine_code(K.RESTART)
 
     # -- dense output: the degree-r polynomial through (0, y_k), (c_i, Y_i) ---------------------
@@ -416,61 +390,35 @@ class LStableBlock(RecordIntegrator, MultibodyIntegrator):
         K.restart(self._S, self._I)
 
     def _method_state(self):
-        S, I = self._S, self._I
-        newton = {"sigma": float(S[K.SIGMA]), "h_jac": float(S[K.H_JAC])}
-        if I[K.HAS_FACTOR]:
-            newton.update(lu=self._LU.copy(), piv=I[K.PIV:K.PIV + self._N].astype(np.int32),
-                          need_jac=bool(I[K.NEED_JAC]), relax=float(S[K.RELAX]))
+        S = self._S
         h_last = float(S[K.H_LAST])
         return {"h": float(S[K.H]), "h_last": -1.0 if h_last < 0 else h_last,
                 "stage_q": self.stage_q, "stage_v": self.stage_v, "stage_t0": self.stage_t0,
-                "error_estimate": float(S[K.ERR_EST]), "newton": newton}
+                "error_estimate": float(S[K.ERR_EST]), "newton": self._newton_state(K.PIV)}
 
     def _restore_method_state(self, d):
-        S, I = self._S, self._I
+        S = self._S
         S[K.H] = float(d["h"])
         S[K.H_LAST] = -1.0 if d["h_last"] < 0 else float(d["h_last"])
         self._write(_SQ, d["stage_q"])
         self._write(_SV, d["stage_v"])
         S[K.STAGE_T0] = math.nan if d["stage_t0"] is None else float(d["stage_t0"])
         S[K.ERR_EST] = float(d["error_estimate"])
-        newton = d["newton"]
-        S[K.SIGMA], S[K.H_JAC] = float(newton["sigma"]), float(newton["h_jac"])
-        if "lu" in newton:
-            I[K.PIV:K.PIV + self._N] = np.asarray(newton["piv"])
-            I[K.HAS_FACTOR], I[K.NEED_JAC] = 1, 1 if newton["need_jac"] else 0
-            S[K.RELAX] = float(newton["relax"])
-            self._LU[:, :] = newton["lu"]
-        else:   # older snapshots: the LU is rebuilt on the next solve
-            I[K.HAS_FACTOR], I[K.NEED_JAC] = 0, 1
-            S[K.RELAX] = 1.0
+        self._write_newton_state(d["newton"], K.PIV)   # (older snapshots without an LU: rebuilt)
+        if "lu" in d["newton"]:
+            self._LU[:, :] = d["newton"]["lu"]
 
     def restore(self, state):
         """Continue from ``state`` (validated first, the kept LU and pivots too; all
         or nothing)."""
         self._checked_newton_state(state)
-        saved = self._S.copy(), self._I.copy(), self._LU.copy(), self._u_c, self._has_state
-        try:
-            super().restore(state)
-        except BaseException:
-            self._S[:], self._I[:], self._LU[:, :], self._u_c, self._has_state = saved
-            raise
-        self._has_state = True
-        self._outputs_fresh = False
+        super().restore(state)
 
     # -- failures ----------------------------------------------------------------------------
-    def _finish(self, status, t_target):
-        if status == K.OK:
-            self._outputs_fresh = self._kernel_outputs
-            return
+    def _failed(self, status):
         S, I = self._S, self._I
         t, h, info = float(S[K.F_T]), float(S[K.F_H]), float(S[K.F_INFO])
         name = self.name
-        if status == K.STEP_BUDGET:
-            raise ConvergenceError(
-                f"{name}: more than max_steps={self.max_steps} steps without reaching "
-                f"t={t_target!r} (at t={t!r}); the step size collapsed or the problem is too "
-                f"stiff for this method", t=self.t, h=None, cause="max_steps")
         if status == K.STEP_UNDERFLOW:
             cause = "step does not advance t"
             raise ConvergenceError(f"{name}: step size underflow at t={t!r}, h={h!r} ({cause})",

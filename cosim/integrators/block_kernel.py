@@ -33,22 +33,21 @@ turns into its error messages.  The model's functions are called as ``fns[k](…
 """
 import math
 
-from .dense_lu import lu_solve_inplace
-
 # every name of the method's modules, so that block_kernel is its one namespace
 from .block_record import (  # noqa: F401
-    ATOL, CONST_MASS, EPS, ERROR_EST, ERR_EST, FIXED, F_H, F_INFO, F_T, H, HAS_FACTOR, H_JAC,
-    H_LAST, INDEX, I_M, I_N, I_R, MAX_STEP, NEED_JAC, NEWTON_ERR_TOL, NEWTON_FAILED,
-    NEWTON_MAX_ITER, NEWTON_SCALE, NEWTON_TOL, NONFINITE_MATRIX, N_SCALARS, N_STATS, OK, ONE_STEP,
-    PIV, REASON, RELAX, RESTART, ROUND_OFF_FLOOR, RTOL, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE,
-    SIGMA, SINGULAR, STAGE_T0, STATS, STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU, ST_NEWTON,
-    ST_REJ, ST_RES, ST_STEPS, T, T_PREV, WHOLE_INTERVAL, int_length, matrix_size, offsets,
-    workspace)
+    ATOL, CONST_MASS, EPS, ERROR_EST, ERR_EST, FAILURE_SLOTS, FIXED, F_H, F_INFO, F_T, H,
+    HAS_FACTOR, H_JAC, H_LAST, INDEX, I_M, I_N, I_R, MATRIX_FLOATS, MATRIX_INTS, MAX_STEP,
+    NEED_JAC, NEWTON_ERR_TOL, NEWTON_FAILED, NEWTON_MAX_ITER, NEWTON_SCALE, NEWTON_TOL,
+    NONFINITE_MATRIX, N_SCALARS, N_STATS, OK, ONE_STEP, PIV, REASON, RELAX, RESTART,
+    ROUND_OFF_FLOOR, RTOL, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SIGMA, SINGULAR, STAGE_T0,
+    STATS, STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T,
+    T_PREV, WHOLE_INTERVAL, int_length, matrix_size, offsets, workspace)
 from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
     FN_CONSTRAINT_FORCE_JACOBIAN, FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_FORCE_JACOBIANS,
-    FN_GAMMA, FN_MASS, FN_MASS_JACOBIAN_TERM, FN_OUTPUTS, MATRIX_NONFINITE, NEWTON_CONVERGED,
-    NEWTON_LAST_CHANCE, NEWTON_REFRESH, NEWTON_SLOW, clamp_step, factor_matrix, keeps_matrix,
-    newton_verdict, relaxation, weighted_max, weighted_rms)
+    FN_GAMMA, FN_MASS, FN_MASS_JACOBIAN_TERM, MATRIX_NONFINITE, NEWTON_CONVERGED,
+    NEWTON_LAST_CHANCE, NEWTON_REFRESH, NEWTON_SLOW, all_finite, clamp_step, end_advance, factor_matrix,
+    forget_step, keeps_matrix, matrix_formed, model_outputs, newton_start, newton_verdict, relaxation, relaxed_update,
+    snapshot_in, weighted_max, weighted_rms)
 
 # the record's names the integrator object reads through this module (RecordIntegrator:
 # ``_kernel.STATS``, the modes) besides the ones the functions below use
@@ -60,17 +59,8 @@ def restart(S, I):
     n = I[I_N]
     o_y, o_yp = N_SCALARS, N_SCALARS + 2 * n
     S[STAGE_T0] = math.nan
-    S[T_PREV] = S[T]
-    for i in range(2 * n):
-        S[o_yp + i] = S[o_y + i]
+    forget_step(S, T, T_PREV, o_y, o_yp, 2 * n)
     return OK
-
-
-def _all_finite(x):
-    for i in range(x.shape[0]):
-        if not math.isfinite(x[i]):
-            return False
-    return True
 
 
 # ---------------------------------------------------------------------------------
@@ -301,12 +291,7 @@ def _solve(fns, S, I, LU, p, u, n, m, r, t0, h, q0, v0, a0, lam0, differences, w
     winv, delta, F, J = w[4], w[5], w[6], w[7]
     N = r * (n + m)
     piv = I[PIV:PIV + N]
-    old_norm = -1.0
-    n_j = 0
-    err = math.inf
-    sigma = S[SIGMA]
-    for i in range(N):
-        delta[i] = 0.0
+    old_norm, n_j, err, sigma = newton_start(delta, N, S[SIGMA])
     for it in range(1, NEWTON_MAX_ITER + 1):
         if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
             if differences:
@@ -320,25 +305,15 @@ def _solve(fns, S, I, LU, p, u, n, m, r, t0, h, q0, v0, a0, lam0, differences, w
                     I[HAS_FACTOR] = 0   # LU partly overwritten
                 S[F_INFO] = ratio
                 return False, (NONFINITE_MATRIX if status == MATRIX_NONFINITE else SINGULAR), 0
-            I[HAS_FACTOR] = 1
-            I[ST_LU] += 1
-            S[H_JAC] = h
-            I[NEED_JAC] = 0
-            S[RELAX] = 1.0
-            n_j = 0
-            old_norm = -1.0
+            n_j, old_norm = matrix_formed(S, I, h, MATRIX_INTS, MATRIX_FLOATS)
         _residual(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, delta, F, w)
         I[ST_RES] += 1
         I[ST_NEWTON] += 1
-        if not _all_finite(F):
+        if not all_finite(F):
             I[NEED_JAC] = 1
             S[SIGMA] = sigma
             return False, OK, R_RESIDUAL
-        lu_solve_inplace(LU, piv, F)
-        relax = S[RELAX]
-        for i in range(N):
-            F[i] *= -relax
-            delta[i] += F[i]
+        relaxed_update(LU, piv, F, delta, N, S[RELAX])
         n_j += 1
         dnorm = weighted_max(F, winv, N)
         if not math.isfinite(dnorm):
@@ -480,32 +455,11 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     (with ``whole``: not reaching the target is the failure STEP_BUDGET).
     Returns a status code; on failure S, I and LU are as they were on entry
     (all or nothing) except the failure slots F_T, F_H, F_INFO and I[REASON]."""
-    n, m, r = I[I_N], I[I_M], I[I_R]
-    N = matrix_size(n, m, r)
-    nS = S.shape[0]
-    w = workspace(n, m, r, nS + N * N)
-    rest = w[33]
-    S0 = rest[:nS]
-    LU0 = rest[nS:nS + N * N].reshape((N, N))
-    S0[:] = S        # the snapshot: all or nothing
-    LU0[:, :] = LU
-    I0 = I.copy()
-    k = 0
-    status = OK
-    while S[T] < t_target and k < max_steps:
-        status = step(fns, S, I, LU, u, p, t_target, w)
-        if status != OK:
-            break
-        k += 1
-    if status == OK and whole and S[T] < t_target:
-        status = STEP_BUDGET
-    if status != OK:
-        t_fail, h_fail, info, reason = S[T], S[F_H], S[F_INFO], I[REASON]
-        S[:] = S0
-        I[:] = I0
-        LU[:, :] = LU0
-        S[F_T], S[F_H], S[F_INFO], I[REASON] = t_fail, h_fail, info, reason
-    return status
+    w, status = workspace(I[I_N], I[I_M], I[I_R], S.shape[0] + LU.size), OK
+    S0, I0, LU0 = snapshot_in(w[33], S, I, LU)
+    while status == OK and S[T] < t_target and max_steps > 0:
+        status, max_steps = step(fns, S, I, LU, u, p, t_target, w), max_steps - 1
+    return end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS, REASON)
 
 
 def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
@@ -518,8 +472,4 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     if mode == RESTART:
         return restart(S, I)
     status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)
-    if status == OK and y_out.shape[0] > 0:
-        y_out[:] = 0.0
-        n = I[I_N]
-        fns[FN_OUTPUTS](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
-    return status
+    return model_outputs(fns, status, S, N_SCALARS, I[I_N], S[T], u, p, y_out)

@@ -37,11 +37,13 @@ STAGE_T0 = 11            # start of the step the stage data belong to (NaN: none
 ERR_EST = 12             # the optional error estimate of the last step
 F_T, F_H, F_INFO = 13, 14, 15   # failure: t of the step, its h, pivot ratio
 N_SCALARS = 16
+FAILURE_SLOTS = (T, F_T, F_H, F_INFO)   # advance failed: F_T ← t, these and I[REASON] kept
 # -- slots of I ----------------------------------------------------------------------
 I_N, I_M, I_R, INDEX, FIXED, ERROR_EST, NEED_JAC, HAS_FACTOR, CONST_MASS, REASON = range(10)
 STATS = 10               # steps, rejected, newton_iterations, residual_evaluations,
 N_STATS = 6              # jacobian_evaluations, lu_factorizations (base.STAT_KEYS order)
 ST_STEPS, ST_REJ, ST_NEWTON, ST_RES, ST_JAC, ST_LU = range(STATS, STATS + N_STATS)
+MATRIX_INTS, MATRIX_FLOATS = (HAS_FACTOR, ST_LU, NEED_JAC), (H_JAC, RELAX)   # matrix_formed's
 PIV = STATS + N_STATS
 
 

@@ -38,13 +38,14 @@ import math
 import numpy as np
 
 from .. import jit
-from ..errors import ConvergenceError, SingularMatrixError, StateError
+from ..errors import ConvergenceError, SingularMatrixError
 from . import dense_lu, explicit_record, index1_kernel, kernel_common
 from . import explicit_kernel as K
 from .base import MultibodyIntegrator
 from .common import error_weights, last_step_dense_output
-from .model_functions import compiled_unsupported, n_nonholonomic, python_functions
-from .record import RecordIntegrator, record_array, record_int, record_scalar, record_time
+from .model_functions import n_nonholonomic, python_functions
+from .record import (DeferredRestart, RecordIntegrator, hermite_dense, kernel_model_reason, record_flagged,
+                     record_flagged_array, record_int, record_point, record_scalar)
 
 _Y, _YP, _QDD, _LAM = range(4)   # positions in explicit_kernel.offsets()
 _J_TEXT = "[[M, C_q^T], [C_q, 0]] (seed 000 eq. 89)"   # the matrix J of eq. 89 in messages
@@ -60,9 +61,7 @@ def supports(model):
     """Why the compiled dopri5/rk4 cannot run ``model`` (None: it can): a multibody
     model with kernels, including nonholonomic ones for its nonholonomic rows
     (first-order models run on the python backend)."""
-    if model.kind != "multibody":
-        return f"model {model.name!r} is {model.kind} (no compiled kernels)"
-    return compiled_unsupported(model, nonholonomic=True)
+    return kernel_model_reason(model, nonholonomic=True)
 
 
 def compiled_entry():
@@ -78,7 +77,8 @@ def _singular_text(code, t, ratio):
     return f"{_J_TEXT} is numerically singular at t={t}, h=None (pivot ratio {ratio:.1e})"
 
 
-class ExplicitRungeKutta(RecordIntegrator, MultibodyIntegrator):
+class ExplicitRungeKutta(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam"), settle=True), RecordIntegrator,
+                         MultibodyIntegrator):
     """Common part: the record, the first derivative and initial step, state."""
 
     model_kinds = ("multibody", "first_order")
@@ -88,21 +88,11 @@ class ExplicitRungeKutta(RecordIntegrator, MultibodyIntegrator):
     _method_code = K.DOPRI5
     compiled_entry = staticmethod(compiled_entry)
 
-    t = record_time(K.T)
-    t_prev = record_time(K.T_PREV, settle=True)
     h_next = record_scalar(K.H_NEXT, writable=True)
-    y = record_array(_Y, writable=True)
-    y_prev = record_array(_YP, writable=True)
-    qdd = record_array(_QDD, writable=True)
-    lam = record_array(_LAM, writable=True)
     projection_iterations = record_int(K.PROJ_ITERS)
 
     def __init__(self, model, backend="python", **kwargs):
-        self._choose_backend(model, backend, supports)
-        self._S = np.zeros(K.N_SCALARS)
-        super().__init__(model, **kwargs)
-        self._bind_model()
-        self._allocate()
+        self._construct(model, backend, supports, K.N_SCALARS, kwargs)
 
     # -- the record ----------------------------------------------------------------------
     def _allocate(self):
@@ -119,53 +109,16 @@ class ExplicitRungeKutta(RecordIntegrator, MultibodyIntegrator):
         self._slices = [(offs[i], length) for i, length in enumerate((ny, ny, n, m))]
         self._n, self._m, self._ny = n, m, ny
         self._o_f, self._o_d = offs[4], offs[5]
-        stats = self.stats if hasattr(self, "_I") else None
-        self._S = np.zeros(offs[-1])
-        self._S[K.T] = self._S[K.T_PREV] = math.nan
+        S = np.zeros(offs[-1])
+        S[K.T] = S[K.T_PREV] = math.nan
         I = np.zeros(K.int_length(n, m), dtype=np.int64)
         I[K.I_N], I[K.I_M], I[K.I_NY], I[K.I_NG] = n, m, ny, g
         I[K.FIRST_ORDER] = 0 if self.multibody else 1
         I[K.METHOD] = self._method_code
-        self._I = I
-        if stats is not None:
-            self.stats = stats
-        self._LU = np.zeros((n + m, n + m))
-        self._y_out = np.zeros(len(model.output_names) if self._kernel_outputs else 0)
-        self._outputs_fresh = False
-        self._has_state = False
-        self._sync_parameters()
+        self._set_record(S, I, n + m)
+        self._sync_step_options()
 
-    def _sync_parameters(self):
-        """Tolerances and step options into the record."""
-        S = self._S
-        S[K.RTOL], S[K.ATOL] = self.rtol, self.atol
-        S[K.H_FIXED] = 0.0 if self.h_fixed is None else self.h_fixed
-        S[K.MAX_STEP] = self.max_step
-
-    @staticmethod
-    def _vector(value, length, what):
-        arr = np.asarray(value, dtype=float).reshape(-1)
-        if arr.shape != (length,):
-            raise StateError(f"{what} has {arr.size} entries, the record slot holds {length}")
-        return arr
-
-    @property
-    def f_cur(self):
-        """The FSAL / first stage f at the current point (None: not evaluated yet)."""
-        self._settle()
-        if not self._I[K.HAS_F]:
-            return None
-        return self._S[self._o_f:self._o_f + self._ny].copy()
-
-    @f_cur.setter
-    def f_cur(self, value):
-        self._settle()
-        self._outputs_fresh = False
-        if value is None:
-            self._I[K.HAS_F] = 0
-            return
-        self._S[self._o_f:self._o_f + self._ny] = self._vector(value, self._ny, "f_cur")
-        self._I[K.HAS_F] = 1
+    f_cur = record_flagged_array(K.HAS_F, "_o_f", "f_cur")   # the FSAL / first stage f
 
     # -- set-up --------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
@@ -173,15 +126,10 @@ class ExplicitRungeKutta(RecordIntegrator, MultibodyIntegrator):
             report = self._analyse_start(t0, y0, **ic_options)
             self._allocate()
             y = np.concatenate([report.q, report.v])
-            self._write(_QDD, report.qdd)
-            self._write(_LAM, report.lam)
+            self._first_point(t0, (y, y, report.qdd, report.lam))
         else:
             self._allocate()
-            y = y0
-        self._S[K.T] = self._S[K.T_PREV] = t0
-        self._write(_Y, y)
-        self._write(_YP, y)
-        self._has_state = True
+            self._first_point(t0, (y0, y0))
         f0 = self._derivative_at_current()
         self.h_next = self.h_fixed if self.h_fixed is not None else self._initial_step(f0)
         self._load_machine_code(K.ONE_STEP)
@@ -243,37 +191,6 @@ class ExplicitRungeKutta(RecordIntegrator, MultibodyIntegrator):
         return min(100 * h0, h1, self.max_step)
 
     # -- restart / state ---------------------------------------------------------------
-    _restart_pending = False
-
-    def hold_inputs(self, u):
-        # Integrator.hold_inputs: u is already a C-contiguous float vector
-        self._u_c = u
-        self.restart()
-
-    def restart(self):
-        """Forget the FSAL stage and the dense output at the current point; t_prev = t,
-        y_prev = y.  Deferred while a state exists: the next advance restarts first, in
-        the same call of the kernel; :meth:`_settle` carries it out before anything
-        else reads or writes the record."""
-        self._outputs_fresh = False
-        if self._has_state:
-            self._restart_pending = True
-        else:
-            K.restart(self._S, self._I)
-
-    def _settle(self):
-        if self._restart_pending:
-            self._restart_pending = False
-            K.restart(self._S, self._I)
-
-    def _run(self, t_target, max_steps, mode):
-        if self._restart_pending and mode == K.WHOLE_INTERVAL:
-            self._restart_pending = False
-            self._outputs_fresh = False
-            self._finish(self._call(K.RESTART_THEN_ADVANCE, t_target, max_steps), t_target)
-            return
-        super()._run(t_target, max_steps, mode)
-
     def _restart(self):
         self._restart_pending = False
         # inputs or the state changed: no FSAL stage, no dense output
@@ -296,30 +213,10 @@ class ExplicitRungeKutta(RecordIntegrator, MultibodyIntegrator):
         self._dense = d["dense"]
         self.projection_iterations = int(d.get("projection_iterations", 0))
 
-    def restore(self, state):
-        """Continue from ``state`` (validated first; all or nothing)."""
-        self._settle()
-        saved = self._S.copy(), self._I.copy(), self._u_c, self._has_state
-        try:
-            super().restore(state)
-        except BaseException:
-            self._S[:], self._I[:], self._u_c, self._has_state = saved
-            raise
-        self._has_state = True
-        self._outputs_fresh = False
-
     # -- failures ----------------------------------------------------------------------------
-    def _finish(self, status, t_target):
-        if status == K.OK:
-            self._outputs_fresh = self._kernel_outputs
-            return
+    def _failed(self, status):
         S, I = self._S, self._I
         t, h = float(S[K.F_T]), float(S[K.F_H])
-        if status == K.STEP_BUDGET:
-            raise ConvergenceError(
-                f"{self.name}: more than max_steps={self.max_steps} steps without reaching "
-                f"t={t_target!r} (at t={t!r}); the step size collapsed or the problem is too "
-                f"stiff for this method", t=self.t, h=None, cause="max_steps")
         if status in (K.SINGULAR, K.NONFINITE_MATRIX):
             ct = float(S[K.F_CT])
             raise SingularMatrixError(_singular_text(status, ct, float(S[K.F_CINFO])), t=ct, h=None,
@@ -364,30 +261,20 @@ class DormandPrince(ExplicitRungeKutta):
     description = "Dormand-Prince 5(4), index-1 form + constraint projection (seed 000 §6)"
     _method_code = K.DOPRI5
 
-    @property
-    def _dense(self):
-        """Shampine's continuous extension of the last step: Q = Kᵀ P, h, and the
-        projection shift y_proj − ŷ (blended in linearly); None before a step."""
-        self._settle()
-        if not self._I[K.HAS_DENSE]:
-            return None
-        ny, o = self._ny, self._o_d
-        S = self._S
+    def _read_dense(self):
+        ny, o, S = self._ny, self._o_d, self._S
         return {"Q": S[o:o + 4 * ny].reshape(ny, 4).copy(), "h": np.array(S[K.DENSE_H]),
                 "shift": S[o + 4 * ny:o + 5 * ny].copy()}
 
-    @_dense.setter
-    def _dense(self, value):
-        self._settle()
-        self._outputs_fresh = False
-        if value is None:
-            self._I[K.HAS_DENSE] = 0
-            return
+    def _write_dense(self, value):
         ny, o = self._ny, self._o_d
         self._S[o:o + 4 * ny] = self._vector(np.asarray(value["Q"], dtype=float).reshape(-1), 4 * ny, "dense.Q")
         self._S[o + 4 * ny:o + 5 * ny] = self._vector(value["shift"], ny, "dense.shift")
         self._S[K.DENSE_H] = float(value["h"])
-        self._I[K.HAS_DENSE] = 1
+
+    _dense = record_flagged(K.HAS_DENSE, _read_dense, _write_dense,
+                            "Shampine's continuous extension of the last step: Q = Kᵀ P, h, and the "
+                            "projection shift y_proj − ŷ (blended in linearly); None before a step")
 
     def dense_output(self, t):
         t0, t1 = self.t_prev, self.t
@@ -415,28 +302,7 @@ class RK4(ExplicitRungeKutta):
     description = "classical Runge-Kutta 4, fixed step or step doubling, + projection (seed 000 §6)"
     _method_code = K.RK4
 
-    @property
-    def _dense(self):
-        """f at both ends of the last step and its h (None before a step)."""
-        self._settle()
-        if not self._I[K.HAS_DENSE]:
-            return None
-        ny, o = self._ny, self._o_d
-        S = self._S
-        return {"f0": S[o:o + ny].copy(), "f1": S[o + ny:o + 2 * ny].copy(), "h": np.array(S[K.DENSE_H])}
-
-    @_dense.setter
-    def _dense(self, value):
-        self._settle()
-        self._outputs_fresh = False
-        if value is None:
-            self._I[K.HAS_DENSE] = 0
-            return
-        ny, o = self._ny, self._o_d
-        self._S[o:o + ny] = self._vector(value["f0"], ny, "dense.f0")
-        self._S[o + ny:o + 2 * ny] = self._vector(value["f1"], ny, "dense.f1")
-        self._S[K.DENSE_H] = float(value["h"])
-        self._I[K.HAS_DENSE] = 1
+    _dense = hermite_dense(K.HAS_DENSE, K.DENSE_H)
 
     def dense_output(self, t):
         return last_step_dense_output(self, t, "f0", "f1")

@@ -39,21 +39,23 @@ import math
 
 from .dense_lu import lu_solve_inplace
 from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_JACOBIAN, FN_FORCES,
-    FN_OUTPUTS, clamp_step)
+    all_finite, clamp_step, end_advance, forget_step, model_outputs, next_step, rejected_attempt)
 
 # the record: every name, so that explicit_kernel is the method's one namespace
 from .explicit_record import (  # noqa: F401
-    ATOL, CAUSE, C_NONE, C_NONFINITE_MATRIX, C_NONFINITE_SOLUTION,
-    C_POSITION, C_RHS, C_SINGULAR, C_VELOCITY, DENSE_H, DOPRI5, DP_A, DP_B, DP_C, DP_E, DP_P, EPS,
-    FIRST_ORDER, F_CINFO, F_CT, F_ERR, F_H, F_T, HAS_DENSE, HAS_F, H_FIXED, H_NEXT, I_M, I_N, I_NG,
-    I_NY, MAX_FACTOR, MAX_REJECTIONS, MAX_STEP, METHOD, MIN_FACTOR, NONFINITE_DERIVATIVE,
+    ATOL, CAUSE, C_NONE, C_NONFINITE_MATRIX, C_NONFINITE_SOLUTION, C_POSITION, C_RHS,
+    C_SINGULAR, C_VELOCITY, DENSE_H, DOPRI5, DP_A, DP_B, DP_C, DP_E, DP_P, EPS, FAILURE_SLOTS,
+    FIRST_ORDER, F_CINFO, F_CT, F_ERR, F_H, F_T, HAS_DENSE, HAS_F, H_FIXED, H_NEXT, I_M, I_N,
+    I_NG, I_NY, MAX_FACTOR, MAX_REJECTIONS, MAX_STEP, METHOD, MIN_FACTOR, NONFINITE_DERIVATIVE,
     NONFINITE_MATRIX, N_SCALARS, N_STATS, OK, ONE_STEP, ORDER, PIV, PROJECTION_MAX_ITER,
-    PROJECTION_TOL, PROJ_ITERS, RESTART, RESTART_THEN_ADVANCE, RK4, RTOL, SAFETY, SINGULAR, STATS,
-    STEP_BUDGET, STEP_FAILED, ST_JAC, ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL,
-    T_PREV, UNDERFLOW, WHOLE_INTERVAL, int_length, offsets, workspace)
+    PROJECTION_TOL, PROJ_ITERS, REJECTION_CONTROL, REJECTION_SLOTS, RESTART,
+    RESTART_THEN_ADVANCE, RK4, RTOL, SAFETY, SINGULAR, STATS, STEP_BUDGET, STEP_FAILED, ST_JAC,
+    ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW, WHOLE_INTERVAL,
+    int_length, offsets, workspace)
 # the index-1 form (J, y' = [v; q'']) and the error ratio, shared with rkc_kernel
-from .index1_kernel import (_all_finite, _evaluate, _factorize,  # noqa: F401
-                            _nh_offset, _nh_rows, error_ratio, n_nonholonomic)
+from .index1_kernel import (_evaluate, _factorize,  # noqa: F401
+                            _nh_offset, _nh_rows, error_ratio, keep_current_derivative,
+                            n_nonholonomic)
 
 
 def restart(S, I):
@@ -62,9 +64,7 @@ def restart(S, I):
     o_y, o_yp = N_SCALARS, N_SCALARS + ny
     I[HAS_F] = 0
     I[HAS_DENSE] = 0
-    S[T_PREV] = S[T]
-    for i in range(ny):
-        S[o_yp + i] = S[o_y + i]
+    forget_step(S, T, T_PREV, o_y, o_yp, ny)
     return OK
 
 
@@ -260,20 +260,9 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     # f at the current point (FSAL stage when available): _derivative_at_current
     if I[HAS_F] == 0:
         cause = _evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w)
-        if cause == C_SINGULAR:
-            return SINGULAR
-        if cause == C_NONFINITE_MATRIX:
-            return NONFINITE_MATRIX
-        if not _all_finite(f):
-            S[F_H] = 0.0
-            return NONFINITE_DERIVATIVE
-        for i in range(n2):
-            S[o_f + i] = f[i]
-        for i in range(n):
-            S[o_qdd + i] = f[n + i]
-        for k in range(m):
-            S[o_lam + k] = lam[k]
-        I[HAS_F] = 1
+        status = keep_current_derivative(S, I, cause, f, lam, n, m, n2, o_f, o_qdd, o_lam)
+        if status != OK:
+            return status
     for i in range(n2):
         K[0, i] = S[o_f + i]
     fixed = S[H_FIXED] > 0.0
@@ -295,34 +284,23 @@ def step(fns, S, I, LU, u, p, t_limit, w):
             cause, err = _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w)
         else:
             cause, err = _attempt_rk4(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w)
-        if cause == C_NONE and not (_all_finite(y_new) and math.isfinite(err)):
+        if cause == C_NONE and not (all_finite(y_new) and math.isfinite(err)):
             cause = C_NONFINITE_SOLUTION
         if cause == C_NONE and err <= 1.0:
             cause = _project(fns, S, I, LU, p, n, m, t_new, y_new, y_proj, w)
             if cause == C_NONE and not dopri:
                 # RK4._after_projection: f at the projected point, the next k1
                 cause = _evaluate(fns, S, I, LU, p, u, n, m, t_new, y_proj, f, lam, w)
-                if cause == C_NONE and not _all_finite(f):
+                if cause == C_NONE and not all_finite(f):
                     cause = C_RHS
         if cause == C_NONE and err <= 1.0:
             break
-        I[CAUSE] = cause
-        S[F_ERR] = err
-        if fixed:
-            S[F_H] = h
-            return STEP_FAILED
-        I[ST_REJ] += 1
         rejections += 1
-        if cause != C_NONE:
-            factor = 0.5
-        else:
-            factor = max(MIN_FACTOR, SAFETY * err ** (-1.0 / (ORDER + 1)))
-        h *= factor
-        lands = False
-        rejected = True
-        if h < h_min or rejections > MAX_REJECTIONS:
-            S[F_H] = h
-            return TOO_SMALL
+        failed, h = rejected_attempt(S, I, cause, err, h, fixed, rejections, h_min, REJECTION_CONTROL,
+                                     REJECTION_SLOTS)
+        if failed:
+            return STEP_FAILED if fixed else TOO_SMALL
+        lands, rejected = False, True
     # accept
     S[T_PREV] = t
     S[o_yp:o_yp + n2] = y
@@ -359,16 +337,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     if fixed:
         S[H_NEXT] = S[H_FIXED]
         return OK
-    if err == 0.0:
-        factor = MAX_FACTOR
-    else:
-        factor = min(MAX_FACTOR, SAFETY * err ** (-1.0 / (ORDER + 1)))
-    if rejected:
-        factor = min(1.0, factor)
-    h_new = h * factor
-    if lands and h < h_prop and not rejected:
-        h_new = max(h_new, h_prop)  # a step cut by the target says nothing new
-    S[H_NEXT] = min(h_new, S[MAX_STEP])
+    S[H_NEXT] = next_step(h, h_prop, err, rejected, lands, 1.0 / (ORDER + 1), SAFETY, MAX_FACTOR, S[MAX_STEP])
     return OK
 
 
@@ -377,24 +346,11 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     (with ``whole``: not reaching the target is the failure STEP_BUDGET).
     On failure S and I are as on entry (all or nothing) except the failure
     slots F_T (t of the failing step), F_H, F_ERR, F_CT, F_CINFO, I[CAUSE]."""
-    n, m = I[I_N], I[I_M]
-    S0, I0 = S.copy(), I.copy()
-    w = workspace(n, m, I[I_NY])
-    k = 0
-    status = OK
-    while S[T] < t_target and k < max_steps:
-        status = step(fns, S, I, LU, u, p, t_target, w)
-        if status != OK:
-            break
-        k += 1
-    if status == OK and whole and S[T] < t_target:
-        status = STEP_BUDGET
-    if status != OK:
-        t_fail, h, e, ct, ci, cause = S[T], S[F_H], S[F_ERR], S[F_CT], S[F_CINFO], I[CAUSE]
-        S[:] = S0
-        I[:] = I0
-        S[F_T], S[F_H], S[F_ERR], S[F_CT], S[F_CINFO], I[CAUSE] = t_fail, h, e, ct, ci, cause
-    return status
+    w, status = workspace(I[I_N], I[I_M], I[I_NY]), OK
+    S0, I0, LU0 = S.copy(), I.copy(), LU.copy()
+    while status == OK and S[T] < t_target and max_steps > 0:
+        status, max_steps = step(fns, S, I, LU, u, p, t_target, w), max_steps - 1
+    return end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS, CAUSE)
 
 
 def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
@@ -410,8 +366,4 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     if mode == RESTART_THEN_ADVANCE:
         restart(S, I)
     status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)
-    if status == OK and y_out.shape[0] > 0:
-        y_out[:] = 0.0
-        n = I[I_N]
-        fns[FN_OUTPUTS](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
-    return status
+    return model_outputs(fns, status, S, N_SCALARS, I[I_N], S[T], u, p, y_out)

@@ -65,11 +65,14 @@ C_RHS = 6                # rk4: f at the projected point is not finite
 # -- scalar slots of S -------------------------------------------------------------
 T, T_PREV, H_NEXT, RTOL, ATOL, H_FIXED, MAX_STEP, DENSE_H, F_T, F_H, F_ERR, F_CT, F_CINFO = range(13)
 N_SCALARS = 13
+FAILURE_SLOTS = (T, F_T, F_H, F_ERR, F_CT, F_CINFO)   # advance failed: F_T ← t, these and I[CAUSE] kept
 # -- slots of I ----------------------------------------------------------------------
 I_N, I_M, METHOD, HAS_F, HAS_DENSE, PROJ_ITERS, CAUSE = range(7)
 STATS = 7                # steps, rejected, newton_iterations, residual_evaluations,
 N_STATS = 6              # jacobian_evaluations, lu_factorizations (base.STAT_KEYS order)
 ST_STEPS, ST_REJ, ST_NEWTON, ST_RES, ST_JAC, ST_LU = range(STATS, STATS + N_STATS)
+REJECTION_SLOTS = (CAUSE, F_ERR, F_H, ST_REJ)   # rejected_attempt's
+REJECTION_CONTROL = (MIN_FACTOR, SAFETY, 1.0 / (ORDER + 1), MAX_REJECTIONS)
 I_NY = STATS + N_STATS   # length of y: 2n, or the states of a first-order model
 I_NG = I_NY + 1          # nonholonomic rows n_g (the last n_g of the I[I_M] multiplier rows)
 FIRST_ORDER = I_NG + 1   # 1: x' = f(t, x, u) (n = m = 0)

@@ -12,9 +12,10 @@ import math
 
 from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
 from .kernel_common import (FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS, FN_NH_GAMMA,
-    FN_NH_MATRIX, FN_NH_OFFSET)
-from .explicit_record import (C_NONE, C_NONFINITE_MATRIX, C_SINGULAR, F_CINFO, F_CT, FIRST_ORDER,
-                              I_NG, PIV, ST_LU, ST_RES)
+    FN_NH_MATRIX, FN_NH_OFFSET, all_finite)
+from .explicit_record import (C_NONE, C_NONFINITE_MATRIX, C_SINGULAR, F_CINFO, F_CT, F_H, FIRST_ORDER,
+                              HAS_F, I_NG, NONFINITE_DERIVATIVE, NONFINITE_MATRIX, OK, PIV, SINGULAR,
+                              ST_LU, ST_RES)
 
 
 # ---------------------------------------------------------------------------------
@@ -100,23 +101,34 @@ def _index1_rhs(fns, I, p, u, n, m, q, v, t, Q, g, rhs):
             rhs[n + k] = g[k]
 
 
-def _evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
-    """f = y' = [v; q''] at (t, y) (eq. 88) and λ (with the
-    rows B q'' = γ_G, λ = [λ; μ]); the factor of J stays in LU.  Returns a cause
-    code (C_NONE on success)."""
+def _factor_and_rhs(fns, S, I, LU, p, u, n, m, t, y, w):
+    """q, v of y = [q; v] into w[0], w[1], J of eq. 89 at (q, t) factored into LU (M,
+    C_q in w[2], w[3]) and its right-hand side [Q; γ; γ_G] in w[6] (Q, γ: w[4], w[5]).
+    Returns a cause code (C_NONE on success)."""
     q, v, M, Cq, Q, g, rhs = w[0], w[1], w[2], w[3], w[4], w[5], w[6]
-    I[ST_RES] += 1
-    if I[FIRST_ORDER] == 1:              # x' = f(t, x, u): the forces slot
-        f[:] = 0.0
-        fns[FN_FORCES](y, y, t, u, p, f)
-        return C_NONE
     for i in range(n):
         q[i] = y[i]
         v[i] = y[n + i]
     cause = _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq)
     if cause != C_NONE:
         return cause
-    _index1_rhs(fns, I, p, u, n, m, q, v, t, Q, g, rhs)
+    _index1_rhs(fns, I, p, u, n, m, q, v, t, Q, g, rhs)      # [Q; γ; γ_G]
+    return C_NONE
+
+
+def _evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
+    """f = y' = [v; q''] at (t, y) (eq. 88) and λ (with the
+    rows B q'' = γ_G, λ = [λ; μ]); the factor of J stays in LU.  Returns a cause
+    code (C_NONE on success)."""
+    v, rhs = w[1], w[6]
+    I[ST_RES] += 1
+    if I[FIRST_ORDER] == 1:              # x' = f(t, x, u): the forces slot
+        f[:] = 0.0
+        fns[FN_FORCES](y, y, t, u, p, f)
+        return C_NONE
+    cause = _factor_and_rhs(fns, S, I, LU, p, u, n, m, t, y, w)
+    if cause != C_NONE:
+        return cause
     lu_solve_inplace(LU, I[PIV:PIV + n + m], rhs)
     for i in range(n):
         f[i] = v[i]
@@ -124,13 +136,6 @@ def _evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
     for k in range(m):
         lam[k] = rhs[n + k]
     return C_NONE
-
-
-def _all_finite(x):
-    for i in range(x.shape[0]):
-        if not math.isfinite(x[i]):
-            return False
-    return True
 
 
 def error_ratio(y, y_new, e, rtol, atol):
@@ -144,3 +149,23 @@ def error_ratio(y, y_new, e, rtol, atol):
         x = e[i] / (rtol * (a if a >= b else b) + atol)
         s += x * x
     return math.sqrt(s / N)
+
+
+def keep_current_derivative(S, I, cause, f, lam, n, m, ny, o_f, o_qdd, o_lam):
+    """After the evaluation (``cause``, f, λ) at the current point of a step: its
+    failure status, or OK with f, q'' and λ in the record (I[HAS_F])."""
+    if cause == C_SINGULAR:
+        return SINGULAR
+    if cause == C_NONFINITE_MATRIX:
+        return NONFINITE_MATRIX
+    if not all_finite(f):
+        S[F_H] = 0.0
+        return NONFINITE_DERIVATIVE
+    for i in range(ny):
+        S[o_f + i] = f[i]
+    for i in range(n):
+        S[o_qdd + i] = f[n + i]
+    for k in range(m):
+        S[o_lam + k] = lam[k]
+    I[HAS_F] = 1
+    return OK

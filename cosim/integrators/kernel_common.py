@@ -10,7 +10,7 @@ called as plain Python by the python backend (and ``clamp_step`` by the
 """
 import math
 
-from .dense_lu import lu_factor_inplace, pivot_ratio
+from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
 
 EPS = 2.220446049250313e-16
 
@@ -80,6 +80,37 @@ def relaxation(h_new, h_jac):
     return 2.0 * h_new / (h_new + h_jac)
 
 
+def newton_start(delta, N, sigma):
+    """The start of a quasi-Newton solve: δ = 0 over the first N entries.  Returns
+    (old_norm, n_j, err, σ) = (−1: no update with this matrix yet, 0, ∞, ``sigma``:
+    the rate kept from the last solve) for :func:`newton_verdict`."""
+    for i in range(N):
+        delta[i] = 0.0
+    return -1.0, 0, math.inf, sigma
+
+
+def matrix_formed(S, I, h, ints, floats):
+    """Bookkeeping after a new iteration matrix for step h was factored: with
+    ``ints`` = (HAS_FACTOR, ST_LU, NEED_JAC) slots of I and ``floats`` = (H_JAC,
+    RELAX) slots of S, the factor is kept, counted and fresh, formed with h, and the
+    updates unrelaxed.  Returns (n_j, old_norm) = (0, −1) for newton_verdict."""
+    I[ints[0]] = 1
+    I[ints[1]] += 1
+    I[ints[2]] = 0
+    S[floats[0]] = h
+    S[floats[1]] = 1.0
+    return 0, -1.0
+
+
+def relaxed_update(LU, piv, F, delta, N, relax):
+    """One quasi-Newton update with the kept factor: F ← −ν J⁻¹F (ν = ``relax``),
+    δ ← δ + F over the first N entries."""
+    lu_solve_inplace(LU, piv, F)
+    for i in range(N):
+        F[i] *= -relax
+        delta[i] += F[i]
+
+
 # factor_matrix statuses
 FACTORED = 0
 MATRIX_NONFINITE = 1
@@ -126,6 +157,14 @@ def clamp_step(t, h, max_step, fixed, t_limit):
     return h, False, True
 
 
+def all_finite(x):
+    """No NaN or inf in the vector ``x``."""
+    for i in range(x.shape[0]):
+        if not math.isfinite(x[i]):
+            return False
+    return True
+
+
 # -- weighted norms (seed 000 eq. 35) ----------------------------------------------
 def weighted_max(x, w, k):
     """max_i |x_i|·w_i over the first ``k`` entries (w: inverse error weights)."""
@@ -146,3 +185,97 @@ def weighted_rms(x, w2, k):
     for i in range(k):
         s += x[i] * x[i] * w2[i]
     return math.sqrt(s / k)
+
+
+# -- step-size control after an attempt (explicit RK, rkc-penalty, local-index1) ----------
+def rejected_attempt(S, I, cause, err, h, fixed, rejections, h_min, control, slots):
+    """After the ``rejections``-th failed attempt of step h (``cause`` ≠ 0, or the
+    error ratio ``err`` > 1): the cause and ratio into the failure slots ``slots`` =
+    (I cause, S ratio, S step, I rejection count).  A fixed step fails; an adaptive
+    one is counted and retried with :func:`reduced_step` (``control`` = (min factor,
+    safety, exponent, max rejections)), failing when below ``h_min`` or after too
+    many rejections.  Returns (failed, h); S[slots[2]] = h on failure."""
+    I[slots[0]] = cause
+    S[slots[1]] = err
+    if not fixed:
+        I[slots[3]] += 1
+        h = reduced_step(h, cause, err, control[0], control[1], control[2])
+        if not (h < h_min or rejections > control[3]):
+            return False, h
+    S[slots[2]] = h
+    return True, h
+
+
+def reduced_step(h, cause, err, min_factor, safety, exponent):
+    """The step after a rejected adaptive attempt: h/2 after a failure (``cause`` ≠ 0),
+    else h·max(min_factor, safety·err^(−exponent))."""
+    if cause != 0:
+        return h * 0.5
+    return h * max(min_factor, safety * err ** (-exponent))
+
+
+def next_step(h, h_prop, err, rejected, lands, exponent, safety, max_factor, max_step):
+    """The step proposed after an accepted adaptive step h (error ratio ``err``,
+    proposal ``h_prop``): h·min(max_factor, safety·err^(−exponent)), not growing after
+    a rejection, not below the proposal when the target cut h, at most ``max_step``."""
+    if err == 0.0:
+        factor = max_factor
+    else:
+        factor = min(max_factor, safety * err ** (-exponent))
+    if rejected:
+        factor = min(1.0, factor)
+    h_new = h * factor
+    if lands and h < h_prop and not rejected:
+        h_new = max(h_new, h_prop)   # a step cut by the target says nothing new
+    return min(h_new, max_step)
+
+
+# -- the all-or-nothing advance and the outputs after it (every method's entry) -------
+def forget_step(S, t, t_prev, o_y, o_yp, k):
+    """A restart's t_prev = t, y_prev = y (slots ``t``, ``t_prev`` of S; y the k
+    entries at ``o_y``, y_prev those at ``o_yp``)."""
+    S[t_prev] = S[t]
+    for i in range(k):
+        S[o_yp + i] = S[o_y + i]
+
+
+def snapshot_in(rest, S, I, LU):
+    """The snapshot of an all-or-nothing advance: S and LU copied into the work array
+    ``rest`` (no allocation per call), I into a new array.  Returns (S0, I0, LU0)."""
+    n_s = S.shape[0]
+    r, c = LU.shape
+    S0 = rest[:n_s]
+    LU0 = rest[n_s:n_s + r * c].reshape((r, c))
+    S0[:] = S
+    LU0[:, :] = LU
+    return S0, I.copy(), LU0
+
+
+def end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, budget, kept, kept_int):
+    """The end of an advance that took its steps from the snapshot S0, I0, LU0: status
+    OK but short of ``t_target`` when the ``whole`` interval was asked for is
+    ``budget`` (STEP_BUDGET).  On failure (status ≠ 0) the record is put back as it
+    was (all or nothing) except the failure slots ``kept`` = (T, F_T, slots…): F_T ←
+    t where it failed, the other slots of S and I[kept_int] as the failure left them.
+    Returns the status."""
+    if status == 0 and whole and S[kept[0]] < t_target:
+        status = budget
+    if status != 0:
+        S0[kept[1]] = S[kept[0]]
+        for j in range(2, len(kept)):
+            S0[kept[j]] = S[kept[j]]
+        I0[kept_int] = I[kept_int]
+        S[:] = S0
+        I[:] = I0
+        LU[:, :] = LU0
+    return status
+
+
+def model_outputs(fns, status, S, o_y, n, t, u, p, y_out):
+    """After a successful advance (``status`` 0): the model's outputs at (q, v) =
+    S[o_y:o_y + 2n] and t into ``y_out`` (zero-filled first; nothing when it is
+    empty).  Returns the status."""
+    if status == 0 and y_out.shape[0] > 0:
+        y_out[:] = 0.0
+        fns[FN_OUTPUTS](S[o_y:o_y + n], S[o_y + n:o_y + 2 * n], t, u, p, y_out)
+    return status

@@ -34,133 +34,25 @@ import math
 from .dense_lu import lu_solve_inplace
 from .kernel_common import (EPS, FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
     FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS, FN_NH_GAMMA, FN_NH_MATRIX,
-    FN_NH_OFFSET, FN_OUTPUTS, MATRIX_NONFINITE, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
-    NEWTON_REFRESH, NEWTON_SLOW, clamp_step, factor_matrix, newton_verdict, weighted_max)
+    FN_NH_OFFSET, MATRIX_NONFINITE, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
+    NEWTON_REFRESH, NEWTON_SLOW, all_finite, clamp_step, end_advance, factor_matrix, forget_step,
+    matrix_formed, model_outputs, newton_start, newton_verdict, next_step, rejected_attempt, relaxed_update, weighted_max)
+from .li1_nullspace import nullspace_gauss, nullspace_qr
 
 from .li1_record import (
     ACC_NONFINITE, ACC_SINGULAR, ATOL, CAUSE, C_ACC_NONFINITE, C_ACC_SINGULAR, C_ITER_NONFINITE,
-    C_ITER_SINGULAR, C_NONE, C_NO_CONVERGENCE, C_RANK_GAUSS, C_RANK_QR, C_RESIDUAL, C_UPDATE, F_CH,
-    F_CINFO, F_CT, F_ERR, F_H, F_T, HAS_DENSE, HAS_FACTOR, H_FIXED, H_JAC, H_NEXT, ITERATION,
-    ITERATION_SEED, I_M, I_N, I_NG, MAX_FACTOR, MAX_REJECTIONS, MAX_STEP, MIN_FACTOR, NEED_JAC,
-    NEWTON_ERR_TOL, NEWTON_MAX_ITER, NEWTON_TOL, NULLSPACE, NULLSPACE_GAUSS, N_SCALARS, OK, ONE_STEP,
-    PIV, RANK_TOL, RELAX, RESTART, RTOL, SAFETY, SIGMA, STATS, STEP_BUDGET, STEP_FAILED, ST_JAC,
-    ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW, WHOLE_INTERVAL,
-    offsets, workspace)
+    C_ITER_SINGULAR, C_NONE, C_NO_CONVERGENCE, C_RANK_GAUSS, C_RANK_QR, C_RESIDUAL, C_UPDATE,
+    FAILURE_SLOTS, F_CH, F_CINFO, F_CT, F_H, F_T, HAS_DENSE, HAS_FACTOR, H_FIXED, H_JAC, H_NEXT,
+    ITERATION, ITERATION_SEED, I_M, I_N, I_NG, MATRIX_FLOATS, MATRIX_INTS, MAX_FACTOR, MAX_STEP,
+    NEED_JAC, NEWTON_ERR_TOL, NEWTON_MAX_ITER, NEWTON_TOL, NULLSPACE, NULLSPACE_GAUSS,
+    N_SCALARS, OK, ONE_STEP, PIV, REJECTION_CONTROL, REJECTION_SLOTS, RELAX, RESTART, RTOL,
+    SAFETY, SIGMA, STATS, STEP_BUDGET, STEP_FAILED, ST_JAC, ST_LU, ST_NEWTON, ST_RES, ST_STEPS,
+    T, TOO_SMALL, T_PREV, UNDERFLOW, WHOLE_INTERVAL, offsets, workspace)
 
-# what RecordIntegrator reads from a method's kernel module (besides ``entry``); the
-# integrator object takes the rest of the record from li1_record
-RECORD_INTERFACE = (T, STATS, WHOLE_INTERVAL, ONE_STEP)
-
-
-# ---------------------------------------------------------------------------------
-# null-space bases of the first r rows of C (r × n): V[:, :n−r], C V = 0
-# ---------------------------------------------------------------------------------
-def nullspace_qr(C, r, n, V, A, tau):
-    """Orthonormal basis of null(C[:r]) from the full Householder QR of C[:r]ᵀ
-    (seed 002 §5.1; LAPACK's reflector convention, dgeqrf/dorgqr): V = Q[:, r:].
-    Work: A (n × ≥r), tau (≥r).  Returns False when C[:r] is rank deficient
-    (min |R_kk| ≤ RANK_TOL·max |R_kk|)."""
-    if r > n:
-        return False
-    for i in range(n):
-        for k in range(r):
-            A[i, k] = C[k, i]
-    dmin, dmax = math.inf, 0.0
-    for k in range(r):
-        alpha = A[k, k]
-        s = 0.0
-        for i in range(k + 1, n):
-            s += A[i, k] * A[i, k]
-        xnorm = math.sqrt(s)
-        if xnorm == 0.0:
-            tau[k] = 0.0
-            beta = alpha
-        else:
-            beta = -math.copysign(math.hypot(alpha, xnorm), alpha)
-            tau[k] = (beta - alpha) / beta
-            scal = 1.0 / (alpha - beta)
-            for i in range(k + 1, n):
-                A[i, k] *= scal
-            A[k, k] = beta
-        d = abs(beta)
-        dmin = min(dmin, d)
-        dmax = max(dmax, d)
-        tk = tau[k]
-        if tk != 0.0:                       # H_k = I − τ v vᵀ, v = [1; A[k+1:, k]]
-            for j in range(k + 1, r):
-                s = A[k, j]
-                for i in range(k + 1, n):
-                    s += A[i, k] * A[i, j]
-                s *= tk
-                A[k, j] -= s
-                for i in range(k + 1, n):
-                    A[i, j] -= s * A[i, k]
-    if r > 0 and not dmin > RANK_TOL * max(dmax, 1e-300):
-        return False
-    # V = H_0 H_1 … H_{r−1} [0; I]
-    for i in range(n):
-        for j in range(n - r):
-            V[i, j] = 1.0 if i == r + j else 0.0
-    for k in range(r - 1, -1, -1):
-        tk = tau[k]
-        if tk == 0.0:
-            continue
-        for j in range(n - r):
-            s = V[k, j]
-            for i in range(k + 1, n):
-                s += A[i, k] * V[i, j]
-            s *= tk
-            V[k, j] -= s
-            for i in range(k + 1, n):
-                V[i, j] -= s * A[i, k]
-    return True
-
-
-def nullspace_gauss(C, r, n, V, A, cols):
-    """Basis V = Π [−W; I] of null(C[:r]) by Gauss-Jordan elimination with complete
-    pivoting, P C Π → [I, W] (seed 002 §5.2).  Work: A (≥r × n), cols (int, n).
-    Returns False when C[:r] is rank deficient (pivot ≤ RANK_TOL·max |C|)."""
-    if r > n:
-        return False
-    scale = 0.0
-    for i in range(r):
-        for j in range(n):
-            A[i, j] = C[i, j]
-            scale = max(scale, abs(C[i, j]))
-    if r == 0:
-        scale = 1.0
-    for j in range(n):
-        cols[j] = j
-    for k in range(r):
-        best, bi, bj = -1.0, k, k
-        for i in range(k, r):
-            for j in range(k, n):
-                a = abs(A[i, j])
-                if a > best:
-                    best, bi, bj = a, i, j
-        if not best > RANK_TOL * scale:
-            return False
-        if bi != k:
-            for j in range(n):
-                A[k, j], A[bi, j] = A[bi, j], A[k, j]
-        if bj != k:
-            for i in range(r):
-                A[i, k], A[i, bj] = A[i, bj], A[i, k]
-            cols[k], cols[bj] = cols[bj], cols[k]
-        pivot = A[k, k]
-        for j in range(n):
-            A[k, j] /= pivot
-        for i in range(r):
-            if i != k:
-                c = A[i, k]
-                for j in range(n):
-                    A[i, j] -= c * A[k, j]
-    for j in range(n - r):
-        for i in range(r):
-            V[cols[i], j] = -A[i, r + j]
-        for i in range(n - r):
-            V[cols[r + i], j] = 1.0 if i == j else 0.0
-    return True
+# what RecordIntegrator reads from a method's kernel module (besides ``entry``, the
+# step options and the Newton state's slots the functions below use); the integrator
+# object takes the rest of the record from li1_record
+RECORD_INTERFACE = (T, STATS, WHOLE_INTERVAL, ONE_STEP, F_T, H_JAC)
 
 
 def _basis_times_mass(I, C, r, n, M, out, A, V, tau, cols):
@@ -407,12 +299,7 @@ def _newton(fns, S, I, LU, p, u, n, m, g, t0, t1, h, pq, pv, w):
     delta, F, w_inv = w[24], w[25], w[27]
     N = 2 * n
     piv = I[PIV:PIV + N]
-    old_norm = -1.0
-    n_j = 0
-    err = math.inf
-    sigma = S[SIGMA]
-    for i in range(N):
-        delta[i] = 0.0
+    old_norm, n_j, err, sigma = newton_start(delta, N, S[SIGMA])
     for it in range(1, NEWTON_MAX_ITER + 1):
         if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
             cause = _jacobian(fns, S, I, p, u, n, m, g, t1, h, pq, pv, w)
@@ -424,28 +311,17 @@ def _newton(fns, S, I, LU, p, u, n, m, g, t0, t1, h, pq, pv, w):
                 I[HAS_FACTOR] = 0
                 S[F_CT], S[F_CH], S[F_CINFO] = t0, h, ratio
                 return C_ITER_NONFINITE if status == MATRIX_NONFINITE else C_ITER_SINGULAR
-            I[HAS_FACTOR] = 1
-            I[ST_LU] += 1
-            S[H_JAC] = h
-            I[NEED_JAC] = 0
-            S[RELAX] = 1.0
-            n_j = 0
-            old_norm = -1.0
+            n_j, old_norm = matrix_formed(S, I, h, MATRIX_INTS, MATRIX_FLOATS)
         cause = _residual(fns, S, I, p, u, n, m, g, t1, h, pq, pv, w)
         if cause != C_NONE:
             return cause
         I[ST_RES] += 1
         I[ST_NEWTON] += 1
-        for i in range(N):
-            if not math.isfinite(F[i]):
-                I[NEED_JAC] = 1
-                S[SIGMA] = sigma
-                return C_RESIDUAL
-        lu_solve_inplace(LU, piv, F)
-        relax = S[RELAX]
-        for i in range(N):
-            F[i] *= -relax
-            delta[i] += F[i]
+        if not all_finite(F[:N]):
+            I[NEED_JAC] = 1
+            S[SIGMA] = sigma
+            return C_RESIDUAL
+        relaxed_update(LU, piv, F, delta, N, S[RELAX])
         n_j += 1
         dnorm = weighted_max(F, w_inv, N)
         if not math.isfinite(dnorm):
@@ -558,23 +434,12 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         cause, err = _attempt(fns, S, I, LU, p, u, t, t1, h, fixed, w)
         if cause == C_NONE and err <= 1.0:
             break
-        I[CAUSE] = cause
-        S[F_ERR] = err
-        if fixed:
-            S[F_H] = h
-            return STEP_FAILED
-        I[ST_REJ] += 1
         rejections += 1
-        if cause != C_NONE:
-            factor = 0.5
-        else:
-            factor = max(MIN_FACTOR, SAFETY * err ** (-1.0 / 3.0))
-        h *= factor
-        lands = False
-        rejected = True
-        if h < h_min or rejections > MAX_REJECTIONS:
-            S[F_H] = h
-            return TOO_SMALL
+        failed, h = rejected_attempt(S, I, cause, err, h, fixed, rejections, h_min, REJECTION_CONTROL,
+                                     REJECTION_SLOTS)
+        if failed:
+            return STEP_FAILED if fixed else TOO_SMALL
+        lands, rejected = False, True
     # accept: dense slopes g0 = [v; q''] before, g1 after
     for i in range(n):
         S[o_g0 + i] = S[o_y + n + i]
@@ -596,16 +461,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     if fixed:
         S[H_NEXT] = S[H_FIXED]
         return OK
-    if err == 0.0:
-        factor = MAX_FACTOR
-    else:
-        factor = min(MAX_FACTOR, SAFETY * err ** (-1.0 / 3.0))
-    if rejected:
-        factor = min(factor, 1.0)
-    h_new = h * factor
-    if lands and h < h_prop and not rejected:
-        h_new = max(h_new, h_prop)      # a step cut by the target says nothing new
-    S[H_NEXT] = min(h_new, S[MAX_STEP])
+    S[H_NEXT] = next_step(h, h_prop, err, rejected, lands, 1.0 / 3.0, SAFETY, MAX_FACTOR, S[MAX_STEP])
     return OK
 
 
@@ -629,9 +485,7 @@ def restart(fns, S, I, u, p, w):
     for k in range(m + g):
         S[o_lam + k] = lam[k]
     I[HAS_DENSE] = 0
-    S[T_PREV] = S[T]
-    for i in range(2 * n):
-        S[o_yp + i] = S[o_y + i]
+    forget_step(S, T, T_PREV, o_y, o_yp, 2 * n)
     return OK
 
 
@@ -640,25 +494,11 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     (with ``whole``: not reaching the target is the failure STEP_BUDGET).
     On failure S, I and LU are as on entry (all or nothing) except the failure
     slots F_T (t of the failing step), F_H, F_ERR, F_CT, F_CH, F_CINFO, I[CAUSE]."""
-    n, m, g = I[I_N], I[I_M], I[I_NG]
+    w, status = workspace(I[I_N], I[I_M], I[I_NG]), OK
     S0, I0, LU0 = S.copy(), I.copy(), LU.copy()
-    w = workspace(n, m, g)
-    k = 0
-    status = OK
-    while S[T] < t_target and k < max_steps:
-        status = step(fns, S, I, LU, u, p, t_target, w)
-        if status != OK:
-            break
-        k += 1
-    if status == OK and whole and S[T] < t_target:
-        status = STEP_BUDGET
-    if status != OK:
-        t_fail, h, e, ct, ch, ci, cause = S[T], S[F_H], S[F_ERR], S[F_CT], S[F_CH], S[F_CINFO], I[CAUSE]
-        S[:] = S0
-        I[:] = I0
-        LU[:, :] = LU0
-        S[F_T], S[F_H], S[F_ERR], S[F_CT], S[F_CH], S[F_CINFO], I[CAUSE] = t_fail, h, e, ct, ch, ci, cause
-    return status
+    while status == OK and S[T] < t_target and max_steps > 0:
+        status, max_steps = step(fns, S, I, LU, u, p, t_target, w), max_steps - 1
+    return end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS, CAUSE)
 
 
 def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
@@ -672,8 +512,4 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
         status = restart(fns, S, I, u, p, workspace(I[I_N], I[I_M], I[I_NG]))
     else:
         status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)
-    if status == OK and y_out.shape[0] > 0:
-        y_out[:] = 0.0
-        n = I[I_N]
-        fns[FN_OUTPUTS](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
-    return status
+    return model_outputs(fns, status, S, N_SCALARS, I[I_N], S[T], u, p, y_out)

@@ -45,11 +45,15 @@ C_RANK_GAUSS = 9          # C_q rank deficient (Gauss null-space basis)
 (T, T_PREV, H_NEXT, RTOL, ATOL, H_FIXED, MAX_STEP, SIGMA, H_JAC, RELAX,
  F_T, F_H, F_ERR, F_CT, F_CH, F_CINFO) = range(16)
 N_SCALARS = 16
+FAILURE_SLOTS = (T, F_T, F_H, F_ERR, F_CT, F_CH, F_CINFO)   # advance failed: F_T ← t, these and I[CAUSE] kept
 # -- slots of I ----------------------------------------------------------------------
 I_N, I_M, I_NG, NULLSPACE, ITERATION, HAS_DENSE, HAS_FACTOR, NEED_JAC, CAUSE = range(9)
 STATS = 9                 # steps, rejected, newton_iterations, residual_evaluations,
 N_STATS = 6               # jacobian_evaluations, lu_factorizations (base.STAT_KEYS order)
 ST_STEPS, ST_REJ, ST_NEWTON, ST_RES, ST_JAC, ST_LU = range(STATS, STATS + N_STATS)
+MATRIX_INTS, MATRIX_FLOATS = (HAS_FACTOR, ST_LU, NEED_JAC), (H_JAC, RELAX)   # matrix_formed's
+REJECTION_SLOTS = (CAUSE, F_ERR, F_H, ST_REJ)   # rejected_attempt's
+REJECTION_CONTROL = (MIN_FACTOR, SAFETY, 1.0 / 3.0, MAX_REJECTIONS)
 PIV = STATS + N_STATS     # pivots of the iteration matrix's LU (2n)
 
 

@@ -48,13 +48,13 @@ import numpy as np
 
 from .. import jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
-from . import dense_lu, kernel_common, li1_record
+from . import dense_lu, kernel_common, li1_nullspace, li1_record
 from . import li1_kernel as K
 from . import li1_record as R
 from .base import MultibodyIntegrator
 from .common import error_weights, initial_step, last_step_dense_output
-from .model_functions import compiled_unsupported, n_nonholonomic
-from .record import RecordIntegrator, record_array, record_scalar, record_time
+from .model_functions import n_nonholonomic
+from .record import RecordIntegrator, kernel_model_reason, record_point, record_scalar
 
 _Y, _YP, _QDD, _LAM, _G0, _G1 = range(6)   # positions in li1_kernel.offsets()
 _K_TEXT = "[[M, C_q^T], [C_q, 0]]"          # the matrix of eq. 2.5 in messages
@@ -66,14 +66,12 @@ ITERATION = {"seed": R.ITERATION_SEED, "newton": R.ITERATION_NEWTON}
 def supports(model):
     """Why the compiled local-index1 cannot run ``model`` (None: it can): a multibody
     model with kernels, including nonholonomic ones for its nonholonomic rows."""
-    if model.kind != "multibody":
-        return f"model {model.name!r} is {model.kind} (no compiled kernels)"
-    return compiled_unsupported(model, nonholonomic=True)
+    return kernel_model_reason(model, nonholonomic=True)
 
 
 def compiled_entry():
     """The compiled method (compiled once per machine, cached; cosim.jit.method_entry)."""
-    return jit.method_entry(K, "local-index1", helpers=(dense_lu, kernel_common, li1_record))
+    return jit.method_entry(K, "local-index1", helpers=(dense_lu, kernel_common, li1_record, li1_nullspace))
 
 
 def _basis(kernel_basis, what, Cq):
@@ -105,7 +103,7 @@ def _matrix_text(what, nonfinite, t, h, ratio):
     return f"{what} is numerically singular at t={t}, h={h} (pivot ratio {ratio:.1e})"
 
 
-class LocalEquivalentIndex1(RecordIntegrator, MultibodyIntegrator):
+class LocalEquivalentIndex1(record_point(R.T, R.T_PREV, ("y", "y_prev", "qdd", "lam")), RecordIntegrator, MultibodyIntegrator):
     """Seed 002: locally equivalent square index-1 system + trapezoidal rule.
 
     Fixed step with ``h=`` (the seed's use, h = 1e-3) or adaptive with the
@@ -119,20 +117,10 @@ class LocalEquivalentIndex1(RecordIntegrator, MultibodyIntegrator):
     _kernel = K
     compiled_entry = staticmethod(compiled_entry)
 
-    t = record_time(R.T)
-    t_prev = record_time(R.T_PREV)
     h_next = record_scalar(R.H_NEXT, writable=True)
-    y = record_array(_Y, writable=True)
-    y_prev = record_array(_YP, writable=True)
-    qdd = record_array(_QDD, writable=True)
-    lam = record_array(_LAM, writable=True)
 
     def __init__(self, model, backend="python", **kwargs):
-        self._choose_backend(model, backend, supports)
-        self._S = np.zeros(R.N_SCALARS)
-        super().__init__(model, **kwargs)
-        self._bind_model()
-        self._allocate()
+        self._construct(model, backend, supports, R.N_SCALARS, kwargs)
 
     def check_options(self):
         ns = self.opts["nullspace"]
@@ -150,44 +138,24 @@ class LocalEquivalentIndex1(RecordIntegrator, MultibodyIntegrator):
         self._slices = [(offs[i], length)
                         for i, length in enumerate((2 * n, 2 * n, n, m + g, 2 * n, 2 * n))]
         self._n, self._N = n, 2 * n
-        stats = self.stats if hasattr(self, "_I") else None
         S = np.zeros(offs[-1])
         S[R.T] = S[R.T_PREV] = math.nan
         S[R.H_JAC] = -1.0        # no iteration matrix yet
         S[R.RELAX] = 1.0
-        self._S = S
         I = np.zeros(R.int_length(n), dtype=np.int64)
         I[R.I_N], I[R.I_M], I[R.I_NG] = n, m, g
         I[R.NULLSPACE] = NULLSPACE[self.opts["nullspace"]]
         I[R.ITERATION] = ITERATION[self.opts["iteration"]]
         I[R.NEED_JAC] = 1
-        self._I = I
-        if stats is not None:
-            self.stats = stats
-        self._LU = np.zeros((2 * n, 2 * n))
-        self._y_out = np.zeros(len(model.output_names) if self._kernel_outputs else 0)
-        self._outputs_fresh = False
-        self._has_state = False
-        self._sync_parameters()
-
-    def _sync_parameters(self):
-        """Tolerances and step options into the record."""
-        S = self._S
-        S[R.RTOL], S[R.ATOL] = self.rtol, self.atol
-        S[R.H_FIXED] = 0.0 if self.h_fixed is None else self.h_fixed
-        S[R.MAX_STEP] = self.max_step
+        self._set_record(S, I, 2 * n)
+        self._sync_step_options()
 
     # -- set-up --------------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
         report = self._analyse_start(t0, y0, **ic_options)
         self._allocate()
-        self._S[R.T] = self._S[R.T_PREV] = t0
         y = np.concatenate([report.q, report.v])
-        self._write(_Y, y)
-        self._write(_YP, y)
-        self._write(_QDD, report.qdd)
-        self._write(_LAM, report.lam)
-        self._has_state = True
+        self._first_point(t0, (y, y, report.qdd, report.lam))
         self.h_next = self.h_fixed if self.h_fixed is not None else self._initial_step()
         self._load_machine_code(R.ONE_STEP)
 
@@ -230,61 +198,28 @@ class LocalEquivalentIndex1(RecordIntegrator, MultibodyIntegrator):
         """(q'' and λ at the new point: the restart that follows computes them.)"""
 
     def _method_state(self):
-        S, I = self._S, self._I
-        newton = {"sigma": float(S[R.SIGMA]), "h_jac": float(S[R.H_JAC])}
-        if I[R.HAS_FACTOR]:
-            newton.update(lu=self._LU.copy(), piv=I[R.PIV:R.PIV + self._N].astype(np.int32),
-                          need_jac=bool(I[R.NEED_JAC]), relax=float(S[R.RELAX]))
-        return {"h_next": float(S[R.H_NEXT]), "dense": self._dense, "newton": newton}
+        return {"h_next": float(self._S[R.H_NEXT]), "dense": self._dense, "newton": self._newton_state(R.PIV)}
 
     def restore(self, state):
         """Continue from ``state`` (validated before anything is written)."""
-        newton = self._checked_newton_state(state)
-        ms = state["method_state"]
-        S, I = self._S.copy(), self._I.copy()   # all or nothing: write copies, then swap
-        saved = self._S, self._I
-        self._S, self._I = S, I
-        try:
-            S[R.T], S[R.T_PREV] = float(state["t"]), float(state["t_prev"])
-            for index, value in ((_Y, state["y"]), (_YP, state["y_prev"]), (_QDD, state["qdd"]),
-                                 (_LAM, state["lam"])):
-                self._write(index, value)
-            I[R.HAS_DENSE] = 0
-            if ms["dense"] is not None:
-                self._write(_G0, ms["dense"]["g0"])
-                self._write(_G1, ms["dense"]["g1"])
-                I[R.HAS_DENSE] = 1
-            S[R.H_NEXT] = float(ms["h_next"])
-            S[R.SIGMA], S[R.H_JAC] = float(newton["sigma"]), float(newton["h_jac"])
-            if "lu" in newton:
-                I[R.PIV:R.PIV + self._N] = np.asarray(newton["piv"])
-                I[R.HAS_FACTOR], I[R.NEED_JAC] = 1, 1 if newton["need_jac"] else 0
-                S[R.RELAX] = float(newton["relax"])
-            else:   # no iteration matrix yet
-                I[R.HAS_FACTOR], I[R.NEED_JAC] = 0, 1
-                S[R.RELAX] = 1.0
-            self.stats = state["stats"]
-        except BaseException:
-            self._S, self._I = saved
-            raise
-        if "lu" in newton:
-            self._LU[:, :] = newton["lu"]
-        self.u = np.array(state["u"], dtype=float)
-        self._has_state = True
-        self._outputs_fresh = False
+        self._restore_swapped(state, R.PIV)
+
+    @staticmethod
+    def _state_arrays(state):
+        return (_Y, state["y"]), (_YP, state["y_prev"]), (_QDD, state["qdd"]), (_LAM, state["lam"])
+
+    def _write_method_state(self, ms):
+        self._I[R.HAS_DENSE] = 0
+        if ms["dense"] is not None:
+            self._write(_G0, ms["dense"]["g0"])
+            self._write(_G1, ms["dense"]["g1"])
+            self._I[R.HAS_DENSE] = 1
+        self._S[R.H_NEXT] = float(ms["h_next"])
 
     # -- failures ----------------------------------------------------------------------------
-    def _finish(self, status, t_target):
-        if status == R.OK:
-            self._outputs_fresh = self._kernel_outputs
-            return
+    def _failed(self, status):
         S, I = self._S, self._I
         t, h = float(S[R.F_T]), float(S[R.F_H])
-        if status == R.STEP_BUDGET:
-            raise ConvergenceError(
-                f"{self.name}: more than max_steps={self.max_steps} steps without reaching "
-                f"t={t_target!r} (at t={t!r}); the step size collapsed or the problem is too "
-                f"stiff for this method", t=self.t, h=None, cause="max_steps")
         if status == R.UNDERFLOW:
             message, cause = "step size underflow", "step does not advance t"
         else:

@@ -19,10 +19,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from .. import jit
-from ..errors import InvalidInputError, StateError
+from ..errors import ConvergenceError, InvalidInputError, StateError
 from ..validation import finite_float
 from .base import STAT_KEYS
-from .model_functions import compiled_functions, python_functions
+from .model_functions import compiled_functions, compiled_unsupported, python_functions
 
 MAX_STEPS_PER_CALL = 1_000_000
 
@@ -82,10 +82,79 @@ def record_array(index, writable=False, shape=None):
     return property(get, set if writable else None)
 
 
+def record_point(t_slot, t_prev_slot, arrays, settle=False):
+    """A mixin (before :class:`RecordIntegrator`) giving the integrator base class's
+    point as views of the record: t, t_prev (slots of S; ``settle``: reading t_prev
+    carries out a deferred restart) and the writable record arrays named in
+    ``arrays`` (``_slices`` order: y, y_prev, …)."""
+    views = {"t": record_time(t_slot), "t_prev": record_time(t_prev_slot, settle=settle)}
+    views.update((name, record_array(index, writable=True)) for index, name in enumerate(arrays))
+    return type("RecordPoint", (), views)
+
+
 def record_int(slot):
     """An int view of slot ``slot`` of I (assigning writes it)."""
     return property(lambda self: int(self._I[slot]),
                     lambda self, value: self._I.__setitem__(slot, int(value)))
+
+
+def kernel_model_reason(model, nonholonomic):
+    """Why a compiled multibody method cannot run ``model`` (None: it can): a multibody
+    model with kernels (``nonholonomic``: nonholonomic ones too, for its rows)."""
+    if model.kind != "multibody":
+        return f"model {model.name!r} is {model.kind} (no compiled kernels)"
+    return compiled_unsupported(model, nonholonomic=nonholonomic)
+
+
+def record_flagged(flag, read, write, doc=None):
+    """A value the record holds while flag ``flag`` of I is set (None: it holds none):
+    ``read(self)`` builds it from S, ``write(self, value)`` stores it; assigning None
+    clears the flag."""
+
+    def get(self):
+        self._settle()
+        return read(self) if self._I[flag] else None
+
+    def set(self, value):
+        self._settle()
+        self._outputs_fresh = False
+        if value is None:
+            self._I[flag] = 0
+            return
+        write(self, value)
+        self._I[flag] = 1
+    return property(get, set, doc=doc)
+
+
+def record_flagged_array(flag, offset, what):
+    """An optional vector of S (length ``self._ny``, from ``self.<offset>``) present while
+    flag ``flag`` of I is set."""
+
+    def read(self):
+        start = getattr(self, offset)
+        return self._S[start:start + self._ny].copy()
+
+    def write(self, value):
+        start = getattr(self, offset)
+        self._S[start:start + self._ny] = self._vector(value, self._ny, what)
+    return record_flagged(flag, read, write, f"{what} (None: not in the record)")
+
+
+def hermite_dense(flag, h_slot):
+    """The dense-output data of a cubic Hermite step: f at both ends of the last step
+    (f0, f1 at ``self._o_d``, length ``self._ny``) and its h (S[h_slot]); None before a
+    step (flag ``flag`` of I clear)."""
+
+    def read(self):
+        ny, o, S = self._ny, self._o_d, self._S
+        return {"f0": S[o:o + ny].copy(), "f1": S[o + ny:o + 2 * ny].copy(), "h": np.array(S[h_slot])}
+
+    def write(self, value):
+        ny, o = self._ny, self._o_d
+        self._S[o:o + ny] = self._vector(value["f0"], ny, "dense.f0")
+        self._S[o + ny:o + 2 * ny] = self._vector(value["f1"], ny, "dense.f1")
+        self._S[h_slot] = float(value["h"])
+    return record_flagged(flag, read, write, "f at both ends of the last step and its h (None before a step)")
 
 
 class RecordIntegrator:
@@ -100,6 +169,25 @@ class RecordIntegrator:
     _has_state = False
     _outputs_fresh = False
     _kernel_outputs = False
+
+    def _construct(self, model, backend, supports, n_scalars, kwargs):
+        """The integrator's ``__init__``: the backend (``supports(model)``: why the
+        compiled method cannot run the model), the options (the integrator base class;
+        a scratch S of ``n_scalars`` slots until the record exists), the model's
+        functions and the record."""
+        self._choose_backend(model, backend, supports)
+        self._S = np.zeros(n_scalars)
+        super(RecordIntegrator, self).__init__(model, **kwargs)
+        self._bind_model()
+        self._allocate()
+
+    def _first_point(self, t0, arrays):
+        """The record's first point: t = t_prev = t0 and the record arrays ``arrays``
+        (values in ``_slices`` order from 0: y, y_prev, …); a state exists from now on."""
+        self._S[self._kernel.T] = self._S[self._kernel.T_PREV] = t0
+        for index, value in enumerate(arrays):
+            self._write(index, value)
+        self._has_state = True
 
     def _choose_backend(self, model, backend, supports):
         if backend not in ("python", "numba"):
@@ -165,8 +253,35 @@ class RecordIntegrator:
                 raise StateError(f"iteration-matrix pivots must be {N} row indices k <= piv[k] < {N}")
         return newton
 
+    def _set_record(self, S, I, N):
+        """A new record: S, I (the statistics of the old one carried over) and an N×N
+        LU; no state yet, the outputs stale."""
+        stats = self.stats if hasattr(self, "_I") else None
+        self._S, self._I = S, I
+        if stats is not None:
+            self.stats = stats
+        self._LU = np.zeros((N, N))
+        self._y_out = np.zeros(len(self.model.output_names) if self._kernel_outputs else 0)
+        self._outputs_fresh = False
+        self._has_state = False
+
+    def _sync_step_options(self):
+        """Tolerances and step options into the record (RTOL, ATOL, H_FIXED — 0: adaptive —
+        and MAX_STEP of the kernel's record)."""
+        K, S = self._kernel, self._S
+        S[K.RTOL], S[K.ATOL] = self.rtol, self.atol
+        S[K.H_FIXED] = 0.0 if self.h_fixed is None else self.h_fixed
+        S[K.MAX_STEP] = self.max_step
+
     def _settle(self):
         """Carry out deferred work before the record is read or written (none here)."""
+
+    @staticmethod
+    def _vector(value, length, what):
+        arr = np.asarray(value, dtype=float).reshape(-1)
+        if arr.shape != (length,):
+            raise StateError(f"{what} has {arr.size} entries, the record slot holds {length}")
+        return arr
 
     def _write(self, index, value):
         start, length = self._slices[index]
@@ -262,6 +377,93 @@ class RecordIntegrator:
             self._entry(self._fns, mode, self._S.copy(), self._I.copy(), self._LU.copy(), self._u_c,
                         self._parameters(), 0.0, 0, self._y_out.copy())
 
+    # -- state, failures --------------------------------------------------------------------
+    def restore(self, state):
+        """Continue from ``state`` (validated first; all or nothing: on any error the
+        record, the inputs and the started flag are put back)."""
+        self._settle()
+        saved = self._S.copy(), self._I.copy(), self._LU.copy(), self._u_c, self._has_state
+        try:
+            super().restore(state)
+        except BaseException:
+            self._S[:], self._I[:], self._LU[:, :], self._u_c, self._has_state = saved
+            raise
+        self._has_state = True
+        self._outputs_fresh = False
+
+    def _restore_swapped(self, state, first_piv):
+        """Continue from ``state`` (a method that keeps its Newton matrix): validated
+        first, then written into copies of S and I that replace the record only when
+        everything is written (all or nothing) — t, t_prev, the record arrays
+        (:meth:`_state_arrays`: (index in ``_slices``, value) pairs), the method's own
+        slots (:meth:`_write_method_state`), the Newton state (pivots in I from
+        ``first_piv``) and the statistics; then the kept LU and the inputs."""
+        newton = self._checked_newton_state(state)
+        K = self._kernel
+        S, I = self._S.copy(), self._I.copy()
+        saved = self._S, self._I
+        self._S, self._I = S, I
+        try:
+            S[K.T], S[K.T_PREV] = float(state["t"]), float(state["t_prev"])
+            for index, value in self._state_arrays(state):
+                self._write(index, value)
+            self._write_method_state(state["method_state"])
+            self._write_newton_state(newton, first_piv)
+            self.stats = state["stats"]
+        except BaseException:
+            self._S, self._I = saved
+            raise
+        if "lu" in newton:
+            self._LU[:, :] = newton["lu"]
+        self.u = np.array(state["u"], dtype=float)
+        self._has_state = True
+        self._outputs_fresh = False
+
+    def _newton_state(self, first_piv):
+        """The quasi-Newton part of the state dictionary: σ, h of the matrix and, when
+        the record keeps a factor, its LU, pivots (I from ``first_piv``), the refresh
+        flag and the relaxation."""
+        K, S, I = self._kernel, self._S, self._I
+        newton = {"sigma": float(S[K.SIGMA]), "h_jac": float(S[K.H_JAC])}
+        if I[K.HAS_FACTOR]:
+            newton.update(lu=self._LU.copy(), piv=I[first_piv:first_piv + self._N].astype(np.int32),
+                          need_jac=bool(I[K.NEED_JAC]), relax=float(S[K.RELAX]))
+        return newton
+
+    def _write_newton_state(self, newton, first_piv):
+        """The quasi-Newton part of a state dictionary into S and I (the LU itself is
+        the caller's); without a kept factor the next solve forms one."""
+        K, S, I = self._kernel, self._S, self._I
+        S[K.SIGMA], S[K.H_JAC] = float(newton["sigma"]), float(newton["h_jac"])
+        if "lu" in newton:
+            I[first_piv:first_piv + self._N] = np.asarray(newton["piv"])
+            I[K.HAS_FACTOR], I[K.NEED_JAC] = 1, 1 if newton["need_jac"] else 0
+            S[K.RELAX] = float(newton["relax"])
+        else:
+            I[K.HAS_FACTOR], I[K.NEED_JAC] = 0, 1
+            S[K.RELAX] = 1.0
+
+    def _finish(self, status, t_target):
+        """After a call of the entry: fresh outputs on success, else the method's error
+        (:meth:`_budget_spent` for STEP_BUDGET, :meth:`_failed` for the others)."""
+        if status == self._kernel.OK:
+            self._outputs_fresh = self._kernel_outputs
+            return
+        if status == self._kernel.STEP_BUDGET:
+            self._budget_spent(t_target)
+        self._failed(status)
+
+    def _budget_spent(self, t_target):
+        """Raise: max_steps steps without reaching t_target (at t where they ended)."""
+        t = float(self._S[self._kernel.F_T])
+        raise ConvergenceError(
+            f"{self.name}: more than max_steps={self.max_steps} steps without reaching "
+            f"t={t_target!r} (at t={t!r}); the step size collapsed or the problem is too "
+            f"stiff for this method", t=self.t, h=None, cause="max_steps")
+
+    def _failed(self, status):
+        raise NotImplementedError
+
     # -- outputs -----------------------------------------------------------------------------
     def fresh_outputs(self):
         """The model's outputs at the current state as the compiled step computed
@@ -273,3 +475,40 @@ class RecordIntegrator:
             out[:] = self._y_out
             return True
         return False
+
+
+class DeferredRestart:
+    """Mixin (before :class:`RecordIntegrator`) for a method whose restart only forgets
+    (explicit RK, rkc-penalty: the kernel's ``restart(S, I)``): deferred while a state
+    exists, so that new inputs and the next advance cost one call of the entry
+    (RESTART_THEN_ADVANCE); :meth:`_settle` carries it out before anything else reads
+    or writes the record."""
+
+    _restart_pending = False
+
+    def hold_inputs(self, u):
+        # Integrator.hold_inputs: u is already a C-contiguous float vector
+        self._u_c = u
+        self.restart()
+
+    def restart(self):
+        """Forget what the method knows of the current point (the kernel's
+        ``restart``); deferred while a state exists."""
+        self._outputs_fresh = False
+        if self._has_state:
+            self._restart_pending = True
+        else:
+            self._kernel.restart(self._S, self._I)
+
+    def _settle(self):
+        if self._restart_pending:
+            self._restart_pending = False
+            self._kernel.restart(self._S, self._I)
+
+    def _run(self, t_target, max_steps, mode):
+        if self._restart_pending and mode == self._kernel.WHOLE_INTERVAL:
+            self._restart_pending = False
+            self._outputs_fresh = False
+            self._finish(self._call(self._kernel.RESTART_THEN_ADVANCE, t_target, max_steps), t_target)
+            return
+        super()._run(t_target, max_steps, mode)

@@ -61,13 +61,14 @@ import math
 import numpy as np
 
 from .. import jit
-from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError, StateError
+from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
 from . import dense_lu, explicit_record, index1_kernel, kernel_common, rkc_record
 from . import rkc_kernel as K
 from .base import MultibodyIntegrator
 from .common import error_weights, last_step_dense_output, weighted_rms_norm
-from .model_functions import compiled_unsupported, n_nonholonomic, python_functions
-from .record import RecordIntegrator, record_array, record_scalar, record_time
+from .model_functions import n_nonholonomic, python_functions
+from .record import (DeferredRestart, RecordIntegrator, hermite_dense, kernel_model_reason, record_flagged_array,
+                     record_point, record_scalar)
 
 MAX_REJECTIONS = K.MAX_REJECTIONS
 _Y, _YP, _QDD, _LAM = range(4)   # positions in rkc_kernel.rkc_offsets()
@@ -111,9 +112,7 @@ stages_for = K.stages_for   # smallest stage count covering h ρ (rkc.f)
 def supports(model):
     """Why the compiled rkc-penalty cannot run ``model`` (None: it can): a multibody
     model with kernels, including nonholonomic ones for its nonholonomic rows."""
-    if model.kind != "multibody":
-        return f"model {model.name!r} is {model.kind} (no compiled kernels)"
-    return compiled_unsupported(model, nonholonomic=True)
+    return kernel_model_reason(model, nonholonomic=True)
 
 
 def compiled_entry():
@@ -134,7 +133,8 @@ def _record_int(offset):
     return property(get, set)
 
 
-class RKCPenalty(RecordIntegrator, MultibodyIntegrator):
+class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam"), settle=True), RecordIntegrator,
+                 MultibodyIntegrator):
     """Penalty formulation (seed 000 eqs. 90-92) + 2nd-order Runge-Kutta-Chebyshev.
 
     Options: ``formulation`` "seed" | "bayo" (module doc); ``penalty`` χ > 0 in
@@ -154,13 +154,7 @@ class RKCPenalty(RecordIntegrator, MultibodyIntegrator):
     _kernel = K
     compiled_entry = staticmethod(compiled_entry)
 
-    t = record_time(K.T)
-    t_prev = record_time(K.T_PREV, settle=True)
     h_next = record_scalar(K.H_NEXT, writable=True)
-    y = record_array(_Y, writable=True)
-    y_prev = record_array(_YP, writable=True)
-    qdd = record_array(_QDD, writable=True)
-    lam = record_array(_LAM, writable=True)
     rho = record_scalar(K.RHO, writable=True)
     penalty = record_scalar(K.CHI, writable=True)     # χ (seed form) or ω (Bayo form)
     h_last = record_scalar(K.H_LAST, writable=True)
@@ -170,11 +164,7 @@ class RKCPenalty(RecordIntegrator, MultibodyIntegrator):
     max_stages_used = _record_int(K.X_MAX_STAGES_USED)
 
     def __init__(self, model, backend="python", **kwargs):
-        self._choose_backend(model, backend, supports)
-        self._S = np.zeros(K.RKC_SCALARS)
-        super().__init__(model, **kwargs)
-        self._bind_model()
-        self._allocate()
+        self._construct(model, backend, supports, K.RKC_SCALARS, kwargs)
 
     def check_options(self):
         o = self.opts
@@ -231,34 +221,17 @@ class RKCPenalty(RecordIntegrator, MultibodyIntegrator):
         self._n, self._m, self._ny = n, m, ny
         self._o_f, self._o_d, self._o_e = offs[4], offs[5], offs[6]
         self._xb = K.rkc_ints(n, m)
-        stats = self.stats if hasattr(self, "_I") else None
-        self._S = np.zeros(offs[-1])
-        self._S[K.T] = self._S[K.T_PREV] = math.nan
+        S = np.zeros(offs[-1])
+        S[K.T] = S[K.T_PREV] = math.nan
         I = np.zeros(K.rkc_int_length(n, m), dtype=np.int64)
         I[K.I_N], I[K.I_M], I[K.I_NY], I[K.I_NG] = n, m, ny, g
         I[self._xb + K.X_MAX_STAGES] = self.opts["max_stages"]
         I[self._xb + K.X_RHO_INTERVAL] = self.opts["rho_interval"]
-        self._I = I
-        if stats is not None:
-            self.stats = stats
-        self._LU = np.zeros((n + m, n + m))
-        self._y_out = np.zeros(len(model.output_names) if self._kernel_outputs else 0)
-        self._outputs_fresh = False
-        self._has_state = False
-        S = self._S
-        S[K.RTOL], S[K.ATOL] = self.rtol, self.atol
-        S[K.H_FIXED] = 0.0 if self.h_fixed is None else self.h_fixed
-        S[K.MAX_STEP] = self.max_step
+        self._set_record(S, I, n + m)
+        self._sync_step_options()
         S[K.DAMPING] = self.opts["damping"]
         S[K.XI] = self.opts["xi"]
         S[K.ALPHA] = -1.0
-
-    @staticmethod
-    def _vector(value, length, what):
-        arr = np.asarray(value, dtype=float).reshape(-1)
-        if arr.shape != (length,):
-            raise StateError(f"{what} has {arr.size} entries, the record slot holds {length}")
-        return arr
 
     @property
     def alpha(self):
@@ -266,23 +239,7 @@ class RKCPenalty(RecordIntegrator, MultibodyIntegrator):
         a = float(self._S[K.ALPHA])
         return None if a < 0.0 else a
 
-    @property
-    def f_cur(self):
-        """f at the current point (None: not evaluated yet)."""
-        self._settle()
-        if not self._I[K.HAS_F]:
-            return None
-        return self._S[self._o_f:self._o_f + self._ny].copy()
-
-    @f_cur.setter
-    def f_cur(self, value):
-        self._settle()
-        self._outputs_fresh = False
-        if value is None:
-            self._I[K.HAS_F] = 0
-            return
-        self._S[self._o_f:self._o_f + self._ny] = self._vector(value, self._ny, "f_cur")
-        self._I[K.HAS_F] = 1
+    f_cur = record_flagged_array(K.HAS_F, "_o_f", "f_cur")   # f at the current point
 
     @property
     def eigvec(self):
@@ -299,40 +256,14 @@ class RKCPenalty(RecordIntegrator, MultibodyIntegrator):
         self._S[self._o_e:self._o_e + self._ny] = self._vector(value, self._ny, "eigvec")
         self._I[self._xb + K.X_HAS_EIGVEC] = 1
 
-    @property
-    def _dense(self):
-        """f at both ends of the last step and its h (None before a step)."""
-        self._settle()
-        if not self._I[K.HAS_DENSE]:
-            return None
-        ny, o = self._ny, self._o_d
-        S = self._S
-        return {"f0": S[o:o + ny].copy(), "f1": S[o + ny:o + 2 * ny].copy(), "h": np.array(S[K.DENSE_H])}
-
-    @_dense.setter
-    def _dense(self, value):
-        self._settle()
-        self._outputs_fresh = False
-        if value is None:
-            self._I[K.HAS_DENSE] = 0
-            return
-        ny, o = self._ny, self._o_d
-        self._S[o:o + ny] = self._vector(value["f0"], ny, "dense.f0")
-        self._S[o + ny:o + 2 * ny] = self._vector(value["f1"], ny, "dense.f1")
-        self._S[K.DENSE_H] = float(value["h"])
-        self._I[K.HAS_DENSE] = 1
+    _dense = hermite_dense(K.HAS_DENSE, K.DENSE_H)
 
     # -- set-up --------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
         report = self._analyse_start(t0, y0, **ic_options)
         self._allocate()
-        self._S[K.T] = self._S[K.T_PREV] = t0
         y = np.concatenate([report.q, report.v])
-        self._write(_Y, y)
-        self._write(_YP, y)
-        self._write(_QDD, report.qdd)
-        self._write(_LAM, report.lam)
-        self._has_state = True
+        self._first_point(t0, (y, y, report.qdd, report.lam))
         o = self.opts
         bayo = o["formulation"] == "bayo"
         chi = o["omega"] if bayo else o["penalty"]
@@ -425,37 +356,6 @@ class RKCPenalty(RecordIntegrator, MultibodyIntegrator):
         """Cubic Hermite from y and f at both ends of the last step."""
         return last_step_dense_output(self, t, "f0", "f1")
 
-    _restart_pending = False
-
-    def hold_inputs(self, u):
-        # Integrator.hold_inputs: u is already a C-contiguous float vector
-        self._u_c = u
-        self.restart()
-
-    def restart(self):
-        """Forget f at the current point, the dense output and the controller memory;
-        t_prev = t, y_prev = y.  Deferred while a state exists: the next advance
-        restarts first, in the same call of the kernel; :meth:`_settle` carries it
-        out before anything else reads or writes the record."""
-        self._outputs_fresh = False
-        if self._has_state:
-            self._restart_pending = True
-        else:
-            K.restart(self._S, self._I)
-
-    def _settle(self):
-        if self._restart_pending:
-            self._restart_pending = False
-            K.restart(self._S, self._I)
-
-    def _run(self, t_target, max_steps, mode):
-        if self._restart_pending and mode == K.WHOLE_INTERVAL:
-            self._restart_pending = False
-            self._outputs_fresh = False
-            self._finish(self._call(K.RESTART_THEN_ADVANCE, t_target, max_steps), t_target)
-            return
-        super()._run(t_target, max_steps, mode)
-
     def _restart(self):
         self._restart_pending = False
         self._I[K.HAS_F] = 0
@@ -494,18 +394,6 @@ class RKCPenalty(RecordIntegrator, MultibodyIntegrator):
         self.last_stages = int(d["last_stages"])
         self.max_stages_used = int(d["max_stages_used"])
 
-    def restore(self, state):
-        """Continue from ``state`` (validated first; all or nothing)."""
-        self._settle()
-        saved = self._S.copy(), self._I.copy(), self._u_c, self._has_state
-        try:
-            super().restore(state)
-        except BaseException:
-            self._S[:], self._I[:], self._u_c, self._has_state = saved
-            raise
-        self._has_state = True
-        self._outputs_fresh = False
-
     # -- failures ----------------------------------------------------------------------------
     def _singular_text(self, code, t, ratio):
         """The text of a singular (or non-finite) matrix of the right-hand side at t."""
@@ -514,17 +402,9 @@ class RKCPenalty(RecordIntegrator, MultibodyIntegrator):
             return f"{what} contains NaN/inf at t={t}, h=None"
         return f"{what} is numerically singular at t={t}, h=None (pivot ratio {ratio:.1e})"
 
-    def _finish(self, status, t_target):
-        if status == K.OK:
-            self._outputs_fresh = self._kernel_outputs
-            return
+    def _failed(self, status):
         S, I = self._S, self._I
         t, h = float(S[K.F_T]), float(S[K.F_H])
-        if status == K.STEP_BUDGET:
-            raise ConvergenceError(
-                f"{self.name}: more than max_steps={self.max_steps} steps without reaching "
-                f"t={t_target!r} (at t={t!r}); the step size collapsed or the problem is too "
-                f"stiff for this method", t=self.t, h=None, cause="max_steps")
         if status in (K.SINGULAR, K.NONFINITE_MATRIX):
             self._raise_singular(K.C_NONFINITE_MATRIX if status == K.NONFINITE_MATRIX else K.C_SINGULAR)
         if status == K.NONFINITE_DERIVATIVE:

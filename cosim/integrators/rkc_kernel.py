@@ -27,10 +27,11 @@ and cause codes, which the integrator object turns into its messages.
 import math
 
 from .dense_lu import lu_solve_inplace
-from .index1_kernel import (_all_finite, _factorize, _index1_rhs, _nh_offset, error_ratio,
-                            n_nonholonomic)
+from .index1_kernel import (_factor_and_rhs, _nh_offset, error_ratio,
+                            keep_current_derivative, n_nonholonomic)
 from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_JACOBIAN,
-    FN_FORCES, FN_GAMMA, FN_MASS, FN_OUTPUTS, MATRIX_NONFINITE, clamp_step, factor_matrix)
+    FN_FORCES, FN_GAMMA, FN_MASS, MATRIX_NONFINITE, all_finite, clamp_step, end_advance, factor_matrix,
+    forget_step, model_outputs, reduced_step)
 
 # the record: every name, so that rkc_kernel is the method's one namespace
 from .rkc_record import (  # noqa: F401
@@ -38,7 +39,7 @@ from .rkc_record import (  # noqa: F401
     DENSE_H, EPS, ERR_LAST, F_CINFO, F_CT, F_ERR, F_H, F_HRHO, F_T, HAS_DENSE, HAS_F, H_FIXED,
     H_LAST, H_NEXT, I_M, I_N, I_NG, I_NY, MAX_REJECTIONS, MAX_STEP, NONFINITE_DERIVATIVE,
     NONFINITE_MATRIX, N_STATS, OK, ONE_STEP, PIV, RESTART, RESTART_THEN_ADVANCE, RHO, RHO_FAILED,
-    RHO_MAX_ITER, RHO_SAFETY, RKC_SCALARS, RTOL, SINGULAR, STAGES_EXCEEDED, STAGE_FACTOR, STATS,
+    RHO_MAX_ITER, RHO_SAFETY, RKC_FAILURE_SLOTS, RKC_SCALARS, RTOL, SINGULAR, STAGES_EXCEEDED, STAGE_FACTOR, STATS,
     STEP_BUDGET, STEP_FAILED, ST_LU, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW,
     WHOLE_INTERVAL, XI, X_HAS_EIGVEC, X_LAST_STAGES, X_MAX_STAGES, X_MAX_STAGES_USED,
     X_RHO_INTERVAL, X_STEPS_SINCE_RHO, rkc_int_length, rkc_ints, rkc_offsets, rkc_workspace)
@@ -53,9 +54,7 @@ def restart(S, I):
     I[HAS_DENSE] = 0
     S[H_LAST] = 0.0
     S[ERR_LAST] = 0.0
-    S[T_PREV] = S[T]
-    for i in range(ny):
-        S[o_yp + i] = S[o_y + i]
+    forget_step(S, T, T_PREV, o_y, o_yp, ny)
     return OK
 
 
@@ -138,15 +137,11 @@ def _penalty_evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
     Returns a cause code (C_NONE on success)."""
     if S[ALPHA] >= 0.0:
         return _bayo_evaluate(fns, S, I, p, u, n, m, t, y, f, lam, w)
-    q, v, M, Cq, Q, g, rhs, C, Ct, rhs0 = w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9]
+    q, v, M, Cq, rhs, C, Ct, rhs0 = w[0], w[1], w[2], w[3], w[6], w[7], w[8], w[9]
     I[ST_RES] += 1
-    for i in range(n):
-        q[i] = y[i]
-        v[i] = y[n + i]
-    cause = _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq)
+    cause = _factor_and_rhs(fns, S, I, LU, p, u, n, m, t, y, w)      # J factored, [Q; γ; γ_G]
     if cause != C_NONE:
         return cause
-    _index1_rhs(fns, I, p, u, n, m, q, v, t, Q, g, rhs)      # [Q; γ; γ_G]
     for i in range(n):
         acc = 0.0
         for j in range(n):
@@ -367,20 +362,9 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     # f at the current point: _derivative_at_current
     if I[HAS_F] == 0:
         cause = _penalty_evaluate(fns, S, I, LU, p, u, n, m, t, y, f_new, lam_new, w)
-        if cause == C_SINGULAR:
-            return SINGULAR
-        if cause == C_NONFINITE_MATRIX:
-            return NONFINITE_MATRIX
-        if not _all_finite(f_new):
-            S[F_H] = 0.0
-            return NONFINITE_DERIVATIVE
-        for i in range(ny):
-            S[o_f + i] = f_new[i]
-        for i in range(n):
-            S[o_qdd + i] = f_new[n + i]
-        for k in range(m):
-            S[o_lam + k] = lam_new[k]
-        I[HAS_F] = 1
+        status = keep_current_derivative(S, I, cause, f_new, lam_new, n, m, ny, o_f, o_qdd, o_lam)
+        if status != OK:
+            return status
     for i in range(ny):
         f0[i] = S[o_f + i]
     fixed = S[H_FIXED] > 0.0
@@ -417,7 +401,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         cause, last = _rkc_stages(fns, S, I, LU, p, u, n, m, t, y, h, f0, s, w)
         if cause == C_NONE:
             cause = _penalty_evaluate(fns, S, I, LU, p, u, n, m, t_new, Y[last], f_new, lam_new, w)
-            if cause == C_NONE and not (_all_finite(Y[last]) and _all_finite(f_new)):
+            if cause == C_NONE and not (all_finite(Y[last]) and all_finite(f_new)):
                 cause = C_NONFINITE_SOLUTION
         if cause == C_NONE and not fixed:
             y_new = Y[last]
@@ -433,11 +417,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
             return STEP_FAILED
         I[ST_REJ] += 1
         rejections += 1
-        if cause != C_NONE:
-            factor = 0.5
-        else:
-            factor = max(0.1, 0.8 * err ** (-1.0 / 3.0))
-        h *= factor
+        h = reduced_step(h, cause, err, 0.1, 0.8, 1.0 / 3.0)
         lands = False
         rejected = True
         status = _refresh_rho(fns, S, I, LU, p, u, n, m, y, f0, w)
@@ -493,26 +473,13 @@ def step(fns, S, I, LU, u, p, t_limit, w):
 def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     """Steps until t = t_target (exactly) or ``max_steps`` steps were taken
     (with ``whole``: not reaching the target is the failure STEP_BUDGET).
-    On failure S and I are as on entry (all or nothing) except the failure
+    On failure S, I and LU are as on entry (all or nothing) except the failure
     slots F_T (t of the failing step), F_H, F_ERR, F_CT, F_CINFO, F_HRHO, I[CAUSE]."""
-    n, m, ny = I[I_N], I[I_M], I[I_NY]
-    S0, I0 = S.copy(), I.copy()
-    w = rkc_workspace(n, m, ny, I[rkc_ints(n, m) + X_MAX_STAGES])
-    k = 0
-    status = OK
-    while S[T] < t_target and k < max_steps:
-        status = step(fns, S, I, LU, u, p, t_target, w)
-        if status != OK:
-            break
-        k += 1
-    if status == OK and whole and S[T] < t_target:
-        status = STEP_BUDGET
-    if status != OK:
-        t_fail, h, e, ct, ci, hr, cause = S[T], S[F_H], S[F_ERR], S[F_CT], S[F_CINFO], S[F_HRHO], I[CAUSE]
-        S[:] = S0
-        I[:] = I0
-        S[F_T], S[F_H], S[F_ERR], S[F_CT], S[F_CINFO], S[F_HRHO], I[CAUSE] = t_fail, h, e, ct, ci, hr, cause
-    return status
+    w, status = rkc_workspace(I[I_N], I[I_M], I[I_NY], I[rkc_ints(I[I_N], I[I_M]) + X_MAX_STAGES]), OK
+    S0, I0, LU0 = S.copy(), I.copy(), LU.copy()
+    while status == OK and S[T] < t_target and max_steps > 0:
+        status, max_steps = step(fns, S, I, LU, u, p, t_target, w), max_steps - 1
+    return end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, RKC_FAILURE_SLOTS, CAUSE)
 
 
 def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
@@ -528,8 +495,4 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     if mode == RESTART_THEN_ADVANCE:
         restart(S, I)
     status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)
-    if status == OK and y_out.shape[0] > 0:
-        y_out[:] = 0.0
-        n = I[I_N]
-        fns[FN_OUTPUTS](S[RKC_SCALARS:RKC_SCALARS + n], S[RKC_SCALARS + n:RKC_SCALARS + 2 * n], S[T], u, p, y_out)
-    return status
+    return model_outputs(fns, status, S, RKC_SCALARS, I[I_N], S[T], u, p, y_out)

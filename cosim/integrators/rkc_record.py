@@ -30,6 +30,7 @@ RHO_FAILED = 9           # the spectral-radius estimate is not finite
 RHO, CHI, ALPHA, XI, DAMPING, H_LAST, ERR_LAST, F_HRHO = range(N_SCALARS, N_SCALARS + 8)
 # CHI: the penalty χ (seed form) or ω (Bayo form); ALPHA: α of the Bayo form, < 0: seed form
 RKC_SCALARS = N_SCALARS + 8
+RKC_FAILURE_SLOTS = (T, F_T, F_H, F_ERR, F_CT, F_CINFO, F_HRHO)   # advance failed: F_T ← t, these and I[CAUSE] kept
 # -- rkc-penalty's slots of I, after the n + m pivots (rkc_ints(n, m) + slot) ----------
 X_HAS_EIGVEC, X_STEPS_SINCE_RHO, X_LAST_STAGES, X_MAX_STAGES_USED, X_MAX_STAGES, X_RHO_INTERVAL = range(6)
 N_RKC_INTS = 6

@@ -28,25 +28,21 @@ NaN terms, which the Newton iteration or the end matrix reports.
 """
 import math
 
-from .dense_lu import lu_factor_inplace, lu_solve_inplace
+from .dense_lu import lu_solve_inplace
 from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
-    FN_CONSTRAINT_FORCE_JACOBIAN, FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS,
-    FN_MASS_JACOBIAN_TERM, FN_OUTPUTS, NEWTON_CONVERGED, NEWTON_LAST_CHANCE, NEWTON_REFRESH,
-    NEWTON_SLOW, clamp_step, factor_matrix, keeps_matrix, newton_verdict, relaxation)
+    FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
+    NEWTON_REFRESH, NEWTON_SLOW, clamp_step, end_advance, factor_matrix, forget_step, keeps_matrix,
+    matrix_formed, model_outputs, newton_start, newton_verdict, relaxation, relaxed_update, snapshot_in)
 # the record: every name, so that spark_kernel is the method's one namespace
+from .spark_terms import _kinetic_gradient, _layout, _mass_gamma  # noqa: F401
 from .spark_record import (  # noqa: F401
-    ACCEL_MATRIX, BODIES, CHAIN, CONST_MASS, END_MATRIX, EPS, FD_SCALE, FIXED, F_CT, F_H, F_INFO,
-    F_T, GAMMA, GAUSS_LOBATTO, H, HAS_FACTOR, H_JAC, H_LAST, I_M, I_N, I_NB, I_NV, I_S, LOBATTO,
-    MAX_STEP, NEED_JAC, NEWTON_ERR_TOL, NEWTON_FAILED, NEWTON_MAX_ITER, NEWTON_REL, NEWTON_TOL,
-    N_SCALARS, N_STATS, OK, ONE_STEP, REASON, RELAX, RESTART, R_NO_CONVERGENCE, R_RESIDUAL,
-    R_UPDATE, SCHEME, SIGMA, STAGE_MATRIX, STATS, STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU,
-    ST_NEWTON, ST_RES, ST_STEPS, T, T_PREV, WHOLE_INTERVAL, matrix_size, offsets,
-    pivots, workspace)
-
-
-def _layout(I):
-    """offsets() of this record."""
-    return offsets(I[I_N], I[I_M], I[I_S], I[I_NV], I[I_NB])
+    ACCEL_MATRIX, BODIES, CHAIN, CONST_MASS, END_MATRIX, EPS, FAILURE_SLOTS, FD_SCALE, FIXED,
+    F_CT, F_H, F_INFO, F_T, GAMMA, GAUSS_LOBATTO, H, HAS_FACTOR, H_JAC, H_LAST, I_M, I_N, I_NB,
+    I_NV, I_S, LOBATTO, MATRIX_FLOATS, MATRIX_INTS, MAX_STEP, NEED_JAC, NEWTON_ERR_TOL,
+    NEWTON_FAILED, NEWTON_MAX_ITER, NEWTON_REL, NEWTON_TOL, N_SCALARS, N_STATS, OK, ONE_STEP,
+    REASON, RELAX, RESTART, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SCHEME, SIGMA, STAGE_MATRIX,
+    STATS, STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU, ST_NEWTON, ST_RES, ST_STEPS, T, T_PREV,
+    WHOLE_INTERVAL, matrix_size, offsets, pivots, workspace)
 
 
 def restart(S, I):
@@ -54,9 +50,7 @@ def restart(S, I):
     the last step is forgotten; q'' and λ stay the predictor's)."""
     n = I[I_N]
     o = _layout(I)
-    S[T_PREV] = S[T]
-    for i in range(2 * n):
-        S[o[1] + i] = S[o[0] + i]
+    forget_step(S, T, T_PREV, o[0], o[1], 2 * n)
     for i in range(n):
         S[o[3] + i] = S[o[2] + i]
     return OK
@@ -72,171 +66,6 @@ def _amax_abs(x, k):
             if a != a:
                 return a
     return r
-
-
-# ---------------------------------------------------------------------------------
-# model terms: M_γ and ∂T_γ/∂q (seed 003 eqs. 7-10, 22-25)
-# ---------------------------------------------------------------------------------
-def _projector_factor(fns, p, n, m, q, t, Cq, AAt, piv):
-    """C_q(q, t) into Cq and the LU of C_q C_qᵀ into AAt; False when it is singular."""
-    Cq[:, :] = 0.0
-    fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
-    for i in range(m):
-        for j in range(m):
-            acc = 0.0
-            for k in range(n):
-                acc += Cq[i, k] * Cq[j, k]
-            AAt[i, j] = acc
-    return lu_factor_inplace(AAt, piv) == 0
-
-
-def _mass_gamma(fns, S, I, p, q, t, M, w):
-    """M_γ(q) into M: the model's M plus Σ_i (γ − J_i) D_i1ᵀ(I − ṽ_iṽ_iᵀ)D_i1 on a
-    natural-coordinate chain (the model's M is the γ_i = J_i member), else
-    M + γ C_qᵀ(C_q C_qᵀ)⁻¹C_q."""
-    n, m = I[I_N], I[I_M]
-    gamma = S[GAMMA]
-    M[:, :] = 0.0
-    fns[FN_MASS](q, t, p, M)
-    if I[CHAIN] == 1:
-        o = _layout(I)
-        for bdy in range(I[I_NB]):
-            ip = I[BODIES + 2 * bdy]
-            ix = I[BODIES + 2 * bdy + 1]
-            ln = S[o[12] + bdy]
-            coef = gamma - S[o[13] + bdy]
-            if coef == 0.0:
-                continue
-            # u = D1 x = (r_next − r_prev)/l, ṽ = D2 x = u rotated by +90°
-            r0 = q[ix]
-            r1 = q[ix + 1]
-            if ip >= 0:
-                r0 = r0 - q[ip]
-                r1 = r1 - q[ip + 1]
-            u0 = r0 / ln
-            u1 = r1 / ln
-            vt0 = -u1
-            vt1 = u0
-            l2 = ln * ln
-            for a in range(2):
-                for c in range(2):
-                    va = vt0 if a == 0 else vt1
-                    vc = vt0 if c == 0 else vt1
-                    e = 1.0 if a == c else 0.0
-                    blk = coef * (e - va * vc) / l2
-                    M[ix + a, ix + c] += blk
-            if ip >= 0:
-                for a in range(2):
-                    for c in range(2):
-                        va = vt0 if a == 0 else vt1
-                        vc = vt0 if c == 0 else vt1
-                        e = 1.0 if a == c else 0.0
-                        blk = coef * (e - va * vc) / l2
-                        M[ip + a, ip + c] += blk
-                        M[ip + a, ix + c] -= blk
-                        M[ix + a, ip + c] -= blk
-        return
-    if gamma == 0.0 or m == 0:
-        return
-    Cq, AAt, X, piv, tm = w[16], w[22], w[23], w[24], w[37]
-    if not _projector_factor(fns, p, n, m, q, t, Cq, AAt, piv):
-        M[:, :] = math.nan
-        return
-    for k in range(n):   # X = (C_q C_qᵀ)⁻¹ C_q
-        for r in range(m):
-            tm[r] = Cq[r, k]
-        lu_solve_inplace(AAt, piv, tm)
-        for r in range(m):
-            X[r, k] = tm[r]
-    for i in range(n):
-        for j in range(n):
-            acc = 0.0
-            for r in range(m):
-                acc += Cq[r, i] * X[r, j]
-            M[i, j] = M[i, j] + gamma * acc
-
-
-def _kinetic_gradient(fns, S, I, p, q, v, t, g, w):
-    """∂T_γ/∂q at fixed q' less the quadratic-velocity force the model's Q holds:
-    Ṁ q' = (M(q) q')_q q' (the model's mass term), plus on a chain
-    −(γ − J_i)(ṽ_i·u̇_i) D_i2ᵀu̇_i, else γ K(w)ᵀ(v − C_qᵀw) with w = (C_q C_qᵀ)⁻¹C_q v
-    and K(w) = (C_qᵀw)_q (the model's constraint force Jacobian)."""
-    n, m = I[I_N], I[I_M]
-    gamma = S[GAMMA]
-    for i in range(n):
-        g[i] = 0.0
-    if I[CONST_MASS] == 0:
-        Mq = w[21]
-        Mq[:, :] = 0.0
-        fns[FN_MASS_JACOBIAN_TERM](q, v, t, p, Mq)
-        for i in range(n):
-            acc = 0.0
-            for j in range(n):
-                acc += Mq[i, j] * v[j]
-            g[i] = acc
-    if I[CHAIN] == 1:
-        o = _layout(I)
-        for bdy in range(I[I_NB]):
-            ip = I[BODIES + 2 * bdy]
-            ix = I[BODIES + 2 * bdy + 1]
-            ln = S[o[12] + bdy]
-            coef = gamma - S[o[13] + bdy]
-            if coef == 0.0:
-                continue
-            r0 = q[ix]
-            r1 = q[ix + 1]
-            d0 = v[ix]
-            d1 = v[ix + 1]
-            if ip >= 0:
-                r0 = r0 - q[ip]
-                r1 = r1 - q[ip + 1]
-                d0 = d0 - v[ip]
-                d1 = d1 - v[ip + 1]
-            u0 = r0 / ln
-            u1 = r1 / ln
-            du0 = d0 / ln
-            du1 = d1 / ln
-            sv = -u1 * du0 + u0 * du1                  # ṽ·u̇
-            f = -coef * sv
-            gn0 = f * du1 / ln                         # −(ṽ·u̇) D2ᵀu̇ on r_next
-            gn1 = f * (-du0) / ln
-            g[ix] += gn0
-            g[ix + 1] += gn1
-            if ip >= 0:
-                g[ip] -= gn0
-                g[ip + 1] -= gn1
-        return
-    if gamma == 0.0 or m == 0:
-        return
-    Cq, AAt, piv, wv, K, r = w[16], w[22], w[24], w[25], w[26], w[27]
-    if not _projector_factor(fns, p, n, m, q, t, Cq, AAt, piv):
-        for i in range(n):
-            g[i] = math.nan
-        return
-    nonzero = False
-    for k in range(m):
-        acc = 0.0
-        for j in range(n):
-            acc += Cq[k, j] * v[j]
-        wv[k] = acc
-    lu_solve_inplace(AAt, piv, wv)
-    for k in range(m):
-        if wv[k] != 0.0:
-            nonzero = True
-    if not nonzero:
-        return
-    K[:, :] = 0.0
-    fns[FN_CONSTRAINT_FORCE_JACOBIAN](q, wv, t, p, K)
-    for j in range(n):
-        acc = 0.0
-        for k in range(m):
-            acc += Cq[k, j] * wv[k]
-        r[j] = v[j] - acc
-    for i in range(n):
-        acc = 0.0
-        for j in range(n):
-            acc += K[j, i] * r[j]
-        g[i] = g[i] + gamma * acc
 
 
 def _force(fns, S, I, p, u, q, v, t, out, w):
@@ -404,12 +233,7 @@ def _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w):
     piv = I[pivots(I[I_NB]):pivots(I[I_NB]) + N]
     z, z0, delta, F, Jw = w[0], w[1], w[2], w[3], w[7]
     wt = S[NEWTON_REL] * (1.0 + _amax_abs(z0, N))
-    old_norm = -1.0
-    n_j = 0
-    err = math.inf
-    sigma = S[SIGMA]
-    for i in range(N):
-        delta[i] = 0.0
+    old_norm, n_j, err, sigma = newton_start(delta, N, S[SIGMA])
     for it in range(1, NEWTON_MAX_ITER + 1):
         if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
             for i in range(N):
@@ -422,13 +246,7 @@ def _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w):
                 I[REASON] = status
                 S[F_INFO] = ratio
                 return STAGE_MATRIX
-            I[HAS_FACTOR] = 1
-            I[ST_LU] += 1
-            S[H_JAC] = h
-            I[NEED_JAC] = 0
-            S[RELAX] = 1.0
-            n_j = 0
-            old_norm = -1.0
+            n_j, old_norm = matrix_formed(S, I, h, MATRIX_INTS, MATRIX_FLOATS)
         for i in range(N):
             z[i] = z0[i] + delta[i]
         _stages(fns, S, I, p, u, z, q0, p0, t0, h, F, False, w)
@@ -440,13 +258,8 @@ def _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w):
                 S[SIGMA] = sigma
                 I[REASON] = R_RESIDUAL
                 return NEWTON_FAILED
-        lu_solve_inplace(LU, piv, F)
-        relax = S[RELAX]
-        for i in range(N):
-            F[i] *= -relax
+        relaxed_update(LU, piv, F, delta, N, S[RELAX])
         n_j += 1
-        for i in range(N):
-            delta[i] += F[i]
         dnorm = _amax_abs(F, N) / wt
         if not math.isfinite(dnorm):
             I[NEED_JAC] = 1
@@ -603,32 +416,11 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     ``whole``: not reaching the target is the failure STEP_BUDGET).  Returns a status
     code; on failure S, I and LU are as they were on entry (all or nothing) except
     the failure slots F_T, F_H, F_INFO, F_CT and I[REASON]."""
-    n, m, s, nv = I[I_N], I[I_M], I[I_S], I[I_NV]
-    r, cc = LU.shape
-    w = workspace(n, m, s, nv, S.shape[0] + r * cc)
-    rest = w[39]
-    S0 = rest[:S.shape[0]]
-    LU0 = rest[S.shape[0]:S.shape[0] + r * cc].reshape((r, cc))
-    S0[:] = S
-    LU0[:, :] = LU
-    I0 = I.copy()
-    k = 0
-    while S[T] < t_target and k < max_steps:
-        status = step(fns, S, I, LU, u, p, t_target, w)
-        if status != OK:
-            t_fail, h_fail, info, ct, reason = S[T], S[F_H], S[F_INFO], S[F_CT], I[REASON]
-            S[:] = S0
-            I[:] = I0
-            LU[:, :] = LU0
-            S[F_T], S[F_H], S[F_INFO], S[F_CT], I[REASON] = t_fail, h_fail, info, ct, reason
-            return status
-        k += 1
-    if whole and S[T] < t_target:
-        S[:] = S0
-        I[:] = I0
-        LU[:, :] = LU0
-        return STEP_BUDGET
-    return OK
+    w, status = workspace(I[I_N], I[I_M], I[I_S], I[I_NV], S.shape[0] + LU.size), OK
+    S0, I0, LU0 = snapshot_in(w[39], S, I, LU)
+    while status == OK and S[T] < t_target and max_steps > 0:
+        status, max_steps = step(fns, S, I, LU, u, p, t_target, w), max_steps - 1
+    return end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS, REASON)
 
 
 def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
@@ -639,9 +431,5 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     outputs kernel, fns[FN_OUTPUTS]) unless it is empty."""
     if mode == RESTART:
         return restart(S, I)
-    status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode == WHOLE_INTERVAL)
-    if status == OK and y_out.shape[0] > 0:
-        y_out[:] = 0.0
-        n = I[I_N]
-        fns[FN_OUTPUTS](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
-    return status
+    status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)
+    return model_outputs(fns, status, S, N_SCALARS, I[I_N], S[T], u, p, y_out)

@@ -36,6 +36,7 @@ R_NO_CONVERGENCE = 3     # "no convergence in 30 iterations"
 T, T_PREV, H, H_LAST, GAMMA, SIGMA, H_JAC, RELAX, NEWTON_REL, MAX_STEP = range(10)
 F_T, F_H, F_INFO, F_CT = range(10, 14)
 N_SCALARS = 14
+FAILURE_SLOTS = (T, F_T, F_H, F_INFO, F_CT)   # advance failed: F_T ← t, these and I[REASON] kept
 # -- slots of I ----------------------------------------------------------------------
 I_N, I_M, I_S, I_NV, SCHEME, FIXED, CONST_MASS, NEED_JAC, HAS_FACTOR, REASON = range(10)
 CHAIN = 10               # 1: a planar natural-coordinate chain (body-wise M_γ, seed 003 eqs. 22-25)
@@ -43,6 +44,7 @@ I_NB = 11                # its number of bodies
 STATS = 12               # steps, rejected, newton_iterations, residual_evaluations,
 N_STATS = 6              # jacobian_evaluations, lu_factorizations (base.STAT_KEYS order)
 ST_STEPS, ST_REJ, ST_NEWTON, ST_RES, ST_JAC, ST_LU = range(STATS, STATS + N_STATS)
+MATRIX_INTS, MATRIX_FLOATS = (HAS_FACTOR, ST_LU, NEED_JAC), (H_JAC, RELAX)   # matrix_formed's
 BODIES = STATS + N_STATS  # per body: index of x of the first point (−1: the fixed origin), of the second
 
 

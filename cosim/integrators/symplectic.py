@@ -69,11 +69,11 @@ import numpy as np
 
 from .. import jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
-from . import dense_lu, kernel_common, spark_record
+from . import dense_lu, kernel_common, spark_record, spark_terms
 from . import spark_kernel as K
 from .base import MultibodyIntegrator
 from .model_functions import compiled_unsupported, python_functions
-from .record import RecordIntegrator, record_array, record_scalar, record_time
+from .record import RecordIntegrator, record_point, record_scalar
 
 DEFAULT_H = 1e-2
 
@@ -231,10 +231,11 @@ def supports(model):
 
 def compiled_entry():
     """The compiled method (compiled once per machine, cached; cosim.jit.method_entry)."""
-    return jit.method_entry(K, "spark", helpers=(dense_lu, kernel_common, spark_record))
+    return jit.method_entry(K, "spark", helpers=(dense_lu, kernel_common, spark_record, spark_terms))
 
 
-class PreadjustedSPARK(RecordIntegrator, MultibodyIntegrator):
+class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_prev", "lam")), RecordIntegrator,
+                       MultibodyIntegrator):
     """Parameter-preadjusted symplectic Gauss-Lobatto SPARK / Lobatto IIIA-IIIB (seed 003), fixed step.
 
     Options: ``stages`` s ∈ {1, 2, 3, 4} (order 2s), ``scheme``
@@ -255,23 +256,11 @@ class PreadjustedSPARK(RecordIntegrator, MultibodyIntegrator):
     _kernel = K
     compiled_entry = staticmethod(compiled_entry)
 
-    t = record_time(K.T)
-    t_prev = record_time(K.T_PREV)
-    y = record_array(0, writable=True)
-    y_prev = record_array(1, writable=True)
-    qdd = record_array(2, writable=True)
-    qdd_prev = record_array(3, writable=True)
-    lam = record_array(4, writable=True)
     h = record_scalar(K.H, writable=True)
     gamma_value = record_scalar(K.GAMMA, writable=True)
 
     def __init__(self, model, backend="python", **kwargs):
-        self._choose_backend(model, backend, supports)
-        self._S = np.zeros(K.N_SCALARS)
-        self._has_state = False
-        super().__init__(model, **kwargs)
-        self._bind_model()
-        self._allocate()
+        self._construct(model, backend, supports, K.N_SCALARS, kwargs)
 
     def check_options(self):
         s = self.opts["stages"]
@@ -336,7 +325,6 @@ class PreadjustedSPARK(RecordIntegrator, MultibodyIntegrator):
         self._N = K.matrix_size(n, m, s, nv)
         o = K.offsets(n, m, s, nv, nb)
         self._slices = [(o[0], 2 * n), (o[1], 2 * n), (o[2], n), (o[3], n), (o[4], m)]
-        stats = self._I[K.STATS:K.STATS + K.N_STATS].copy() if hasattr(self, "_I") else None
         S = np.zeros(o[-1])
         S[K.T] = S[K.T_PREV] = math.nan
         S[K.H_LAST] = S[K.H_JAC] = -1.0
@@ -360,13 +348,7 @@ class PreadjustedSPARK(RecordIntegrator, MultibodyIntegrator):
             I[K.BODIES + 2 * k] = -1 if ip is None else ip.start
             I[K.BODIES + 2 * k + 1] = inx.start
             S[o[12] + k], S[o[13] + k] = length, J
-        if stats is not None:
-            I[K.STATS:K.STATS + K.N_STATS] = stats
-        self._S, self._I = S, I
-        self._LU = np.zeros((self._N, self._N))
-        self._y_out = np.zeros(len(model.output_names) if self._kernel_outputs else 0)
-        self._outputs_fresh = False
-        self._has_state = False
+        self._set_record(S, I, self._N)
 
     # -- set-up --------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
@@ -383,12 +365,8 @@ class PreadjustedSPARK(RecordIntegrator, MultibodyIntegrator):
                 self.model, self.stages, h_cal, self.opts["opt_steps"], g2, t0, y.copy(), self.u,
                 backend=backend)
         self._allocate()
-        S = self._S
-        S[K.T] = S[K.T_PREV] = t0
-        S[K.GAMMA] = float(g)
-        for index, value in ((0, y), (1, y), (2, report.qdd), (3, report.qdd), (4, report.lam)):
-            self._write(index, value)
-        self._has_state = True
+        self._S[K.GAMMA] = float(g)
+        self._first_point(t0, (y, y, report.qdd, report.qdd, report.lam))
         self._load_machine_code(K.RESTART)
 
     @property
@@ -444,56 +422,30 @@ class PreadjustedSPARK(RecordIntegrator, MultibodyIntegrator):
         K.restart(self._S, self._I)
 
     def _method_state(self):
-        S, I = self._S, self._I
-        newton = {"sigma": float(S[K.SIGMA]), "h_jac": float(S[K.H_JAC])}
-        if I[K.HAS_FACTOR]:
-            first = K.pivots(int(I[K.I_NB]))
-            newton.update(lu=self._LU.copy(), piv=I[first:first + self._N].astype(np.int32),
-                          need_jac=bool(I[K.NEED_JAC]), relax=float(S[K.RELAX]))
+        S = self._S
         return {"h": float(S[K.H]), "gamma": float(S[K.GAMMA]), "h_last": float(S[K.H_LAST]),
-                "qdd_prev": self.qdd_prev, "newton": newton}
+                "qdd_prev": self.qdd_prev, "newton": self._newton_state(K.pivots(int(self._I[K.I_NB])))}
 
     def restore(self, state):
         """Continue from ``state`` (validated before anything is written; all or nothing)."""
-        newton = self._checked_newton_state(state)
-        ms = state["method_state"]
-        S, I = self._S.copy(), self._I.copy()   # write copies, then swap
-        saved = self._S, self._I
-        self._S, self._I = S, I
-        try:
-            S[K.T], S[K.T_PREV] = float(state["t"]), float(state["t_prev"])
-            for index, value in ((0, state["y"]), (1, state["y_prev"]), (2, state["qdd"]),
-                                 (3, ms["qdd_prev"]), (4, state["lam"])):
-                self._write(index, value)
-            S[K.H], S[K.GAMMA] = float(ms["h"]), float(ms["gamma"])
-            h_last = float(ms["h_last"])
-            S[K.H_LAST] = -1.0 if h_last < 0 else h_last
-            S[K.SIGMA], S[K.H_JAC] = float(newton["sigma"]), float(newton["h_jac"])
-            if "lu" in newton:
-                first = K.pivots(int(I[K.I_NB]))
-                I[first:first + self._N] = np.asarray(newton["piv"])
-                I[K.HAS_FACTOR], I[K.NEED_JAC] = 1, 1 if newton["need_jac"] else 0
-                S[K.RELAX] = float(newton["relax"])
-            else:   # the LU is rebuilt on the next solve
-                I[K.HAS_FACTOR], I[K.NEED_JAC] = 0, 1
-                S[K.RELAX] = 1.0
-            self.stats = state["stats"]
-        except BaseException:
-            self._S, self._I = saved
-            raise
-        if "lu" in newton:
-            self._LU[:, :] = newton["lu"]
-        self.u = np.array(state["u"], dtype=float)
-        self._has_state = True
-        self._outputs_fresh = False
+        self._restore_swapped(state, K.pivots(int(self._I[K.I_NB])))
+
+    @staticmethod
+    def _state_arrays(state):
+        return ((0, state["y"]), (1, state["y_prev"]), (2, state["qdd"]), (3, state["method_state"]["qdd_prev"]),
+                (4, state["lam"]))
+
+    def _write_method_state(self, ms):
+        S = self._S
+        S[K.H], S[K.GAMMA] = float(ms["h"]), float(ms["gamma"])
+        h_last = float(ms["h_last"])
+        S[K.H_LAST] = -1.0 if h_last < 0 else h_last
 
     # -- failures ----------------------------------------------------------------------------
-    def _finish(self, status, t_target):
-        if status == K.OK:
-            self._outputs_fresh = self._kernel_outputs
-            return
-        if status == K.STEP_BUDGET:
-            self.too_many_steps(t_target)
+    def _budget_spent(self, t_target):
+        self.too_many_steps(t_target)
+
+    def _failed(self, status):
         S, I = self._S, self._I
         t, h = float(S[K.F_T]), float(S[K.F_H])
         name = self.name
