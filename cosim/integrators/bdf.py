@@ -336,11 +336,8 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
     # -- state -------------------------------------------------------------------------
     def _method_state(self):
         S, I = self._S, self._I
-        newton = {"sigma": float(S[K.SIGMA]), "h_jac": float(S[K.H_JAC])}
+        newton = self._newton_state(K.PIV)
         has_factor = bool(I[K.HAS_FACTOR])
-        if has_factor:
-            newton.update(lu=self._LU.copy(), piv=I[K.PIV:K.PIV + self._N].astype(np.int32),
-                          need_jac=bool(I[K.NEED_JAC]), relax=float(S[K.RELAX]))
         J = None
         if has_factor and I[K.HAS_J]:
             start, length = self._slices[_J]
@@ -367,14 +364,7 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
             I[K.VALID], I[K.N_STEPS] = int(ms["valid"]), int(ms["n_steps"])
             S[K.H_NEXT], S[K.H] = float(ms["h_next"]), float(ms["h"])
             self.order_counts = ms["order_counts"]
-            S[K.SIGMA], S[K.H_JAC] = float(newton["sigma"]), float(newton["h_jac"])
-            if "lu" in newton:
-                I[K.PIV:K.PIV + self._N] = np.asarray(newton["piv"])
-                I[K.HAS_FACTOR], I[K.NEED_JAC] = 1, 1 if newton["need_jac"] else 0
-                S[K.RELAX] = float(newton["relax"])
-            else:   # older snapshots: the LU is rebuilt on the next solve
-                I[K.HAS_FACTOR], I[K.NEED_JAC] = 0, 1
-                S[K.RELAX] = 1.0
+            self._write_newton_state(newton, K.PIV)   # (older snapshots: no LU, rebuilt)
             I[K.HAS_J] = 0
             if ms["J"] is not None:
                 self._write(_J, ms["J"])

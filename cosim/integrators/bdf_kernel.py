@@ -38,7 +38,7 @@ from .dense_lu import lu_solve_inplace
 
 # the record: every name, so that bdf_kernel is the method's one namespace (bdf.py)
 from .bdf_record import (  # noqa: F401
-    ATOL, CONST_MASS, EPS, ERROR_FAILS, ERROR_TEST_FAILED, ERR_RMS, F_H,
+    ATOL, CONST_MASS, EPS, ERROR_FAILS, FAILURE_SLOTS, ERROR_TEST_FAILED, ERR_RMS, F_H,
     F_HHAT, F_INFO, F_K, F_T, H, HAS_FACTOR, HAS_J, HIST, HIST_COUNT, H_FIXED, H_JAC, H_NEXT,
     INDEX1, INDEX2, INDEX3, I_M, I_N, I_NS, K_NEXT, K_USED, MAX_FAILURES, MAX_GROWTH, MAX_ORD,
     MAX_ORDER, MAX_RATIO, MAX_REJECT_FACTOR, MAX_STEP, MIN_REJECT_FACTOR, MIN_STEP, NEED_JAC,
@@ -53,7 +53,7 @@ from .bdf_record import (  # noqa: F401
     WS_QX, WS_RHS, WS_TAU, WS_TQ, WS_V, WS_VX, WS_W2, WS_WINV, WS_YDPRED, WS_YPRED, WS_ZPRED,
     int_length, offsets, system_size, workspace, wslots)
 from .bdf_corrector import _newton
-from .kernel_common import (FN_OUTPUTS, clamp_step, keeps_matrix)
+from .kernel_common import clamp_step, end_advance, keeps_matrix, model_outputs
 
 
 # ---------------------------------------------------------------------------------
@@ -481,24 +481,18 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     S0, I0, LU0 = S.copy(), I.copy(), LU.copy()
     work = workspace(n, m, I[I_NS])
     count = 0
+    status = OK
     while S[T] < t_target and count < max_steps:
         status = step(fns, S, I, LU, u, p, t_target, work)
         if status != OK:
-            t_fail, h_fail, hh, info, reason, kf = S[T], S[F_H], S[F_HHAT], S[F_INFO], I[REASON], I[F_K]
-            S[:] = S0
-            I[:] = I0
-            LU[:, :] = LU0
-            S[F_T], S[F_H], S[F_HHAT], S[F_INFO], I[REASON], I[F_K] = t_fail, h_fail, hh, info, reason, kf
-            return status
+            break
         count += 1
-    if whole and S[T] < t_target:
-        t_fail = S[T]
-        S[:] = S0
-        I[:] = I0
-        LU[:, :] = LU0
-        S[F_T] = t_fail
-        return STEP_BUDGET
-    return OK
+    k_failed = I[F_K]
+    status = end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS,
+                         REASON)
+    if status != OK:
+        I[F_K] = k_failed   # the order of the failed attempt
+    return status
 
 
 def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
@@ -513,8 +507,4 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     if mode == RESTART_THEN_ADVANCE:
         return RESTART_STATUS + NOT_IN_KERNEL
     status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)
-    if status == OK and y_out.shape[0] > 0:
-        y_out[:] = 0.0
-        n = I[I_N]
-        fns[FN_OUTPUTS](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
-    return status
+    return model_outputs(fns, status, S, N_SCALARS, I[I_N], S[T], u, p, y_out)

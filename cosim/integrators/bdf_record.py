@@ -53,6 +53,7 @@ R_NO_CONVERGENCE = 3     # "no convergence in 8 iterations"
 T, T_PREV, H_NEXT, H, SIGMA, H_JAC, RELAX, RTOL, ATOL, H_FIXED, MAX_STEP = range(11)
 F_T, F_H, F_HHAT, F_INFO = range(11, 15)
 N_SCALARS = 16
+FAILURE_SLOTS = (T, F_T, F_H, F_HHAT, F_INFO)   # advance failed: F_T ← t, these and I[REASON] kept
 # -- slots of I -------------------------------------------------------------------------
 (I_N, I_M, NEED_JAC, HAS_FACTOR, HAS_J, K_NEXT, ORDER, K_USED, VALID, N_STEPS, MAX_ORD,
  REUSE, VEL_ERROR, POS_WEIGHTS, CONST_MASS, REASON, F_K, NEWTON_FAILS, ERROR_FAILS,

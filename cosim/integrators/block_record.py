@@ -9,7 +9,7 @@ import numpy as np
 EPS = 2.220446049250313e-16
 
 # -- algorithm constants (the values of the object-oriented block.py before) ------
-NEWTON_MAX_ITER = 25     # updates per solve (QuasiNewton max_iter)
+NEWTON_MAX_ITER = 25     # updates per solve
 NEWTON_TOL = 1.0         # ‖Δδ‖ below this (the norm is scaled to newton_tol): converged
 NEWTON_ERR_TOL = 1.0     # σ/(1−σ)‖Δδ‖ below this: converged
 ROUND_OFF_FLOOR = 1e2    # index 3: C(Q)/h² floor, 1e2·ε·(1 + |q|)/h as a velocity change

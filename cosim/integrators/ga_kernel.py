@@ -39,7 +39,7 @@ import numpy as np
 # every name of the method's modules, so that ga_kernel is its one namespace
 from .ga_record import (  # noqa: F401
     ALPHA_F, ALPHA_M, ATOL, BETA, CONST_MASS, DEADBAND, EPS, ERROR_TEST_FAILED, ERR_SCALE,
-    ERR_TANGENT, ETA, FIXED, FIXED_NEWTON_REL, F_H, F_INFO, F_T, GAMMA, GGL, GGL_RATE_TOL,
+    ERR_TANGENT, ETA, FAILURE_SLOTS, FIXED, FIXED_NEWTON_REL, F_H, F_INFO, F_T, GAMMA, GGL, GGL_RATE_TOL,
     GGL_VELOCITY_FLOOR, HAS_FACTOR, H_FIXED, H_JAC, H_LAST, H_NEXT, I_M, I_N, I_NG, MAX_GROWTH,
     MAX_REJECTIONS, MAX_STEP, MINV_DIAG, MINV_EXACT, NEED_JAC, NEWTON_ERR_TOL, NEWTON_FAILED,
     NEWTON_MAX_ITER, NEWTON_TOL, NONFINITE_MATRIX, N_SCALARS, N_STATS, OK, ONE_STEP, PIV, PROJECT,
@@ -58,8 +58,8 @@ from .ga_terms import (  # noqa: F401
 from .ga_corrector import (  # noqa: F401
     _amax, _cqv, _jacobian, _jacobian_ggl, _newton, _norm, _norm_ggl, _pymax, _residual,
     _residual_ggl, _rows_norm)
-from .kernel_common import (FN_CONSTRAINT_JACOBIAN, FN_MASS, FN_OUTPUTS, clamp_step,
-    keeps_matrix, relaxation)
+from .kernel_common import (FN_CONSTRAINT_JACOBIAN, FN_MASS, clamp_step, end_advance, keeps_matrix,
+    model_outputs, relaxation, snapshot_in)
 
 
 # ---------------------------------------------------------------------------------
@@ -469,32 +469,19 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     r, c = LU.shape
     work = workspace(n, m + ng, S.shape[0] + r * c + 2 * N + N * N)
     rest = work[W_REST]
-    S0, o = _cut(rest, 0, S.shape[0])
-    LU0_flat, o = _cut(rest, o, r * c)
-    delta, o = _cut(rest, o, N)
-    F, o = _cut(rest, o, N)
-    Jw_flat, o = _cut(rest, o, N * N)
-    LU0, Jw = LU0_flat.reshape((r, c)), Jw_flat.reshape((N, N))
-    S0[:] = S        # the snapshot: all or nothing
-    LU0[:, :] = LU
-    I0 = I.copy()
+    S0, I0, LU0 = snapshot_in(rest, S, I, LU)      # all or nothing
+    o = S.shape[0] + r * c
+    delta, F = rest[o:o + N], rest[o + N:o + 2 * N]
+    Jw = rest[o + 2 * N:o + 2 * N + N * N].reshape((N, N))
     k = 0
+    status = OK
     while S[T] < t_target and k < max_steps:
         status = step(fns, S, I, LU, u, p, t_target, work, delta, F, Jw)
         if status != OK:
-            t_fail, h_fail, info, reason = S[T], S[F_H], S[F_INFO], I[REASON]
-            S[:] = S0
-            I[:] = I0
-            LU[:, :] = LU0
-            S[F_T], S[F_H], S[F_INFO], I[REASON] = t_fail, h_fail, info, reason
-            return status
+            break
         k += 1
-    if whole and S[T] < t_target:
-        S[:] = S0
-        I[:] = I0
-        LU[:, :] = LU0
-        return STEP_BUDGET
-    return OK
+    return end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS,
+                       REASON)
 
 
 def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
@@ -514,8 +501,4 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
         if status != OK:
             return RESTART_STATUS + status
     status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)
-    if status == OK and y_out.shape[0] > 0:
-        y_out[:] = 0.0
-        n = I[I_N]
-        fns[FN_OUTPUTS](S[N_SCALARS:N_SCALARS + n], S[N_SCALARS + n:N_SCALARS + 2 * n], S[T], u, p, y_out)
-    return status
+    return model_outputs(fns, status, S, N_SCALARS, I[I_N], S[T], u, p, y_out)

@@ -50,6 +50,7 @@ R_NO_CONVERGENCE = 3     # "no convergence in 25 iterations"
 # -- scalar slots of S ---------------------------------------------------------
 T, T_PREV, H_NEXT, H_LAST, SIGMA, H_JAC, RELAX, RTOL, ATOL, H_FIXED, MAX_STEP = range(11)
 ALPHA_M, ALPHA_F, GAMMA, BETA, ETA, F_H, F_INFO, F_T, ERR_SCALE = range(11, 20)
+FAILURE_SLOTS = (T, F_T, F_H, F_INFO)   # advance failed: F_T ← t, these and I[REASON] kept
 ERR_TANGENT = 20         # 1.0: option tangent_estimate (floor on the normal part of h² x only)
 N_SCALARS = 21
 # -- slots of I ----------------------------------------------------------------------

@@ -365,11 +365,8 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
         return d
 
     def _method_state(self):
-        S, I = self._S, self._I
-        newton = {"sigma": float(S[K.SIGMA]), "h_jac": float(S[K.H_JAC])}
-        if I[K.HAS_FACTOR]:
-            newton.update(lu=self._LU.copy(), piv=I[K.PIV:K.PIV + self._N].astype(np.int32),
-                          need_jac=bool(I[K.NEED_JAC]), relax=float(S[K.RELAX]))
+        S = self._S
+        newton = self._newton_state(K.PIV)
         return {"a": self.a, "qdd_prev": self.qdd_prev, "h_next": float(S[K.H_NEXT]),
                 "h_last": float(S[K.H_LAST]), "x_rate": self.x_rate, "lam_rate": self.lam_rate,
                 "newton": newton}
@@ -388,14 +385,7 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
                                  (6, ms["x_rate"]), (7, ms["lam_rate"])):
                 self._write(index, value)
             S[K.H_NEXT], S[K.H_LAST] = float(ms["h_next"]), float(ms["h_last"])
-            S[K.SIGMA], S[K.H_JAC] = float(newton["sigma"]), float(newton["h_jac"])
-            if "lu" in newton:
-                I[K.PIV:K.PIV + self._N] = np.asarray(newton["piv"])
-                I[K.HAS_FACTOR], I[K.NEED_JAC] = 1, 1 if newton["need_jac"] else 0
-                S[K.RELAX] = float(newton["relax"])
-            else:   # older snapshots: the LU is rebuilt on the next solve
-                I[K.HAS_FACTOR], I[K.NEED_JAC] = 0, 1
-                S[K.RELAX] = 1.0
+            self._write_newton_state(newton, K.PIV)   # (older snapshots: no LU, rebuilt)
             self.stats = state["stats"]
         except BaseException:
             self._S, self._I = saved

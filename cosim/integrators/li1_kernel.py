@@ -293,8 +293,8 @@ def _jacobian(fns, S, I, p, u, n, m, g, t1, h, pq, pv, w):
 
 
 def _newton(fns, S, I, LU, p, u, n, m, g, t0, t1, h, pq, pv, w):
-    """Seed 000 Algorithm 2 (newton.QuasiNewton.solve, 25 iterations, plain: no prior
-    rate) with the decisions of kernel_common, the max norm in the error weights of
+    """Seed 000 Algorithm 2 (kernel_common's decisions, 25 iterations, plain: no prior
+    rate), the max norm in the error weights of
     the predictor.  δ in w[24]; returns a cause code (C_NONE: converged)."""
     delta, F, w_inv = w[24], w[25], w[27]
     N = 2 * n
