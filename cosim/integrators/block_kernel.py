@@ -342,42 +342,13 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     failure S[F_H] is the step size, I[REASON] why the stage solve failed (the
     caller restores the record)."""
     n, m, r = I[I_N], I[I_M], I[I_R]
-    o_y, o_yp, o_qdd, o_lam, o_c, o_d, o_B, o_B2, o_Bd, o_bh, o_sq, o_sv, _ = offsets(n, m, r)
-    q0, v0, a0, lam0, winv, delta = w[0], w[1], w[2], w[3], w[4], w[5]
-    A, V, Q, M = w[8], w[9], w[10], w[11]
-    rn = r * n
-    N = r * (n + m)
+    q0, v0, a0, lam0 = w[0], w[1], w[2], w[3]
     t0 = S[T]
     h, lands, moves = clamp_step(t0, S[H], S[MAX_STEP], I[FIXED] == 1, t_limit)
     if not moves:
         S[F_H] = h
         return STEP_UNDERFLOW
-    vmax = 0.0
-    qmax = 0.0
-    for k in range(n):
-        q0[k] = S[o_y + k]
-        v0[k] = S[o_y + n + k]
-        a0[k] = S[o_qdd + k]
-        vmax = max(vmax, abs(v0[k]))
-        qmax = max(qmax, abs(q0[k]))
-    for l in range(m):
-        lam0[l] = S[o_lam + l]
-    # Convergence is judged on the velocity change the update causes over the
-    # step: h·ΔA for the accelerations and h·ΔΛ/m for the multipliers (m: the
-    # largest mass entry), relative to 1 + |v|.  The index-3 multipliers carry
-    # an O(eps/h²) round-off floor that a test on Λ itself would never pass.
-    v_scale = S[NEWTON_SCALE] * (1.0 + vmax)
-    if I[INDEX] == 3:   # round-off floor of C(Q)/h² seen as a velocity change
-        v_scale = max(v_scale, ROUND_OFF_FLOOR * EPS * (1.0 + qmax) / h)
-    M[:, :] = 0.0
-    fns[FN_MASS](q0, t0, p, M)
-    m_scale = 0.0
-    for k in range(n):
-        m_scale = max(m_scale, abs(M[k, k]))
-    for i in range(rn):
-        winv[i] = h / v_scale
-    for i in range(rn, N):
-        winv[i] = h / (v_scale * m_scale)
+    _step_start(fns, S, I, p, n, m, r, t0, h, w)
     # Algorithm 3 g: may this step keep the matrix?
     h_jac = S[H_JAC] if I[HAS_FACTOR] == 1 else -1.0
     if keeps_matrix(S[SIGMA], h, h_jac):
@@ -411,7 +382,52 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         I[REASON] = reason
         S[F_H] = h
         return NEWTON_FAILED
-    # accept: y_{k+1} = (Q_r, V_r), a_{k+1} = A_r, λ_{k+1} = Λ_r
+    _accept(S, I, n, m, r, t0, h, t_limit if lands else t0 + h, w)
+    return OK
+
+
+def _step_start(fns, S, I, p, n, m, r, t0, h, w):
+    """The record's point into the work arrays (q0, v0, a0, λ0) and the inverse Newton
+    weights: convergence is judged on the velocity change the update causes over
+    the step, h·ΔA for the accelerations and h·ΔΛ/m for the multipliers (m: the
+    largest mass entry), relative to 1 + |v|.  The index-3 multipliers carry an
+    O(eps/h²) round-off floor that a test on Λ itself would never pass."""
+    o_y, _, o_qdd, o_lam = offsets(n, m, r)[:4]
+    q0, v0, a0, lam0, winv, M = w[0], w[1], w[2], w[3], w[4], w[11]
+    rn = r * n
+    N = r * (n + m)
+    vmax = 0.0
+    qmax = 0.0
+    for k in range(n):
+        q0[k] = S[o_y + k]
+        v0[k] = S[o_y + n + k]
+        a0[k] = S[o_qdd + k]
+        vmax = max(vmax, abs(v0[k]))
+        qmax = max(qmax, abs(q0[k]))
+    for l in range(m):
+        lam0[l] = S[o_lam + l]
+    v_scale = S[NEWTON_SCALE] * (1.0 + vmax)
+    if I[INDEX] == 3:   # round-off floor of C(Q)/h² seen as a velocity change
+        v_scale = max(v_scale, ROUND_OFF_FLOOR * EPS * (1.0 + qmax) / h)
+    M[:, :] = 0.0
+    fns[FN_MASS](q0, t0, p, M)
+    m_scale = 0.0
+    for k in range(n):
+        m_scale = max(m_scale, abs(M[k, k]))
+    for i in range(rn):
+        winv[i] = h / v_scale
+    for i in range(rn, N):
+        winv[i] = h / (v_scale * m_scale)
+
+
+def _accept(S, I, n, m, r, t0, h, t_new, w):
+    """The accepted step: y_{k+1} = (Q_r, V_r), a_{k+1} = A_r, λ_{k+1} = Λ_r into the
+    record with the previous point and the stages (dense output), and, with the
+    option error_estimate, the embedded estimate's RMS norm (eq. 35 weights)."""
+    o_y, o_yp, o_qdd, o_lam, o_c, o_d, o_B, o_B2, o_Bd, o_bh, o_sq, o_sv, _ = offsets(n, m, r)
+    q0, v0, a0, lam0, delta = w[0], w[1], w[2], w[3], w[5]
+    A, V, Q = w[8], w[9], w[10]
+    rn = r * n
     _stages(S, n, m, r, h, q0, v0, a0, delta, A, V, Q)
     if I[ERROR_EST] == 1:
         e, w2, y1 = w[30], w[31], w[32]
@@ -438,7 +454,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
             S[o_sq + i * n + k] = Q[i, k]
             S[o_sv + i * n + k] = V[i, k]
     S[STAGE_T0] = t0
-    S[T] = t_limit if lands else t0 + h
+    S[T] = t_new
     for k in range(n):
         S[o_y + k] = Q[r - 1, k]
         S[o_y + n + k] = V[r - 1, k]
@@ -447,7 +463,6 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         S[o_lam + l] = lam0[l] + delta[rn + (r - 1) * m + l]
     S[H_LAST] = h
     I[ST_STEPS] += 1
-    return OK
 
 
 def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):

@@ -427,8 +427,20 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         if h < h_min or rejections > MAX_REJECTIONS:
             S[F_H] = h
             return TOO_SMALL
-    # accept
-    y_new = Y[last]
+    _accept(S, I, n, m, ny, t, t_new, h, s, y, Y[last], f0, f_new, lam_new)
+    if fixed:
+        S[H_NEXT] = S[H_FIXED]
+    else:
+        _control(S, h, h_prop, err, rejected, lands)
+    return OK
+
+
+def _accept(S, I, n, m, ny, t, t_new, h, s, y, y_new, f0, f_new, lam_new):
+    """The accepted step into the record: the new point, the previous one, f at both
+    ends (cubic Hermite dense output; f at the new point is the next step's first
+    stage), q'' and λ there, and the stage statistics."""
+    o_y, o_yp, o_qdd, o_lam, o_f, o_d, _, _ = rkc_offsets(n, m, ny)
+    xb = rkc_ints(n, m)
     S[T_PREV] = t
     S[o_yp:o_yp + ny] = y
     S[T] = t_new
@@ -448,10 +460,12 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         I[xb + X_MAX_STAGES_USED] = s
     I[xb + X_STEPS_SINCE_RHO] += 1
     I[ST_STEPS] += 1
-    if fixed:
-        S[H_NEXT] = S[H_FIXED]
-        return OK
-    # second-order controller of rkc.f
+
+
+def _control(S, h, h_prop, err, rejected, lands):
+    """The next step size: the second-order controller of rkc.f (the error ratios of
+    this and the last step), at most 10× and at least 0.1× h, not above 1× after a
+    rejection; a step cut short by the target says nothing new about h."""
     fac = 10.0
     if err > 0.0:
         if S[H_LAST] > 0.0 and S[ERR_LAST] > 0.0:
@@ -467,7 +481,6 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     S[H_LAST] = h
     S[ERR_LAST] = err
     S[H_NEXT] = min(h_new, S[MAX_STEP])
-    return OK
 
 
 def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
