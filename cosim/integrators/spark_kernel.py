@@ -303,31 +303,13 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     n, m, s, nv = I[I_N], I[I_M], I[I_S], I[I_NV]
     o = _layout(I)
     o_y, o_yp, o_qdd, o_qddp, o_lam = o[0], o[1], o[2], o[3], o[4]
-    c = S[o[5]:o[5] + nv]
     t0 = S[T]
     h, lands, moves = clamp_step(t0, S[H], S[MAX_STEP], I[FIXED] == 1, t_limit)
     if not moves:
         S[F_H] = h
         return STEP_UNDERFLOW
-    q0, v0, p0, M = w[8], w[9], w[10], w[15]
-    for k in range(n):
-        q0[k] = S[o_y + k]
-        v0[k] = S[o_y + n + k]
-    _mass_gamma(fns, S, I, p, q0, t0, M, w)
-    for i in range(n):
-        acc = 0.0
-        for j in range(n):
-            acc += M[i, j] * v0[j]
-        p0[i] = acc
-    # predictor: V_i ≈ v_n + c_i h q''_n, h Λ_j ≈ h λ_n
-    z0 = w[1]
-    for i in range(nv):
-        ch = c[i] * h
-        for k in range(n):
-            z0[i * n + k] = v0[k] + ch * S[o_qdd + k]
-    for j in range(s):
-        for r in range(m):
-            z0[nv * n + j * m + r] = h * S[o_lam + r]
+    q0, p0 = w[8], w[10]
+    _predict(fns, S, I, p, n, m, s, nv, t0, h, w)
     # Algorithm 3 g: keep the matrix for this h?
     if I[HAS_FACTOR] == 1 and keeps_matrix(S[SIGMA], h, S[H_JAC]):
         I[NEED_JAC] = 0
@@ -344,16 +326,65 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         S[F_H] = h
         return status
     N = matrix_size(n, m, s, nv)
-    z, delta = w[0], w[2]
+    z, z0, delta = w[0], w[1], w[2]
     for i in range(N):
         z[i] = z0[i] + delta[i]
     t1 = t0 + h
     _stages(fns, S, I, p, u, z, q0, p0, t0, h, w[3], True, w)
+    status = _end_point(fns, S, I, p, u, n, m, t1, h, w)
+    if status != OK:
+        return status
+    # accept
+    q1, v1, qdd1, lam1 = w[32], w[34], w[35], w[36]
+    S[T_PREV] = t0
+    for i in range(2 * n):
+        S[o_yp + i] = S[o_y + i]
+    for i in range(n):
+        S[o_qddp + i] = S[o_qdd + i]
+        S[o_y + i] = q1[i]
+        S[o_y + n + i] = v1[i]
+        S[o_qdd + i] = qdd1[i]
+    for k in range(m):
+        S[o_lam + k] = lam1[k]
+    S[T] = t_limit if lands else t1
+    S[H_LAST] = h
+    I[ST_STEPS] += 1
+    return OK
+
+
+def _predict(fns, S, I, p, n, m, s, nv, t0, h, w):
+    """The step start: q0, v0, the momentum p0 = M_γ v0, and the Newton start
+    V_i ≈ v_n + c_i h q''_n, h Λ_j ≈ h λ_n."""
+    o = _layout(I)
+    o_y, o_qdd, o_lam = o[0], o[2], o[4]
+    c = S[o[5]:o[5] + nv]
+    q0, v0, p0, M, z0 = w[8], w[9], w[10], w[15], w[1]
+    for k in range(n):
+        q0[k] = S[o_y + k]
+        v0[k] = S[o_y + n + k]
+    _mass_gamma(fns, S, I, p, q0, t0, M, w)
+    for i in range(n):
+        acc = 0.0
+        for j in range(n):
+            acc += M[i, j] * v0[j]
+        p0[i] = acc
+    for i in range(nv):
+        ch = c[i] * h
+        for k in range(n):
+            z0[i * n + k] = v0[k] + ch * S[o_qdd + k]
+    for j in range(s):
+        for r in range(m):
+            z0[nv * n + j * m + r] = h * S[o_lam + r]
+
+
+def _end_point(fns, S, I, p, u, n, m, t1, h, w):
+    """At the new point q1 (momentum p̃ from the stages): v1 from the velocity
+    constraint (linear) [[M_γ, C_qᵀ], [C_q, 0]] [v; h λ_last] = [p̃; −C_t], then the
+    consistent accelerations q''1, λ1 (seed 000 eq. 10).  Returns a status code."""
     q1, pt, v1, qdd1, lam1 = w[32], w[33], w[34], w[35], w[36]
-    Cq, C, Ct, Qf = w[16], w[17], w[18], w[20]
+    M, Cq, C, Ct, Qf = w[15], w[16], w[17], w[18], w[20]
     K, KLU, rhs = w[28], w[29], w[30]
     piv = w[31]
-    # the velocity constraint (linear): [[M_γ, C_qᵀ], [C_q, 0]] [v; h λ_last] = [p̃; −C_t]
     _mass_gamma(fns, S, I, p, q1, t1, M, w)
     Cq[:, :] = 0.0
     fns[FN_CONSTRAINT_JACOBIAN](q1, t1, p, Cq)
@@ -372,7 +403,6 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     lu_solve_inplace(KLU, piv, rhs)
     for i in range(n):
         v1[i] = rhs[i]
-    # consistent accelerations (seed 000 eq. 10) at the new point
     M[:, :] = 0.0
     fns[FN_MASS](q1, t1, p, M)
     _augmented(M, Cq, n, m, K)
@@ -394,20 +424,6 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         qdd1[i] = rhs[i]
     for k in range(m):
         lam1[k] = rhs[n + k]
-    # accept
-    S[T_PREV] = t0
-    for i in range(2 * n):
-        S[o_yp + i] = S[o_y + i]
-    for i in range(n):
-        S[o_qddp + i] = S[o_qdd + i]
-        S[o_y + i] = q1[i]
-        S[o_y + n + i] = v1[i]
-        S[o_qdd + i] = qdd1[i]
-    for k in range(m):
-        S[o_lam + k] = lam1[k]
-    S[T] = t_limit if lands else t1
-    S[H_LAST] = h
-    I[ST_STEPS] += 1
     return OK
 
 
