@@ -41,7 +41,7 @@ def two_link_fmu(tmp_path_factory):
 class Pair:
     """The FMU and a Simulation driven by the same calls."""
 
-    def __init__(self, path, name):
+    def __init__(self, path, name, method=None):
         md = read_model_description(str(path))
         vr = {v.name: v.valueReference for v in md.modelVariables}
         self.messages = []
@@ -60,7 +60,8 @@ class Pair:
         self.name = name
         self.in_vr = [vr["tau1"], vr["tau2"]]
         self.out_vr = [vr[n] for n in OUT]
-        self.sim = cosim.Simulation(model="two_link", h=H)
+        self.sim = (cosim.Simulation(model="two_link", h=H) if method is None
+                    else cosim.Simulation(model="two_link", method=method))
         self.t = 0.0
 
     def slave(self):
@@ -117,6 +118,30 @@ def test_native_steps_are_the_simulation_bit_for_bit_and_report_back(two_link_fm
     # on: every step but the first (after which the binary takes the record) natively;
     # the count reaches Python only when something calls it
     assert before1 == 0 and after1 == 299
+
+
+@pytest.fixture(scope="module")
+def two_link_dopri5_fmu(tmp_path_factory):
+    return build_fmu("two_link", tmp_path_factory.mktemp("native5") / "TwoLinkDopri5.fmu",
+                     method="dopri5")
+
+
+def test_dopri5_native_steps_are_the_simulation_bit_for_bit(two_link_dopri5_fmu, monkeypatch):
+    """dopri5 (adaptive, its deferred restart on a new input run in the C entry as mode
+    3): the binary takes every step after the first, with the bits of Simulation."""
+    monkeypatch.setenv("COSIM_FMU_NATIVE", "1")
+    pair = Pair(two_link_dopri5_fmu, "native-dopri5", method="dopri5")
+    assert pair.sim.method == "dopri5"
+    for k in range(200):   # a new input every step, then held
+        got, want = pair.step(torque(pair.t) if k < 120 else None)
+        assert np.array_equal(got, want), k
+    slave = pair.slave()
+    assert slave._sim.method == "dopri5" and slave._sim.backend == "numba"
+    taken_natively = slave.native_steps
+    assert pair.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == pair.t
+    assert dict(slave._sim.integrator.stats) == dict(pair.sim.integrator.stats)
+    assert taken_natively == 0 and slave.native_steps == 199
+    pair.close()
 
 
 def test_rollback_over_native_steps_is_bit_identical(two_link_fmu):

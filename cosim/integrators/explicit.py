@@ -57,6 +57,10 @@ def rms_norm(x, scale):
     return float(np.sqrt(np.mean((x / scale) ** 2)))
 
 
+# the modules explicit_kernel's functions call, pasted before it into the compiled method
+KERNEL_HELPERS = (dense_lu, kernel_common, explicit_record, index1_kernel)
+
+
 def supports(model):
     """Why the compiled dopri5/rk4 cannot run ``model`` (None: it can): a multibody
     model with kernels, including nonholonomic ones for its nonholonomic rows
@@ -67,7 +71,12 @@ def supports(model):
 def compiled_entry():
     """The compiled method, dopri5 and rk4 (compiled once per machine, cached;
     cosim.jit.method_entry)."""
-    return jit.method_entry(K, "explicit", helpers=(dense_lu, kernel_common, explicit_record, index1_kernel))
+    return jit.method_entry(K, "explicit", helpers=KERNEL_HELPERS)
+
+
+def compiled_native_step():
+    """Address of the method's C entry for the FMU binary (cosim.jit.native_step_address)."""
+    return jit.native_step_address(K, "explicit", helpers=KERNEL_HELPERS)
 
 
 def _singular_text(code, t, ratio):
@@ -87,6 +96,7 @@ class ExplicitRungeKutta(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_p
     _kernel = K
     _method_code = K.DOPRI5
     compiled_entry = staticmethod(compiled_entry)
+    compiled_native_step = staticmethod(compiled_native_step)
 
     h_next = record_scalar(K.H_NEXT, writable=True)
     projection_iterations = record_int(K.PROJ_ITERS)

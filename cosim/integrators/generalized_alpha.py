@@ -207,6 +207,7 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
     _ggl = 0   # the kernel's formulation switch I[GGL]
     _kernel = K
     compiled_entry = staticmethod(compiled_entry)
+    compiled_native_step = staticmethod(compiled_native_step)
 
     t = record_time(K.T)
     t_prev = record_time(K.T_PREV, settle=True)
@@ -484,24 +485,6 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
             consistent_accelerations(self.model, self.t, y[:n], y[n:], self._u_c)
             raise SingularMatrixError(f"{self.name}: consistent accelerations (eq. 10) failed "
                                       f"at t={self.t!r}", t=self.t, h=None, cause="singular matrix")
-
-    def native_step_record(self):
-        """What a caller without Python (the FMU binary) needs to take the step
-        :meth:`_advance_checked` takes as long as nothing else touches this
-        integrator: (address of the method's C entry, cosim.jit.native_step_address;
-        an object to keep alive; S, I, LU, u, p, y_out; the model's function
-        addresses; the step budget; the slot of t in S), or None when the next
-        advance is not that one compiled call (python backend, no state yet, a
-        deferred restart, outputs computed in Python).  The caller writes new
-        inputs into ``u`` in place and then runs mode 3 (restart, then advance)."""
-        if not (self.backend == "numba" and self._has_state and self._kernel_outputs
-                and self._outputs_fresh and not self._restart_pending):
-            return None
-        arrays = (self._S, self._I, self._LU, self._u_c, self._parameters(), self._y_out)
-        if not all(a.flags.c_contiguous and a.flags.writeable for a in arrays):
-            return None
-        address = compiled_native_step()
-        return (address, self._entry, *arrays, self._fns, self._call_budget, K.T)
 
 
 class GeneralizedAlphaIndex2(GeneralizedAlpha):

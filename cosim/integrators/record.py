@@ -464,6 +464,32 @@ class RecordIntegrator:
     def _failed(self, status):
         raise NotImplementedError
 
+    # -- a caller without Python (the FMU binary) --------------------------------------------
+    compiled_native_step = None   # the method's C entry (staticmethod), where it has one
+
+    def native_step_record(self):
+        """What a caller without Python (the FMU binary) needs to take the step
+        :meth:`_advance_checked` takes as long as nothing else touches this
+        integrator: (address of the method's C entry, cosim.jit.native_step_address;
+        an object to keep alive; S, I, LU, u, p, y_out; the model's function
+        addresses; the step budget; the slot of t in S), or None when the next
+        advance is not that one compiled call (no C entry, python backend, no state
+        yet, a deferred restart, outputs computed in Python).  The caller writes new
+        inputs into ``u`` in place and then runs mode RESTART_THEN_ADVANCE (3):
+        restart in the kernel, then advance (WHOLE_INTERVAL, 0)."""
+        K = self._kernel
+        if not (self.compiled_native_step is not None and self.backend == "numba"
+                and self._has_state and self._kernel_outputs and self._outputs_fresh
+                and not getattr(self, "_restart_pending", False)
+                and K.WHOLE_INTERVAL == 0 and K.RESTART_THEN_ADVANCE == 3
+                and self._LU.ndim == 2 and self._LU.shape[0] == self._LU.shape[1]):
+            return None
+        arrays = (self._S, self._I, self._LU, self._u_c, self._parameters(), self._y_out)
+        if not all(a.flags.c_contiguous and a.flags.writeable for a in arrays):
+            return None
+        address = self.compiled_native_step()
+        return (address, self._entry, *arrays, self._fns, self._call_budget, K.T)
+
     # -- outputs -----------------------------------------------------------------------------
     def fresh_outputs(self):
         """The model's outputs at the current state as the compiled step computed
