@@ -139,31 +139,24 @@ def step(fns, S, I, LU, u, p, t_limit, work):
     code; on failure S[F_H] (and S[F_HHAT], I[F_K]) describe the attempt."""
     n, m = I[I_N], I[I_M]
     ns = I[I_NS]
-    index3 = I[VARIANT] == INDEX3
     W, M, Qq, Qv, Hm, Mq, Cq, Jw = work
     ws = wslots(n, m, ns)
     ce = ws[WS_CE]
     o_y, o_J = offsets(n, m, ns)[0], offsets(n, m, ns)[7]
     Jm = S[o_J:o_J + ns * ns]
     fixed = S[H_FIXED] > 0.0
-    ve = I[VEL_ERROR]
-    velocity_error = ve != VE_OFF
-    velocity_scaled = ve == VE_SCALED
+    velocity_error = I[VEL_ERROR] != VE_OFF
+    velocity_scaled = I[VEL_ERROR] == VE_SCALED
     k = I[K_NEXT]
     h_prop = S[H_NEXT]
     t = S[T]
     _inverse_weights(S, I, n, o_y, W, ws[WS_WINV])
     failures = 0
     error_failures = 0
-    h = h_prop
-    lands = False
-    hhat = h
-    h_base = h
-    e_k = s_k = e_up = s_up = 0.0
+    h = hhat = h_base = h_prop
+    lands = decr = False
+    e_k = s_k = e_up = s_up = h_k = h_dn = 0.0
     e_dn = s_dn = math.inf
-    h_k = h_dn = 0.0
-    decr = False
-    has_up = False
     while True:
         h, lands, moves = clamp_step(S[T], h_prop, S[MAX_STEP], S[H_FIXED] > 0.0, t_limit)
         if not moves:
@@ -203,11 +196,8 @@ def step(fns, S, I, LU, u, p, t_limit, work):
         has_up = _difference_columns(S, I, n, m, ns, k, h, W, ws)
         e_k, e_dn, e_up = _error_norms(S, I, LU, n, m, W, ws, Jm, k, has_up, velocity_error,
                                        velocity_scaled, hhat)
-        if velocity_error and not (index3 and not velocity_scaled):
-            s_k, s_dn, s_up = e_k, e_dn, e_up     # the order tests on the same estimates
-        else:   # on the velocity estimate (times ĥ for index 3)
-            s_k, s_dn, s_up = _error_norms(S, I, LU, n, m, W, ws, Jm, k, has_up, True,
-                                           velocity_scaled or velocity_error, hhat)
+        s_k, s_dn, s_up = _order_test_norms(S, I, LU, n, m, W, ws, Jm, k, has_up, hhat,
+                                            e_k, e_dn, e_up)
         err = W[ce + k] * e_k
         h_base = h_prop if lands and h < h_prop else h
         h_k = _h_order(h, k, W[ce + k] * e_k, SAFETY_SAME, h_base)
@@ -224,19 +214,40 @@ def step(fns, S, I, LU, u, p, t_limit, work):
             S[F_H] = h
             S[F_INFO] = err
             return ERROR_TEST_FAILED
-        if decr:
-            k = k - 1
-            h_new = h_dn
-        else:
-            h_new = h_k
-        if error_failures >= 2:
-            h_new *= 0.5
-        if error_failures >= 3:
-            k = 1
-        h_prop = min(max(h_new, MIN_REJECT_FACTOR * h), MAX_REJECT_FACTOR * h)
+        k, h_prop = _after_rejection(h, k, decr, h_k, h_dn, error_failures)
     _accept(S, I, n, m, W, ws, h, h_base, lands, t_limit, k, e_k, s_k, s_dn, e_up, s_up,
             h_k, h_dn, decr, fixed, failures > 0)
     return OK
+
+
+def _order_test_norms(S, I, LU, n, m, W, ws, Jm, k, has_up, hhat, e_k, e_dn, e_up):
+    """The norms the order tests use: the error estimates' own when the velocity
+    error is in them (index 2/1, or scaled), else those of the velocity estimate
+    (times ĥ for index 3: BDFIndex3's order tests)."""
+    ve = I[VEL_ERROR]
+    velocity_error = ve != VE_OFF
+    velocity_scaled = ve == VE_SCALED
+    if velocity_error and not (I[VARIANT] == INDEX3 and not velocity_scaled):
+        return e_k, e_dn, e_up
+    return _error_norms(S, I, LU, n, m, W, ws, Jm, k, has_up, True,
+                        velocity_scaled or velocity_error, hhat)
+
+
+def _after_rejection(h, k, decr, h_k, h_dn, error_failures):
+    """Algorithm 4 h i: after a failed error test the order drops when Skelboe's test
+    said so (``decr``), the step is the order's proposal, halved from the second
+    failure on, order 1 from the third; within [MIN, MAX]_REJECT_FACTOR × h.
+    Returns (k, h)."""
+    if decr:
+        k = k - 1
+        h_new = h_dn
+    else:
+        h_new = h_k
+    if error_failures >= 2:
+        h_new *= 0.5
+    if error_failures >= 3:
+        k = 1
+    return k, min(max(h_new, MIN_REJECT_FACTOR * h), MAX_REJECT_FACTOR * h)
 
 
 def _plan_matrix(S, I, hhat):
