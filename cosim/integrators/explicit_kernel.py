@@ -301,7 +301,21 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         if failed:
             return STEP_FAILED if fixed else TOO_SMALL
         lands, rejected = False, True
-    # accept
+    _accept(S, I, n, m, n2, t, t_new, h, dopri, first_order, w)
+    if fixed:
+        S[H_NEXT] = S[H_FIXED]
+        return OK
+    S[H_NEXT] = next_step(h, h_prop, err, rejected, lands, 1.0 / (ORDER + 1), SAFETY, MAX_FACTOR, S[MAX_STEP])
+    return OK
+
+
+def _accept(S, I, n, m, n2, t, t_new, h, dopri, first_order, w):
+    """The accepted step into the record: the projected point, the previous one, f
+    there (dopri5: the FSAL stage with q' = v of the projected point; rk4: f at the
+    projected point, the next k1) with q'' and λ, and the dense-output data (dopri5:
+    Q = Kᵀ P and the projection's shift; rk4: f at both ends, cubic Hermite)."""
+    o_y, o_yp, o_qdd, o_lam, o_f, o_d, _ = offsets(n, m, n2)
+    K, y, y_new, y_proj, lam, f = w[9], w[10], w[11], w[13], w[15], w[22]
     S[T_PREV] = t
     S[o_yp:o_yp + n2] = y
     S[T] = t_new
@@ -334,11 +348,6 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     I[HAS_DENSE] = 1
     I[HAS_F] = 1
     I[ST_STEPS] += 1
-    if fixed:
-        S[H_NEXT] = S[H_FIXED]
-        return OK
-    S[H_NEXT] = next_step(h, h_prop, err, rejected, lands, 1.0 / (ORDER + 1), SAFETY, MAX_FACTOR, S[MAX_STEP])
-    return OK
 
 
 def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
