@@ -145,7 +145,6 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     n, m = I[I_N], I[I_M]
     mz = m + n_nonholonomic(I)   # multipliers [λ; ν]
     ggl = I[GGL] == 1
-    b, g, eta = S[BETA], S[GAMMA], S[ETA]
     fixed = S[H_FIXED] > 0.0
     t = S[T]
     h_prop = S[H_NEXT]
@@ -170,14 +169,8 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             h = (t + h) - t
         fresh = _plan_matrix(S, I, h)
         t1 = t + h
-        bh2, gh = b * h * h, g * h
         _predict(S, n, mz, ggl, h, h_last, qmax, work)
-        cq = b * h if ggl else bh2   # q = q0 + cq·x (numba: no inline conditional in a call)
-        converged, iters, status = _newton(
-            fns, S, I, LU, p, u, n, m, t1, h, work[W_Q0], work[W_V0], work[W_QDD0],
-            work[W_LAM_HAT], cq, gh, eta, work[W_SCALE], work[W_CQT], work[W_LAM_SCALE],
-            work[W_SCALE_R], work[W_LAM_SCALE_R], delta, F, Jw, work, ggl, work[W_QD0], b, g,
-            work[W_SY], work[W_S_MU])
+        converged, iters, status = _solve(fns, S, I, LU, p, u, n, m, ggl, t1, h, delta, F, Jw, work)
         if status == SINGULAR or status == NONFINITE_MATRIX:
             S[F_H] = h
             return status
@@ -199,10 +192,8 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             x[i] = work[W_Y_HAT][i] + delta[n + i] if ggl else work[W_X_HAT][i] + delta[i]
         if fixed:
             break
-        if ggl:
-            xi = _error_ggl(S, n, h, delta, work)
-        else:
-            xi = _error_index3(fns, S, I, p, n, m, t1, h, qmax, delta, work)
+        xi = _error_ggl(S, n, h, delta, work) if ggl else \
+            _error_index3(fns, S, I, p, n, m, t1, h, qmax, delta, work)
         # step control eq. 36 with Algorithm 3 f
         h_err = h * SAFETY / xi if xi > 0.0 else math.inf
         h_new = min(h_err, MAX_GROWTH * h)
@@ -228,6 +219,17 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         S[H_NEXT] = h_new
     _accept(fns, S, I, p, n, m, mz, ggl, t, h, t_limit if lands else t + h, delta, work)
     return OK
+
+
+def _solve(fns, S, I, LU, p, u, n, m, ggl, t1, h, delta, F, Jw, work):
+    """The Newton solve of step h from the predictor in the work arrays: index 3
+    q = q0 + βh² x (eqs. 32-33), GGL q = q0 + βh x (eqs. 38-39)."""
+    b, g, eta = S[BETA], S[GAMMA], S[ETA]
+    cq = b * h if ggl else b * h * h   # q = q0 + cq·x
+    return _newton(fns, S, I, LU, p, u, n, m, t1, h, work[W_Q0], work[W_V0], work[W_QDD0],
+                   work[W_LAM_HAT], cq, g * h, eta, work[W_SCALE], work[W_CQT], work[W_LAM_SCALE],
+                   work[W_SCALE_R], work[W_LAM_SCALE_R], delta, F, Jw, work, ggl, work[W_QD0], b, g,
+                   work[W_SY], work[W_S_MU])
 
 
 def _plan_matrix(S, I, h):
