@@ -348,39 +348,28 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
                 "order_counts": self.order_counts, "newton": newton, "J": J}
 
     def restore(self, state):
-        """Continue from ``state`` (validated before anything is written)."""
-        newton = self._checked_newton_state(state)
-        ms = state["method_state"]
-        S, I = self._S.copy(), self._I.copy()   # all or nothing: write copies, then swap
-        saved = self._S, self._I
-        self._S, self._I = S, I
-        try:
-            S[K.T], S[K.T_PREV] = float(state["t"]), float(state["t_prev"])
-            for index, value in ((_Y, state["y"]), (_YP, state["y_prev"]), (_QDD, state["qdd"]),
-                                 (_LAM, state["lam"]), (_D, ms["D"]), (_DZ, ms["Dz"]),
-                                 (_TAU, ms["tau"])):
-                self._write(index, value)
-            I[K.K_NEXT], I[K.ORDER], I[K.K_USED] = int(ms["k"]), int(ms["order"]), int(ms["k_used"])
-            I[K.VALID], I[K.N_STEPS] = int(ms["valid"]), int(ms["n_steps"])
-            S[K.H_NEXT], S[K.H] = float(ms["h_next"]), float(ms["h"])
-            self.order_counts = ms["order_counts"]
-            self._write_newton_state(newton, K.PIV)   # (older snapshots: no LU, rebuilt)
-            I[K.HAS_J] = 0
-            if ms["J"] is not None:
-                self._write(_J, ms["J"])
-                I[K.HAS_J] = 1
-            self.stats = state["stats"]
-        except BaseException:
-            self._S, self._I = saved
-            raise
-        if "lu" in newton:
-            self._LU[:, :] = newton["lu"]
-        self.u = np.array(state["u"], dtype=float)
-        self._has_state = True
-        self._outputs_fresh = False
+        """Continue from ``state`` (validated before anything is written; all or nothing)."""
+        self._restore_swapped(state, K.PIV)
         t = float(state["t"])
         self.order_history = deque((e for e in self.order_history if e[0] <= t), maxlen=ORDER_HISTORY_MAX)
-        self._hist_seen = int(I[K.HIST_COUNT])
+        self._hist_seen = int(self._I[K.HIST_COUNT])
+
+    @staticmethod
+    def _state_arrays(state):
+        ms = state["method_state"]
+        return ((_Y, state["y"]), (_YP, state["y_prev"]), (_QDD, state["qdd"]), (_LAM, state["lam"]),
+                (_D, ms["D"]), (_DZ, ms["Dz"]), (_TAU, ms["tau"]))
+
+    def _write_method_state(self, ms):
+        S, I = self._S, self._I
+        I[K.K_NEXT], I[K.ORDER], I[K.K_USED] = int(ms["k"]), int(ms["order"]), int(ms["k_used"])
+        I[K.VALID], I[K.N_STEPS] = int(ms["valid"]), int(ms["n_steps"])
+        S[K.H_NEXT], S[K.H] = float(ms["h_next"]), float(ms["h"])
+        self.order_counts = ms["order_counts"]
+        I[K.HAS_J] = 0
+        if ms["J"] is not None:
+            self._write(_J, ms["J"])
+            I[K.HAS_J] = 1
 
     # -- stepping ----------------------------------------------------------------------------
     def _call(self, mode, t_target, max_steps):

@@ -373,30 +373,18 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
                 "newton": newton}
 
     def restore(self, state):
-        """Continue from ``state`` (validated before anything is written)."""
-        newton = self._checked_newton_state(state)
-        ms = state["method_state"]
-        S, I = self._S.copy(), self._I.copy()   # all or nothing: write copies, then swap
-        saved = self._S, self._I
-        self._S, self._I = S, I
-        try:
-            S[K.T], S[K.T_PREV] = float(state["t"]), float(state["t_prev"])
-            for index, value in ((0, state["y"]), (1, state["y_prev"]), (2, state["qdd"]),
-                                 (3, ms["qdd_prev"]), (4, state["lam"]), (5, ms["a"]),
-                                 (6, ms["x_rate"]), (7, ms["lam_rate"])):
-                self._write(index, value)
-            S[K.H_NEXT], S[K.H_LAST] = float(ms["h_next"]), float(ms["h_last"])
-            self._write_newton_state(newton, K.PIV)   # (older snapshots: no LU, rebuilt)
-            self.stats = state["stats"]
-        except BaseException:
-            self._S, self._I = saved
-            raise
-        if "lu" in newton:
-            self._LU[:, :] = newton["lu"]
-        self.u = np.array(state["u"], dtype=float)
-        self._has_state = True
+        """Continue from ``state`` (validated before anything is written; all or nothing)."""
+        self._restore_swapped(state, K.PIV)
         self._restart_pending = False
-        self._outputs_fresh = False
+
+    @staticmethod
+    def _state_arrays(state):
+        ms = state["method_state"]
+        return ((0, state["y"]), (1, state["y_prev"]), (2, state["qdd"]), (3, ms["qdd_prev"]),
+                (4, state["lam"]), (5, ms["a"]), (6, ms["x_rate"]), (7, ms["lam_rate"]))
+
+    def _write_method_state(self, ms):
+        self._S[K.H_NEXT], self._S[K.H_LAST] = float(ms["h_next"]), float(ms["h_last"])
 
     def reset_point(self, t, y):
         """Continue from (t, y) — e.g. after an event's jump map — and restart."""
