@@ -42,6 +42,16 @@ def test_verdict_converges_below_the_tolerance_and_by_the_rate():
     assert verdict == KC.NEWTON_CONTINUE and sigma == 0.0
 
 
+@pytest.mark.parametrize("rate_only", [False, True])
+def test_an_update_of_exactly_zero_converges_in_every_rule(rate_only):
+    """A residual exactly zero (a body at rest in equilibrium) gives a zero update: the
+    GGL rule (rate only) used to divide 0 by 0 at the second such update."""
+    for it, old in ((1, -1.0), (2, 0.0)):
+        verdict, sigma, err = KC.newton_verdict(it, it, 0.0, old, 0.3, math.inf, 1e-4, 1e-8,
+                                                False, rate_only)
+        assert verdict == KC.NEWTON_CONVERGED and sigma == 0.3 and err == math.inf
+
+
 def test_prior_rate_accepts_a_first_update_only_when_predicted_converged():
     verdict, sigma, _ = KC.newton_verdict(1, 1, 1e-3, -1.0, 1e-3, math.inf, 1e-4, 1e-3, True, False)
     assert verdict == KC.NEWTON_CONVERGED

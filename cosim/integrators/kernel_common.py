@@ -43,10 +43,13 @@ def newton_verdict(it, n_j, dnorm, old_norm, sigma, err, tol, err_tol, prior_rat
     * the rate σ = max(σ/2, ‖Δδ‖/‖Δδ_old‖) measured with this matrix: converged when
       err = σ/(1−σ)‖Δδ‖ < ``err_tol``; refresh the matrix when the iteration would
       not get there within 5 updates of it (err·σ^(5−n_j) > 1/2);
-    * ``rate_only`` (the GGL form): accept on the rate test only.
+    * ``rate_only`` (the GGL form): accept on the rate test only;
+    * an update of exactly zero converges whatever the rule.
 
     ``err`` is returned unchanged unless this update measured it; after the last
     iteration :data:`NEWTON_LAST_CHANCE` judges it."""
+    if dnorm == 0.0:   # the update vanished (the residual is exactly zero): converged in
+        return NEWTON_CONVERGED, sigma, err   # every rule (and no 0/0 in the rate below)
     if not rate_only:
         if dnorm < tol:
             return NEWTON_CONVERGED, sigma, err
