@@ -206,15 +206,18 @@ def kernels_uncompilable(kernel_set, model_name):
     numba = numba_module()
     if numba is None:
         return None
-    for name, letters in KERNEL_SIGNATURES.items():
-        fn = getattr(kernel_set, name, None)
-        if fn is None:
-            continue
-        if fn not in _kernel_checks:
-            _kernel_checks[fn] = _kernel_check(numba, fn, letters)
-        why = _kernel_checks[fn]
-        if why is not None:
-            return f"kernel {name} of model {model_name!r} ({fn.__module__}.{fn.__qualname__}) " + why
+    # a first check compiles each kernel alone (about a second each): never silently
+    with compiling(f"the kernels of model {model_name!r} one by one (a check that they compile)",
+                   "seconds"):
+        for name, letters in KERNEL_SIGNATURES.items():
+            fn = getattr(kernel_set, name, None)
+            if fn is None:
+                continue
+            if fn not in _kernel_checks:
+                _kernel_checks[fn] = _kernel_check(numba, fn, letters)
+            why = _kernel_checks[fn]
+            if why is not None:
+                return f"kernel {name} of model {model_name!r} ({fn.__module__}.{fn.__qualname__}) " + why
     return None
 
 

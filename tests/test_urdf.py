@@ -486,3 +486,34 @@ def test_cosim_simulate_a_urdf_file_with_frames_matches_simulation(capsys):
         assert summary["outputs"][name] == pytest.approx(value, rel=0, abs=1e-12), name
     assert cosim_main(["simulate", "pendulum", "--frame", "tip", "--t-end", "0.1"]) == 2
     assert "--frame/--position-limits apply to a robot from URDF" in capsys.readouterr().err
+
+
+def test_the_first_check_of_a_robots_kernels_says_what_it_compiles(tmp_path):
+    """On an empty cache the check that a URDF robot's kernels compile (each kernel
+    alone, several seconds) prints what it does instead of staying silent; a second
+    process finds its markers and says nothing."""
+    import os
+    import subprocess
+    import sys
+    from cosim.jit import numba_available
+    if not numba_available():
+        pytest.skip("numba is not importable")
+    repo = Path(__file__).resolve().parents[1]
+    code = ("from cosim.models.urdf import example_robot_path, load_urdf\n"
+            "from cosim.integrators.model_functions import compiled_unsupported\n"
+            "print(compiled_unsupported(load_urdf(example_robot_path())(), nonholonomic=True))\n")
+    env = dict(os.environ, PYTHONPATH=str(repo), COSIM_CACHE_DIR=str(tmp_path / "cache"))
+    import time
+    runs, seconds = [], []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        runs.append(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                   timeout=600, env=env, cwd=tmp_path))
+        seconds.append(time.perf_counter() - t0)
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr
+    assert [r.stdout.strip() for r in runs] == ["None", "None"]   # the kernels compile
+    # measured here: 9-12 s for the first check (the line comes after 2 s of it)
+    if seconds[0] > 4.0 + seconds[1]:
+        assert "one by one (a check that they compile)" in runs[0].stderr, runs[0].stderr
+    assert "a check that they compile" not in runs[1].stderr, runs[1].stderr
+    assert os.listdir(tmp_path / "cache" / "kernel_checks")
