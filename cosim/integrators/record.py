@@ -166,6 +166,8 @@ class RecordIntegrator:
 
     _kernel = None
     backend = "python"
+    _hot = False
+    _restart_pending = False
     _has_state = False
     _outputs_fresh = False
     _kernel_outputs = False
@@ -208,6 +210,10 @@ class RecordIntegrator:
             self._fns = python_functions(self.model)
         probe = getattr(self.model, "kernel_outputs", None)  # KernelModel; a URDF robot has none
         self._kernel_outputs = self.backend == "numba" and bool(probe is not None and probe())
+        # do_step's warm path calls the compiled entry itself (_advance_checked): where the
+        # method's _call does more (BDF's order history), it goes through _run
+        self._hot = self.backend == "numba" and type(self)._call is RecordIntegrator._call
+        self._restart_failed = getattr(self._kernel, "RESTART_STATUS", math.inf)
 
     def _analyse_start(self, t0, y0, **ic_options):
         """The IC analysis (seed 000 Algorithm 1) of a multibody start; keeps its report
@@ -334,10 +340,32 @@ class RecordIntegrator:
         return t_target
 
     def _advance_checked(self, t_target):
-        # Simulation.do_step: t_target and the step budget already checked
-        if not t_target > self._S[self._kernel.T]:
-            return self.advance(t_target)
-        self._run(t_target, self._call_budget, self._kernel.WHOLE_INTERVAL)
+        """:meth:`advance` for Simulation.do_step (t_target and the step budget already
+        checked).  The warm path — compiled, the entry not extended by the method
+        (:meth:`_bind_model` sets ``_hot``) — is one call of the entry: with held
+        inputs WHOLE_INTERVAL, after new ones (a deferred restart) RESTART_THEN_ADVANCE,
+        exactly the calls :meth:`_run` makes."""
+        K = self._kernel
+        if not (self._hot and t_target > self._S[K.T]):
+            if not t_target > self._S[K.T]:
+                return self.advance(t_target)
+            self._run(t_target, self._call_budget, K.WHOLE_INTERVAL)
+            return t_target
+        pending = self._restart_pending
+        self._outputs_fresh = False
+        status = self._entry(self._fns, K.RESTART_THEN_ADVANCE if pending else K.WHOLE_INTERVAL,
+                             self._S, self._I, self._LU, self._u_c, self._parameters(), t_target,
+                             self._call_budget, self._y_out)
+        if status == 0:   # every kernel's OK
+            self._restart_pending = False
+            self._outputs_fresh = self._kernel_outputs
+            return t_target
+        if pending and status >= self._restart_failed:
+            # generalized-α: the restart itself failed and changed nothing: its own path says why
+            self._run(t_target, self._call_budget, K.WHOLE_INTERVAL)
+            return t_target
+        self._restart_pending = False
+        self._finish(status, t_target)   # raises the method's error (the record is as before)
         return t_target
 
     def _step(self, t_limit):
