@@ -41,7 +41,7 @@ def two_link_fmu(tmp_path_factory):
 class Pair:
     """The FMU and a Simulation driven by the same calls."""
 
-    def __init__(self, path, name, method=None):
+    def __init__(self, path, name, method=None, **opts):
         md = read_model_description(str(path))
         vr = {v.name: v.valueReference for v in md.modelVariables}
         self.messages = []
@@ -61,7 +61,7 @@ class Pair:
         self.in_vr = [vr["tau1"], vr["tau2"]]
         self.out_vr = [vr[n] for n in OUT]
         self.sim = (cosim.Simulation(model="two_link", h=H) if method is None
-                    else cosim.Simulation(model="two_link", method=method))
+                    else cosim.Simulation(model="two_link", method=method, **opts))
         self.t = 0.0
 
     def slave(self):
@@ -141,6 +141,37 @@ def test_dopri5_native_steps_are_the_simulation_bit_for_bit(two_link_dopri5_fmu,
     assert pair.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == pair.t
     assert dict(slave._sim.integrator.stats) == dict(pair.sim.integrator.stats)
     assert taken_natively == 0 and slave.native_steps == 199
+    pair.close()
+
+
+@pytest.fixture(scope="module")
+def two_link_rk4_fmu(tmp_path_factory):
+    return build_fmu("two_link", tmp_path_factory.mktemp("native4") / "TwoLinkRk4.fmu",
+                     method="rk4", step=H)
+
+
+def test_rk4_native_steps_take_four_evaluations_with_a_new_input_every_step(two_link_rk4_fmu,
+                                                                           monkeypatch):
+    """Fixed-step rk4 in the C entry: a new input every step costs 4 evaluations, not 5
+    (the end-of-step f is left pending, evaluated when Python needs it), with the
+    bits of Simulation."""
+    monkeypatch.setenv("COSIM_FMU_NATIVE", "1")
+    pair = Pair(two_link_rk4_fmu, "native-rk4", method="rk4", h=H)
+    for k in range(200):   # a new input every step, then held
+        got, want = pair.step(torque(pair.t) if k < 120 else None)
+        assert np.array_equal(got, want), k
+        if k == 119:   # f at the start, then 4 per step (5 before: f at each end thrown away)
+            assert pair.sim.integrator.stats["residual_evaluations"] == 1 + 4 * 120
+    slave = pair.slave()
+    assert slave._sim.method == "rk4" and slave._sim.backend == "numba"
+    assert pair.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == pair.t
+    stats = dict(slave._sim.integrator.stats)
+    assert stats == dict(pair.sim.integrator.stats)
+    # the first held step also evaluates the end of the last step with a new input
+    assert stats["residual_evaluations"] == 1 + 4 * 120 + 1 + 4 * 80
+    assert slave.native_steps == 199
+    for name in ("y", "qdd", "lam", "f_cur"):   # the pending end, evaluated on demand
+        assert np.array_equal(getattr(slave._sim.integrator, name), getattr(pair.sim.integrator, name))
     pair.close()
 
 

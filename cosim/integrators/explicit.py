@@ -86,8 +86,21 @@ def _singular_text(code, t, ratio):
     return f"{_J_TEXT} is numerically singular at t={t}, h=None (pivot ratio {ratio:.1e})"
 
 
-class ExplicitRungeKutta(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam"), settle=True), RecordIntegrator,
-                         MultibodyIntegrator):
+_POINT = record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam"), settle=True)
+
+
+def _completed(prop):
+    """``prop`` (a record view) read after the end of the last step is complete: a
+    fixed rk4 step after new inputs leaves f, q'', λ at its end and the dense f1 to
+    be evaluated when they are needed (explicit_kernel.complete_step)."""
+
+    def get(self):
+        self._complete_end()
+        return prop.fget(self)
+    return property(get, prop.fset, doc=prop.__doc__)
+
+
+class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyIntegrator):
     """Common part: the record, the first derivative and initial step, state."""
 
     model_kinds = ("multibody", "first_order")
@@ -128,7 +141,16 @@ class ExplicitRungeKutta(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_p
         self._set_record(S, I, n + m)
         self._sync_step_options()
 
-    f_cur = record_flagged_array(K.HAS_F, "_o_f", "f_cur")   # the FSAL / first stage f
+    f_cur = _completed(record_flagged_array(K.HAS_F, "_o_f", "f_cur"))   # the FSAL / first stage f
+    qdd = _completed(_POINT.qdd)
+    lam = _completed(_POINT.lam)
+
+    def _complete_end(self):
+        """The end of the last step where the kernel left it pending (a deferred
+        restart forgets it instead)."""
+        self._settle()
+        if self._I[K.HAS_DENSE] == K.END_PENDING:
+            self._call(K.COMPLETE, 0.0, 0)
 
     # -- set-up --------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
@@ -312,7 +334,7 @@ class RK4(ExplicitRungeKutta):
     description = "classical Runge-Kutta 4, fixed step or step doubling, + projection (seed 000 §6)"
     _method_code = K.RK4
 
-    _dense = hermite_dense(K.HAS_DENSE, K.DENSE_H)
+    _dense = _completed(hermite_dense(K.HAS_DENSE, K.DENSE_H))
 
     def dense_output(self, t):
         return last_step_dense_output(self, t, "f0", "f1")

@@ -57,6 +57,11 @@ from .index1_kernel import (_evaluate, _factorize,  # noqa: F401
                             _nh_offset, _nh_rows, error_ratio, keep_current_derivative,
                             n_nonholonomic)
 
+# the end of the last step left to whoever needs it (I[HAS_DENSE]; rk4 fixed step
+# after new inputs): f, q'', λ there and the dense f1 not yet evaluated, I[HAS_F] = 0
+END_PENDING = 2
+COMPLETE = 4             # entry mode: evaluate that end now (complete_step)
+
 
 def restart(S, I):
     """Integrator.restart: no FSAL stage, no dense output, t_prev = t, y_prev = y."""
@@ -244,10 +249,13 @@ def _attempt_rk4(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
 # ---------------------------------------------------------------------------------
 # one step
 # ---------------------------------------------------------------------------------
-def step(fns, S, I, LU, u, p, t_limit, w):
+def step(fns, S, I, LU, u, p, t_limit, w, lazy_end):
     """One accepted step ending at or before ``t_limit``
     (ExplicitRungeKutta._step_inner).  Returns a status code; on failure
-    S[F_H] is the step size, I[CAUSE] / S[F_ERR] what made it fail."""
+    S[F_H] is the step size, I[CAUSE] / S[F_ERR] what made it fail.
+    ``lazy_end``: a fixed rk4 step that lands on ``t_limit`` leaves f at its end
+    to the next step or :func:`complete_step` (I[HAS_DENSE] = END_PENDING): new
+    inputs before the next step then cost no evaluation with the old ones."""
     n, m = I[I_N], I[I_M]
     n2 = I[I_NY]
     first_order = I[FIRST_ORDER] == 1
@@ -272,7 +280,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         S[F_H] = h
         return UNDERFLOW
     h_min = 1e-12 * max(1.0, abs(t))
-    rejected = False
+    rejected = deferred = False
     rejections = 0
     err = 0.0
     t_new = t
@@ -288,7 +296,8 @@ def step(fns, S, I, LU, u, p, t_limit, w):
             cause = C_NONFINITE_SOLUTION
         if cause == C_NONE and err <= 1.0:
             cause = _project(fns, S, I, LU, p, n, m, t_new, y_new, y_proj, w)
-            if cause == C_NONE and not dopri:
+            deferred = lazy_end and fixed and lands and not dopri
+            if cause == C_NONE and not dopri and not deferred:
                 # RK4._after_projection: f at the projected point, the next k1
                 cause = _evaluate(fns, S, I, LU, p, u, n, m, t_new, y_proj, f, lam, w)
                 if cause == C_NONE and not all_finite(f):
@@ -301,7 +310,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         if failed:
             return STEP_FAILED if fixed else TOO_SMALL
         lands, rejected = False, True
-    _accept(S, I, n, m, n2, t, t_new, h, dopri, first_order, w)
+    _accept(S, I, n, m, n2, t, t_new, h, dopri, first_order, w, deferred)
     if fixed:
         S[H_NEXT] = S[H_FIXED]
         return OK
@@ -309,11 +318,12 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     return OK
 
 
-def _accept(S, I, n, m, n2, t, t_new, h, dopri, first_order, w):
+def _accept(S, I, n, m, n2, t, t_new, h, dopri, first_order, w, deferred):
     """The accepted step into the record: the projected point, the previous one, f
     there (dopri5: the FSAL stage with q' = v of the projected point; rk4: f at the
     projected point, the next k1) with q'' and λ, and the dense-output data (dopri5:
-    Q = Kᵀ P and the projection's shift; rk4: f at both ends, cubic Hermite)."""
+    Q = Kᵀ P and the projection's shift; rk4: f at both ends, cubic Hermite).
+    ``deferred`` (rk4): f at the end is not evaluated yet (END_PENDING)."""
     o_y, o_yp, o_qdd, o_lam, o_f, o_d, _ = offsets(n, m, n2)
     K, y, y_new, y_proj, lam, f = w[9], w[10], w[11], w[13], w[15], w[22]
     S[T_PREV] = t
@@ -339,26 +349,59 @@ def _accept(S, I, n, m, n2, t, t_new, h, dopri, first_order, w):
     else:
         for i in range(n2):
             S[o_d + i] = K[0, i]          # f0: f_cur at the start
-            S[o_d + n2 + i] = f[i]        # f1: f at the projected end point
-            S[o_f + i] = f[i]
-        for i in range(n):
-            S[o_qdd + i] = f[n + i]
-    S[o_lam:o_lam + m] = lam
+        if not deferred:
+            _keep_end(S, f, n, n2, o_f, o_qdd, o_d)
+    if not deferred:
+        S[o_lam:o_lam + m] = lam
     S[DENSE_H] = h
-    I[HAS_DENSE] = 1
-    I[HAS_F] = 1
+    I[HAS_DENSE] = END_PENDING if deferred else 1
+    I[HAS_F] = 0 if deferred else 1
     I[ST_STEPS] += 1
 
 
-def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
+def _keep_end(S, f, n, n2, o_f, o_qdd, o_d):
+    """rk4: f at the projected end point as the next k1, q'' there and the dense f1."""
+    for i in range(n2):
+        S[o_d + n2 + i] = f[i]
+        S[o_f + i] = f[i]
+    for i in range(n):
+        S[o_qdd + i] = f[n + i]
+
+
+def complete_step(fns, S, I, LU, u, p):
+    """The end of the last step where it was left pending (END_PENDING): f, q'' and λ
+    at the current point and the dense f1, as the step would have stored them.  If
+    f cannot be evaluated there (not finite, J singular) the step keeps no dense
+    output and no f (the next step stops there with that error).  Returns the status
+    of that evaluation."""
+    if I[HAS_DENSE] != END_PENDING:
+        return OK
+    n, m, n2 = I[I_N], I[I_M], I[I_NY]
+    o_y, o_yp, o_qdd, o_lam, o_f, o_d, _ = offsets(n, m, n2)
+    w = workspace(n, m, n2)
+    y, lam, f = w[10], w[15], w[22]
+    for i in range(n2):
+        y[i] = S[o_y + i]
+    cause = _evaluate(fns, S, I, LU, p, u, n, m, S[T], y, f, lam, w)
+    status = keep_current_derivative(S, I, cause, f, lam, n, m, n2, o_f, o_qdd, o_lam)
+    if status == OK:
+        _keep_end(S, f, n, n2, o_f, o_qdd, o_d)
+        I[HAS_DENSE] = 1
+    else:
+        I[HAS_DENSE] = 0
+    return status
+
+
+def advance(fns, S, I, LU, u, p, t_target, max_steps, whole, lazy_end=False):
     """Steps until t = t_target (exactly) or ``max_steps`` steps were taken
-    (with ``whole``: not reaching the target is the failure STEP_BUDGET).
+    (with ``whole``: not reaching the target is the failure STEP_BUDGET;
+    ``lazy_end``: see :func:`step`).
     On failure S and I are as on entry (all or nothing) except the failure
     slots F_T (t of the failing step), F_H, F_ERR, F_CT, F_CINFO, I[CAUSE]."""
     w, status = workspace(I[I_N], I[I_M], I[I_NY]), OK
     S0, I0, LU0 = S.copy(), I.copy(), LU.copy()
     while status == OK and S[T] < t_target and max_steps > 0:
-        status, max_steps = step(fns, S, I, LU, u, p, t_target, w), max_steps - 1
+        status, max_steps = step(fns, S, I, LU, u, p, t_target, w, lazy_end), max_steps - 1
     return end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS, CAUSE)
 
 
@@ -368,11 +411,16 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     output: new inputs or a new point); WHOLE_INTERVAL advances to ``t_target``
     within ``max_steps`` (else STEP_BUDGET, record unchanged); ONE_STEP takes at
     most ``max_steps`` steps; RESTART_THEN_ADVANCE restarts, then advances as
-    WHOLE_INTERVAL.  After a successful advance the model's outputs at the new
+    WHOLE_INTERVAL; a fixed rk4 step then leaves f at the end of the call pending
+    (inputs that change every call cost no evaluation with the old ones), which
+    COMPLETE evaluates.  After a successful advance the model's outputs at the new
     state go into ``y_out`` (the outputs kernel, fns[FN_OUTPUTS]) unless it is empty."""
     if mode == RESTART:
         return restart(S, I)
+    if mode == COMPLETE:
+        return complete_step(fns, S, I, LU, u, p)
     if mode == RESTART_THEN_ADVANCE:
         restart(S, I)
-    status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)
+    status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP,
+                     mode == RESTART_THEN_ADVANCE)
     return model_outputs(fns, status, S, N_SCALARS, I[I_N], S[T], u, p, y_out)
