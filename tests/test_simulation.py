@@ -268,3 +268,32 @@ def test_set_parameter_before_start_and_tunable_rules():
         sim.set_parameter("lenght", 3.0)
     with pytest.raises(InvalidInputError):
         cosim.Simulation(model="pendulum").set_parameter("l", float("nan"))
+
+
+def test_do_step_warm_path_takes_a_tuned_parameter_and_fails_with_the_methods_message():
+    """The compiled do_step passes the model's current parameters (a tunable one
+    changed mid-run acts from that step on, as on the python backend) and a failed
+    step raises the method's own error with the simulation unchanged."""
+    pytest.importorskip("numba")
+    pytest.importorskip("pinocchio")
+    from cosim.models.urdf import example_robot_path, load_urdf
+    cls = load_urdf(example_robot_path())
+    runs = {}
+    for backend, tune in (("numba", True), ("python", True), ("numba", False)):
+        sim = cosim.Simulation(cls, method="rk4", h=1e-3, backend=backend)
+        t = 0.0
+        for k in range(10):
+            if k == 5 and tune:
+                sim.set_parameter("gravity_z", -3.0)
+            t = sim.do_step(t, 1e-3)
+        runs[backend, tune] = sim.integrator.y
+    assert np.allclose(runs["numba", True], runs["python", True], rtol=0, atol=1e-12)
+    assert np.max(np.abs(runs["numba", True] - runs["numba", False])) > 1e-6   # it acted
+    sim = cosim.Simulation(model="two_link", method="generalized-alpha", h=1e-3, backend="numba")
+    t = sim.do_step(0.0, 1e-3)
+    before = sim.get_state()
+    sim.set_inputs([1e300, 1e300])
+    with pytest.raises(ConvergenceError, match="generalized-alpha"):
+        sim.do_step(t, 1e-3)
+    assert sim.time == before["time"]
+    assert np.array_equal(sim.integrator.y, before["integrator"]["y"])

@@ -168,6 +168,7 @@ class RecordIntegrator:
     backend = "python"
     _hot = False
     _restart_pending = False
+    _p_seen = _p_arg = None   # do_step's warm path: the model's parameters as last passed
     _has_state = False
     _outputs_fresh = False
     _kernel_outputs = False
@@ -353,9 +354,13 @@ class RecordIntegrator:
             return t_target
         pending = self._restart_pending
         self._outputs_fresh = False
+        p = getattr(self.model, "_p", None)
+        if p is not self._p_seen:   # (a model's new parameters are a new array)
+            self._p_seen, self._p_arg = p, self._parameters()
+        budget = self.max_steps
         status = self._entry(self._fns, K.RESTART_THEN_ADVANCE if pending else K.WHOLE_INTERVAL,
-                             self._S, self._I, self._LU, self._u_c, self._parameters(), t_target,
-                             self._call_budget, self._y_out)
+                             self._S, self._I, self._LU, self._u_c, self._p_arg, t_target,
+                             budget if budget < MAX_STEPS_PER_CALL else MAX_STEPS_PER_CALL, self._y_out)
         if status == 0:   # every kernel's OK
             self._restart_pending = False
             self._outputs_fresh = self._kernel_outputs
