@@ -1,0 +1,111 @@
+"""What ``Simulation.do_step`` adds to the compiled call, and what a new input costs.
+
+Cases (compiled backend, h = 1 ms, one communication step = one integrator step):
+two_link with generalized-α and the Panda (9 joints) with rk4.  Rows, µs per step
+of CPU time (``time.process_time``: on a busy machine the preemption is left out),
+blocks of N steps from the same state, the rows interleaved block by block:
+
+* ``entry``: the method's compiled entry called directly on the record (the
+  compiled call: numba's dispatch and the kernel);
+* ``do_step``: ``Simulation.do_step`` with the inputs held;
+* ``do_step + get_outputs``: what a master does per step;
+* ``set_inputs + do_step``: a new input every step (alternating two vectors);
+* for rk4 also ``entry, mode 3``: the entry restarting with a new input every
+  step (RESTART_THEN_ADVANCE), and the model evaluations per step of each row.
+
+The overhead lines are the median over the repetitions of (row − entry) in the
+same repetition.
+
+    python benchmarks/do_step_overhead.py [--steps N] [--repeat R]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import cosim  # noqa: E402
+
+H = 1e-3
+
+
+def case(label, sim, u0, n, repeat):
+    integ = sim.integrator
+    K = integ._kernel
+    sim.set_inputs(u0)
+    for _ in range(20):
+        sim.do_step(sim.time, H)
+    start = sim.get_state()
+    values = [np.asarray(u0) * (1.0 + 1e-3 * k) for k in range(2)]
+
+    def entry(mode):
+        def run():
+            S, I, LU, fns, u, y = integ._S, integ._I, integ._LU, integ._fns, integ._u_c, integ._y_out
+            p = integ._parameters()
+            t0 = float(S[K.T])
+            for k in range(1, n + 1):
+                integ._entry(fns, mode, S, I, LU, u, p, t0 + k * H, 1_000_000, y)
+            sim._time = float(integ.t)   # the stepper's clock follows the record
+        return run
+
+    def do_step():
+        t = sim.time
+        for _ in range(n):
+            t = sim.do_step(t, H)
+
+    def with_outputs():
+        t = sim.time
+        for _ in range(n):
+            t = sim.do_step(t, H)
+            sim.get_outputs()
+
+    def new_input():
+        t = sim.time
+        for k in range(n):
+            sim.set_inputs(values[k & 1])
+            t = sim.do_step(t, H)
+
+    rows = {"entry": entry(K.WHOLE_INTERVAL), "do_step": do_step,
+            "do_step + get_outputs": with_outputs, "set_inputs + do_step": new_input}
+    if hasattr(K, "RESTART_THEN_ADVANCE") and sim.method in ("rk4", "dopri5"):
+        rows["entry, mode 3 (restart, advance)"] = entry(K.RESTART_THEN_ADVANCE)
+    times = {name: [] for name in rows}
+    evals = {}
+    for _ in range(repeat):
+        for name, run in rows.items():
+            sim.set_state(start)
+            before = integ.stats["residual_evaluations"]
+            tic = time.process_time()
+            run()
+            times[name].append((time.process_time() - tic) / n * 1e6)
+            evals[name] = (integ.stats["residual_evaluations"] - before) / n
+    print(f"{label}")
+    for name, t in times.items():
+        extra = ""
+        if name != "entry":
+            d = statistics.median(a - b for a, b in zip(t, times["entry"]))
+            extra = f"   over the entry {d:+6.2f}"
+        print(f"  {name:36s} {statistics.median(t):7.2f} µs (min {min(t):6.2f}){extra}   "
+              f"{evals[name]:4.1f} evaluations/step", flush=True)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=31)
+    args = ap.parse_args(argv)
+    print(f"CPU µs per 1 ms step, median of {args.repeat} interleaved blocks of {args.steps} steps")
+    sim = cosim.Simulation(model="two_link", method="generalized-alpha", h=H, backend="numba")
+    case("two_link, generalized-alpha, h = 1 ms", sim, [0.1, -0.05], args.steps, args.repeat)
+    from cosim.models.urdf import example_robot_path, load_urdf
+    sim = cosim.Simulation(load_urdf(example_robot_path()), method="rk4", h=H, backend="numba")
+    case("Panda (9 joints), rk4, h = 1 ms", sim, np.full(sim.model.n_inputs, 0.1), args.steps,
+         args.repeat)
+
+
+if __name__ == "__main__":
+    main()
