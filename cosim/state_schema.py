@@ -50,10 +50,9 @@ _NEWTON_SIZE = {
     "spark": lambda i, n, m, g: i.c.size * n + i.stages * m,
     "block-lstable": lambda i, n, m, g: i.r * (n + m),
 }
-# dense-output dicts: key -> shape (None: n_y)
+# dense-output dicts: key -> shape (None: n_y) (a method with a declared record:
+# its declaration, cosim.integrators.state_decl)
 _DENSE = {
-    "dopri5": {"Q": (None, 4), "h": (), "shift": (None,)},
-    "rk4": {"f0": (None,), "f1": (None,), "h": ()},
     "rkc-penalty": {"f0": (None,), "f1": (None,), "h": ()},
     "local-index1": {"g0": (None,), "g1": (None,)},
 }
@@ -251,6 +250,10 @@ def check_integrator_state(integrator, s, template=None, path="integrator"):
 
 
 def _check_method_state(integrator, path, d, template, n_y, t):
+    declared = getattr(integrator, "state_declaration", None)
+    if declared is not None:  # a method whose record is declared (cosim.integrators.state_decl)
+        declared.check_method_state(integrator, path, d, t)
+        return
     method = integrator.name
     nullable = {"J", "dense", "f_cur", "eigvec", "stage_t0", "newton"}
     _keys(path, d, list(template))
