@@ -40,9 +40,7 @@ _EVENT_FIELDS = {"time": "real", "name": "str", "kind": "str", "index": "int", "
 
 # size of the Newton iteration matrix of each implicit method (n coordinates,
 # m holonomic and g nonholonomic constraints; r block nodes)
-_NEWTON_SIZE = {
-    "generalized-alpha": lambda i, n, m, g: n + m + g,
-    "generalized-alpha-i2": lambda i, n, m, g: 2 * n + 2 * m + g,
+_NEWTON_SIZE = {   # (a method with a declared record: its declaration)
     "bdf": lambda i, n, m, g: n + m,
     "bdf-i2": lambda i, n, m, g: 2 * n + 2 * m,
     "bdf-i1": lambda i, n, m, g: 3 * n + 3 * m,
@@ -219,6 +217,9 @@ def check_newton_state(path, d, n=None):
 
 def newton_size(integrator):
     """Size of ``integrator``'s Newton iteration matrix (None: it has no Newton)."""
+    declared = getattr(integrator, "state_declaration", None)
+    if declared is not None:
+        return declared.newton_size(integrator)
     size = _NEWTON_SIZE.get(integrator.name)
     if size is None:
         return None

@@ -2,6 +2,7 @@
 layout is the generated one, the state dictionary and its schema come from the same
 declaration, and blobs written before the declaration existed still restore."""
 import inspect
+import re
 import warnings
 from pathlib import Path
 
@@ -16,7 +17,9 @@ DATA = Path(__file__).resolve().parent / "data"
 # blobs written by cosim 732963e (hand-written state dictionary), after 3 steps of 0.01
 OLD_BLOBS = [("state_dopri5_pendulum.blob", "pendulum", "dopri5", {}),
              ("state_rk4_knife_edge.blob", "knife_edge", "rk4", {}),
-             ("state_rk4_h_lti.blob", "lti", "rk4", {"h": 1e-3})]
+             ("state_rk4_h_lti.blob", "lti", "rk4", {"h": 1e-3}),
+             ("state_ga_two_link.blob", "two_link", "generalized-alpha", {}),
+             ("state_ga_i2_knife_edge.blob", "knife_edge", "generalized-alpha-i2", {})]
 
 
 @pytest.mark.parametrize("decl, filename", declarations(), ids=lambda x: getattr(x, "module", ""))
@@ -26,17 +29,29 @@ def test_record_module_layout_is_what_the_declaration_generates(decl, filename):
     assert decl.layout_in_module(text) == decl.layout_source()
 
 
-def test_generated_constants_are_the_kernel_record_slots():
+@pytest.mark.parametrize("record, kernel", [("explicit_record", "explicit_kernel"), ("ga_record", "ga_kernel")])
+def test_generated_constants_are_the_kernel_record_slots(record, kernel):
     """The slots as the kernel sees them (the record module imported) and the offsets
     of a nonholonomic model agree with the declaration."""
-    from cosim.integrators import explicit_kernel, explicit_record
-    from cosim.integrators.explicit_state import RECORD
-    for name, value in RECORD.slots.items():
-        assert getattr(explicit_record, name) == value == getattr(explicit_kernel, name, value), name
-    n, m, ny = 3, 2, 6
-    starts = RECORD.s_offsets({"n": n, "m": m, "ny": ny})
-    assert explicit_record.offsets(n, m, ny) == tuple(o for o, _ in starts.values()) + (
-        sum(length for _, length in starts.values()) + explicit_record.N_SCALARS,)
+    import importlib
+    R = importlib.import_module(f"cosim.integrators.{record}")
+    K = importlib.import_module(f"cosim.integrators.{kernel}")
+    decl = next(d for d, f in declarations() if Path(f).name == f"{record}.py")
+    for name, value in decl.slots.items():
+        assert getattr(R, name) == value == getattr(K, name, value), name
+    sizes = {"n": 3, "m": 2, "ny": 6, "mz": 3, "ggl": 1, "ng": 1}
+    starts = decl.s_offsets(sizes)
+    args = [sizes[a.strip()] for a in inspect.signature(R.offsets).parameters]
+    assert R.offsets(*args) == tuple(o for o, _ in starts.values()) + (
+        sum(length for _, length in starts.values()) + R.N_SCALARS,)
+
+
+@pytest.mark.parametrize("ggl", [0, 1])
+@pytest.mark.parametrize("ng", [0, 2])
+def test_generalized_alpha_keeps_one_pivot_per_newton_unknown(ggl, ng):
+    from cosim.integrators import explicit_record, ga_record
+    n, m = 5, 3
+    assert ga_record.int_length(n, m, ggl, ng) == ga_record.PIV + ga_record.matrix_size(n, m, ggl, ng)
     assert explicit_record.int_length(n, m) == explicit_record.PIV + n + m
 
 
@@ -70,6 +85,33 @@ def test_state_dictionary_has_the_declared_keys(model, method):
     assert s["t"] == sim.integrator._S[0] and s["method_state"]["h_next"] == sim.integrator.h_next
 
 
+@pytest.mark.parametrize("method", ["generalized-alpha", "generalized-alpha-i2"])
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_generalized_alpha_state_dictionary_has_the_declared_keys(method, backend):
+    sim = cosim.Simulation("two_link", method, backend=backend)
+    sim.do_step(0.0, 0.01)
+    s = sim.integrator.state()
+    assert list(s) == ["method", "t", "y", "t_prev", "y_prev", "u", "stats", "method_state", "qdd", "lam"]
+    assert list(s["method_state"]) == ["a", "qdd_prev", "h_next", "h_last", "x_rate", "lam_rate", "newton"]
+    assert list(s["method_state"]["newton"]) == ["sigma", "h_jac", "lu", "piv", "need_jac", "relax"]
+    n, m = sim.model.n_q, sim.model.n_c
+    N = n + m if method == "generalized-alpha" else 2 * (n + m)
+    assert s["method_state"]["newton"]["lu"].shape == (N, N) and s["method_state"]["newton"]["piv"].dtype == np.int32
+    assert s["method_state"]["lam_rate"].shape == (m,) and s["method_state"]["h_last"] > 0.0
+
+
+_GA_BAD = [
+    (lambda d: d.__setitem__("h_last", -2.0), "method_state.h_last: must be >= 0 (or -1: none)"),
+    (lambda d: d.__setitem__("h_next", 0.0), "method_state.h_next: must be > 0"),
+    (lambda d: d.__setitem__("a", np.zeros(99)), "method_state.a: must have shape"),
+    (lambda d: d.__setitem__("lam_rate", np.full(d["lam_rate"].shape, np.nan)), "method_state.lam_rate[0]"),
+    (lambda d: d["newton"].__setitem__("sigma", -1.0), "method_state.newton.sigma: must be >= 0"),
+    (lambda d: d["newton"]["piv"].__setitem__(0, 10 ** 6), "method_state.newton.piv[0]"),
+    (lambda d: d["newton"].pop("piv"), "method_state.newton: must hold both lu and piv"),
+    (lambda d: d["newton"].__setitem__("relax", 3.0), "method_state.newton.relax: must be in (0, 2]"),
+]
+
+
 _BAD = [
     (lambda d: d.__setitem__("h_next", -1.0), "method_state.h_next: must be > 0"),
     (lambda d: d.__setitem__("h_next", 1e-300), "method_state.h_next: step size 1e-300 does not advance"),
@@ -85,17 +127,23 @@ _BAD = [
 ]
 
 
-@pytest.mark.parametrize("method", ["dopri5", "rk4"])
-@pytest.mark.parametrize("mutate, message", _BAD)
-def test_declared_schema_refuses_a_bad_method_state_and_changes_nothing(method, mutate, message):
-    sim = cosim.Simulation("knife_edge", method)   # nonholonomic: m > 0, n_g > 0
+_SCHEMA_CASES = ([("knife_edge", method, "auto", *bad) for method in ("dopri5", "rk4") for bad in _BAD]
+                 + [("two_link", "generalized-alpha", backend, *bad) for backend in ("python", "numba")
+                    for bad in _GA_BAD])
+
+
+@pytest.mark.parametrize("model, method, backend, mutate, message", _SCHEMA_CASES)
+def test_declared_schema_refuses_a_bad_method_state_and_changes_nothing(model, method, backend, mutate, message):
+    """knife_edge: nonholonomic (m > 0, n_g > 0); two_link: a kept LU."""
+    sim = cosim.Simulation(model, method, backend=backend)
     sim.do_step(0.0, 0.01)
     before = sim.serialize_state()
     state = sim.get_state()
     mutate(state["integrator"]["method_state"])
-    with pytest.raises(StateError, match=message.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(StateError, match=re.escape(message)):
         sim.set_state(state)
     assert sim.serialize_state() == before
+    sim.do_step(0.01, 0.01)
 
 
 def test_the_writer_rewrites_a_stale_layout(tmp_path):
