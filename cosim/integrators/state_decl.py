@@ -130,6 +130,7 @@ class Record:
         self._size_slots = [self.slots[name] for name in self._size_names]
         self._layouts = {}   # values of the size slots -> (sizes, s_offsets)
         self._places = {}    # (array, method, sizes) -> its parts' places
+        self._last = None    # (I, its layout)
         for f in self.fields:
             for part in self._all_parts(f):
                 if len(part) == 3:
@@ -191,7 +192,12 @@ class Record:
         return self.layout(I)[0]
 
     def layout(self, I):
-        """(sizes, :meth:`s_offsets`) of the record whose I is ``I`` (kept per sizes)."""
+        """(sizes, :meth:`s_offsets`) of the record whose I is ``I`` (kept per sizes; the
+        last I asked about is remembered: a record's sizes are written once, when its I
+        is made)."""
+        last = self._last
+        if last is not None and last[0] is I:
+            return last[1]
         key = tuple(int(I[i]) for i in self._size_slots)
         found = self._layouts.get(key)
         if found is None:
@@ -199,6 +205,7 @@ class Record:
             sizes = {name: int(eval(code, {"__builtins__": {}}, slots))  # noqa: S307 (declared text)
                      for name, code in self._sizes.items()}
             found = self._layouts[key] = (sizes, self.s_offsets(sizes))
+        self._last = (I, found)
         return found
 
     def _length(self, name, sizes):
@@ -252,7 +259,8 @@ class Record:
         places = self._part_places(f, method, sizes, start)
         if not places:
             return S[start:start + length].copy()
-        return {key: np.array(S[slot]) if o is None else S[o:o + n].reshape(shape).copy()
+        return {key: np.array(S[slot]) if o is None else
+                S[o:o + n].copy() if len(shape) == 1 else S[o:o + n].reshape(shape).copy()
                 for key, slot, o, n, shape in places}
 
     def _part_places(self, f, method, sizes, start):
