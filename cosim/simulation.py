@@ -275,6 +275,14 @@ class Simulation:
         self._event_terminal = [bool(e.terminal) for e in self.model.events]
         self._has_events = bool(self.model.events)
         self._fast = not self.blocks and not self._has_events
+        # a model whose events a cheap check after one compiled call can rule out (the
+        # stops of a URDF robot): the fast path runs, and only a step the check does not
+        # clear is taken again on the event path (_screened_step)
+        self._screen = getattr(self.model, "quiet_step", None) \
+            if self._has_events and not self.blocks else None
+        self._inputs_move_events = getattr(self.model, "inputs_move_events", None)
+        self._screen_buffers = self._screen_kind = None
+        self._screen_span = math.inf  # longer communication steps: the event path at once
         self._block_out_slices = []
         self._observer = None
         self._config = self._describe_config()
@@ -665,7 +673,8 @@ class Simulation:
         """New plant inputs from now on: a discontinuity, the integrator restarts."""
         integ = self.integrator
         hits = ()
-        if self._has_events:  # a switching function the new input moves across zero
+        moves = self._has_events and (self._inputs_move_events is None or self._inputs_move_events())
+        if moves:  # a switching function the new input moves across zero
             z_new = event_values(self.model, integ.t, integ.y, u)
             hits = crossings(self._z, z_new, self._event_directions)
             snapshot = self.get_state() if hits else None
@@ -674,7 +683,7 @@ class Simulation:
         else:
             integ.set_inputs(u)
         self._u = u
-        if self._has_events:
+        if moves:
             self._z = z_new
             if hits:  # an event at this instant (e.g. a load that pulls a joint off its stop)
                 try:
@@ -1064,6 +1073,11 @@ class Simulation:
             self.integrator.check_step_budget(t_end)
         if self._early and self.integrator.stats.get("steps", 0) > 20:
             self._early = False
+        if self._screen is not None and observer is None and not self._guard \
+                and self._screened_step(t_end):
+            self._time = t_end
+            self._n_comm += 1
+            return t_end
         if self._fast and observer is None and not self._early:
             saved = self._snapshot_integrator() if self._guard else None
             try:
@@ -1107,6 +1121,112 @@ class Simulation:
         self._time = t_end
         self._n_comm += 1
         return t_end
+
+    def _screened_step(self, t_end):
+        """The fast path for a model whose events ``model.quiet_step`` can rule out
+        (the stops of a URDF robot): one compiled advance to t_end, then the check;
+        True when the step stands (the switching functions at t_end kept).  False,
+        with the integrator as before, when the check does not clear the step, the
+        advance took more than one integrator step (the check covers one; longer
+        communication steps then go to the event path at once) or it failed:
+        do_step then takes the step on the event path, which checks every
+        integrator step and locates the event (or raises as it does)."""
+        t0 = self._time
+        if t_end - t0 > self._screen_span:
+            return False
+        saved = self._save_point()
+        if saved is None:
+            return False
+        integ = self.integrator
+        try:
+            integ._advance_checked(t_end)  # the step budget checked by do_step
+            y1 = self._point_y()
+            if self._point_t_prev() != t0:  # more than one integrator step
+                self._screen_span = min(self._screen_span, 0.5 * (t_end - t0))
+                quiet = False
+            else:
+                quiet, z = self._screen(self._saved_y(saved), y1, t_end - t0, self._u, self._z)
+        except Exception:  # noqa: BLE001 - the event path repeats the step and reports it
+            quiet = False
+        if quiet:
+            self._z = z
+            return True
+        self._back_to(saved)
+        return False
+
+    def _point_kind(self):
+        """How the screened paths save the integrator's point: ``(integrator, kind,
+        LU kept)``, kind "record" (generalized-α and the explicit methods: their
+        record S, I (and the kept Newton factor LU) is their whole state), "state"
+        (``state()``/``restore``) or "rows" (constraint rows chosen along the run:
+        not screened)."""
+        integ = self.integrator
+        kind = self._screen_kind
+        if kind is None or kind[0] is not integ:
+            module = type(integ).__module__
+            kind = self._screen_kind = (
+                integ, "rows" if hasattr(integ.model, "rows") else
+                "record" if module.endswith((".generalized_alpha", ".explicit")) and hasattr(integ, "_S")
+                else "state", module.endswith(".generalized_alpha"))
+        return kind
+
+    def _save_point(self):
+        """The integrator's point, to go back to with :meth:`_back_to` (a record
+        integrator's arrays into buffers kept for this: a few µs; else ``state()``);
+        None when the screened paths do not apply."""
+        integ = self.integrator
+        kind = self._point_kind()
+        if kind[1] == "state":
+            return integ.state()
+        if kind[1] != "record":
+            return None
+        S, I, LU = integ._S, integ._I, integ._LU
+        bufs = self._screen_buffers
+        if bufs is None or bufs[0].shape != S.shape or bufs[1].shape != I.shape \
+                or bufs[2].shape != LU.shape:
+            bufs = self._screen_buffers = (np.empty_like(S), np.empty_like(I), np.empty_like(LU))
+        np.copyto(bufs[0], S)
+        np.copyto(bufs[1], I)
+        if kind[2]:  # the kept Newton factor (an explicit method's LU is work space)
+            np.copyto(bufs[2], LU)
+        return (integ._restart_pending, integ._outputs_fresh,
+                integ._y_out.copy() if integ._y_out.size else None)
+
+    def _back_to(self, saved):
+        integ = self.integrator
+        if type(saved) is not tuple:
+            integ.restore(saved)
+            return
+        bS, bI, bLU = self._screen_buffers
+        integ._S[:] = bS
+        integ._I[:] = bI
+        if self._screen_kind[2]:
+            integ._LU[:] = bLU
+        integ._restart_pending, integ._outputs_fresh = saved[0], saved[1]
+        if saved[2] is not None:
+            integ._y_out[:] = saved[2]
+
+    def _saved_y(self, saved):
+        """y of a point saved by :meth:`_save_point` (a view of the buffer)."""
+        if type(saved) is not tuple:
+            return np.asarray(saved["y"], dtype=float)
+        start, length = self.integrator._slices[0]
+        return self._screen_buffers[0][start:start + length]
+
+    def _point_y(self):
+        """The integrator's y now (a view of a record integrator's S: no restart is
+        carried out by reading it)."""
+        integ = self.integrator
+        if self._screen_kind[1] == "record":
+            start, length = integ._slices[0]
+            return integ._S[start:start + length]
+        return np.asarray(integ.y, dtype=float)
+
+    def _point_t_prev(self):
+        integ = self.integrator
+        if self._screen_kind[1] == "record":
+            return float(integ._S[integ._kernel.T_PREV])
+        return integ.t_prev
 
     # -- a caller that steps without Python (the FMU binary) ----------------------------------
     def native_step_record(self):
@@ -1203,12 +1323,24 @@ class Simulation:
                     observer(integ)
             return
         model, u = self.model, self._u
+        screen = self._screen
         while integ.t < target and not self._stopped:
             self._count_step(target)
-            saved = integ.state()
+            saved = self._save_point() if screen is not None else None
+            if saved is None:
+                saved = integ.state()
             integ.step(target)
-            z_new = event_values(model, integ.t, integ.y, u)
             z_old = self._z
+            if screen is not None:  # the model's check rules most steps out at once
+                quiet, z_new = screen(self._saved_y(saved), self._point_y(),
+                                      integ.t - integ.t_prev, u, z_old)
+                if quiet:
+                    self._z = z_new
+                    self._observe(integ)
+                    continue
+                z_new = z_new.copy()  # (the model reuses its buffer)
+            else:
+                z_new = event_values(model, integ.t, integ.y, u)
             hits = crossings(z_old, z_new, self._event_directions)
             starting_at_zero = not hits and bool((z_old == 0.0).any())
             if not hits and not starting_at_zero:
@@ -1248,7 +1380,7 @@ class Simulation:
             t_ev = float(min(x[0] for x in located))
             firing = sorted((i, it) for t_i, i, it in located if t_i <= t_ev + tol)
             # roll back and land exactly on the event: no step crosses it
-            integ.restore(saved)
+            self._back_to(saved) if type(saved) is tuple else integ.restore(saved)
             if t_ev > integ.t and self._observer is None:
                 integ.advance(t_ev)
             while integ.t < t_ev:  # the same steps as advance(), each one observed
