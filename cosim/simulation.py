@@ -281,7 +281,7 @@ class Simulation:
         self._screen = getattr(self.model, "quiet_step", None) \
             if self._has_events and not self.blocks else None
         self._inputs_move_events = getattr(self.model, "inputs_move_events", None)
-        self._screen_buffers = self._screen_kind = None
+        self._screen_kind = None
         self._screen_span = math.inf  # longer communication steps: the event path at once
         self._block_out_slices = []
         self._observer = None
@@ -1134,18 +1134,33 @@ class Simulation:
         t0 = self._time
         if t_end - t0 > self._screen_span:
             return False
-        saved = self._save_point()
-        if saved is None:
-            return False
         integ = self.integrator
+        kind = self._screen_kind
+        if kind is None or kind[0] is not integ:
+            kind = self._point_kind()
+        record = kind[1] == "record"
+        if record:  # (_save_point, inline: this is the hot path)
+            saved = (integ._S.copy(), integ._I.copy(), integ._LU.copy() if kind[2] else None,
+                     integ._restart_pending, integ._outputs_fresh,
+                     integ._y_out.copy() if integ._y_out.size else None)
+        elif kind[1] == "rows":
+            return False
+        else:
+            saved = integ.state()
         try:
             integ._advance_checked(t_end)  # the step budget checked by do_step
-            y1 = self._point_y()
-            if self._point_t_prev() != t0:  # more than one integrator step
+            if record:
+                S = integ._S
+                single = S[kind[3]] == t0
+                x1, x0, start = S, saved[0], kind[4]
+            else:
+                single = integ.t_prev == t0
+                x1, x0, start = np.asarray(integ.y, dtype=float), np.asarray(saved["y"], dtype=float), 0
+            if single:
+                quiet, z = self._screen(x1, x0, start, t_end - t0, self._u, self._z)
+            else:  # more than one integrator step
                 self._screen_span = min(self._screen_span, 0.5 * (t_end - t0))
                 quiet = False
-            else:
-                quiet, z = self._screen(self._saved_y(saved), y1, t_end - t0, self._u, self._z)
         except Exception:  # noqa: BLE001 - the event path repeats the step and reports it
             quiet = False
         if quiet:
@@ -1156,40 +1171,31 @@ class Simulation:
 
     def _point_kind(self):
         """How the screened paths save the integrator's point: ``(integrator, kind,
-        LU kept)``, kind "record" (generalized-α and the explicit methods: their
-        record S, I (and the kept Newton factor LU) is their whole state), "state"
-        (``state()``/``restore``) or "rows" (constraint rows chosen along the run:
-        not screened)."""
+        LU kept, slot of t_prev in S, start of y in S)``, kind "record"
+        (generalized-α and the explicit methods: their record S, I and the kept
+        Newton factor LU are their whole state), "state" (``state()``/``restore``)
+        or "rows" (constraint rows chosen along the run: not screened)."""
+        integ = self.integrator
+        module = type(integ).__module__
+        record = module.endswith((".generalized_alpha", ".explicit")) and hasattr(integ, "_S")
+        self._screen_kind = (
+            integ, "rows" if hasattr(integ.model, "rows") else "record" if record else "state",
+            module.endswith(".generalized_alpha"), integ._kernel.T_PREV if record else -1,
+            integ._slices[0][0] if record else 0)
+        return self._screen_kind
+
+    def _save_point(self):
+        """The integrator's point, to go back to with :meth:`_back_to`: a record
+        integrator's arrays (copies: a few µs less than ``state()``) and flags, else
+        ``state()``."""
         integ = self.integrator
         kind = self._screen_kind
         if kind is None or kind[0] is not integ:
-            module = type(integ).__module__
-            kind = self._screen_kind = (
-                integ, "rows" if hasattr(integ.model, "rows") else
-                "record" if module.endswith((".generalized_alpha", ".explicit")) and hasattr(integ, "_S")
-                else "state", module.endswith(".generalized_alpha"))
-        return kind
-
-    def _save_point(self):
-        """The integrator's point, to go back to with :meth:`_back_to` (a record
-        integrator's arrays into buffers kept for this: a few µs; else ``state()``);
-        None when the screened paths do not apply."""
-        integ = self.integrator
-        kind = self._point_kind()
-        if kind[1] == "state":
-            return integ.state()
+            kind = self._point_kind()
         if kind[1] != "record":
-            return None
-        S, I, LU = integ._S, integ._I, integ._LU
-        bufs = self._screen_buffers
-        if bufs is None or bufs[0].shape != S.shape or bufs[1].shape != I.shape \
-                or bufs[2].shape != LU.shape:
-            bufs = self._screen_buffers = (np.empty_like(S), np.empty_like(I), np.empty_like(LU))
-        np.copyto(bufs[0], S)
-        np.copyto(bufs[1], I)
-        if kind[2]:  # the kept Newton factor (an explicit method's LU is work space)
-            np.copyto(bufs[2], LU)
-        return (integ._restart_pending, integ._outputs_fresh,
+            return integ.state()
+        return (integ._S.copy(), integ._I.copy(), integ._LU.copy() if kind[2] else None,
+                integ._restart_pending, integ._outputs_fresh,
                 integ._y_out.copy() if integ._y_out.size else None)
 
     def _back_to(self, saved):
@@ -1197,36 +1203,14 @@ class Simulation:
         if type(saved) is not tuple:
             integ.restore(saved)
             return
-        bS, bI, bLU = self._screen_buffers
-        integ._S[:] = bS
-        integ._I[:] = bI
-        if self._screen_kind[2]:
-            integ._LU[:] = bLU
-        integ._restart_pending, integ._outputs_fresh = saved[0], saved[1]
-        if saved[2] is not None:
-            integ._y_out[:] = saved[2]
-
-    def _saved_y(self, saved):
-        """y of a point saved by :meth:`_save_point` (a view of the buffer)."""
-        if type(saved) is not tuple:
-            return np.asarray(saved["y"], dtype=float)
-        start, length = self.integrator._slices[0]
-        return self._screen_buffers[0][start:start + length]
-
-    def _point_y(self):
-        """The integrator's y now (a view of a record integrator's S: no restart is
-        carried out by reading it)."""
-        integ = self.integrator
-        if self._screen_kind[1] == "record":
-            start, length = integ._slices[0]
-            return integ._S[start:start + length]
-        return np.asarray(integ.y, dtype=float)
-
-    def _point_t_prev(self):
-        integ = self.integrator
-        if self._screen_kind[1] == "record":
-            return float(integ._S[integ._kernel.T_PREV])
-        return integ.t_prev
+        S, I, LU, pending, fresh, y_out = saved
+        integ._S[:] = S
+        integ._I[:] = I
+        if LU is not None:
+            integ._LU[:] = LU
+        integ._restart_pending, integ._outputs_fresh = pending, fresh
+        if y_out is not None:
+            integ._y_out[:] = y_out
 
     # -- a caller that steps without Python (the FMU binary) ----------------------------------
     def native_step_record(self):
@@ -1326,14 +1310,15 @@ class Simulation:
         screen = self._screen
         while integ.t < target and not self._stopped:
             self._count_step(target)
-            saved = self._save_point() if screen is not None else None
-            if saved is None:
-                saved = integ.state()
+            saved = self._save_point() if screen is not None else integ.state()
             integ.step(target)
             z_old = self._z
             if screen is not None:  # the model's check rules most steps out at once
-                quiet, z_new = screen(self._saved_y(saved), self._point_y(),
-                                      integ.t - integ.t_prev, u, z_old)
+                if type(saved) is tuple:
+                    x1, x0, start = integ._S, saved[0], self._screen_kind[4]
+                else:
+                    x1, x0, start = integ.y, np.asarray(saved["y"], dtype=float), 0
+                quiet, z_new = screen(x1, x0, start, integ.t - integ.t_prev, u, z_old)
                 if quiet:
                     self._z = z_new
                     self._observe(integ)

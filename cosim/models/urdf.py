@@ -363,15 +363,16 @@ class URDFModel(MultibodyModel):
             return z
         return self.event_functions_reference(t, y, u)
 
-    def quiet_step(self, y0, y1, h, u, z_old):
-        """For the stepper's fast path (one compiled call without event checks): ``(quiet,
-        z)`` with z the switching functions at the step's end y1 and ``quiet`` True
-        when no stop can have acted between y0 and y1 (:func:`stop_screen`); else
-        the stepper takes the step again, locating the events."""
+    def quiet_step(self, x1, x0, start, h, u, z_old):
+        """For the stepper's fast path (one compiled call without event checks) after a
+        step of length h from y0 = x0[start:start + 2n] to y1 (x1 likewise): ``(quiet,
+        z)`` with z the switching functions at y1 and ``quiet`` True when no stop
+        can have acted in the step (:func:`stop_screen`); else the stepper takes the
+        step again on its event path."""
         z = self._z_buffers[0]
         if z is z_old:  # (the stepper keeps the last z it was given: write the other one)
             z = self._z_buffers[1]
-        return self._stop_fns[1](y0, y1, h, u, self._p, self._stop_table, z_old, z), z
+        return self._stop_fns[1](x1, x0, start, h, u, self._p, self._stop_table, z_old, z), z
 
     def inputs_move_events(self):
         """Whether a new input can move a switching function: only a holding stop's
@@ -528,15 +529,16 @@ def _clear_of(d0, d1, s0, s1):
     return True
 
 
-def stop_screen(y0, y1, h, u, p, table, z_old, z):
-    """After a step of length h from y0 to y1 taken without looking at the stops: z
-    = the switching functions at y1 (:func:`stop_values`), and True when no stop
-    can have acted in the step -- every switching function positive at both ends
-    (none at zero: just after an event the event path looks closer) and, for each
-    free limited joint, the cubic through q and h·v at both ends clear of both
-    limits (a joint that touches a limit and comes back within the step)."""
-    n, k = y1.shape[0] // 2, int(table[0])
-    stop_values(y1[:n], y1[n:], u, p, table, z)
+def stop_screen(x1, x0, start, h, u, p, table, z_old, z):
+    """After a step of length h from y0 to y1 (y = x[start:start + 2n]) taken without
+    looking at the stops: z = the switching functions at y1 (:func:`stop_values`),
+    and True when no stop can have acted in the step -- every switching function
+    positive at both ends (none at zero: just after an event the event path looks
+    closer) and, for each free limited joint, the cubic through q and h·v at both
+    ends clear of both limits (a joint that touches a limit and comes back within
+    the step)."""
+    n, k = int(p[0]), int(table[0])
+    stop_values(x1[start:start + n], x1[start + n:start + 2 * n], u, p, table, z)
     for r in range(z.shape[0]):
         if not (z[r] > 0.0 and z_old[r] > 0.0):
             return False
@@ -546,9 +548,9 @@ def stop_screen(y0, y1, h, u, p, table, z_old, z):
         if p[flags + i] != 0.0:
             continue
         low, up = table[2 + k + r], table[2 + 2 * k + r]
-        s0, s1 = h * y0[n + i], h * y1[n + i]
-        if not (_clear_of(y0[i] - low, y1[i] - low, s0, s1)
-                and _clear_of(up - y0[i], up - y1[i], -s0, -s1)):
+        q0, q1 = x0[start + i], x1[start + i]
+        s0, s1 = h * x0[start + n + i], h * x1[start + n + i]
+        if not (_clear_of(q0 - low, q1 - low, s0, s1) and _clear_of(up - q0, up - q1, -s0, -s1)):
             return False
     return True
 
@@ -568,7 +570,7 @@ def compiled_stop_functions():
             screen = jit.njit(error_model="numpy")(stop_screen)
             a = "float64[::1]"
             with jit.compiling("the position-limit stops of URDF robots", "about 40 s"):
-                screen.compile(f"boolean({a}, {a}, float64, {a}, {a}, {a}, {a}, {a})")
+                screen.compile(f"boolean({a}, {a}, int64, float64, {a}, {a}, {a}, {a}, {a})")
                 values.compile(f"void({a}, {a}, {a}, {a}, {a}, {a})")
             _compiled_stops["fns"] = (values, screen)
     return _compiled_stops["fns"]
