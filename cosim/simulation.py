@@ -283,6 +283,7 @@ class Simulation:
         self._inputs_move_events = getattr(self.model, "inputs_move_events", None)
         self._screen_kind = None
         self._screen_span = math.inf  # longer communication steps: the event path at once
+        self._screen_retry = 0
         self._block_out_slices = []
         self._observer = None
         self._config = self._describe_config()
@@ -1133,7 +1134,10 @@ class Simulation:
         integrator step and locates the event (or raises as it does)."""
         t0 = self._time
         if t_end - t0 > self._screen_span:
-            return False
+            self._screen_retry -= 1
+            if self._screen_retry > 0:
+                return False
+            self._screen_span = math.inf  # try again now and then (an adaptive step grows)
         integ = self.integrator
         kind = self._screen_kind
         if kind is None or kind[0] is not integ:
@@ -1160,6 +1164,7 @@ class Simulation:
                 quiet, z = self._screen(x1, x0, start, t_end - t0, self._u, self._z)
             else:  # more than one integrator step
                 self._screen_span = min(self._screen_span, 0.5 * (t_end - t0))
+                self._screen_retry = 100
                 quiet = False
         except Exception:  # noqa: BLE001 - the event path repeats the step and reports it
             quiet = False

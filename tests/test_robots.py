@@ -212,6 +212,24 @@ def test_simulation_takes_a_urdf_file_like_a_library_model(tmp_path):
         Simulation(model=tmp_path / "plant.py")
 
 
+def test_cli_says_a_clipped_effort_once_on_stderr(tmp_path, capsys):
+    """``cosim run`` of a scenario driving a URDF robot beyond its effort limit: one
+    ``cosim: warning:`` line on stderr naming the joint, the value and the limit (a
+    constant input asked at every communication step, said once)."""
+    from cosim.cli import main as cosim_main
+
+    (tmp_path / "arm.urdf").write_text(TWO_LINK.read_text())
+    (tmp_path / "arm.yaml").write_text(
+        "model: {urdf: arm.urdf, params: {joint1.effort_limit: 2.0}}\n"
+        "stop_time: 0.05\ncommunication_step: 0.01\n"
+        "inputs: {joint1: {type: constant, value: 5.0}}\n")
+    assert cosim_main(["run", str(tmp_path / "arm.yaml"), "--json"]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if "is clipped" in line]
+    assert err == ["cosim: warning: input 'joint1' = 5.0 is clipped to 2.0 by the effort limit "
+                   "of joint 'joint1' (parameter 'joint1.effort_limit', URDF <limit effort>) "
+                   "(said once per input)"]
+
+
 @pytest.mark.fmu
 def test_fmu_logs_a_clipped_effort_once(tmp_path):
     """The FMU of a URDF robot: an effort beyond the joint's limit is one fmi2Warning

@@ -31,8 +31,8 @@ Analytic Jacobians (pinocchio): Q_q = −∂RNEA/∂q and Q_v = −∂RNEA/∂v 
 acceleration (``computeRNEADerivatives``) minus the damping/friction slopes;
 (M a)_q = ∂RNEA/∂q at (q, 0, a) with zero gravity.
 
-Position limits of revolute and prismatic joints are **stops** when the class
-is made with ``position_limits=True`` (off by default): per limited joint a
+Position limits of revolute and prismatic joints are **stops** (on by default;
+``position_limits=False`` leaves the joints free to pass them): per limited joint a
 contact mode, the parameter ``<joint>.stop`` (0 free, −1 held at the lower
 limit, +1 held at the upper; set by the events, so the state, its snapshots
 and its blobs carry it; 0 at the start), and three switching functions (seed
@@ -55,6 +55,13 @@ and its blobs carry it; 0 at the start), and three switching functions (seed
 
 So a joint pushed into its limit rests there (no chattering), and restitution
 1 with ``stop_hold_velocity`` 0 is a lossless bounce.
+
+The switching functions are also compiled (:func:`stop_values`, from the
+rigid-body kernels; pinocchio's are :meth:`URDFModel.event_functions_reference`),
+and :meth:`URDFModel.quiet_step` lets :class:`cosim.Simulation` keep its compiled
+fast path: one compiled call per communication step, then one compiled check of
+the switching functions at its end; only a step that changed a sign goes to the
+event path, which locates the event.
 
 Names: coordinates are the URDF joint names (pinocchio's depth-first order),
 inputs are the joint efforts named after the joints; outputs
