@@ -375,22 +375,27 @@ def test_a_robot_away_from_its_limits_takes_the_compiled_path_with_the_same_resu
 
 
 @pytest.mark.parametrize("method", ["rk4", "generalized-alpha"])
-def test_the_fast_path_and_the_event_path_find_the_same_events(method):
-    """The Panda falling onto its limits (fingers pushed open, no other effort), 0.4 s in
-    1 ms steps, once through do_step's fast path with the stops' check and once with that
-    check off (every integrator step on the event path): the same events in the same
-    order at times within 1e-9 s, the same final state within 1e-9."""
+@pytest.mark.parametrize("new_inputs", [False, True])
+def test_the_fast_path_and_the_event_path_find_the_same_events(method, new_inputs):
+    """The Panda falling onto its limits (fingers pushed open, no other effort; or a new
+    finger effort every step that pulls them off their stops and back), 0.4 s in 1 ms steps, once through do_step's fast path with
+    the stops' check and once with that check off (every integrator step on the event
+    path): the same events in the same order at times within 1e-9 s, the same final state
+    within 1e-9."""
     runs = []
     for screened in (True, False):
         sim = _panda_1khz(None, method)
         if not screened:
             sim._screen = None
-        sim.set_inputs({"panda_finger_joint1": 2.0, "panda_finger_joint2": 2.0})
-        for _ in range(400):
+        for k in range(400):
+            if k == 0 or new_inputs:
+                f = 3.0 * math.cos(0.02 * k) if new_inputs else 2.0  # (pulls away, k 79..235)
+                sim.set_inputs({"panda_finger_joint1": f, "panda_finger_joint2": f})
             sim.do_step(sim.time, 1e-3)
         runs.append(sim)
     a, b = ([(e["name"], e["time"]) for e in r.event_log] for r in runs)
     assert len(a) >= 3 and [n for n, _ in a] == [n for n, _ in b]
+    assert new_inputs == any(n.endswith("_stop_release") for n, _ in a)
     assert max(abs(x[1] - y[1]) for x, y in zip(a, b)) <= 1e-9
     assert np.abs(runs[0].y - runs[1].y).max() <= 1e-9
 
