@@ -1370,7 +1370,7 @@ class Simulation:
             t_ev = float(min(x[0] for x in located))
             firing = sorted((i, it) for t_i, i, it in located if t_i <= t_ev + tol)
             # roll back and land exactly on the event: no step crosses it
-            self._back_to(saved) if type(saved) is tuple else integ.restore(saved)
+            self._back_to(saved)
             if t_ev > integ.t and self._observer is None:
                 integ.advance(t_ev)
             while integ.t < t_ev:  # the same steps as advance(), each one observed

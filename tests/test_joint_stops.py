@@ -11,7 +11,8 @@ pytest.importorskip("pinocchio")
 
 from cosim import Simulation  # noqa: E402
 from cosim.errors import InvalidInputError, UnknownModelError  # noqa: E402
-from cosim.models.urdf import example_robot_path, load_urdf, urdf_model_class  # noqa: E402
+from cosim.models.urdf import (example_robot_path, load_urdf, stop_values,  # noqa: E402
+                               urdf_model_class)
 
 TWO_LINK = Path(__file__).resolve().parents[1] / "cosim" / "data" / "urdf" / "two_link.urdf"
 
@@ -417,6 +418,9 @@ def test_the_compiled_stop_functions_match_the_pinocchio_ones(panda_limits):
         z, ref = m.event_functions(sim.time, y, u), m.event_functions_reference(sim.time, y, u)
         release = ref[2 * len(m._limited):]
         assert np.abs(z - ref).max() <= 1e-9 and np.count_nonzero(release != 1.0) >= 2
+        plain = np.empty_like(z)  # the same function uncompiled (hosts without numba)
+        stop_values(y[:9].copy(), y[9:].copy(), u, m._p, m._stop_table, plain)
+        assert np.abs(plain - ref).max() <= 1e-9
 
 
 def test_position_limits_opt_out_in_the_cli_spec_and_fmu_builder(tmp_path, capsys):

@@ -543,7 +543,7 @@ def compiled_stop_functions():
             values = jit.njit(error_model="numpy")(stop_values)
             screen = jit.njit(error_model="numpy")(stop_screen)
             a = "float64[::1]"
-            with jit.compiling("the position-limit stops of URDF robots", "about 40 s"):
+            with jit.compiling("the position-limit stops of URDF robots", "about a minute"):
                 screen.compile(f"boolean({a}, {a}, int64, float64, {a}, {a}, {a}, {a}, {a})")
                 values.compile(f"void({a}, {a}, {a}, {a}, {a}, {a})")
             _compiled_stops["fns"] = (values, screen)
