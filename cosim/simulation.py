@@ -1143,14 +1143,9 @@ class Simulation:
         if kind is None or kind[0] is not integ:
             kind = self._point_kind()
         record = kind[1] == "record"
-        if record:  # (_save_point, inline: this is the hot path)
-            saved = (integ._S.copy(), integ._I.copy(), integ._LU.copy() if kind[2] else None,
-                     integ._restart_pending, integ._outputs_fresh,
-                     integ._y_out.copy() if integ._y_out.size else None)
-        elif kind[1] == "rows":
+        if kind[1] == "rows":
             return False
-        else:
-            saved = integ.state()
+        saved = self._save_point()
         try:
             integ._advance_checked(t_end)  # the step budget checked by do_step
             if record:
@@ -1176,17 +1171,18 @@ class Simulation:
 
     def _point_kind(self):
         """How the screened paths save the integrator's point: ``(integrator, kind,
-        LU kept, slot of t_prev in S, start of y in S)``, kind "record"
-        (generalized-α and the explicit methods: their record S, I and the kept
-        Newton factor LU are their whole state), "state" (``state()``/``restore``)
-        or "rows" (constraint rows chosen along the run: not screened)."""
+        LU kept, slot of t_prev in S, start of y in S, order history kept)``, kind
+        "record" (generalized-α, BDF and the explicit methods: their record S, I and
+        the kept Newton factor LU are their whole state, with BDF's order history),
+        "state" (``state()``/``restore``) or "rows" (constraint rows chosen along the
+        run: not screened)."""
         integ = self.integrator
         module = type(integ).__module__
-        record = module.endswith((".generalized_alpha", ".explicit")) and hasattr(integ, "_S")
+        record = module.endswith((".generalized_alpha", ".explicit", ".bdf")) and hasattr(integ, "_S")
         self._screen_kind = (
             integ, "rows" if hasattr(integ.model, "rows") else "record" if record else "state",
-            module.endswith(".generalized_alpha"), integ._kernel.T_PREV if record else -1,
-            integ._slices[0][0] if record else 0)
+            not module.endswith(".explicit"), integ._kernel.T_PREV if record else -1,
+            integ._slices[0][0] if record else 0, module.endswith(".bdf"))
         return self._screen_kind
 
     def _save_point(self):
@@ -1200,22 +1196,29 @@ class Simulation:
         if kind[1] != "record":
             return integ.state()
         return (integ._S.copy(), integ._I.copy(), integ._LU.copy() if kind[2] else None,
-                integ._restart_pending, integ._outputs_fresh,
-                integ._y_out.copy() if integ._y_out.size else None)
+                getattr(integ, "_restart_pending", None), integ._outputs_fresh,
+                integ._y_out.copy() if integ._y_out.size else None,
+                (len(integ.order_history), integ._hist_seen) if kind[5] else None)
 
     def _back_to(self, saved):
         integ = self.integrator
         if type(saved) is not tuple:
             integ.restore(saved)
             return
-        S, I, LU, pending, fresh, y_out = saved
+        S, I, LU, pending, fresh, y_out, history = saved
         integ._S[:] = S
         integ._I[:] = I
         if LU is not None:
             integ._LU[:] = LU
-        integ._restart_pending, integ._outputs_fresh = pending, fresh
+        if pending is not None:
+            integ._restart_pending = pending
+        integ._outputs_fresh = fresh
         if y_out is not None:
             integ._y_out[:] = y_out
+        if history is not None:  # the (t, order) entries of the steps taken back
+            while len(integ.order_history) > history[0]:
+                integ.order_history.pop()
+            integ._hist_seen = history[1]
 
     # -- a caller that steps without Python (the FMU binary) ----------------------------------
     def native_step_record(self):

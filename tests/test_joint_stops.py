@@ -353,7 +353,7 @@ def test_stops_are_on_by_default_a_joint_driven_into_its_limit_stays_there(metho
     assert free.y[3] > upper + 0.1 and free.stats["events"] == 0
 
 
-@pytest.mark.parametrize("method", ["rk4", "generalized-alpha"])
+@pytest.mark.parametrize("method", ["rk4", "generalized-alpha", "bdf"])
 def test_a_robot_away_from_its_limits_takes_the_compiled_path_with_the_same_result(method):
     """The Panda at rest (efforts = its gravity torques), then a PD loop about that pose
     with a new effort every 1 ms step: with its stops (default) no step goes to the event
@@ -375,7 +375,7 @@ def test_a_robot_away_from_its_limits_takes_the_compiled_path_with_the_same_resu
     assert np.array_equal(sims[0].y, sims[1].y) and np.abs(sims[0].y[9:]).max() > 1e-3
 
 
-@pytest.mark.parametrize("method", ["rk4", "generalized-alpha"])
+@pytest.mark.parametrize("method", ["rk4", "generalized-alpha", "bdf"])
 @pytest.mark.parametrize("new_inputs", [False, True])
 def test_the_fast_path_and_the_event_path_find_the_same_events(method, new_inputs):
     """The Panda falling onto its limits (fingers pushed open, no other effort; or a new
