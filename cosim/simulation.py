@@ -1172,17 +1172,19 @@ class Simulation:
     def _point_kind(self):
         """How the screened paths save the integrator's point: ``(integrator, kind,
         LU kept, slot of t_prev in S, start of y in S, order history kept)``, kind
-        "record" (generalized-α, BDF and the explicit methods: their record S, I and
-        the kept Newton factor LU are their whole state, with BDF's order history),
-        "state" (``state()``/``restore``) or "rows" (constraint rows chosen along the
-        run: not screened)."""
+        "record" (a method run by one kernel entry, cosim.integrators.record: its
+        record S, I and kept Newton factor LU are its whole state, with BDF's order
+        history; the explicit methods' LU is work space), "state"
+        (``state()``/``restore``) or "rows" (constraint rows chosen along the run:
+        not screened)."""
+        from .integrators.record import RecordIntegrator  # noqa: PLC0415
         integ = self.integrator
         module = type(integ).__module__
-        record = module.endswith((".generalized_alpha", ".explicit", ".bdf")) and hasattr(integ, "_S")
+        record = isinstance(integ, RecordIntegrator) and hasattr(integ, "_slices")
         self._screen_kind = (
             integ, "rows" if hasattr(integ.model, "rows") else "record" if record else "state",
             not module.endswith(".explicit"), integ._kernel.T_PREV if record else -1,
-            integ._slices[0][0] if record else 0, module.endswith(".bdf"))
+            integ._slices[0][0] if record else 0, hasattr(integ, "order_history"))
         return self._screen_kind
 
     def _save_point(self):
