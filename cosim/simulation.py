@@ -1143,9 +1143,15 @@ class Simulation:
         if kind is None or kind[0] is not integ:
             kind = self._point_kind()
         record = kind[1] == "record"
-        if kind[1] == "rows":
+        if record:  # _save_point, inline (the hot path)
+            saved = (integ._S.copy(), integ._I.copy(), integ._LU.copy() if kind[2] else None,
+                     getattr(integ, "_restart_pending", None), integ._outputs_fresh,
+                     integ._y_out.copy() if integ._y_out.size else None,
+                     (len(integ.order_history), integ._hist_seen) if kind[5] else None)
+        elif kind[1] == "rows":
             return False
-        saved = self._save_point()
+        else:
+            saved = integ.state()
         try:
             integ._advance_checked(t_end)  # the step budget checked by do_step
             if record:
