@@ -1,6 +1,7 @@
-"""Bit-identity check for refactors of the compiled kernels (bdf_kernel, explicit_kernel).
+"""Bit-identity check for refactors of the compiled kernels (bdf, explicit, ga, spark).
 
-Runs every library model that has kernels × {bdf, bdf-i2, bdf-i1, dopri5, rk4} × a
+Runs every library model that has kernels × {bdf, bdf-i2, bdf-i1, dopri5, rk4,
+generalized-alpha, generalized-alpha-i2, spark} × a
 few option sets (adaptive rtol 1e-4 and 1e-7, max_order 2, velocity_error
 "scaled" with max_order 3, velocity_error False with velocity_weights
 "velocity", reuse_matrix for bdf, fixed step t_end/400) on ``backend="numba"``,
@@ -34,7 +35,9 @@ BDF = {**ADAPTIVE,
                                                                       velocity_weights="velocity")),
        **FIXED}
 OPTION_SETS = {"bdf": {**BDF, "reuse": dict(rtol=1e-5, atol=1e-7, method_options=dict(reuse_matrix=True))},
-               "bdf-i2": BDF, "bdf-i1": BDF, "dopri5": {**ADAPTIVE, **FIXED}, "rk4": FIXED}
+               "bdf-i2": BDF, "bdf-i1": BDF, "dopri5": {**ADAPTIVE, **FIXED}, "rk4": FIXED,
+               "generalized-alpha": {**ADAPTIVE, **FIXED}, "generalized-alpha-i2": {**ADAPTIVE, **FIXED},
+               "spark": FIXED}
 STATS = ("steps", "rejected", "newton_iterations", "residual_evaluations",
          "jacobian_evaluations", "lu_factorizations")
 DIAGNOSTICS = ("order_counts", "newton_failures", "error_test_failures")

@@ -19,7 +19,15 @@ at t = 1 ms: the cost depends on the state):
 Then a cProfile of ``set_inputs`` + ``do_step`` (the Python functions that take
 the time; the compiled call is one line).
 
-    python benchmarks/robot_overhead.py [--method rk4] [--steps N]
+``--stops``: only the cost of the position-limit stops (on by default): the
+same robot with its stops and with ``position_limits=False``, interleaved, CPU
+time of this thread per ``do_step`` (median of 9 blocks of N/4 steps, each from
+the same state), in three cases: at rest away from every limit (efforts equal
+to the gravity torques, held), a PD loop about that pose (a new effort every
+step), and the fingers resting on their stops (a closing effort on them: the
+stops hold, their reactions checked after every step).
+
+    python benchmarks/robot_overhead.py [--method rk4] [--steps N] [--stops]
 """
 import argparse
 import cProfile
@@ -51,11 +59,68 @@ def per_step(fn, n, blocks=5, reset=None):
     return statistics.median(out)
 
 
+def stops_cost(method, steps):
+    """The --stops table (module docstring)."""
+    print(f"Panda (9 joints), {method}, compiled, h = 1 ms: stops on (default) against "
+          f"position_limits=False, CPU µs per do_step; compiling/warming up ...", flush=True)
+    opts = dict(method=method, backend="numba", h=H)
+
+    def make(limits, fingers):
+        sim = Simulation(load_urdf(example_robot_path(), position_limits=limits), **opts)
+        m = sim.model
+        q0, v0 = m.initial_state()
+        u = -m._free_forces(q0, v0, np.zeros(m.n_inputs))  # the gravity torques: at rest
+        u[7:] += fingers
+        sim.set_inputs(u)
+        sim.do_step(0.0, H)
+        if fingers:  # onto the stops first
+            while sim.time < 0.3:
+                sim.do_step(sim.time, H)
+        return sim, sim.get_state(), u
+
+    def held(sim, u, n):
+        t = sim.time
+        for _ in range(n):
+            t = sim.do_step(t, H)
+
+    def pd(sim, u, n):
+        t, nq = sim.time, sim.model.n_q
+        q_ref = sim.y[:nq]
+        for _ in range(n):
+            y = sim.y
+            sim.set_inputs(u + 100.0 * (q_ref - y[:nq]) - 10.0 * y[nq:])
+            t = sim.do_step(t, H)
+
+    cases = [("at rest away from the limits, effort held", 0.0, held),
+             ("PD loop away from the limits, new effort each step", 0.0, pd),
+             ("fingers held on their stops, effort held", 5.0, held)]
+    n = max(50, steps // 4)
+    for name, fingers, run in cases:
+        sims = {lim: make(lim, fingers) for lim in (False, True)}
+        cost = {False: [], True: []}
+        for _ in range(9):
+            for lim in (False, True):
+                sim, start, u = sims[lim]
+                sim.set_state(start)
+                t0 = time.thread_time()
+                run(sim, u, n)
+                cost[lim].append((time.thread_time() - t0) / n * 1e6)
+        off, on = statistics.median(cost[False]), statistics.median(cost[True])
+        events = sims[True][0].stats["events"]
+        print(f"  {name:52s} off {off:6.2f}  on {on:6.2f} µs  on/off {on / off:5.3f}  "
+              f"(events with stops: {events})", flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--method", default="rk4")
     ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--stops", action="store_true",
+                    help="only the stops' cost: on (default) against position_limits=False")
     args = ap.parse_args(argv)
+    if args.stops:
+        stops_cost(args.method, args.steps)
+        return
     cls = load_urdf(example_robot_path())
     opts = dict(method=args.method, backend="numba")
     if args.method == "dopri5":

@@ -1,5 +1,7 @@
 """cosim against MuJoCo on two arms from ``example-robot-data``: the Franka Panda (its
-7 arm joints; the fingers welded) and the UR5 (6 joints).
+7 arm joints with the fingers welded, ``panda``, and all 9 joints, ``panda9``: the
+second finger follows the first by its ``<mimic>``, a constraint in cosim and a joint
+equality in MuJoCo) and the UR5 (6 joints).
 
 Both simulators read the same URDF text, stripped to the rigid-body model: no
 geometry (no contacts), no ``<limit>``/``<dynamics>``/``<mimic>`` (no stops, damping
@@ -22,7 +24,15 @@ tested against) at 20 random states.
    loop (read, law, set the effort, step) and the error at T against DOP853
    1e-12 on the same sampled-data loop (the effort held over each 1 ms).
 
-    python benchmarks/robots.py [--quick]
+3. **Work-precision**: each method over a grid (MuJoCo's three and cosim's rk4 and
+   generalized-α at h = 4 ms … 15.6 µs, halving; cosim's dopri5 and scipy's DOP853
+   on pinocchio at rtol = 1e-4 … 1e-12), each integrating [0, T] (cosim: one
+   ``do_step``); per error level 1e-3 / 1e-5 / 1e-7 rad the cheapest run of cosim and
+   of its peers (MuJoCo, pinocchio + scipy) reaching it and the ratio of their CPU
+   times.  The reference of ``panda9`` is integrated in its 8 independent
+   coordinates.
+
+    python benchmarks/robots.py [--quick] [--robots panda panda9 ur5]
 
 ``--quick``: T = 0.2 s, h = 1 ms only, one repetition.  Needs the ``bench`` and
 ``robots`` extras (``mujoco``, ``pin``, ``example-robot-data``) and numba.
@@ -43,6 +53,11 @@ ROBOTS = {
               [0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785],
               [2.0, 1.0, -1.0, 0.5, 0.2, -0.3, 0.1],
               [0.3, -0.5, 0.2, -2.0, 0.1, 1.8, 0.5]),
+    # the same with its fingers (9 joints): panda_finger_joint2 mimics panda_finger_joint1
+    "panda9": ("panda_description/urdf/panda.urdf",
+               [0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785, 0.02, 0.02],
+               [2.0, 1.0, -1.0, 0.5, 0.2, -0.3, 0.1, 0.0, 0.0],
+               [0.3, -0.5, 0.2, -2.0, 0.1, 1.8, 0.5, 0.02, 0.02]),
     "ur5": ("ur_description/urdf/ur5_robot.urdf",
             [0.0, -1.2, 1.0, -1.4, -1.57, 0.0],
             [1.0, 2.0, -1.0, 0.3, 0.2, -0.1],
@@ -57,14 +72,23 @@ def say(msg):
     print(msg, flush=True)
 
 
-def rigid_body_text(text):
+def rigid_body_text(text, fingers=False):
     """The URDF reduced to its rigid bodies (module docstring), with MuJoCo's compiler
-    options (ignored by pinocchio and cosim)."""
+    options (ignored by pinocchio and cosim).  ``fingers``: the finger joints stay
+    (prismatic, their limits kept for the URDF's sake and switched off in both tools,
+    the <mimic> kept: cosim's constraint; MuJoCo gets a joint equality)."""
     text = re.sub(r"<(visual|collision)\b.*?</\1>", "", text, flags=re.S)
     text = re.sub(r"<(visual|collision)\b[^>]*/>", "", text)
-    text = re.sub(r"<(dynamics|limit|safety_controller|mimic)\b[^>]*/>", "", text)
+    text = re.sub(r"<(dynamics|safety_controller)\b[^>]*/>", "", text)
+    if fingers:
+        text = re.sub(r'(<joint name="[^"]*"\s+type="revolute".*?)<limit\b[^>]*/>', r"\1", text,
+                      flags=re.S)
+        text = re.sub(r'<limit\b[^>]*/>', '<limit effort="0" lower="-1" upper="1" velocity="1"/>',
+                      text)
+    else:
+        text = re.sub(r"<(limit|mimic)\b[^>]*/>", "", text)
+        text = re.sub(r'(<joint name="[^"]*finger[^"]*" type=")prismatic', r"\1fixed", text)
     text = text.replace('type="revolute"', 'type="continuous"')
-    text = re.sub(r'(<joint name="[^"]*finger[^"]*" type=")prismatic', r"\1fixed", text)
     return re.sub(r"(<robot\b[^>]*>)", r'\1<mujoco><compiler discardvisual="true" '
                   r'fusestatic="false" balanceinertia="false" inertiafromgeom="false" '
                   r'angle="radian"/></mujoco>', text, count=1)
@@ -78,11 +102,27 @@ class Robot:
         from cosim.models.urdf import example_robot_path, urdf_model_class
 
         rel, q0, tau, target = ROBOTS[name]
-        self.name, self.text = name, rigid_body_text(example_robot_path(rel).read_text())
+        fingers = name == "panda9"
+        self.name, self.text = name, rigid_body_text(example_robot_path(rel).read_text(), fingers)
         self.q0, self.tau, self.target = np.array(q0), np.array(tau), np.array(target)
-        self.cls = urdf_model_class(self.text)
+        self.cls = urdf_model_class(self.text, position_limits=False)
         self.n = len(self.cls.coordinates)
-        self.mj = mujoco.MjModel.from_xml_string(self.text)
+        # q = T x + o: the independent coordinates x of the mimic constraints (the reference)
+        self.T = np.eye(self.n)
+        spec = mujoco.MjSpec.from_string(re.sub(r"<mimic\b[^>]*/>", "", self.text))
+        for i, j, k, o in self.cls._mimics:
+            if o != 0.0:
+                raise SystemExit(f"{name}: a mimic offset is not handled here")
+            self.T[:, j] += k * self.T[:, i]
+            eq = spec.add_equality()  # MuJoCo: q_i = k q_j as a joint equality
+            eq.type = mujoco.mjtEq.mjEQ_JOINT
+            eq.name1, eq.name2 = self.cls.coordinates[i], self.cls.coordinates[j]
+            eq.data[:5] = [0.0, k, 0.0, 0.0, 0.0]
+        keep = [c for c in range(self.n) if c not in {m[0] for m in self.cls._mimics}]
+        self.T = self.T[:, keep]
+        for joint in spec.joints:  # no joint limits (the finger joints' URDF limits)
+            joint.limited = mujoco.mjtLimited.mjLIMITED_FALSE
+        self.mj = spec.compile()
         mj_names = [self.mj.joint(i).name for i in range(self.mj.njnt)]
         if mj_names != list(self.cls.coordinates):
             raise SystemExit(f"{name}: MuJoCo joints {mj_names} != cosim's {self.cls.coordinates}")
@@ -114,30 +154,36 @@ class Robot:
         return np.triu(M) + np.triu(M, 1).T
 
     def rhs(self, tau):
-        n = self.n
+        """The equations in the independent coordinates x (q = T x, T constant):
+        Tᵀ M T x'' = Tᵀ (τ − b(q, T x'))."""
+        T, r = self.T, self.T.shape[1]
 
         def f(t, x):
-            q, v = x[:n], x[n:]
+            q, v = T @ x[:r], T @ x[r:]
             b = self.pin.nonLinearEffects(self.pm, self.pd, q, v)
-            return np.concatenate([v, np.linalg.solve(self.mass(q), tau - b)])
+            return np.concatenate([x[r:], np.linalg.solve(T.T @ self.mass(q) @ T, T.T @ (tau - b))])
         return f
+
+    def _x0(self):
+        r = self.T.shape[1]
+        return np.concatenate([np.linalg.lstsq(self.T, self.q0, rcond=None)[0], np.zeros(r)])
 
     def reference(self, t_end):
         from scipy.integrate import solve_ivp
-        x0 = np.concatenate([self.q0, np.zeros(self.n)])
-        sol = solve_ivp(self.rhs(self.tau), (0.0, t_end), x0, method="DOP853", rtol=1e-12,
-                        atol=1e-12)
-        return sol.y[:self.n, -1]
+        sol = solve_ivp(self.rhs(self.tau), (0.0, t_end), self._x0(), method="DOP853",
+                        rtol=1e-12, atol=1e-12)
+        return self.T @ sol.y[:self.T.shape[1], -1]
 
     def pd_reference(self, t_end, h):
         """The sampled-data PD loop integrated interval by interval (effort held)."""
         from scipy.integrate import solve_ivp
-        x = np.concatenate([self.q0, np.zeros(self.n)])
+        T, r = self.T, self.T.shape[1]
+        x = self._x0()
         for k in range(int(round(t_end / h))):
-            tau = self.kp * (self.target - x[:self.n]) - self.kd * x[self.n:]
+            tau = self.kp * (self.target - T @ x[:r]) - self.kd * (T @ x[r:])
             x = solve_ivp(self.rhs(tau), (k * h, (k + 1) * h), x, method="DOP853", rtol=1e-12,
                           atol=1e-12).y[:, -1]
-        return x[:self.n]
+        return T @ x[:r]
 
 
 # -- runners: each returns (CPU seconds per step, q at the end) ---------------------------------
@@ -165,12 +211,14 @@ def mujoco_run(robot, method, h, steps, pd=False):
     return cpu / steps, np.array(d.qpos)
 
 
-def cosim_sim(robot, method, h):
+def cosim_sim(robot, method, h, **opts):
     from cosim import Simulation
 
-    params = {f"{j}.q0": robot.q0[i] for i, j in enumerate(robot.cls.coordinates)}
+    names = {p.name for p in robot.cls.parameters}
+    params = {f"{j}.q0": robot.q0[i] for i, j in enumerate(robot.cls.coordinates)
+              if f"{j}.q0" in names}  # (a mimic joint follows its joint)
     if method == "dopri5":
-        opts = dict(rtol=1e-8, atol=1e-10)
+        opts = opts or dict(rtol=1e-8, atol=1e-10)
     else:
         opts = dict(h=h)
     return Simulation(robot.cls, method=method, params=params, backend="numba", **opts)
@@ -197,6 +245,68 @@ def cosim_run(robot, method, h, steps, pd=False):
     return cpu / steps, np.array(sim.y[:n])
 
 
+# -- work-precision: CPU seconds to reach q(T) within an error ---------------------------------
+WP_STEPS = tuple(4e-3 / 2 ** k for k in range(9))          # 4 ms … 15.6 µs
+WP_RTOLS = tuple(10.0 ** -k for k in range(4, 13))          # 1e-4 … 1e-12
+WP_LEVELS = (1e-3, 1e-5, 1e-7)
+
+
+def work_precision_runs(robot, t_end, q_ref):
+    """(tool, method, setting, CPU s for [0, T], error) for every method over its grid:
+    MuJoCo's three with timestep h, cosim's rk4 and generalized-α with fixed step h and
+    dopri5 at rtol (atol = rtol/100), each integrating [0, T] in one ``do_step``, and
+    scipy's DOP853 on pinocchio's M and bias at rtol (atol = rtol/100)."""
+    from scipy.integrate import solve_ivp
+
+    out = []
+    for h in WP_STEPS:
+        steps = int(round(t_end / h))
+        for m in MUJOCO_METHODS:
+            cpu, q = mujoco_run(robot, m, h, steps)
+            out.append(("MuJoCo", m, f"h={h:.3g}", cpu * steps, np.abs(q - q_ref).max()))
+        for m in ("rk4", "generalized-alpha"):
+            sim = cosim_sim(robot, m, h)
+            sim.set_inputs(robot.tau)
+            t0 = time.process_time()
+            sim.do_step(0.0, t_end)
+            cpu = time.process_time() - t0
+            out.append(("cosim", m, f"h={h:.3g}", cpu, np.abs(sim.y[:robot.n] - q_ref).max()))
+    for rtol in WP_RTOLS:
+        sim = cosim_sim(robot, "dopri5", None, rtol=rtol, atol=rtol * 1e-2)
+        sim.set_inputs(robot.tau)
+        t0 = time.process_time()
+        sim.do_step(0.0, t_end)
+        cpu = time.process_time() - t0
+        out.append(("cosim", "dopri5", f"rtol={rtol:.0e}", cpu,
+                    np.abs(sim.y[:robot.n] - q_ref).max()))
+        r = robot.T.shape[1]
+        t0 = time.process_time()
+        sol = solve_ivp(robot.rhs(robot.tau), (0.0, t_end), robot._x0(), method="DOP853",
+                        rtol=rtol, atol=rtol * 1e-2)
+        cpu = time.process_time() - t0
+        out.append(("pinocchio+scipy", "DOP853", f"rtol={rtol:.0e}", cpu,
+                    np.abs(robot.T @ sol.y[:r, -1] - q_ref).max()))
+    return out
+
+
+def work_precision_table(runs):
+    """Per error level: the cheapest run of cosim and of its peers that reaches it, and
+    the ratio of their CPU times."""
+    rows = []
+    for level in WP_LEVELS:
+        best = {}
+        for tool, m, setting, cpu, err in runs:
+            side = "cosim" if tool == "cosim" else "peer"
+            if err <= level and cpu < best.get(side, (np.inf,))[0]:
+                best[side] = (cpu, f"{tool} {m} {setting}")
+        c, p = best.get("cosim"), best.get("peer")
+        rows.append((f"{level:.0e}",
+                     f"{c[0] * 1e3:.2f} ms ({c[1]})" if c else "not reached",
+                     f"{p[0] * 1e3:.2f} ms ({p[1]})" if p else "not reached",
+                     f"{c[0] / p[0]:.2f}" if c and p else "-"))
+    return rows
+
+
 def table(rows, header):
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     say("  ".join(str(h).ljust(w) for h, w in zip(header, widths)))
@@ -219,6 +329,7 @@ def interleaved(runners, reps):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="T = 0.2 s, h = 1 ms, one repetition")
+    ap.add_argument("--robots", nargs="+", choices=tuple(ROBOTS), default=tuple(ROBOTS))
     args = ap.parse_args(argv)
     t_end = 0.2 if args.quick else 1.0
     steps_h = (1e-3,) if args.quick else (5e-4, 1e-3, 2e-3)
@@ -226,7 +337,7 @@ def main(argv=None):
     import mujoco
     say(f"cosim vs MuJoCo {mujoco.__version__}: T = {t_end} s, h = "
         f"{', '.join(f'{h * 1e3:g}' for h in steps_h)} ms, best of {reps} interleaved run(s)")
-    for name in ROBOTS:
+    for name in args.robots:
         robot = Robot(name)
         dm, db = robot.check_equal()
         say(f"\n{name} ({robot.n} joints): models equal? max|ΔM| = {dm:.1e}, "
@@ -264,6 +375,10 @@ def main(argv=None):
                 for (tool, m), cpu in best.items()]
         say(f"  PD loop at 1 kHz (new effort every step), error at T = {t_end} s:")
         table(rows, ("h ms", "tool", "method", "CPU µs/step", "max|q - q_ref| rad"))
+        say(f"  work-precision (constant efforts, [0, {t_end}] s in one call per run) ...")
+        rows = work_precision_table(work_precision_runs(robot, t_end, q_ref))
+        say("  CPU time to reach max|q(T) - q_ref(T)| <= error: best cosim / best peer")
+        table(rows, ("error rad", "best cosim", "best peer", "ratio"))
 
 
 if __name__ == "__main__":

@@ -58,16 +58,16 @@ def load_model_file(spec):
     return cls
 
 
-def resolve_cli_model(spec, frames=(), position_limits=False):
+def resolve_cli_model(spec, frames=(), position_limits=None):
     """What the CLI passes on to Simulation/check_model: a class for a file spec
     (``file.py:Class`` or a URDF file ``robot.urdf``, with its ``frames`` and
-    ``position_limits`` options), else the spec."""
+    ``position_limits`` options; None: the default, stops on), else the spec."""
     from .models import is_urdf_spec
 
     if isinstance(spec, str) and is_urdf_spec(spec):
         from .models.urdf import load_urdf
-        return load_urdf(spec, frames, position_limits)
-    if frames or position_limits:
-        raise InvalidInputError(f"--frame/--position-limits apply to a robot from URDF (ROBOT.urdf), "
+        return load_urdf(spec, frames, True if position_limits is None else bool(position_limits))
+    if frames or position_limits is not None:
+        raise InvalidInputError(f"--frame/--[no-]position-limits apply to a robot from URDF (ROBOT.urdf), "
                                 f"not to {spec!r}")
     return load_model_file(spec) if is_file_spec(spec) else spec

@@ -275,6 +275,15 @@ class Simulation:
         self._event_terminal = [bool(e.terminal) for e in self.model.events]
         self._has_events = bool(self.model.events)
         self._fast = not self.blocks and not self._has_events
+        # a model whose events a cheap check after one compiled call can rule out (the
+        # stops of a URDF robot): the fast path runs, and only a step the check does not
+        # clear is taken again on the event path (_screened_step)
+        self._screen = getattr(self.model, "quiet_step", None) \
+            if self._has_events and not self.blocks else None
+        self._inputs_move_events = getattr(self.model, "inputs_move_events", None)
+        self._screen_kind = None
+        self._screen_span = math.inf  # longer communication steps: the event path at once
+        self._screen_retry = 0
         self._block_out_slices = []
         self._observer = None
         self._config = self._describe_config()
@@ -665,7 +674,8 @@ class Simulation:
         """New plant inputs from now on: a discontinuity, the integrator restarts."""
         integ = self.integrator
         hits = ()
-        if self._has_events:  # a switching function the new input moves across zero
+        moves = self._has_events and (self._inputs_move_events is None or self._inputs_move_events())
+        if moves:  # a switching function the new input moves across zero
             z_new = event_values(self.model, integ.t, integ.y, u)
             hits = crossings(self._z, z_new, self._event_directions)
             snapshot = self.get_state() if hits else None
@@ -674,7 +684,7 @@ class Simulation:
         else:
             integ.set_inputs(u)
         self._u = u
-        if self._has_events:
+        if moves:
             self._z = z_new
             if hits:  # an event at this instant (e.g. a load that pulls a joint off its stop)
                 try:
@@ -1064,6 +1074,11 @@ class Simulation:
             self.integrator.check_step_budget(t_end)
         if self._early and self.integrator.stats.get("steps", 0) > 20:
             self._early = False
+        if self._screen is not None and observer is None and not self._guard \
+                and self._screened_step(t_end):
+            self._time = t_end
+            self._n_comm += 1
+            return t_end
         if self._fast and observer is None and not self._early:
             saved = self._snapshot_integrator() if self._guard else None
             try:
@@ -1107,6 +1122,111 @@ class Simulation:
         self._time = t_end
         self._n_comm += 1
         return t_end
+
+    def _screened_step(self, t_end):
+        """The fast path for a model whose events ``model.quiet_step`` can rule out
+        (the stops of a URDF robot): one compiled advance to t_end, then the check;
+        True when the step stands (the switching functions at t_end kept).  False,
+        with the integrator as before, when the check does not clear the step, the
+        advance took more than one integrator step (the check covers one; longer
+        communication steps then go to the event path at once) or it failed:
+        do_step then takes the step on the event path, which checks every
+        integrator step and locates the event (or raises as it does)."""
+        t0 = self._time
+        if t_end - t0 > self._screen_span:
+            self._screen_retry -= 1
+            if self._screen_retry > 0:
+                return False
+            self._screen_span = math.inf  # try again now and then (an adaptive step grows)
+        integ = self.integrator
+        kind = self._screen_kind
+        if kind is None or kind[0] is not integ:
+            kind = self._point_kind()
+        record = kind[1] == "record"
+        if record:  # _save_point, inline (the hot path)
+            saved = (integ._S.copy(), integ._I.copy(), integ._LU.copy() if kind[2] else None,
+                     getattr(integ, "_restart_pending", None), integ._outputs_fresh,
+                     integ._y_out.copy() if integ._y_out.size else None,
+                     (len(integ.order_history), integ._hist_seen) if kind[5] else None)
+        elif kind[1] == "rows":
+            return False
+        else:
+            saved = integ.state()
+        try:
+            integ._advance_checked(t_end)  # the step budget checked by do_step
+            if record:
+                S = integ._S
+                single = S[kind[3]] == t0
+                x1, x0, start = S, saved[0], kind[4]
+            else:
+                single = integ.t_prev == t0
+                x1, x0, start = np.asarray(integ.y, dtype=float), np.asarray(saved["y"], dtype=float), 0
+            if single:
+                quiet, z = self._screen(x1, x0, start, t_end - t0, self._u, self._z)
+            else:  # more than one integrator step
+                self._screen_span = min(self._screen_span, 0.5 * (t_end - t0))
+                self._screen_retry = 100
+                quiet = False
+        except Exception:  # noqa: BLE001 - the event path repeats the step and reports it
+            quiet = False
+        if quiet:
+            self._z = z
+            return True
+        self._back_to(saved)
+        return False
+
+    def _point_kind(self):
+        """How the screened paths save the integrator's point: ``(integrator, kind,
+        LU kept, slot of t_prev in S, start of y in S, order history kept)``, kind
+        "record" (a method run by one kernel entry, cosim.integrators.record: its
+        record S, I and kept Newton factor LU are its whole state, with BDF's order
+        history; the explicit methods' LU is work space), "state"
+        (``state()``/``restore``) or "rows" (constraint rows chosen along the run:
+        not screened)."""
+        from .integrators.record import RecordIntegrator  # noqa: PLC0415
+        integ = self.integrator
+        module = type(integ).__module__
+        record = isinstance(integ, RecordIntegrator) and hasattr(integ, "_slices")
+        self._screen_kind = (
+            integ, "rows" if hasattr(integ.model, "rows") else "record" if record else "state",
+            not module.endswith(".explicit"), integ._kernel.T_PREV if record else -1,
+            integ._slices[0][0] if record else 0, hasattr(integ, "order_history"))
+        return self._screen_kind
+
+    def _save_point(self):
+        """The integrator's point, to go back to with :meth:`_back_to`: a record
+        integrator's arrays (copies: a few µs less than ``state()``) and flags, else
+        ``state()``."""
+        integ = self.integrator
+        kind = self._screen_kind
+        if kind is None or kind[0] is not integ:
+            kind = self._point_kind()
+        if kind[1] != "record":
+            return integ.state()
+        return (integ._S.copy(), integ._I.copy(), integ._LU.copy() if kind[2] else None,
+                getattr(integ, "_restart_pending", None), integ._outputs_fresh,
+                integ._y_out.copy() if integ._y_out.size else None,
+                (len(integ.order_history), integ._hist_seen) if kind[5] else None)
+
+    def _back_to(self, saved):
+        integ = self.integrator
+        if type(saved) is not tuple:
+            integ.restore(saved)
+            return
+        S, I, LU, pending, fresh, y_out, history = saved
+        integ._S[:] = S
+        integ._I[:] = I
+        if LU is not None:
+            integ._LU[:] = LU
+        if pending is not None:
+            integ._restart_pending = pending
+        integ._outputs_fresh = fresh
+        if y_out is not None:
+            integ._y_out[:] = y_out
+        if history is not None:  # the (t, order) entries of the steps taken back
+            while len(integ.order_history) > history[0]:
+                integ.order_history.pop()
+            integ._hist_seen = history[1]
 
     # -- a caller that steps without Python (the FMU binary) ----------------------------------
     def native_step_record(self):
@@ -1203,12 +1323,25 @@ class Simulation:
                     observer(integ)
             return
         model, u = self.model, self._u
+        screen = self._screen
         while integ.t < target and not self._stopped:
             self._count_step(target)
-            saved = integ.state()
+            saved = self._save_point() if screen is not None else integ.state()
             integ.step(target)
-            z_new = event_values(model, integ.t, integ.y, u)
             z_old = self._z
+            if screen is not None:  # the model's check rules most steps out at once
+                if type(saved) is tuple:
+                    x1, x0, start = integ._S, saved[0], self._screen_kind[4]
+                else:
+                    x1, x0, start = integ.y, np.asarray(saved["y"], dtype=float), 0
+                quiet, z_new = screen(x1, x0, start, integ.t - integ.t_prev, u, z_old)
+                if quiet:
+                    self._z = z_new
+                    self._observe(integ)
+                    continue
+                z_new = z_new.copy()  # (the model reuses its buffer)
+            else:
+                z_new = event_values(model, integ.t, integ.y, u)
             hits = crossings(z_old, z_new, self._event_directions)
             starting_at_zero = not hits and bool((z_old == 0.0).any())
             if not hits and not starting_at_zero:
@@ -1248,7 +1381,7 @@ class Simulation:
             t_ev = float(min(x[0] for x in located))
             firing = sorted((i, it) for t_i, i, it in located if t_i <= t_ev + tol)
             # roll back and land exactly on the event: no step crosses it
-            integ.restore(saved)
+            self._back_to(saved)
             if t_ev > integ.t and self._observer is None:
                 integ.advance(t_ev)
             while integ.t < t_ev:  # the same steps as advance(), each one observed

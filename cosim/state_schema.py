@@ -40,9 +40,7 @@ _EVENT_FIELDS = {"time": "real", "name": "str", "kind": "str", "index": "int", "
 
 # size of the Newton iteration matrix of each implicit method (n coordinates,
 # m holonomic and g nonholonomic constraints; r block nodes)
-_NEWTON_SIZE = {
-    "generalized-alpha": lambda i, n, m, g: n + m + g,
-    "generalized-alpha-i2": lambda i, n, m, g: 2 * n + 2 * m + g,
+_NEWTON_SIZE = {   # (a method with a declared record: its declaration)
     "bdf": lambda i, n, m, g: n + m,
     "bdf-i2": lambda i, n, m, g: 2 * n + 2 * m,
     "bdf-i1": lambda i, n, m, g: 3 * n + 3 * m,
@@ -50,10 +48,9 @@ _NEWTON_SIZE = {
     "spark": lambda i, n, m, g: i.c.size * n + i.stages * m,
     "block-lstable": lambda i, n, m, g: i.r * (n + m),
 }
-# dense-output dicts: key -> shape (None: n_y)
+# dense-output dicts: key -> shape (None: n_y) (a method with a declared record:
+# its declaration, cosim.integrators.state_decl)
 _DENSE = {
-    "dopri5": {"Q": (None, 4), "h": (), "shift": (None,)},
-    "rk4": {"f0": (None,), "f1": (None,), "h": ()},
     "rkc-penalty": {"f0": (None,), "f1": (None,), "h": ()},
     "local-index1": {"g0": (None,), "g1": (None,)},
 }
@@ -220,6 +217,9 @@ def check_newton_state(path, d, n=None):
 
 def newton_size(integrator):
     """Size of ``integrator``'s Newton iteration matrix (None: it has no Newton)."""
+    declared = getattr(integrator, "state_declaration", None)
+    if declared is not None:
+        return declared.newton_size(integrator)
     size = _NEWTON_SIZE.get(integrator.name)
     if size is None:
         return None
@@ -251,6 +251,10 @@ def check_integrator_state(integrator, s, template=None, path="integrator"):
 
 
 def _check_method_state(integrator, path, d, template, n_y, t):
+    declared = getattr(integrator, "state_declaration", None)
+    if declared is not None:  # a method whose record is declared (cosim.integrators.state_decl)
+        declared.check_method_state(integrator, path, d, t)
+        return
     method = integrator.name
     nullable = {"J", "dense", "f_cur", "eigvec", "stage_t0", "newton"}
     _keys(path, d, list(template))

@@ -123,15 +123,19 @@ def _load_scenario(path, method, rtol, atol, step, backend=None):
     return data, sim, experiment, scen.name, scen.description, starts, refs
 
 
-def _model_spec(target):
+def _model_spec(target, position_limits=None):
     """The model as the FMU configuration stores it: a name or ``module:Class`` spec,
     or for a URDF file (named by the user who builds) the robot's text, bundled in
-    the FMU's resources (``{"urdf_text": ...}``, :mod:`cosim.models.urdf`)."""
+    the FMU's resources (``{"urdf_text": ...}``, :mod:`cosim.models.urdf`), with its
+    stops on unless ``position_limits`` is False."""
     from cosim.models import is_urdf_spec
 
     if isinstance(target, str) and is_urdf_spec(target):
         from cosim.models.urdf import load_urdf
-        return load_urdf(target).spec()
+        return load_urdf(target, position_limits=position_limits is not False).spec()
+    if position_limits is not None:
+        raise InvalidInputError(f"--[no-]position-limits applies to a robot from URDF "
+                                f"(ROBOT.urdf), not to {target!r}")
     return str(target)
 
 
@@ -388,7 +392,7 @@ def _runtime_config(runtime):
 
 def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=None, params=None,
               method_options=None, name=None, stop_time=None, step_size=None, blocks=None,
-              connections=None, backend=None):
+              connections=None, backend=None, position_limits=None):
     """Build ``output`` (an .fmu path; default ``<Identifier>.fmu``) and return its Path.
 
     ``target``: a library model name, ``package.module:ClassName`` of a user
@@ -406,6 +410,8 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
     :class:`cosim.Simulation` takes them (dicts, see :func:`cosim.blocks.make_block`).
     ``backend``: "auto" (default: compiled where numba is importable in the host),
     "numba" (the host must have numba) or "python" (never compiles).
+    ``position_limits``: a robot's joint position limits as stops that hold (None,
+    the default: on; False: the joints move past them).
     """
     from cosim.run import default_stop_time
     from cosim.simulation import Simulation
@@ -424,16 +430,16 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
         if value is not None:
             finite_float(key, value, positive=True)
     if _is_scenario(target):
-        if params or method_options or blocks or connections:
-            raise InvalidInputError("--param/--option/--block/--connect apply to model FMUs; "
-                                    "set them in the scenario file")
+        if params or method_options or blocks or connections or position_limits is not None:
+            raise InvalidInputError("--param/--option/--block/--connect/--[no-]position-limits "
+                                    "apply to model FMUs; set them in the scenario file")
         data, sim, experiment, default_name, description, input_starts, refs = \
             _load_scenario(target, method, rtol, atol, step, backend)
         sim.set_inputs(input_starts)
         spec = {"scenario": data}
         method_options = dict(data.get("method_options") or {})
     else:
-        spec = {"model": _model_spec(target)}
+        spec = {"model": _model_spec(target, position_limits)}
         if blocks:
             spec["blocks"] = [dict(b) for b in blocks]
         if connections:

@@ -4,6 +4,7 @@ Loaded by ``cosim`` through the ``cosim.commands`` entry point; bad input
 raises :mod:`cosim.errors` exceptions, which the ``cosim`` CLI prints as one
 ``cosim: error: ...`` line with exit code 2.
 """
+import argparse
 
 
 def _parse_blocks(items):
@@ -51,7 +52,7 @@ def _cmd_build(args):
                      step=args.step, params=params, method_options=options, name=args.name,
                      stop_time=args.stop_time, step_size=args.comm_step,
                      blocks=_parse_blocks(args.block), connections=args.connect or None,
-                     backend=args.backend)
+                     backend=args.backend, position_limits=args.position_limits)
     print(f"wrote {path}")
     return 0
 
@@ -107,4 +108,7 @@ def register(subparsers):
     b.add_argument("--stop-time", type=float, default=None, help="DefaultExperiment stopTime [s]")
     b.add_argument("--comm-step", type=float, default=None,
                    help="DefaultExperiment stepSize [s] (communication step)")
+    b.add_argument("--position-limits", action=argparse.BooleanOptionalAction, default=None,
+                   help="robot from URDF: the joints' position limits as stops that hold (default: "
+                        "on; --no-position-limits: the joints move past them)")
     b.set_defaults(func=_cmd_build)

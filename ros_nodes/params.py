@@ -55,6 +55,8 @@ PLANT = (
       "geometry_msgs/TransformStamped on topics.tf_frames)"),
     S("urdf_frames", Parameter.Type.STRING_ARRAY, "robot from URDF: links/joints whose poses are "
       "outputs (<frame>_x.._qw)"),
+    S("position_limits", True, "robot from URDF: the joints' position limits (URDF <limit lower "
+      "upper>) as stops that hold; false: the joints move past them"),
     S("method", "auto", "integration method (cosim METHOD_REGISTRY name; auto: the default "
                         "rule, generalized-alpha for a driven multibody plant)"),
     S("backend", "auto", "auto (compiled numba kernels where the method and model have them), "
@@ -264,7 +266,8 @@ def plant_model(node):
     from cosim.errors import CosimError
     from cosim.models.urdf import load_urdf, urdf_model_class
     try:
-        return urdf_model_class(text, frames) if text else load_urdf(path, frames)
+        limits = bool(node.get_parameter("position_limits").value)
+        return urdf_model_class(text, frames, limits) if text else load_urdf(path, frames, limits)
     except CosimError as exc:
         raise ConfigurationError(f"parameter {given[0]!r}: {exc}") from None
 

@@ -11,7 +11,8 @@ pytest.importorskip("pinocchio")
 
 from cosim import Simulation  # noqa: E402
 from cosim.errors import InvalidInputError, UnknownModelError  # noqa: E402
-from cosim.models.urdf import example_robot_path, load_urdf, urdf_model_class  # noqa: E402
+from cosim.models.urdf import (example_robot_path, load_urdf, stop_values,  # noqa: E402
+                               urdf_model_class)
 
 TWO_LINK = Path(__file__).resolve().parents[1] / "cosim" / "data" / "urdf" / "two_link.urdf"
 
@@ -324,3 +325,130 @@ def test_a_tunable_parameter_that_pulls_the_joint_away_releases_the_stop():
     assert sim.event_log[-1]["time"] == sim.time and sim.model.params["joint2.stop"] == 0.0
     sim.do_step(sim.time, 0.05)
     assert sim.y[1] < 0.5
+
+
+# -- on by default, and the compiled fast path kept -------------------------------------------
+def _panda_1khz(limits, method="rk4", **params):
+    kw = {} if limits is None else {"position_limits": limits}
+    cls = load_urdf(_panda_path(), **kw)
+    return Simulation(cls, method=method, h=1e-3, params=params)
+
+
+@pytest.mark.parametrize("method", ["rk4", "generalized-alpha"])
+def test_stops_are_on_by_default_a_joint_driven_into_its_limit_stays_there(method):
+    """load_urdf(path) without options: 20 N·m on joint 4 towards its upper limit, 1 kHz
+    communication steps (the compiled path): after 0.5 s the stop holds the joint exactly
+    on the limit at rest; with position_limits=False the same run passes the limit by
+    more than 0.1 rad."""
+    held = _panda_1khz(None, method, **{"panda_joint4.q0": -0.3, "panda_joint6.q0": 1.5})
+    free = _panda_1khz(False, method, **{"panda_joint4.q0": -0.3, "panda_joint6.q0": 1.5})
+    assert held.model.position_limits and not free.model.position_limits
+    upper = held.model._upper[3]
+    for sim in (held, free):
+        sim.set_inputs({"panda_joint4": 20.0})
+        for _ in range(500):
+            sim.do_step(sim.time, 1e-3)
+    assert held.model.params["panda_joint4.stop"] == 1.0
+    assert held.y[3] == upper and held.y[9 + 3] == 0.0
+    assert free.y[3] > upper + 0.1 and free.stats["events"] == 0
+
+
+@pytest.mark.parametrize("method", ["rk4", "generalized-alpha", "bdf"])
+def test_a_robot_away_from_its_limits_takes_the_compiled_path_with_the_same_result(method):
+    """The Panda at rest (efforts = its gravity torques), then a PD loop about that pose
+    with a new effort every 1 ms step: with its stops (default) no step goes to the event
+    path, and the states equal those of position_limits=False bit for bit."""
+    sims = [_panda_1khz(None, method), _panda_1khz(False, method)]
+    m = sims[0].model
+    q0, v0 = m.initial_state()
+    u0 = -m._free_forces(q0, v0, np.zeros(m.n_inputs))
+    calls = []
+    sims[0]._run_until = lambda t_end: calls.append(t_end)  # the event path: must not run
+    for sim in sims:
+        sim.set_inputs(u0 + np.r_[np.full(7, 0.5), 0.0, 0.0])  # the arm pushed: it moves
+        for k in range(300):
+            if k >= 100:
+                y = sim.y
+                sim.set_inputs(u0 + 50.0 * (q0 - y[:9]) - 5.0 * y[9:])
+            sim.do_step(sim.time, 1e-3)
+    assert calls == [] and sims[0].stats["events"] == 0
+    assert np.array_equal(sims[0].y, sims[1].y) and np.abs(sims[0].y[9:]).max() > 1e-3
+
+
+@pytest.mark.parametrize("method", ["rk4", "generalized-alpha", "bdf"])
+@pytest.mark.parametrize("new_inputs", [False, True])
+def test_the_fast_path_and_the_event_path_find_the_same_events(method, new_inputs):
+    """The Panda falling onto its limits (fingers pushed open, no other effort; or a new
+    finger effort every step that pulls them off their stops and back), 0.4 s in 1 ms steps, once through do_step's fast path with
+    the stops' check and once with that check off (every integrator step on the event
+    path): the same events in the same order at times within 1e-9 s, the same final state
+    within 1e-9."""
+    runs = []
+    for screened in (True, False):
+        sim = _panda_1khz(None, method)
+        if not screened:
+            sim._screen = None
+        for k in range(400):
+            if k == 0 or new_inputs:
+                f = 3.0 * math.cos(0.02 * k) if new_inputs else 2.0  # (pulls away, k 79..235)
+                sim.set_inputs({"panda_finger_joint1": f, "panda_finger_joint2": f})
+            sim.do_step(sim.time, 1e-3)
+        runs.append(sim)
+    a, b = ([(e["name"], e["time"]) for e in r.event_log] for r in runs)
+    assert len(a) >= 3 and [n for n, _ in a] == [n for n, _ in b]
+    assert new_inputs == any(n.endswith("_stop_release") for n, _ in a)
+    assert max(abs(x[1] - y[1]) for x, y in zip(a, b)) <= 1e-9
+    assert np.abs(runs[0].y - runs[1].y).max() <= 1e-9
+
+
+def test_the_compiled_stop_functions_match_the_pinocchio_ones(panda_limits):
+    """The switching functions from the compiled rigid-body kernels (what the stepper
+    uses) against the pinocchio reference, with stops holding (joint 2 and the fingers:
+    the reactions solved with the mimic constraint), random efforts: within 1e-9
+    (measured 5e-14)."""
+    sim = Simulation(panda_limits, method="dopri5", backend="python")
+    for _ in range(100):  # falls onto joint 2's limit, the fingers onto theirs
+        sim.do_step(sim.time, 0.01)
+    m = sim.model
+    assert len(m._held) >= 3
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        u = rng.normal(size=9) * 5.0
+        y = sim.y + np.r_[np.zeros(9), rng.normal(size=9) * 0.1 * (m.params["panda_joint2.stop"] == 0)]
+        z, ref = m.event_functions(sim.time, y, u), m.event_functions_reference(sim.time, y, u)
+        release = ref[2 * len(m._limited):]
+        assert np.abs(z - ref).max() <= 1e-9 and np.count_nonzero(release != 1.0) >= 2
+        plain = np.empty_like(z)  # the same function uncompiled (hosts without numba)
+        stop_values(y[:9].copy(), y[9:].copy(), u, m._p, m._stop_table, plain)
+        assert np.abs(plain - ref).max() <= 1e-9
+
+
+def test_position_limits_opt_out_in_the_cli_spec_and_fmu_builder(tmp_path, capsys):
+    """--no-position-limits (cosim models/simulate), the spec key position_limits: false,
+    and fmu build --no-position-limits give a robot without stops; the default has them."""
+    import json
+
+    from cosim.cli import main as cosim_main
+    from cosim.models import load_model
+    from cosim.models.urdf import model_from_spec
+
+    path = tmp_path / "arm.urdf"
+    path.write_text(ARM)
+    assert model_from_spec({"urdf_text": ARM}).position_limits
+    assert not model_from_spec({"urdf_text": ARM, "position_limits": False}).position_limits
+    assert load_model({"urdf_text": ARM}).events
+    assert not load_model({"urdf_text": ARM, "position_limits": False}).events
+    for flag, stops in (([], True), (["--no-position-limits"], False)):
+        assert cosim_main(["models", str(path), "--json", *flag]) == 0
+        names = {p["name"] for p in json.loads(capsys.readouterr().out)["parameters"]}
+        assert ("j.stop" in names) is stops
+        assert cosim_main(["simulate", str(path), "--t-end", "0.01", "--json", *flag]) == 0
+        capsys.readouterr()
+    assert cosim_main(["simulate", "pendulum", "--no-position-limits", "--t-end", "0.01"]) == 2
+    assert "position-limits apply to a robot from URDF" in capsys.readouterr().err
+    pytest.importorskip("pythonfmu")
+    from fmu.builder import _model_spec
+    assert _model_spec(str(path))["position_limits"] is True
+    assert _model_spec(str(path), False)["position_limits"] is False
+    with pytest.raises(InvalidInputError, match="position-limits"):
+        _model_spec("pendulum", False)

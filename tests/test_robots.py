@@ -35,7 +35,7 @@ def test_panda_mimic_finger_is_a_constraint_matching_pinocchios_mimic_model():
     from scipy.integrate import solve_ivp
 
     path = _panda_path()
-    cls = load_urdf(path)
+    cls = load_urdf(path, position_limits=False)  # the reference has no stops
     assert cls.constraint_names == ("panda_finger_joint2_mimic",)
     assert len(cls.coordinates) == 9 and "panda_finger_joint2.q0" not in \
         [p.name for p in cls.parameters]
@@ -100,7 +100,8 @@ def test_panda_fingers_stay_together_under_an_arm_pd(backend):
     if backend == "python":
         text = path.read_text()
         assert text.count("<mimic ") == 1
-        free = urdf_model_class(text.replace('<mimic joint="panda_finger_joint1"/>', ""))
+        free = urdf_model_class(text.replace('<mimic joint="panda_finger_joint1"/>', ""),
+                                position_limits=False)
         assert free.constraint_names == ()
         lo, hi, residual = _pd_run(free, backend, t_end=1.0)
         assert residual > 0.1 and (lo < -0.05 or hi > 0.09)
@@ -211,6 +212,24 @@ def test_simulation_takes_a_urdf_file_like_a_library_model(tmp_path):
         Simulation(model=tmp_path / "plant.py")
 
 
+def test_cli_says_a_clipped_effort_once_on_stderr(tmp_path, capsys):
+    """``cosim run`` of a scenario driving a URDF robot beyond its effort limit: one
+    ``cosim: warning:`` line on stderr naming the joint, the value and the limit (a
+    constant input asked at every communication step, said once)."""
+    from cosim.cli import main as cosim_main
+
+    (tmp_path / "arm.urdf").write_text(TWO_LINK.read_text())
+    (tmp_path / "arm.yaml").write_text(
+        "model: {urdf: arm.urdf, params: {joint1.effort_limit: 2.0}}\n"
+        "stop_time: 0.05\ncommunication_step: 0.01\n"
+        "inputs: {joint1: {type: constant, value: 5.0}}\n")
+    assert cosim_main(["run", str(tmp_path / "arm.yaml"), "--json"]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if "is clipped" in line]
+    assert err == ["cosim: warning: input 'joint1' = 5.0 is clipped to 2.0 by the effort limit "
+                   "of joint 'joint1' (parameter 'joint1.effort_limit', URDF <limit effort>) "
+                   "(said once per input)"]
+
+
 @pytest.mark.fmu
 def test_fmu_logs_a_clipped_effort_once(tmp_path):
     """The FMU of a URDF robot: an effort beyond the joint's limit is one fmi2Warning
@@ -275,7 +294,7 @@ def test_limit_impact_energy_bookkeeping(restitution):
     for _ in range(10):
         sim.do_step(sim.time, 0.01)
     assert [e["name"] for e in sim.event_log] == ["panda_joint4_upper_limit"]
-    free = Simulation(load_urdf(path), **opts)
+    free = Simulation(load_urdf(path, position_limits=False), **opts)
     free.do_step(0.0, sim.event_log[0]["time"])  # the state just before the impact
     q, v = free.y[:9], free.y[9:]
     pm = pin.buildModelFromUrdf(str(path))

@@ -201,3 +201,27 @@ def test_ur5_description_and_frames_match_pinocchio(harness, tmp_path):
                        "joint 'wrist_1_joint' (parameter 'wrist_1_joint.effort_limit', URDF "
                        "<limit effort>) (said once per input)"]
     assert hs.errors() == []
+
+
+def test_position_limits_parameter_turns_the_stops_off():
+    """The node's robot has its joints' stops by default; position_limits: false
+    (a node parameter) gives the robot without them (no stop events, no .stop
+    parameters)."""
+    from types import SimpleNamespace
+
+    from ros_nodes.params import PLANT, plant_model
+
+    assert {s.name: s.default for s in PLANT}["position_limits"] is True
+
+    class Node:
+        def __init__(self, **values):
+            self.values = dict(robot_description="", urdf_file=str(_ur5()),
+                               robot_description_topic="", urdf_frames=[], **values)
+
+        def get_parameter(self, name):
+            return SimpleNamespace(value=self.values[name])
+
+    on, off = plant_model(Node(position_limits=True)), plant_model(Node(position_limits=False))
+    assert on.position_limits and len(on.events) == 3 * 6 and "shoulder_pan_joint.stop" in \
+        {p.name for p in on.parameters}
+    assert not off.position_limits and off.events == ()

@@ -2,6 +2,7 @@
 shows each library model's parameters, inputs and outputs with units and defaults;
 ``cosim models MODEL`` one model in detail (a library name, a URDF file, ``file.py:Class``
 or ``package.module:Class``)."""
+import argparse
 import json
 
 from .._registry import load_symbol
@@ -148,8 +149,9 @@ def register(sub):
                    help="a library model name, ROBOT.urdf, path/to/file.py:Class or package.module:Class")
     p.add_argument("--frame", action="append", metavar="NAME",
                    help="robot from URDF: a link/joint frame whose pose becomes outputs (repeatable)")
-    p.add_argument("--position-limits", action="store_true",
-                   help="robot from URDF: joint position limits as stop events")
+    p.add_argument("--position-limits", action=argparse.BooleanOptionalAction, default=None,
+                   help="robot from URDF: the joints' position limits as stops that hold (default: "
+                        "on; --no-position-limits: the joints move past them)")
     p.add_argument("--json", action="store_true", help="print JSON (a list, or one object for MODEL)")
     p.set_defaults(func=_models)
     p = sub.add_parser("methods", help="list the integration methods")

@@ -6,6 +6,7 @@ to ``--t-end`` recorded every ``t_end/500`` from the integrator's dense output
 steps of ``--dt`` with the inputs held (ZOH), landing on and recording each,
 exactly as the FMU and the ROS node do, so the three agree.
 """
+import argparse
 import json
 import sys
 import warnings
@@ -56,7 +57,7 @@ def is_urdf_class(plant):
 
 def run_simulation(model, method="auto", *, t_end=None, dt=None, rtol=None,
                    atol=None, h=None, params=None, method_options=None, progress=False,
-                   backend="auto", frames=(), position_limits=False, max_ic_repair=None, check=None):
+                   backend="auto", frames=(), position_limits=None, max_ic_repair=None, check=None):
     """Run ``model`` to ``t_end`` (:func:`cosim.run.execute`); returns a dict with the
     :class:`~cosim.run.RunResult` (``result``), its time series (``time``, ``y``,
     ``outputs``, ``residuals``, ``order``) and the live simulation (``sim``).
@@ -373,8 +374,9 @@ def register(sub):
     p.add_argument("--max-ic-repair", type=float, default=None, metavar="D",
                    help="an initial state the IC analysis would move by more than D (max abs change of "
                         "a position or velocity) is an error instead of a warned repair")
-    p.add_argument("--position-limits", action="store_true",
-                   help="robot from URDF: joint position limits as stop events (restitution parameter)")
+    p.add_argument("--position-limits", action=argparse.BooleanOptionalAction, default=None,
+                   help="robot from URDF: the joints' position limits as stops that hold (default: "
+                        "on; --no-position-limits: the joints move past them)")
     p.add_argument("--check", choices=("quick", "off"), default=None,
                    help="model check at set-up (default: quick for user models, off for the library's)")
     p.add_argument("--verbose", action="store_true",

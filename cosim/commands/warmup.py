@@ -178,6 +178,12 @@ def _compile_methods(jobs=1):
         compiled_functions(model)
         print(f"{name:>24s}  {'kernels compiled (or loaded)':<28s} {time.perf_counter() - t0:7.2f} s",
               flush=True)
+        # the position-limit stops' switching functions (every robot with limits)
+        from ..models.urdf import compiled_stop_functions  # noqa: PLC0415
+        t0 = time.perf_counter()
+        compiled_stop_functions()
+        print(f"{'urdf stops':>24s}  {'compiled (or loaded)':<28s} {time.perf_counter() - t0:7.2f} s",
+              flush=True)
     return 0
 
 

@@ -4,11 +4,11 @@ each — index 3 (eqs. 78-79, scaled by ĥ²), index 2 (GGL, eq. 84), index 1 (t
 system after eq. 84) — and the quasi-Newton solve (seed 000 Algorithm 2)."""
 import math
 
-from .dense_lu import lu_solve_inplace
 from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_FORCE_JACOBIAN,
     FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_FORCE_JACOBIANS, FN_GAMMA, FN_MASS,
     FN_MASS_JACOBIAN_TERM, MATRIX_NONFINITE, MATRIX_SINGULAR, NEWTON_CONVERGED,
-    NEWTON_LAST_CHANCE, NEWTON_REFRESH, NEWTON_SLOW, factor_matrix, newton_verdict)
+    NEWTON_LAST_CHANCE, NEWTON_REFRESH, NEWTON_SLOW, all_finite, factor_matrix, matrix_formed,
+    newton_start, newton_verdict, relaxed_update)
 from .bdf_record import (CONST_MASS, EPS, F_INFO, HAS_FACTOR, HAS_J, H_JAC, INDEX2, INDEX3, I_NS,
     NEED_JAC, NEWTON_ERR_TOL, NEWTON_MAX_ITER, NEWTON_TOL, NONFINITE_MATRIX, OK, PIV, REASON,
     RELAX, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SIGMA, SINGULAR, ST_JAC, ST_LU, ST_NEWTON,
@@ -364,43 +364,16 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, C
     N = I[I_NS]
     variant = I[VARIANT]
     nw = (variant + 1) * n                # entries of the update the norm weighs (q; q, v; q, v, a)
-    delta, F, w2 = ws[WS_DELTA], ws[WS_F], ws[WS_W2]
+    delta, F, w2 = W[ws[WS_DELTA]:ws[WS_DELTA] + N], W[ws[WS_F]:ws[WS_F] + N], W[ws[WS_W2]:]
     piv = I[PIV:PIV + N]
-    const_mass = I[CONST_MASS] == 1
-    o_J = offsets(n, m, N)[7]
-    old_norm = -1.0
-    n_j = 0
-    err = math.inf
-    sigma = S[SIGMA]
-    for i in range(N):
-        W[delta + i] = 0.0
+    old_norm, n_j, err, sigma = newton_start(delta, N, S[SIGMA])
     for it in range(1, NEWTON_MAX_ITER + 1):
         if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
-            if variant == INDEX3:
-                _jacobian(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw)
-            elif variant == INDEX2:
-                _jacobian2(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw)
-            else:
-                _jacobian1(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw)
-            I[ST_JAC] += 1
-            for i in range(N):            # kept for the next step's reuse (HAS_J)
-                for j in range(N):
-                    S[o_J + i * N + j] = Jw[i, j]
-            I[HAS_J] = 1
-            formed, ratio = factor_matrix(Jw, LU, piv, N)
-            if formed == MATRIX_NONFINITE:
-                return False, NONFINITE_MATRIX
-            if formed == MATRIX_SINGULAR:
-                I[HAS_FACTOR] = 0
-                S[F_INFO] = ratio
-                return False, SINGULAR
-            I[HAS_FACTOR] = 1
-            I[ST_LU] += 1
-            S[H_JAC] = hhat
-            I[NEED_JAC] = 0
-            S[RELAX] = 1.0
-            n_j = 0
-            old_norm = -1.0
+            status = _form_matrix(fns, S, I, LU, piv, N, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv,
+                                  Hm, Mq, Cq, Jw)
+            if status != OK:
+                return False, status
+            n_j, old_norm = matrix_formed(S, I, hhat, (HAS_FACTOR, ST_LU, NEED_JAC), (H_JAC, RELAX))
         if variant == INDEX3:
             _residual(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq)
         elif variant == INDEX2:
@@ -409,24 +382,16 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, C
             _residual1(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq)
         I[ST_RES] += 1
         I[ST_NEWTON] += 1
-        finite = True
-        for i in range(N):
-            if not math.isfinite(W[F + i]):
-                finite = False
-        if not finite:
+        if not all_finite(F):
             I[NEED_JAC] = 1
             S[SIGMA] = sigma
             I[REASON] = R_RESIDUAL
             return False, OK
-        lu_solve_inplace(LU, piv, W[F:F + N])
-        relax = S[RELAX]
-        s2 = 0.0
-        for i in range(N):
-            dd = W[F + i] * -relax
-            W[delta + i] += dd
-            if i < nw:
-                s2 += dd * dd * W[w2 + i]
+        relaxed_update(LU, piv, F, delta, N, S[RELAX])
         n_j += 1
+        s2 = 0.0
+        for i in range(nw):               # ‖Δδ‖ (eq. 35; W[w2]: squared weights over their count)
+            s2 += F[i] * F[i] * w2[i]
         dnorm = math.sqrt(s2)
         if not math.isfinite(dnorm):
             I[NEED_JAC] = 1
@@ -446,3 +411,31 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, C
         return True, OK
     I[REASON] = R_NO_CONVERGENCE
     return False, OK
+
+
+def _form_matrix(fns, S, I, LU, piv, N, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
+    """The iteration matrix of the formulation at the current δ, kept in S for the
+    next step's reuse (HAS_J) and factored into LU.  Returns OK, NONFINITE_MATRIX or
+    SINGULAR (pivot ratio in S[F_INFO])."""
+    variant = I[VARIANT]
+    const_mass = I[CONST_MASS] == 1
+    if variant == INDEX3:
+        _jacobian(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw)
+    elif variant == INDEX2:
+        _jacobian2(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw)
+    else:
+        _jacobian1(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw)
+    I[ST_JAC] += 1
+    o_J = offsets(n, m, N)[7]
+    for i in range(N):
+        for j in range(N):
+            S[o_J + i * N + j] = Jw[i, j]
+    I[HAS_J] = 1
+    formed, ratio = factor_matrix(Jw, LU, piv, N)
+    if formed == MATRIX_NONFINITE:
+        return NONFINITE_MATRIX
+    if formed == MATRIX_SINGULAR:
+        I[HAS_FACTOR] = 0
+        S[F_INFO] = ratio
+        return SINGULAR
+    return OK

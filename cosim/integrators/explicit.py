@@ -42,10 +42,10 @@ from ..errors import ConvergenceError, SingularMatrixError
 from . import dense_lu, explicit_record, index1_kernel, kernel_common
 from . import explicit_kernel as K
 from .base import MultibodyIntegrator
+from .explicit_state import RECORD
 from .common import error_weights, last_step_dense_output
 from .model_functions import n_nonholonomic, python_functions
-from .record import (DeferredRestart, RecordIntegrator, hermite_dense, kernel_model_reason, record_flagged,
-                     record_flagged_array, record_int, record_point, record_scalar)
+from .record import DeferredRestart, RecordIntegrator, kernel_model_reason, record_point
 
 _Y, _YP, _QDD, _LAM = range(4)   # positions in explicit_kernel.offsets()
 _J_TEXT = "[[M, C_q^T], [C_q, 0]] (seed 000 eq. 89)"   # the matrix J of eq. 89 in messages
@@ -111,8 +111,11 @@ class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyInt
     compiled_entry = staticmethod(compiled_entry)
     compiled_native_step = staticmethod(compiled_native_step)
 
-    h_next = record_scalar(K.H_NEXT, writable=True)
-    projection_iterations = record_int(K.PROJ_ITERS)
+    state_declaration = RECORD   # the record, the state dictionary and its schema
+    h_next = RECORD.view("method_state.h_next")
+    projection_iterations = RECORD.view("method_state.projection_iterations")
+    f_cur = _completed(RECORD.view("method_state.f_cur"))   # the FSAL / first stage f (None: not in the record)
+    _dense = _completed(RECORD.view("method_state.dense"))  # the last step's dense output (None before a step)
 
     def __init__(self, model, backend="python", **kwargs):
         self._construct(model, backend, supports, K.N_SCALARS, kwargs)
@@ -131,7 +134,6 @@ class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyInt
         offs = K.offsets(n, m, ny)
         self._slices = [(offs[i], length) for i, length in enumerate((ny, ny, n, m))]
         self._n, self._m, self._ny = n, m, ny
-        self._o_f, self._o_d = offs[4], offs[5]
         S = np.zeros(offs[-1])
         S[K.T] = S[K.T_PREV] = math.nan
         I = np.zeros(K.int_length(n, m), dtype=np.int64)
@@ -141,7 +143,6 @@ class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyInt
         self._set_record(S, I, n + m)
         self._sync_step_options()
 
-    f_cur = _completed(record_flagged_array(K.HAS_F, "_o_f", "f_cur"))   # the FSAL / first stage f
     qdd = _completed(_POINT.qdd)
     lam = _completed(_POINT.lam)
 
@@ -235,15 +236,12 @@ class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyInt
         if self.multibody:
             self._derivative_at_current()
 
-    def _method_state(self):
-        return {"h_next": float(self._S[K.H_NEXT]), "f_cur": self.f_cur, "dense": self._dense,
-                "projection_iterations": self.projection_iterations}
+    def state(self):
+        self._complete_end()
+        return RECORD.get(self)
 
-    def _restore_method_state(self, d):
-        self.h_next = float(d["h_next"])
-        self.f_cur = d["f_cur"]
-        self._dense = d["dense"]
-        self.projection_iterations = int(d.get("projection_iterations", 0))
+    def restore(self, state):
+        RECORD.restore(self, state)
 
     # -- failures ----------------------------------------------------------------------------
     def _failed(self, status):
@@ -293,21 +291,6 @@ class DormandPrince(ExplicitRungeKutta):
     description = "Dormand-Prince 5(4), index-1 form + constraint projection (seed 000 §6)"
     _method_code = K.DOPRI5
 
-    def _read_dense(self):
-        ny, o, S = self._ny, self._o_d, self._S
-        return {"Q": S[o:o + 4 * ny].reshape(ny, 4).copy(), "h": np.array(S[K.DENSE_H]),
-                "shift": S[o + 4 * ny:o + 5 * ny].copy()}
-
-    def _write_dense(self, value):
-        ny, o = self._ny, self._o_d
-        self._S[o:o + 4 * ny] = self._vector(np.asarray(value["Q"], dtype=float).reshape(-1), 4 * ny, "dense.Q")
-        self._S[o + 4 * ny:o + 5 * ny] = self._vector(value["shift"], ny, "dense.shift")
-        self._S[K.DENSE_H] = float(value["h"])
-
-    _dense = record_flagged(K.HAS_DENSE, _read_dense, _write_dense,
-                            "Shampine's continuous extension of the last step: Q = Kᵀ P, h, and the "
-                            "projection shift y_proj − ŷ (blended in linearly); None before a step")
-
     def dense_output(self, t):
         t0, t1 = self.t_prev, self.t
         t = float(t)
@@ -333,8 +316,6 @@ class RK4(ExplicitRungeKutta):
     name = "rk4"
     description = "classical Runge-Kutta 4, fixed step or step doubling, + projection (seed 000 §6)"
     _method_code = K.RK4
-
-    _dense = _completed(hermite_dense(K.HAS_DENSE, K.DENSE_H))
 
     def dense_output(self, t):
         return last_step_dense_output(self, t, "f0", "f1")

@@ -5,7 +5,6 @@ import math
 
 import numpy as np
 
-from .dense_lu import lu_solve_inplace
 from .ga_record import (CONST_MASS, EPS, FIXED_NEWTON_REL, F_INFO, GGL, GGL_RATE_TOL, HAS_FACTOR,
     H_FIXED, H_JAC, NEED_JAC, NEWTON_ERR_TOL, NEWTON_FAILED, NEWTON_MAX_ITER, NEWTON_TOL,
     NONFINITE_MATRIX, OK, PIV, REASON, RELAX, ROUNDOFF, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE,
@@ -15,7 +14,7 @@ from .ga_terms import (_all_finite, _nh_jacobian, _nh_residual, n_nonholonomic)
 from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_FORCE_JACOBIAN,
     FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_FORCE_JACOBIANS, FN_MASS, FN_MASS_JACOBIAN_TERM,
     MATRIX_NONFINITE, MATRIX_SINGULAR, NEWTON_CONVERGED, NEWTON_LAST_CHANCE, NEWTON_REFRESH,
-    NEWTON_SLOW, factor_matrix, newton_verdict)
+    NEWTON_SLOW, factor_matrix, matrix_formed, newton_start, newton_verdict, relaxed_update)
 
 
 # ---------------------------------------------------------------------------------
@@ -288,46 +287,23 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
     ``qd0``, ``sy``, ``s_mu`` its own, and it accepts on the rate test
     σ/(1−σ)‖Δδ‖ < GGL_RATE_TOL only, or on a stall below NEWTON_TOL with a matrix
     formed in this solve."""
-    ng = n_nonholonomic(I)
-    mz = m + ng
-    N = matrix_size(n, m, ggl, ng)
+    mz = m + n_nonholonomic(I)
+    N = matrix_size(n, m, ggl, mz - m)
     piv = I[PIV:PIV + N]
-    const_mass = I[CONST_MASS] == 1
-    old_norm = -1.0
-    n_j = 0
-    err = math.inf
-    sigma = S[SIGMA]
+    old_norm, n_j, err, sigma = newton_start(delta, N, S[SIGMA])
     refreshed = False
-    delta[:] = 0.0
     # fixed step, index 3: tolerances relative to the step's innovation (FIXED_NEWTON_REL)
     rel = S[H_FIXED] > 0.0 and not ggl
-    x_hat = work[W_X_HAT]
     rnd, rnd_q = _rounding_floors(n, q0, v0, scale, bh2, gh) if rel else (0.0, 0.0)
     tol = NEWTON_TOL
     err_tol = GGL_RATE_TOL if ggl else NEWTON_ERR_TOL
     for it in range(1, NEWTON_MAX_ITER + 1):
         if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
-            if ggl:
-                _jacobian_ggl(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, b, g, gh, eta, const_mass,
-                              delta, Jw, work)
-            else:
-                _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_mass, delta, Jw,
-                          (b / g) * h)
-            I[ST_JAC] += 1
-            formed, ratio = factor_matrix(Jw, LU, piv, N)
-            if formed == MATRIX_NONFINITE:
-                return False, it, NONFINITE_MATRIX
-            if formed == MATRIX_SINGULAR:
-                I[HAS_FACTOR] = 0
-                S[F_INFO] = ratio
-                return False, it, SINGULAR
-            I[HAS_FACTOR] = 1
-            I[ST_LU] += 1
-            S[H_JAC] = h
-            I[NEED_JAC] = 0
-            S[RELAX] = 1.0
-            n_j = 0
-            old_norm = -1.0
+            status = _form_matrix(fns, S, I, LU, piv, N, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat,
+                                  bh2, gh, eta, delta, Jw, work, ggl, b, g)
+            if status != OK:
+                return False, it, status
+            n_j, old_norm = matrix_formed(S, I, h, (HAS_FACTOR, ST_LU, NEED_JAC), (H_JAC, RELAX))
             refreshed = True
         if ggl:
             _residual_ggl(fns, p, u, n, m, t1, q0, qd0, v0, qdd0, lam_hat, bh2, g, gh, eta, delta, F, work)
@@ -340,12 +316,8 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
             S[SIGMA] = sigma
             I[REASON] = R_RESIDUAL
             return False, it, NEWTON_FAILED
-        lu_solve_inplace(LU, piv, F)
-        relax = S[RELAX]
-        for i in range(N):
-            F[i] *= -relax
+        relaxed_update(LU, piv, F, delta, N, S[RELAX])
         n_j += 1
-        delta += F
         if ggl:
             dnorm = _norm_ggl(F, n, m, mz, scale, sy, CqT, lam_scale, s_mu, work[W_QX])  # (q + h e_j: scratch)
         else:
@@ -355,13 +327,7 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
             I[REASON] = R_UPDATE
             return False, it, NEWTON_FAILED
         if rel:
-            # ‖x‖ in the Newton norm, x = x̂ + δ the innovation so far
-            xn = 0.0
-            for i in range(n):
-                e = abs(x_hat[i] + delta[i]) * scale[i]
-                if e > xn:
-                    xn = e
-            tol = _pymax(min(NEWTON_TOL, FIXED_NEWTON_REL * xn), rnd)
+            tol = _pymax(min(NEWTON_TOL, FIXED_NEWTON_REL * _innovation(n, work[W_X_HAT], delta, scale)), rnd)
             err_tol = tol * (NEWTON_ERR_TOL / NEWTON_TOL)
         verdict, sigma, err = newton_verdict(it, n_j, dnorm, old_norm, sigma, err, tol, err_tol,
                                              True, ggl)
@@ -386,6 +352,38 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
         return True, NEWTON_MAX_ITER, OK
     I[REASON] = R_NO_CONVERGENCE
     return False, NEWTON_MAX_ITER, NEWTON_FAILED
+
+
+def _form_matrix(fns, S, I, LU, piv, N, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, eta,
+                 delta, Jw, work, ggl, b, g):
+    """The iteration matrix at the current δ (eq. 33, or the GGL eq. 39), factored into
+    LU.  Returns OK, NONFINITE_MATRIX, or SINGULAR (pivot ratio in S[F_INFO])."""
+    const_mass = I[CONST_MASS] == 1
+    if ggl:
+        _jacobian_ggl(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, b, g, gh, eta, const_mass,
+                      delta, Jw, work)
+    else:
+        _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_mass, delta, Jw,
+                  (b / g) * h)
+    I[ST_JAC] += 1
+    formed, ratio = factor_matrix(Jw, LU, piv, N)
+    if formed == MATRIX_NONFINITE:
+        return NONFINITE_MATRIX
+    if formed == MATRIX_SINGULAR:
+        I[HAS_FACTOR] = 0
+        S[F_INFO] = ratio
+        return SINGULAR
+    return OK
+
+
+def _innovation(n, x_hat, delta, scale):
+    """‖x‖ in the Newton norm, x = x̂ + δ the innovation of the step so far."""
+    xn = 0.0
+    for i in range(n):
+        e = abs(x_hat[i] + delta[i]) * scale[i]
+        if e > xn:
+            xn = e
+    return xn
 
 
 def _rounding_floors(n, q0, v0, scale, bh2, gh):

@@ -41,6 +41,7 @@ from . import dense_lu, ga_corrector, ga_record, ga_terms, kernel_common
 from . import ga_kernel as K
 from .base import EPS, MultibodyIntegrator
 from .common import consistent_accelerations, error_weights, initial_step
+from .ga_state import RECORD
 from .model_functions import compiled_unsupported, n_nonholonomic, python_functions
 from .record import RecordIntegrator, record_array, record_scalar, record_time
 
@@ -206,6 +207,7 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
     flag_words = {"tangent_estimate": ("auto",)}
     _ggl = 0   # the kernel's formulation switch I[GGL]
     _kernel = K
+    state_declaration = RECORD   # the record, the state dictionary and its schema
     compiled_entry = staticmethod(compiled_entry)
     compiled_native_step = staticmethod(compiled_native_step)
 
@@ -361,30 +363,11 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
 
     # -- state -------------------------------------------------------------------------------
     def state(self):
-        self._settle()
-        d = super().state()   # t, y, t_prev, y_prev, u, stats, method_state, qdd, lam
-        return d
-
-    def _method_state(self):
-        S = self._S
-        newton = self._newton_state(K.PIV)
-        return {"a": self.a, "qdd_prev": self.qdd_prev, "h_next": float(S[K.H_NEXT]),
-                "h_last": float(S[K.H_LAST]), "x_rate": self.x_rate, "lam_rate": self.lam_rate,
-                "newton": newton}
+        return RECORD.get(self)   # t, y, t_prev, y_prev, u, stats, method_state, qdd, lam
 
     def restore(self, state):
         """Continue from ``state`` (validated before anything is written; all or nothing)."""
-        self._restore_swapped(state, K.PIV)
-        self._restart_pending = False
-
-    @staticmethod
-    def _state_arrays(state):
-        ms = state["method_state"]
-        return ((0, state["y"]), (1, state["y_prev"]), (2, state["qdd"]), (3, ms["qdd_prev"]),
-                (4, state["lam"]), (5, ms["a"]), (6, ms["x_rate"]), (7, ms["lam_rate"]))
-
-    def _write_method_state(self, ms):
-        self._S[K.H_NEXT], self._S[K.H_LAST] = float(ms["h_next"]), float(ms["h_last"])
+        RECORD.restore(self, state)
 
     def reset_point(self, t, y):
         """Continue from (t, y) — e.g. after an event's jump map — and restart."""

@@ -353,25 +353,13 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     the reference).  Returns a status code; on failure S[F_H] is the step size,
     I[CAUSE] / S[F_ERR] / S[F_HRHO] what made it fail."""
     n, m, ny = I[I_N], I[I_M], I[I_NY]
-    o_y, o_yp, o_qdd, o_lam, o_f, o_d, _, _ = rkc_offsets(n, m, ny)
     xb = rkc_ints(n, m)
     Y, f_new, lam_new, est, f0, y = w[12], w[10], w[11], w[13], w[21], w[22]
     t = S[T]
-    for i in range(ny):
-        y[i] = S[o_y + i]
-    # f at the current point: _derivative_at_current
-    if I[HAS_F] == 0:
-        cause = _penalty_evaluate(fns, S, I, LU, p, u, n, m, t, y, f_new, lam_new, w)
-        status = keep_current_derivative(S, I, cause, f_new, lam_new, n, m, ny, o_f, o_qdd, o_lam)
-        if status != OK:
-            return status
-    for i in range(ny):
-        f0[i] = S[o_f + i]
+    status = _start_point(fns, S, I, LU, u, p, y, f0, f_new, lam_new, w)
+    if status != OK:
+        return status
     fixed = S[H_FIXED] > 0.0
-    if I[xb + X_STEPS_SINCE_RHO] >= I[xb + X_RHO_INTERVAL]:
-        status = _refresh_rho(fns, S, I, LU, p, u, n, m, y, f0, w)
-        if status != OK:
-            return status
     s_max = I[xb + X_MAX_STAGES]
     rho = S[RHO]
     h_prop = S[H_FIXED] if fixed else S[H_NEXT]
@@ -432,6 +420,26 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         S[H_NEXT] = S[H_FIXED]
     else:
         _control(S, h, h_prop, err, rejected, lands)
+    return OK
+
+
+def _start_point(fns, S, I, LU, u, p, y, f0, f_new, lam_new, w):
+    """y and f0 ← the current point and f there (evaluated unless kept:
+    _derivative_at_current), and the spectral radius ρ refreshed when due."""
+    n, m, ny = I[I_N], I[I_M], I[I_NY]
+    o_y, o_yp, o_qdd, o_lam, o_f, o_d, _, _ = rkc_offsets(n, m, ny)
+    xb = rkc_ints(n, m)
+    for i in range(ny):
+        y[i] = S[o_y + i]
+    if I[HAS_F] == 0:
+        cause = _penalty_evaluate(fns, S, I, LU, p, u, n, m, S[T], y, f_new, lam_new, w)
+        status = keep_current_derivative(S, I, cause, f_new, lam_new, n, m, ny, o_f, o_qdd, o_lam)
+        if status != OK:
+            return status
+    for i in range(ny):
+        f0[i] = S[o_f + i]
+    if I[xb + X_STEPS_SINCE_RHO] >= I[xb + X_RHO_INTERVAL]:
+        return _refresh_rho(fns, S, I, LU, p, u, n, m, y, f0, w)
     return OK
 
 

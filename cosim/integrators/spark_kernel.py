@@ -86,19 +86,9 @@ def _stages(fns, S, I, p, u, z, q0, p0, t0, h, res, final, w):
     """The stage residual at z = [V (nv × n); h·Λ (s × m)] into ``res``; with ``final``
     instead the end point q_{n+1} (w[32]) and p_{n+1} without the last constraint
     impulse (w[33]), which the velocity-constraint solve adds."""
-    n, m, s, nv = I[I_N], I[I_M], I[I_S], I[I_NV]
-    nl = s + 1
-    o = _layout(I)
-    c = S[o[5]:o[5] + nv]
-    A = S[o[6]:o[6] + nv * nv].reshape((nv, nv))
-    b = S[o[7]:o[7] + nv]
-    Ah = S[o[8]:o[8] + nl * nv].reshape((nl, nv))
-    At = S[o[9]:o[9] + s * nl].reshape((s, nl))
-    cl = S[o[10]:o[10] + nl]
-    bl = S[o[11]:o[11] + nl]
-    Q, Qt, Fs, GL = w[11], w[12], w[13], w[14]
-    M, Cq, C, fo = w[15], w[16], w[17], w[38]
-    oh = nv * n   # start of the impulses h·Λ_j in z
+    n, nv = I[I_N], I[I_NV]
+    A = _tableau(S, I)[1]
+    Q = w[11]
     for i in range(nv):   # Q = q_n + h A V
         for k in range(n):
             acc = 0.0
@@ -106,49 +96,81 @@ def _stages(fns, S, I, p, u, z, q0, p0, t0, h, res, final, w):
                 acc += A[i, j] * z[j * n + k]
             Q[i, k] = q0[k] + h * acc
     if I[SCHEME] == LOBATTO:
-        # Lobatto IIIA-IIIB: nv = s + 1 stages at the Lobatto points
+        _lobatto_stages(fns, S, I, p, u, z, q0, p0, t0, h, res, final, w)
+    else:
+        _gauss_lobatto_stages(fns, S, I, p, u, z, q0, p0, t0, h, res, final, w)
+
+
+def _tableau(S, I):
+    """The scheme's coefficients in S: (c, A, b) of the nv dynamics stages, Â (the
+    constraint stages from V), Ã (their impulses in the dynamics), c̃, b̃ of the
+    s + 1 constraint stages."""
+    s, nv = I[I_S], I[I_NV]
+    nl = s + 1
+    o = _layout(I)
+    return (S[o[5]:o[5] + nv], S[o[6]:o[6] + nv * nv].reshape((nv, nv)), S[o[7]:o[7] + nv],
+            S[o[8]:o[8] + nl * nv].reshape((nl, nv)), S[o[9]:o[9] + s * nl].reshape((s, nl)),
+            S[o[10]:o[10] + nl], S[o[11]:o[11] + nl])
+
+
+def _lobatto_stages(fns, S, I, p, u, z, q0, p0, t0, h, res, final, w):
+    """_stages for Lobatto IIIA-IIIB: nv = s + 1 stages at the Lobatto points (Q formed)."""
+    n, m, nv = I[I_N], I[I_M], I[I_NV]
+    c, A, b, Ah, At, cl, bl = _tableau(S, I)
+    Q, Fs = w[11], w[13]
+    M, Cq, C, fo = w[15], w[16], w[17], w[38]
+    oh = nv * n   # start of the impulses h·Λ_j in z
+    for k in range(n):
+        Q[0, k] = q0[k]
+    for j in range(nv - 1):
+        tj = t0 + c[j] * h
+        _force(fns, S, I, p, u, Q[j], z[j * n:(j + 1) * n], tj, Fs[j], w)
+        Cq[:, :] = 0.0
+        fns[FN_CONSTRAINT_JACOBIAN](Q[j], tj, p, Cq)
         for k in range(n):
-            Q[0, k] = q0[k]
-        for j in range(nv - 1):
-            tj = t0 + c[j] * h
-            _force(fns, S, I, p, u, Q[j], z[j * n:(j + 1) * n], tj, Fs[j], w)
-            Cq[:, :] = 0.0
-            fns[FN_CONSTRAINT_JACOBIAN](Q[j], tj, p, Cq)
-            for k in range(n):
-                acc = 0.0
-                for r in range(m):
-                    acc += Cq[r, k] * z[oh + j * m + r]
-                Fs[j, k] = h * Fs[j, k] - acc
-        if final:
-            q1, pt = w[32], w[33]
-            for k in range(n):
-                q1[k] = Q[nv - 1, k]
-            _force(fns, S, I, p, u, Q[nv - 1], z[(nv - 1) * n:nv * n], t0 + h, fo, w)
-            hb = h * b[nv - 1]
-            for k in range(n):
-                acc = 0.0
-                for j in range(nv - 1):
-                    acc += b[j] * Fs[j, k]
-                pt[k] = p0[k] + acc + hb * fo[k]
-            return
-        for i in range(nv):
-            ti = t0 + c[i] * h
-            _mass_gamma(fns, S, I, p, Q[i], ti, M, w)
-            for k in range(n):
-                mv = 0.0
-                for j in range(n):
-                    mv += M[k, j] * z[i * n + j]
-                acc = 0.0
-                for j in range(nv - 1):
-                    acc += Ah[i, j] * Fs[j, k]
-                res[i * n + k] = mv - p0[k] - acc
-            if i > 0:
-                C[:] = 0.0
-                fns[FN_CONSTRAINTS](Q[i], ti, p, C)
-                for r in range(m):
-                    res[oh + (i - 1) * m + r] = C[r] / h
+            acc = 0.0
+            for r in range(m):
+                acc += Cq[r, k] * z[oh + j * m + r]
+            Fs[j, k] = h * Fs[j, k] - acc
+    if final:
+        q1, pt = w[32], w[33]
+        for k in range(n):
+            q1[k] = Q[nv - 1, k]
+        _force(fns, S, I, p, u, Q[nv - 1], z[(nv - 1) * n:nv * n], t0 + h, fo, w)
+        hb = h * b[nv - 1]
+        for k in range(n):
+            acc = 0.0
+            for j in range(nv - 1):
+                acc += b[j] * Fs[j, k]
+            pt[k] = p0[k] + acc + hb * fo[k]
         return
-    # Gauss-Lobatto SPARK: s Gauss stages for the dynamics, s + 1 Lobatto stages for the constraints
+    for i in range(nv):
+        ti = t0 + c[i] * h
+        _mass_gamma(fns, S, I, p, Q[i], ti, M, w)
+        for k in range(n):
+            mv = 0.0
+            for j in range(n):
+                mv += M[k, j] * z[i * n + j]
+            acc = 0.0
+            for j in range(nv - 1):
+                acc += Ah[i, j] * Fs[j, k]
+            res[i * n + k] = mv - p0[k] - acc
+        if i > 0:
+            C[:] = 0.0
+            fns[FN_CONSTRAINTS](Q[i], ti, p, C)
+            for r in range(m):
+                res[oh + (i - 1) * m + r] = C[r] / h
+
+
+def _gauss_lobatto_stages(fns, S, I, p, u, z, q0, p0, t0, h, res, final, w):
+    """_stages for the Gauss-Lobatto SPARK: s Gauss stages for the dynamics, s + 1
+    Lobatto stages for the constraints (Q formed)."""
+    n, m, s, nv = I[I_N], I[I_M], I[I_S], I[I_NV]
+    nl = s + 1
+    c, A, b, Ah, At, cl, bl = _tableau(S, I)
+    Q, Qt, Fs, GL = w[11], w[12], w[13], w[14]
+    M, Cq, C = w[15], w[16], w[17]
+    oh = nv * n   # start of the impulses h·Λ_j in z
     for i in range(nl):   # Q̃ = q_n + h Â V
         for k in range(n):
             acc = 0.0

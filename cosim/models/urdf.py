@@ -31,8 +31,8 @@ Analytic Jacobians (pinocchio): Q_q = −∂RNEA/∂q and Q_v = −∂RNEA/∂v 
 acceleration (``computeRNEADerivatives``) minus the damping/friction slopes;
 (M a)_q = ∂RNEA/∂q at (q, 0, a) with zero gravity.
 
-Position limits of revolute and prismatic joints are **stops** when the class
-is made with ``position_limits=True`` (off by default): per limited joint a
+Position limits of revolute and prismatic joints are **stops** (on by default;
+``position_limits=False`` leaves the joints free to pass them): per limited joint a
 contact mode, the parameter ``<joint>.stop`` (0 free, −1 held at the lower
 limit, +1 held at the upper; set by the events, so the state, its snapshots
 and its blobs carry it; 0 at the start), and three switching functions (seed
@@ -55,6 +55,13 @@ and its blobs carry it; 0 at the start), and three switching functions (seed
 
 So a joint pushed into its limit rests there (no chattering), and restitution
 1 with ``stop_hold_velocity`` 0 is a lossless bounce.
+
+The switching functions are also compiled (:func:`stop_values`, from the
+rigid-body kernels; pinocchio's are :meth:`URDFModel.event_functions_reference`),
+and :meth:`URDFModel.quiet_step` lets :class:`cosim.Simulation` keep its compiled
+fast path: one compiled call per communication step, then one compiled check of
+the switching functions at its end; only a step that changed a sign goes to the
+event path, which locates the event.
 
 Names: coordinates are the URDF joint names (pinocchio's depth-first order),
 inputs are the joint efforts named after the joints; outputs
@@ -83,6 +90,7 @@ import math
 import numpy as np
 
 from .._version import install_hint
+from .. import jit
 from ..errors import InvalidInputError, UnknownModelError
 from . import rigid_body, urdf_parse
 from .base import Event, MultibodyModel, Parameter, Signal
@@ -174,6 +182,13 @@ class URDFModel(MultibodyModel):
                         f"parameter {names[i] + '.q0'!r} = {q0[i]!r} is outside the joint's "
                         f"position limits [{self._lower[i]!r}, {self._upper[i]!r}]")
         self._q0, self._v0 = q0, v0
+        # the stops' switching functions, compiled (stop_values / stop_screen arguments)
+        lim = self._limited
+        self._stop_fns = compiled_stop_functions() if len(lim) else None
+        self._stop_table = np.concatenate([
+            [len(lim), len(self._mimics)], lim, self._lower[lim], self._upper[lim], self._modes,
+            self._Cq.reshape(-1)]).astype(float)
+        self._z_buffers = (np.zeros(3 * len(lim)), np.zeros(3 * len(lim)))
         self._frame_ids = [self._pm.getFrameId(f) for f in self.frames]
         body = pin.FrameType.BODY
         self._joint_frames = tuple(
@@ -196,6 +211,10 @@ class URDFModel(MultibodyModel):
             if self._modes[r] != 0.0:
                 held.update(np.flatnonzero(self._root == self._root[i]).tolist())
         self._held = np.array(sorted(held), dtype=int)
+        table = getattr(self, "_stop_table", None)
+        if table is not None:  # the modes in the compiled functions' table
+            k = len(self._limited)
+            table[2 + 3 * k:2 + 4 * k] = self._modes
         return self._held
 
     def _set_stop(self, r, mode):
@@ -342,6 +361,33 @@ class URDFModel(MultibodyModel):
         return out
 
     def event_functions(self, t, y, u):
+        if self._stop_fns is not None and self._stop_fns[0] is not stop_values:
+            z = np.empty(3 * len(self._limited))
+            y = np.ascontiguousarray(y, dtype=float)
+            n = self.n_q
+            self._stop_fns[0](y[:n], y[n:], np.ascontiguousarray(u, dtype=float), self._p,
+                              self._stop_table, z)
+            return z
+        return self.event_functions_reference(t, y, u)
+
+    def quiet_step(self, x1, x0, start, h, u, z_old):
+        """For the stepper's fast path (one compiled call without event checks) after a
+        step of length h from y0 = x0[start:start + 2n] to y1 (x1 likewise): ``(quiet,
+        z)`` with z the switching functions at y1 and ``quiet`` True when no stop
+        can have acted in the step (:func:`stop_screen`); else the stepper takes the
+        step again on its event path."""
+        z = self._z_buffers[0]
+        if z is z_old:  # (the stepper keeps the last z it was given: write the other one)
+            z = self._z_buffers[1]
+        return self._stop_fns[1](x1, x0, start, h, u, self._p, self._stop_table, z_old, z), z
+
+    def inputs_move_events(self):
+        """Whether a new input can move a switching function: only a holding stop's
+        reaction depends on the efforts (the arrivals are positions)."""
+        return len(self._held) > 0
+
+    def event_functions_reference(self, t, y, u):
+        """:meth:`event_functions` on pinocchio (the reference of the compiled ones)."""
         n, idx = self.n_q, self._limited
         q = y[:n]
         lower, upper = q[idx] - self._lower[idx], self._upper[idx] - q[idx]
@@ -409,6 +455,101 @@ class URDFModel(MultibodyModel):
         return y
 
 
+# -- the stops' switching functions, compiled (the stepper's check after each fast call) -------
+@jit.kernel_helper
+def stop_values(q, v, u, p, table, z):
+    """The switching functions of :meth:`URDFModel.event_functions` into z (3k of them
+    for the k limited joints; ``table``: :meth:`URDFModel._stop_table`): the reactions
+    of the holding stops from the rigid-body kernels (the model without holds:
+    ``_crba`` and ``_rnea`` before the held flags of p apply) instead of pinocchio;
+    the same numbers to ~1e-15."""
+    n, k, m = q.shape[0], int(table[0]), int(table[1])
+    lim, low, up, mode, cq = 2, 2 + k, 2 + 2 * k, 2 + 3 * k, 2 + 4 * k
+    flags = rigid_body.held_flags(p, n)
+    holding = 0
+    for r in range(k):
+        i = int(table[lim + r])
+        if p[flags + i] != 0.0:  # a held joint cannot arrive anywhere
+            z[r] = 1.0
+            z[k + r] = 1.0
+        else:
+            z[r] = q[i] - table[low + r]
+            z[k + r] = table[up + r] - q[i]
+        z[2 * k + r] = 1.0
+        if table[mode + r] != 0.0:
+            holding += 1
+    if holding == 0:
+        return
+    W, B = np.zeros((n, rigid_body.NW)), np.zeros((n, rigid_body.NB))
+    C, M = np.zeros((n, rigid_body.NB)), np.zeros((n, n))
+    rigid_body._kinematics(q, p, n, W, B)
+    rigid_body._crba(p, n, W, B, C, M)
+    Q = np.zeros(n)
+    rigid_body._rnea(p, n, W, B, v, np.zeros(n), p[1], p[2], p[3], Q)
+    for i in range(n):
+        Q[i] = -Q[i]
+    rigid_body.joint_forces(v, u, p, n, Q)
+    N = n + m + holding
+    K, rhs = np.zeros((N, N)), np.zeros(N)
+    for i in range(n):
+        rhs[i] = Q[i]
+        for j in range(n):
+            K[i, j] = M[i, j]
+        for c in range(m):
+            K[i, n + c] = table[cq + c * n + i]
+            K[n + c, i] = table[cq + c * n + i]
+    c = n + m
+    for r in range(k):
+        if table[mode + r] != 0.0:
+            i = int(table[lim + r])
+            K[i, c] = -1.0
+            K[c, i] = -1.0
+            c += 1
+    x = np.linalg.solve(K, rhs)
+    c = n + m
+    for r in range(k):
+        if table[mode + r] != 0.0:
+            z[2 * k + r] = -table[mode + r] * x[c]  # > 0 while the stop pushes
+            c += 1
+
+
+def stop_screen(x1, x0, start, h, u, p, table, z_old, z):
+    """After a step from y0 to y1 (y = x[start:start + 2n]) taken without looking at
+    the stops: z = the switching functions at y1 (:func:`stop_values`), and True
+    when none changed sign or is zero at either end (the event path's test at the
+    ends of an integrator step: a joint that passes a limit and comes back within
+    one integrator step is not seen; zero at the start, just after an event: the
+    event path looks closer).  ``x0``, ``h``: the step's start and length (unused
+    by this test)."""
+    n = int(p[0])
+    stop_values(x1[start:start + n], x1[start + n:start + 2 * n], u, p, table, z)
+    for r in range(z.shape[0]):
+        if not (z[r] > 0.0 and z_old[r] > 0.0):
+            return False
+    return True
+
+
+_compiled_stops = {}
+
+
+def compiled_stop_functions():
+    """(stop_values, stop_screen) compiled with numba (once per machine, cached on
+    disk), or the Python ones when numba is not importable."""
+    if "fns" not in _compiled_stops:
+        if not jit.numba_available():
+            _compiled_stops["fns"] = (stop_values, stop_screen)
+        else:
+            jit._kernel_helpers([rigid_body.tree_mass, stop_values])
+            values = jit.njit(error_model="numpy")(stop_values)
+            screen = jit.njit(error_model="numpy")(stop_screen)
+            a = "float64[::1]"
+            with jit.compiling("the position-limit stops of URDF robots", "about a minute"):
+                screen.compile(f"boolean({a}, {a}, int64, float64, {a}, {a}, {a}, {a}, {a})")
+                values.compile(f"void({a}, {a}, {a}, {a}, {a}, {a})")
+            _compiled_stops["fns"] = (values, screen)
+    return _compiled_stops["fns"]
+
+
 def _default_q0(joint):
     if joint.lower <= 0.0 <= joint.upper and not (joint.lower == 0.0 or joint.upper == 0.0):
         return 0.0
@@ -440,7 +581,7 @@ def _unique(names, robot):
         seen.add(n)
 
 
-def urdf_model_class(text, frames=(), position_limits=False):
+def urdf_model_class(text, frames=(), position_limits=True):
     """The :class:`URDFModel` subclass of the robot described by ``text`` (cached)."""
     robot = urdf_parse.parse(text)
     frames = tuple(str(f) for f in (frames or ()))
@@ -555,7 +696,7 @@ def urdf_model_class(text, frames=(), position_limits=False):
 URDFModel.kernel_reference = URDFModel
 
 
-def load_urdf(path, frames=(), position_limits=False):
+def load_urdf(path, frames=(), position_limits=True):
     """The model class of a URDF file (a path the operator chose)."""
     return urdf_model_class(urdf_parse.read_file(path), frames, position_limits)
 
@@ -572,7 +713,7 @@ def model_from_spec(spec):
     if not isinstance(frames, (list, tuple)) or not all(isinstance(f, str) for f in frames):
         raise InvalidInputError(f"URDF model spec: 'frames' must be a list of names, "
                                 f"got {frames!r}")
-    limits = spec.get("position_limits", False)
+    limits = spec.get("position_limits", True)
     if not isinstance(limits, bool):
         raise InvalidInputError(f"URDF model spec: 'position_limits' must be true or false, "
                                 f"got {limits!r}")

@@ -1,0 +1,53 @@
+"""The state of generalized-α (index 3 and GGL), declared once
+(:mod:`cosim.integrators.state_decl`): the layout block of :mod:`.ga_record`
+(``python cosim/integrators/state_decl.py`` writes it), the state dictionary of
+:mod:`.generalized_alpha`'s integrators, its write-back and its schema are generated
+from :data:`RECORD`.  (Imports nothing of the method, so the layout can be written
+before the record module exists.)"""
+from .base import STAT_KEYS
+from .state_decl import (SENTINEL, STEP, TIME, Record, array, block, int_array, integer, newton,
+                         scalar)
+
+RECORD = Record("cosim.integrators.ga_state", [
+    scalar("T", "time t", "t", TIME),
+    scalar("T_PREV", "time of the previous point", "t_prev", TIME),
+    scalar("H_NEXT", "the next step size", "method_state.h_next", STEP),
+    scalar("H_LAST", "the step a belongs to (0: a = q'')", "method_state.h_last", SENTINEL),
+    scalar("SIGMA", "Newton's contraction estimate"),
+    scalar("H_JAC", "h of the iteration matrix (-1: none)"),
+    scalar("RELAX", "relaxation of the kept matrix's updates"),
+    scalar("RTOL"), scalar("ATOL"),
+    scalar("H_FIXED", "the fixed step (0: adaptive)"),
+    scalar("MAX_STEP"),
+    scalar("ALPHA_M"), scalar("ALPHA_F"), scalar("GAMMA"), scalar("BETA"), scalar("ETA"),
+    scalar("F_H", "a failure's h"), scalar("F_INFO", "a failure's number (Ξ, pivot ratio)"),
+    scalar("F_T", "a failure's t"),
+    scalar("ERR_SCALE", "error-test weights s·W"),
+    scalar("ERR_TANGENT", "1.0: option tangent_estimate (floor on the normal part of h² x only)"),
+    array("y", "2 * n", key="y"),
+    array("yp", "2 * n", key="y_prev"),
+    array("qdd", "n", key="qdd"),
+    array("qddp", "n", key="method_state.qdd_prev"),
+    array("lam", "mz", key="lam"),                        # multipliers [λ; ν]
+    array("a", "n", key="method_state.a"),                # Algorithm 3's a
+    array("xr", "n", key="method_state.x_rate"),
+    array("lr", "mz", key="method_state.lam_rate"),
+    array("mid", "n"),                                    # diagonal of M⁻¹ (constant mass)
+    array("mix", "n"),                                    # M⁻¹ exact (constant mass)
+    integer("I_N", "n coordinates"),
+    integer("I_M", "m holonomic constraints"),
+    integer("NEED_JAC", "1: form the iteration matrix at the next solve"),
+    integer("HAS_FACTOR", "1: the LU of the iteration matrix is kept"),
+    integer("PROJECT", "1: project velocities"),
+    integer("CONST_MASS", "1: the model's mass matrix is constant"),
+    integer("MINV_EXACT"), integer("MINV_DIAG"),
+    integer("FIXED"),
+    integer("REASON", "why Newton failed (R_*)"),
+    integer("GGL", "formulation: 0 index 3 (eqs. 32-34), 1 GGL index 2 (eqs. 37-39)"),
+    integer("I_NG", "n_g: nonholonomic rows (seed 000 §7)"),
+    block("STATS", ("ST_STEPS", "ST_REJ", "ST_NEWTON", "ST_RES", "ST_JAC", "ST_LU"),
+          "the statistics (base.STAT_KEYS order)", "stats", STAT_KEYS),
+    int_array("PIV", "n + m + ng + ggl * (n + m)", "the LU pivots (matrix_size(n, m, ggl, ng) of them)"),
+    newton("method_state.newton", "PIV"),
+], sizes={"n": "I_N", "mz": "I_M + I_NG", "m": "I_M", "ggl": "GGL", "ng": "I_NG"},
+    order={"method_state": ("a", "qdd_prev", "h_next", "h_last", "x_rate", "lam_rate", "newton")})

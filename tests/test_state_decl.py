@@ -1,0 +1,158 @@
+"""A method's state declared once (cosim.integrators.state_decl): the record module's
+layout is the generated one, the state dictionary and its schema come from the same
+declaration, and blobs written before the declaration existed still restore."""
+import inspect
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cosim
+from cosim.errors import StateError
+from cosim.integrators.state_decl import declarations
+
+DATA = Path(__file__).resolve().parent / "data"
+# blobs written by cosim 732963e (hand-written state dictionary), after 3 steps of 0.01
+OLD_BLOBS = [("state_dopri5_pendulum.blob", "pendulum", "dopri5", {}),
+             ("state_rk4_knife_edge.blob", "knife_edge", "rk4", {}),
+             ("state_rk4_h_lti.blob", "lti", "rk4", {"h": 1e-3}),
+             ("state_ga_two_link.blob", "two_link", "generalized-alpha", {}),
+             ("state_ga_i2_knife_edge.blob", "knife_edge", "generalized-alpha-i2", {})]
+
+
+@pytest.mark.parametrize("decl, filename", declarations(), ids=lambda x: getattr(x, "module", ""))
+def test_record_module_layout_is_what_the_declaration_generates(decl, filename):
+    """Regenerate with ``python cosim/integrators/state_decl.py`` after editing a declaration."""
+    text = Path(filename).read_text(encoding="utf-8")
+    assert decl.layout_in_module(text) == decl.layout_source()
+
+
+@pytest.mark.parametrize("record, kernel", [("explicit_record", "explicit_kernel"), ("ga_record", "ga_kernel")])
+def test_generated_constants_are_the_kernel_record_slots(record, kernel):
+    """The slots as the kernel sees them (the record module imported) and the offsets
+    of a nonholonomic model agree with the declaration."""
+    import importlib
+    R = importlib.import_module(f"cosim.integrators.{record}")
+    K = importlib.import_module(f"cosim.integrators.{kernel}")
+    decl = next(d for d, f in declarations() if Path(f).name == f"{record}.py")
+    for name, value in decl.slots.items():
+        assert getattr(R, name) == value == getattr(K, name, value), name
+    sizes = {"n": 3, "m": 2, "ny": 6, "mz": 3, "ggl": 1, "ng": 1}
+    starts = decl.s_offsets(sizes)
+    args = [sizes[a.strip()] for a in inspect.signature(R.offsets).parameters]
+    assert R.offsets(*args) == tuple(o for o, _ in starts.values()) + (
+        sum(length for _, length in starts.values()) + R.N_SCALARS,)
+
+
+@pytest.mark.parametrize("ggl", [0, 1])
+@pytest.mark.parametrize("ng", [0, 2])
+def test_generalized_alpha_keeps_one_pivot_per_newton_unknown(ggl, ng):
+    from cosim.integrators import explicit_record, ga_record
+    n, m = 5, 3
+    assert ga_record.int_length(n, m, ggl, ng) == ga_record.PIV + ga_record.matrix_size(n, m, ggl, ng)
+    assert explicit_record.int_length(n, m) == explicit_record.PIV + n + m
+
+
+@pytest.mark.parametrize("blob_name, model, method, kw", OLD_BLOBS)
+def test_blob_written_before_the_declaration_restores_byte_for_byte_and_continues(blob_name, model, method, kw):
+    warnings.simplefilter("ignore")
+    blob = (DATA / blob_name).read_bytes()
+    sim = cosim.Simulation(model, method, **kw)
+    sim.deserialize_state(blob)
+    assert sim.serialize_state() == blob
+    twin = cosim.Simulation(model, method, **kw)   # the run that wrote the blob
+    for _ in range(3):
+        twin.do_step(twin.time, 0.01)
+    assert twin.serialize_state() == blob
+    sim.do_step(sim.time, 0.01)
+    twin.do_step(twin.time, 0.01)
+    assert sim.serialize_state() == twin.serialize_state()
+
+
+@pytest.mark.parametrize("model", ["pendulum", "lti"])
+@pytest.mark.parametrize("method", ["dopri5", "rk4"])
+def test_state_dictionary_has_the_declared_keys(model, method):
+    sim = cosim.Simulation(model, method)
+    sim.do_step(0.0, 0.01)
+    s = sim.integrator.state()
+    assert list(s) == ["method", "t", "y", "t_prev", "y_prev", "u", "stats", "method_state", "qdd", "lam"]
+    assert list(s["method_state"]) == ["h_next", "f_cur", "dense", "projection_iterations"]
+    assert list(s["method_state"]["dense"]) == (["Q", "h", "shift"] if method == "dopri5" else ["f0", "f1", "h"])
+    ny = sim.model.n_y
+    assert s["method_state"]["dense"]["h"].shape == () and s["method_state"]["f_cur"].shape == (ny,)
+    assert s["t"] == sim.integrator._S[0] and s["method_state"]["h_next"] == sim.integrator.h_next
+
+
+@pytest.mark.parametrize("method", ["generalized-alpha", "generalized-alpha-i2"])
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_generalized_alpha_state_dictionary_has_the_declared_keys(method, backend):
+    sim = cosim.Simulation("two_link", method, backend=backend)
+    sim.do_step(0.0, 0.01)
+    s = sim.integrator.state()
+    assert list(s) == ["method", "t", "y", "t_prev", "y_prev", "u", "stats", "method_state", "qdd", "lam"]
+    assert list(s["method_state"]) == ["a", "qdd_prev", "h_next", "h_last", "x_rate", "lam_rate", "newton"]
+    assert list(s["method_state"]["newton"]) == ["sigma", "h_jac", "lu", "piv", "need_jac", "relax"]
+    n, m = sim.model.n_q, sim.model.n_c
+    N = n + m if method == "generalized-alpha" else 2 * (n + m)
+    assert s["method_state"]["newton"]["lu"].shape == (N, N) and s["method_state"]["newton"]["piv"].dtype == np.int32
+    assert s["method_state"]["lam_rate"].shape == (m,) and s["method_state"]["h_last"] > 0.0
+
+
+_GA_BAD = [
+    (lambda d: d.__setitem__("h_last", -2.0), "method_state.h_last: must be >= 0 (or -1: none)"),
+    (lambda d: d.__setitem__("h_next", 0.0), "method_state.h_next: must be > 0"),
+    (lambda d: d.__setitem__("a", np.zeros(99)), "method_state.a: must have shape"),
+    (lambda d: d.__setitem__("lam_rate", np.full(d["lam_rate"].shape, np.nan)), "method_state.lam_rate[0]"),
+    (lambda d: d["newton"].__setitem__("sigma", -1.0), "method_state.newton.sigma: must be >= 0"),
+    (lambda d: d["newton"]["piv"].__setitem__(0, 10 ** 6), "method_state.newton.piv[0]"),
+    (lambda d: d["newton"].pop("piv"), "method_state.newton: must hold both lu and piv"),
+    (lambda d: d["newton"].__setitem__("relax", 3.0), "method_state.newton.relax: must be in (0, 2]"),
+]
+
+
+_BAD = [
+    (lambda d: d.__setitem__("h_next", -1.0), "method_state.h_next: must be > 0"),
+    (lambda d: d.__setitem__("h_next", 1e-300), "method_state.h_next: step size 1e-300 does not advance"),
+    (lambda d: d.__setitem__("h_next", np.nan), "method_state.h_next: must be finite"),
+    (lambda d: d.__setitem__("projection_iterations", -1), "method_state.projection_iterations: must be in 0.."),
+    (lambda d: d.__setitem__("projection_iterations", 1.5), "method_state.projection_iterations: must be an integer"),
+    (lambda d: d.__setitem__("extra", 1), "method_state: has unknown entries"),
+    (lambda d: d.pop("f_cur"), "method_state: lacks ['f_cur']"),
+    (lambda d: d.__setitem__("f_cur", np.zeros(7)), "method_state.f_cur: must have shape"),
+    (lambda d: d["dense"].__setitem__("h", np.array(-1.0)), "method_state.dense.h: must be > 0"),
+    (lambda d: d["dense"].pop("h"), "method_state.dense: lacks ['h']"),
+    (lambda d: d["dense"][next(iter(d["dense"]))].__setitem__(0, np.inf), "method_state.dense."),
+]
+
+
+_SCHEMA_CASES = ([("knife_edge", method, "auto", *bad) for method in ("dopri5", "rk4") for bad in _BAD]
+                 + [("two_link", "generalized-alpha", backend, *bad) for backend in ("python", "numba")
+                    for bad in _GA_BAD])
+
+
+@pytest.mark.parametrize("model, method, backend, mutate, message", _SCHEMA_CASES)
+def test_declared_schema_refuses_a_bad_method_state_and_changes_nothing(model, method, backend, mutate, message):
+    """knife_edge: nonholonomic (m > 0, n_g > 0); two_link: a kept LU."""
+    sim = cosim.Simulation(model, method, backend=backend)
+    sim.do_step(0.0, 0.01)
+    before = sim.serialize_state()
+    state = sim.get_state()
+    mutate(state["integrator"]["method_state"])
+    with pytest.raises(StateError, match=re.escape(message)):
+        sim.set_state(state)
+    assert sim.serialize_state() == before
+    sim.do_step(0.01, 0.01)
+
+
+def test_the_writer_rewrites_a_stale_layout(tmp_path):
+    from cosim.integrators import explicit_record
+    from cosim.integrators.explicit_state import RECORD
+    from cosim.integrators.state_decl import write_layout
+    stale = tmp_path / "record.py"
+    text = inspect.getsource(explicit_record)
+    stale.write_text(text.replace("PIV = 16", "PIV = 17"), encoding="utf-8")
+    assert write_layout(RECORD, stale) is True
+    assert stale.read_text(encoding="utf-8") == text
+    assert write_layout(RECORD, stale) is False
