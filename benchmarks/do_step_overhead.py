@@ -1,7 +1,9 @@
 """What ``Simulation.do_step`` adds to the compiled call, and what a new input costs.
 
 Cases (compiled backend, h = 1 ms, one communication step = one integrator step):
-two_link with generalized-α and the Panda (9 joints) with rk4.  Rows, µs per step
+two_link with generalized-α and the Panda (9 joints) with rk4, without and with
+its joint stops (``position_limits``; with them ``do_step`` also screens every
+step for a stop event).  Rows, µs per step
 of CPU time (``time.process_time``: on a busy machine the preemption is left out),
 blocks of N steps from the same state, the rows interleaved block by block:
 
@@ -102,9 +104,11 @@ def main(argv=None):
     sim = cosim.Simulation(model="two_link", method="generalized-alpha", h=H, backend="numba")
     case("two_link, generalized-alpha, h = 1 ms", sim, [0.1, -0.05], args.steps, args.repeat)
     from cosim.models.urdf import example_robot_path, load_urdf
-    sim = cosim.Simulation(load_urdf(example_robot_path()), method="rk4", h=H, backend="numba")
-    case("Panda (9 joints), rk4, h = 1 ms", sim, np.full(sim.model.n_inputs, 0.1), args.steps,
-         args.repeat)
+    for limits, what in ((False, "position_limits=False"), (True, "its joint stops on (default)")):
+        sim = cosim.Simulation(load_urdf(example_robot_path(), position_limits=limits), method="rk4",
+                               h=H, backend="numba")
+        case(f"Panda (9 joints), rk4, h = 1 ms, {what}", sim, np.full(sim.model.n_inputs, 0.1),
+             args.steps, args.repeat)
 
 
 if __name__ == "__main__":
