@@ -470,7 +470,8 @@ def any_reference(name):
 
 
 def run_budgeted(name, method, rtol, budget, max_steps, backend):
-    """(status, steps, err, wall, residual evaluations, LU factorisations, estimate): a
+    """(status, steps, err, wall, residual evaluations, LU factorisations, estimate, check
+    seconds): a
     Simulation of ``method`` at rtol (atol = rtol/100) to t_end in one communication step,
     after cosim.step_budget's check at set-up (its estimate of the steps).  Status: "ok"
     ("ok*": accepted with one TightToleranceWarning), "refused" (refused at set-up: the
@@ -493,9 +494,11 @@ def run_budgeted(name, method, rtol, budget, max_steps, backend):
             est = step_budget.check(sim, t_end, t_end)
     except step_budget.UnreachableToleranceError as exc:
         est = float(str(exc).split("about ")[1].split(" steps")[0])
-        return ("refused", 0, None, time.perf_counter() - t0, 0, 0, est)
+        return ("refused", 0, None, 0.0, 0, 0, est, time.perf_counter() - t0)
     except CosimError as exc:
-        return ("failed: " + str(exc)[:60], 0, None, 0.0, 0, 0, None)
+        return ("failed: " + str(exc)[:60], 0, None, 0.0, 0, 0, None, time.perf_counter() - t0)
+    check_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
     warned = "*" if any(issubclass(w.category, TightToleranceWarning) for w in caught) else ""
     integ = sim.integrator
     limit = integ.max_steps
@@ -506,15 +509,16 @@ def run_budgeted(name, method, rtol, budget, max_steps, backend):
                     "budget" if integ.stats["steps"] > limit else None)
             if over:
                 return (over + warned, integ.stats["steps"], None, time.perf_counter() - t0,
-                        integ.stats["residual_evaluations"], integ.stats["lu_factorizations"], est)
+                        integ.stats["residual_evaluations"], integ.stats["lu_factorizations"], est,
+                        check_s)
     except CosimError as exc:
         return ("failed: " + str(exc)[:60], integ.stats["steps"], None, time.perf_counter() - t0,
-                integ.stats["residual_evaluations"], integ.stats["lu_factorizations"], est)
+                integ.stats["residual_evaluations"], integ.stats["lu_factorizations"], est, check_s)
     wall = time.perf_counter() - t0
     err = float(np.max(np.abs(integ.q - q_ref) / np.maximum(1.0, np.abs(q_ref))))
     st = integ.stats
     return ("ok" + warned, st["steps"], err, wall, st["residual_evaluations"], st["lu_factorizations"],
-            est)
+            est, check_s)
 
 
 def all_methods(models, methods, rtols, budget, max_steps, backend):
@@ -523,7 +527,7 @@ def all_methods(models, methods, rtols, budget, max_steps, backend):
     (cosim.method_choice, an adaptive undriven run)."""
     from cosim.method_choice import default_method
     print(f"All methods: atol = rtol/100, error = max |q - q_ref| / max(1, |q_ref|) at t_end, "
-          f"cost = wall seconds on backend {backend} including the set-up check (res = model "
+          f"cost = wall seconds of the run on backend {backend} (chk = of the set-up check; res = model "
           f"residual/RHS evaluations, lu = LU factorisations, est = the set-up check's estimate "
           f"of the steps); one communication step to t_end, the methods' step budget "
           f"max_steps = {'default' if max_steps is None else max_steps}; 'refused' = refused at "
@@ -542,7 +546,7 @@ def all_methods(models, methods, rtols, budget, max_steps, backend):
         t_end = any_reference(name)[0]
         print(f"\n{name} (n_q {model.n_q}, n_c {model.n_c}), t_end {t_end:g}; default method: {default}")
         print(f"{'rtol':>7s} {'method':>21s} {'finished':>10s} {'steps':>7s} {'est':>8s} {'err':>9s} "
-              f"{'err/rtol':>9s} {'res':>8s} {'lu':>6s} {'wall[s]':>8s}")
+              f"{'err/rtol':>9s} {'res':>8s} {'lu':>6s} {'wall[s]':>8s} {'chk[s]':>6s}")
         for rtol in rtols:
             rows = []
             for method in methods:
@@ -551,7 +555,7 @@ def all_methods(models, methods, rtols, budget, max_steps, backend):
                           f"rtol {timed_out[method]:g})")
                     rows.append((method, "skipped", 0, None, 0.0))
                     continue
-                status, steps, err, wall, res, lu, est = run_budgeted(name, method, rtol, budget,
+                status, steps, err, wall, res, lu, est, chk = run_budgeted(name, method, rtol, budget,
                                                                       max_steps, backend)
                 if status.startswith("time"):
                     timed_out[method] = rtol
@@ -561,7 +565,7 @@ def all_methods(models, methods, rtols, budget, max_steps, backend):
                 est_txt = "-" if est is None else f"{est:.3g}"
                 print(f"{rtol:7.0e} {method:>21s} {shown:>10.60s} {steps:7d} {est_txt:>8s} "
                       f"{err if ok else float('nan'):9.2e} {err / rtol if ok else float('nan'):9.2e} "
-                      f"{res:8d} {lu:6d} {wall:8.2f}", flush=True)
+                      f"{res:8d} {lu:6d} {wall:8.2f} {chk:6.2f}", flush=True)
             good = [r for r in rows if r[1].startswith("ok") and r[3] / rtol <= 10.0]
             best = min(good, key=lambda r: r[4])[0] if good else "none"
             d = next(r for r in rows if r[0] == default) if default in methods else None

@@ -34,11 +34,11 @@ PROBE_STEPS = 60
 PROBE_SECONDS = 1.0
 # the step size the method settles at: the mean over the probe's later steps
 SETTLED_FRACTION = 0.5
-# stage B (only where stage A finds the run long): a whole run at the looser
-# REF_RTOL (atol scaled alike) to t_end, at most REF_SECONDS of wall time, its steps
-# extrapolated to the user's rtol by the method's order (steps ∝ rtol^(-1/k))
+# stage B (only where stage A finds the run long): whole runs at the looser REF_RTOL
+# and REF_RTOL/10 (atol scaled alike) to t_end, at most REF_SECONDS of wall time each,
+# their steps extrapolated to the user's rtol (steps ∝ rtol^(-1/k), k measured)
 REF_RTOL = 1e-4
-REF_SECONDS = 2.0
+REF_SECONDS = 1.0
 REF_MAX_STEPS = 200_000
 # stage A's first steps may run up to 2× below the settled step count (generalized-α
 # on the pendulum at rtol 1e-6: 2290 estimated, 4300 taken): stage B from this estimate
@@ -113,27 +113,48 @@ def estimate(times, reached, span):
     return n + max(0.0, span - (times[-1] - times[0])) / (covered / (n - k))
 
 
-def reference_estimate(model, method, options, backend, rtol, atol, t0, y0, u, t_end):
-    """Stage B: (estimated steps at ``rtol``, steps at the reference rtol, that rtol) from a
-    run of a fresh ``method`` at max(rtol, REF_RTOL); None when it cannot run the model
-    or fails there."""
+def _reference_steps(model, method, options, backend, rtol, atol, t0, y0, u, t_end, seconds):
+    """Steps of a fresh ``method`` at (rtol, atol) from (t0, y0) to ``t_end`` (estimated
+    from its coverage when ``seconds`` stop it); None when it cannot run the model or
+    fails."""
     from .integrators import make_integrator, method_class
-    r_ref = max(rtol, REF_RTOL)
     try:
         if model.kind not in method_class(method).model_kinds:
             return None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            integ = make_integrator(model, method, rtol=r_ref, atol=atol * r_ref / rtol,
-                                    backend=backend, **options)
+            integ = make_integrator(model, method, rtol=rtol, atol=atol, backend=backend, **options)
             integ.initialize(t0, y0, u)
     except (CosimError, ValueError, TypeError):
         return None
-    times, reached, failure = probe_steps(integ, t_end, REF_MAX_STEPS, REF_SECONDS)
-    if failure is not None:
-        return None
-    n_ref = estimate(times, reached, t_end - t0)
-    return n_ref * (r_ref / rtol) ** (1.0 / step_exponent(method, options)), n_ref, r_ref
+    times, reached, failure = probe_steps(integ, t_end, REF_MAX_STEPS, seconds)
+    return None if failure is not None else estimate(times, reached, t_end - t0)
+
+
+def reference_estimate(model, method, options, backend, rtol, atol, t0, y0, u, t_end):
+    """Stage B: (estimated steps at ``rtol``, how it was measured) from whole runs of a fresh
+    ``method`` at r1 = max(rtol, REF_RTOL) and r2 = max(rtol, r1/10): steps ∝ rtol^(-1/k)
+    with k measured between them (kept in [1, 2 (p + 1)], p the method's order; k from
+    the order, :func:`step_exponent`, where only one run was possible); None when the
+    method cannot run the model."""
+    r1 = max(rtol, REF_RTOL)
+    n1 = _reference_steps(model, method, options, backend, r1, atol * r1 / rtol, t0, y0, u, t_end,
+                          REF_SECONDS)
+    if n1 is None or r1 == rtol or not math.isfinite(n1):
+        return None if n1 is None else (n1, f"{n1:.0f} steps at rtol {r1:g}")
+    r2 = max(rtol, r1 / 10.0)
+    n2 = _reference_steps(model, method, options, backend, r2, atol * r2 / rtol, t0, y0, u, t_end,
+                          REF_SECONDS)
+    if n2 is None or not math.isfinite(n2):
+        k, r_ref, n_ref = step_exponent(method, options), r1, n1
+        how = f"{n1:.0f} steps at rtol {r1:g}, steps growing as rtol^-1/{k:g} (the method's order)"
+    else:
+        kmax = 2.0 * (method_order(method) + 1)
+        k = kmax if n2 <= n1 * 10.0 ** (1.0 / kmax) else min(kmax, max(1.0, math.log(r1 / r2) / math.log(n2 / n1)))
+        r_ref, n_ref = r2, n2
+        how = (f"{n1:.0f} steps at rtol {r1:g}, {n2:.0f} at {r2:g}: steps growing as "
+               f"rtol^-1/{k:.2g}")
+    return n_ref * (r_ref / rtol) ** (1.0 / k), how
 
 
 def _steps_text(x):
@@ -164,10 +185,7 @@ def check(sim, t_end, dt):
         ref = reference_estimate(sim.model, sim.method, sim.method_options, sim.backend, sim.rtol,
                                  sim.atol, sim.time, sim.y, integ.u, t_end)
         if ref is not None:
-            total, n_ref, r_ref = ref
-            if r_ref > sim.rtol:
-                how = (f"{n_ref:.0f} steps at rtol {r_ref:g}, steps growing as "
-                       f"rtol^-1/{step_exponent(sim.method, sim.method_options):g}")
+            total, how = ref
     per_interval = total * dt / span if math.isfinite(total) else math.inf
     over_budget = per_interval > integ.max_steps
     if not over_budget and total <= WARN_MIN_STEPS:
