@@ -40,13 +40,14 @@ SETTLED_FRACTION = 0.5
 REF_RTOL = 1e-4
 REF_SECONDS = 1.0
 REF_MAX_STEPS = 200_000
+# a warning where the run needs more than this many steps and another method does it
+# WARN_RATIO times cheaper (steps): generalized-α from rtol 1e-6 (1e-5 on some models),
+# where it takes more than 10 times bdf's steps (docs/methods/generalized-alpha.md)
+WARN_MIN_STEPS = 1000
+WARN_RATIO = 10.0
 # stage A's first steps may run up to 2× below the settled step count (generalized-α
 # on the pendulum at rtol 1e-6: 2290 estimated, 4300 taken): stage B from this estimate
-STAGE_B_FROM = 1000
-# a warning only where the run is long (steps) and another method does it this many
-# times cheaper (steps)
-WARN_MIN_STEPS = 5000
-WARN_RATIO = 10.0
+STAGE_B_FROM = WARN_MIN_STEPS / 2
 # the methods that may do it cheaper
 CANDIDATES = ("bdf", "dopri5")
 

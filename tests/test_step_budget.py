@@ -48,7 +48,8 @@ def test_costly_tolerance_warns_once_naming_both_estimates():
 
 
 @pytest.mark.parametrize("model, method, rtol, t_end", [
-    ("pendulum", "generalized-alpha", 1e-6, 3.0),
+    ("pendulum", "generalized-alpha", 1e-4, 3.0),
+    ("andrews", "generalized-alpha", 1e-4, 0.03),
     ("two_link", "bdf", 1e-8, 1.0),
     ("andrews", "dopri5", 1e-8, 0.03),
     ("crank_slider", "bdf", 1e-5, 0.1),
