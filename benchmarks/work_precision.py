@@ -521,6 +521,15 @@ def run_budgeted(name, method, rtol, budget, max_steps, backend):
             est, check_s)
 
 
+def _mark(row, rtol):
+    """One row's status letter in the status table (see all_methods)."""
+    method, status, steps, err, wall = row
+    if status.startswith("ok"):
+        good = err / rtol <= 10.0
+        return ("w" if good else "f") if status.endswith("*") else ("y" if good else "e")
+    return {"refused": "R", "budget": "B", "time": "T", "skipped": "."}.get(status.rstrip("*"), "F")
+
+
 def all_methods(models, methods, rtols, budget, max_steps, backend):
     """Prints, per model and rtol, every method's finished?/steps/error/cost, the best
     method (finished with err/rtol <= 10, least wall time) and the default rule's choice
@@ -534,7 +543,7 @@ def all_methods(models, methods, rtols, budget, max_steps, backend):
           f"set-up (the tolerance needs more than max_steps steps), * = accepted with one "
           f"TightToleranceWarning, 'budget' = past max_steps after all, 'time' = over this "
           f"table's {budget:g} s per run")
-    summary, broken = [], []
+    summary, broken, marks = [], [], {}
     if backend != "python":   # load every compiled method before timing any
         from cosim.integrators import compile_method
         for method in methods:
@@ -578,12 +587,20 @@ def all_methods(models, methods, rtols, budget, max_steps, backend):
             ratio = (f"{ga[2] / bdf[2]:.1f}" if ga and bdf and ga[1].startswith("ok")
                      and bdf[1].startswith("ok") else "-")
             summary.append((name, rtol, best, default, dtxt, ratio))
+            for r in rows:
+                marks.setdefault((name, r[0]), []).append(_mark(r, rtol))
             # accepted (not refused) and then failed or past its budget: the check's promise broken
             broken += [(name, rtol, r[0], r[1]) for r in rows
                        if r[1].startswith(("budget", "failed"))]
     print("\nmodel            rtol   best method            ga/bdf steps  default method (its result)")
     for name, rtol, best, default, dtxt, ratio in summary:
         print(f"{name:15s} {rtol:7.0e}  {best:22s} {ratio:>12s}  {default} ({dtxt})")
+    print(f"\nstatus per rtol ({' '.join(f'{r:.0e}' for r in rtols)}): y = finished with err/rtol <= 10, "
+          f"e = finished with err/rtol > 10, lower case w/f = the same after one warning, R = refused "
+          f"at set-up, B = past max_steps, F = failed, T = over {budget:g} s, . = skipped")
+    for name in models:
+        for method in methods:
+            print(f"{name:15s} {method:21s} {' '.join(f'{m:>5s}' for m in marks[(name, method)])}")
     print(f"\naccepted at set-up, then failed or past max_steps: {len(broken)}"
           + "".join(f"\n  {n} {r:g} {m}: {st}" for n, r, m, st in broken))
 
