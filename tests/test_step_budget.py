@@ -82,3 +82,11 @@ def test_probe_leaves_the_run_bit_identical():
 def test_fixed_step_is_not_probed():
     sim = Simulation("pendulum", method="generalized-alpha", h=1e-3)
     assert step_budget.check(sim, 1.0, 0.01) is None
+
+
+def test_cli_refuses_before_running(capsys):
+    from cosim.cli import main
+    assert main(["simulate", "andrews", "--method", "generalized-alpha", "--rtol", "1e-9",
+                 "--atol", "1e-11", "--t-end", "0.03", "--dt", "0.03"]) == 2
+    err = capsys.readouterr().err
+    assert "more than max_steps=100000" in err and "suggested: method 'dopri5'" in err
