@@ -114,10 +114,10 @@ def estimate(times, reached, span):
     return n + max(0.0, span - (times[-1] - times[0])) / (covered / (n - k))
 
 
-def _reference_steps(model, method, options, backend, rtol, atol, t0, y0, u, t_end, seconds):
-    """Steps of a fresh ``method`` at (rtol, atol) from (t0, y0) to ``t_end`` (estimated
-    from its coverage when ``seconds`` stop it); None when it cannot run the model or
-    fails."""
+def _reference_times(model, method, options, backend, rtol, atol, t0, y0, u, t_end, seconds):
+    """(times of the accepted steps, reached t_end?) of a fresh ``method`` at (rtol, atol)
+    from (t0, y0) towards ``t_end``, stopped after ``seconds``; None when it cannot run the
+    model or fails."""
     from .integrators import make_integrator, method_class
     try:
         if model.kind not in method_class(method).model_kinds:
@@ -129,33 +129,51 @@ def _reference_steps(model, method, options, backend, rtol, atol, t0, y0, u, t_e
     except Exception:   # noqa: BLE001 -- a method that cannot run the model is no candidate
         return None
     times, reached, failure = probe_steps(integ, t_end, REF_MAX_STEPS, seconds)
-    return None if failure is not None else estimate(times, reached, t_end - t0)
+    return None if failure is not None else (times, reached)
+
+
+# the growth exponent is measured over the time both reference runs covered, from at
+# least this many steps of the looser one (else the method's order gives it)
+MIN_WINDOW_STEPS = 20
 
 
 def reference_estimate(model, method, options, backend, rtol, atol, t0, y0, u, t_end):
-    """Stage B: (estimated steps at ``rtol``, how it was measured) from whole runs of a fresh
-    ``method`` at r1 = max(rtol, REF_RTOL) and r2 = max(rtol, r1/10): steps ∝ rtol^(-1/k)
-    with k measured between them (kept in [1, 2 (p + 1)], p the method's order; k from
-    the order, :func:`step_exponent`, where only one run was possible); None when the
-    method cannot run the model."""
+    """Stage B: (estimated steps at ``rtol``, how it was measured) from runs of a fresh
+    ``method`` at r1 = max(rtol, REF_RTOL) and r2 = max(rtol, r1/10), each to ``t_end``
+    or for REF_SECONDS: the steps of the r1 run to t_end (counted, or extrapolated from
+    its coverage) times (r1/rtol)^(1/k), steps ∝ rtol^(-1/k), with k measured from the
+    two runs' step counts over the time both covered (kept in [1, 2 (p + 1)], p the
+    method's order; from the order, :func:`step_exponent`, where that window is too
+    short).  None when the method cannot run the model."""
+    span = t_end - t0
     r1 = max(rtol, REF_RTOL)
-    n1 = _reference_steps(model, method, options, backend, r1, atol * r1 / rtol, t0, y0, u, t_end,
-                          REF_SECONDS)
-    if n1 is None or r1 == rtol or not math.isfinite(n1):
-        return None if n1 is None else (n1, f"{n1:.0f} steps at rtol {r1:g}")
+    run1 = _reference_times(model, method, options, backend, r1, atol * r1 / rtol, t0, y0, u, t_end,
+                            REF_SECONDS)
+    if run1 is None:
+        return None
+    n1 = estimate(run1[0], run1[1], span)
+    if r1 == rtol or not math.isfinite(n1):
+        return n1, f"{n1:.0f} steps at rtol {r1:g}"
     r2 = max(rtol, r1 / 10.0)
-    n2 = _reference_steps(model, method, options, backend, r2, atol * r2 / rtol, t0, y0, u, t_end,
-                          REF_SECONDS)
-    if n2 is None or not math.isfinite(n2):
-        k, r_ref, n_ref = step_exponent(method, options), r1, n1
-        how = f"{n1:.0f} steps at rtol {r1:g}, steps growing as rtol^-1/{k:g} (the method's order)"
+    run2 = _reference_times(model, method, options, backend, r2, atol * r2 / rtol, t0, y0, u, t_end,
+                            REF_SECONDS)
+    window = min(run1[0][-1], run2[0][-1]) if run2 is not None else t0
+    c1 = sum(1 for t in run1[0][1:] if t <= window)
+    c2 = sum(1 for t in run2[0][1:] if t <= window) if run2 is not None else 0
+    counted = "" if run1[1] else " (extrapolated)"
+    if c1 < MIN_WINDOW_STEPS or c2 <= 0:
+        k = step_exponent(method, options)
+        how = f"{n1:.0f} steps at rtol {r1:g}{counted}, steps growing as rtol^-1/{k:g} (the method's order)"
     else:
         kmax = 2.0 * (method_order(method) + 1)
-        k = kmax if n2 <= n1 * 10.0 ** (1.0 / kmax) else min(kmax, max(1.0, math.log(r1 / r2) / math.log(n2 / n1)))
-        r_ref, n_ref = r2, n2
-        how = (f"{n1:.0f} steps at rtol {r1:g}, {n2:.0f} at {r2:g}: steps growing as "
-               f"rtol^-1/{k:.2g}")
-    return n_ref * (r_ref / rtol) ** (1.0 / k), how
+        k = kmax if c2 <= c1 * 10.0 ** (1.0 / kmax) else \
+            min(kmax, max(1.0, math.log(r1 / r2) / math.log(c2 / c1)))
+        if run1[1] and run2[1]:
+            how = f"{c1} steps at rtol {r1:g}, {c2} at {r2:g}: steps growing as rtol^-1/{k:.2g}"
+        else:
+            how = (f"{n1:.0f} steps at rtol {r1:g}{counted}; {c1} and {c2} steps at rtol {r1:g} "
+                   f"and {r2:g} to t={window:.3g}: steps growing as rtol^-1/{k:.2g}")
+    return n1 * (r1 / rtol) ** (1.0 / k), how
 
 
 def _steps_text(x):

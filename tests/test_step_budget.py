@@ -16,7 +16,7 @@ from cosim.step_budget import UnreachableToleranceError
 
 def test_unreachable_tolerance_is_refused_with_estimate_and_cheaper_method():
     # generalized-α at rtol 1e-9 on Andrews in one communication step: ~2.4e5 steps
-    # (2407 at rtol 1e-5 × 1e4^(1/2)), over max_steps = 100000; it used to fail there
+    # (764 at rtol 1e-4 × 1e5^(1/2)), over max_steps = 100000; it used to fail there
     with pytest.raises(UnreachableToleranceError) as info:
         cosim.simulate("andrews", 0.03, method="generalized-alpha", rtol=1e-9, atol=1e-11,
                        communication_step=0.03)
@@ -40,7 +40,7 @@ def test_costly_tolerance_warns_once_naming_both_estimates():
     tight = [w for w in caught if issubclass(w.category, TightToleranceWarning)]
     assert len(tight) == 1
     text = str(tight[0].message)
-    # 1360 steps at rtol 1e-5 × (1e3)^(1/2), the exponent measured from 429 at rtol 1e-4:
+    # 429 steps at rtol 1e-4 × (1e4)^(1/k), k = 2.0 measured from 1360 steps at rtol 1e-5:
     # 4.33e4 (a run takes 42611)
     assert 2e4 < est < 1e5 and f"about {est:.3g} steps to t=3" in text
     assert "429 steps at rtol 0.0001, 1360 at 1e-05: steps growing as rtol^-1/2" in text
