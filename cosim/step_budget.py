@@ -4,10 +4,11 @@ Before a run whose end time is known (:func:`cosim.run`, :func:`cosim.simulate`,
 ``cosim simulate``, scenarios), :func:`check` measures what the chosen method and
 tolerance cost on this model: a short probe — the run's own first accepted steps,
 taken on the live simulation and then undone (``get_state``/``set_state``: the run
-that follows is bit-identical to one without the probe) — gives the step size the
-method settles at, and from it the steps the run would need.  Nothing here is a
-constant guessed per method: the budget is the run's own ``max_steps`` (per
-communication step) and the estimate is the probe's measurement.
+that follows is bit-identical to one without the probe) — counts a short run
+exactly; where it points to a long one, runs of the method at rtol 1e-4 and 1e-5
+give the steps there and how they grow as rtol falls (:func:`reference_estimate`).
+Nothing here is a constant guessed per method: the budget is the run's own
+``max_steps`` (per communication step) and the estimate is measured.
 
 - Estimated steps of one communication step above ``max_steps``: the run would fail
   after spending its budget; it is refused at once (:class:`UnreachableToleranceError`)
@@ -218,7 +219,7 @@ def check(sim, t_end, dt):
             continue
         ref = reference_estimate(sim.model, method, {}, "python", sim.rtol, sim.atol, sim.time,
                                  sim.y, integ.u, t_end)
-        if ref is not None and math.isfinite(ref[0]):
+        if ref is not None and ref[0] < total:
             better.append((ref[0], method))
     better.sort()
     name = sim.method
