@@ -1024,7 +1024,8 @@ class Simulation:
         self._record_snapshot = isinstance(integ, RecordIntegrator) and hasattr(integ, "_S")
         self._gross_fn = None
         if self._gross:
-            if getattr(integ, "backend", None) == "numba" and integ.model is self.model:
+            if (getattr(integ, "backend", None) == "numba" and integ.model is self.model
+                    and self._record_snapshot and getattr(integ, "_slices", None)):
                 self._gross_fn = constraint_guard.compiled_constraints(self.model)
             self._gross_C = np.zeros(self.model.n_c)
             self._gross_floor = constraint_guard.gross_bound(self.rtol, self.atol, np.zeros(1))
@@ -1033,15 +1034,17 @@ class Simulation:
         """After a communication step the full check leaves out (cosim.constraint_guard):
         the position residual on the full set against the gross bound; NaN fails too."""
         integ = self.integrator
-        t_end = float(integ.t)
-        q = integ.y[:self.model.n_q]
         fn = self._gross_fn
-        if fn is not None:
+        if fn is not None:  # a compiled record method: its y and t read in place
+            S = integ._S
+            start = integ._slices[0][0]
             C = self._gross_C
-            fn(q, t_end, self.model._p, C)
+            fn(S[start:start + self.model.n_q], S[integ._kernel.T], self.model._p, C)
             values = C.tolist()
             if max(map(abs, values)) <= self._gross_floor and sum(values) == sum(values):
                 return  # well inside (NaN anywhere: the sum is NaN)
+        t_end = float(integ.t)
+        q = integ.y[:self.model.n_q]
         pos, i = constraint_guard.position_residual(self.model, t_end, q)
         bound = constraint_guard.gross_bound(self.rtol, self.atol, q)
         if not pos <= bound:
