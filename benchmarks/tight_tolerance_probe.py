@@ -24,6 +24,9 @@ benchmarks/work_precision.py (seeds 1..N).
         # (step-to-step second differences) in units of its weights
     python benchmarks/tight_tolerance_probe.py weighted-split --model crank_slider --rtols 1e-4 1e-6
         # Python reference: the tangent split with a W-orthogonal projector (not in cosim)
+    python benchmarks/tight_tolerance_probe.py mapping [--models ...] [--rtols 1e-5 1e-6 1e-7]
+        # compiled: generalized-alpha's steps over bdf's and err/rtol per tolerance mapping
+        # (TOL_REF 1e-3 = cosim's, 1e-4, 1e-5; plain eq. 34), one start, atol = rtol/100
 """
 import argparse
 import os
@@ -316,10 +319,45 @@ def weighted_split(args):
                   f"err/rtol end {e_end:.3g} path {e_path:.3g}  cpu {cpu:.0f} s", flush=True)
 
 
+def mapping(args):
+    """Can any tolerance mapping keep generalized-α within 10× bdf's steps with err/rtol
+    in [0.01, 10]?  Per model and rtol: bdf's steps and err/rtol, then generalized-α's
+    steps (× bdf's) and err/rtol with the internal tolerance tol·(tol/TOL_REF)^(1/2) for
+    each TOL_REF, and with the plain eq. 34 (tolerance_proportional=false)."""
+    from work_precision import any_model, any_reference
+
+    def run(name, method, rtol, opts):
+        t_end, q_ref = any_reference(name)
+        model = any_model(name)
+        integ = make_integrator(model, method, rtol=rtol, atol=rtol / 100, backend="auto", **opts)
+        integ.initialize(0.0, None, np.asarray(model.default_inputs(), dtype=float))
+        while integ.t < t_end:
+            integ.step(t_end)
+        err = float(np.max(np.abs(integ.q - q_ref) / np.maximum(1.0, np.abs(q_ref))))
+        return integ.stats["steps"], err / rtol
+
+    print("steps and err/rtol (error: max |q - q_ref| / max(1, |q_ref|) at t_end); x = steps / bdf's")
+    saved = gam.TOL_REF
+    try:
+        for name in args.models:
+            for rtol in args.rtols:
+                nb, eb = run(name, "bdf", rtol, {})
+                line = f"{name:15s} {rtol:6.0e}  bdf {nb:6d} e/r {eb:5.2f} |"
+                for ref in args.tol_refs:
+                    gam.TOL_REF = ref
+                    n, e = run(name, "generalized-alpha", rtol, {})
+                    line += f" TOL_REF {ref:g}: {n:6d} {n / nb:5.1f}x e/r {e:5.2f} |"
+                gam.TOL_REF = saved
+                n, e = run(name, "generalized-alpha", rtol, {"tolerance_proportional": False})
+                print(line + f" plain: {n:6d} {n / nb:5.1f}x e/r {e:5.2f}", flush=True)
+    finally:
+        gam.TOL_REF = saved
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("probe", choices=("floor", "fixed", "noise", "errfloor", "i2", "i2-compensated",
-                                     "i2-noise", "weighted-split"))
+                                     "i2-noise", "weighted-split", "mapping"))
     p.add_argument("--floors", type=float, nargs="+", default=[1e-13, 3e-14, 1e-14, 1e-15])
     p.add_argument("--h", type=float, nargs="+", default=[1.5e-7, 1e-7, 5e-8])
     p.add_argument("--t-end", type=float, default=0.008)
@@ -331,12 +369,18 @@ def main(argv=None):
     p.add_argument("--window", type=float, nargs=2, default=[0.0018, 0.0032], metavar=("T0", "T1"),
                    help="i2: error/rtol at 8 times in this window")
     p.add_argument("--model", default="andrews", help="weighted-split: andrews, pendulum, crank_slider")
-    p.add_argument("--rtols", type=float, nargs="+", default=[1e-10], help="weighted-split")
+    p.add_argument("--rtols", type=float, nargs="+", default=None,
+                   help="weighted-split (default 1e-10), mapping (default 1e-5 1e-6 1e-7)")
+    p.add_argument("--models", nargs="+", default=["andrews", "pendulum", "two_link", "three_link_urdf",
+                                                   "crank_slider", "ur5"], help="mapping")
+    p.add_argument("--tol-refs", type=float, nargs="+", default=[1e-3, 1e-4, 1e-5], help="mapping")
     p.add_argument("--variants", nargs="+", default=["off", "M", "W"], help="weighted-split")
     args = p.parse_args(argv)
+    if args.rtols is None:
+        args.rtols = [1e-5, 1e-6, 1e-7] if args.probe == "mapping" else [1e-10]
     {"floor": floor, "fixed": fixed, "noise": noise, "errfloor": errfloor, "i2": i2,
      "i2-compensated": i2_compensated, "i2-noise": i2_noise,
-     "weighted-split": weighted_split}[args.probe](args)
+     "weighted-split": weighted_split, "mapping": mapping}[args.probe](args)
 
 
 if __name__ == "__main__":

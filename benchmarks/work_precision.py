@@ -425,23 +425,30 @@ def plot(path, results):
 # -- --all-methods: every adaptive method x model x rtol, and the default rule ------------------
 ALL_METHODS = ("bdf", "bdf-i2", "bdf-i1", "generalized-alpha", "generalized-alpha-i2", "dopri5", "rk4",
                "rkc-penalty", "local-index1")
-ALL_MODELS = ("andrews", "pendulum", "crank_slider", "two_link", "ur5")
+ALL_MODELS = ("andrews", "pendulum", "crank_slider", "two_link", "car_axis", "three_link_urdf", "ur5")
 ROBOTS = {"ur5": "ur_description/urdf/ur5_robot.urdf", "panda": "panda_description/urdf/panda.urdf",
-          "two_link_urdf": None}
+          "two_link_urdf": None, "three_link_urdf": "three_link.urdf"}
 T_END = {"andrews": 0.03, "pendulum": 3.0, "crank_slider": 0.1, "two_link": 1.0, "ur5": 1.0,
-         "panda": 0.5, "two_link_urdf": 1.0}
+         "panda": 0.5, "two_link_urdf": 1.0, "three_link_urdf": 1.0, "car_axis": 3.0}
 
 
 def any_model(name):
-    """A library model, or a URDF arm (ur5, panda: example-robot-data; two_link_urdf: the
-    planar arm shipped in cosim/data/urdf)."""
+    """A library model, the IVP test set's car axis written as a user model from M, Q, C
+    only (tests/car_axis.py), or a URDF arm (ur5, panda: example-robot-data;
+    two_link_urdf: the planar arm shipped in cosim/data/urdf; three_link_urdf: the
+    planar arm benchmarks/three_link.urdf, not in the library)."""
+    if name == "car_axis":
+        from car_axis import CarAxis
+        return CarAxis()
     if name not in ROBOTS:
         return load_model(name)
+    from pathlib import Path
     from cosim.models.urdf import example_robot_path, load_urdf
     if ROBOTS[name] is None:
-        from pathlib import Path
         import cosim
         path = Path(cosim.__file__).parent / "data" / "urdf" / "two_link.urdf"
+    elif ROBOTS[name].endswith(".urdf") and "/" not in ROBOTS[name]:
+        path = Path(__file__).resolve().parent / ROBOTS[name]
     else:
         path = example_robot_path(ROBOTS[name])
     return load_urdf(str(path))()
@@ -453,6 +460,9 @@ def any_reference(name):
     at rtol = atol = 1e-13 (benchmarks/fixed_step_floor.py)."""
     if name in ("andrews", "pendulum", "crank_slider"):
         return reference(name)
+    if name == "car_axis":   # the IVP test set's published p(3) (DOP853: 1.7e-13 away)
+        from car_axis import REFERENCE_Q, T_END as CAR_T_END
+        return CAR_T_END, REFERENCE_Q
     from fixed_step_floor import reference as dop853
     model = any_model(name)
     t_end = T_END[name]
@@ -460,38 +470,64 @@ def any_reference(name):
 
 
 def run_budgeted(name, method, rtol, budget, max_steps, backend):
-    """(status, steps, err, wall, residual evaluations, LU factorisations); status
-    "ok", "budget" (over ``budget`` s or ``max_steps`` steps), "refused" (set-up error)
-    or "failed" (the error message's first words)."""
-    from cosim.errors import CosimError
+    """(status, steps, err, wall, residual evaluations, LU factorisations, estimate, check
+    seconds): a
+    Simulation of ``method`` at rtol (atol = rtol/100) to t_end in one communication step,
+    after cosim.step_budget's check at set-up (its estimate of the steps).  Status: "ok"
+    ("ok*": accepted with one TightToleranceWarning), "refused" (refused at set-up: the
+    tolerance needs more than max_steps steps), "budget" (more than the method's max_steps
+    steps after all: a broken promise of the check), "time" (over ``budget`` wall seconds,
+    this table's limit), or "failed" (the error message's first words).  ``max_steps``:
+    the methods' budget (None: their default)."""
+    import warnings
+    from cosim import Simulation, step_budget
+    from cosim.errors import CosimError, TightToleranceWarning
     t_end, q_ref = any_reference(name)
     model = any_model(name)
-    u = np.asarray(model.default_inputs(), dtype=float)
-    import warnings
-    from cosim.errors import TightToleranceWarning
     t0 = time.perf_counter()
+    opts = {} if max_steps is None else {"max_steps": max_steps}
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", TightToleranceWarning)
-            integ = make_integrator(model, method, backend=backend, rtol=rtol, atol=rtol / 100)
-        integ.initialize(0.0, None, u)
+            sim = Simulation(model, method=method, rtol=rtol, atol=rtol / 100, backend=backend,
+                             check="off", method_options=opts)
+            est = step_budget.check(sim, t_end, t_end)
+    except step_budget.UnreachableToleranceError as exc:
+        est = float(str(exc).split("about ")[1].split(" steps")[0])
+        return ("refused", 0, None, 0.0, 0, 0, est, time.perf_counter() - t0)
     except CosimError as exc:
-        return ("refused: " + str(exc)[:60], 0, None, 0.0, 0, 0)
-    # "*": accepted with a TightToleranceWarning at set-up
+        return ("failed: " + str(exc)[:60], 0, None, 0.0, 0, 0, None, time.perf_counter() - t0)
+    check_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
     warned = "*" if any(issubclass(w.category, TightToleranceWarning) for w in caught) else ""
+    integ = sim.integrator
+    limit = integ.max_steps
     try:
         while integ.t < t_end:
             integ.step(t_end)
-            if time.perf_counter() - t0 > budget or integ.stats["steps"] >= max_steps:
-                return ("budget" + warned, integ.stats["steps"], None, time.perf_counter() - t0,
-                        integ.stats["residual_evaluations"], integ.stats["lu_factorizations"])
+            over = ("time" if time.perf_counter() - t0 > budget else
+                    "budget" if integ.stats["steps"] > limit else None)
+            if over:
+                return (over + warned, integ.stats["steps"], None, time.perf_counter() - t0,
+                        integ.stats["residual_evaluations"], integ.stats["lu_factorizations"], est,
+                        check_s)
     except CosimError as exc:
         return ("failed: " + str(exc)[:60], integ.stats["steps"], None, time.perf_counter() - t0,
-                integ.stats["residual_evaluations"], integ.stats["lu_factorizations"])
+                integ.stats["residual_evaluations"], integ.stats["lu_factorizations"], est, check_s)
     wall = time.perf_counter() - t0
     err = float(np.max(np.abs(integ.q - q_ref) / np.maximum(1.0, np.abs(q_ref))))
     st = integ.stats
-    return ("ok" + warned, st["steps"], err, wall, st["residual_evaluations"], st["lu_factorizations"])
+    return ("ok" + warned, st["steps"], err, wall, st["residual_evaluations"], st["lu_factorizations"],
+            est, check_s)
+
+
+def _mark(row, rtol):
+    """One row's status letter in the status table (see all_methods)."""
+    method, status, steps, err, wall = row
+    if status.startswith("ok"):
+        good = err / rtol <= 10.0
+        return ("w" if good else "f") if status.endswith("*") else ("y" if good else "e")
+    return {"refused": "R", "budget": "B", "time": "T", "skipped": "."}.get(status.rstrip("*"), "F")
 
 
 def all_methods(models, methods, rtols, budget, max_steps, backend):
@@ -500,28 +536,45 @@ def all_methods(models, methods, rtols, budget, max_steps, backend):
     (cosim.method_choice, an adaptive undriven run)."""
     from cosim.method_choice import default_method
     print(f"All methods: atol = rtol/100, error = max |q - q_ref| / max(1, |q_ref|) at t_end, "
-          f"cost = wall seconds on backend {backend} (res = model residual/RHS evaluations, "
-          f"lu = LU factorisations); budget {budget:g} s or {max_steps} steps per run; "
-          f"* = accepted with a TightToleranceWarning at set-up")
-    summary = []
+          f"cost = wall seconds of the run on backend {backend} (chk = of the set-up check; res = model "
+          f"residual/RHS evaluations, lu = LU factorisations, est = the set-up check's estimate "
+          f"of the steps); one communication step to t_end, the methods' step budget "
+          f"max_steps = {'default' if max_steps is None else max_steps}; 'refused' = refused at "
+          f"set-up (the tolerance needs more than max_steps steps), * = accepted with one "
+          f"TightToleranceWarning, 'budget' = past max_steps after all, 'time' = over this "
+          f"table's {budget:g} s per run")
+    summary, broken, marks = [], [], {}
+    if backend != "python":   # load every compiled method before timing any
+        from cosim.integrators import compile_method
+        for method in methods:
+            compile_method(method)
     for name in models:
+        timed_out = {}
         model = any_model(name)
         default = default_method(model)
         t_end = any_reference(name)[0]
         print(f"\n{name} (n_q {model.n_q}, n_c {model.n_c}), t_end {t_end:g}; default method: {default}")
-        print(f"{'rtol':>7s} {'method':>21s} {'finished':>10s} {'steps':>7s} {'err':>9s} {'err/rtol':>9s} "
-              f"{'res':>8s} {'lu':>6s} {'wall[s]':>8s}")
+        print(f"{'rtol':>7s} {'method':>21s} {'finished':>10s} {'steps':>7s} {'est':>8s} {'err':>9s} "
+              f"{'err/rtol':>9s} {'res':>8s} {'lu':>6s} {'wall[s]':>8s} {'chk[s]':>6s}")
         for rtol in rtols:
             rows = []
             for method in methods:
-                status, steps, err, wall, res, lu = run_budgeted(name, method, rtol, budget, max_steps,
-                                                                 backend)
+                if method in timed_out:   # over the table's time at a looser rtol: skipped
+                    print(f"{rtol:7.0e} {method:>21s} {'skipped':>10s} (over {budget:g} s at "
+                          f"rtol {timed_out[method]:g})")
+                    rows.append((method, "skipped", 0, None, 0.0))
+                    continue
+                status, steps, err, wall, res, lu, est, chk = run_budgeted(name, method, rtol, budget,
+                                                                      max_steps, backend)
+                if status.startswith("time"):
+                    timed_out[method] = rtol
                 rows.append((method, status, steps, err, wall))
                 ok = status.startswith("ok")
                 shown = status.replace("ok", "yes") if ok else status
-                print(f"{rtol:7.0e} {method:>21s} {shown:>10.60s} {steps:7d} "
+                est_txt = "-" if est is None else f"{est:.3g}"
+                print(f"{rtol:7.0e} {method:>21s} {shown:>10.60s} {steps:7d} {est_txt:>8s} "
                       f"{err if ok else float('nan'):9.2e} {err / rtol if ok else float('nan'):9.2e} "
-                      f"{res:8d} {lu:6d} {wall:8.2f}", flush=True)
+                      f"{res:8d} {lu:6d} {wall:8.2f} {chk:6.2f}", flush=True)
             good = [r for r in rows if r[1].startswith("ok") and r[3] / rtol <= 10.0]
             best = min(good, key=lambda r: r[4])[0] if good else "none"
             d = next(r for r in rows if r[0] == default) if default in methods else None
@@ -529,10 +582,27 @@ def all_methods(models, methods, rtols, budget, max_steps, backend):
                     f"{d[1]}, {d[2]} steps"
                     + (f", err/rtol {d[3] / rtol:.2g}, {d[4]:.2f} s" if d[1].startswith("ok") else ""))
             print(f"{rtol:7.0e} {'best':>21s}: {best:22s} default {default} ({dtxt})")
-            summary.append((name, rtol, best, default, dtxt))
-    print("\nmodel           rtol   best method            default method (its result)")
-    for name, rtol, best, default, dtxt in summary:
-        print(f"{name:14s} {rtol:7.0e}  {best:22s} {default} ({dtxt})")
+            by = {r[0]: r for r in rows}
+            ga, bdf = by.get("generalized-alpha"), by.get("bdf")
+            ratio = (f"{ga[2] / bdf[2]:.1f}" if ga and bdf and ga[1].startswith("ok")
+                     and bdf[1].startswith("ok") else "-")
+            summary.append((name, rtol, best, default, dtxt, ratio))
+            for r in rows:
+                marks.setdefault((name, r[0]), []).append(_mark(r, rtol))
+            # accepted (not refused) and then failed or past its budget: the check's promise broken
+            broken += [(name, rtol, r[0], r[1]) for r in rows
+                       if r[1].startswith(("budget", "failed"))]
+    print("\nmodel            rtol   best method            ga/bdf steps  default method (its result)")
+    for name, rtol, best, default, dtxt, ratio in summary:
+        print(f"{name:15s} {rtol:7.0e}  {best:22s} {ratio:>12s}  {default} ({dtxt})")
+    print(f"\nstatus per rtol ({' '.join(f'{r:.0e}' for r in rtols)}): y = finished with err/rtol <= 10, "
+          f"e = finished with err/rtol > 10, lower case w/f = the same after one warning, R = refused "
+          f"at set-up, B = past max_steps, F = failed, T = over {budget:g} s, . = skipped")
+    for name in models:
+        for method in methods:
+            print(f"{name:15s} {method:21s} {' '.join(f'{m:>5s}' for m in marks[(name, method)])}")
+    print(f"\naccepted at set-up, then failed or past max_steps: {len(broken)}"
+          + "".join(f"\n  {n} {r:g} {m}: {st}" for n, r, m, st in broken))
 
 
 def main(argv=None):
@@ -576,10 +646,11 @@ def main(argv=None):
                         help="every adaptive method x --models (default: andrews pendulum crank_slider "
                              "two_link ur5) x --rtols (1e-3 … 1e-10): finished?, steps, error, cost, the "
                              "best method and the default method's choice per row; one start, "
-                             "--budget s (default 60) and --max-steps (default 200000) per run; "
+                             "--budget s (default 60) per run, the methods' own max_steps; "
                              "with --quick: pendulum two_link ur5, bdf generalized-alpha dopri5, "
                              "rtol 1e-4 1e-6 1e-8")
-    parser.add_argument("--max-steps", type=int, default=200_000)
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help="--all-methods: the methods' step budget max_steps (default theirs, 100000)")
     args = parser.parse_args(argv)
     if args.all_methods:
         models = args.models if "--models" in (argv or sys.argv) else list(ALL_MODELS)

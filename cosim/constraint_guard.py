@@ -25,6 +25,14 @@ was; for methods that only bound the drift (penalty methods, ``DRIFT_METHODS``)
 the first excess is a :class:`~cosim.errors.ConstraintDriftWarning` and the
 worst residual is reported (:attr:`Simulation.constraint_residual_report`).
 
+Where the full check is left out (``constraint_check="auto"`` on a library model
+on its independent set) and for the drift-bounding methods, a *gross* violation
+still fails the step in every mode but "off": a position residual above
+``GROSS_FACTOR`` times the position bound (at most 0.1 · s_q), or not finite
+(:func:`gross_bound`; one call of the model's compiled constraint kernel,
+:func:`compiled_constraints`).  A restored state must satisfy the bounds too
+(:func:`restore_bounds`).
+
 Redundancy is decided along the run: where the model has redundant
 constraints, the integrator works on an independent subset of the rows
 (:class:`cosim.ic.ReducedConstraints`).  That subset can lose rank where the
@@ -49,9 +57,15 @@ VELOCITY_FACTOR = 1000.0
 
 DRIFT_METHODS = frozenset({"rkc-penalty"})
 
+"""Methods that only bound the constraint drift: an excess warns once instead of failing."""
+
 INDEX3_METHODS = frozenset({"bdf", "generalized-alpha", "block-lstable"})
 """Methods that enforce positions only (block-lstable: its default index 3)."""
-"""Methods that only bound the constraint drift: an excess warns once instead of failing."""
+
+GROSS_FACTOR = 100.0
+"""A gross violation: a position residual this many times above the position bound (at most
+a tenth of the coordinates' size), or not finite.  Checked after every communication step in
+every mode but ``constraint_check="off"``, also where the full check is left out."""
 
 ADAPTIVE_ROWS = frozenset({"dopri5", "rk4"})
 """Methods whose multipliers do not carry over between evaluations: the rows of a model
@@ -71,6 +85,62 @@ def bounds(rtol, atol, q, v, positions_only=False):
     sv = max(1.0, _max_abs(v.tolist()))
     return (min(FACTOR * (rtol * sq + atol), 0.01 * sq),
             0.1 * sv if positions_only else min(VELOCITY_FACTOR * (rtol * sv + atol), 0.1 * sv))
+
+
+RESTORE_FACTOR = {"generalized-alpha": 0.01, "generalized-alpha-i2": 1.0, "local-index1": 1.0}
+"""A restored state (``Simulation.set_state``) must lie within the position bound; for these
+methods within this factor times ``rtol · s_q + atol`` instead of ``FACTOR`` times it: their
+first step's error test sees the jump back onto the constraints and fails at any step size
+from a state further off (measured on the pendulum at rtol 1e-6: generalized-α fails from
+|C| = 1.4e-7, generalized-α-i2 from 2.8e-5, local-index1 from 1.4e-5), while their own steps
+keep |C| below 1e-3 of the tolerance scale (scripts/fuzz_state.py finds such blobs)."""
+
+
+def restore_bounds(method, rtol, atol, q, v, positions_only=False):
+    """(position bound, velocity bound) a restored state must satisfy (``RESTORE_FACTOR``)."""
+    bp, bv = bounds(rtol, atol, q, v, positions_only)
+    factor = RESTORE_FACTOR.get(method)
+    if factor is not None:
+        rtol = rtol if type(rtol) is float else float(np.max(rtol))
+        atol = atol if type(atol) is float else float(np.max(atol))
+        bp = min(bp, factor * (rtol * max(1.0, _max_abs(q.tolist())) + atol))
+    return bp, bv
+
+
+def gross_bound(rtol, atol, q):
+    """The position residual above which a step is grossly wrong (``GROSS_FACTOR``)."""
+    rtol = rtol if type(rtol) is float else float(np.max(rtol))
+    atol = atol if type(atol) is float else float(np.max(atol))
+    sq = max(1.0, _max_abs(q.tolist()))
+    return min(GROSS_FACTOR * FACTOR * (rtol * sq + atol), 0.1 * sq)
+
+
+def compiled_constraints(model):
+    """``model``'s constraint kernel as compiled for its methods (:func:`cosim.jit.model_functions`,
+    already loaded by a compiled method), or None."""
+    try:
+        from . import jit  # noqa: PLC0415
+        kernels = model.kernels()
+        if kernels is None:
+            return None
+        compiled = jit._models.get(tuple(kernels.all_functions()))
+        if compiled is None:
+            return None
+        dispatcher = compiled[0][jit.kernel_fields().index("constraints")]
+        # the compiled protocol signature itself: a call through the dispatcher would
+        # compile another one for C-contiguous arrays
+        overload = dispatcher.overloads.get(tuple(jit.kernel_signature("constraints").args))
+        return None if overload is None else overload.entry_point
+    except Exception:  # noqa: BLE001 -- no compiled kernel: the Python constraints
+        return None
+
+
+def position_residual(model, t, q):
+    """(max_i |C_i(q, t)|, index of the worst) on the full set; NaN anywhere: NaN."""
+    C = [abs(x) for x in np.asarray(model.constraints(q, t), dtype=float).tolist()]
+    pos = _max_abs(C)
+    i = C.index(pos) if pos in C else next(k for k, x in enumerate(C) if not x <= pos)
+    return pos, i
 
 
 def residuals(model, t, q, v):

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import RunInterrupted, SpecError
+from . import step_budget
 from .multirate import exact_time
 from .signals import InputSignal
 from .validation import communication_step_count, finite_float
@@ -323,6 +324,9 @@ def _execute(spec, sim, stop, stop_source, progress, end_at_stop_event, signals)
             sim.set_inputs(u)
 
     points = communication_points(spec, stop, signals)
+    # an adaptive method that cannot reach the tolerance within its budget: refused
+    # here (or one warning when another method is far cheaper), not after max_steps
+    step_budget.check(sim, stop, max(b - a for a, b in zip([sim.time, *points], points)))
     rows = record_times(spec, stop)
     rec = _Recorder(sim)
     apply_inputs(sim.time)

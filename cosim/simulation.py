@@ -532,6 +532,10 @@ class Simulation:
         # the FMU binary's own steps (native_step_record) cannot run the check
         self._guard_needs_python = self._guard
         self._drift_only = self.method in constraint_guard.DRIFT_METHODS
+        # where the full check is left out (or only warns): a gross violation (a position
+        # residual GROSS_FACTOR above the bound, or not finite) still fails the step
+        self._gross = constrained and (not self._guard or self._drift_only)
+        self._gross_setup()
         self._positions_only = self.method in constraint_guard.INDEX3_METHODS and \
             int(self.method_options.get("index", 3)) == 3
         # the first steps of a user model take the step-by-step path, which knows the step
@@ -981,6 +985,9 @@ class Simulation:
             bound = (f"the bound derived from rtol={self.rtol!r} and atol={self.atol!r}; "
                      f"'Constraints along the run' in the docs")
             if self._drift_only:
+                gross = constraint_guard.gross_bound(self.rtol, self.atol, q)
+                if not pos <= gross:
+                    raise self._gross_error(pos, i, gross, t, h, t_end)
                 self._note_residual(pos, vel, t_end)
                 if not self._drift_warned:
                     self._drift_warned = True
@@ -1015,15 +1022,64 @@ class Simulation:
                     raise
                 self._worst_residual["reselections"] += 1
 
+    def _gross_setup(self):
+        """What the step check and its rollback need, found once: the record snapshot of a
+        record-based method (its arrays and flags: a few µs, where ``state()`` costs tens),
+        and for the gross check the model's constraint kernel as compiled for the method
+        (cosim.jit) with its output buffer and the smallest gross bound (s_q = 1), so a
+        step well inside it costs one compiled call."""
+        from .integrators.record import RecordIntegrator
+        integ = self.integrator
+        self._has_rows = hasattr(integ.model, "rows")
+        self._record_snapshot = isinstance(integ, RecordIntegrator) and hasattr(integ, "_S")
+        self._gross_fn = None
+        if self._gross:
+            if (getattr(integ, "backend", None) == "numba" and integ.model is self.model
+                    and self._record_snapshot and getattr(integ, "_slices", None)):
+                self._gross_fn = constraint_guard.compiled_constraints(self.model)
+            self._gross_C = np.zeros(self.model.n_c)
+            self._gross_floor = constraint_guard.gross_bound(self.rtol, self.atol, np.zeros(1))
+
+    def _check_gross(self, t, h):
+        """After a communication step the full check leaves out (cosim.constraint_guard):
+        the position residual on the full set against the gross bound; NaN fails too."""
+        integ = self.integrator
+        fn = self._gross_fn
+        if fn is not None:  # a compiled record method: its y and t read in place
+            S = integ._S
+            start = integ._slices[0][0]
+            C = self._gross_C
+            fn(S[start:start + self.model.n_q], S[integ._kernel.T], self.model._p, C)
+            values = C.tolist()
+            if max(map(abs, values)) <= self._gross_floor and sum(values) == sum(values):
+                return  # well inside (NaN anywhere: the sum is NaN)
+        t_end = float(integ.t)
+        q = integ.y[:self.model.n_q]
+        pos, i = constraint_guard.position_residual(self.model, t_end, q)
+        bound = constraint_guard.gross_bound(self.rtol, self.atol, q)
+        if not pos <= bound:
+            raise self._gross_error(pos, i, bound, t, h, t_end)
+
+    def _gross_error(self, pos, i, bound, t, h, t_end):
+        step = f"fixed step h={self.h!r}" if self.h is not None else "step"
+        return ConstraintViolationError(
+            f"{self.method}: the {step} ended far off the constraints: constraint "
+            f"{self.model.constraint_names[i]!r} has |C| = {pos:.3e} at t={t_end!r}, above "
+            f"{bound:.3e} ({constraint_guard.GROSS_FACTOR:g} times the bound derived from "
+            f"rtol={self.rtol!r} and atol={self.atol!r}): the result would be wrong, so "
+            f"do_step({t!r}, {h!r}) failed and the state is unchanged; a smaller step or "
+            f"another method may pass it", t=t_end, h=h, cause="constraint residual")
+
     def _snapshot_integrator(self):
         """What the fast path of do_step needs to undo a step the constraint check
         rejects: the record arrays of a record-based method (generalized-α: all its
         state, copied in a few µs), else ``state()``; and the kept rows."""
         integ = self.integrator
-        rows = self._rows_state().get("constraint_rows")
-        if type(integ).__module__.endswith(".generalized_alpha") and hasattr(integ, "_S"):
+        rows = self._rows_state().get("constraint_rows") if self._has_rows else None
+        if self._record_snapshot:
             return ("record", rows, integ._S.copy(), integ._I.copy(), integ._LU.copy(),
-                    integ._restart_pending, integ._outputs_fresh, integ._y_out.copy())
+                    getattr(integ, "_restart_pending", None), integ._outputs_fresh, integ._y_out.copy(),
+                    getattr(integ, "_hist_seen", None))
         return ("state", rows, integ.state())
 
     def _rollback_integrator(self, saved):
@@ -1031,12 +1087,19 @@ class Simulation:
         if saved[1] is not None:
             integ.model.select(saved[1])
         if saved[0] == "record":
-            _, _, S, I, LU, pending, fresh, y_out = saved
+            _, _, S, I, LU, pending, fresh, y_out, hist_seen = saved
             integ._S[:] = S
             integ._I[:] = I
             integ._LU[:] = LU
             integ._y_out[:] = y_out
-            integ._restart_pending, integ._outputs_fresh = pending, fresh
+            integ._outputs_fresh = fresh
+            if pending is not None:
+                integ._restart_pending = pending
+            if hist_seen is not None:  # BDF's order history (a diagnostic) as restore() leaves it
+                integ._hist_seen = hist_seen
+                t = float(integ.t)
+                while integ.order_history and integ.order_history[-1][0] > t:
+                    integ.order_history.pop()
         else:
             integ.restore(saved[2])
 
@@ -1080,11 +1143,13 @@ class Simulation:
             self._n_comm += 1
             return t_end
         if self._fast and observer is None and not self._early:
-            saved = self._snapshot_integrator() if self._guard else None
+            saved = self._snapshot_integrator() if self._guard or self._gross else None
             try:
                 self.integrator._advance_checked(t_end)  # t_end and the budget checked above; restores itself on failure
-                if saved is not None:
+                if self._guard:
                     self._check_constraints(t, h)
+                elif saved is not None:
+                    self._check_gross(t, h)
             except BaseException as exc:
                 if saved is not None:
                     self._rollback_integrator(saved)
@@ -1106,6 +1171,8 @@ class Simulation:
             self._run_until(t_end)
             if self._guard and not self._stopped:
                 self._check_constraints(t, h)
+            elif self._gross and not self._stopped:
+                self._check_gross(t, h)
         except BaseException as exc:
             self._observer = None
             steps = self.integrator.stats.get("steps", 0)
@@ -1485,11 +1552,40 @@ class Simulation:
         previous = self.get_state()
         try:
             self._apply_state(state)
+            self._check_restored_constraints()
         except BaseException as exc:
             self._apply_state(previous)
             if isinstance(exc, CosimError) or not isinstance(exc, Exception):
                 raise
             raise StateError(f"cannot restore the state: {exc!r}") from exc
+
+    def _check_restored_constraints(self):
+        """A restored state of a constrained model lies on its constraints as the step
+        check requires (cosim.constraint_guard bounds, with the state's parameters; the
+        gross bound for a method that only bounds the drift): else StateError naming the
+        field, and set_state puts the previous state back."""
+        model = self.model
+        if self.constraint_check == "off" or model.kind != "multibody" or model.n_c == 0:
+            return
+        integ = self.integrator
+        t = float(integ.t)
+        q, v = model.split(integ.y)
+        with np.errstate(all="ignore"):
+            pos, i, vel, j, _ = constraint_guard.residuals(model, t, q, v)
+        if self._drift_only:
+            bp, bv = constraint_guard.gross_bound(self.rtol, self.atol, q), math.inf
+        else:
+            bp, bv = constraint_guard.restore_bounds(self.method, self.rtol, self.atol, q, v,
+                                                     self._positions_only)
+        if not pos <= bp:
+            raise StateError(f"state field integrator.y: constraint {model.constraint_names[i]!r} "
+                             f"is violated at t={t!r}: |C| = {pos:.3e} > {bp:.3e} (the bound of "
+                             f"a restored {self.method} state, derived from rtol={self.rtol!r} and atol={self.atol!r})")
+        if not vel <= bv:
+            raise StateError(f"state field integrator.y: the velocity constraint of "
+                             f"{model.constraint_names[j]!r} is violated at t={t!r}: |C_q v + C_t| "
+                             f"= {vel:.3e} > {bv:.3e} (the bound of the step check, derived from "
+                             f"rtol={self.rtol!r} and atol={self.atol!r})")
 
     def _check_state(self, s):
         # the full schema, checked before anything is applied (cosim.state_schema)

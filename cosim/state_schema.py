@@ -11,7 +11,8 @@ anything is applied, so a rejected state leaves the simulation untouched:
 * fields whose presence legitimately varies (the Newton LU, dense output,
   FSAL stage, event log, user-block memory) have their own rules below;
 * ranges and cross-field invariants: step sizes > 0, BDF order in 1..5,
-  counters >= 0, stored time = integrator time, t_prev <= t, plant inputs
+  counters >= 0, integrator entries at most MAX_MAGNITUDE in size, stored
+  time = integrator time, t_prev <= t, plant inputs
   equal to the integrator's inputs, sample clocks at the stored time, the LU
   factorisation finite and of the size the method's iteration matrix has for
   this model, its pivots a valid interchange sequence k <= piv[k] < n.
@@ -33,6 +34,7 @@ from .errors import InvalidInputError, StateError
 
 MAX_EVENT_LOG = 10_000       # entries an event log keeps (the oldest are dropped)
 MAX_COUNT = 2 ** 62          # counters (steps, statistics, clock indices)
+MAX_MAGNITUDE = 1e150        # integrator state entries: squared in the steps' norms, they stay finite
 BDF_MAX_ORDER = 5
 _EVENT_KINDS = {"state", "time", "stop", "chattering"}
 _EVENT_FIELDS = {"time": "real", "name": "str", "kind": "str", "index": "int", "terminal": "bool",
@@ -250,6 +252,23 @@ def check_integrator_state(integrator, s, template=None, path="integrator"):
                         template["method_state"], n_y, t)
 
 
+def _magnitudes(path, value):
+    """Every real entry of a restored simulation's integrator state is at most MAX_MAGNITUDE
+    in size (a norm of a larger one overflows in the next step)."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _magnitudes(f"{path}.{k}", v)
+    elif isinstance(value, np.ndarray):
+        if value.dtype.kind == "f" and value.size:
+            big = np.abs(value) > MAX_MAGNITUDE
+            if big.any():
+                idx = tuple(int(i) for i in np.argwhere(big)[0])
+                _fail(f"{path}{list(idx)}", f"must be at most {MAX_MAGNITUDE:g} in size, "
+                                            f"got {float(value[idx])!r}")
+    elif isinstance(value, float) and math.isfinite(value) and abs(value) > MAX_MAGNITUDE:
+        _fail(path, f"must be at most {MAX_MAGNITUDE:g} in size, got {value!r}")
+
+
 def _check_method_state(integrator, path, d, template, n_y, t):
     declared = getattr(integrator, "state_declaration", None)
     if declared is not None:  # a method whose record is declared (cosim.integrators.state_decl)
@@ -314,6 +333,7 @@ def check_simulation_state(sim, s):
     _keys("state", s, list(template))
     check_integrator_state(sim.integrator, s["integrator"], template["integrator"])
     integ = s["integrator"]
+    _magnitudes("integrator", integ)  # (Integrator.restore alone takes them: tests of failed steps)
     time = _real("time", s["time"])
     for key in ("u_ext", "u", "z"):
         _like(key, s[key], template[key])

@@ -4,6 +4,7 @@ differences; the library models without any analytic derivative give the same
 trajectories for every method; the checker's trajectory and energy rows; check= at
 Simulation set-up."""
 import math
+import re
 import warnings
 
 import numpy as np
@@ -228,6 +229,16 @@ def test_an_early_newton_failure_of_a_user_model_points_to_the_checker():
         warnings.simplefilter("ignore")
         with pytest.raises(ConvergenceError, match=r"run `cosim check test_auto_derivatives:BadRow`"):
             sim.do_step(0.0, 1.0)
+    # adaptive: the hint names what happened — the step count, the time, the last step size
+    sim = Simulation(BadRow, method="bdf", rtol=1e-6, backend="python", check="off")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ConvergenceError) as info:
+            sim.do_step(0.0, 1.0)
+    hint = str(info.value).split("a failure at the start of a user model's run (")[1].split(")")[0]
+    steps, t, h = re.fullmatch(r"after (\d+) steps, at t=(\S+), last step size (\S+)", hint).groups()
+    assert 0 < int(steps) <= 20 and 0.0 < float(t) < 1e-4 and 0.0 < float(h) < float(t)
+    assert float(t) == info.value.t and float(h) == info.value.h and sim.time == 0.0
 
 
 class LateCast(Road):

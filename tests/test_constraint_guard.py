@@ -258,3 +258,81 @@ def test_a_late_failure_is_not_called_one_of_the_first_steps():
         sim.do_step(0.0, 1.0)  # one communication step of hundreds of integrator steps
     assert "cosim check" not in str(info.value) and "at t=0.49" in str(info.value)
     assert sim.time == 0.0
+
+
+# -- a gross violation fails the step in every mode but "off" ------------------------------------
+def _far_off_after(t_off, value=0.5):
+    """Pendulum.constraints reporting |C| = value from t_off on: a step that ends far off
+    the constraints (the compiled integrator does not call the Python constraints)."""
+    from cosim.models.pendulum import Pendulum
+    original = Pendulum.constraints
+
+    def constraints(self, q, t):
+        return np.full(self.n_c, value) if t > t_off else original(self, q, t)
+    return Pendulum, constraints
+
+
+@pytest.mark.parametrize("value", [0.5, np.nan])
+def test_gross_violation_is_an_error_where_the_full_check_is_left_out(monkeypatch, value):
+    """constraint_check="auto" leaves a library model on its independent constraints out of
+    the full check (the method enforces them); a step ending far off them (|C| above
+    GROSS_FACTOR times the position bound, or NaN) still fails, the state unchanged."""
+    sim = Simulation("pendulum", method="generalized-alpha", h=1e-3)
+    assert not sim._guard and sim.backend == "numba"
+    for _ in range(5):
+        sim.do_step(sim.time, 1e-3)
+    assert sim._gross_fn is not None  # the compiled constraint kernel, then the Python one
+    t_off = sim.time
+    cls, constraints = _far_off_after(t_off, value)
+    monkeypatch.setattr(cls, "constraints", constraints)
+    kernel = sim._gross_fn
+
+    def compiled(q, t, p, C):
+        kernel(q, t, p, C)
+        if t > t_off:
+            C[:] = value
+    sim._gross_fn = compiled
+    before = sim.serialize_state()
+    with pytest.raises(ConstraintViolationError, match=r"fixed step h=0\.001 ended far off the "
+                                                       r"constraints: constraint 'length' has \|C\| = "
+                                                       r"(5\.000e-01|nan) at t=0\.006") as info:
+        sim.do_step(sim.time, 1e-3)
+    assert "\n" not in str(info.value) and "state is unchanged" in str(info.value)
+    assert sim.serialize_state() == before
+    # "off" checks nothing
+    sim = Simulation("pendulum", method="generalized-alpha", h=1e-3, constraint_check="off")
+    sim.do_step(sim.time, 1e-3)
+
+
+def test_gross_violation_exit_code_and_message_of_the_cli(monkeypatch, capsys):
+    """The run's step check reporting |C| = 0.5 from t = 0.0105 on (the CLI's recording run
+    evaluates the model's Python constraints in its steps, so the model is not patched; the
+    check's compiled kernel is left out)."""
+    from cosim import constraint_guard
+    from cosim.cli import main
+    original = constraint_guard.position_residual
+    monkeypatch.setattr(constraint_guard, "compiled_constraints", lambda model: None)
+    monkeypatch.setattr(constraint_guard, "position_residual",
+                        lambda model, t, q: (0.5, 0) if t > 0.0105 else original(model, t, q))
+    code = main(["simulate", "pendulum", "--h", "0.001", "--t-end", "0.05"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and len(err) == 1, (code, err)
+    assert err[0].startswith("cosim: error: generalized-alpha: the fixed step h=0.001 ended far off "
+                             "the constraints: constraint 'length' has |C|"), err
+    assert err[0].endswith("failed and the state is unchanged; a smaller step or another method "
+                           "may pass it"), err
+    assert code == 2, code  # cosim.cli: every error is one line, exit 2
+
+
+def test_drift_bounding_method_fails_on_a_gross_violation(monkeypatch):
+    """A method that only bounds the drift warns above the bound, but not far above it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sim = Simulation("pendulum", method="rkc-penalty")
+    sim.do_step(sim.time, 0.01)
+    cls, constraints = _far_off_after(sim.time)
+    monkeypatch.setattr(cls, "constraints", constraints)
+    before = sim.serialize_state()
+    with pytest.raises(ConstraintViolationError, match="ended far off the constraints"):
+        sim.do_step(sim.time, 0.01)
+    assert sim.serialize_state() == before

@@ -1,20 +1,14 @@
 """The default method (cosim.method_choice, docs/methods/index.md "Default method"):
 one rule for Simulation, specs, the CLI, the FMU builder and the ROS node; an
-explicit method always wins; the tight-tolerance warning of generalized-α names
-its estimate and the suggested method."""
+explicit method always wins (the tight-tolerance refusal and warning, for every
+method: tests/test_step_budget.py)."""
 import re
-import warnings
 from pathlib import Path
 
 import pytest
 
-import cosim
 from cosim import Simulation
-from cosim.errors import TightToleranceWarning
-from cosim.integrators import make_integrator
-from cosim.integrators.generalized_alpha import TIGHT_RTOL
 from cosim.method_choice import default_method, default_method_and_reason
-from cosim.models import load_model
 from cosim.spec import SimulationSpec
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "methods" / "index.md"
@@ -73,27 +67,3 @@ def test_ros_node_default_is_the_driven_choice():
            "communication_step": 0.01, "end_time": 0.0}
     assert simulation_spec(cfg).method == "generalized-alpha"
     assert simulation_spec(dict(cfg, method="dopri5")).method == "dopri5"
-
-
-@pytest.mark.parametrize("method", ["generalized-alpha", "generalized-alpha-i2"])
-def test_tight_tolerance_warns_once_with_estimate_and_suggested_method(method):
-    model = load_model("pendulum")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        make_integrator(model, method, rtol=1e-8, atol=1e-10)
-    tight = [w for w in caught if issubclass(w.category, TightToleranceWarning)]
-    assert len(tight) == 1
-    text = str(tight[0].message)
-    # estimate: (1e-4 / 1e-8)^(1/2) = 100 times the steps at rtol 1e-4; the cheaper method
-    assert "rtol 1e-08" in text and "about 100 times its steps at rtol 0.0001" in text
-    assert "suggested: method 'dopri5'" in text
-
-
-def test_no_warning_at_rtol_threshold_or_at_a_fixed_step():
-    model = load_model("pendulum")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", TightToleranceWarning)
-        make_integrator(model, "generalized-alpha", rtol=TIGHT_RTOL)
-        make_integrator(model, "generalized-alpha", rtol=1e-10, h=1e-3)
-        make_integrator(model, "dopri5", rtol=1e-10)
-    assert cosim.__version__

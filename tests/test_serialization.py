@@ -90,3 +90,37 @@ def test_foreign_wrong_version_and_wrong_type_blobs_are_rejected(blob):
     with pytest.raises(StateError, match="not written by cosim.Simulation"):
         sim.deserialize_state(serialization.dumps({"y": np.ones(2)}))
     assert sim.serialize_state() == before
+
+
+def test_a_long_string_is_refused_on_the_bytes_before_parsing(monkeypatch):
+    """A 5 MB string in the header: refused by its byte length before the JSON parser or
+    the nesting scan allocate anything for it (a backtracking scan took 10 s and 5.7 GB
+    for 50 MB); strings up to the limit, also of escaped characters, still load."""
+    sim = cosim.Simulation(model="pendulum", method="bdf")
+    blob = sim.serialize_state()
+    text, payload = _split(blob)
+    bad = _join(text.replace(b'"method":"bdf"', b'"method":"' + b"x" * 5_000_000 + b'"', 1), payload)
+    monkeypatch.setattr(serialization, "_nesting_depth", lambda text: pytest.fail("scanned"))
+    monkeypatch.setattr(serialization.json, "loads", lambda *a, **k: pytest.fail("parsed"))
+    with pytest.raises(StateError, match=r"state blob has a string of 5000000 characters \(limit 4096\)"):
+        serialization.loads(bad)
+    monkeypatch.undo()
+    before = sim.serialize_state()
+    with pytest.raises(StateError, match="string of 5000000 characters"):
+        sim.deserialize_state(bad)
+    assert sim.serialize_state() == before
+    name = "é" * serialization.MAX_STRING  # 6 bytes each as JSON (\u00e9): at the limit
+    meta, data = serialization.loads(serialization.dumps({"name": name}))
+    assert data["name"] == name
+
+
+def _split(blob):
+    start = len(serialization.MAGIC) + serialization._PREFIX.size
+    _, n = serialization._PREFIX.unpack_from(blob, len(serialization.MAGIC))
+    return blob[start:start + n], blob[start + n:-4]
+
+
+def _join(text, payload):
+    body = b"".join([serialization.MAGIC, serialization._PREFIX.pack(serialization.VERSION, len(text)),
+                     text, payload])
+    return body + struct.pack("<I", zlib.crc32(body) & 0xFFFFFFFF)

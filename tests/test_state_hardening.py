@@ -84,6 +84,68 @@ def test_seeded_fuzz_of_every_method_finds_no_failure():
     last = proc.stdout.strip().splitlines()[-1]
     tried = int(last.split("cases tried: ")[1].split(",")[0])
     assert "failures: 0" in last and tried >= 15 * 10, proc.stdout[-3000:]
+    # accepted blobs whose next step then fails (cleanly): the schema and the integrators
+    # disagree there.  Left, measured (seed 14): parameter values set_parameter accepts too
+    # (a mass of 1e-300, g = -1e300) and algorithm memory the schema cannot verify without
+    # redoing the steps (a BDF difference of 3e113); was 19 before the constraint and
+    # magnitude checks of a restored state
+    failed_next = int(last.split("accepted then failed at the next step: ")[1].split(" ")[0])
+    assert failed_next <= 4, proc.stdout[-3000:]
+
+
+def _stepped_pendulum(method, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sim = cosim.Simulation(model="pendulum", method=method, **kw)
+    for _ in range(5):
+        sim.do_step(sim.time, 0.01)
+    return sim
+
+
+@pytest.mark.parametrize("method, shift, bound", [
+    # generalized-α's first step fails from 1e-7 off the constraint (fuzz_state); bdf's does not
+    ("generalized-alpha", 1e-7, "1.010e-08"), ("local-index1", 1e-4, "1.010e-06"),
+    ("bdf", 1e-3, "1.010e-04"), ("generalized-alpha-i2", 1e-4, "1.010e-06")])
+def test_restored_state_off_the_constraints_is_refused_unchanged(method, shift, bound):
+    sim = _stepped_pendulum(method)
+    before = sim.serialize_state()
+    state = sim.get_state()
+    state["integrator"]["y"] = state["integrator"]["y"].copy()
+    state["integrator"]["y"][0] += shift
+    with pytest.raises(StateError, match=rf"state field integrator.y: constraint 'length' is "
+                                         rf"violated at t=0.05: \|C\| = .* > {bound}"):
+        sim.set_state(state)
+    assert sim.serialize_state() == before
+    sim.do_step(sim.time, 0.01)  # and it continues
+
+
+def test_restored_velocity_off_the_constraints_is_refused():
+    sim = _stepped_pendulum("generalized-alpha-i2")
+    state = sim.get_state()
+    state["integrator"]["y"] = state["integrator"]["y"].copy()
+    state["integrator"]["y"][2] = -1.0
+    with pytest.raises(StateError, match="state field integrator.y: the velocity constraint of "
+                                         "'length' is violated"):
+        sim.set_state(state)
+
+
+def test_integrator_entries_above_1e150_are_refused_with_the_field():
+    sim = _stepped_pendulum("bdf")
+    before = sim.serialize_state()
+    state = sim.get_state()
+    state["integrator"]["method_state"]["D"] = state["integrator"]["method_state"]["D"].copy()
+    state["integrator"]["method_state"]["D"][4, 1] = 5e157
+    with pytest.raises(StateError, match=r"state field integrator.method_state.D\[4, 1\]: must be "
+                                         r"at most 1e\+150 in size, got 5e\+157"):
+        sim.set_state(state)
+    assert sim.serialize_state() == before
+    # a state of the run itself restores and continues bit-identically
+    blob = sim.serialize_state()
+    sim.do_step(sim.time, 0.01)
+    after = sim.serialize_state()
+    sim.deserialize_state(blob)
+    sim.do_step(sim.time, 0.01)
+    assert sim.serialize_state() == after
 
 
 # -- the schema's model-dependent sizes match what the methods factorise ----------------------

@@ -71,28 +71,9 @@ AUTO_TANGENT = 10.0
 # generalized-alpha-i2: tolerance calibration of the eq. 39 test (GeneralizedAlphaIndex2)
 TOL_FACTOR = 30.0
 RTOL_CAP = 0.1
-# An adaptive run below this rtol is accepted with one TightToleranceWarning: a
-# second-order method's steps grow as rtol^(-1/2) (the error test's tolerance as
-# rtol^(3/2), local error h³), against rtol^(-1/5) for bdf (order ≤ 5).  Measured
-# (benchmarks/work_precision.py --all-methods --quick, python backend, 1 start):
-# at rtol 1e-6 generalized-alpha took 7576 / 2541 / 4185 steps on andrews /
-# two_link / ur5, bdf 787 / 183 / 269, dopri5 107 / 34 / 48; at rtol 1e-8 it did
-# not finish in 30 s on andrews, pendulum and two_link, where dopri5 took 0.1-0.6 s.
-TIGHT_RTOL = 1e-6
-STEP_GROWTH_REF = 1e-4   # the estimate is relative to the steps at this rtol
-
-
-def tight_tolerance_message(name, rtol):
-    """The warning of an adaptive generalized-α run at rtol < TIGHT_RTOL: the
-    estimate of the steps and the cheaper method, or None below the threshold."""
-    if not rtol < TIGHT_RTOL:
-        return None
-    factor = math.sqrt(STEP_GROWTH_REF / rtol)
-    return (f"{name} at rtol {rtol:g}: a second-order method needs about {factor:.0f} times "
-            f"its steps at rtol {STEP_GROWTH_REF:g} (steps grow as rtol^-1/2; measured at rtol "
-            f"1e-6: 10-21 times the steps of bdf and 70-90 times those of dopri5 on andrews, the "
-            f"pendulum, two_link and a UR5); suggested: method 'dopri5' (or 'bdf' for a stiff model), or a fixed step "
-            f"h for real-time use")
+# A tolerance an adaptive run cannot reach within its step budget, or reaches at a cost
+# far above another method's, is refused or warned about before the run, by
+# measurement: cosim/step_budget.py (steps ∝ rtol^(-1/2) here, step_exponent).
 
 _NEWTON_REASONS = {K.R_RESIDUAL: "residual is not finite", K.R_UPDATE: "Newton update is not finite",
                    K.R_NO_CONVERGENCE: f"no convergence in {K.NEWTON_MAX_ITER} iterations"}
@@ -254,15 +235,6 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
         # the error test's weights are s·W (W of the user's tolerances); the Newton
         # norm keeps W (1e-4·W is already far below s·W ≥ 1e-3·W)
         self._err_scale = self._err_rtol / self.rtol
-        self._warn_tight(self.rtol)
-
-    def _warn_tight(self, rtol):
-        """One TightToleranceWarning at set-up for an adaptive run below TIGHT_RTOL."""
-        message = None if self.h_fixed is not None else tight_tolerance_message(self.name, rtol)
-        if message is not None:
-            import warnings  # noqa: PLC0415
-            from ..errors import TightToleranceWarning  # noqa: PLC0415
-            warnings.warn(message, TightToleranceWarning, stacklevel=4)
 
     # -- the record ----------------------------------------------------------------------------
     def _allocate(self, n, m):
@@ -500,6 +472,5 @@ class GeneralizedAlphaIndex2(GeneralizedAlpha):
         self.user_rtol, self.user_atol = self.rtol, self.atol
         r = max(self.rtol, min(kf * self.rtol, RTOL_CAP))
         self.rtol, self.atol = r, self.atol * (r / self.user_rtol)
-        self._warn_tight = lambda rtol: GeneralizedAlpha._warn_tight(self, self.user_rtol)
         super().check_options()   # no project_velocities: the velocity constraint is solved for
         self._project = False
