@@ -181,16 +181,27 @@ def _steps_text(x):
     return "unbounded" if not math.isfinite(x) else f"{x:.3g}"
 
 
-def check(sim, t_end, dt):
+def grid_steps(sim, span, intervals):
+    """The fewest integrator steps any method takes over ``span``: one per communication
+    step, and one per sample of the fastest sampled block (integration never crosses a
+    sample instant)."""
+    times = [float(b.sample_time) for b in sim.blocks if b.sample_time]
+    n_sampled = math.ceil(span / min(times) * (1.0 - 1e-12)) if times else 0
+    return max(int(intervals), n_sampled)
+
+
+def check(sim, t_end, dt, intervals=1):
     """Refuse (raise :class:`UnreachableToleranceError`) or warn once before ``sim`` runs
-    to ``t_end`` in communication steps of at most ``dt``; returns the estimated steps,
-    or None where nothing was checked (fixed step, exact method, nothing to run)."""
+    to ``t_end`` in ``intervals`` communication steps of at most ``dt``; returns the
+    estimated steps, or None where nothing was checked (fixed step, exact method,
+    nothing to run)."""
     integ = sim.integrator
     if getattr(integ, "h_fixed", None) is not None or not t_end > sim.time \
             or sim.method == "state-transition":
         return None
     span = t_end - sim.time
     dt = min(dt, span)
+    floor = grid_steps(sim, span, intervals)
     snapshot = sim.get_state()
     try:
         times, reached, failure = probe_steps(integ, t_end)
@@ -198,7 +209,7 @@ def check(sim, t_end, dt):
         sim.set_state(snapshot)
     if failure is not None:
         return None   # the run itself says what failed, with its own hints
-    total = estimate(times, reached, span)
+    total = max(estimate(times, reached, span), floor)
     n = len(times) - 1
     how = f"a probe of {n} steps advanced {times[-1] - times[0]:.3g}"
     if not reached and (total > STAGE_B_FROM or total * dt / span > integ.max_steps):
@@ -208,7 +219,7 @@ def check(sim, t_end, dt):
             # the first steps alone overstate a method that ramps up (bdf starts at
             # order 1): no verdict from them
             return total
-        total, how = ref
+        total, how = max(ref[0], floor), ref[1]
     per_interval = total * dt / span if math.isfinite(total) else math.inf
     over_budget = per_interval > integ.max_steps
     if not over_budget and total <= WARN_MIN_STEPS:
@@ -219,8 +230,8 @@ def check(sim, t_end, dt):
             continue
         ref = reference_estimate(sim.model, method, {}, "python", sim.rtol, sim.atol, sim.time,
                                  sim.y, integ.u, t_end)
-        if ref is not None and ref[0] < total:
-            better.append((ref[0], method))
+        if ref is not None and max(ref[0], floor) < total:
+            better.append((max(ref[0], floor), method))
     better.sort()
     name = sim.method
     what = (f"{name} (order {method_order(name)}) at rtol {sim.rtol:g}, atol {sim.atol:g}: about "

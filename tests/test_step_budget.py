@@ -11,6 +11,7 @@ import pytest
 import cosim
 from cosim import Simulation, step_budget
 from cosim.errors import TightToleranceWarning
+from cosim.scenario import Scenario
 from cosim.step_budget import UnreachableToleranceError
 
 
@@ -90,3 +91,21 @@ def test_cli_refuses_before_running(capsys):
                  "--atol", "1e-11", "--t-end", "0.03", "--dt", "0.03"]) == 2
     err = capsys.readouterr().err
     assert "more than max_steps=100000" in err and "suggested: method 'dopri5'" in err
+
+
+def test_sampled_blocks_bound_every_method_below():
+    """Integration never crosses a sample instant, so a scenario's fastest block bounds
+    every method's steps below: the shipped pendulum_pd (generalized-α at rtol 1e-6, blocks
+    at 1 ms and 2.5 ms) takes at least 1000 steps per second whatever the method, nothing
+    is 10× cheaper, and it runs without a warning; the bare pendulum in one communication
+    step to the same time is warned (dopri5 far cheaper there)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TightToleranceWarning)
+        sim = Scenario.load("pendulum_pd").run(stop_time=1.0).sim
+    assert sim.method == "generalized-alpha" and sim.rtol == 1e-6 and sim.base_step == 5e-4
+    assert step_budget.grid_steps(sim, 1.0, 1) == 1000
+    assert sim.stats["steps"] >= 1000
+    bare = Simulation("pendulum", method="generalized-alpha", rtol=1e-6, atol=1e-8)
+    assert step_budget.grid_steps(bare, 4.0, 1) == 1
+    with pytest.warns(TightToleranceWarning, match="suggested: method"):
+        step_budget.check(bare, 4.0, 4.0)
