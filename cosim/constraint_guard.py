@@ -62,6 +62,14 @@ DRIFT_METHODS = frozenset({"rkc-penalty"})
 INDEX3_METHODS = frozenset({"bdf", "generalized-alpha", "block-lstable"})
 """Methods that enforce positions only (block-lstable: its default index 3)."""
 
+ENFORCING_METHODS = frozenset({"generalized-alpha", "generalized-alpha-i2", "bdf", "bdf-i2", "spark",
+                               "dopri5", "rk4"})
+"""Methods whose every accepted step solves the position constraints C(q) = 0 on the rows
+they integrate (the index-3 or GGL Newton solve, SPARK's constraint stages, dopri5/rk4's
+projection): a step that does not is a failed step already, so the gross check after each
+communication step (two copies of the record and a call of the constraint kernel, about
+5 µs of a 10 µs two_link step) is left out for them where the full check is."""
+
 GROSS_FACTOR = 100.0
 """A gross violation: a position residual this many times above the position bound (at most
 a tenth of the coordinates' size), or not finite.  Checked after every communication step in

@@ -533,8 +533,10 @@ class Simulation:
         self._guard_needs_python = self._guard
         self._drift_only = self.method in constraint_guard.DRIFT_METHODS
         # where the full check is left out (or only warns): a gross violation (a position
-        # residual GROSS_FACTOR above the bound, or not finite) still fails the step
-        self._gross = constrained and (not self._guard or self._drift_only)
+        # residual GROSS_FACTOR above the bound, or not finite) still fails the step, except
+        # for the methods whose every accepted step solves C(q) = 0 (ENFORCING_METHODS)
+        self._gross = constrained and (not self._guard or self._drift_only) and \
+            self.method not in constraint_guard.ENFORCING_METHODS
         self._gross_setup()
         self._positions_only = self.method in constraint_guard.INDEX3_METHODS and \
             int(self.method_options.get("index", 3)) == 3
