@@ -3,7 +3,10 @@
 ``progress`` of :func:`cosim.run`, :func:`cosim.simulate` and :func:`cosim.sweep`:
 
 * ``None`` (default): a bar on stderr when stderr is a terminal, shown only once the
-  run has taken longer than :data:`DELAY` seconds (short runs print nothing);
+  run has taken longer than :data:`DELAY` seconds (short runs print nothing); when it
+  is not a terminal (a pipe, a log file, a notebook), a plain line every
+  :data:`QUIET_EVERY` seconds once the run has taken that long, so no long run is
+  silent;
 * ``True``: the bar on stderr even when it is not a terminal (still after the delay);
 * ``False``: nothing;
 * a callable: called with the simulation time after every communication step (a
@@ -19,6 +22,7 @@ import time
 DELAY = 2.0     # s of wall time before a bar appears
 RATE = 10.0     # redraws per second at most
 WIDTH = 25      # characters of the bar
+QUIET_EVERY = 10.0   # s between plain lines where stderr is not a terminal
 
 
 class ProgressLine:
@@ -29,8 +33,9 @@ class ProgressLine:
         self.unit, self.label = unit, label
         self.stream = sys.stderr if stream is None else stream
         isatty = getattr(self.stream, "isatty", None)
-        self.enabled = bool(force or (isatty is not None and isatty()))
-        self.delay = float(delay)
+        self.bar = bool(force or (isatty is not None and isatty()))
+        self.enabled = True     # not a terminal: plain lines every QUIET_EVERY seconds
+        self.delay = float(delay) if self.bar else QUIET_EVERY
         self.t0 = time.monotonic()
         self.last = -1.0
         self.shown = False
@@ -45,15 +50,19 @@ class ProgressLine:
             self.stop = float(total)
         now = time.monotonic()
         elapsed = now - self.t0
-        if elapsed < self.delay or now - self.last < 1.0 / RATE:
+        if elapsed < self.delay or now - self.last < (1.0 / RATE if self.bar else QUIET_EVERY):
             return
         self.last = now
         span = self.stop - self.start
         frac = min(max((float(value) - self.start) / span, 0.0), 1.0) if span > 0 else 1.0
-        bar = "#" * int(WIDTH * frac)
         eta = f"  about {elapsed * (1.0 - frac) / frac:.0f} s left" if 0.0 < frac < 1.0 else ""
         where = (f"{self.label}={float(value):.6g}" + (f" {self.unit}" if self.unit else "") +
                  f" of {self.stop:.6g}")
+        if not self.bar:
+            self.stream.write(f"cosim: {100.0 * frac:.0f}%  {where}  {elapsed:.0f} s{eta}\n")
+            self.stream.flush()
+            return
+        bar = "#" * int(WIDTH * frac)
         self.stream.write(f"\r[{bar:<{WIDTH}s}] {100.0 * frac:3.0f}%  {where}  "
                           f"{elapsed:.0f} s{eta}   ")
         self.stream.flush()

@@ -384,7 +384,7 @@ def run(spec, *, progress=None, allow_files=False, **changes):
     communication steps of 10 ms); see :func:`cosim.spec.load_spec`.  ``changes``: keys
     of the spec vocabulary applied first (``stop_time=1.0``, ``params={"l": 2.0}``).
     ``progress``: None (default) draws a bar on stderr when it is a terminal and the
-    run takes longer than 2 s, True always, False never, or a callable ``f(t)`` called
+    run takes longer than 2 s (elsewhere a plain line every 10 s), True always, False never, or a callable ``f(t)`` called
     after every communication step (:mod:`cosim.progress`).  ``allow_files``: a spec
     whose model is ``file.py:Class`` may load that file.  Ctrl-C raises
     :class:`~cosim.errors.RunInterrupted` carrying the rows recorded so far."""

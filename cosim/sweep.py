@@ -84,7 +84,7 @@ def run_one(spec_dict):
     spec_dict = dict(spec_dict)  # a retried task (lost worker) gets the same argument again
     index = spec_dict.pop("__index__", -1)
     try:
-        return run(SimulationSpec.from_dict(spec_dict, source=f"run {index}"))
+        return run(SimulationSpec.from_dict(spec_dict, source=f"run {index}"), progress=False)
     except Exception as exc:  # recorded, never stops the sweep
         return RunFailure(index, f"{type(exc).__name__}: {' '.join(str(exc).split())}")
 
@@ -425,8 +425,8 @@ def sweep(spec, variations=None, client=None, *, scheduler=None, workers=None, t
     the files, default their names) on Dask; returns a :class:`SweepResult` in run order.
     ``client``: a ``distributed.Client`` to use; else ``scheduler`` (address or scheduler
     file) or an embedded LocalCluster.  ``progress``: None (default) draws a bar on
-    stderr when it is a terminal and the sweep takes longer than 2 s, True always, False
-    never, or a callable ``progress(done, total)`` called as runs finish
+    stderr when it is a terminal and the sweep takes longer than 2 s (elsewhere a plain
+    line every 10 s), True always, False never, or a callable ``progress(done, total)`` called as runs finish
     (:mod:`cosim.progress`).  Each run's spec is made when it is submitted (at most a few
     per worker in flight); a run whose varied value the spec refuses is recorded as
     failed, like a run that fails."""

@@ -164,7 +164,33 @@ def test_progress_line_waits_then_draws_and_ends_the_line(monkeypatch):
     assert out.text.endswith("\n")
 
 
-def test_progress_is_silent_when_stderr_is_not_a_terminal(capfd):
+class _Pipe(_Tty):
+    def isatty(self):
+        return False
+
+
+def test_progress_where_stderr_is_not_a_terminal_is_a_plain_line_every_ten_seconds(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr("cosim.progress.time.monotonic", lambda: clock[0])
+    out = _Pipe()
+    line = ProgressLine(0.0, 100.0, stream=out, label="runs", unit="")
+    clock[0] += 9.0
+    line.update(9.0)
+    assert out.text == ""                      # a run shorter than 10 s: nothing
+    clock[0] += 2.0
+    line.update(10.0)
+    assert out.text == "cosim: 10%  runs=10 of 100  11 s  about 99 s left\n"
+    clock[0] += 5.0
+    line.update(15.0)                          # the next line 10 s later, not before
+    assert out.text.count("\n") == 1
+    clock[0] += 5.0
+    line.update(20.0)
+    line.close()                               # whole lines: nothing to end
+    assert out.text.splitlines() == ["cosim: 10%  runs=10 of 100  11 s  about 99 s left",
+                                     "cosim: 20%  runs=20 of 100  21 s  about 84 s left"]
+
+
+def test_progress_is_silent_for_a_short_run_when_stderr_is_not_a_terminal(capfd):
     cosim.run("pendulum", stop_time=0.2, backend="python")      # default: None (auto)
     seen = []
     cosim.run("pendulum", stop_time=0.05, backend="python", progress=seen.append)
