@@ -56,8 +56,8 @@ class ProgressLine:
         span = self.stop - self.start
         frac = min(max((float(value) - self.start) / span, 0.0), 1.0) if span > 0 else 1.0
         eta = f"  about {elapsed * (1.0 - frac) / frac:.0f} s left" if 0.0 < frac < 1.0 else ""
-        where = (f"{self.label}={float(value):.6g}" + (f" {self.unit}" if self.unit else "") +
-                 f" of {self.stop:.6g}")
+        where = (f"{self.label}={_number(value)}" + (f" {self.unit}" if self.unit else "") +
+                 f" of {_number(self.stop)}")
         if not self.bar:
             self.stream.write(f"cosim: {100.0 * frac:.0f}%  {where}  {elapsed:.0f} s{eta}\n")
             self.stream.flush()
@@ -73,6 +73,12 @@ class ProgressLine:
             self.stream.write("\n")
             self.stream.flush()
             self.shown = False
+
+
+def _number(x):
+    """A count as an integer (a sweep's 1000000 runs), a time to 6 digits."""
+    x = float(x)
+    return f"{int(x)}" if x.is_integer() and abs(x) < 1e15 else f"{x:.6g}"
 
 
 def progress_callback(progress, start, stop, **kwargs):
