@@ -1074,36 +1074,21 @@ class Simulation:
 
     def _snapshot_integrator(self):
         """What the fast path of do_step needs to undo a step the constraint check
-        rejects: the record arrays of a record-based method (generalized-α: all its
-        state, copied in a few µs), else ``state()``; and the kept rows."""
+        rejects: the integrator's point (a record-based method's ``save_point``: copies
+        of its arrays, a few µs; else ``state()``) and the kept rows."""
         integ = self.integrator
         rows = self._rows_state().get("constraint_rows") if self._has_rows else None
-        if self._record_snapshot:
-            return ("record", rows, integ._S.copy(), integ._I.copy(), integ._LU.copy(),
-                    getattr(integ, "_restart_pending", None), integ._outputs_fresh, integ._y_out.copy(),
-                    getattr(integ, "_hist_seen", None))
-        return ("state", rows, integ.state())
+        return rows, integ.save_point() if self._record_snapshot else integ.state()
 
     def _rollback_integrator(self, saved):
         integ = self.integrator
-        if saved[1] is not None:
-            integ.model.select(saved[1])
-        if saved[0] == "record":
-            _, _, S, I, LU, pending, fresh, y_out, hist_seen = saved
-            integ._S[:] = S
-            integ._I[:] = I
-            integ._LU[:] = LU
-            integ._y_out[:] = y_out
-            integ._outputs_fresh = fresh
-            if pending is not None:
-                integ._restart_pending = pending
-            if hist_seen is not None:  # BDF's order history (a diagnostic) as restore() leaves it
-                integ._hist_seen = hist_seen
-                t = float(integ.t)
-                while integ.order_history and integ.order_history[-1][0] > t:
-                    integ.order_history.pop()
+        rows, point = saved
+        if rows is not None:
+            integ.model.select(rows)
+        if self._record_snapshot:
+            integ.back_to(point)
         else:
-            integ.restore(saved[2])
+            integ.restore(point)
 
     def _note_residual(self, pos, vel, t):
         w = self._worst_residual
@@ -1212,11 +1197,8 @@ class Simulation:
         if kind is None or kind[0] is not integ:
             kind = self._point_kind()
         record = kind[1] == "record"
-        if record:  # _save_point, inline (the hot path)
-            saved = (integ._S.copy(), integ._I.copy(), integ._LU.copy() if kind[2] else None,
-                     getattr(integ, "_restart_pending", None), integ._outputs_fresh,
-                     integ._y_out.copy() if integ._y_out.size else None,
-                     (len(integ.order_history), integ._hist_seen) if kind[5] else None)
+        if record:
+            saved = integ.save_point()
         elif kind[1] == "rows":
             return False
         else:
@@ -1225,8 +1207,8 @@ class Simulation:
             integ._advance_checked(t_end)  # the step budget checked by do_step
             if record:
                 S = integ._S
-                single = S[kind[3]] == t0
-                x1, x0, start = S, saved[0], kind[4]
+                single = S[kind[2]] == t0
+                x1, x0, start = S, saved[0], kind[3]
             else:
                 single = integ.t_prev == t0
                 x1, x0, start = np.asarray(integ.y, dtype=float), np.asarray(saved["y"], dtype=float), 0
@@ -1246,56 +1228,31 @@ class Simulation:
 
     def _point_kind(self):
         """How the screened paths save the integrator's point: ``(integrator, kind,
-        LU kept, slot of t_prev in S, start of y in S, order history kept)``, kind
-        "record" (a method run by one kernel entry, cosim.integrators.record: its
-        record S, I and kept Newton factor LU are its whole state, with BDF's order
-        history; the explicit methods' LU is work space), "state"
+        slot of t_prev in S, start of y in S)``, kind "record" (a method run by one
+        kernel entry, cosim.integrators.record: ``save_point``/``back_to``), "state"
         (``state()``/``restore``) or "rows" (constraint rows chosen along the run:
         not screened)."""
         from .integrators.record import RecordIntegrator  # noqa: PLC0415
         integ = self.integrator
-        module = type(integ).__module__
         record = isinstance(integ, RecordIntegrator) and hasattr(integ, "_slices")
         self._screen_kind = (
             integ, "rows" if hasattr(integ.model, "rows") else "record" if record else "state",
-            not module.endswith(".explicit"), integ._kernel.T_PREV if record else -1,
-            integ._slices[0][0] if record else 0, hasattr(integ, "order_history"))
+            integ._kernel.T_PREV if record else -1, integ._slices[0][0] if record else 0)
         return self._screen_kind
 
     def _save_point(self):
-        """The integrator's point, to go back to with :meth:`_back_to`: a record
-        integrator's arrays (copies: a few µs less than ``state()``) and flags, else
-        ``state()``."""
+        """The integrator's point, to go back to with :meth:`_back_to`."""
         integ = self.integrator
         kind = self._screen_kind
         if kind is None or kind[0] is not integ:
             kind = self._point_kind()
-        if kind[1] != "record":
-            return integ.state()
-        return (integ._S.copy(), integ._I.copy(), integ._LU.copy() if kind[2] else None,
-                getattr(integ, "_restart_pending", None), integ._outputs_fresh,
-                integ._y_out.copy() if integ._y_out.size else None,
-                (len(integ.order_history), integ._hist_seen) if kind[5] else None)
+        return integ.save_point() if kind[1] == "record" else integ.state()
 
     def _back_to(self, saved):
-        integ = self.integrator
-        if type(saved) is not tuple:
-            integ.restore(saved)
-            return
-        S, I, LU, pending, fresh, y_out, history = saved
-        integ._S[:] = S
-        integ._I[:] = I
-        if LU is not None:
-            integ._LU[:] = LU
-        if pending is not None:
-            integ._restart_pending = pending
-        integ._outputs_fresh = fresh
-        if y_out is not None:
-            integ._y_out[:] = y_out
-        if history is not None:  # the (t, order) entries of the steps taken back
-            while len(integ.order_history) > history[0]:
-                integ.order_history.pop()
-            integ._hist_seen = history[1]
+        if type(saved) is tuple:
+            self.integrator.back_to(saved)
+        else:
+            self.integrator.restore(saved)
 
     # -- a caller that steps without Python (the FMU binary) ----------------------------------
     def native_step_record(self):
@@ -1400,7 +1357,7 @@ class Simulation:
             z_old = self._z
             if screen is not None:  # the model's check rules most steps out at once
                 if type(saved) is tuple:
-                    x1, x0, start = integ._S, saved[0], self._screen_kind[4]
+                    x1, x0, start = integ._S, saved[0], self._screen_kind[3]
                 else:
                     x1, x0, start = integ.y, np.asarray(saved["y"], dtype=float), 0
                 quiet, z_new = screen(x1, x0, start, integ.t - integ.t_prev, u, z_old)

@@ -110,6 +110,7 @@ class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyInt
     _method_code = K.DOPRI5
     compiled_entry = staticmethod(compiled_entry)
     compiled_native_step = staticmethod(compiled_native_step)
+    _lu_is_state = False   # the projection's LU is work space
 
     state_declaration = RECORD   # the record, the state dictionary and its schema
     h_next = RECORD.view("method_state.h_next")

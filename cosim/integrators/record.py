@@ -172,6 +172,33 @@ class RecordIntegrator:
     _has_state = False
     _outputs_fresh = False
     _kernel_outputs = False
+    _lu_is_state = True       # False where LU is only work space (the explicit methods)
+
+    def save_point(self):
+        """The integrator's point as copies of its record (S, I, the kept Newton factor,
+        the restart flag, the outputs, BDF's order history length): a few µs less than
+        :meth:`state`; :meth:`back_to` returns to it (a rollback within this process)."""
+        history = getattr(self, "order_history", None)
+        return (self._S.copy(), self._I.copy(), self._LU.copy() if self._lu_is_state else None,
+                self._restart_pending, self._outputs_fresh,
+                self._y_out.copy() if self._y_out.size else None,
+                None if history is None else (len(history), self._hist_seen))
+
+    def back_to(self, saved):
+        """Return to a point from :meth:`save_point`."""
+        S, I, LU, pending, fresh, y_out, history = saved
+        self._S[:] = S
+        self._I[:] = I
+        if LU is not None:
+            self._LU[:] = LU
+        self._restart_pending = pending
+        self._outputs_fresh = fresh
+        if y_out is not None:
+            self._y_out[:] = y_out
+        if history is not None:  # the (t, order) entries of the steps taken back
+            while len(self.order_history) > history[0]:
+                self.order_history.pop()
+            self._hist_seen = history[1]
 
     def _construct(self, model, backend, supports, n_scalars, kwargs):
         """The integrator's ``__init__``: the backend (``supports(model)``: why the
