@@ -125,11 +125,6 @@ class SimulationNode(Node):
         self.add_on_set_parameters_callback(self._validate_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
 
-    @property
-    def summary(self):
-        """The start-up line's summary (ros_nodes.process): the plant and the method in use."""
-        return f"model {self.sim.model.name}, method {self.sim.method} ({self.sim.backend})"
-
     def _log_ic_report(self):
         """The IC report at start-up (issue 19): WARN when the initial state was repaired."""
         report = self.sim.ic_report
@@ -161,8 +156,10 @@ class SimulationNode(Node):
 
     @property
     def summary(self):
-        return (f"model {self.model_label}, mode {self.mode}, t={self.sim.time!r}"
-                f"{', paused' if self.paused else ''}")
+        """The start-up line's summary (ros_nodes.process): the plant, the pacing mode, the
+        method in use and its backend, the time."""
+        return (f"model {self.model_label}, mode {self.mode}, method {self.sim.method} "
+                f"({self.sim.backend}), t={self.sim.time!r}{', paused' if self.paused else ''}")
 
     # names used by commands.py
     command_inputs = property(lambda self: self.joints.command_inputs)

@@ -71,7 +71,7 @@ def test_config_by_name_and_later_parameters_override_it(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     log = proc.stdout + proc.stderr
     assert "shipped configuration 'pendulum_free_run'" in log
-    assert "ready (model pendulum, mode free_run" in log
+    assert "ready (model pendulum, mode free_run, method generalized-alpha (" in log
     assert "end_time reached at t=0.5" in log
 
 
