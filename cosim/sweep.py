@@ -89,6 +89,18 @@ def run_one(spec_dict):
         return RunFailure(index, f"{type(exc).__name__}: {' '.join(str(exc).split())}")
 
 
+def dask_setup(worker):
+    """The embedded cluster's worker preload: Ctrl-C in a terminal reaches every process
+    of the foreground group, and a worker stopped by it prints Dask's tracebacks over the
+    sweep's "interrupted" line.  A worker ignores SIGINT; the sweep's process handles it
+    and closes the cluster (which stops the workers)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @dataclass
 class SweepResult:
     specs: list
@@ -407,6 +419,7 @@ def connect(scheduler=None, workers=None, timeout=10.0):
         try:
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
                                    protocol="tls://", security=security, dashboard_address=None,
+                                   preload=["cosim.sweep"],  # dask_setup: workers ignore Ctrl-C
                                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                                    silence_logs=logging.ERROR)
         except Exception as exc:
@@ -414,8 +427,16 @@ def connect(scheduler=None, workers=None, timeout=10.0):
     client = Client(cluster, security=security, timeout=f"{timeout}s")
 
     def close():
-        client.close()
-        cluster.close()
+        # the scheduler logs, as an error, each result the client stops waiting for
+        # (Ctrl-C, an error): the sweep says what happened itself
+        quiet = logging.getLogger("distributed")
+        level = quiet.level
+        quiet.setLevel(logging.CRITICAL)
+        try:
+            client.close()
+            cluster.close()
+        finally:
+            quiet.setLevel(level)
     return client, f"embedded LocalCluster ({n} worker processes x 1 thread, TLS)", close
 
 

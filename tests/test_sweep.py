@@ -210,3 +210,43 @@ def test_bad_input_is_a_one_line_error_with_exit_code_2(tmp_path, args, needle):
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert lines[0].startswith("cosim: error: ") and needle in lines[0], lines[0]
     assert not (tmp_path / "runs.parquet").exists()
+
+
+def test_ctrl_c_during_an_embedded_sweep_is_one_line_and_stops_every_worker(tmp_path):
+    """Ctrl-C in a terminal reaches the sweep's whole process group, the embedded
+    cluster's worker processes too: exit 130 and "cosim: interrupted", no Dask traceback
+    or error log from the workers or the scheduler, and no process of the group left."""
+    proc = subprocess.Popen([sys.executable, "-m", "cosim", "sweep", "pendulum_pd", "--samples", "2000",
+                             "--dist", "l=uniform(0.5,2)", "--seed", "1", "--workers", "2",
+                             "--out", str(tmp_path / "out")],
+                            cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines, deadline = [], time.monotonic() + 180
+    try:
+        # stderr is a pipe: the progress line comes after 10 s, with the runs under way
+        while time.monotonic() < deadline and not any("runs=" in line for line in lines):
+            line = proc.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+        assert any("runs=" in line for line in lines), "".join(lines)
+        os.killpg(proc.pid, signal.SIGINT)
+        rest = proc.communicate(timeout=60)[1]
+        for _ in range(100):   # the workers end with the cluster the sweep closed
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("a process of the sweep's group is still running")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    text = "".join(lines) + rest
+    assert proc.returncode == 130, text
+    assert "cosim: interrupted" in rest, text
+    assert "Traceback" not in text and " ERROR " not in text and "KeyboardInterrupt" not in text, text
