@@ -34,6 +34,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import math
 import os
 import re
 import sys
@@ -483,6 +484,10 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
     if dt is None:
         dt = sim.base_step or (t_end - t_start) / 500.0
     dt = finite_float("--comm-step", dt, positive=True)
+    # the DefaultExperiment's tolerance within reach of the method by its stopTime (refused
+    # here, or one warning); the FMU checks again when an importer chooses others
+    from cosim import step_budget
+    step_budget.check(sim, t_end, min(dt, t_end - sim.time), math.ceil((t_end - sim.time) / dt))
     if not description:
         description = getattr(sim.model, "description", "") or sim.model.name
         if sim.blocks:

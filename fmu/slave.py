@@ -171,8 +171,10 @@ class CosimSlave(Fmi2Slave):
         RUNTIME_CATEGORY: "which Python interpreter and which backend run the model: fmi2Warning "
                           "when the python backend runs instead of the compiled one (and why), "
                           "fmi2OK otherwise",
-        SETTINGS_CATEGORY: "settings the importer changed: fmi2Warning when the tolerance of "
-                           "fmi2SetupExperiment replaces the FMU's own, fmi2OK when it equals it",
+        SETTINGS_CATEGORY: "settings the importer chose: fmi2Warning when the tolerance of "
+                           "fmi2SetupExperiment replaces the FMU's own (fmi2OK when it equals "
+                           "it), or when the run to its stopTime would take another method "
+                           "10 times fewer steps",
         COMPILE_CATEGORY: "what the compiled backend compiles on this machine (once per method "
                           "and model, then cached) and how long it took, as it happens"})
 
@@ -215,7 +217,9 @@ class CosimSlave(Fmi2Slave):
         self._tunable = {v["key"] for v in self._param_vars if v.get("tunable")}
         self._pending_params = {}
         self._solver = {v["key"]: v["start"] for v in self._solver_vars}
+        self._built_experiment = (de.get("stop_time"), dict(self._solver))  # the build's step-budget check
         self._start_time = float(de.get("start_time") or 0.0)
+        self._stop_time = None   # fmi2SetupExperiment's stopTime, when the importer defines it
         self._sim = None
         self._phase = INSTANTIATED
         self._failure = None  # why the instance cannot step (module docstring)
@@ -558,6 +562,9 @@ class CosimSlave(Fmi2Slave):
                 self.log(f"fmi2SetupExperiment: the importer's tolerance {tolerance!r} replaces the "
                          f"FMU's relative tolerance {own!r} (solver.rtol); results differ from a run "
                          f"at {own!r}", Fmi2Status.warning, SETTINGS_CATEGORY)
+        if stop_time is not None:
+            stop_time = finite_float("fmi2SetupExperiment stopTime", stop_time)
+        self._stop_time = stop_time if stop_time is not None and stop_time > start_time else None
         if start_time != self._start_time:
             self._start_time = start_time
             self._last_time = start_time
@@ -576,12 +583,33 @@ class CosimSlave(Fmi2Slave):
                 sim.set_inputs(self._inputs)
                 self._inputs_pending = False
                 self._outputs = None
+            self._check_step_budget(sim)
         except Exception as exc:
             self._outputs = None
             self._phase = ERROR
             self._failure = (f"fmi2ExitInitializationMode failed: {type(exc).__name__}: {exc}; "
                              f"call fmi2Reset or fmi2SetFMUstate with a valid state")
             raise
+
+    def _check_step_budget(self, sim):
+        """With the run's end known (fmi2SetupExperiment's stopTime) and its communication
+        step (the DefaultExperiment's stepSize), and the importer's stopTime or solver
+        settings other than those ``cosim fmu build`` checked: a tolerance the method cannot
+        reach within max_steps per communication step is refused here (fmi2Error), one that
+        another method reaches 10× cheaper is an fmi2Warning (:func:`cosim.step_budget.check`)."""
+        import warnings  # noqa: PLC0415
+        from cosim import step_budget  # noqa: PLC0415
+        dt = self.default_experiment.step_size
+        if self._stop_time is None or not dt or not self._stop_time > sim.time:
+            return
+        if (self._stop_time, self._solver) == self._built_experiment:
+            return   # checked by cosim fmu build
+        span = self._stop_time - sim.time
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", step_budget.TightToleranceWarning)
+            step_budget.check(sim, self._stop_time, min(float(dt), span), math.ceil(span / float(dt)))
+        for w in caught:
+            self.log(str(w.message), Fmi2Status.warning, SETTINGS_CATEGORY)
 
     def terminate(self):
         self._require("fmi2Terminate", _STEP)

@@ -136,13 +136,21 @@ class SimulationNode(Node):
 
     def _check_options(self, cfg):
         """No silent changes (cosim.options): a fixed integrator step that the
-        communication step cuts or does not divide is said at start, as a WARN."""
+        communication step cuts or does not divide is said at start, as a WARN.  With an
+        end_time, the set-up check of cosim.step_budget: a tolerance the method cannot
+        reach within max_steps per communication step is refused (the node does not
+        start), one another method reaches 10 times cheaper is a WARN."""
         import warnings  # noqa: PLC0415
+        from cosim import step_budget  # noqa: PLC0415
         from cosim.options import check_step_against_grid  # noqa: PLC0415
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             check_step_against_grid(cfg["integrator_step"] or None, cfg["communication_step"],
                                     h_name="integrator_step", grid_name="communication_step")
+            end, dt = float(cfg["end_time"]), float(cfg["communication_step"])
+            if end > self.sim.time:
+                span = end - self.sim.time
+                step_budget.check(self.sim, end, min(dt, span), math.ceil(span / dt))
         messages = [str(w.message) for w in caught]
         for message in messages:
             self.get_logger().warning(message)

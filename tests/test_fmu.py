@@ -1660,3 +1660,42 @@ def test_ic_report_is_logged_in_its_own_category(fmu_dir, pendulum_fmu):
     assert len(ic) == 1 and ic[0][0] == 0 and ic[0][1].startswith("initial state consistent")
     slave.fmu.terminate()
     slave.fmu.freeInstance()
+
+
+def test_an_importer_tolerance_far_from_reach_is_warned_or_refused_at_initialization(pendulum_fmu, fmu_dir):
+    """fmi2SetupExperiment's tolerance and stopTime other than the DefaultExperiment's (which
+    `cosim fmu build` checked): cosim.step_budget's set-up check runs in
+    fmi2ExitInitializationMode.  A tolerance another method reaches 10x cheaper: one
+    fmi2Warning naming both estimates; out of reach within max_steps per communication
+    step (the DefaultExperiment's stepSize): fmi2Error.  The check's probe is undone: the
+    rows equal those of a run without a stopTime."""
+    def start(path, name, tolerance, **stop):
+        slave = Slave(path, name, initialize=False, logging=True)
+        slave.fmu.setupExperiment(tolerance=tolerance, startTime=0.0, **stop)
+        slave.fmu.enterInitializationMode()
+        return slave
+
+    slave = start(pendulum_fmu, "tight", 1e-9, stopTime=5.0)
+    slave.fmu.exitInitializationMode()
+    warned = [m for s, c, m in slave.messages if c == "cosimSettings" and "suggested: method" in m]
+    assert len(warned) == 1 and "generalized-alpha (order 2) at rtol 1e-09" in warned[0], slave.messages
+    _, rows = drive(slave, 0.0, 20)
+    slave.close()
+    quiet = start(pendulum_fmu, "no-stop", 1e-9)
+    quiet.fmu.exitInitializationMode()
+    assert not any("suggested" in m for _, _, m in quiet.messages)
+    _, same = drive(quiet, 0.0, 20)
+    quiet.close()
+    assert np.array_equal(rows, same)
+
+    one_step = fmu_dir / "PendulumOneStep.fmu"   # one communication step to stopTime
+    assert cosim_main(["fmu", "build", "pendulum", "-o", str(one_step), "--comm-step", "5",
+                       "--name", "PendulumOneStep"]) == 0
+    slave = start(one_step, "unreachable", 1e-12, stopTime=5.0)
+    with pytest.raises(FMICallException) as info:
+        slave.fmu.exitInitializationMode()
+    assert info.value.status == FMI2_ERROR
+    said = [m for s, _, m in slave.messages if s == FMI2_ERROR]
+    assert any("UnreachableToleranceError" in m and "per communication step of 5" in m
+               and "max_steps=" in m for m in said), slave.messages
+    slave.fmu.freeInstance()

@@ -139,3 +139,25 @@ def test_closed_loop_demo_ends_at_end_time(tmp_path):
     # one answer per state: 200 steps of 10 ms, the final state, and republished ones
     # (the plant republishes its state while a peer is being discovered)
     assert 200 <= int(n) <= 220, text
+
+
+def test_end_time_runs_the_step_budget_check_at_start(tmp_path):
+    """With an end_time, the node runs cosim.step_budget's set-up check: a tolerance
+    generalized-α cannot reach within max_steps per communication step is refused (exit 2,
+    the estimate and the cheaper method in the FATAL line, no 'ready'); one another method
+    reaches 10 times cheaper is one WARN naming both estimates, and the node runs."""
+    base = [BIN / "cosim-ros", "--ros-args", "-p", "config:=pendulum_free_run",
+            "-p", "method:=generalized-alpha", "-p", "end_time:=5.0", "-p", "shutdown_at_end:=true"]
+    proc = _run([*base, "-p", "rtol:=1e-12", "-p", "communication_step:=5.0"], _env("budget-refused"),
+                tmp_path)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 2, log
+    assert re.search(r"cannot configure the node: generalized-alpha \(order 2\) at rtol 1e-12.*"
+                     r"per communication step of 5, more than max_steps=\d+; suggested: method", log), log
+    assert "ready (" not in log
+    proc = _run([*base, "-p", "rtol:=1e-9"], _env("budget-warned"), tmp_path)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log
+    warned = [line for line in log.splitlines() if "WARN" in line and "suggested: method" in line]
+    assert len(warned) == 1 and "at rtol 1e-09" in warned[0], log
+    assert "end_time reached at t=" in log
