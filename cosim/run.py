@@ -326,7 +326,8 @@ def _execute(spec, sim, stop, stop_source, progress, end_at_stop_event, signals)
     points = communication_points(spec, stop, signals)
     # an adaptive method that cannot reach the tolerance within its budget: refused
     # here (or one warning when another method is far cheaper), not after max_steps
-    step_budget.check(sim, stop, max(b - a for a, b in zip([sim.time, *points], points)), len(points))
+    step_budget.check(sim, stop, max(b - a for a, b in zip([sim.time, *points], points)), len(points),
+                      driven=bool(driven or sim.blocks))
     rows = record_times(spec, stop)
     rec = _Recorder(sim)
     apply_inputs(sim.time)

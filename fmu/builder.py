@@ -487,7 +487,8 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
     # the DefaultExperiment's tolerance within reach of the method by its stopTime (refused
     # here, or one warning); the FMU checks again when an importer chooses others
     from cosim import step_budget
-    step_budget.check(sim, t_end, min(dt, t_end - sim.time), math.ceil((t_end - sim.time) / dt))
+    step_budget.check(sim, t_end, min(dt, t_end - sim.time), math.ceil((t_end - sim.time) / dt),
+                      driven=True)
     if not description:
         description = getattr(sim.model, "description", "") or sim.model.name
         if sim.blocks:

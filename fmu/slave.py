@@ -607,7 +607,8 @@ class CosimSlave(Fmi2Slave):
         span = self._stop_time - sim.time
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", step_budget.TightToleranceWarning)
-            step_budget.check(sim, self._stop_time, min(float(dt), span), math.ceil(span / float(dt)))
+            step_budget.check(sim, self._stop_time, min(float(dt), span), math.ceil(span / float(dt)),
+                              driven=True)
         for w in caught:
             self.log(str(w.message), Fmi2Status.warning, SETTINGS_CATEGORY)
 

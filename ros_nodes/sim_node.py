@@ -150,7 +150,7 @@ class SimulationNode(Node):
             end, dt = float(cfg["end_time"]), float(cfg["communication_step"])
             if end > self.sim.time:
                 span = end - self.sim.time
-                step_budget.check(self.sim, end, min(dt, span), math.ceil(span / dt))
+                step_budget.check(self.sim, end, min(dt, span), math.ceil(span / dt), driven=True)
         messages = [str(w.message) for w in caught]
         for message in messages:
             self.get_logger().warning(message)

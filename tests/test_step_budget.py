@@ -109,3 +109,24 @@ def test_sampled_blocks_bound_every_method_below():
     assert step_budget.grid_steps(bare, 4.0, 1) == 1
     with pytest.warns(TightToleranceWarning, match="suggested: method"):
         step_budget.check(bare, 4.0, 4.0)
+
+
+def test_a_driven_run_is_never_told_to_use_bdf():
+    """Inputs that change at every communication step make bdf restart at order 1 each
+    time, so its held-input estimate does not hold: a driven check suggests dopri5 only.
+    Checked against the driven run itself (pendulum, torque sin 3t in 0.01 s steps, rtol
+    1e-6): dopri5 takes over 10 times fewer steps than generalized-α, and bdf more."""
+    def steps(method):
+        sim = Simulation("pendulum", method=method, rtol=1e-6)
+        t = 0.0
+        for _ in range(100):
+            sim.set_inputs({"torque": float(np.sin(3.0 * t))})
+            sim.do_step(t, 0.01)
+            t += 0.01
+        return sim.integrator.stats["steps"]
+    ga, bdf, dopri5 = steps("generalized-alpha"), steps("bdf"), steps("dopri5")
+    assert dopri5 * 10 < ga < bdf, (ga, bdf, dopri5)
+    sim = Simulation("pendulum", method="generalized-alpha", rtol=1e-6)
+    with pytest.warns(TightToleranceWarning) as caught:
+        step_budget.check(sim, 5.0, 0.01, 500, driven=True)
+    assert len(caught) == 1 and "suggested: method 'dopri5'" in str(caught[0].message)
