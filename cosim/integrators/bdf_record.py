@@ -23,7 +23,12 @@ NEWTON_MAX_ITER = 8
 WEIGHT_FLOOR = 100.0   # error weights' rounding floor (bdf.WEIGHT_FLOOR)
 NEWTON_TOL = 1e-4
 NEWTON_ERR_TOL = 1e-3
-ROUNDOFF_FLOOR = 1e3
+# index 3's Newton norm weighs δq through the velocity it implies, δq/ĥ, with the
+# velocity weights floored at ROUNDOFF_FLOOR·EPS·max|q|/ĥ: a δq of round-off size
+# (≈ EPS·|q|) must then weigh well below NEWTON_TOL, or Newton never converges where
+# the velocity weights are small (v ≈ 0 with a small atol: Andrews started at rest
+# with the torque off failed at t = 0 with h → 1e-16); 10 / NEWTON_TOL leaves a margin of 10
+ROUNDOFF_FLOOR = 10.0 / NEWTON_TOL
 ROWS = MAX_ORDER + 3     # rows of D / Dz, entries of τ
 HIST = 256               # (t, k) ring buffer of accepted steps
 
