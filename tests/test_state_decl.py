@@ -156,3 +156,40 @@ def test_the_writer_rewrites_a_stale_layout(tmp_path):
     assert write_layout(RECORD, stale) is True
     assert stale.read_text(encoding="utf-8") == text
     assert write_layout(RECORD, stale) is False
+
+
+# blobs written by cosim 730669d (BDF's hand-written state dictionary): each is what its
+# twin run below serializes (the default backend, numba); orders up to 5, the kept LU
+# and J, a ring buffer of the order history that has wrapped (andrews: 2345 steps),
+# the start (no LU yet), a fixed step, reuse_matrix with velocity_error "scaled"
+BDF_BLOBS = [
+    ("state_bdf_two_link.blob", "two_link", "bdf", {}, 3, 0.01),
+    ("state_bdf_i2_pendulum_start.blob", "pendulum", "bdf-i2", {}, 0, 0.01),
+    ("state_bdf_i2_pendulum.blob", "pendulum", "bdf-i2", {}, 3, 0.01),
+    ("state_bdf_i1_two_link.blob", "two_link", "bdf-i1", {}, 3, 0.01),
+    ("state_bdf_reuse_scaled_crank_slider.blob", "crank_slider", "bdf",
+     dict(method_options=dict(reuse_matrix=True, velocity_error="scaled", max_order=3)), 3, 0.01),
+    ("state_bdf_h_pendulum.blob", "pendulum", "bdf", dict(h=1e-3), 3, 0.01),
+    ("state_bdf_i2_andrews_order5.blob", "andrews", "bdf-i2", dict(rtol=1e-8, atol=1e-10), 6, 0.005),
+    ("state_bdf_i1_double_pendulum_order5.blob", "double_pendulum_natural", "bdf-i1",
+     dict(rtol=1e-9, atol=1e-11, method_options=dict(error_norm="rms")), 10, 0.05),
+]
+
+
+@pytest.mark.parametrize("blob_name, model, method, kw, steps, dt", BDF_BLOBS, ids=[b[0][6:-5] for b in BDF_BLOBS])
+def test_bdf_blob_written_before_the_declaration_restores_byte_for_byte_and_continues(
+        blob_name, model, method, kw, steps, dt):
+    warnings.simplefilter("ignore")
+    blob = (DATA / blob_name).read_bytes()
+    twin = cosim.Simulation(model, method, **kw)   # the run that wrote the blob
+    for _ in range(steps):
+        twin.do_step(twin.time, dt)
+    assert twin.serialize_state() == blob
+    for backend in ("python", "numba"):
+        sim = cosim.Simulation(model, method, backend=backend, **kw)
+        sim.deserialize_state(blob)
+        assert sim.serialize_state() == blob, backend
+    sim.do_step(sim.time, dt)
+    twin.do_step(twin.time, dt)
+    assert sim.serialize_state() == twin.serialize_state()
+    assert sim.integrator.order_counts == twin.integrator.order_counts
