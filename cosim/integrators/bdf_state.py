@@ -4,24 +4,18 @@
 :mod:`.bdf`'s integrators, its write-back and its schema are generated from
 :data:`RECORD`.  (Imports nothing of the method, so the layout can be written before
 the record module exists.)"""
-from .base import STAT_KEYS
-from .state_decl import (STEP, TIME, Record, array, block, constant, counts, int_array, integer,
-                         leading_positive, matrix, newton, ranged, scalar)
+from .state_decl import (STEP, Record, array, constant, counts, int_array, integer, leading_positive,
+                         matrix, newton, newton_scalars, point_scalars, ranged, scalar, stats_block,
+                         step_option_scalars)
 
 RECORD = Record("cosim.integrators.bdf_state", [
     constant("MAX_ORDER", 5, "the highest order"),
     constant("ROWS", "MAX_ORDER + 3", "rows of D / Dz, entries of τ"),
     constant("HIST", 256, "(t, k) ring buffer of accepted steps"),
-    scalar("T", "time t", "t", TIME),
-    scalar("T_PREV", "time of the previous point", "t_prev", TIME),
-    scalar("H_NEXT", "the next step size", "method_state.h_next", STEP),
+    *point_scalars(),
     scalar("H", "the last step size", "method_state.h", STEP),
-    scalar("SIGMA", "Newton's contraction estimate"),
-    scalar("H_JAC", "ĥ of the iteration matrix (-1: none)"),
-    scalar("RELAX", "relaxation of the kept matrix's updates"),
-    scalar("RTOL"), scalar("ATOL"),
-    scalar("H_FIXED", "the fixed step (0: adaptive)"),
-    scalar("MAX_STEP"),
+    *newton_scalars(),
+    *step_option_scalars(),
     scalar("F_T", "a failure's t"), scalar("F_H", "a failure's h"), scalar("F_HHAT", "a failure's ĥ"),
     scalar("F_INFO", "a failure's number (error ratio, pivot ratio)"),
     scalar("SPARE", "unused"),
@@ -57,8 +51,7 @@ RECORD = Record("cosim.integrators.bdf_state", [
     integer("I_NS", "unknowns of the Newton system (system_size)"),
     integer("VARIANT", "INDEX3, INDEX2 or INDEX1"),
     integer("ERR_RMS", "1: the error test's RMS norm"),
-    block("STATS", ("ST_STEPS", "ST_REJ", "ST_NEWTON", "ST_RES", "ST_JAC", "ST_LU"),
-          "the statistics (base.STAT_KEYS order)", "stats", STAT_KEYS),
+    stats_block(),
     counts("ORDER_COUNTS", "MAX_ORDER + 1", "steps taken at each order", "method_state.order_counts"),
     int_array("PIV", "ns", "the LU pivots"),
     newton("method_state.newton", "PIV"),

@@ -153,6 +153,32 @@ def counts(name, length, doc="", key=None):
     return Field(name, "I", key=key, kind=Counts(str(length)), doc=doc)
 
 
+# -- the fields most records share (in this order in S) ----------------------------------
+def point_scalars():
+    """The first slots of S: t, t_prev and the next step size."""
+    return [scalar("T", "time t", "t", TIME), scalar("T_PREV", "time of the previous point", "t_prev", TIME),
+            scalar("H_NEXT", "the next step size", "method_state.h_next", STEP)]
+
+
+def newton_scalars():
+    """The slots of S of the quasi-Newton memory (:func:`newton`'s defaults)."""
+    return [scalar("SIGMA", "Newton's contraction estimate"),
+            scalar("H_JAC", "h of the iteration matrix (-1: none)"),
+            scalar("RELAX", "relaxation of the kept matrix's updates")]
+
+
+def step_option_scalars():
+    """The slots of S of the tolerances and step options (RecordIntegrator._sync_step_options)."""
+    return [scalar("RTOL"), scalar("ATOL"), scalar("H_FIXED", "the fixed step (0: adaptive)"), scalar("MAX_STEP")]
+
+
+def stats_block():
+    """The statistics counters of I, the state's ``stats``."""
+    from .base import STAT_KEYS  # noqa: PLC0415
+    return block("STATS", ("ST_STEPS", "ST_REJ", "ST_NEWTON", "ST_RES", "ST_JAC", "ST_LU"),
+                 "the statistics (base.STAT_KEYS order)", "stats", STAT_KEYS)
+
+
 class Record:
     """The declaration of one method's record: ``fields`` in record order (S scalars,
     S arrays, I slots and blocks, I arrays; :func:`newton` and the fixed sizes,
