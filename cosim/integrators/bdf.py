@@ -6,8 +6,8 @@ compiled (numba, compiled once per machine, the model given as compiled
 functions) or as plain Python (the same functions, the model's own methods
 wrapped by :func:`cosim.integrators.model_functions.python_functions`).  This
 module is the integrator object around it: options, the IC analysis, the restart,
-the method's record (``S``, ``I``, ``LU``: :mod:`bdf_kernel` lists the slots), dense
-output, state capture and error messages.
+the method's record (``S``, ``I``, ``LU``, declared once in :mod:`bdf_state`: its
+layout, the state dictionary and the state's schema), dense output and error messages.
 
 Variable-step (divided-difference) formulation, eqs. 57-69.  With
 τ_j^n = t_n − t_{n−j} and the modified divided differences
