@@ -170,11 +170,8 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
     y_prev = record_array(_YP, writable=True)
     qdd = record_array(_QDD, writable=True)
     lam = record_array(_LAM, writable=True)
-    _D = RECORD.view("method_state.D")
-    _tau = RECORD.view("method_state.tau")
     _k = RECORD.view("method_state.k")
     order = RECORD.view("method_state.order")
-    _k_used = RECORD.view("method_state.k_used")
     order_counts = RECORD.view("method_state.order_counts")
     newton_failures = record_int(K.NEWTON_FAILS)
     error_test_failures = record_int(K.ERROR_FAILS)
@@ -306,10 +303,11 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
         s = float(t) - self.t
         out = self.y
         fac = 1.0
-        tau, D = self._tau, self._D
-        for j in range(1, self._k_used + 1):
-            fac *= (s + (tau[j - 2] if j > 1 else 0.0)) / tau[j - 1]
-            out += fac * D[j]
+        S, n2 = self._S, 2 * self._n
+        o_D, o_tau = self._offsets[4], self._offsets[6]   # rows of D (2n each), τ
+        for j in range(1, int(self._I[K.K_USED]) + 1):
+            fac *= (s + (S[o_tau + j - 2] if j > 1 else 0.0)) / S[o_tau + j - 1]
+            out += fac * S[o_D + j * n2:o_D + (j + 1) * n2]
         return out
 
     # -- state -------------------------------------------------------------------------

@@ -194,6 +194,7 @@ class Record:
         self.sizes = dict(sizes)
         self.order = dict(order or {})
         self.constants = _constants(self.fields)   # fixed sizes: name -> value
+        self._globals = {"__builtins__": {}, **self.constants}   # of the declared expressions
         self._code = {}                  # expression -> its compiled code
         self.slots, s, i = {}, 0, 0      # constant -> value
         self.s_arrays = [f for f in self.fields if f.store == "S" and f.size is not None]
@@ -301,7 +302,7 @@ class Record:
         return found
 
     def _length(self, name, sizes):
-        return int(eval(self._lengths[name], {"__builtins__": {}, **self.constants}, sizes))  # noqa: S307
+        return int(eval(self._lengths[name], self._globals, sizes))  # noqa: S307 (declared text)
 
     def s_offsets(self, sizes):
         """{array name: (start, length)} of the arrays of S."""
@@ -529,7 +530,7 @@ class Record:
         code = self._code.get(expr)
         if code is None:
             code = self._code[expr] = compile(expr, expr, "eval")
-        return int(eval(code, {"__builtins__": {}, **self.constants}, sizes))  # noqa: S307 (declared text)
+        return int(eval(code, self._globals, sizes))  # noqa: S307 (declared text)
 
     def _shape(self, f, sizes):
         return self._evaluate(f.kind.rows, sizes), self._evaluate(f.kind.cols, sizes)
