@@ -5,14 +5,15 @@
 :data:`RECORD`.  (Imports nothing of the method, so the layout can be written before
 the record module exists.)"""
 from .state_decl import (STEP, Record, array, constant, counts, int_array, integer, leading_positive,
-                         matrix, newton, newton_scalars, point_scalars, ranged, scalar, stats_block,
-                         step_option_scalars)
+                         matrix, newton, newton_scalars, ranged, scalar, statistics, step_option_scalars,
+                         times)
 
 RECORD = Record("cosim.integrators.bdf_state", [
     constant("MAX_ORDER", 5, "the highest order"),
     constant("ROWS", "MAX_ORDER + 3", "rows of D / Dz, entries of τ"),
     constant("HIST", 256, "(t, k) ring buffer of accepted steps"),
-    *point_scalars(),
+    *times(),
+    scalar("H_NEXT", "the next step size", "method_state.h_next", STEP),
     scalar("H", "the last step size", "method_state.h", STEP),
     *newton_scalars(),
     *step_option_scalars(),
@@ -51,7 +52,7 @@ RECORD = Record("cosim.integrators.bdf_state", [
     integer("I_NS", "unknowns of the Newton system (system_size)"),
     integer("VARIANT", "INDEX3, INDEX2 or INDEX1"),
     integer("ERR_RMS", "1: the error test's RMS norm"),
-    stats_block(),
+    statistics(),
     counts("ORDER_COUNTS", "MAX_ORDER + 1", "steps taken at each order", "method_state.order_counts"),
     int_array("PIV", "ns", "the LU pivots"),
     newton("method_state.newton", "PIV"),

@@ -3,12 +3,16 @@ layout block of :mod:`.explicit_record` (``python cosim/integrators/state_decl.p
 writes it), the state dictionary of :mod:`.explicit`'s integrators, its write-back and
 its schema are generated from :data:`RECORD`.  (Imports nothing of the method, so the
 layout can be written before the record module exists.)"""
-from .state_decl import (Record, array, int_array, integer, point_scalars, scalar, stats_block,
-                         step_option_scalars)
+from .base import STAT_KEYS
+from .state_decl import STEP, TIME, Record, array, block, int_array, integer, scalar
 
 RECORD = Record("cosim.integrators.explicit_state", [
-    *point_scalars(),
-    *step_option_scalars(),
+    scalar("T", "time t", "t", TIME),
+    scalar("T_PREV", "time of the previous point", "t_prev", TIME),
+    scalar("H_NEXT", "the next step size", "method_state.h_next", STEP),
+    scalar("RTOL"), scalar("ATOL"),
+    scalar("H_FIXED", "the fixed step (0: adaptive)"),
+    scalar("MAX_STEP"),
     scalar("DENSE_H", "h of the dense output's step"),
     scalar("F_T", "a failure's t"), scalar("F_H", "a failure's h"),
     scalar("F_ERR", "a rejected step's error ratio"),
@@ -32,7 +36,8 @@ RECORD = Record("cosim.integrators.explicit_state", [
     integer("HAS_DENSE", "1: the record holds dense output"),
     integer("PROJ_ITERS", "projection iterations", "method_state.projection_iterations"),
     integer("CAUSE", "why the last trial step failed (C_*)"),
-    stats_block(),
+    block("STATS", ("ST_STEPS", "ST_REJ", "ST_NEWTON", "ST_RES", "ST_JAC", "ST_LU"),
+          "the statistics (base.STAT_KEYS order)", "stats", STAT_KEYS),
     integer("I_NY", "length of y: 2n, or the states of a first-order model"),
     integer("I_NG", "nonholonomic rows n_g (the last n_g of the I[I_M] multiplier rows)"),
     integer("FIRST_ORDER", "1: x' = f(t, x, u) (n = m = 0)"),

@@ -4,14 +4,21 @@
 :mod:`.generalized_alpha`'s integrators, its write-back and its schema are generated
 from :data:`RECORD`.  (Imports nothing of the method, so the layout can be written
 before the record module exists.)"""
-from .state_decl import (SENTINEL, Record, array, int_array, integer, newton, newton_scalars,
-                         point_scalars, scalar, stats_block, step_option_scalars)
+from .base import STAT_KEYS
+from .state_decl import (SENTINEL, STEP, TIME, Record, array, block, int_array, integer, newton,
+                         scalar)
 
 RECORD = Record("cosim.integrators.ga_state", [
-    *point_scalars(),
+    scalar("T", "time t", "t", TIME),
+    scalar("T_PREV", "time of the previous point", "t_prev", TIME),
+    scalar("H_NEXT", "the next step size", "method_state.h_next", STEP),
     scalar("H_LAST", "the step a belongs to (0: a = q'')", "method_state.h_last", SENTINEL),
-    *newton_scalars(),
-    *step_option_scalars(),
+    scalar("SIGMA", "Newton's contraction estimate"),
+    scalar("H_JAC", "h of the iteration matrix (-1: none)"),
+    scalar("RELAX", "relaxation of the kept matrix's updates"),
+    scalar("RTOL"), scalar("ATOL"),
+    scalar("H_FIXED", "the fixed step (0: adaptive)"),
+    scalar("MAX_STEP"),
     scalar("ALPHA_M"), scalar("ALPHA_F"), scalar("GAMMA"), scalar("BETA"), scalar("ETA"),
     scalar("F_H", "a failure's h"), scalar("F_INFO", "a failure's number (Ξ, pivot ratio)"),
     scalar("F_T", "a failure's t"),
@@ -38,7 +45,8 @@ RECORD = Record("cosim.integrators.ga_state", [
     integer("REASON", "why Newton failed (R_*)"),
     integer("GGL", "formulation: 0 index 3 (eqs. 32-34), 1 GGL index 2 (eqs. 37-39)"),
     integer("I_NG", "n_g: nonholonomic rows (seed 000 §7)"),
-    stats_block(),
+    block("STATS", ("ST_STEPS", "ST_REJ", "ST_NEWTON", "ST_RES", "ST_JAC", "ST_LU"),
+          "the statistics (base.STAT_KEYS order)", "stats", STAT_KEYS),
     int_array("PIV", "n + m + ng + ggl * (n + m)", "the LU pivots (matrix_size(n, m, ggl, ng) of them)"),
     newton("method_state.newton", "PIV"),
 ], sizes={"n": "I_N", "mz": "I_M + I_NG", "m": "I_M", "ggl": "GGL", "ng": "I_NG"},

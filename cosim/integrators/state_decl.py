@@ -153,13 +153,7 @@ def counts(name, length, doc="", key=None):
     return Field(name, "I", key=key, kind=Counts(str(length)), doc=doc)
 
 
-# -- the fields most records share (in this order in S) ----------------------------------
-def point_scalars():
-    """The first slots of S: t, t_prev and the next step size."""
-    return [scalar("T", "time t", "t", TIME), scalar("T_PREV", "time of the previous point", "t_prev", TIME),
-            scalar("H_NEXT", "the next step size", "method_state.h_next", STEP)]
-
-
+# -- slots of S most records share (in this order) -------------------------------------
 def newton_scalars():
     """The slots of S of the quasi-Newton memory (:func:`newton`'s defaults)."""
     return [scalar("SIGMA", "Newton's contraction estimate"),
@@ -172,11 +166,24 @@ def step_option_scalars():
     return [scalar("RTOL"), scalar("ATOL"), scalar("H_FIXED", "the fixed step (0: adaptive)"), scalar("MAX_STEP")]
 
 
-def stats_block():
-    """The statistics counters of I, the state's ``stats``."""
-    from .base import STAT_KEYS  # noqa: PLC0415
-    return block("STATS", ("ST_STEPS", "ST_REJ", "ST_NEWTON", "ST_RES", "ST_JAC", "ST_LU"),
-                 "the statistics (base.STAT_KEYS order)", "stats", STAT_KEYS)
+def _constants(fields):
+    """{name: value} of the record's fixed sizes (:func:`constant`), in declaration order."""
+    values = {}
+    for f in fields:
+        if f.kind == CONSTANT:
+            values[f.name] = int(eval(f.size, {"__builtins__": {}}, dict(values)))  # noqa: S307
+    return values
+
+
+def _constant_lines(fields):
+    """The layout block's lines of the fixed sizes (none: no lines)."""
+    lines = [_constant(f.name, f.size, f.doc) for f in fields if f.kind == CONSTANT]
+    return ["# fixed sizes"] + lines if lines else []
+
+
+def _flags(f):
+    """The flag slots of a flagged field (one, or a tuple of them)."""
+    return f.flag if isinstance(f.flag, tuple) else (f.flag,)
 
 
 class Record:
@@ -597,24 +604,18 @@ def _get(tree, path):
     return tree
 
 
-def _constants(fields):
-    """{name: value} of the record's fixed sizes (:func:`constant`), in declaration order."""
-    values = {}
-    for f in fields:
-        if f.kind == CONSTANT:
-            values[f.name] = int(eval(f.size, {"__builtins__": {}}, dict(values)))  # noqa: S307
-    return values
+
+# -- fields every record declares alike ----------------------------------------------
+def times():
+    """The first two slots of S: t and t_prev (NaN in the record: no state yet)."""
+    return (scalar("T", "time t", "t", TIME), scalar("T_PREV", "time of the previous point", "t_prev", TIME))
 
 
-def _constant_lines(fields):
-    """The layout block's lines of the fixed sizes (none: no lines)."""
-    lines = [_constant(f.name, f.size, f.doc) for f in fields if f.kind == CONSTANT]
-    return ["# fixed sizes"] + lines if lines else []
-
-
-def _flags(f):
-    """The flag slots of a flagged field (one, or a tuple of them)."""
-    return f.flag if isinstance(f.flag, tuple) else (f.flag,)
+def statistics():
+    """The statistics counters, a block of I: the state's ``stats`` (base.STAT_KEYS order)."""
+    from .base import STAT_KEYS  # noqa: PLC0415
+    return block("STATS", ("ST_STEPS", "ST_REJ", "ST_NEWTON", "ST_RES", "ST_JAC", "ST_LU"),
+                 "the statistics (base.STAT_KEYS order)", "stats", STAT_KEYS)
 
 
 def write_layout(record, filename):
