@@ -604,7 +604,6 @@ def _get(tree, path):
     return tree
 
 
-
 # -- fields every record declares alike ----------------------------------------------
 def times():
     """The first two slots of S: t and t_prev (NaN in the record: no state yet)."""
