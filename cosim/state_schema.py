@@ -10,7 +10,7 @@ anything is applied, so a rejected state leaves the simulation untouched:
   shape, real dtype and finite entries, finite real numbers;
 * fields whose presence legitimately varies (the Newton LU, dense output,
   FSAL stage, event log, user-block memory) have their own rules below;
-* ranges and cross-field invariants: step sizes > 0, BDF order in 1..5 (declared),
+* ranges and cross-field invariants: step sizes > 0, BDF order in 1..5,
   counters >= 0, integrator entries at most MAX_MAGNITUDE in size, stored
   time = integrator time, t_prev <= t, plant inputs
   equal to the integrator's inputs, sample clocks at the stored time, the LU
