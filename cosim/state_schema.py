@@ -35,7 +35,6 @@ from .errors import InvalidInputError, StateError
 MAX_EVENT_LOG = 10_000       # entries an event log keeps (the oldest are dropped)
 MAX_COUNT = 2 ** 62          # counters (steps, statistics, clock indices)
 MAX_MAGNITUDE = 1e150        # integrator state entries: squared in the steps' norms, they stay finite
-BDF_MAX_ORDER = 5
 _EVENT_KINDS = {"state", "time", "stop", "chattering"}
 _EVENT_FIELDS = {"time": "real", "name": "str", "kind": "str", "index": "int", "terminal": "bool",
                  "iterations": "int", "reason": "str", "cause": "str", "message": "str"}
@@ -43,9 +42,6 @@ _EVENT_FIELDS = {"time": "real", "name": "str", "kind": "str", "index": "int", "
 # size of the Newton iteration matrix of each implicit method (n coordinates,
 # m holonomic and g nonholonomic constraints; r block nodes)
 _NEWTON_SIZE = {   # (a method with a declared record: its declaration)
-    "bdf": lambda i, n, m, g: n + m,
-    "bdf-i2": lambda i, n, m, g: 2 * n + 2 * m,
-    "bdf-i1": lambda i, n, m, g: 3 * n + 3 * m,
     "local-index1": lambda i, n, m, g: 2 * n,
     "spark": lambda i, n, m, g: i.c.size * n + i.stages * m,
     "block-lstable": lambda i, n, m, g: i.r * (n + m),
@@ -58,7 +54,7 @@ _DENSE = {
 }
 _POSITIVE = {"h", "h_next"}                 # method-state step sizes
 _NONNEGATIVE = {"err_last", "error_estimate", "rho", "penalty", "projection_iterations",
-                "steps_since_rho", "last_stages", "max_stages_used", "n_steps"}
+                "steps_since_rho", "last_stages", "max_stages_used"}
 _NONNEG_OR_SENTINEL = {"h_last", "alpha"}   # -1 means "none"
 
 
@@ -275,7 +271,7 @@ def _check_method_state(integrator, path, d, template, n_y, t):
         declared.check_method_state(integrator, path, d, t)
         return
     method = integrator.name
-    nullable = {"J", "dense", "f_cur", "eigvec", "stage_t0", "newton"}
+    nullable = {"dense", "f_cur", "eigvec", "stage_t0", "newton"}
     _keys(path, d, list(template))
     for key, tmpl in template.items():
         p, v = f"{path}.{key}", d[key]
@@ -296,11 +292,6 @@ def _check_method_state(integrator, path, d, template, n_y, t):
     n_newton = newton_size(integrator)
     if "newton" in template:
         check_newton_state(f"{path}.newton", d["newton"], n_newton)
-    if "J" in template and d["J"] is not None:
-        lu = d["newton"].get("lu")
-        if lu is None:
-            _fail(f"{path}.J", "is stored without its LU factorisation")
-        _array(f"{path}.J", d["J"], lu.shape)
     if "dense" in template and d["dense"] is not None:
         spec = _DENSE.get(method)
         if spec is None:
@@ -315,15 +306,6 @@ def _check_method_state(integrator, path, d, template, n_y, t):
             _array(f"{path}.{key}", d[key], (n_y,))
     if "stage_t0" in template and d["stage_t0"] is not None:
         _real(f"{path}.stage_t0", d["stage_t0"])
-    if method.startswith("bdf"):
-        for key in ("k", "order", "k_used"):
-            _int(f"{path}.{key}", d[key], 1, BDF_MAX_ORDER)
-        _int(f"{path}.valid", d["valid"], 1, BDF_MAX_ORDER + 2)
-        for i, c in enumerate(d["order_counts"]):
-            _int(f"{path}.order_counts[{i}]", c)
-        tau = d["tau"]
-        if not (tau[0] > 0.0 and tau[1] > 0.0):
-            _fail(f"{path}.tau", f"must start with positive step sums, got {tau[:2].tolist()}")
 
 
 # -- the whole simulation -------------------------------------------------------------------

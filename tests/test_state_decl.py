@@ -29,7 +29,8 @@ def test_record_module_layout_is_what_the_declaration_generates(decl, filename):
     assert decl.layout_in_module(text) == decl.layout_source()
 
 
-@pytest.mark.parametrize("record, kernel", [("explicit_record", "explicit_kernel"), ("ga_record", "ga_kernel")])
+@pytest.mark.parametrize("record, kernel", [("explicit_record", "explicit_kernel"), ("ga_record", "ga_kernel"),
+                                            ("bdf_record", "bdf_kernel")])
 def test_generated_constants_are_the_kernel_record_slots(record, kernel):
     """The slots as the kernel sees them (the record module imported) and the offsets
     of a nonholonomic model agree with the declaration."""
@@ -37,9 +38,9 @@ def test_generated_constants_are_the_kernel_record_slots(record, kernel):
     R = importlib.import_module(f"cosim.integrators.{record}")
     K = importlib.import_module(f"cosim.integrators.{kernel}")
     decl = next(d for d, f in declarations() if Path(f).name == f"{record}.py")
-    for name, value in decl.slots.items():
+    for name, value in {**decl.constants, **decl.slots}.items():
         assert getattr(R, name) == value == getattr(K, name, value), name
-    sizes = {"n": 3, "m": 2, "ny": 6, "mz": 3, "ggl": 1, "ng": 1}
+    sizes = {"n": 3, "m": 2, "ny": 6, "mz": 3, "ggl": 1, "ng": 1, "ns": 5}
     starts = decl.s_offsets(sizes)
     args = [sizes[a.strip()] for a in inspect.signature(R.offsets).parameters]
     assert R.offsets(*args) == tuple(o for o, _ in starts.values()) + (
@@ -112,6 +113,29 @@ _GA_BAD = [
 ]
 
 
+# two_link (n = 6, m = 4) after a step: orders 1..5, a kept LU and its J
+_BDF_BAD = [
+    (lambda d: d.__setitem__("k", 6), "method_state.k: must be in 1..5, got 6"),
+    (lambda d: d.__setitem__("order", 0), "method_state.order: must be in 1..5, got 0"),
+    (lambda d: d.__setitem__("valid", 8), "method_state.valid: must be in 1..7, got 8"),
+    (lambda d: d.__setitem__("k_used", 2.0), "method_state.k_used: must be an integer"),
+    (lambda d: d.__setitem__("n_steps", -1), "method_state.n_steps: must be in 0.."),
+    (lambda d: d.__setitem__("h", 0.0), "method_state.h: must be > 0"),
+    (lambda d: d.__setitem__("order_counts", [1, 2]), "method_state.order_counts: must be a list of 6, got list of 2"),
+    (lambda d: d.__setitem__("order_counts", np.zeros(6, dtype=int)), "method_state.order_counts: must be a list of 6"),
+    (lambda d: d["order_counts"].__setitem__(3, -1), "method_state.order_counts[3]: must be in 0.."),
+    (lambda d: d["tau"].__setitem__(1, 0.0), "method_state.tau: must start with 2 positive step sums"),
+    (lambda d: d.__setitem__("D", d["D"].reshape(-1)), "method_state.D: must have shape (8, 12)"),
+    (lambda d: d.__setitem__("Dz", d["Dz"][:, :-1]), "method_state.Dz: must have shape (8, 10)"),
+    (lambda d: d["Dz"].__setitem__((7, 0), np.nan), "method_state.Dz[7, 0]: must be finite"),
+    (lambda d: d.__setitem__("J", np.eye(3)), "method_state.J: must have shape (10, 10)"),
+    (lambda d: [d["newton"].pop(k) for k in ("lu", "piv", "need_jac", "relax")],
+     "method_state.J: is stored without its LU factorisation"),
+    (lambda d: d["newton"]["piv"].__setitem__(0, -1), "method_state.newton.piv[0]"),
+    (lambda d: d.pop("valid"), "method_state: lacks ['valid']"),
+]
+
+
 _BAD = [
     (lambda d: d.__setitem__("h_next", -1.0), "method_state.h_next: must be > 0"),
     (lambda d: d.__setitem__("h_next", 1e-300), "method_state.h_next: step size 1e-300 does not advance"),
@@ -129,7 +153,8 @@ _BAD = [
 
 _SCHEMA_CASES = ([("knife_edge", method, "auto", *bad) for method in ("dopri5", "rk4") for bad in _BAD]
                  + [("two_link", "generalized-alpha", backend, *bad) for backend in ("python", "numba")
-                    for bad in _GA_BAD])
+                    for bad in _GA_BAD]
+                 + [("two_link", "bdf", backend, *bad) for backend in ("python", "numba") for bad in _BDF_BAD])
 
 
 @pytest.mark.parametrize("model, method, backend, mutate, message", _SCHEMA_CASES)
@@ -156,3 +181,59 @@ def test_the_writer_rewrites_a_stale_layout(tmp_path):
     assert write_layout(RECORD, stale) is True
     assert stale.read_text(encoding="utf-8") == text
     assert write_layout(RECORD, stale) is False
+
+
+# blobs written by cosim 730669d (BDF's hand-written state dictionary): each is what its
+# twin run below serializes (the default backend, numba); orders up to 5, the kept LU
+# and J, a ring buffer of the order history that has wrapped (andrews: 2345 steps),
+# the start (no LU yet), a fixed step, reuse_matrix with velocity_error "scaled"
+BDF_BLOBS = [
+    ("state_bdf_two_link.blob", "two_link", "bdf", {}, 3, 0.01),
+    ("state_bdf_i2_pendulum_start.blob", "pendulum", "bdf-i2", {}, 0, 0.01),
+    ("state_bdf_i2_pendulum.blob", "pendulum", "bdf-i2", {}, 3, 0.01),
+    ("state_bdf_i1_two_link.blob", "two_link", "bdf-i1", {}, 3, 0.01),
+    ("state_bdf_reuse_scaled_crank_slider.blob", "crank_slider", "bdf",
+     dict(method_options=dict(reuse_matrix=True, velocity_error="scaled", max_order=3)), 3, 0.01),
+    ("state_bdf_h_pendulum.blob", "pendulum", "bdf", dict(h=1e-3), 3, 0.01),
+    ("state_bdf_i2_andrews_order5.blob", "andrews", "bdf-i2", dict(rtol=1e-8, atol=1e-10), 6, 0.005),
+    ("state_bdf_i1_double_pendulum_order5.blob", "double_pendulum_natural", "bdf-i1",
+     dict(rtol=1e-9, atol=1e-11, method_options=dict(error_norm="rms")), 10, 0.05),
+]
+
+
+@pytest.mark.parametrize("blob_name, model, method, kw, steps, dt", BDF_BLOBS, ids=[b[0][6:-5] for b in BDF_BLOBS])
+def test_bdf_blob_written_before_the_declaration_restores_byte_for_byte_and_continues(
+        blob_name, model, method, kw, steps, dt):
+    warnings.simplefilter("ignore")
+    blob = (DATA / blob_name).read_bytes()
+    twin = cosim.Simulation(model, method, **kw)   # the run that wrote the blob
+    for _ in range(steps):
+        twin.do_step(twin.time, dt)
+    assert twin.serialize_state() == blob
+    for backend in ("python", "numba"):
+        sim = cosim.Simulation(model, method, backend=backend, **kw)
+        sim.deserialize_state(blob)
+        assert sim.serialize_state() == blob, backend
+    sim.do_step(sim.time, dt)
+    twin.do_step(twin.time, dt)
+    assert sim.serialize_state() == twin.serialize_state()
+    assert sim.integrator.order_counts == twin.integrator.order_counts
+
+
+def test_bdf_state_without_a_kept_factor_drops_j_and_continues():
+    """J is held only with the LU it belongs to: a state whose Newton memory has no LU
+    and no J restores, reads back without J, and the next step forms the matrix."""
+    sim = cosim.Simulation("two_link", "bdf")
+    sim.do_step(0.0, 0.01)
+    state = sim.get_state()
+    ms = state["integrator"]["method_state"]
+    for key in ("lu", "piv", "need_jac", "relax"):
+        ms["newton"].pop(key)
+    ms["J"] = None
+    sim.set_state(state)
+    after = sim.integrator.state()["method_state"]
+    assert after["J"] is None and "lu" not in after["newton"]
+    jacobians = sim.integrator.stats["jacobian_evaluations"]
+    sim.do_step(0.01, 0.01)
+    assert sim.integrator.stats["jacobian_evaluations"] > jacobians
+    assert sim.integrator.state()["method_state"]["J"] is not None

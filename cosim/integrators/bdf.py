@@ -6,8 +6,8 @@ compiled (numba, compiled once per machine, the model given as compiled
 functions) or as plain Python (the same functions, the model's own methods
 wrapped by :func:`cosim.integrators.model_functions.python_functions`).  This
 module is the integrator object around it: options, the IC analysis, the restart,
-the method's record (``S``, ``I``, ``LU``: :mod:`bdf_kernel` lists the slots), dense
-output, state capture and error messages.
+the method's record (``S``, ``I``, ``LU``, declared once in :mod:`bdf_state`: its
+layout, the state dictionary and the state's schema), dense output and error messages.
 
 Variable-step (divided-difference) formulation, eqs. 57-69.  With
 τ_j^n = t_n − t_{n−j} and the modified divided differences
@@ -88,13 +88,14 @@ from collections import deque
 import numpy as np
 
 from .. import jit
-from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError, StateError
+from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
 from . import bdf_corrector, bdf_record, dense_lu, kernel_common
 from . import bdf_kernel as K
 from .base import MultibodyIntegrator
+from .bdf_state import RECORD
 from .common import consistent_accelerations, error_weights, initial_step
 from .model_functions import compiled_unsupported
-from .record import RecordIntegrator, record_array, record_int, record_scalar, record_time
+from .record import RecordIntegrator, record_array, record_int, record_time
 
 MAX_ORDER = K.MAX_ORDER
 ORDER_HISTORY_MAX = 10_000   # (t, k) entries kept in order_history
@@ -102,7 +103,7 @@ TIGHT_RTOL = 1e-9   # below it a collapsed step is most likely the rounding leve
 
 _NEWTON_REASONS = {K.R_RESIDUAL: "residual is not finite", K.R_UPDATE: "Newton update is not finite",
                    K.R_NO_CONVERGENCE: f"no convergence in {K.NEWTON_MAX_ITER} iterations"}
-_Y, _YP, _QDD, _LAM, _D, _DZ, _TAU, _J = range(8)   # positions in bdf_kernel.offsets()
+_Y, _YP, _QDD, _LAM, _D, _DZ, _TAU = range(7)   # positions in bdf_kernel.offsets() (_slices)
 
 
 def tolerance_hint(name, rtol, atol):
@@ -134,6 +135,7 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
     _variant = K.INDEX3
     supports_nonholonomic = False
     compiled_entry = staticmethod(compiled_entry)
+    state_declaration = RECORD   # the record, the state dictionary and its schema
 
     # velocity_error: include v in the local error test (seed Algorithm 4 f:
     # e^j = ‖(∇^{j+1}q; ∇̂^{j+1}v)‖).  False tests q only, as the index-3
@@ -162,20 +164,15 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
 
     t = record_time(K.T)
     t_prev = record_time(K.T_PREV)
-    h_next = record_scalar(K.H_NEXT, writable=True)
-    h = record_scalar(K.H, writable=True)
+    h_next = RECORD.view("method_state.h_next")
+    h = RECORD.view("method_state.h")
     y = record_array(_Y, writable=True)
     y_prev = record_array(_YP, writable=True)
     qdd = record_array(_QDD, writable=True)
     lam = record_array(_LAM, writable=True)
-    _D = record_array(_D, shape=lambda self: (K.ROWS, 2 * self._n))
-    _Dz = record_array(_DZ, shape=lambda self: (K.ROWS, self._nz))
-    _tau = record_array(_TAU)
-    _k = record_int(K.K_NEXT)
-    order = record_int(K.ORDER)
-    _k_used = record_int(K.K_USED)
-    _valid = record_int(K.VALID)
-    _n_steps = record_int(K.N_STEPS)
+    _k = RECORD.view("method_state.k")
+    order = RECORD.view("method_state.order")
+    order_counts = RECORD.view("method_state.order_counts")
     newton_failures = record_int(K.NEWTON_FAILS)
     error_test_failures = record_int(K.ERROR_FAILS)
 
@@ -215,28 +212,18 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
     # -- the record ----------------------------------------------------------------------
     def _allocate(self, n, m):
         ns = K.system_size(self._variant, n, m)
-        offs = K.offsets(n, m, ns)
-        lengths = (2 * n, 2 * n, n, m, K.ROWS * 2 * n, K.ROWS * (n + m), K.ROWS, ns * ns)
-        self._slices = [(offs[i], lengths[i]) for i in range(8)]
-        self._n, self._nz, self._N = n, n + m, ns
-        self._offsets = offs
-        stats = self.stats if hasattr(self, "_I") else None
-        self._S = np.zeros(offs[-1])
-        self._S[K.T] = self._S[K.T_PREV] = math.nan
-        self._S[K.H_JAC] = -1.0
-        self._S[K.RELAX] = 1.0
-        I = np.zeros(K.int_length(n, m, ns), dtype=np.int64)
+        self._n, self._offsets = n, K.offsets(n, m, ns)
+        S = np.zeros(self._offsets[-1])
+        S[K.T] = S[K.T_PREV] = math.nan
+        S[K.H_JAC] = -1.0
+        S[K.RELAX] = 1.0
+        I = np.zeros(K.int_length(ns), dtype=np.int64)
         I[K.I_N], I[K.I_M] = n, m
         I[K.I_NS], I[K.VARIANT] = ns, self._variant
         I[K.NEED_JAC] = 1
         I[K.K_NEXT] = I[K.ORDER] = I[K.K_USED] = I[K.VALID] = 1
-        self._I = I
-        if stats is not None:
-            self.stats = stats
-        self._LU = np.zeros((ns, ns))
-        self._y_out = np.zeros(len(self.model.output_names) if self._kernel_outputs else 0)
-        self._outputs_fresh = False
-        self._has_state = False
+        self._set_record(S, I, ns)
+        self._slices = list(RECORD.layout(I)[1].values())   # (start, length) of y, y_prev, …
         self._hist_seen = 0
         self._sync_parameters()
 
@@ -252,17 +239,6 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
         I[K.POS_WEIGHTS] = 1 if self._position_weights else 0
         I[K.ERR_RMS] = 1 if self._rms_norm else 0
         I[K.CONST_MASS] = 1 if self.model.constant_mass else 0
-
-    @property
-    def order_counts(self):
-        return [int(c) for c in self._I[K.ORDER_COUNTS:K.ORDER_COUNTS + MAX_ORDER + 1]]
-
-    @order_counts.setter
-    def order_counts(self, value):
-        value = [int(c) for c in value]
-        if len(value) != MAX_ORDER + 1:
-            raise StateError(f"order_counts must have {MAX_ORDER + 1} entries, got {len(value)}")
-        self._I[K.ORDER_COUNTS:K.ORDER_COUNTS + MAX_ORDER + 1] = value
 
     # -- set-up ------------------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
@@ -327,49 +303,24 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
         s = float(t) - self.t
         out = self.y
         fac = 1.0
-        tau, D = self._tau, self._D
-        for j in range(1, self._k_used + 1):
-            fac *= (s + (tau[j - 2] if j > 1 else 0.0)) / tau[j - 1]
-            out += fac * D[j]
+        S, n2 = self._S, 2 * self._n
+        o_D, o_tau = self._offsets[4], self._offsets[6]   # rows of D (2n each), τ
+        for j in range(1, int(self._I[K.K_USED]) + 1):
+            fac *= (s + (S[o_tau + j - 2] if j > 1 else 0.0)) / S[o_tau + j - 1]
+            out += fac * S[o_D + j * n2:o_D + (j + 1) * n2]
         return out
 
     # -- state -------------------------------------------------------------------------
-    def _method_state(self):
-        S, I = self._S, self._I
-        newton = self._newton_state(K.PIV)
-        has_factor = bool(I[K.HAS_FACTOR])
-        J = None
-        if has_factor and I[K.HAS_J]:
-            start, length = self._slices[_J]
-            J = S[start:start + length].reshape(self._N, self._N).copy()
-        return {"D": self._D, "Dz": self._Dz, "tau": self._tau, "k": self._k, "order": self.order,
-                "k_used": self._k_used, "valid": self._valid, "n_steps": self._n_steps,
-                "h_next": float(S[K.H_NEXT]), "h": float(S[K.H]),
-                "order_counts": self.order_counts, "newton": newton, "J": J}
+    def state(self):
+        return RECORD.get(self)   # t, y, t_prev, y_prev, u, stats, method_state, qdd, lam
 
     def restore(self, state):
-        """Continue from ``state`` (validated before anything is written; all or nothing)."""
-        self._restore_swapped(state, K.PIV)
+        """Continue from ``state`` (validated before anything is written; all or nothing);
+        the order history keeps the steps up to its t."""
+        RECORD.restore(self, state)
         t = float(state["t"])
         self.order_history = deque((e for e in self.order_history if e[0] <= t), maxlen=ORDER_HISTORY_MAX)
         self._hist_seen = int(self._I[K.HIST_COUNT])
-
-    @staticmethod
-    def _state_arrays(state):
-        ms = state["method_state"]
-        return ((_Y, state["y"]), (_YP, state["y_prev"]), (_QDD, state["qdd"]), (_LAM, state["lam"]),
-                (_D, ms["D"]), (_DZ, ms["Dz"]), (_TAU, ms["tau"]))
-
-    def _write_method_state(self, ms):
-        S, I = self._S, self._I
-        I[K.K_NEXT], I[K.ORDER], I[K.K_USED] = int(ms["k"]), int(ms["order"]), int(ms["k_used"])
-        I[K.VALID], I[K.N_STEPS] = int(ms["valid"]), int(ms["n_steps"])
-        S[K.H_NEXT], S[K.H] = float(ms["h_next"]), float(ms["h"])
-        self.order_counts = ms["order_counts"]
-        I[K.HAS_J] = 0
-        if ms["J"] is not None:
-            self._write(_J, ms["J"])
-            I[K.HAS_J] = 1
 
     # -- stepping ----------------------------------------------------------------------------
     def _call(self, mode, t_target, max_steps):

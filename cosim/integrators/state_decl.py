@@ -6,7 +6,7 @@ the sizes n, m, n_y …) and ``I`` (int64: slots, blocks of named slots, then in
 arrays).  :class:`Record` lists its fields in record order, each with its place in the
 state dictionary (if any) and the kind of value it holds; from that one list come
 
-* the record module's layout — its slot constants, ``offsets(…)`` (the start of each
+* the record module's layout — its fixed sizes and slot constants, ``offsets(…)`` (the start of each
   array of S) and ``int_length(…)`` — as plain Python source (:meth:`Record.layout_source`).  The
   record modules are pasted, as source, into the compiled method (:mod:`cosim.jit`),
   and the compiler reads their constants as plain module-level integers, so the
@@ -92,9 +92,104 @@ def newton(key, piv, sigma="SIGMA", h_jac="H_JAC", relax="RELAX", has_factor="HA
                  parts=(("sigma", sigma), ("h_jac", h_jac), ("need_jac", need_jac), ("relax", relax)))
 
 
+# -- kinds of a record with parts of fixed size (BDF's difference arrays and order counts)
+CONSTANT = "constant"   # a fixed size of the record: a module constant of its record module
+
+
+def constant(name, value, doc=""):
+    """A fixed size of the record: ``value`` an integer expression in the constants
+    declared before it.  Written into the layout block as a module constant; the
+    lengths, shapes and ranges of the fields may use it."""
+    return Field(name, "", str(value), kind=CONSTANT, doc=doc)
+
+
+class Matrix(NamedTuple):
+    """The kind of an array of S that holds a ``rows`` × ``cols`` matrix by rows
+    (expressions in the sizes and constants); its state value is the 2-D array."""
+    rows: str
+    cols: str
+
+
+def matrix(name, rows, cols, doc="", key=None, flag=None):
+    """A matrix stored by rows as an array of S.  ``flag``: a slot of I, or a tuple of
+    them — the record holds the value while every one is set; writing sets or clears
+    the first, and a flag of the Newton memory asks the state to hold its LU too."""
+    cols_factor = f"({cols})" if re.search(r"[+-]", cols) else cols
+    return Field(name, "S", f"{rows} * {cols_factor}", key, Matrix(rows, cols), flag, doc=doc)
+
+
+class LeadingPositive(NamedTuple):
+    """The kind of a vector of S whose first ``count`` entries are > 0 (``what`` they are)."""
+    count: int
+    what: str
+
+
+def leading_positive(name, size, count, what, doc="", key=None):
+    """A vector of S whose first ``count`` entries must be > 0 (the kernel divides by
+    them): BDF's τ, the sums of the last steps."""
+    return Field(name, "S", size, key, LeadingPositive(count, what), doc=doc)
+
+
+class Range(NamedTuple):
+    """The kind of a slot of I whose value lies in ``lo``..``hi`` (expressions in the constants)."""
+    lo: str
+    hi: str
+
+
+def ranged(name, lo, hi, doc="", key=None):
+    """A slot of I holding an integer in ``lo``..``hi`` (BDF's order, 1..MAX_ORDER)."""
+    return Field(name, "I", key=key, kind=Range(str(lo), str(hi)), doc=doc)
+
+
+class Counts(NamedTuple):
+    """The kind of ``length`` consecutive slots of I (an expression in the constants):
+    counters, a list of integers >= 0 as a state value."""
+    length: str
+
+
+def counts(name, length, doc="", key=None):
+    """Consecutive slots of I among the slots (``length`` of them: a constant length),
+    ``name`` the first; as a state value the list of their counts."""
+    return Field(name, "I", key=key, kind=Counts(str(length)), doc=doc)
+
+
+# -- slots of S most records share (in this order) -------------------------------------
+def newton_scalars():
+    """The slots of S of the quasi-Newton memory (:func:`newton`'s defaults)."""
+    return [scalar("SIGMA", "Newton's contraction estimate"),
+            scalar("H_JAC", "h of the iteration matrix (-1: none)"),
+            scalar("RELAX", "relaxation of the kept matrix's updates")]
+
+
+def step_option_scalars():
+    """The slots of S of the tolerances and step options (RecordIntegrator._sync_step_options)."""
+    return [scalar("RTOL"), scalar("ATOL"), scalar("H_FIXED", "the fixed step (0: adaptive)"), scalar("MAX_STEP")]
+
+
+def _constants(fields):
+    """{name: value} of the record's fixed sizes (:func:`constant`), in declaration order."""
+    values = {}
+    for f in fields:
+        if f.kind == CONSTANT:
+            values[f.name] = int(eval(f.size, {"__builtins__": {}}, dict(values)))  # noqa: S307
+    return values
+
+
+def _constant_lines(fields):
+    """The layout block's lines of the fixed sizes (none: no lines)."""
+    lines = [_constant(f.name, f.size, f.doc) for f in fields if f.kind == CONSTANT]
+    return ["# fixed sizes"] + lines if lines else []
+
+
+def _flags(f):
+    """The flag slots of a flagged field (one, or a tuple of them)."""
+    return f.flag if isinstance(f.flag, tuple) else (f.flag,)
+
+
 class Record:
     """The declaration of one method's record: ``fields`` in record order (S scalars,
-    S arrays, I slots and blocks, I arrays; :func:`newton` anywhere); ``sizes`` maps
+    S arrays, I slots and blocks, I arrays; :func:`newton` and the fixed sizes,
+    :func:`constant`, anywhere — a constant before the constants that use it); ``sizes`` maps
     each size name used in the lengths (n, m, ny …) to its value in the record, an
     expression in slots of I ("I_M + I_NG"); ``order``: {path of a dict in the state:
     its keys in order} where that is not the fields' order; ``module`` is the record
@@ -105,6 +200,9 @@ class Record:
         self.fields = tuple(fields)
         self.sizes = dict(sizes)
         self.order = dict(order or {})
+        self.constants = _constants(self.fields)   # fixed sizes: name -> value
+        self._globals = {"__builtins__": {}, **self.constants}   # of the declared expressions
+        self._code = {}                  # expression -> its compiled code
         self.slots, s, i = {}, 0, 0      # constant -> value
         self.s_arrays = [f for f in self.fields if f.store == "S" and f.size is not None]
         self.i_arrays = [f for f in self.fields if f.store == "I" and f.size is not None]
@@ -118,6 +216,8 @@ class Record:
                 for k, name in enumerate(f.names):
                     self.slots[name] = i + k
                 self.slots["N_" + f.name], i = len(f.names), i + len(f.names)
+            elif isinstance(f.kind, Counts):
+                self.slots[f.name], i = i, i + self._evaluate(f.kind.length, {})
             else:
                 self.slots[f.name], i = i, i + 1
         self.n_scalars, self.n_ints = s, i
@@ -152,7 +252,7 @@ class Record:
         """The record module's layout block (marker lines included): plain integer
         constants, ``offsets(n, m, ny)`` (start of each array of S, then the length
         of S) and ``int_length(n, m)`` (the length of I)."""
-        lines = [BEGIN.format(where=self.module), "# scalar slots of S"]
+        lines = [BEGIN.format(where=self.module)] + _constant_lines(self.fields) + ["# scalar slots of S"]
         for f in self.fields:
             if f.store == "S" and f.size is None:
                 lines.append(_constant(f.name, self.slots[f.name], f.doc, f.key))
@@ -209,7 +309,7 @@ class Record:
         return found
 
     def _length(self, name, sizes):
-        return int(eval(self._lengths[name], {"__builtins__": {}}, sizes))  # noqa: S307 (declared text)
+        return int(eval(self._lengths[name], self._globals, sizes))  # noqa: S307 (declared text)
 
     def s_offsets(self, sizes):
         """{array name: (start, length)} of the arrays of S."""
@@ -247,8 +347,11 @@ class Record:
                 out.update(lu=integ._LU.copy(), piv=I[start:start + n].astype(np.int32),
                            need_jac=bool(I[self.slots[p["need_jac"]]]), relax=float(S[self.slots[p["relax"]]]))
             return out
-        if f.flag is not None and not I[self.slots[f.flag]]:
+        if f.flag is not None and not all(I[self.slots[flag]] for flag in _flags(f)):
             return None
+        if isinstance(f.kind, Counts):
+            i = self.slots[f.name]
+            return [int(c) for c in I[i:i + self._evaluate(f.kind.length, {})]]
         if f.store == "I":
             i = self.slots[f.name]
             return {k: int(I[i + j]) for j, k in enumerate(f.keys)} if f.names else int(I[i])
@@ -256,6 +359,8 @@ class Record:
             x = float(S[self.slots[f.name]])
             return None if f.kind == TIME and math.isnan(x) else x
         start, length = where[f.name]
+        if isinstance(f.kind, Matrix):
+            return S[start:start + length].reshape(self._shape(f, sizes)).copy()
         places = self._part_places(f, method, sizes, start)
         if not places:
             return S[start:start + length].copy()
@@ -339,7 +444,7 @@ class Record:
             self._write_newton(f, S, I, LU, sizes, value)
             return
         if f.flag is not None:
-            I[self.slots[f.flag]] = 0 if value is None else 1
+            I[self.slots[_flags(f)[0]]] = 0 if value is None else 1
             if value is None:
                 return
         if f.store == "I":
@@ -347,6 +452,8 @@ class Record:
             if f.names:
                 for j, k in enumerate(f.keys):
                     I[i + j] = int(dict(value).get(k, 0))
+            elif isinstance(f.kind, Counts):
+                self._write_counts(f, I, value)
             else:
                 I[i] = int(value)
         elif f.size is None:
@@ -401,7 +508,9 @@ class Record:
                 continue
             if f.flag is not None and v is None:
                 continue
-            if f.store == "I":
+            if isinstance(f.kind, (Matrix, LeadingPositive, Range, Counts)):
+                self._check_fixed_kind(f, p, v, d, sizes)
+            elif f.store == "I":
                 _int(p, v, 0, MAX_COUNT)
             elif f.size is None:
                 x = _real(p, v)
@@ -421,6 +530,56 @@ class Record:
                     _array(f"{p}.{q[0]}", v[q[0]], shape)
                     if len(q) == 2 and not float(v[q[0]]) > 0.0:
                         _fail(f"{p}.{q[0]}", f"must be > 0, got {float(v[q[0]])!r}")
+
+    # -- the kinds of fixed size (matrix, leading_positive, ranged, counts) -------------
+    def _evaluate(self, expr, sizes):
+        """The value of an expression in the sizes and constants."""
+        code = self._code.get(expr)
+        if code is None:
+            code = self._code[expr] = compile(expr, expr, "eval")
+        return int(eval(code, self._globals, sizes))  # noqa: S307 (declared text)
+
+    def _shape(self, f, sizes):
+        return self._evaluate(f.kind.rows, sizes), self._evaluate(f.kind.cols, sizes)
+
+    def _write_counts(self, f, I, value):
+        from ..errors import StateError  # noqa: PLC0415
+        values, n = [int(c) for c in value], self._evaluate(f.kind.length, {})
+        if len(values) != n:
+            raise StateError(f"{f.key} must have {n} entries, got {len(values)}")
+        i = self.slots[f.name]
+        I[i:i + n] = values
+
+    def _check_fixed_kind(self, f, p, v, d, sizes):
+        """The schema of a value of a kind of fixed size."""
+        from ..state_schema import MAX_COUNT, _array, _fail, _int  # noqa: PLC0415
+        kind = f.kind
+        if isinstance(kind, Range):
+            _int(p, v, self._evaluate(kind.lo, {}), self._evaluate(kind.hi, {}))
+        elif isinstance(kind, Counts):
+            n = self._evaluate(kind.length, {})
+            if not isinstance(v, (list, tuple)) or len(v) != n:
+                _fail(p, f"must be a list of {n}, got {type(v).__name__} "
+                         f"of {len(v) if isinstance(v, (list, tuple)) else '?'}")
+            for i, c in enumerate(v):
+                _int(f"{p}[{i}]", c, 0, MAX_COUNT)
+        elif isinstance(kind, Matrix):
+            _array(p, v, self._shape(f, sizes))
+            for flag in _flags(f)[1:]:
+                self._check_held_with(p, d, flag)
+        else:
+            head = _array(p, v, (self._length(f.name, sizes),))[:kind.count]
+            if not (head > 0.0).all():
+                _fail(p, f"must start with {kind.count} positive {kind.what}, got {head.tolist()}")
+
+    def _check_held_with(self, p, d, flag):
+        """A value held while the Newton memory's flag is set needs the state's LU too."""
+        from ..state_schema import _fail  # noqa: PLC0415
+        newton = next((g for g in self.fields if g.kind == NEWTON and g.flag == flag), None)
+        if newton is not None:
+            memory = d.get(newton.key.split(".", 1)[1])
+            if not (isinstance(memory, Mapping) and "lu" in memory):
+                _fail(p, "is stored without its LU factorisation")
 
 
 def _constant(name, value, doc, key=None):
@@ -445,6 +604,19 @@ def _get(tree, path):
     return tree
 
 
+# -- fields every record declares alike ----------------------------------------------
+def times():
+    """The first two slots of S: t and t_prev (NaN in the record: no state yet)."""
+    return (scalar("T", "time t", "t", TIME), scalar("T_PREV", "time of the previous point", "t_prev", TIME))
+
+
+def statistics():
+    """The statistics counters, a block of I: the state's ``stats`` (base.STAT_KEYS order)."""
+    from .base import STAT_KEYS  # noqa: PLC0415
+    return block("STATS", ("ST_STEPS", "ST_REJ", "ST_NEWTON", "ST_RES", "ST_JAC", "ST_LU"),
+                 "the statistics (base.STAT_KEYS order)", "stats", STAT_KEYS)
+
+
 def write_layout(record, filename):
     """Write ``record``'s layout block into the record module ``filename`` (replacing
     the block there); returns whether the file changed."""
@@ -462,10 +634,11 @@ def write_layout(record, filename):
 
 def declarations():
     """(declaration, file of its record module) of every method declared so far."""
-    from . import explicit_state, ga_state  # noqa: PLC0415
+    from . import bdf_state, explicit_state, ga_state  # noqa: PLC0415
     here = os.path.dirname(os.path.abspath(__file__))
     return [(explicit_state.RECORD, os.path.join(here, "explicit_record.py")),
-            (ga_state.RECORD, os.path.join(here, "ga_record.py"))]
+            (ga_state.RECORD, os.path.join(here, "ga_record.py")),
+            (bdf_state.RECORD, os.path.join(here, "bdf_record.py"))]
 
 
 def _main():
