@@ -19,7 +19,15 @@ OLD_BLOBS = [("state_dopri5_pendulum.blob", "pendulum", "dopri5", {}),
              ("state_rk4_knife_edge.blob", "knife_edge", "rk4", {}),
              ("state_rk4_h_lti.blob", "lti", "rk4", {"h": 1e-3}),
              ("state_ga_two_link.blob", "two_link", "generalized-alpha", {}),
-             ("state_ga_i2_knife_edge.blob", "knife_edge", "generalized-alpha-i2", {})]
+             ("state_ga_i2_knife_edge.blob", "knife_edge", "generalized-alpha-i2", {}),
+             # written by cosim 730669d (hand-written state dictionary), the same way
+             ("state_li1_knife_edge.blob", "knife_edge", "local-index1", {}),
+             ("state_li1_gauss_newton_two_link.blob", "two_link", "local-index1",
+              {"method_options": {"nullspace": "gauss", "iteration": "newton"}}),
+             ("state_spark_two_link.blob", "two_link", "spark", {"method_options": {"stages": 2}}),
+             ("state_block_two_link.blob", "two_link", "block-lstable", {"method_options": {"error_estimate": True}}),
+             ("state_rkc_pendulum.blob", "pendulum", "rkc-penalty", {}),
+             ("state_rkc_bayo_knife_edge.blob", "knife_edge", "rkc-penalty", {"method_options": {"formulation": "bayo"}})]
 
 
 @pytest.mark.parametrize("decl, filename", declarations(), ids=lambda x: getattr(x, "module", ""))
