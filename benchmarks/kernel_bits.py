@@ -95,7 +95,7 @@ def main(argv=None):
         print(f"saved {len(out)} runs to {args.path}")
         return 0
     with open(args.path, "rb") as fh:
-        ref = pickle.load(fh)
+        ref = {key: r for key, r in pickle.load(fh).items() if key[1] in args.methods}
     bad = 0
     for key in sorted(set(ref) | set(out)):
         if key not in ref or key not in out:

@@ -46,7 +46,6 @@ _NEWTON_SIZE = {   # (a method with a declared record: its declaration)
     "bdf": lambda i, n, m, g: n + m,
     "bdf-i2": lambda i, n, m, g: 2 * n + 2 * m,
     "bdf-i1": lambda i, n, m, g: 3 * n + 3 * m,
-    "local-index1": lambda i, n, m, g: 2 * n,
     "spark": lambda i, n, m, g: i.c.size * n + i.stages * m,
     "block-lstable": lambda i, n, m, g: i.r * (n + m),
 }
@@ -54,7 +53,6 @@ _NEWTON_SIZE = {   # (a method with a declared record: its declaration)
 # its declaration, cosim.integrators.state_decl)
 _DENSE = {
     "rkc-penalty": {"f0": (None,), "f1": (None,), "h": ()},
-    "local-index1": {"g0": (None,), "g1": (None,)},
 }
 _POSITIVE = {"h", "h_next"}                 # method-state step sizes
 _NONNEGATIVE = {"err_last", "error_estimate", "rho", "penalty", "projection_iterations",

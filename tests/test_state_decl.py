@@ -37,7 +37,8 @@ def test_record_module_layout_is_what_the_declaration_generates(decl, filename):
     assert decl.layout_in_module(text) == decl.layout_source()
 
 
-@pytest.mark.parametrize("record, kernel", [("explicit_record", "explicit_kernel"), ("ga_record", "ga_kernel")])
+@pytest.mark.parametrize("record, kernel", [("explicit_record", "explicit_kernel"), ("ga_record", "ga_kernel"),
+                                            ("li1_record", "li1_kernel")])
 def test_generated_constants_are_the_kernel_record_slots(record, kernel):
     """The slots as the kernel sees them (the record module imported) and the offsets
     of a nonholonomic model agree with the declaration."""
@@ -47,7 +48,7 @@ def test_generated_constants_are_the_kernel_record_slots(record, kernel):
     decl = next(d for d, f in declarations() if Path(f).name == f"{record}.py")
     for name, value in decl.slots.items():
         assert getattr(R, name) == value == getattr(K, name, value), name
-    sizes = {"n": 3, "m": 2, "ny": 6, "mz": 3, "ggl": 1, "ng": 1}
+    sizes = {"n": 3, "m": 2, "ny": 6, "mz": 3, "ggl": 1, "ng": 1, "g": 1}
     starts = decl.s_offsets(sizes)
     args = [sizes[a.strip()] for a in inspect.signature(R.offsets).parameters]
     assert R.offsets(*args) == tuple(o for o, _ in starts.values()) + (
@@ -108,6 +109,20 @@ def test_generalized_alpha_state_dictionary_has_the_declared_keys(method, backen
     assert s["method_state"]["lam_rate"].shape == (m,) and s["method_state"]["h_last"] > 0.0
 
 
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_local_index1_state_dictionary_has_the_declared_keys(backend):
+    sim = cosim.Simulation("knife_edge", "local-index1", backend=backend)
+    assert sim.integrator.state()["method_state"]["dense"] is None   # before a step
+    sim.do_step(0.0, 0.01)
+    s = sim.integrator.state()
+    assert list(s) == ["method", "t", "y", "t_prev", "y_prev", "u", "stats", "method_state", "qdd", "lam"]
+    assert list(s["method_state"]) == ["h_next", "dense", "newton"]
+    assert list(s["method_state"]["dense"]) == ["g0", "g1"]
+    n, mg = sim.model.n_q, sim.model.n_c + 1   # knife_edge: one nonholonomic row
+    assert s["method_state"]["newton"]["lu"].shape == (2 * n, 2 * n) and s["lam"].shape == (mg,)
+    assert np.array_equal(s["method_state"]["dense"]["g1"], np.concatenate([sim.integrator.v, s["qdd"]]))
+
+
 _GA_BAD = [
     (lambda d: d.__setitem__("h_last", -2.0), "method_state.h_last: must be >= 0 (or -1: none)"),
     (lambda d: d.__setitem__("h_next", 0.0), "method_state.h_next: must be > 0"),
@@ -117,6 +132,16 @@ _GA_BAD = [
     (lambda d: d["newton"]["piv"].__setitem__(0, 10 ** 6), "method_state.newton.piv[0]"),
     (lambda d: d["newton"].pop("piv"), "method_state.newton: must hold both lu and piv"),
     (lambda d: d["newton"].__setitem__("relax", 3.0), "method_state.newton.relax: must be in (0, 2]"),
+]
+
+
+_LI1_BAD = [
+    (lambda d: d.__setitem__("h_next", 0.0), "method_state.h_next: must be > 0"),
+    (lambda d: d["dense"].__setitem__("g0", np.zeros(2)), "method_state.dense.g0: must have shape (6,)"),
+    (lambda d: d["dense"].pop("g1"), "method_state.dense: lacks ['g1']"),
+    (lambda d: d["dense"]["g1"].__setitem__(0, np.nan), "method_state.dense.g1[0]: must be finite"),
+    (lambda d: d["newton"]["piv"].__setitem__(0, 10 ** 6), "method_state.newton.piv[0]"),
+    (lambda d: d["newton"]["lu"].__setitem__((0, 0), 0.0), "method_state.newton.lu[0, 0]"),
 ]
 
 
@@ -137,7 +162,9 @@ _BAD = [
 
 _SCHEMA_CASES = ([("knife_edge", method, "auto", *bad) for method in ("dopri5", "rk4") for bad in _BAD]
                  + [("two_link", "generalized-alpha", backend, *bad) for backend in ("python", "numba")
-                    for bad in _GA_BAD])
+                    for bad in _GA_BAD]
+                 + [("knife_edge", "local-index1", backend, *bad) for backend in ("python", "numba")
+                    for bad in _LI1_BAD])
 
 
 @pytest.mark.parametrize("model, method, backend, mutate, message", _SCHEMA_CASES)
