@@ -46,7 +46,6 @@ _NEWTON_SIZE = {   # (a method with a declared record: its declaration)
     "bdf": lambda i, n, m, g: n + m,
     "bdf-i2": lambda i, n, m, g: 2 * n + 2 * m,
     "bdf-i1": lambda i, n, m, g: 3 * n + 3 * m,
-    "spark": lambda i, n, m, g: i.c.size * n + i.stages * m,
     "block-lstable": lambda i, n, m, g: i.r * (n + m),
 }
 # dense-output dicts: key -> shape (None: n_y) (a method with a declared record:

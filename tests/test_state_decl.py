@@ -38,7 +38,7 @@ def test_record_module_layout_is_what_the_declaration_generates(decl, filename):
 
 
 @pytest.mark.parametrize("record, kernel", [("explicit_record", "explicit_kernel"), ("ga_record", "ga_kernel"),
-                                            ("li1_record", "li1_kernel")])
+                                            ("li1_record", "li1_kernel"), ("spark_record", "spark_kernel")])
 def test_generated_constants_are_the_kernel_record_slots(record, kernel):
     """The slots as the kernel sees them (the record module imported) and the offsets
     of a nonholonomic model agree with the declaration."""
@@ -48,7 +48,7 @@ def test_generated_constants_are_the_kernel_record_slots(record, kernel):
     decl = next(d for d, f in declarations() if Path(f).name == f"{record}.py")
     for name, value in decl.slots.items():
         assert getattr(R, name) == value == getattr(K, name, value), name
-    sizes = {"n": 3, "m": 2, "ny": 6, "mz": 3, "ggl": 1, "ng": 1, "g": 1}
+    sizes = {"n": 3, "m": 2, "ny": 6, "mz": 3, "ggl": 1, "ng": 1, "g": 1, "s": 2, "nv": 2, "nb": 2}
     starts = decl.s_offsets(sizes)
     args = [sizes[a.strip()] for a in inspect.signature(R.offsets).parameters]
     assert R.offsets(*args) == tuple(o for o, _ in starts.values()) + (
@@ -123,6 +123,19 @@ def test_local_index1_state_dictionary_has_the_declared_keys(backend):
     assert np.array_equal(s["method_state"]["dense"]["g1"], np.concatenate([sim.integrator.v, s["qdd"]]))
 
 
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_spark_state_dictionary_has_the_declared_keys(backend):
+    sim = cosim.Simulation("two_link", "spark", backend=backend, h=0.01, method_options={"stages": 2})
+    sim.do_step(0.0, 0.01)
+    s = sim.integrator.state()
+    assert list(s) == ["method", "t", "y", "t_prev", "y_prev", "u", "stats", "method_state", "qdd", "lam"]
+    assert list(s["method_state"]) == ["h", "gamma", "h_last", "qdd_prev", "newton"]
+    n, m = sim.model.n_q, sim.model.n_c
+    N = sim.integrator.c.size * n + 2 * m   # nv stage velocities and s = 2 impulses
+    assert s["method_state"]["newton"]["lu"].shape == (N, N) and s["method_state"]["qdd_prev"].shape == (n,)
+    assert s["method_state"]["h"] == sim.integrator.h == 0.01 and s["method_state"]["h_last"] == 0.01
+
+
 _GA_BAD = [
     (lambda d: d.__setitem__("h_last", -2.0), "method_state.h_last: must be >= 0 (or -1: none)"),
     (lambda d: d.__setitem__("h_next", 0.0), "method_state.h_next: must be > 0"),
@@ -145,6 +158,15 @@ _LI1_BAD = [
 ]
 
 
+_SPARK_BAD = [
+    (lambda d: d.__setitem__("h", 0.0), "method_state.h: must be > 0"),
+    (lambda d: d.__setitem__("h_last", -2.0), "method_state.h_last: must be >= 0 (or -1: none)"),
+    (lambda d: d.__setitem__("gamma", np.nan), "method_state.gamma: must be finite"),
+    (lambda d: d.__setitem__("qdd_prev", np.zeros(9)), "method_state.qdd_prev: must have shape"),
+    (lambda d: d["newton"].__setitem__("sigma", -1.0), "method_state.newton.sigma: must be >= 0"),
+]
+
+
 _BAD = [
     (lambda d: d.__setitem__("h_next", -1.0), "method_state.h_next: must be > 0"),
     (lambda d: d.__setitem__("h_next", 1e-300), "method_state.h_next: step size 1e-300 does not advance"),
@@ -164,7 +186,8 @@ _SCHEMA_CASES = ([("knife_edge", method, "auto", *bad) for method in ("dopri5", 
                  + [("two_link", "generalized-alpha", backend, *bad) for backend in ("python", "numba")
                     for bad in _GA_BAD]
                  + [("knife_edge", "local-index1", backend, *bad) for backend in ("python", "numba")
-                    for bad in _LI1_BAD])
+                    for bad in _LI1_BAD]
+                 + [("two_link", "spark", backend, *bad) for backend in ("python", "numba") for bad in _SPARK_BAD])
 
 
 @pytest.mark.parametrize("model, method, backend, mutate, message", _SCHEMA_CASES)

@@ -462,11 +462,12 @@ def write_layout(record, filename):
 
 def declarations():
     """(declaration, file of its record module) of every method declared so far."""
-    from . import explicit_state, ga_state, li1_state  # noqa: PLC0415
+    from . import explicit_state, ga_state, li1_state, spark_state  # noqa: PLC0415
     here = os.path.dirname(os.path.abspath(__file__))
     return [(explicit_state.RECORD, os.path.join(here, "explicit_record.py")),
             (ga_state.RECORD, os.path.join(here, "ga_record.py")),
-            (li1_state.RECORD, os.path.join(here, "li1_record.py"))]
+            (li1_state.RECORD, os.path.join(here, "li1_record.py")),
+            (spark_state.RECORD, os.path.join(here, "spark_record.py"))]
 
 
 def _main():
