@@ -1,14 +1,10 @@
-"""The state of local-index1, declared once (:mod:`cosim.integrators.state_decl`): the
-layout block of :mod:`.li1_record` (``python cosim/integrators/state_decl.py`` writes
-it), the state dictionary of :mod:`.local_index1`'s integrator, its write-back and its
-schema are generated from :data:`RECORD`.  (Imports nothing of the method, so the
-layout can be written before the record module exists.)"""
-from .base import STAT_KEYS
-from .state_decl import STEP, TIME, Record, array, block, int_array, integer, newton, scalar
+"""local-index1's record, declared once (:mod:`cosim.integrators.state_decl`): from
+:data:`RECORD` come the layout block of :mod:`.li1_record`, and the state dictionary,
+write-back and schema of :class:`~.local_index1.LocalEquivalentIndex1`."""
+from .state_decl import STEP, Record, array, int_array, integer, newton, scalar, statistics, times
 
 RECORD = Record("cosim.integrators.li1_state", [
-    scalar("T", "time t", "t", TIME),
-    scalar("T_PREV", "time of the previous point", "t_prev", TIME),
+    *times(),
     scalar("H_NEXT", "the next step size", "method_state.h_next", STEP),
     scalar("RTOL"), scalar("ATOL"),
     scalar("H_FIXED", "the fixed step (0: adaptive)"),
@@ -36,8 +32,7 @@ RECORD = Record("cosim.integrators.li1_state", [
     integer("HAS_FACTOR", "1: the LU of the iteration matrix is kept"),
     integer("NEED_JAC", "1: form the iteration matrix at the next solve"),
     integer("CAUSE", "why the last trial step failed (C_*)"),
-    block("STATS", ("ST_STEPS", "ST_REJ", "ST_NEWTON", "ST_RES", "ST_JAC", "ST_LU"),
-          "the statistics (base.STAT_KEYS order)", "stats", STAT_KEYS),
+    statistics(),
     int_array("PIV", "2 * n", "the pivots of the iteration matrix's LU (eq. 4.5, 2n)"),
     newton("method_state.newton", "PIV"),
 ], sizes={"n": "I_N", "m": "I_M", "g": "I_NG", "ny": "2 * I_N"})

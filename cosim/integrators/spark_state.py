@@ -1,15 +1,10 @@
-"""The state of spark, declared once (:mod:`cosim.integrators.state_decl`): the layout
-block of :mod:`.spark_record` (``python cosim/integrators/state_decl.py`` writes it),
-the state dictionary of :mod:`.symplectic`'s integrator, its write-back and its
-schema are generated from :data:`RECORD`.  (Imports nothing of the method, so the
-layout can be written before the record module exists.)"""
-from .base import STAT_KEYS
-from .state_decl import (SENTINEL, STEP, TIME, Record, array, block, int_array, integer, newton,
-                         scalar)
+"""spark's record, declared once (:mod:`cosim.integrators.state_decl`): from
+:data:`RECORD` come the layout block of :mod:`.spark_record`, and the state dictionary,
+write-back and schema of :class:`~.symplectic.PreadjustedSPARK`."""
+from .state_decl import SENTINEL, STEP, Record, array, int_array, integer, newton, scalar, statistics, times
 
 RECORD = Record("cosim.integrators.spark_state", [
-    scalar("T", "time t", "t", TIME),
-    scalar("T_PREV", "time of the previous point", "t_prev", TIME),
+    *times(),
     scalar("H", "the (fixed) step size", "method_state.h", STEP),
     scalar("H_LAST", "the last step taken (-1: none)", "method_state.h_last", SENTINEL),
     scalar("GAMMA", "the preadjustment parameter γ", "method_state.gamma"),
@@ -45,8 +40,7 @@ RECORD = Record("cosim.integrators.spark_state", [
     integer("REASON", "why Newton or a matrix failed (R_*, kernel_common's factor status)"),
     integer("CHAIN", "1: a planar natural-coordinate chain (body-wise M_γ, seed 003 eqs. 22-25)"),
     integer("I_NB", "its number of bodies"),
-    block("STATS", ("ST_STEPS", "ST_REJ", "ST_NEWTON", "ST_RES", "ST_JAC", "ST_LU"),
-          "the statistics (base.STAT_KEYS order)", "stats", STAT_KEYS),
+    statistics(),
     int_array("PIV", "nv * n + s * m", "the pivots of the stage matrix's LU (matrix_size(n, m, s, nv))"),
     newton("method_state.newton", "PIV"),
 ], sizes={"n": "I_N", "m": "I_M", "s": "I_S", "nv": "I_NV", "nb": "I_NB"},

@@ -445,6 +445,19 @@ def _get(tree, path):
     return tree
 
 
+# -- fields every record declares alike ----------------------------------------------
+def times():
+    """The first two slots of S: t and t_prev (NaN in the record: no state yet)."""
+    return (scalar("T", "time t", "t", TIME), scalar("T_PREV", "time of the previous point", "t_prev", TIME))
+
+
+def statistics():
+    """The statistics counters, a block of I: the state's ``stats`` (base.STAT_KEYS order)."""
+    from .base import STAT_KEYS  # noqa: PLC0415
+    return block("STATS", ("ST_STEPS", "ST_REJ", "ST_NEWTON", "ST_RES", "ST_JAC", "ST_LU"),
+                 "the statistics (base.STAT_KEYS order)", "stats", STAT_KEYS)
+
+
 def write_layout(record, filename):
     """Write ``record``'s layout block into the record module ``filename`` (replacing
     the block there); returns whether the file changed."""
