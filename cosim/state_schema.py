@@ -42,15 +42,12 @@ _EVENT_FIELDS = {"time": "real", "name": "str", "kind": "str", "index": "int", "
 # size of the Newton iteration matrix of each implicit method (n coordinates,
 # m holonomic and g nonholonomic constraints; r block nodes)
 _NEWTON_SIZE = {   # (a method with a declared record: its declaration)
-    "local-index1": lambda i, n, m, g: 2 * n,
-    "spark": lambda i, n, m, g: i.c.size * n + i.stages * m,
     "block-lstable": lambda i, n, m, g: i.r * (n + m),
 }
 # dense-output dicts: key -> shape (None: n_y) (a method with a declared record:
 # its declaration, cosim.integrators.state_decl)
 _DENSE = {
     "rkc-penalty": {"f0": (None,), "f1": (None,), "h": ()},
-    "local-index1": {"g0": (None,), "g1": (None,)},
 }
 _POSITIVE = {"h", "h_next"}                 # method-state step sizes
 _NONNEGATIVE = {"err_last", "error_estimate", "rho", "penalty", "projection_iterations",

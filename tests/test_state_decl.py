@@ -19,7 +19,15 @@ OLD_BLOBS = [("state_dopri5_pendulum.blob", "pendulum", "dopri5", {}),
              ("state_rk4_knife_edge.blob", "knife_edge", "rk4", {}),
              ("state_rk4_h_lti.blob", "lti", "rk4", {"h": 1e-3}),
              ("state_ga_two_link.blob", "two_link", "generalized-alpha", {}),
-             ("state_ga_i2_knife_edge.blob", "knife_edge", "generalized-alpha-i2", {})]
+             ("state_ga_i2_knife_edge.blob", "knife_edge", "generalized-alpha-i2", {}),
+             # written by cosim 730669d (hand-written state dictionary), the same way
+             ("state_li1_knife_edge.blob", "knife_edge", "local-index1", {}),
+             ("state_li1_gauss_newton_two_link.blob", "two_link", "local-index1",
+              {"method_options": {"nullspace": "gauss", "iteration": "newton"}}),
+             ("state_spark_two_link.blob", "two_link", "spark", {"method_options": {"stages": 2}}),
+             ("state_block_two_link.blob", "two_link", "block-lstable", {"method_options": {"error_estimate": True}}),
+             ("state_rkc_pendulum.blob", "pendulum", "rkc-penalty", {}),
+             ("state_rkc_bayo_knife_edge.blob", "knife_edge", "rkc-penalty", {"method_options": {"formulation": "bayo"}})]
 
 
 @pytest.mark.parametrize("decl, filename", declarations(), ids=lambda x: getattr(x, "module", ""))
@@ -30,7 +38,8 @@ def test_record_module_layout_is_what_the_declaration_generates(decl, filename):
 
 
 @pytest.mark.parametrize("record, kernel", [("explicit_record", "explicit_kernel"), ("ga_record", "ga_kernel"),
-                                            ("bdf_record", "bdf_kernel")])
+                                            ("bdf_record", "bdf_kernel"), ("li1_record", "li1_kernel"),
+                                            ("spark_record", "spark_kernel")])
 def test_generated_constants_are_the_kernel_record_slots(record, kernel):
     """The slots as the kernel sees them (the record module imported) and the offsets
     of a nonholonomic model agree with the declaration."""
@@ -40,7 +49,7 @@ def test_generated_constants_are_the_kernel_record_slots(record, kernel):
     decl = next(d for d, f in declarations() if Path(f).name == f"{record}.py")
     for name, value in {**decl.constants, **decl.slots}.items():
         assert getattr(R, name) == value == getattr(K, name, value), name
-    sizes = {"n": 3, "m": 2, "ny": 6, "mz": 3, "ggl": 1, "ng": 1, "ns": 5}
+    sizes = {"n": 3, "m": 2, "ny": 6, "mz": 3, "ggl": 1, "ng": 1, "ns": 5, "g": 1, "s": 2, "nv": 2, "nb": 2}
     starts = decl.s_offsets(sizes)
     args = [sizes[a.strip()] for a in inspect.signature(R.offsets).parameters]
     assert R.offsets(*args) == tuple(o for o, _ in starts.values()) + (
@@ -101,6 +110,33 @@ def test_generalized_alpha_state_dictionary_has_the_declared_keys(method, backen
     assert s["method_state"]["lam_rate"].shape == (m,) and s["method_state"]["h_last"] > 0.0
 
 
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_local_index1_state_dictionary_has_the_declared_keys(backend):
+    sim = cosim.Simulation("knife_edge", "local-index1", backend=backend)
+    assert sim.integrator.state()["method_state"]["dense"] is None   # before a step
+    sim.do_step(0.0, 0.01)
+    s = sim.integrator.state()
+    assert list(s) == ["method", "t", "y", "t_prev", "y_prev", "u", "stats", "method_state", "qdd", "lam"]
+    assert list(s["method_state"]) == ["h_next", "dense", "newton"]
+    assert list(s["method_state"]["dense"]) == ["g0", "g1"]
+    n, mg = sim.model.n_q, sim.model.n_c + 1   # knife_edge: one nonholonomic row
+    assert s["method_state"]["newton"]["lu"].shape == (2 * n, 2 * n) and s["lam"].shape == (mg,)
+    assert np.array_equal(s["method_state"]["dense"]["g1"], np.concatenate([sim.integrator.v, s["qdd"]]))
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_spark_state_dictionary_has_the_declared_keys(backend):
+    sim = cosim.Simulation("two_link", "spark", backend=backend, h=0.01, method_options={"stages": 2})
+    sim.do_step(0.0, 0.01)
+    s = sim.integrator.state()
+    assert list(s) == ["method", "t", "y", "t_prev", "y_prev", "u", "stats", "method_state", "qdd", "lam"]
+    assert list(s["method_state"]) == ["h", "gamma", "h_last", "qdd_prev", "newton"]
+    n, m = sim.model.n_q, sim.model.n_c
+    N = sim.integrator.c.size * n + 2 * m   # nv stage velocities and s = 2 impulses
+    assert s["method_state"]["newton"]["lu"].shape == (N, N) and s["method_state"]["qdd_prev"].shape == (n,)
+    assert s["method_state"]["h"] == sim.integrator.h == 0.01 and s["method_state"]["h_last"] == 0.01
+
+
 _GA_BAD = [
     (lambda d: d.__setitem__("h_last", -2.0), "method_state.h_last: must be >= 0 (or -1: none)"),
     (lambda d: d.__setitem__("h_next", 0.0), "method_state.h_next: must be > 0"),
@@ -136,6 +172,25 @@ _BDF_BAD = [
 ]
 
 
+_LI1_BAD = [
+    (lambda d: d.__setitem__("h_next", 0.0), "method_state.h_next: must be > 0"),
+    (lambda d: d["dense"].__setitem__("g0", np.zeros(2)), "method_state.dense.g0: must have shape (6,)"),
+    (lambda d: d["dense"].pop("g1"), "method_state.dense: lacks ['g1']"),
+    (lambda d: d["dense"]["g1"].__setitem__(0, np.nan), "method_state.dense.g1[0]: must be finite"),
+    (lambda d: d["newton"]["piv"].__setitem__(0, 10 ** 6), "method_state.newton.piv[0]"),
+    (lambda d: d["newton"]["lu"].__setitem__((0, 0), 0.0), "method_state.newton.lu[0, 0]"),
+]
+
+
+_SPARK_BAD = [
+    (lambda d: d.__setitem__("h", 0.0), "method_state.h: must be > 0"),
+    (lambda d: d.__setitem__("h_last", -2.0), "method_state.h_last: must be >= 0 (or -1: none)"),
+    (lambda d: d.__setitem__("gamma", np.nan), "method_state.gamma: must be finite"),
+    (lambda d: d.__setitem__("qdd_prev", np.zeros(9)), "method_state.qdd_prev: must have shape"),
+    (lambda d: d["newton"].__setitem__("sigma", -1.0), "method_state.newton.sigma: must be >= 0"),
+]
+
+
 _BAD = [
     (lambda d: d.__setitem__("h_next", -1.0), "method_state.h_next: must be > 0"),
     (lambda d: d.__setitem__("h_next", 1e-300), "method_state.h_next: step size 1e-300 does not advance"),
@@ -154,7 +209,10 @@ _BAD = [
 _SCHEMA_CASES = ([("knife_edge", method, "auto", *bad) for method in ("dopri5", "rk4") for bad in _BAD]
                  + [("two_link", "generalized-alpha", backend, *bad) for backend in ("python", "numba")
                     for bad in _GA_BAD]
-                 + [("two_link", "bdf", backend, *bad) for backend in ("python", "numba") for bad in _BDF_BAD])
+                 + [("two_link", "bdf", backend, *bad) for backend in ("python", "numba") for bad in _BDF_BAD]
+                 + [("knife_edge", "local-index1", backend, *bad) for backend in ("python", "numba")
+                    for bad in _LI1_BAD]
+                 + [("two_link", "spark", backend, *bad) for backend in ("python", "numba") for bad in _SPARK_BAD])
 
 
 @pytest.mark.parametrize("model, method, backend, mutate, message", _SCHEMA_CASES)

@@ -155,9 +155,9 @@ def last_step_dense_output(integ, t, slope0, slope1):
     and ``integ._dense[slope1]`` stored by the step."""
     t0, t1 = integ.t_prev, integ.t
     t = float(t)
-    if t1 == t0 or integ._dense is None or t == t1:
+    d = integ._dense   # (read once: a record view builds it)
+    if t1 == t0 or d is None or t == t1:
         return integ.y.copy()
     if t == t0:
         return integ.y_prev.copy()
-    d = integ._dense
     return hermite_interpolate(t, t0, t1, integ.y_prev, d[slope0], integ.y, d[slope1])

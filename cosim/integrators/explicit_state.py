@@ -3,12 +3,10 @@ layout block of :mod:`.explicit_record` (``python cosim/integrators/state_decl.p
 writes it), the state dictionary of :mod:`.explicit`'s integrators, its write-back and
 its schema are generated from :data:`RECORD`.  (Imports nothing of the method, so the
 layout can be written before the record module exists.)"""
-from .base import STAT_KEYS
-from .state_decl import STEP, TIME, Record, array, block, int_array, integer, scalar
+from .state_decl import STEP, Record, array, int_array, integer, scalar, statistics, times
 
 RECORD = Record("cosim.integrators.explicit_state", [
-    scalar("T", "time t", "t", TIME),
-    scalar("T_PREV", "time of the previous point", "t_prev", TIME),
+    *times(),
     scalar("H_NEXT", "the next step size", "method_state.h_next", STEP),
     scalar("RTOL"), scalar("ATOL"),
     scalar("H_FIXED", "the fixed step (0: adaptive)"),
@@ -36,8 +34,7 @@ RECORD = Record("cosim.integrators.explicit_state", [
     integer("HAS_DENSE", "1: the record holds dense output"),
     integer("PROJ_ITERS", "projection iterations", "method_state.projection_iterations"),
     integer("CAUSE", "why the last trial step failed (C_*)"),
-    block("STATS", ("ST_STEPS", "ST_REJ", "ST_NEWTON", "ST_RES", "ST_JAC", "ST_LU"),
-          "the statistics (base.STAT_KEYS order)", "stats", STAT_KEYS),
+    statistics(),
     integer("I_NY", "length of y: 2n, or the states of a first-order model"),
     integer("I_NG", "nonholonomic rows n_g (the last n_g of the I[I_M] multiplier rows)"),
     integer("FIRST_ORDER", "1: x' = f(t, x, u) (n = m = 0)"),

@@ -4,13 +4,11 @@
 :mod:`.generalized_alpha`'s integrators, its write-back and its schema are generated
 from :data:`RECORD`.  (Imports nothing of the method, so the layout can be written
 before the record module exists.)"""
-from .base import STAT_KEYS
-from .state_decl import (SENTINEL, STEP, TIME, Record, array, block, int_array, integer, newton,
-                         scalar)
+from .state_decl import (SENTINEL, STEP, Record, array, int_array, integer, newton, scalar, statistics,
+                         times)
 
 RECORD = Record("cosim.integrators.ga_state", [
-    scalar("T", "time t", "t", TIME),
-    scalar("T_PREV", "time of the previous point", "t_prev", TIME),
+    *times(),
     scalar("H_NEXT", "the next step size", "method_state.h_next", STEP),
     scalar("H_LAST", "the step a belongs to (0: a = q'')", "method_state.h_last", SENTINEL),
     scalar("SIGMA", "Newton's contraction estimate"),
@@ -45,8 +43,7 @@ RECORD = Record("cosim.integrators.ga_state", [
     integer("REASON", "why Newton failed (R_*)"),
     integer("GGL", "formulation: 0 index 3 (eqs. 32-34), 1 GGL index 2 (eqs. 37-39)"),
     integer("I_NG", "n_g: nonholonomic rows (seed 000 §7)"),
-    block("STATS", ("ST_STEPS", "ST_REJ", "ST_NEWTON", "ST_RES", "ST_JAC", "ST_LU"),
-          "the statistics (base.STAT_KEYS order)", "stats", STAT_KEYS),
+    statistics(),
     int_array("PIV", "n + m + ng + ggl * (n + m)", "the LU pivots (matrix_size(n, m, ggl, ng) of them)"),
     newton("method_state.newton", "PIV"),
 ], sizes={"n": "I_N", "mz": "I_M + I_NG", "m": "I_M", "ggl": "GGL", "ng": "I_NG"},

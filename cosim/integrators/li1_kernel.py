@@ -347,7 +347,7 @@ def _attempt(fns, S, I, LU, p, u, t0, t1, h, fixed, w):
     A_k, Heun's predictor, the Newton solve, ψ and λ at the result.  Returns (cause,
     err); the result in q = w[0], v = w[1], a = w[22], λ = w[34]."""
     n, m, g = I[I_N], I[I_M], I[I_NG]
-    o_y, o_yp, o_qdd, o_lam, o_g0, o_g1, _ = offsets(n, m, g)
+    o_y, o_yp, o_qdd, o_lam, o_g, _ = offsets(n, m, g)
     q, v, M, Cq, A, V, tau, cols, Aq, Av = w[0], w[1], w[3], w[4], w[10], w[11], w[12], w[13], w[14], w[15]
     qk, vk, ak, qe, ve, ae, a = w[16], w[17], w[18], w[19], w[20], w[21], w[22]
     x_pred, w_inv, lam = w[23], w[27], w[34]
@@ -415,7 +415,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     (LocalEquivalentIndex1._step_inner).  Returns a status code; on failure S[F_H]
     is the step size, I[CAUSE] / S[F_ERR] what made it fail."""
     n, m, g = I[I_N], I[I_M], I[I_NG]
-    o_y, o_yp, o_qdd, o_lam, o_g0, o_g1, _ = offsets(n, m, g)
+    o_y, o_yp, o_qdd, o_lam, o_g, _ = offsets(n, m, g)
     q, v, a, lam = w[0], w[1], w[22], w[34]
     t = S[T]
     fixed = S[H_FIXED] > 0.0
@@ -440,12 +440,12 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         if failed:
             return STEP_FAILED if fixed else TOO_SMALL
         lands, rejected = False, True
-    # accept: dense slopes g0 = [v; q''] before, g1 after
+    # accept: dense slopes g0 = [v; q''] before, g1 after (one after the other at o_g)
     for i in range(n):
-        S[o_g0 + i] = S[o_y + n + i]
-        S[o_g0 + n + i] = S[o_qdd + i]
-        S[o_g1 + i] = v[i]
-        S[o_g1 + n + i] = a[i]
+        S[o_g + i] = S[o_y + n + i]
+        S[o_g + n + i] = S[o_qdd + i]
+        S[o_g + 2 * n + i] = v[i]
+        S[o_g + 3 * n + i] = a[i]
     for i in range(2 * n):
         S[o_yp + i] = S[o_y + i]
     S[T_PREV] = t
@@ -470,7 +470,7 @@ def restart(fns, S, I, u, p, w):
     the statistics, as consistent_accelerations), no dense output, t_prev = t,
     y_prev = y.  Returns OK, ACC_SINGULAR or ACC_NONFINITE (record unchanged)."""
     n, m, g = I[I_N], I[I_M], I[I_NG]
-    o_y, o_yp, o_qdd, o_lam, o_g0, o_g1, _ = offsets(n, m, g)
+    o_y, o_yp, o_qdd, o_lam, o_g, _ = offsets(n, m, g)
     q, v, a, lam = w[16], w[17], w[22], w[34]
     for i in range(n):
         q[i] = S[o_y + i]

@@ -53,10 +53,10 @@ from . import li1_kernel as K
 from . import li1_record as R
 from .base import MultibodyIntegrator
 from .common import error_weights, initial_step, last_step_dense_output
+from .li1_state import RECORD
 from .model_functions import n_nonholonomic
-from .record import RecordIntegrator, kernel_model_reason, record_point, record_scalar
+from .record import RecordIntegrator, kernel_model_reason, record_point
 
-_Y, _YP, _QDD, _LAM, _G0, _G1 = range(6)   # positions in li1_kernel.offsets()
 _K_TEXT = "[[M, C_q^T], [C_q, 0]]"          # the matrix of eq. 2.5 in messages
 _ITER_TEXT = "local index-1 iteration matrix (seed 002 eq. 4.5)"
 NULLSPACE = {"qr": R.NULLSPACE_QR, "gauss": R.NULLSPACE_GAUSS}
@@ -116,8 +116,10 @@ class LocalEquivalentIndex1(record_point(R.T, R.T_PREV, ("y", "y_prev", "qdd", "
     options = {"nullspace": "qr", "iteration": "seed"}
     _kernel = K
     compiled_entry = staticmethod(compiled_entry)
-
-    h_next = record_scalar(R.H_NEXT, writable=True)
+    state_declaration = RECORD   # the record, the state dictionary and its schema
+    h_next = RECORD.view("method_state.h_next")
+    # the slopes g = [v; q''] at both ends of the last step (None before a step)
+    _dense = RECORD.view("method_state.dense")
 
     def __init__(self, model, backend="python", **kwargs):
         self._construct(model, backend, supports, R.N_SCALARS, kwargs)
@@ -135,9 +137,8 @@ class LocalEquivalentIndex1(record_point(R.T, R.T_PREV, ("y", "y_prev", "qdd", "
         model = self.model
         n, m, g = model.n_q, model.n_c, n_nonholonomic(model)
         offs = R.offsets(n, m, g)
-        self._slices = [(offs[i], length)
-                        for i, length in enumerate((2 * n, 2 * n, n, m + g, 2 * n, 2 * n))]
-        self._n, self._N = n, 2 * n
+        self._slices = [(offs[i], length) for i, length in enumerate((2 * n, 2 * n, n, m + g))]
+        self._n = n
         S = np.zeros(offs[-1])
         S[R.T] = S[R.T_PREV] = math.nan
         S[R.H_JAC] = -1.0        # no iteration matrix yet
@@ -169,17 +170,6 @@ class LocalEquivalentIndex1(record_point(R.T, R.T_PREV, ("y", "y_prev", "qdd", "
         return initial_step(d, 0.005, self.max_step, h_min=1e-8)
 
     # -- dense output ----------------------------------------------------------------------
-    @property
-    def _dense(self):
-        """The slopes g = [v; q''] at both ends of the last step (None before a step)."""
-        if not self._I[R.HAS_DENSE]:
-            return None
-        return {"g0": self._read(_G0), "g1": self._read(_G1)}
-
-    def _read(self, index):
-        start, length = self._slices[index]
-        return self._S[start:start + length].copy()
-
     def dense_output(self, t):
         return last_step_dense_output(self, t, "g0", "g1")
 
@@ -197,24 +187,12 @@ class LocalEquivalentIndex1(record_point(R.T, R.T_PREV, ("y", "y_prev", "qdd", "
     def _reset_point(self):
         """(q'' and λ at the new point: the restart that follows computes them.)"""
 
-    def _method_state(self):
-        return {"h_next": float(self._S[R.H_NEXT]), "dense": self._dense, "newton": self._newton_state(R.PIV)}
+    def state(self):
+        return RECORD.get(self)   # t, y, t_prev, y_prev, u, stats, method_state, qdd, lam
 
     def restore(self, state):
-        """Continue from ``state`` (validated before anything is written)."""
-        self._restore_swapped(state, R.PIV)
-
-    @staticmethod
-    def _state_arrays(state):
-        return (_Y, state["y"]), (_YP, state["y_prev"]), (_QDD, state["qdd"]), (_LAM, state["lam"])
-
-    def _write_method_state(self, ms):
-        self._I[R.HAS_DENSE] = 0
-        if ms["dense"] is not None:
-            self._write(_G0, ms["dense"]["g0"])
-            self._write(_G1, ms["dense"]["g1"])
-            self._I[R.HAS_DENSE] = 1
-        self._S[R.H_NEXT] = float(ms["h_next"])
+        """Continue from ``state`` (validated before anything is written; all or nothing)."""
+        RECORD.restore(self, state)
 
     # -- failures ----------------------------------------------------------------------------
     def _failed(self, status):

@@ -17,8 +17,8 @@ for the predictor and the dense output.
 The record (everything the method remembers; a snapshot is three array copies):
 
 * ``S`` float64: scalars (:mod:`.spark_record`), then y, y_prev, q'', q''_prev, λ,
-  the tableau (c, A, b, Â, Ã, c̃, b̃) and the bodies' lengths and J_G (set up once);
-* ``I`` int64: sizes, flags, statistics, the bodies' point indices, the LU pivots;
+  the tableau (c, A, b, Â, Ã, c̃, b̃) and the bodies' lengths, J_G and point indices (set up once);
+* ``I`` int64: sizes, flags, statistics, the LU pivots;
 * ``LU`` float64 N² (N = nv·n + s·m): the kept stage-matrix factors.
 
 No exceptions inside: functions return status codes that the integrator object
@@ -36,13 +36,13 @@ from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
 # the record: every name, so that spark_kernel is the method's one namespace
 from .spark_terms import _kinetic_gradient, _layout, _mass_gamma  # noqa: F401
 from .spark_record import (  # noqa: F401
-    ACCEL_MATRIX, BODIES, CHAIN, CONST_MASS, END_MATRIX, EPS, FAILURE_SLOTS, FD_SCALE, FIXED,
+    ACCEL_MATRIX, CHAIN, CONST_MASS, END_MATRIX, EPS, FAILURE_SLOTS, FD_SCALE, FIXED,
     F_CT, F_H, F_INFO, F_T, GAMMA, GAUSS_LOBATTO, H, HAS_FACTOR, H_JAC, H_LAST, I_M, I_N, I_NB,
     I_NV, I_S, LOBATTO, MATRIX_FLOATS, MATRIX_INTS, MAX_STEP, NEED_JAC, NEWTON_ERR_TOL,
     NEWTON_FAILED, NEWTON_MAX_ITER, NEWTON_REL, NEWTON_TOL, N_SCALARS, N_STATS, OK, ONE_STEP,
-    REASON, RELAX, RESTART, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SCHEME, SIGMA, STAGE_MATRIX,
+    PIV, REASON, RELAX, RESTART, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SCHEME, SIGMA, STAGE_MATRIX,
     STATS, STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU, ST_NEWTON, ST_RES, ST_STEPS, T, T_PREV,
-    WHOLE_INTERVAL, matrix_size, offsets, pivots, workspace)
+    WHOLE_INTERVAL, matrix_size, offsets, workspace)
 
 
 def restart(S, I):
@@ -252,7 +252,7 @@ def _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w):
     Returns OK, NEWTON_FAILED (I[REASON]) or STAGE_MATRIX (I[REASON] the factor
     status, S[F_INFO] the pivot ratio); z − z0 in w[2]."""
     N = matrix_size(I[I_N], I[I_M], I[I_S], I[I_NV])
-    piv = I[pivots(I[I_NB]):pivots(I[I_NB]) + N]
+    piv = I[PIV:PIV + N]
     z, z0, delta, F, Jw = w[0], w[1], w[2], w[3], w[7]
     wt = S[NEWTON_REL] * (1.0 + _amax_abs(z0, N))
     old_norm, n_j, err, sigma = newton_start(delta, N, S[SIGMA])

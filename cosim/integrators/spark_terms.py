@@ -9,8 +9,7 @@ import math
 from .dense_lu import lu_factor_inplace, lu_solve_inplace
 from .kernel_common import (FN_CONSTRAINT_FORCE_JACOBIAN, FN_CONSTRAINT_JACOBIAN, FN_MASS,
     FN_MASS_JACOBIAN_TERM)
-from .spark_record import (BODIES, CHAIN, CONST_MASS, GAMMA, I_M, I_N, I_NB, I_NV, I_S,
-                           offsets)
+from .spark_record import CHAIN, CONST_MASS, GAMMA, I_M, I_N, I_NB, I_NV, I_S, offsets
 
 
 def _layout(I):
@@ -21,7 +20,7 @@ def _layout(I):
 def _body(S, I, o, gamma, bdy):
     """Body ``bdy`` of a natural-coordinate chain: the start of its previous point
     (−1: fixed) and of its next point in q, its length and γ − J_i."""
-    return I[BODIES + 2 * bdy], I[BODIES + 2 * bdy + 1], S[o[12] + bdy], gamma - S[o[13] + bdy]
+    return int(S[o[14] + 2 * bdy]), int(S[o[14] + 2 * bdy + 1]), S[o[12] + bdy], gamma - S[o[13] + bdy]
 
 
 def _difference(x, ip, ix):

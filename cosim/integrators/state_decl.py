@@ -634,11 +634,13 @@ def write_layout(record, filename):
 
 def declarations():
     """(declaration, file of its record module) of every method declared so far."""
-    from . import bdf_state, explicit_state, ga_state  # noqa: PLC0415
+    from . import bdf_state, explicit_state, ga_state, li1_state, spark_state  # noqa: PLC0415
     here = os.path.dirname(os.path.abspath(__file__))
     return [(explicit_state.RECORD, os.path.join(here, "explicit_record.py")),
             (ga_state.RECORD, os.path.join(here, "ga_record.py")),
-            (bdf_state.RECORD, os.path.join(here, "bdf_record.py"))]
+            (bdf_state.RECORD, os.path.join(here, "bdf_record.py")),
+            (li1_state.RECORD, os.path.join(here, "li1_record.py")),
+            (spark_state.RECORD, os.path.join(here, "spark_record.py"))]
 
 
 def _main():

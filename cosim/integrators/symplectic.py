@@ -73,7 +73,8 @@ from . import dense_lu, kernel_common, spark_record, spark_terms
 from . import spark_kernel as K
 from .base import MultibodyIntegrator
 from .model_functions import compiled_unsupported, python_functions
-from .record import RecordIntegrator, record_point, record_scalar
+from .record import RecordIntegrator, record_point
+from .spark_state import RECORD
 
 DEFAULT_H = 1e-2
 
@@ -256,8 +257,9 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
     _kernel = K
     compiled_entry = staticmethod(compiled_entry)
 
-    h = record_scalar(K.H, writable=True)
-    gamma_value = record_scalar(K.GAMMA, writable=True)
+    state_declaration = RECORD   # the record, the state dictionary and its schema
+    h = RECORD.view("method_state.h")
+    gamma_value = RECORD.view("method_state.gamma")
 
     def __init__(self, model, backend="python", **kwargs):
         self._construct(model, backend, supports, K.N_SCALARS, kwargs)
@@ -336,7 +338,7 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
                               (o[9], self.Atilde), (o[10], self.c_lob), (o[11], self.b_lob)):
             flat = np.asarray(values, dtype=float).reshape(-1)
             S[start:start + flat.size] = flat
-        I = np.zeros(spark_record.int_length(nb, self._N), dtype=np.int64)
+        I = np.zeros(spark_record.int_length(n, m, s, nv), dtype=np.int64)
         I[K.I_N], I[K.I_M], I[K.I_S], I[K.I_NV] = n, m, s, nv
         I[K.SCHEME] = K.LOBATTO if self.scheme == "lobatto" else K.GAUSS_LOBATTO
         I[K.FIXED] = 1 if self.h_fixed is not None else 0
@@ -345,9 +347,9 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
         I[K.CHAIN] = 1 if natural_chain(model) is not None else 0
         I[K.I_NB] = nb
         for k, (ip, inx, length, J) in enumerate(chain):
-            I[K.BODIES + 2 * k] = -1 if ip is None else ip.start
-            I[K.BODIES + 2 * k + 1] = inx.start
             S[o[12] + k], S[o[13] + k] = length, J
+            S[o[14] + 2 * k] = -1 if ip is None else ip.start
+            S[o[14] + 2 * k + 1] = inx.start
         self._set_record(S, I, self._N)
 
     # -- set-up --------------------------------------------------------------------
@@ -421,25 +423,12 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
         self._outputs_fresh = False
         K.restart(self._S, self._I)
 
-    def _method_state(self):
-        S = self._S
-        return {"h": float(S[K.H]), "gamma": float(S[K.GAMMA]), "h_last": float(S[K.H_LAST]),
-                "qdd_prev": self.qdd_prev, "newton": self._newton_state(K.pivots(int(self._I[K.I_NB])))}
+    def state(self):
+        return RECORD.get(self)   # t, y, t_prev, y_prev, u, stats, method_state, qdd, lam
 
     def restore(self, state):
         """Continue from ``state`` (validated before anything is written; all or nothing)."""
-        self._restore_swapped(state, K.pivots(int(self._I[K.I_NB])))
-
-    @staticmethod
-    def _state_arrays(state):
-        return ((0, state["y"]), (1, state["y_prev"]), (2, state["qdd"]), (3, state["method_state"]["qdd_prev"]),
-                (4, state["lam"]))
-
-    def _write_method_state(self, ms):
-        S = self._S
-        S[K.H], S[K.GAMMA] = float(ms["h"]), float(ms["gamma"])
-        h_last = float(ms["h_last"])
-        S[K.H_LAST] = -1.0 if h_last < 0 else h_last
+        RECORD.restore(self, state)
 
     # -- failures ----------------------------------------------------------------------------
     def _budget_spent(self, t_target):
