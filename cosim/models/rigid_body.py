@@ -46,6 +46,15 @@ stop's reaction is the multiplier the event function computes in Python).
 Every method runs the held system unchanged (the hold is in M and Q).
 
 so every robot, with or without mimic joints or stops, runs the same kernels.
+
+After the flags, a **kinematics cache** (work space, not a parameter): a valid
+flag, the q it holds and the kinematic columns of W and the B of the last
+:func:`_kinematics` call of this p (:func:`_kinematics_at`).  A method
+evaluates M and Q (and the Jacobians) at the same q one after the other; the
+second one reads the poses instead of recomputing them (same numbers: the
+result is bit-identical).  Kinematics depend only on q and the tree in p, which
+no one changes in place (new parameters make a new p); the held flags do not
+enter them.
 """
 from __future__ import annotations
 
@@ -127,15 +136,18 @@ def _kinematics(q, p, n, W, B):
         B[i, 0] = m
         B[i, 1], B[i, 2], B[i, 3] = m * cx, m * cy, m * cz
         c2 = cx * cx + cy * cy + cz * cz
-        # R I_c Rᵀ
+        # R I_c Rᵀ: T = I_c Rᵀ first (into the scratch W_T; A is used up), then R T
+        for j in range(3):
+            for c in range(3):
+                t = 0.0
+                for l in range(3):
+                    t += p[b + INERTIA + 3 * j + l] * W[i, 3 * c + l]
+                W[i, W_T + 3 * j + c] = t
         for r in range(3):
             for c in range(3):
                 s = 0.0
                 for j in range(3):
-                    t = 0.0
-                    for l in range(3):
-                        t += p[b + INERTIA + 3 * j + l] * W[i, 3 * c + l]
-                    s += W[i, 3 * r + j] * t
+                    s += W[i, 3 * r + j] * W[i, W_T + 3 * j + c]
                 B[i, 4 + 3 * r + c] = s
         B[i, 4] += m * (c2 - cx * cx)
         B[i, 8] += m * (c2 - cy * cy)
@@ -146,6 +158,56 @@ def _kinematics(q, p, n, W, B):
         B[i, 10] -= m * cx * cz
         B[i, 9] -= m * cy * cz
         B[i, 11] -= m * cy * cz
+
+
+@kernel_helper
+def kinematics_cache(p, n):
+    """Index in p of the kinematics cache (after the held flags; module docstring)."""
+    return held_flags(p, n) + n
+
+
+def cache_length(n):
+    """Floats of the kinematics cache of an n-joint tree: valid flag, q, W[:, :W_V], B."""
+    return 1 + n + n * (W_V + NB)
+
+
+@kernel_helper
+def _kinematics_at(q, p, n, W, B):
+    """:func:`_kinematics` through the cache at the end of p: the kinematic columns of W
+    (pose, origin, axis, motion subspace) and B copied from it when it holds this q,
+    else computed and kept there."""
+    c = kinematics_cache(p, n)
+    if p.shape[0] < c + 1 + n + n * (W_V + NB):  # (a p without the cache)
+        _kinematics(q, p, n, W, B)
+        return
+    hit = p[c] == 1.0
+    if hit:
+        for i in range(n):
+            if p[c + 1 + i] != q[i]:
+                hit = False
+                break
+    k = c + 1 + n
+    if hit:
+        for i in range(n):
+            for r in range(W_V):
+                W[i, r] = p[k + r]
+            k += W_V
+            for r in range(NB):
+                B[i, r] = p[k + r]
+            k += NB
+        return
+    _kinematics(q, p, n, W, B)
+    p[c] = 0.0
+    for i in range(n):
+        p[c + 1 + i] = q[i]
+    for i in range(n):
+        for r in range(W_V):
+            p[k + r] = W[i, r]
+        k += W_V
+        for r in range(NB):
+            p[k + r] = B[i, r]
+        k += NB
+    p[c] = 1.0
 
 
 @kernel_helper
@@ -382,7 +444,7 @@ def held_flags(p, n):
 def tree_mass(q, t, p, M):
     n = int(p[0])
     W, B, C = np.zeros((n, NW)), np.zeros((n, NB)), np.zeros((n, NB))
-    _kinematics(q, p, n, W, B)
+    _kinematics_at(q, p, n, W, B)
     _crba(p, n, W, B, C, M)
     h = held_flags(p, n)
     for i in range(n):
@@ -396,7 +458,7 @@ def tree_mass(q, t, p, M):
 def tree_forces(q, v, t, u, p, Q):
     n = int(p[0])
     W, B = np.zeros((n, NW)), np.zeros((n, NB))
-    _kinematics(q, p, n, W, B)
+    _kinematics_at(q, p, n, W, B)
     _rnea(p, n, W, B, v, np.zeros(n), p[1], p[2], p[3], Q)
     for i in range(n):
         Q[i] = -Q[i]
@@ -412,7 +474,7 @@ def tree_force_jacobians(q, v, t, u, p, Qq, Qv):
     n = int(p[0])
     W, B = np.zeros((n, NW)), np.zeros((n, NB))
     tau, mark, dF = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros((n, 6))
-    _kinematics(q, p, n, W, B)
+    _kinematics_at(q, p, n, W, B)
     _rnea(p, n, W, B, v, np.zeros(n), p[1], p[2], p[3], tau)
     _rnea_derivatives(p, n, W, B, p[1], p[2], p[3], True, Qq, mark, dF)
     _rnea_derivatives(p, n, W, B, p[1], p[2], p[3], False, Qv, mark, dF)
@@ -439,7 +501,7 @@ def tree_mass_jacobian_term(q, a, t, p, J):
     for i in range(n):
         if p[h + i] != 0.0:
             a[i] = 0.0
-    _kinematics(q, p, n, W, B)
+    _kinematics_at(q, p, n, W, B)
     _rnea(p, n, W, B, np.zeros(n), a, 0.0, 0.0, 0.0, tau)
     _rnea_derivatives(p, n, W, B, 0.0, 0.0, 0.0, True, J, mark, dF)
     for i in range(n):
@@ -486,9 +548,10 @@ def tree_parameters(pin_model, gravity, velocity_scale, damping, friction, effor
     """The flat ``p`` of a pinocchio model of a fixed-base tree with one-dof revolute
     and prismatic joints (URDF continuous joints arrive as revolute); ``mimics``: the
     mimic constraints as (mimic joint index, followed joint index, multiplier, offset);
-    ``held``: the indices of the joints a position stop holds."""
+    ``held``: the indices of the joints a position stop holds.  The kinematics cache
+    at the end starts empty."""
     n = pin_model.njoints - 1
-    p = np.zeros(HEAD + BLOCK * n + 1 + MIMIC * len(mimics) + n)
+    p = np.zeros(HEAD + BLOCK * n + 1 + MIMIC * len(mimics) + n + cache_length(n))
     b = HEAD + BLOCK * n
     p[b] = len(mimics)
     for r, (i, j, k, o) in enumerate(mimics):
