@@ -91,6 +91,7 @@ import numpy as np
 
 from .._version import install_hint
 from .. import jit
+from ..integrators.dense_lu import lu_factor_inplace, lu_solve_inplace
 from ..errors import InvalidInputError, UnknownModelError
 from . import rigid_body, urdf_parse
 from .base import Event, MultibodyModel, Parameter, Signal
@@ -461,8 +462,9 @@ def stop_values(q, v, u, p, table, z):
     """The switching functions of :meth:`URDFModel.event_functions` into z (3k of them
     for the k limited joints; ``table``: :meth:`URDFModel._stop_table`): the reactions
     of the holding stops from the rigid-body kernels (the model without holds:
-    ``_crba`` and ``_rnea`` before the held flags of p apply) instead of pinocchio;
-    the same numbers to ~1e-15."""
+    ``_crba`` and ``_rnea`` before the held flags of p apply) instead of pinocchio,
+    the hold's system solved by the small dense LU of the compiled methods
+    (:mod:`cosim.integrators.dense_lu`, no LAPACK call); the same numbers to ~1e-15."""
     n, k, m = q.shape[0], int(table[0]), int(table[1])
     lim, low, up, mode, cq = 2, 2 + k, 2 + 2 * k, 2 + 3 * k, 2 + 4 * k
     flags = rigid_body.held_flags(p, n)
@@ -482,7 +484,7 @@ def stop_values(q, v, u, p, table, z):
         return
     W, B = np.zeros((n, rigid_body.NW)), np.zeros((n, rigid_body.NB))
     C, M = np.zeros((n, rigid_body.NB)), np.zeros((n, n))
-    rigid_body._kinematics(q, p, n, W, B)
+    rigid_body._kinematics_at(q, p, n, W, B)
     rigid_body._crba(p, n, W, B, C, M)
     Q = np.zeros(n)
     rigid_body._rnea(p, n, W, B, v, np.zeros(n), p[1], p[2], p[3], Q)
@@ -505,11 +507,14 @@ def stop_values(q, v, u, p, table, z):
             K[i, c] = -1.0
             K[c, i] = -1.0
             c += 1
-    x = np.linalg.solve(K, rhs)
+    piv = np.zeros(N, dtype=np.int64)
+    if lu_factor_inplace(K, piv) != 0:
+        raise np.linalg.LinAlgError("the holding stops' reaction matrix is singular")
+    lu_solve_inplace(K, piv, rhs)
     c = n + m
     for r in range(k):
         if table[mode + r] != 0.0:
-            z[2 * k + r] = -table[mode + r] * x[c]  # > 0 while the stop pushes
+            z[2 * k + r] = -table[mode + r] * rhs[c]  # > 0 while the stop pushes
             c += 1
 
 
@@ -539,7 +544,10 @@ def compiled_stop_functions():
         if not jit.numba_available():
             _compiled_stops["fns"] = (stop_values, stop_screen)
         else:
+            from numba.extending import register_jitable  # noqa: PLC0415
             jit._kernel_helpers([rigid_body.tree_mass, stop_values])
+            register_jitable(lu_factor_inplace)  # (the Python functions stay as they are)
+            register_jitable(lu_solve_inplace)
             values = jit.njit(error_model="numpy")(stop_values)
             screen = jit.njit(error_model="numpy")(stop_screen)
             a = "float64[::1]"
