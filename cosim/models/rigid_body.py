@@ -55,6 +55,10 @@ second one reads the poses instead of recomputing them (same numbers: the
 result is bit-identical).  Kinematics depend only on q and the tree in p, which
 no one changes in place (new parameters make a new p); the held flags do not
 enter them.
+
+Last, the **output frames** (:func:`tree_outputs`): their number F, then per frame
+its parent joint (−1: the fixed base) and its placement in that joint's frame
+(rotation row-major, translation): 13 numbers each.
 """
 from __future__ import annotations
 
@@ -208,6 +212,44 @@ def _kinematics_at(q, p, n, W, B):
             p[k + r] = B[i, r]
         k += NB
     p[c] = 1.0
+
+
+@kernel_helper
+def frame_table(p, n):
+    """Index in p of the output frames' table (after the kinematics cache)."""
+    return kinematics_cache(p, n) + 1 + n + n * (W_V + NB)
+
+
+FRAME = 13  # numbers per output frame: parent joint, rotation (9), translation (3)
+
+
+@kernel_helper
+def _quaternion(R, y, o):
+    """The unit quaternion (x, y, z, w) of the rotation matrix R (9 numbers, row-major)
+    into y[o:o + 4], by Eigen's branches (what pinocchio's ``Quaternion(R)`` does)."""
+    t = R[0] + R[4] + R[8]
+    if t > 0.0:
+        t = math.sqrt(t + 1.0)
+        w = 0.5 * t
+        t = 0.5 / t
+        y[o] = (R[7] - R[5]) * t
+        y[o + 1] = (R[2] - R[6]) * t
+        y[o + 2] = (R[3] - R[1]) * t
+        y[o + 3] = w
+        return
+    i = 0
+    if R[4] > R[0]:
+        i = 1
+    if R[8] > R[4 * i]:
+        i = 2
+    j = (i + 1) % 3
+    k = (j + 1) % 3
+    t = math.sqrt(R[4 * i] - R[4 * j] - R[4 * k] + 1.0)
+    y[o + i] = 0.5 * t
+    t = 0.5 / t
+    y[o + 3] = (R[3 * k + j] - R[3 * j + k]) * t
+    y[o + j] = (R[3 * j + i] + R[3 * i + j]) * t
+    y[o + k] = (R[3 * k + i] + R[3 * i + k]) * t
 
 
 @kernel_helper
@@ -510,6 +552,40 @@ def tree_mass_jacobian_term(q, a, t, p, J):
                 J[i, j] = 0.0
 
 
+def tree_outputs(q, v, t, u, p, y):
+    """The outputs of cosim.models.urdf: q, v, then per output frame its origin
+    (x, y, z) and orientation quaternion (x, y, z, w) in the root frame: the parent
+    joint's world pose (:func:`_kinematics`) times the frame's placement."""
+    n = int(p[0])
+    for i in range(n):
+        y[i] = q[i]
+        y[n + i] = v[i]
+    f = frame_table(p, n)
+    F = int(p[f])
+    if F == 0:
+        return
+    W, B = np.zeros((n, NW)), np.zeros((n, NB))
+    _kinematics_at(q, p, n, W, B)
+    R = np.zeros(9)
+    for r in range(F):
+        b = f + 1 + FRAME * r
+        j = int(p[b])
+        o = 2 * n + 7 * r
+        for a in range(3):
+            if j < 0:
+                y[o + a] = p[b + 10 + a]
+            else:
+                y[o + a] = (W[j, W_O + a] + W[j, 3 * a] * p[b + 10] + W[j, 3 * a + 1] * p[b + 11]
+                            + W[j, 3 * a + 2] * p[b + 12])
+            for c in range(3):
+                if j < 0:
+                    R[3 * a + c] = p[b + 1 + 3 * a + c]
+                else:
+                    R[3 * a + c] = (W[j, 3 * a] * p[b + 1 + c] + W[j, 3 * a + 1] * p[b + 4 + c]
+                                    + W[j, 3 * a + 2] * p[b + 7 + c])
+        _quaternion(R, y, o + 3)
+
+
 def tree_constraints(q, t, p, C):
     """The mimic constraints C_k = q_i − k q_j − o (module docstring)."""
     b = HEAD + BLOCK * int(p[0])
@@ -539,19 +615,27 @@ def tree_kernels():
     from .kernels import MultibodyKernels  # noqa: PLC0415
     return MultibodyKernels(tree_mass, tree_forces, tree_constraints, tree_constraint_jacobian,
                             no_constraints, no_constraint_terms, tree_force_jacobians,
-                            no_constraint_terms, tree_mass_jacobian_term)
+                            no_constraint_terms, tree_mass_jacobian_term, tree_outputs)
 
 
 # -- packing ------------------------------------------------------------------------------------
 def tree_parameters(pin_model, gravity, velocity_scale, damping, friction, effort, mimics=(),
-                    held=()):
+                    held=(), frames=()):
     """The flat ``p`` of a pinocchio model of a fixed-base tree with one-dof revolute
     and prismatic joints (URDF continuous joints arrive as revolute); ``mimics``: the
     mimic constraints as (mimic joint index, followed joint index, multiplier, offset);
-    ``held``: the indices of the joints a position stop holds.  The kinematics cache
-    at the end starts empty."""
+    ``held``: the indices of the joints a position stop holds; ``frames``: the output
+    frames' ids in the pinocchio model.  The kinematics cache starts empty."""
     n = pin_model.njoints - 1
-    p = np.zeros(HEAD + BLOCK * n + 1 + MIMIC * len(mimics) + n + cache_length(n))
+    c = HEAD + BLOCK * n + 1 + MIMIC * len(mimics) + n + cache_length(n)
+    p = np.zeros(c + 1 + FRAME * len(frames))
+    p[c] = len(frames)
+    for r, fid in enumerate(frames):
+        frame = pin_model.frames[int(fid)]
+        b = c + 1 + FRAME * r
+        p[b] = frame.parentJoint - 1
+        p[b + 1:b + 10] = np.asarray(frame.placement.rotation).reshape(9)
+        p[b + 10:b + 13] = frame.placement.translation
     b = HEAD + BLOCK * n
     p[b] = len(mimics)
     for r, (i, j, k, o) in enumerate(mimics):

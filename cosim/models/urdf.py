@@ -67,7 +67,9 @@ Names: coordinates are the URDF joint names (pinocchio's depth-first order),
 inputs are the joint efforts named after the joints; outputs
 ``<joint>_position``, ``<joint>_velocity`` and, per requested frame (a link
 or joint name), ``<frame>_x, _y, _z`` (m, root frame) and the orientation
-quaternion ``<frame>_qx, _qy, _qz, _qw``.  Parameters ``<joint>.q0``,
+quaternion ``<frame>_qx, _qy, _qz, _qw`` (on the compiled backend computed by the
+outputs kernel :func:`rigid_body.tree_outputs` after each step, so reading them
+costs a copy; on the python backend by pinocchio).  Parameters ``<joint>.q0``,
 ``<joint>.v0``, ``<joint>.damping``, ``<joint>.friction``,
 ``<joint>.effort_limit``, and ``gravity_x/y/z``, ``friction_velocity_scale``,
 ``restitution``.
@@ -139,6 +141,12 @@ class URDFModel(MultibodyModel):
     def kernel_parameters(self):
         return self._p
 
+    def kernel_outputs(self):
+        """True: the outputs kernel (:func:`rigid_body.tree_outputs`) computes
+        :meth:`outputs_qv` on the compiled backend (unless a subclass changed them)."""
+        return (type(self).outputs_qv is URDFModel.outputs_qv
+                and type(self).output_values is MultibodyModel.output_values)
+
     @classmethod
     def spec(cls):
         """The JSON-able model spec that rebuilds this class anywhere (FMU, scenario)."""
@@ -156,10 +164,12 @@ class URDFModel(MultibodyModel):
         self._pm0 = pin.Model(self._pm)          # zero gravity: (M a)_q
         self._pm0.gravity.linear = np.zeros(3)
         self._pd0 = self._pm0.createData()
+        self._frame_ids = [self._pm.getFrameId(f) for f in self.frames]
         self._p = rigid_body.tree_parameters(
             self._pm, [p["gravity_x"], p["gravity_y"], p["gravity_z"]], p["friction_velocity_scale"],
             [p[f"{j}.damping"] for j in names], [p[f"{j}.friction"] for j in names],
-            [p[f"{j}.effort_limit"] for j in names], self._mimics, self._held_joints())
+            [p[f"{j}.effort_limit"] for j in names], self._mimics, self._held_joints(),
+            self._frame_ids)
         m = len(self._mimics)
         self._Cq = np.zeros((m, n))
         rigid_body.tree_constraint_jacobian(np.zeros(n), 0.0, self._p, self._Cq)
@@ -190,7 +200,6 @@ class URDFModel(MultibodyModel):
             [len(lim), len(self._mimics)], lim, self._lower[lim], self._upper[lim], self._modes,
             self._Cq.reshape(-1)]).astype(float)
         self._z_buffers = (np.zeros(3 * len(lim)), np.zeros(3 * len(lim)))
-        self._frame_ids = [self._pm.getFrameId(f) for f in self.frames]
         body = pin.FrameType.BODY
         self._joint_frames = tuple(
             (j.parent, j.child, self._pm.getFrameId(j.parent, body),
@@ -307,6 +316,8 @@ class URDFModel(MultibodyModel):
 
     # -- outputs, energy ---------------------------------------------------------------------
     def outputs_qv(self, t, q, v, u):
+        """q, v and the frames' poses from pinocchio (the python backend; the compiled
+        one runs :func:`rigid_body.tree_outputs`, the same numbers to ~1e-15)."""
         out = [np.asarray(q, dtype=float), np.asarray(v, dtype=float)]
         if self._frame_ids:
             pin = self._pin
