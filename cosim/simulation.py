@@ -1267,11 +1267,14 @@ class Simulation:
         caller writes in place; it then reports its steps to
         :meth:`native_steps_done` before anything else uses this simulation.
         Also returns the span below which :meth:`do_step` skips the step-budget
-        check and do_step's relative time match."""
+        check and do_step's relative time match.  None too while an input the model
+        clips has not been said of yet (a URDF robot's effort limits): the caller's
+        new inputs would not reach :meth:`set_inputs`, which says it."""
         integ = self.integrator
         record = getattr(integ, "native_step_record", None)
         if not (record is not None and self._fast and self._inputs_identity and not self._stopped
-                and integ.t == self._time and not self._guard_needs_python):
+                and integ.t == self._time and not self._guard_needs_python
+                and not self._limit_pairs):
             return None
         u = np.array(self._u, dtype=float)  # private: nobody else holds it
         integ.u = u

@@ -170,6 +170,22 @@ def test_outputs_kernel_matches_pinocchio_and_gives_the_compiled_outputs():
     assert np.abs(fresh - ref).max() <= 1e-14
 
 
+def test_fmu_native_steps_wait_until_every_effort_limit_was_said():
+    """With its outputs compiled, a robot without stops may be stepped by the FMU binary
+    itself (Simulation.native_step_record), but not while an effort limit has not yet
+    been said: the binary's new inputs would not reach set_inputs, which says it."""
+    pytest.importorskip("numba")
+    cls = _panda(position_limits=False)
+    sim = Simulation(cls, method="rk4", h=1e-3, backend="numba")
+    sim.do_step(0.0, 1e-3)
+    assert sim.native_step_record() is None  # the URDF's effort limits are still to be said
+    no_limits = {f"{j}.effort_limit": 0.0 for j in cls.coordinates}
+    sim = Simulation(cls, method="rk4", h=1e-3, backend="numba", params=no_limits)
+    sim.do_step(0.0, 1e-3)
+    rec = sim.native_step_record()
+    assert rec is not None and rec[7].size == len(sim.output_names)  # y_out: the outputs
+
+
 @pytest.mark.filterwarnings("ignore::cosim.errors.InputLimitWarning")  # joint 1 saturates
 def test_panda_numba_backend_matches_python_backend():
     """Generalized-α h = 1 ms, 0.15 s with efforts (one saturated), damping, smoothed
