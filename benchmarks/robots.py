@@ -32,9 +32,10 @@ tested against) at 20 random states.
    times.  The reference of ``panda9`` is integrated in its 8 independent
    coordinates.
 
-    python benchmarks/robots.py [--quick] [--robots panda panda9 ur5]
+    python benchmarks/robots.py [--quick] [--robots panda panda9 ur5] [--only steps pd wp]
 
-``--quick``: T = 0.2 s, h = 1 ms only, one repetition.  Needs the ``bench`` and
+``--quick``: T = 0.2 s, h = 1 ms only, one repetition.  ``--only``: those tables
+(1 ``steps``, 2 ``pd``, 3 ``wp``; the models are checked equal first in any case).  Needs the ``bench`` and
 ``robots`` extras (``mujoco``, ``pin``, ``example-robot-data``) and numba.
 """
 import argparse
@@ -330,6 +331,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="T = 0.2 s, h = 1 ms, one repetition")
     ap.add_argument("--robots", nargs="+", choices=tuple(ROBOTS), default=tuple(ROBOTS))
+    ap.add_argument("--only", nargs="+", choices=("steps", "pd", "wp"), default=("steps", "pd", "wp"),
+                    help="print only these tables (per-step, PD loop, work-precision)")
     args = ap.parse_args(argv)
     t_end = 0.2 if args.quick else 1.0
     steps_h = (1e-3,) if args.quick else (5e-4, 1e-3, 2e-3)
@@ -344,41 +347,55 @@ def main(argv=None):
             f"max|Δbias| = {db:.1e} (20 random states)")
         if dm > 1e-10 or db > 1e-9:
             raise SystemExit(f"{name}: MuJoCo's and pinocchio's models differ")
-        say("  reference (DOP853 1e-12) ...")
-        q_ref = robot.reference(t_end)
         say("  compiling / warming up cosim's methods (cached after the first run) ...")
         for method in COSIM_METHODS:
             cosim_run(robot, method, 1e-3, 2)
-        rows = []
-        for h in steps_h:
-            steps = int(round(t_end / h))
-            runners = {("MuJoCo", m): (lambda m=m: mujoco_run(robot, m, h, steps))
-                       for m in MUJOCO_METHODS}
-            runners.update({("cosim", m): (lambda m=m: cosim_run(robot, m, h, steps))
-                            for m in COSIM_METHODS})
-            best, end = interleaved(runners, reps)
-            for (tool, m), cpu in best.items():
-                err = np.abs(end[(tool, m)] - q_ref).max()
-                rows.append((f"{h * 1e3:g}", tool, m, f"{cpu * 1e6:.1f}", f"{err:.1e}"))
-        say(f"  constant efforts, error at T = {t_end} s:")
-        table(rows, ("h ms", "tool", "method", "CPU µs/step", "max|q - q_ref| rad"))
-        h = 1e-3
+        if "steps" in args.only or "wp" in args.only:
+            say("  reference (DOP853 1e-12) ...")
+            q_ref = robot.reference(t_end)
+        if "steps" in args.only:
+            per_step_table(robot, t_end, steps_h, reps, q_ref)
+        if "pd" in args.only:
+            pd_table(robot, t_end, reps)
+        if "wp" in args.only:
+            say(f"  work-precision (constant efforts, [0, {t_end}] s in one call per run) ...")
+            rows = work_precision_table(work_precision_runs(robot, t_end, q_ref))
+            say("  CPU time to reach max|q(T) - q_ref(T)| <= error: best cosim / best peer")
+            table(rows, ("error rad", "best cosim", "best peer", "ratio"))
+
+
+def per_step_table(robot, t_end, steps_h, reps, q_ref):
+    """Table 1 (module docstring): constant efforts, every method at each h."""
+    rows = []
+    for h in steps_h:
         steps = int(round(t_end / h))
-        say("  PD loop reference (DOP853 1e-12 per 1 ms interval) ...")
-        q_pd = robot.pd_reference(t_end, h)
-        runners = {("MuJoCo", m): (lambda m=m: mujoco_run(robot, m, h, steps, pd=True))
+        runners = {("MuJoCo", m): (lambda m=m: mujoco_run(robot, m, h, steps))
                    for m in MUJOCO_METHODS}
-        runners.update({("cosim", m): (lambda m=m: cosim_run(robot, m, h, steps, pd=True))
+        runners.update({("cosim", m): (lambda m=m: cosim_run(robot, m, h, steps))
                         for m in COSIM_METHODS})
         best, end = interleaved(runners, reps)
-        rows = [("1", tool, m, f"{cpu * 1e6:.1f}", f"{np.abs(end[(tool, m)] - q_pd).max():.1e}")
-                for (tool, m), cpu in best.items()]
-        say(f"  PD loop at 1 kHz (new effort every step), error at T = {t_end} s:")
-        table(rows, ("h ms", "tool", "method", "CPU µs/step", "max|q - q_ref| rad"))
-        say(f"  work-precision (constant efforts, [0, {t_end}] s in one call per run) ...")
-        rows = work_precision_table(work_precision_runs(robot, t_end, q_ref))
-        say("  CPU time to reach max|q(T) - q_ref(T)| <= error: best cosim / best peer")
-        table(rows, ("error rad", "best cosim", "best peer", "ratio"))
+        for (tool, m), cpu in best.items():
+            err = np.abs(end[(tool, m)] - q_ref).max()
+            rows.append((f"{h * 1e3:g}", tool, m, f"{cpu * 1e6:.1f}", f"{err:.1e}"))
+    say(f"  constant efforts, error at T = {t_end} s:")
+    table(rows, ("h ms", "tool", "method", "CPU µs/step", "max|q - q_ref| rad"))
+
+
+def pd_table(robot, t_end, reps):
+    """Table 2 (module docstring): the PD loop at 1 kHz."""
+    h = 1e-3
+    steps = int(round(t_end / h))
+    say("  PD loop reference (DOP853 1e-12 per 1 ms interval) ...")
+    q_pd = robot.pd_reference(t_end, h)
+    runners = {("MuJoCo", m): (lambda m=m: mujoco_run(robot, m, h, steps, pd=True))
+               for m in MUJOCO_METHODS}
+    runners.update({("cosim", m): (lambda m=m: cosim_run(robot, m, h, steps, pd=True))
+                    for m in COSIM_METHODS})
+    best, end = interleaved(runners, reps)
+    rows = [("1", tool, m, f"{cpu * 1e6:.1f}", f"{np.abs(end[(tool, m)] - q_pd).max():.1e}")
+            for (tool, m), cpu in best.items()]
+    say(f"  PD loop at 1 kHz (new effort every step), error at T = {t_end} s:")
+    table(rows, ("h ms", "tool", "method", "CPU µs/step", "max|q - q_ref| rad"))
 
 
 if __name__ == "__main__":

@@ -639,11 +639,13 @@ class Simulation:
             # hot path (an FMU/ROS step): a float vector, the model's inputs are the external
             # ones; the same checks as below in one pass over a list, one copy, shared by
             # _u_ext and _u (both are replaced, never written in place)
+            # (a finite sum means every value is finite; an overflowing one, or a NaN/inf,
+            # goes the long way below, which names the value)
             lst = values.tolist()
-            if len(lst) == len(self._u_ext) and all(map(_isfinite, lst)):
+            if len(lst) == len(self._u_ext) and _isfinite(sum(lst)):
                 new = values.copy()
                 if lst != self._u.tolist():
-                    self._hold_plant_inputs(new)
+                    self._hold_plant_inputs(new, lst)
                 self._u_ext = new
                 return
         if type(values) is not np.ndarray and isinstance(values, Mapping):  # (an ABC check costs)
@@ -676,8 +678,9 @@ class Simulation:
             self._hold_plant_inputs(u)
         self._u_ext = new
 
-    def _hold_plant_inputs(self, u):
-        """New plant inputs from now on: a discontinuity, the integrator restarts."""
+    def _hold_plant_inputs(self, u, values=None):
+        """New plant inputs from now on: a discontinuity, the integrator restarts
+        (``values``: ``u.tolist()`` where the caller has it)."""
         integ = self.integrator
         hits = ()
         moves = self._has_events and (self._inputs_move_events is None or self._inputs_move_events())
@@ -699,11 +702,11 @@ class Simulation:
                     self._apply_state(snapshot)
                     raise
         if self._limit_pairs:  # an input beyond the smallest limit: look closer
-            values, floor = u.tolist(), self._limit_floor
-            for x in values:
-                if x > floor or x < -floor:
-                    self._note_clipped_inputs(values)
-                    break
+            if values is None:
+                values = u.tolist()
+            floor = self._limit_floor
+            if max(values) > floor or min(values) < -floor:
+                self._note_clipped_inputs(values)
 
     def _refresh_input_limits(self):
         """The inputs the model clips and has not yet been said of (after a parameter
@@ -1264,11 +1267,14 @@ class Simulation:
         caller writes in place; it then reports its steps to
         :meth:`native_steps_done` before anything else uses this simulation.
         Also returns the span below which :meth:`do_step` skips the step-budget
-        check and do_step's relative time match."""
+        check and do_step's relative time match.  None too while an input the model
+        clips has not been said of yet (a URDF robot's effort limits): the caller's
+        new inputs would not reach :meth:`set_inputs`, which says it."""
         integ = self.integrator
         record = getattr(integ, "native_step_record", None)
         if not (record is not None and self._fast and self._inputs_identity and not self._stopped
-                and integ.t == self._time and not self._guard_needs_python):
+                and integ.t == self._time and not self._guard_needs_python
+                and not self._limit_pairs):
             return None
         u = np.array(self._u, dtype=float)  # private: nobody else holds it
         integ.u = u

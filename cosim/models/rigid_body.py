@@ -46,6 +46,19 @@ stop's reaction is the multiplier the event function computes in Python).
 Every method runs the held system unchanged (the hold is in M and Q).
 
 so every robot, with or without mimic joints or stops, runs the same kernels.
+
+After the flags, a **kinematics cache** (work space, not a parameter): a valid
+flag, the q it holds and the kinematic columns of W and the B of the last
+:func:`_kinematics` call of this p (:func:`_kinematics_at`).  A method
+evaluates M and Q (and the Jacobians) at the same q one after the other; the
+second one reads the poses instead of recomputing them (same numbers: the
+result is bit-identical).  Kinematics depend only on q and the tree in p, which
+no one changes in place (new parameters make a new p); the held flags do not
+enter them.
+
+Last, the **output frames** (:func:`tree_outputs`): their number F, then per frame
+its parent joint (−1: the fixed base) and its placement in that joint's frame
+(rotation row-major, translation): 13 numbers each.
 """
 from __future__ import annotations
 
@@ -127,15 +140,18 @@ def _kinematics(q, p, n, W, B):
         B[i, 0] = m
         B[i, 1], B[i, 2], B[i, 3] = m * cx, m * cy, m * cz
         c2 = cx * cx + cy * cy + cz * cz
-        # R I_c Rᵀ
+        # R I_c Rᵀ: T = I_c Rᵀ first (into the scratch W_T; A is used up), then R T
+        for j in range(3):
+            for c in range(3):
+                t = 0.0
+                for l in range(3):
+                    t += p[b + INERTIA + 3 * j + l] * W[i, 3 * c + l]
+                W[i, W_T + 3 * j + c] = t
         for r in range(3):
             for c in range(3):
                 s = 0.0
                 for j in range(3):
-                    t = 0.0
-                    for l in range(3):
-                        t += p[b + INERTIA + 3 * j + l] * W[i, 3 * c + l]
-                    s += W[i, 3 * r + j] * t
+                    s += W[i, 3 * r + j] * W[i, W_T + 3 * j + c]
                 B[i, 4 + 3 * r + c] = s
         B[i, 4] += m * (c2 - cx * cx)
         B[i, 8] += m * (c2 - cy * cy)
@@ -146,6 +162,94 @@ def _kinematics(q, p, n, W, B):
         B[i, 10] -= m * cx * cz
         B[i, 9] -= m * cy * cz
         B[i, 11] -= m * cy * cz
+
+
+@kernel_helper
+def kinematics_cache(p, n):
+    """Index in p of the kinematics cache (after the held flags; module docstring)."""
+    return held_flags(p, n) + n
+
+
+def cache_length(n):
+    """Floats of the kinematics cache of an n-joint tree: valid flag, q, W[:, :W_V], B."""
+    return 1 + n + n * (W_V + NB)
+
+
+@kernel_helper
+def _kinematics_at(q, p, n, W, B):
+    """:func:`_kinematics` through the cache at the end of p: the kinematic columns of W
+    (pose, origin, axis, motion subspace) and B copied from it when it holds this q,
+    else computed and kept there."""
+    c = kinematics_cache(p, n)
+    if p.shape[0] < c + 1 + n + n * (W_V + NB):  # (a p without the cache)
+        _kinematics(q, p, n, W, B)
+        return
+    hit = p[c] == 1.0
+    if hit:
+        for i in range(n):
+            if p[c + 1 + i] != q[i]:
+                hit = False
+                break
+    k = c + 1 + n
+    if hit:
+        for i in range(n):
+            for r in range(W_V):
+                W[i, r] = p[k + r]
+            k += W_V
+            for r in range(NB):
+                B[i, r] = p[k + r]
+            k += NB
+        return
+    _kinematics(q, p, n, W, B)
+    p[c] = 0.0
+    for i in range(n):
+        p[c + 1 + i] = q[i]
+    for i in range(n):
+        for r in range(W_V):
+            p[k + r] = W[i, r]
+        k += W_V
+        for r in range(NB):
+            p[k + r] = B[i, r]
+        k += NB
+    p[c] = 1.0
+
+
+@kernel_helper
+def frame_table(p, n):
+    """Index in p of the output frames' table (after the kinematics cache)."""
+    return kinematics_cache(p, n) + 1 + n + n * (W_V + NB)
+
+
+FRAME = 13  # numbers per output frame: parent joint, rotation (9), translation (3)
+
+
+@kernel_helper
+def _quaternion(R, y, o):
+    """The unit quaternion (x, y, z, w) of the rotation matrix R (9 numbers, row-major)
+    into y[o:o + 4], by Eigen's branches (what pinocchio's ``Quaternion(R)`` does)."""
+    t = R[0] + R[4] + R[8]
+    if t > 0.0:
+        t = math.sqrt(t + 1.0)
+        w = 0.5 * t
+        t = 0.5 / t
+        y[o] = (R[7] - R[5]) * t
+        y[o + 1] = (R[2] - R[6]) * t
+        y[o + 2] = (R[3] - R[1]) * t
+        y[o + 3] = w
+        return
+    i = 0
+    if R[4] > R[0]:
+        i = 1
+    if R[8] > R[4 * i]:
+        i = 2
+    j = (i + 1) % 3
+    k = (j + 1) % 3
+    t = math.sqrt(R[4 * i] - R[4 * j] - R[4 * k] + 1.0)
+    y[o + i] = 0.5 * t
+    t = 0.5 / t
+    y[o + 3] = (R[3 * k + j] - R[3 * j + k]) * t
+    y[o + j] = (R[3 * j + i] + R[3 * i + j]) * t
+    y[o + k] = (R[3 * k + i] + R[3 * i + k]) * t
 
 
 @kernel_helper
@@ -382,7 +486,7 @@ def held_flags(p, n):
 def tree_mass(q, t, p, M):
     n = int(p[0])
     W, B, C = np.zeros((n, NW)), np.zeros((n, NB)), np.zeros((n, NB))
-    _kinematics(q, p, n, W, B)
+    _kinematics_at(q, p, n, W, B)
     _crba(p, n, W, B, C, M)
     h = held_flags(p, n)
     for i in range(n):
@@ -396,7 +500,7 @@ def tree_mass(q, t, p, M):
 def tree_forces(q, v, t, u, p, Q):
     n = int(p[0])
     W, B = np.zeros((n, NW)), np.zeros((n, NB))
-    _kinematics(q, p, n, W, B)
+    _kinematics_at(q, p, n, W, B)
     _rnea(p, n, W, B, v, np.zeros(n), p[1], p[2], p[3], Q)
     for i in range(n):
         Q[i] = -Q[i]
@@ -412,7 +516,7 @@ def tree_force_jacobians(q, v, t, u, p, Qq, Qv):
     n = int(p[0])
     W, B = np.zeros((n, NW)), np.zeros((n, NB))
     tau, mark, dF = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros((n, 6))
-    _kinematics(q, p, n, W, B)
+    _kinematics_at(q, p, n, W, B)
     _rnea(p, n, W, B, v, np.zeros(n), p[1], p[2], p[3], tau)
     _rnea_derivatives(p, n, W, B, p[1], p[2], p[3], True, Qq, mark, dF)
     _rnea_derivatives(p, n, W, B, p[1], p[2], p[3], False, Qv, mark, dF)
@@ -439,13 +543,47 @@ def tree_mass_jacobian_term(q, a, t, p, J):
     for i in range(n):
         if p[h + i] != 0.0:
             a[i] = 0.0
-    _kinematics(q, p, n, W, B)
+    _kinematics_at(q, p, n, W, B)
     _rnea(p, n, W, B, np.zeros(n), a, 0.0, 0.0, 0.0, tau)
     _rnea_derivatives(p, n, W, B, 0.0, 0.0, 0.0, True, J, mark, dF)
     for i in range(n):
         if p[h + i] != 0.0:
             for j in range(n):
                 J[i, j] = 0.0
+
+
+def tree_outputs(q, v, t, u, p, y):
+    """The outputs of cosim.models.urdf: q, v, then per output frame its origin
+    (x, y, z) and orientation quaternion (x, y, z, w) in the root frame: the parent
+    joint's world pose (:func:`_kinematics`) times the frame's placement."""
+    n = int(p[0])
+    for i in range(n):
+        y[i] = q[i]
+        y[n + i] = v[i]
+    f = frame_table(p, n)
+    F = int(p[f])
+    if F == 0:
+        return
+    W, B = np.zeros((n, NW)), np.zeros((n, NB))
+    _kinematics_at(q, p, n, W, B)
+    R = np.zeros(9)
+    for r in range(F):
+        b = f + 1 + FRAME * r
+        j = int(p[b])
+        o = 2 * n + 7 * r
+        for a in range(3):
+            if j < 0:
+                y[o + a] = p[b + 10 + a]
+            else:
+                y[o + a] = (W[j, W_O + a] + W[j, 3 * a] * p[b + 10] + W[j, 3 * a + 1] * p[b + 11]
+                            + W[j, 3 * a + 2] * p[b + 12])
+            for c in range(3):
+                if j < 0:
+                    R[3 * a + c] = p[b + 1 + 3 * a + c]
+                else:
+                    R[3 * a + c] = (W[j, 3 * a] * p[b + 1 + c] + W[j, 3 * a + 1] * p[b + 4 + c]
+                                    + W[j, 3 * a + 2] * p[b + 7 + c])
+        _quaternion(R, y, o + 3)
 
 
 def tree_constraints(q, t, p, C):
@@ -477,18 +615,27 @@ def tree_kernels():
     from .kernels import MultibodyKernels  # noqa: PLC0415
     return MultibodyKernels(tree_mass, tree_forces, tree_constraints, tree_constraint_jacobian,
                             no_constraints, no_constraint_terms, tree_force_jacobians,
-                            no_constraint_terms, tree_mass_jacobian_term)
+                            no_constraint_terms, tree_mass_jacobian_term, tree_outputs)
 
 
 # -- packing ------------------------------------------------------------------------------------
 def tree_parameters(pin_model, gravity, velocity_scale, damping, friction, effort, mimics=(),
-                    held=()):
+                    held=(), frames=()):
     """The flat ``p`` of a pinocchio model of a fixed-base tree with one-dof revolute
     and prismatic joints (URDF continuous joints arrive as revolute); ``mimics``: the
     mimic constraints as (mimic joint index, followed joint index, multiplier, offset);
-    ``held``: the indices of the joints a position stop holds."""
+    ``held``: the indices of the joints a position stop holds; ``frames``: the output
+    frames' ids in the pinocchio model.  The kinematics cache starts empty."""
     n = pin_model.njoints - 1
-    p = np.zeros(HEAD + BLOCK * n + 1 + MIMIC * len(mimics) + n)
+    c = HEAD + BLOCK * n + 1 + MIMIC * len(mimics) + n + cache_length(n)
+    p = np.zeros(c + 1 + FRAME * len(frames))
+    p[c] = len(frames)
+    for r, fid in enumerate(frames):
+        frame = pin_model.frames[int(fid)]
+        b = c + 1 + FRAME * r
+        p[b] = frame.parentJoint - 1
+        p[b + 1:b + 10] = np.asarray(frame.placement.rotation).reshape(9)
+        p[b + 10:b + 13] = frame.placement.translation
     b = HEAD + BLOCK * n
     p[b] = len(mimics)
     for r, (i, j, k, o) in enumerate(mimics):

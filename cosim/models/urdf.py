@@ -67,7 +67,9 @@ Names: coordinates are the URDF joint names (pinocchio's depth-first order),
 inputs are the joint efforts named after the joints; outputs
 ``<joint>_position``, ``<joint>_velocity`` and, per requested frame (a link
 or joint name), ``<frame>_x, _y, _z`` (m, root frame) and the orientation
-quaternion ``<frame>_qx, _qy, _qz, _qw``.  Parameters ``<joint>.q0``,
+quaternion ``<frame>_qx, _qy, _qz, _qw`` (on the compiled backend computed by the
+outputs kernel :func:`rigid_body.tree_outputs` after each step, so reading them
+costs a copy; on the python backend by pinocchio).  Parameters ``<joint>.q0``,
 ``<joint>.v0``, ``<joint>.damping``, ``<joint>.friction``,
 ``<joint>.effort_limit``, and ``gravity_x/y/z``, ``friction_velocity_scale``,
 ``restitution``.
@@ -91,6 +93,7 @@ import numpy as np
 
 from .._version import install_hint
 from .. import jit
+from ..integrators.dense_lu import lu_factor_inplace, lu_solve_inplace
 from ..errors import InvalidInputError, UnknownModelError
 from . import rigid_body, urdf_parse
 from .base import Event, MultibodyModel, Parameter, Signal
@@ -138,6 +141,12 @@ class URDFModel(MultibodyModel):
     def kernel_parameters(self):
         return self._p
 
+    def kernel_outputs(self):
+        """True: the outputs kernel (:func:`rigid_body.tree_outputs`) computes
+        :meth:`outputs_qv` on the compiled backend (unless a subclass changed them)."""
+        return (type(self).outputs_qv is URDFModel.outputs_qv
+                and type(self).output_values is MultibodyModel.output_values)
+
     @classmethod
     def spec(cls):
         """The JSON-able model spec that rebuilds this class anywhere (FMU, scenario)."""
@@ -155,10 +164,12 @@ class URDFModel(MultibodyModel):
         self._pm0 = pin.Model(self._pm)          # zero gravity: (M a)_q
         self._pm0.gravity.linear = np.zeros(3)
         self._pd0 = self._pm0.createData()
+        self._frame_ids = [self._pm.getFrameId(f) for f in self.frames]
         self._p = rigid_body.tree_parameters(
             self._pm, [p["gravity_x"], p["gravity_y"], p["gravity_z"]], p["friction_velocity_scale"],
             [p[f"{j}.damping"] for j in names], [p[f"{j}.friction"] for j in names],
-            [p[f"{j}.effort_limit"] for j in names], self._mimics, self._held_joints())
+            [p[f"{j}.effort_limit"] for j in names], self._mimics, self._held_joints(),
+            self._frame_ids)
         m = len(self._mimics)
         self._Cq = np.zeros((m, n))
         rigid_body.tree_constraint_jacobian(np.zeros(n), 0.0, self._p, self._Cq)
@@ -189,7 +200,6 @@ class URDFModel(MultibodyModel):
             [len(lim), len(self._mimics)], lim, self._lower[lim], self._upper[lim], self._modes,
             self._Cq.reshape(-1)]).astype(float)
         self._z_buffers = (np.zeros(3 * len(lim)), np.zeros(3 * len(lim)))
-        self._frame_ids = [self._pm.getFrameId(f) for f in self.frames]
         body = pin.FrameType.BODY
         self._joint_frames = tuple(
             (j.parent, j.child, self._pm.getFrameId(j.parent, body),
@@ -306,6 +316,8 @@ class URDFModel(MultibodyModel):
 
     # -- outputs, energy ---------------------------------------------------------------------
     def outputs_qv(self, t, q, v, u):
+        """q, v and the frames' poses from pinocchio (the python backend; the compiled
+        one runs :func:`rigid_body.tree_outputs`, the same numbers to ~1e-15)."""
         out = [np.asarray(q, dtype=float), np.asarray(v, dtype=float)]
         if self._frame_ids:
             pin = self._pin
@@ -461,8 +473,9 @@ def stop_values(q, v, u, p, table, z):
     """The switching functions of :meth:`URDFModel.event_functions` into z (3k of them
     for the k limited joints; ``table``: :meth:`URDFModel._stop_table`): the reactions
     of the holding stops from the rigid-body kernels (the model without holds:
-    ``_crba`` and ``_rnea`` before the held flags of p apply) instead of pinocchio;
-    the same numbers to ~1e-15."""
+    ``_crba`` and ``_rnea`` before the held flags of p apply) instead of pinocchio,
+    the hold's system solved by the small dense LU of the compiled methods
+    (:mod:`cosim.integrators.dense_lu`, no LAPACK call); the same numbers to ~1e-15."""
     n, k, m = q.shape[0], int(table[0]), int(table[1])
     lim, low, up, mode, cq = 2, 2 + k, 2 + 2 * k, 2 + 3 * k, 2 + 4 * k
     flags = rigid_body.held_flags(p, n)
@@ -482,7 +495,7 @@ def stop_values(q, v, u, p, table, z):
         return
     W, B = np.zeros((n, rigid_body.NW)), np.zeros((n, rigid_body.NB))
     C, M = np.zeros((n, rigid_body.NB)), np.zeros((n, n))
-    rigid_body._kinematics(q, p, n, W, B)
+    rigid_body._kinematics_at(q, p, n, W, B)
     rigid_body._crba(p, n, W, B, C, M)
     Q = np.zeros(n)
     rigid_body._rnea(p, n, W, B, v, np.zeros(n), p[1], p[2], p[3], Q)
@@ -505,11 +518,14 @@ def stop_values(q, v, u, p, table, z):
             K[i, c] = -1.0
             K[c, i] = -1.0
             c += 1
-    x = np.linalg.solve(K, rhs)
+    piv = np.zeros(N, dtype=np.int64)
+    if lu_factor_inplace(K, piv) != 0:
+        raise np.linalg.LinAlgError("the holding stops' reaction matrix is singular")
+    lu_solve_inplace(K, piv, rhs)
     c = n + m
     for r in range(k):
         if table[mode + r] != 0.0:
-            z[2 * k + r] = -table[mode + r] * x[c]  # > 0 while the stop pushes
+            z[2 * k + r] = -table[mode + r] * rhs[c]  # > 0 while the stop pushes
             c += 1
 
 
@@ -539,7 +555,10 @@ def compiled_stop_functions():
         if not jit.numba_available():
             _compiled_stops["fns"] = (stop_values, stop_screen)
         else:
+            from numba.extending import register_jitable  # noqa: PLC0415
             jit._kernel_helpers([rigid_body.tree_mass, stop_values])
+            register_jitable(lu_factor_inplace)  # (the Python functions stay as they are)
+            register_jitable(lu_solve_inplace)
             values = jit.njit(error_model="numpy")(stop_values)
             screen = jit.njit(error_model="numpy")(stop_screen)
             a = "float64[::1]"
