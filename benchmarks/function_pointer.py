@@ -18,6 +18,10 @@ CPU time (``time.process_time``: a busy machine's preemption left out):
 * dopri5 on Andrews (rtol 1e-6) and rk4 on the Panda (h = 1 ms) the same way
   with ``--all``.
 
+First it times one call of two_link's mass kernel in a compiled loop, by address
+and called directly: what the call itself costs, beside what inlining the model
+into the method gains as a whole.
+
 It also says whether both variants give the same bits (same steps and counts;
 the values may differ in the last bits where LLVM fuses or reorders arithmetic
 across an inlined call).  The first run compiles each inlined copy (2-5
@@ -93,6 +97,74 @@ def inlined_entry(model, method):
     return entry
 
 
+_CALL_COST = '''
+import numba
+from numba import types as _nt
+from numba.core import cgutils as _cg
+from numba.extending import intrinsic as _intrinsic
+
+_FT = _nt.FunctionType(_nt.void(_nt.float64[:], _nt.float64, _nt.float64[:], _nt.float64[:, :]))
+
+
+@_intrinsic
+def _function_at(typingctx, c_addr, jit_addr, fntype):
+    ft = fntype.instance_type
+
+    def codegen(context, builder, signature, args):
+        fn = _cg.create_struct_proxy(ft)(context, builder)
+        vp = context.get_value_type(_nt.voidptr)
+        fn.c_addr = builder.inttoptr(args[0], vp)
+        fn.jit_addr = builder.inttoptr(args[1], vp)
+        fn.py_addr = _cg.get_null_value(vp)
+        return fn._getvalue()
+    return ft(_nt.int64, _nt.int64, fntype), codegen
+
+
+@numba.njit
+def by_address(addresses, q, p, M, reps):
+    mass = _function_at(addresses[0, 0], addresses[0, 1], _FT)
+    s = 0.0
+    for r in range(reps):
+        q[0] = r
+        mass(q, 0.1, p, M)
+        s += M[0, 0]
+    return s
+
+
+@numba.njit
+def direct(q, p, M, reps):
+    s = 0.0
+    for r in range(reps):
+        q[0] = r
+        _mass(q, 0.1, p, M)
+        s += M[0, 0]
+    return s
+'''
+
+
+def call_cost(model, reps=1_000_000, repeat=7):
+    """ns per call of the model's mass kernel in a compiled loop: by address (as the
+    method calls it) and called directly (LLVM may inline it), medians, interleaved."""
+    key = tuple(model.kernels().all_functions())
+    addresses = jit.model_functions(key, getattr(model, "kernel_name", model.name))
+    space = {"_mass": jit._models[key][0][0]}
+    exec(compile(_CALL_COST, "<call cost>", "exec"), space)
+    n = model.n_q
+    q, p, M = np.zeros(n), np.asarray(model.kernel_parameters(), dtype=float), np.zeros((n, n))
+    space["by_address"](addresses, q, p, M, 10)
+    space["direct"](q, p, M, 10)
+    times = {"by address": [], "direct": []}
+    for _ in range(repeat):
+        for name, run in (("by address", lambda: space["by_address"](addresses, q, p, M, reps)),
+                          ("direct", lambda: space["direct"](q, p, M, reps))):
+            tic = time.process_time()
+            run()
+            times[name].append((time.process_time() - tic) / reps * 1e9)
+    a, d = statistics.median(times["by address"]), statistics.median(times["direct"])
+    print(f"one call of {model.name}'s mass kernel in a compiled loop: {a:.1f} ns by address, "
+          f"{d:.1f} ns direct ({a - d:+.1f} ns per call)", flush=True)
+
+
 def record(integ):
     return integ._S.copy(), integ._I.copy(), integ._LU.copy()
 
@@ -162,6 +234,7 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--steps", type=int, default=2000)
     args = ap.parse_args(argv)
+    call_cost(load_model("two_link"))
     print("model called by address (the shipped entry) vs inlined (a per-model copy of the method)")
     cases = []
     sim = Simulation(model="two_link", method="generalized-alpha", h=1e-3, backend="numba")
