@@ -99,30 +99,11 @@ def inlined_entry(model, method):
 
 _CALL_COST = '''
 import numba
-from numba import types as _nt
-from numba.core import cgutils as _cg
-from numba.extending import intrinsic as _intrinsic
-
-_FT = _nt.FunctionType(_nt.void(_nt.float64[:], _nt.float64, _nt.float64[:], _nt.float64[:, :]))
-
-
-@_intrinsic
-def _function_at(typingctx, c_addr, jit_addr, fntype):
-    ft = fntype.instance_type
-
-    def codegen(context, builder, signature, args):
-        fn = _cg.create_struct_proxy(ft)(context, builder)
-        vp = context.get_value_type(_nt.voidptr)
-        fn.c_addr = builder.inttoptr(args[0], vp)
-        fn.jit_addr = builder.inttoptr(args[1], vp)
-        fn.py_addr = _cg.get_null_value(vp)
-        return fn._getvalue()
-    return ft(_nt.int64, _nt.int64, fntype), codegen
 
 
 @numba.njit
 def by_address(addresses, q, p, M, reps):
-    mass = _function_at(addresses[0, 0], addresses[0, 1], _FT)
+    mass = _function_at(addresses[0, 0], addresses[0, 1], _FT0)   # (the method module's)
     s = 0.0
     for r in range(reps):
         q[0] = r
@@ -147,7 +128,9 @@ def call_cost(model, reps=1_000_000, repeat=7):
     method calls it) and called directly (LLVM may inline it), medians, interleaved."""
     key = tuple(model.kernels().all_functions())
     addresses = jit.model_functions(key, getattr(model, "kernel_name", model.name))
-    space = {"_mass": jit._models[key][0][0]}
+    from cosim.integrators import generalized_alpha as ga
+    method = sys.modules[jit.method_entry(ga.K, "generalized-alpha", ga.KERNEL_HELPERS).py_func.__module__]
+    space = {"_mass": jit._models[key][0][0], "_function_at": method._function_at, "_FT0": method._FT0}
     exec(compile(_CALL_COST, "<call cost>", "exec"), space)
     n = model.n_q
     q, p, M = np.zeros(n), np.asarray(model.kernel_parameters(), dtype=float), np.zeros((n, n))
