@@ -1306,6 +1306,8 @@ class Simulation:
         :meth:`native_step_record` since: time and step count catch up."""
         self._time = float(self.integrator.t)
         self._n_comm += int(n_steps)
+        if self._fixed_slot is not None and self.integrator._S[self._fixed_slot] > self._fixed_warn_at:
+            self._warn_fixed_step()   # the binary's steps kept the estimate in the record
 
     def _time_tol(self, t):
         """Sample instants this close to a communication point coincide with it."""
