@@ -1135,6 +1135,8 @@ class Simulation:
                 and self._screened_step(t_end):
             self._time = t_end
             self._n_comm += 1
+            if self._fixed_slot is not None and self.integrator._S[self._fixed_slot] > self._fixed_warn_at:
+                self._warn_fixed_step()
             return t_end
         if self._fast and observer is None and not self._early:
             saved = self._snapshot_integrator() if self._guard or self._gross else None
