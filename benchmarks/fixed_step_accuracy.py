@@ -20,17 +20,14 @@ import sys
 import warnings
 
 import numpy as np
-from scipy.integrate import solve_ivp
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from cosim import fixed_step  # noqa: E402
+from fixed_step_floor import model_named, reference  # noqa: E402  (this folder)
 from cosim.errors import ConvergenceError, FixedStepError  # noqa: E402
 from cosim.integrators import make_integrator  # noqa: E402
-from cosim.models import load_model  # noqa: E402
 
-ROBOTS = {"panda": "panda_description/urdf/panda.urdf",
-          "ur5": "ur_description/urdf/ur5_robot.urdf"}
 # (model, method, steps, t_end): the real-time cases (1 ms) and the ones to refuse
 CASES = [
     ("two_link", "generalized-alpha", (1e-2, 3e-3, 1e-3), 0.5),
@@ -49,30 +46,12 @@ CASES = [
 RTOL, ATOL = 1e-6, 1e-8
 
 
-def model_named(name):
-    if name in ROBOTS:
-        from cosim.models.urdf import example_robot_path, load_urdf
-        return load_urdf(str(example_robot_path(ROBOTS[name])))()
-    return load_model(name)
-
-
 def flow(model, u, t0, y0, h):
-    """The exact (DOP853, 1e-12) solution of the index-1 ODE from (t0, y0) at t0 + h."""
-    n, m = model.n_q, model.n_c
-
-    def rhs(t, y):
-        q, v = y[:n], y[n:]
-        M, Q = model.mass(q, t), model.forces(q, v, t, u)
-        if m == 0:
-            return np.concatenate([v, np.linalg.solve(M, Q)])
-        Cq = model.constraint_jacobian(q, t)
-        K = np.block([[M, Cq.T], [Cq, np.zeros((m, m))]])
-        a = np.linalg.solve(K, np.concatenate([Q, model.gamma(q, v, t)]))[:n]
-        return np.concatenate([v, a])
-    return solve_ivp(rhs, (t0, t0 + h), y0, method="DOP853", rtol=1e-12, atol=1e-12).y[:, -1]
+    """q of the exact (DOP853, 1e-12) solution of the index-1 ODE from (t0, y0) at t0 + h."""
+    return reference(model, t0 + h, u, t0=t0, y0=y0, tol=1e-12)
 
 
-def run_case(model, method, h, t_end, u, reference, samples, backend):
+def run_case(model, method, h, t_end, u, q_ref_at_end, samples, backend):
     n = model.n_q
     ig = make_integrator(model, method, backend=backend, h=h, rtol=RTOL, atol=ATOL)
     ig.initialize(0.0, None, u)
@@ -92,13 +71,13 @@ def run_case(model, method, h, t_end, u, reference, samples, backend):
             break
         if k % every == 0 and k > 0:
             ye = flow(model, u, t0, y0, ig.t - t0)
-            local.append(np.max(np.abs(ig.q - ye[:n]) / (RTOL * np.abs(y0[:n]) + ATOL)))
+            local.append(np.max(np.abs(ig.q - ye) / (RTOL * np.abs(y0[:n]) + ATOL)))
     est = ig.fixed_step_error
     if verdict == "ok" and est is not None and est > fixed_step.WARN_FACTOR:
         verdict = "warn"
     glob = float("nan")
     if verdict in ("ok", "warn"):
-        q_ref = reference()
+        q_ref = q_ref_at_end()
         glob = float(np.max(np.abs(ig.q - q_ref) / np.maximum(1.0, np.abs(q_ref))))
     true_local = max(local) if local else float("nan")
     return est, true_local, glob, verdict
@@ -127,12 +106,12 @@ def main(argv=None):
             print(f"{name:9} skipped: {exc}")
             continue
         u = np.asarray(model.default_inputs(), dtype=float)
-        def reference(name=name, model=model, u=u, t_end=t_end):
+        def q_ref(name=name, model=model, u=u, t_end=t_end):
             if name not in refs:
-                refs[name] = flow(model, u, 0.0, model.initial_y(), t_end)[:model.n_q]
+                refs[name] = flow(model, u, 0.0, model.initial_y(), t_end)
             return refs[name]
         for h in args.h or hs:
-            est, tl, glob, verdict = run_case(model, method, h, max(t_end, 2 * h), u, reference,
+            est, tl, glob, verdict = run_case(model, method, h, max(t_end, 2 * h), u, q_ref,
                                               args.samples, args.backend)
             ratio = est / tl if est is not None and tl > 0 else float("nan")
             est_s = "-" if est is None else f"{est:9.2e}"
