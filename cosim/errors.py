@@ -107,7 +107,7 @@ class TightToleranceWarning(CosimWarning):
 class FixedStepAccuracyWarning(CosimWarning):
     """A fixed-step run whose local error estimate went beyond the tolerance weights by
     :data:`cosim.fixed_step.WARN_FACTOR`; said once per simulation, the largest
-    estimate is in the integrator's stats (``fixed_step_error``)."""
+    estimate is :attr:`Simulation.fixed_step_error`."""
 
 
 class ConstraintDriftWarning(CosimWarning):

@@ -622,10 +622,14 @@ class Simulation:
         d = {k: int(v) for k, v in self.integrator.stats.items()}
         d["communication_steps"] = self._n_comm
         d["events"] = self._n_events
-        fixed = getattr(self.integrator, "fixed_step_error", None)
-        if fixed is not None:
-            d["fixed_step_error"] = fixed   # the largest local error estimate (cosim.fixed_step)
         return d
+
+    @property
+    def fixed_step_error(self):
+        """The largest local error estimate of this simulation's fixed steps so far, in the
+        tolerance weights (:mod:`cosim.fixed_step`; kept by the integrator, not part of a
+        saved state); None when the run is adaptive or the method keeps none."""
+        return getattr(self.integrator, "fixed_step_error", None)
 
     # -- inputs ------------------------------------------------------------------------------
     def _compose_inputs(self, u_ext):

@@ -73,7 +73,7 @@ def test_real_time_steps_of_1_ms_stay_silent(model, method):
         sim = Simulation(model, method=method, h=1e-3, rtol=1e-6, atol=1e-8)
         for _ in range(300):
             sim.do_step(sim.time, 1e-3)
-    est = sim.stats["fixed_step_error"]
+    est = sim.fixed_step_error
     assert 0.0 < est < fixed_step.WARN_FACTOR / 10
 
 
@@ -88,13 +88,13 @@ def test_a_too_large_step_is_warned_once_with_the_estimate():
     text = str(ours[0].message)
     warned = float(re.search(r"estimate reached (\S+) times", text).group(1))
     assert "h=0.02 is too large" in text and "\n" not in text
-    assert fixed_step.WARN_FACTOR < warned <= sim.stats["fixed_step_error"] * (1 + 1e-3)
+    assert fixed_step.WARN_FACTOR < warned <= sim.fixed_step_error * (1 + 1e-3)
 
 
 def test_adaptive_runs_have_no_fixed_step_estimate():
     sim = Simulation("pendulum", method="generalized-alpha", rtol=1e-6)
     sim.do_step(0.0, 0.01)
-    assert "fixed_step_error" not in sim.stats
+    assert sim.fixed_step_error is None and "fixed_step_error" not in sim.stats
 
 
 @pytest.mark.parametrize("h", [2e-2, 1e-2, 5e-3])
@@ -110,12 +110,12 @@ def test_the_estimate_follows_the_true_local_error_of_a_closed_form_oscillator(h
     ratios = []
     for k in range(int(round(1.0 / h))):
         q0, v0 = sim.y
-        prev = sim.stats["fixed_step_error"]
+        prev = sim.fixed_step_error
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FixedStepAccuracyWarning)  # above 100 at 20 and 10 ms
             sim.do_step(sim.time, h)
         true = abs(sim.y[0] - _flow(q0, v0, w, h)) / (rtol * abs(q0) + atol)
-        est = sim.stats["fixed_step_error"]
+        est = sim.fixed_step_error
         if k > 3 and est > prev:  # this step set the largest estimate: it is this step's
             ratios.append(est / true)
     assert len(ratios) > 10 and 8.0 <= min(ratios) and max(ratios) <= 12.0
