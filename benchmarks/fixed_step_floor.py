@@ -38,7 +38,9 @@ def model_named(name):
     return load_model(name)
 
 
-def reference(model, t_end, u):
+def reference(model, t_end, u, t0=0.0, y0=None, tol=1e-13):
+    """q at t_end of the index-1 ODE from (t0, y0) (default: 0 and the model's initial
+    state) by scipy DOP853 at rtol = atol = tol."""
     n, m = model.n_q, model.n_c
 
     def rhs(t, y):
@@ -50,8 +52,8 @@ def reference(model, t_end, u):
         K = np.block([[M, Cq.T], [Cq, np.zeros((m, m))]])
         a = np.linalg.solve(K, np.concatenate([Q, model.gamma(q, v, t)]))[:n]
         return np.concatenate([v, a])
-    y0 = model.initial_y()
-    return solve_ivp(rhs, (0.0, t_end), y0, method="DOP853", rtol=1e-13, atol=1e-13).y[:n, -1]
+    y0 = model.initial_y() if y0 is None else y0
+    return solve_ivp(rhs, (t0, t_end), y0, method="DOP853", rtol=tol, atol=tol).y[:n, -1]
 
 
 def main(argv=None):

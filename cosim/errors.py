@@ -62,6 +62,12 @@ class ConstraintViolationError(ConvergenceError):
     would be wrong, so the step fails (state unchanged)."""
 
 
+class FixedStepError(ConvergenceError):
+    """A fixed step (``h`` given) whose local error estimate is larger than the state's
+    own scale (:mod:`cosim.fixed_step`): it resolves nothing, so the step fails (state
+    unchanged); the message names h, the estimate and a step that would do."""
+
+
 class StateError(CosimError, ValueError):
     """A state snapshot or serialized blob is corrupt, foreign or mismatched."""
 
@@ -96,6 +102,12 @@ class TightToleranceWarning(CosimWarning):
     """A tolerance the chosen method reaches only at a cost far above another
     method's (a second-order method at a tight rtol); the message gives the
     estimate and the method that would do it cheaper.  Said once, at set-up."""
+
+
+class FixedStepAccuracyWarning(CosimWarning):
+    """A fixed-step run whose local error estimate went beyond the tolerance weights by
+    :data:`cosim.fixed_step.WARN_FACTOR`; said once per simulation, the largest
+    estimate is :attr:`Simulation.fixed_step_error`."""
 
 
 class ConstraintDriftWarning(CosimWarning):

@@ -482,12 +482,15 @@ def _result(spec, sim, rec, wall, stop, stop_source, interrupted=False):
         e0 = model.energy(time[0], states[0], None)
         e1 = model.energy(time[-1], states[-1], None)
         energy = None if e0 is None or e1 is None else (float(e0), float(e1))
+    stats = sim.stats
+    if sim.fixed_step_error is not None:   # the largest fixed-step error estimate (cosim.fixed_step)
+        stats["fixed_step_error"] = sim.fixed_step_error
     result = RunResult(
         spec=spec, model=model.name, model_kind=model.kind, method=sim.method, backend=sim.backend,
         time=time, states=states, outputs=outputs, inputs=inputs, residuals=residuals, order=order,
         state_names=tuple(sim.state_names), output_names=tuple(sim.output_names),
         input_names=tuple(sim.input_names), coordinate_names=tuple(sim.coordinate_names),
-        plant_output_names=tuple(model.output_names), units=units, stats=sim.stats,
+        plant_output_names=tuple(model.output_names), units=units, stats=stats,
         events=sim.event_log, final_state=_final_state(sim, interrupted), wall_time_s=wall,
         t_end=float(stop), t_end_source=stop_source, stopped=sim.stopped, stop_time=sim.stop_time,
         base_step=sim.base_step,

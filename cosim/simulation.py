@@ -63,10 +63,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import constraint_guard, derivatives, serialization
+from . import constraint_guard, derivatives, fixed_step, serialization
 from .blocks import Block, StopSimulation, make_block, unit_expression
 from .errors import (ChatteringError, ConstraintDriftWarning, ConstraintViolationError,
-                     ConvergenceError, CosimError, InputLimitWarning,
+                     ConvergenceError, CosimError, FixedStepAccuracyWarning, InputLimitWarning,
                      InvalidInputError, ModelDefinitionError,
                      StateError,
                      UnknownParameterError)
@@ -338,7 +338,7 @@ class Simulation:
         failure that spent the step budget (cause "max_steps") is never one of them."""
         if steps is None:
             steps = self.integrator.stats.get("steps", 0)
-        if not self.user_model or "cosim check" in str(exc) or exc.cause == "max_steps" \
+        if not self.user_model or "cosim check" in str(exc) or exc.cause in ("max_steps", "fixed step") \
                 or isinstance(exc, ConstraintViolationError):
             return exc
         scale = float(getattr(self.model, "time_scale", 1.0) or 1.0)
@@ -544,6 +544,10 @@ class Simulation:
         # count at a failure (the fast path's integrator restores itself before raising)
         self._early = self.user_model
         self._drift_warned = False
+        # a fixed step's accuracy rule (cosim.fixed_step): the method's largest local error
+        # estimate, read from its record after each communication step, warned about once
+        self._fixed_slot = getattr(self.integrator, "fixed_error_slot", None)
+        self._fixed_warn_at = fixed_step.WARN_FACTOR
         self._worst_residual = {"position": 0.0, "position_time": self.start_time,
                                 "velocity": 0.0, "velocity_time": self.start_time,
                                 "reselections": 0}
@@ -619,6 +623,13 @@ class Simulation:
         d["communication_steps"] = self._n_comm
         d["events"] = self._n_events
         return d
+
+    @property
+    def fixed_step_error(self):
+        """The largest local error estimate of this simulation's fixed steps so far, in the
+        tolerance weights (:mod:`cosim.fixed_step`; kept by the integrator, not part of a
+        saved state); None when the run is adaptive or the method keeps none."""
+        return getattr(self.integrator, "fixed_step_error", None)
 
     # -- inputs ------------------------------------------------------------------------------
     def _compose_inputs(self, u_ext):
@@ -1131,6 +1142,8 @@ class Simulation:
                 and self._screened_step(t_end):
             self._time = t_end
             self._n_comm += 1
+            if self._fixed_slot is not None and self.integrator._S[self._fixed_slot] > self._fixed_warn_at:
+                self._warn_fixed_step()
             return t_end
         if self._fast and observer is None and not self._early:
             saved = self._snapshot_integrator() if self._guard or self._gross else None
@@ -1153,6 +1166,8 @@ class Simulation:
                                        cause=exc) from exc
             self._time = t_end
             self._n_comm += 1
+            if self._fixed_slot is not None and self.integrator._S[self._fixed_slot] > self._fixed_warn_at:
+                self._warn_fixed_step()
             return t_end
         snapshot = self.get_state()
         self._steps_left = self.integrator.max_steps
@@ -1178,7 +1193,21 @@ class Simulation:
         self._observer = None
         self._time = t_end
         self._n_comm += 1
+        if self._fixed_slot is not None and self.integrator._S[self._fixed_slot] > self._fixed_warn_at:
+            self._warn_fixed_step()
         return t_end
+
+    def _warn_fixed_step(self):
+        """The one warning of a fixed-step run whose local error estimate went beyond
+        the tolerance weights by fixed_step.WARN_FACTOR (cosim.fixed_step)."""
+        self._fixed_warn_at = math.inf
+        integ = self.integrator
+        msg = fixed_step.warning_text(self.method, integ.h_fixed, integ.fixed_step_error,
+                                      self.rtol, self.atol, integ.fixed_error_order)
+        if self.on_notice is not None:
+            self.on_notice(msg)
+        else:
+            warnings.warn(msg, FixedStepAccuracyWarning, stacklevel=3)
 
     def _screened_step(self, t_end):
         """The fast path for a model whose events ``model.quiet_step`` can rule out
@@ -1289,6 +1318,8 @@ class Simulation:
         :meth:`native_step_record` since: time and step count catch up."""
         self._time = float(self.integrator.t)
         self._n_comm += int(n_steps)
+        if self._fixed_slot is not None and self.integrator._S[self._fixed_slot] > self._fixed_warn_at:
+            self._warn_fixed_step()   # the binary's steps kept the estimate in the record
 
     def _time_tol(self, t):
         """Sample instants this close to a communication point coincide with it."""

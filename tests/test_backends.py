@@ -1026,7 +1026,7 @@ def test_explicit_state_moves_between_backends(method, model):
 def test_explicit_failures_leave_state_unchanged_with_the_reference_message(method):
     messages = {}
     for backend in ("python", "numba"):
-        # fixed step far beyond the stability limit: the projection fails (test_explicit)
+        # fixed step far beyond the stability limit: refused (test_explicit)
         _, messages[backend, "fixed"] = _failure_message(backend, "andrews", method, 0.05, h=5e-3)
         _, messages[backend, "budget"] = _failure_message(backend, "pendulum", method, 1.0,
                                                           "more than max_steps=5 steps", rtol=1e-9, max_steps=5)
@@ -1038,8 +1038,11 @@ def test_explicit_failures_leave_state_unchanged_with_the_reference_message(meth
     (head_p, t_p), (head_n, t_n) = (messages[b, "budget"].split(" (at t=") for b in ("python", "numba"))
     assert head_p == head_n and t_p.split(")")[1] == t_n.split(")")[1]
     assert abs(float(t_p.split(")")[0]) - float(t_n.split(")")[0])) <= 2e-9
-    assert messages["numba", "fixed"].startswith(f"{method}: explicit step failed at t=0.01, h=0.005 "
-                                                 f"(constraint projection failed: position projection")
+    # the fixed step's error estimate refuses a step (rk4 at t=0, dopri5 at t=0.01) before
+    # the projection fails at t=0.01 as it did without it (cosim.fixed_step)
+    assert messages["numba", "fixed"].startswith(f"{method}: the fixed step h=0.005 resolves nothing "
+                                                 f"at t={'0.0' if method == 'rk4' else '0.01'}: its "
+                                                 f"local error estimate is ")
 
 
 class _BottomPendulum(model_class("pendulum")):

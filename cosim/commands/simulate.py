@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 
+from .. import fixed_step
 from ..errors import ConvergenceError, CosimWarning, InvalidInputError, RunInterrupted
 from ..model_files import resolve_cli_model
 from ..options import check_output_file, check_plot_path, check_step_against_grid, check_tolerances, parse_assignments, warn
@@ -133,7 +134,7 @@ def summary_dict(result, derivatives=False):
     n_q = len(r.coordinate_names)
     multibody = len(r.state_names) == 2 * n_q and r.model_kind == "multibody"
     pos, vel, acc = r.residuals[-1]
-    stats = {k: int(v) for k, v in r.stats.items()}
+    stats = {k: v if k == "fixed_step_error" else int(v) for k, v in r.stats.items()}
     stats["constraint_residuals"] = {"position": float(pos), "velocity": float(vel),
                                      "acceleration": _number(acc)}
     stats["max_constraint_residuals"] = _levels(r.max_residuals)          # over the recorded rows
@@ -328,6 +329,9 @@ def _cmd(args):
         print(f"  {name:>{width}s} = {value: .10e}  (output)")
     print("  steps {steps}  rejected {rejected}  newton {newton_iterations}  residuals "
           "{residual_evaluations}  jacobians {jacobian_evaluations}  LU {lu_factorizations}".format(**st))
+    if "fixed_step_error" in st:
+        print(f"  fixed step: largest local error estimate {st['fixed_step_error']:.3g} times the "
+              f"tolerance weights (warned above {fixed_step.WARN_FACTOR:g})")
     for line in residual_lines(summary, summary["method"]):
         print(line)
     if "energy_drift" in summary:

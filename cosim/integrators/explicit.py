@@ -37,7 +37,7 @@ import math
 
 import numpy as np
 
-from .. import jit
+from .. import fixed_step, jit
 from ..errors import ConvergenceError, SingularMatrixError
 from . import dense_lu, explicit_record, index1_kernel, kernel_common
 from . import explicit_kernel as K
@@ -108,6 +108,7 @@ class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyInt
     order = K.ORDER    # order of the error estimate's exponent (err ∝ h^(order+1))
     _kernel = K
     _method_code = K.DOPRI5
+    fixed_error_order = 5   # the fixed step's estimate ∝ h⁵ (cosim.fixed_step)
     compiled_entry = staticmethod(compiled_entry)
     compiled_native_step = staticmethod(compiled_native_step)
     _lu_is_state = False   # the projection's LU is work space
@@ -253,6 +254,9 @@ class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyInt
             raise SingularMatrixError(_singular_text(status, ct, float(S[K.F_CINFO])), t=ct, h=None,
                                       cause="non-finite matrix" if status == K.NONFINITE_MATRIX
                                       else "singular matrix")
+        if status == K.FIXED_UNRESOLVED:
+            raise fixed_step.unresolved_error(self.name, t, self.h_fixed, float(S[K.F_ERR]), self.rtol, self.atol,
+                                              self.fixed_error_order)
         if status == K.NONFINITE_DERIVATIVE:
             message, h, cause = "right-hand side is not finite", 0.0, "non-finite derivative"
         elif status == K.UNDERFLOW:
@@ -317,6 +321,7 @@ class RK4(ExplicitRungeKutta):
     name = "rk4"
     description = "classical Runge-Kutta 4, fixed step or step doubling, + projection (seed 000 §6)"
     _method_code = K.RK4
+    fixed_error_order = 4   # the embedded third-order estimate ∝ h⁴ (cosim.fixed_step)
 
     def dense_output(self, t):
         return last_step_dense_output(self, t, "f0", "f1")

@@ -45,13 +45,13 @@ from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_JACO
 from .explicit_record import (  # noqa: F401
     ATOL, CAUSE, C_NONE, C_NONFINITE_MATRIX, C_NONFINITE_SOLUTION, C_POSITION, C_RHS,
     C_SINGULAR, C_VELOCITY, DENSE_H, DOPRI5, DP_A, DP_B, DP_C, DP_E, DP_P, EPS, FAILURE_SLOTS,
-    FIRST_ORDER, F_CINFO, F_CT, F_ERR, F_H, F_T, HAS_DENSE, HAS_F, H_FIXED, H_NEXT, I_M, I_N,
-    I_NG, I_NY, MAX_FACTOR, MAX_REJECTIONS, MAX_STEP, METHOD, MIN_FACTOR, NONFINITE_DERIVATIVE,
+    FIRST_ORDER, FIXED_ERR, FIXED_UNRESOLVED, F_CINFO, F_CT, F_ERR, F_H, F_T, HAS_DENSE, HAS_F,
+    H_FIXED, H_NEXT, I_M, I_N, I_NG, I_NY, MAX_FACTOR, MAX_REJECTIONS, MAX_STEP, METHOD, MIN_FACTOR, NONFINITE_DERIVATIVE,
     NONFINITE_MATRIX, N_SCALARS, N_STATS, OK, ONE_STEP, ORDER, PIV, PROJECTION_MAX_ITER,
     PROJECTION_TOL, PROJ_ITERS, REJECTION_CONTROL, REJECTION_SLOTS, RESTART,
     RESTART_THEN_ADVANCE, RK4, RTOL, SAFETY, SINGULAR, STATS, STEP_BUDGET, STEP_FAILED, ST_JAC,
-    ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW, WHOLE_INTERVAL,
-    int_length, offsets, workspace)
+    ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW, UNRESOLVED,
+    WHOLE_INTERVAL, int_length, offsets, workspace)
 # the index-1 form (J, y' = [v; q'']) and the error ratio, shared with rkc_kernel
 from .index1_kernel import (_evaluate, _factorize,  # noqa: F401
                             _nh_offset, _nh_rows, error_ratio, keep_current_derivative,
@@ -246,6 +246,34 @@ def _attempt_rk4(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
     return C_NONE, error_ratio(y, y_new, e, S[RTOL], S[ATOL])
 
 
+def _fixed_estimate(S, I, n, n2, dopri, y, h, w):
+    """A fixed step's local error estimate (y_new in w[11]) in the weights RTOL|y| + ATOL:
+    dopri5 its embedded estimate's ratio (as the error test); rk4 the positions' part of
+    the embedded third-order estimate h/6·(k4 − f(y_new)), i.e. h/6·(v4 − v_new) with
+    v4 the velocities of stage 4's point y + h·k3 (still in w[12]) — no evaluation, no
+    input (first-order models: none, 0)."""
+    y_new = w[11]
+    rtol, atol = S[RTOL], S[ATOL]
+    if dopri:
+        K, e = w[9], w[14]
+        for i in range(n2):
+            acc = 0.0
+            for j in range(7):
+                acc += DP_E[j] * K[j, i]
+            e[i] = h * acc
+        return error_ratio(y, y_new, e, rtol, atol)
+    if I[FIRST_ORDER] == 1:
+        return 0.0
+    ys = w[12]
+    c = h / 6.0
+    em = 0.0
+    for i in range(n):
+        e = abs(c * (ys[n + i] - y_new[n + i])) / (rtol * abs(y[i]) + atol)
+        if e > em or e != e:
+            em = e
+    return em
+
+
 # ---------------------------------------------------------------------------------
 # one step
 # ---------------------------------------------------------------------------------
@@ -294,6 +322,16 @@ def step(fns, S, I, LU, u, p, t_limit, w, lazy_end):
             cause, err = _attempt_rk4(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w)
         if cause == C_NONE and not (all_finite(y_new) and math.isfinite(err)):
             cause = C_NONFINITE_SOLUTION
+        if cause == C_NONE and fixed:
+            # no error test: the local error estimate in the user's weights is kept
+            # (largest so far); one beyond the state's own scale fails the advance
+            est = _fixed_estimate(S, I, n, n2, dopri, y, h, w)
+            if not est * S[RTOL] <= UNRESOLVED:   # NaN too
+                S[F_H] = h
+                S[F_ERR] = est
+                return FIXED_UNRESOLVED
+            if est > S[FIXED_ERR]:
+                S[FIXED_ERR] = est
         if cause == C_NONE and err <= 1.0:
             cause = _project(fns, S, I, LU, p, n, m, t_new, y_new, y_proj, w)
             deferred = lazy_end and fixed and lands and not dopri

@@ -15,6 +15,10 @@ MAX_REJECTIONS = 60
 PROJECTION_TOL = 1e-6
 PROJECTION_MAX_ITER = 8
 ORDER = 4                 # err ∝ h^(ORDER+1) for both methods
+# fixed step: a step whose local error estimate (dopri5: the error test's ratio; rk4:
+# the positions' part of the embedded third-order h/6·(k4 − f(y_new)), max norm; in
+# the weights RTOL|y| + ATOL) exceeds UNRESOLVED / RTOL fails (cosim.fixed_step)
+UNRESOLVED = 1.0
 DOPRI5 = 0
 RK4 = 1
 
@@ -49,6 +53,8 @@ SINGULAR = 4             # J singular at the start of a step (ratio in S[F_CINFO
 NONFINITE_MATRIX = 5     # J has NaN/inf at the start of a step (t in S[F_CT])
 UNDERFLOW = 6            # the step no longer moves t
 STEP_BUDGET = 7          # max_steps steps without reaching the target (record restored)
+FIXED_UNRESOLVED = 10    # a fixed step's local error estimate (S[F_ERR]) beyond the state
+                         # (after rkc-penalty's own codes 8, 9)
 # entry modes (cosim.jit's generated entry)
 WHOLE_INTERVAL = 0       # advance to the target within max_steps, else STEP_BUDGET
 RESTART = 1              # forget the FSAL stage and the dense output
@@ -79,7 +85,8 @@ F_H = 9  # a failure's h
 F_ERR = 10  # a rejected step's error ratio
 F_CT = 11  # t of a failed evaluation or projection
 F_CINFO = 12  # pivot ratio of a singular J
-N_SCALARS = 13
+FIXED_ERR = 13  # fixed step: the largest local error estimate so far (user's weights)
+N_SCALARS = 14
 # slots of I
 I_N = 0  # n coordinates (0: first order)
 I_M = 1  # m multiplier rows (C and B)

@@ -16,6 +16,7 @@ RECORD = Record("cosim.integrators.explicit_state", [
     scalar("F_ERR", "a rejected step's error ratio"),
     scalar("F_CT", "t of a failed evaluation or projection"),
     scalar("F_CINFO", "pivot ratio of a singular J"),
+    scalar("FIXED_ERR", "fixed step: the largest local error estimate so far (user's weights)"),
     array("y", "ny", key="y"),
     array("yp", "ny", key="y_prev"),
     array("qdd", "n", key="qdd"),

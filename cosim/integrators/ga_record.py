@@ -24,6 +24,11 @@ NEWTON_ERR_TOL = 1e-3
 # the rounding of q: the error then falls as h² to ~1e-10 whatever rtol
 # (UR5, 1 s, rtol 1e-6: 2.7e-7 at h = 62.5 µs before, the h² line after)
 FIXED_NEWTON_REL = 1e-6
+# fixed step: a step whose local error estimate (eq. 34's h²‖x‖_W, eq. 39's
+# h·max(‖x‖_q, ‖y‖_v); W = RTOL|q| + ATOL) exceeds UNRESOLVED / RTOL, i.e. some
+# |e_k| > UNRESOLVED·(|q_k| + ATOL/RTOL), resolves nothing: the advance fails
+# (benchmarks/fixed_step_accuracy.py measures where that lies)
+UNRESOLVED = 1.0
 GGL_RATE_TOL = 1e-8      # GGL: accept on σ/(1−σ)‖Δδ‖ < this only
 GGL_VELOCITY_FLOOR = 0.1   # GGL error test: v weights RTOL·max(|v_k|, this·‖v‖∞) + ATOL
                            # (generalized_alpha_i2.VELOCITY_FLOOR)
@@ -37,6 +42,7 @@ NONFINITE_MATRIX = 4     # iteration matrix has NaN/inf
 RESTART_FAILED = 5       # consistent accelerations: singular [[M, C_qᵀ], [C_q, 0]]
 STEP_BUDGET = 6          # max_steps steps without reaching the target (record restored)
 STEP_UNDERFLOW = 7       # the step no longer moves t (h ≤ 4 ε |t|); S[F_H] the step
+FIXED_UNRESOLVED = 8     # a fixed step whose local error estimate (S[F_INFO]) is beyond the state
 # entry modes (entry() below)
 WHOLE_INTERVAL = 0       # advance to the target within max_steps, else STEP_BUDGET
 RESTART = 1
@@ -72,7 +78,8 @@ F_INFO = 17  # a failure's number (Ξ, pivot ratio)
 F_T = 18  # a failure's t
 ERR_SCALE = 19  # error-test weights s·W
 ERR_TANGENT = 20  # 1.0: option tangent_estimate (floor on the normal part of h² x only)
-N_SCALARS = 21
+FIXED_ERR = 21  # fixed step: the largest local error estimate so far (user's weights)
+N_SCALARS = 22
 # slots of I
 I_N = 0  # n coordinates
 I_M = 1  # m holonomic constraints

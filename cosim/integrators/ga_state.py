@@ -22,6 +22,7 @@ RECORD = Record("cosim.integrators.ga_state", [
     scalar("F_T", "a failure's t"),
     scalar("ERR_SCALE", "error-test weights s·W"),
     scalar("ERR_TANGENT", "1.0: option tangent_estimate (floor on the normal part of h² x only)"),
+    scalar("FIXED_ERR", "fixed step: the largest local error estimate so far (user's weights)"),
     array("y", "2 * n", key="y"),
     array("yp", "2 * n", key="y_prev"),
     array("qdd", "n", key="qdd"),

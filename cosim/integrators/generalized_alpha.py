@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from .. import jit
+from .. import fixed_step, jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
 from ..validation import flag
 from . import dense_lu, ga_corrector, ga_record, ga_terms, kernel_common
@@ -383,6 +383,8 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
             cause = f"error ratio Xi={info:.3g}"
             raise ConvergenceError(f"{name}: local error test failed repeatedly at t={t!r}, h={h!r} ({cause})",
                                    t=t, h=h, cause=cause)
+        if status == K.FIXED_UNRESOLVED:
+            raise fixed_step.unresolved_error(name, t, self.h_fixed, info, self.rtol, self.atol)
         if status == K.STEP_UNDERFLOW:
             cause = "step does not advance t"
             raise ConvergenceError(f"{name}: step size underflow at t={t!r}, h={h!r} ({cause})",

@@ -329,6 +329,22 @@ class RecordIntegrator:
         p = getattr(self.model, "_p", None)
         return p if isinstance(p, np.ndarray) and p.dtype == np.float64 else np.zeros(0)
 
+    fixed_error_order = 3   # a fixed step's local error estimate ∝ h^this (cosim.fixed_step)
+
+    @property
+    def fixed_error_slot(self):
+        """The slot of S holding the largest local error estimate of the fixed steps
+        (cosim.fixed_step), or None: adaptive, or a method without one."""
+        slot = getattr(self._kernel, "FIXED_ERR", None)
+        return None if self.h_fixed is None else slot
+
+    @property
+    def fixed_step_error(self):
+        """The largest local error estimate of the fixed steps so far, in the tolerance
+        weights (cosim.fixed_step); None for an adaptive run or a method without one."""
+        slot = self.fixed_error_slot
+        return None if slot is None or not hasattr(self, "_S") else float(self._S[slot])
+
     @property
     def stats(self):
         """The statistics counters (a copy; STAT_KEYS order in the record)."""

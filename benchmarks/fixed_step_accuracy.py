@@ -1,0 +1,123 @@
+"""Fixed-step accuracy rule (cosim.fixed_step): the local error estimate each method
+keeps in fixed-step mode against the true local and global errors, and the verdict.
+
+For each model, method and h: the run from the model's initial state (zero inputs)
+to ``t_end`` in steps of h; per step the method's local error estimate (in the
+weights rtol|q| + atol; generalized-α eq. 34's h²‖x‖_W, rk4 the positions' part of
+h/6·(k4 − f(y_new)), dopri5 its embedded estimate); on a sample of steps the true
+local error of q in the same weights (scipy DOP853 at 1e-12 on the index-1 ODE from
+the step's start (q, v)); the global error max_k |q_k − q_ref,k| / max(1, |q_ref,k|)
+at t_end; the verdict: "ok", "warn" (largest estimate > fixed_step.WARN_FACTOR) or
+"FAIL" (a step's estimate > 1/rtol: FixedStepError, the run stops there).
+rtol 1e-6, atol 1e-8 (the CLI's defaults).  Robots need the ``robots`` extra.
+
+    PYTHONPATH=$PWD python benchmarks/fixed_step_accuracy.py
+    PYTHONPATH=$PWD python benchmarks/fixed_step_accuracy.py --models andrews --h 1e-3 3e-4
+"""
+import argparse
+import os
+import sys
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from cosim import fixed_step  # noqa: E402
+from fixed_step_floor import model_named, reference  # noqa: E402  (this folder)
+from cosim.errors import ConvergenceError, FixedStepError  # noqa: E402
+from cosim.integrators import make_integrator  # noqa: E402
+
+# (model, method, steps, t_end): the real-time cases (1 ms) and the ones to refuse
+CASES = [
+    ("two_link", "generalized-alpha", (1e-2, 3e-3, 1e-3), 0.5),
+    ("two_link", "rk4", (1e-2, 1e-3), 0.5),
+    ("pendulum", "generalized-alpha", (1e-1, 1e-2, 1e-3), 1.0),
+    ("pendulum", "generalized-alpha-i2", (1e-2, 1e-3), 1.0),
+    ("pendulum", "rk4", (1e-2, 1e-3), 1.0),
+    ("panda", "generalized-alpha", (1e-3,), 0.2),
+    ("panda", "rk4", (1e-2, 1e-3), 0.2),
+    ("ur5", "generalized-alpha", (1e-3,), 0.2),
+    ("ur5", "rk4", (1e-3,), 0.2),
+    ("andrews", "generalized-alpha", (1.0, 1e-1, 3e-3, 1e-3, 3e-4, 1e-4), 0.03),
+    ("andrews", "rk4", (1e-2, 3e-3, 1e-3, 1e-4), 0.03),
+    ("andrews", "dopri5", (1e-3, 1e-4, 1e-5), 0.03),
+]
+RTOL, ATOL = 1e-6, 1e-8
+
+
+def flow(model, u, t0, y0, h):
+    """q of the exact (DOP853, 1e-12) solution of the index-1 ODE from (t0, y0) at t0 + h."""
+    return reference(model, t0 + h, u, t0=t0, y0=y0, tol=1e-12)
+
+
+def run_case(model, method, h, t_end, u, q_ref_at_end, samples, backend):
+    n = model.n_q
+    ig = make_integrator(model, method, backend=backend, h=h, rtol=RTOL, atol=ATOL)
+    ig.initialize(0.0, None, u)
+    steps = max(1, int(round(t_end / h)))
+    every = max(1, steps // samples)
+    local = []
+    verdict = "ok"
+    for k in range(steps):
+        y0, t0 = ig.y.copy(), ig.t
+        try:
+            ig.advance(min(t0 + h, t_end) if k < steps - 1 else t_end)
+        except FixedStepError as exc:
+            verdict = f"FAIL at t={exc.t:.3g} (the step's estimate {exc.estimate:.3g})"
+            break
+        except ConvergenceError as exc:
+            verdict = f"error: {type(exc).__name__} at t={exc.t}"
+            break
+        if k % every == 0 and k > 0:
+            ye = flow(model, u, t0, y0, ig.t - t0)
+            local.append(np.max(np.abs(ig.q - ye) / (RTOL * np.abs(y0[:n]) + ATOL)))
+    est = ig.fixed_step_error
+    if verdict == "ok" and est is not None and est > fixed_step.WARN_FACTOR:
+        verdict = "warn"
+    glob = float("nan")
+    if verdict in ("ok", "warn"):
+        q_ref = q_ref_at_end()
+        glob = float(np.max(np.abs(ig.q - q_ref) / np.maximum(1.0, np.abs(q_ref))))
+    true_local = max(local) if local else float("nan")
+    return est, true_local, glob, verdict
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", nargs="+", default=None)
+    p.add_argument("--methods", nargs="+", default=None)
+    p.add_argument("--h", nargs="+", type=float, default=None, help="steps (default: per case)")
+    p.add_argument("--samples", type=int, default=20, help="steps per run whose true local error is measured")
+    p.add_argument("--backend", default="numba")
+    args = p.parse_args(argv)
+    warnings.simplefilter("ignore")
+    print(f"rtol {RTOL:g}, atol {ATOL:g}; warn above {fixed_step.WARN_FACTOR:g}, fail above "
+          f"1/rtol = {fixed_step.UNRESOLVED / RTOL:.3g} (estimates in tolerance weights)")
+    print(f"{'model':9} {'method':21} {'h':>8} {'estimate':>9} {'true local':>10} {'est/true':>8} "
+          f"{'global err':>10}  verdict")
+    refs = {}
+    for name, method, hs, t_end in CASES:
+        if args.models and name not in args.models or args.methods and method not in args.methods:
+            continue
+        try:
+            model = model_named(name)
+        except Exception as exc:  # the robots extra missing
+            print(f"{name:9} skipped: {exc}")
+            continue
+        u = np.asarray(model.default_inputs(), dtype=float)
+        def q_ref(name=name, model=model, u=u, t_end=t_end):
+            if name not in refs:
+                refs[name] = flow(model, u, 0.0, model.initial_y(), t_end)
+            return refs[name]
+        for h in args.h or hs:
+            est, tl, glob, verdict = run_case(model, method, h, max(t_end, 2 * h), u, q_ref,
+                                              args.samples, args.backend)
+            ratio = est / tl if est is not None and tl > 0 else float("nan")
+            est_s = "-" if est is None else f"{est:9.2e}"
+            print(f"{name:9} {method:21} {h:8.2g} {est_s:>9} {tl:10.2e} {ratio:8.2g} {glob:10.2e}  {verdict}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
