@@ -39,11 +39,6 @@ _EVENT_KINDS = {"state", "time", "stop", "chattering"}
 _EVENT_FIELDS = {"time": "real", "name": "str", "kind": "str", "index": "int", "terminal": "bool",
                  "iterations": "int", "reason": "str", "cause": "str", "message": "str"}
 
-# size of the Newton iteration matrix of each implicit method (n coordinates,
-# m holonomic and g nonholonomic constraints; r block nodes)
-_NEWTON_SIZE = {   # (a method with a declared record: its declaration)
-    "block-lstable": lambda i, n, m, g: i.r * (n + m),
-}
 # dense-output dicts: key -> shape (None: n_y) (a method with a declared record:
 # its declaration, cosim.integrators.state_decl)
 _DENSE = {
@@ -213,14 +208,7 @@ def check_newton_state(path, d, n=None):
 def newton_size(integrator):
     """Size of ``integrator``'s Newton iteration matrix (None: it has no Newton)."""
     declared = getattr(integrator, "state_declaration", None)
-    if declared is not None:
-        return declared.newton_size(integrator)
-    size = _NEWTON_SIZE.get(integrator.name)
-    if size is None:
-        return None
-    model = integrator.model
-    g = len(getattr(model, "nonholonomic_names", ()) or ())
-    return int(size(integrator, model.n_q, model.n_c, g))
+    return None if declared is None else declared.newton_size(integrator)
 
 
 # -- the integrator part --------------------------------------------------------------------

@@ -39,7 +39,7 @@ def test_record_module_layout_is_what_the_declaration_generates(decl, filename):
 
 @pytest.mark.parametrize("record, kernel", [("explicit_record", "explicit_kernel"), ("ga_record", "ga_kernel"),
                                             ("bdf_record", "bdf_kernel"), ("li1_record", "li1_kernel"),
-                                            ("spark_record", "spark_kernel")])
+                                            ("spark_record", "spark_kernel"), ("block_record", "block_kernel")])
 def test_generated_constants_are_the_kernel_record_slots(record, kernel):
     """The slots as the kernel sees them (the record module imported) and the offsets
     of a nonholonomic model agree with the declaration."""
@@ -49,7 +49,7 @@ def test_generated_constants_are_the_kernel_record_slots(record, kernel):
     decl = next(d for d, f in declarations() if Path(f).name == f"{record}.py")
     for name, value in {**decl.constants, **decl.slots}.items():
         assert getattr(R, name) == value == getattr(K, name, value), name
-    sizes = {"n": 3, "m": 2, "ny": 6, "mz": 3, "ggl": 1, "ng": 1, "ns": 5, "g": 1, "s": 2, "nv": 2, "nb": 2}
+    sizes = {"n": 3, "m": 2, "ny": 6, "mz": 3, "ggl": 1, "ng": 1, "ns": 5, "g": 1, "s": 2, "nv": 2, "nb": 2, "r": 3}
     starts = decl.s_offsets(sizes)
     args = [sizes[a.strip()] for a in inspect.signature(R.offsets).parameters]
     assert R.offsets(*args) == tuple(o for o, _ in starts.values()) + (
@@ -137,6 +137,21 @@ def test_spark_state_dictionary_has_the_declared_keys(backend):
     assert s["method_state"]["h"] == sim.integrator.h == 0.01 and s["method_state"]["h_last"] == 0.01
 
 
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_block_state_dictionary_has_the_declared_keys(backend):
+    sim = cosim.Simulation("two_link", "block-lstable", backend=backend, h=0.01, method_options={"r": 3})
+    sim.do_step(0.0, 0.01)
+    s = sim.integrator.state()
+    assert list(s) == ["method", "t", "y", "t_prev", "y_prev", "u", "stats", "method_state", "qdd", "lam"]
+    assert list(s["method_state"]) == ["h", "h_last", "stage_q", "stage_v", "stage_t0", "error_estimate", "newton"]
+    n, m = sim.model.n_q, sim.model.n_c
+    assert s["method_state"]["newton"]["lu"].shape == (3 * (n + m),) * 2 and s["method_state"]["stage_q"].shape == (3, n)
+    assert np.array_equal(s["method_state"]["stage_q"][-1], sim.integrator.q)   # c_r = 1: the last stage is the step's end
+    assert s["method_state"]["h"] == s["method_state"]["h_last"] == 0.01 and s["method_state"]["stage_t0"] == 0.0
+    sim.integrator.restart()
+    assert sim.integrator.state()["method_state"]["stage_t0"] is None
+
+
 _GA_BAD = [
     (lambda d: d.__setitem__("h_last", -2.0), "method_state.h_last: must be >= 0 (or -1: none)"),
     (lambda d: d.__setitem__("h_next", 0.0), "method_state.h_next: must be > 0"),
@@ -191,6 +206,19 @@ _SPARK_BAD = [
 ]
 
 
+# two_link (n = 6, m = 4), r = 4 nodes
+_BLOCK_BAD = [
+    (lambda d: d.__setitem__("h", 0.0), "method_state.h: must be > 0"),
+    (lambda d: d.__setitem__("h_last", -2.0), "method_state.h_last: must be >= 0 (or -1: none)"),
+    (lambda d: d.__setitem__("error_estimate", -1.0), "method_state.error_estimate: must be >= 0"),
+    (lambda d: d.__setitem__("stage_q", d["stage_q"].reshape(-1)), "method_state.stage_q: must have shape (4, 6)"),
+    (lambda d: d["stage_v"].__setitem__((3, 5), np.inf), "method_state.stage_v[3, 5]: must be finite"),
+    (lambda d: d.__setitem__("stage_t0", "0"), "method_state.stage_t0: must be a real number"),
+    (lambda d: d["newton"]["piv"].__setitem__(0, 40), "method_state.newton.piv[0]"),
+    (lambda d: d["newton"].__setitem__("lu", np.eye(3)), "method_state.newton.lu: must have shape (40, 40)"),
+]
+
+
 _BAD = [
     (lambda d: d.__setitem__("h_next", -1.0), "method_state.h_next: must be > 0"),
     (lambda d: d.__setitem__("h_next", 1e-300), "method_state.h_next: step size 1e-300 does not advance"),
@@ -212,7 +240,9 @@ _SCHEMA_CASES = ([("knife_edge", method, "auto", *bad) for method in ("dopri5", 
                  + [("two_link", "bdf", backend, *bad) for backend in ("python", "numba") for bad in _BDF_BAD]
                  + [("knife_edge", "local-index1", backend, *bad) for backend in ("python", "numba")
                     for bad in _LI1_BAD]
-                 + [("two_link", "spark", backend, *bad) for backend in ("python", "numba") for bad in _SPARK_BAD])
+                 + [("two_link", "spark", backend, *bad) for backend in ("python", "numba") for bad in _SPARK_BAD]
+                 + [("two_link", "block-lstable", backend, *bad) for backend in ("python", "numba")
+                    for bad in _BLOCK_BAD])
 
 
 @pytest.mark.parametrize("model, method, backend, mutate, message", _SCHEMA_CASES)
