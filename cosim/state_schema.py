@@ -41,9 +41,7 @@ _EVENT_FIELDS = {"time": "real", "name": "str", "kind": "str", "index": "int", "
 
 # dense-output dicts: key -> shape (None: n_y) (a method with a declared record:
 # its declaration, cosim.integrators.state_decl)
-_DENSE = {
-    "rkc-penalty": {"f0": (None,), "f1": (None,), "h": ()},
-}
+_DENSE = {}
 _POSITIVE = {"h", "h_next"}                 # method-state step sizes
 _NONNEGATIVE = {"err_last", "error_estimate", "rho", "penalty", "projection_iterations",
                 "steps_since_rho", "last_stages", "max_stages_used"}

@@ -194,13 +194,22 @@ class Record:
     each size name used in the lengths (n, m, ny …) to its value in the record, an
     expression in slots of I ("I_M + I_NG"); ``order``: {path of a dict in the state:
     its keys in order} where that is not the fields' order; ``module`` is the record
-    module (dotted name) whose layout block this generates."""
+    module (dotted name) whose layout block this generates.
 
-    def __init__(self, module, fields, sizes, order=None):
+    ``base``: a record whose slots this one's start with, at the same places (rkc-penalty's
+    and dopri5/rk4's: the index-1 form reads both).  Both record modules are pasted into
+    one compiled module, where each name is defined once: the layout block leaves out the
+    slots the base defines (the record module imports them from the base's), and
+    ``names`` renames its count of scalar slots, ``offsets`` and ``int_length``
+    ({"N_SCALARS": …, "offsets": …, "int_length": …})."""
+
+    def __init__(self, module, fields, sizes, order=None, base=None, names=None):
         self.module = module
         self.fields = tuple(fields)
         self.sizes = dict(sizes)
         self.order = dict(order or {})
+        self.base = base
+        self.names = {"N_SCALARS": "N_SCALARS", "offsets": "offsets", "int_length": "int_length", **(names or {})}
         self.constants = _constants(self.fields)   # fixed sizes: name -> value
         self._globals = {"__builtins__": {}, **self.constants}   # of the declared expressions
         self._code = {}                  # expression -> its compiled code
@@ -225,6 +234,9 @@ class Record:
         assert len(self.i_arrays) <= 1, "one array of I (its start is a constant)"
         if self.i_arrays:
             self.slots[self.i_arrays[0].name] = i
+        shared = {} if base is None else {k: v for k, v in self.slots.items() if k in base.slots}
+        assert all(base.slots[k] == v for k, v in shared.items()), "a name of the base at another place"
+        self._inherited = set(shared)   # slots the base's record module defines
         self._lengths = {f.name: compile(f.size, f.name, "eval") for f in self.s_arrays + self.i_arrays}
         self._sizes = {name: compile(expr, name, "eval") for name, expr in self.sizes.items()}
         self._size_names = sorted({v for expr in self.sizes.values() for v in _names(expr)})
@@ -253,31 +265,37 @@ class Record:
         """The record module's layout block (marker lines included): plain integer
         constants, ``offsets(n, m, ny)`` (start of each array of S, then the length
         of S) and ``int_length(n, m)`` (the length of I)."""
-        lines = [BEGIN.format(where=self.module)] + _constant_lines(self.fields) + ["# scalar slots of S"]
+        own = self._inherited.isdisjoint
+        after = "" if self.base is None else f" (after the ones of {self.base.module})"
+        lines = [BEGIN.format(where=self.module)] + _constant_lines(self.fields) + ["# scalar slots of S" + after]
         for f in self.fields:
-            if f.store == "S" and f.size is None:
+            if f.store == "S" and f.size is None and own((f.name,)):
                 lines.append(_constant(f.name, self.slots[f.name], f.doc, f.key))
-        lines += [f"N_SCALARS = {self.n_scalars}", "# slots of I"]
+        n_scalars = self.names["N_SCALARS"]
+        lines += [f"{n_scalars} = {self.n_scalars}", "# slots of I" + after]
         for f in self.fields:
             if f.store != "I" or f.size is not None:
                 continue
-            lines.append(_constant(f.name, self.slots[f.name], f.doc, f.key))
+            if own((f.name,)):
+                lines.append(_constant(f.name, self.slots[f.name], f.doc, f.key))
             for name in f.names:
-                lines.append(_constant(name, self.slots[name], ""))
-            if f.names:
+                if own((name,)):
+                    lines.append(_constant(name, self.slots[name], ""))
+            if f.names and own(("N_" + f.name,)):
                 lines.append(_constant("N_" + f.name, len(f.names), ""))
         first = self.i_arrays[0] if self.i_arrays else None
         lines.append(_constant(first.name if first else "N_INTS", self.n_ints, first.doc if first else ""))
         names = ", ".join(f"o_{f.name}" for f in self.s_arrays)
-        body = [f"def offsets({self._arguments(self.s_arrays)}):",
+        body = [f"def {self.names['offsets']}({self._arguments(self.s_arrays)}):",
                 f'    """Start of {", ".join(f.name for f in self.s_arrays)} in S, and the length of S."""']
-        previous = "N_SCALARS"
+        previous = n_scalars
         for f in self.s_arrays:
             body.append(f"    o_{f.name} = {previous}")
             previous = f"o_{f.name} + {f.size}"
         body.append(f"    return {names}, {previous}")
         length = " + ".join([first.name if first else "N_INTS"] + [f.size for f in self.i_arrays])
-        body += ["", "", f"def int_length({self._arguments(self.i_arrays)}):", "    \"\"\"The length of I.\"\"\"",
+        body += ["", "", f"def {self.names['int_length']}({self._arguments(self.i_arrays)}):",
+                 "    \"\"\"The length of I.\"\"\"",
                  f"    return {length}"]
         return "\n".join(lines + ["", ""] + body + [END]) + "\n"
 
@@ -637,14 +655,15 @@ def write_layout(record, filename):
 
 def declarations():
     """(declaration, file of its record module) of every method declared so far."""
-    from . import bdf_state, block_state, explicit_state, ga_state, li1_state, spark_state  # noqa: PLC0415
+    from . import bdf_state, block_state, explicit_state, ga_state, li1_state, rkc_state, spark_state  # noqa: PLC0415
     here = os.path.dirname(os.path.abspath(__file__))
     return [(explicit_state.RECORD, os.path.join(here, "explicit_record.py")),
             (ga_state.RECORD, os.path.join(here, "ga_record.py")),
             (bdf_state.RECORD, os.path.join(here, "bdf_record.py")),
             (li1_state.RECORD, os.path.join(here, "li1_record.py")),
             (spark_state.RECORD, os.path.join(here, "spark_record.py")),
-            (block_state.RECORD, os.path.join(here, "block_record.py"))]
+            (block_state.RECORD, os.path.join(here, "block_record.py")),
+            (rkc_state.RECORD, os.path.join(here, "rkc_record.py"))]
 
 
 def _main():
