@@ -386,14 +386,6 @@ class LStableBlock(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam")), R
         self._outputs_fresh = False
         K.restart(self._S, self._I)
 
-    def state(self):
-        return RECORD.get(self)   # t, y, t_prev, y_prev, u, stats, method_state, qdd, lam
-
-    def restore(self, state):
-        """Continue from ``state`` (validated before anything is written, the kept LU
-        and pivots too; all or nothing)."""
-        RECORD.restore(self, state)
-
     # -- failures ----------------------------------------------------------------------------
     def _failed(self, status):
         S, I = self._S, self._I

@@ -369,7 +369,16 @@ class RecordIntegrator:
             self._entry(self._fns, mode, self._S.copy(), self._I.copy(), self._LU.copy(), self._u_c,
                         self._parameters(), 0.0, 0, self._y_out.copy())
 
-    # -- failures ----------------------------------------------------------------------------
+    # -- state, failures --------------------------------------------------------------------
+    def state(self):
+        """The state dictionary (t, y, t_prev, y_prev, u, stats, method_state, qdd, lam …),
+        read from the record as the method's declaration (``state_declaration``) says."""
+        return self.state_declaration.get(self)
+
+    def restore(self, state):
+        """Continue from ``state`` (validated before anything is written; all or nothing)."""
+        self.state_declaration.restore(self, state)
+
     def _finish(self, status, t_target):
         """After a call of the entry: fresh outputs on success, else the method's error
         (:meth:`_budget_spent` for STEP_BUDGET, :meth:`_failed` for the others)."""

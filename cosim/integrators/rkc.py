@@ -342,13 +342,6 @@ class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "q
         self._outputs_fresh = False
         self._derivative_at_current()
 
-    def state(self):
-        return RECORD.get(self)   # t, y, t_prev, y_prev, u, stats, method_state, qdd, lam
-
-    def restore(self, state):
-        """Continue from ``state`` (validated before anything is written; all or nothing)."""
-        RECORD.restore(self, state)
-
     # -- failures ----------------------------------------------------------------------------
     def _singular_text(self, code, t, ratio):
         """The text of a singular (or non-finite) matrix of the right-hand side at t."""
