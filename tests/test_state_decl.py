@@ -39,7 +39,8 @@ def test_record_module_layout_is_what_the_declaration_generates(decl, filename):
 
 @pytest.mark.parametrize("record, kernel", [("explicit_record", "explicit_kernel"), ("ga_record", "ga_kernel"),
                                             ("bdf_record", "bdf_kernel"), ("li1_record", "li1_kernel"),
-                                            ("spark_record", "spark_kernel")])
+                                            ("spark_record", "spark_kernel"), ("block_record", "block_kernel"),
+                                            ("rkc_record", "rkc_kernel")])
 def test_generated_constants_are_the_kernel_record_slots(record, kernel):
     """The slots as the kernel sees them (the record module imported) and the offsets
     of a nonholonomic model agree with the declaration."""
@@ -49,11 +50,12 @@ def test_generated_constants_are_the_kernel_record_slots(record, kernel):
     decl = next(d for d, f in declarations() if Path(f).name == f"{record}.py")
     for name, value in {**decl.constants, **decl.slots}.items():
         assert getattr(R, name) == value == getattr(K, name, value), name
-    sizes = {"n": 3, "m": 2, "ny": 6, "mz": 3, "ggl": 1, "ng": 1, "ns": 5, "g": 1, "s": 2, "nv": 2, "nb": 2}
+    sizes = {"n": 3, "m": 2, "ny": 6, "mz": 3, "ggl": 1, "ng": 1, "ns": 5, "g": 1, "s": 2, "nv": 2, "nb": 2, "r": 3}
     starts = decl.s_offsets(sizes)
-    args = [sizes[a.strip()] for a in inspect.signature(R.offsets).parameters]
-    assert R.offsets(*args) == tuple(o for o, _ in starts.values()) + (
-        sum(length for _, length in starts.values()) + R.N_SCALARS,)
+    offsets = getattr(R, decl.names["offsets"])
+    args = [sizes[a.strip()] for a in inspect.signature(offsets).parameters]
+    assert offsets(*args) == tuple(o for o, _ in starts.values()) + (
+        sum(length for _, length in starts.values()) + getattr(R, decl.names["N_SCALARS"]),)
 
 
 @pytest.mark.parametrize("ggl", [0, 1])
@@ -137,6 +139,53 @@ def test_spark_state_dictionary_has_the_declared_keys(backend):
     assert s["method_state"]["h"] == sim.integrator.h == 0.01 and s["method_state"]["h_last"] == 0.01
 
 
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_block_state_dictionary_has_the_declared_keys(backend):
+    sim = cosim.Simulation("two_link", "block-lstable", backend=backend, h=0.01, method_options={"r": 3})
+    sim.do_step(0.0, 0.01)
+    s = sim.integrator.state()
+    assert list(s) == ["method", "t", "y", "t_prev", "y_prev", "u", "stats", "method_state", "qdd", "lam"]
+    assert list(s["method_state"]) == ["h", "h_last", "stage_q", "stage_v", "stage_t0", "error_estimate", "newton"]
+    n, m = sim.model.n_q, sim.model.n_c
+    assert s["method_state"]["newton"]["lu"].shape == (3 * (n + m),) * 2 and s["method_state"]["stage_q"].shape == (3, n)
+    assert np.array_equal(s["method_state"]["stage_q"][-1], sim.integrator.q)   # c_r = 1: the last stage is the step's end
+    assert s["method_state"]["h"] == s["method_state"]["h_last"] == 0.01 and s["method_state"]["stage_t0"] == 0.0
+    sim.integrator.restart()
+    assert sim.integrator.state()["method_state"]["stage_t0"] is None
+
+
+def test_rkc_penalty_record_shares_the_slots_of_the_index1_form():
+    """The index-1 form (index1_kernel) is pasted into both compiled methods: the slots
+    it reads are at the same places in both records (rkc_record's layout leaves them
+    out: they are explicit_record's), and it reads neither record's own names (the
+    pivots' start is its argument)."""
+    from cosim import jit
+    from cosim.integrators import index1_kernel
+    from cosim.integrators.explicit_state import RECORD as explicit
+    from cosim.integrators.rkc_state import RECORD as rkc
+    shared = set(explicit.slots) & set(rkc.slots)
+    assert rkc._inherited == shared and all(explicit.slots[k] == rkc.slots[k] for k in shared)
+    own = (set(explicit.slots) ^ set(rkc.slots)) | {*explicit.names.values(), *rkc.names.values()}
+    used = set().union(*(jit._global_names(f.__code__) for f in vars(index1_kernel).values()
+                         if inspect.isfunction(f) and f.__module__ == index1_kernel.__name__))
+    assert {"F_CT", "HAS_F", "ST_LU"} <= used and not used & own, used & own
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_rkc_penalty_state_dictionary_has_the_declared_keys(backend):
+    sim = cosim.Simulation("knife_edge", "rkc-penalty", backend=backend)
+    sim.do_step(0.0, 0.01)
+    s = sim.integrator.state()
+    assert list(s) == ["method", "t", "y", "t_prev", "y_prev", "u", "stats", "method_state", "qdd", "lam"]
+    assert list(s["method_state"]) == ["h_next", "f_cur", "dense", "rho", "eigvec", "steps_since_rho", "penalty",
+                                       "alpha", "h_last", "err_last", "last_stages", "max_stages_used"]
+    assert list(s["method_state"]["dense"]) == ["f0", "f1", "h"] and s["method_state"]["alpha"] == -1.0
+    ny = sim.model.n_y
+    assert s["method_state"]["eigvec"].shape == s["method_state"]["dense"]["f1"].shape == (ny,)
+    assert np.array_equal(s["method_state"]["dense"]["f1"], s["method_state"]["f_cur"])
+    assert s["method_state"]["max_stages_used"] >= s["method_state"]["last_stages"] >= 2
+
+
 _GA_BAD = [
     (lambda d: d.__setitem__("h_last", -2.0), "method_state.h_last: must be >= 0 (or -1: none)"),
     (lambda d: d.__setitem__("h_next", 0.0), "method_state.h_next: must be > 0"),
@@ -191,6 +240,33 @@ _SPARK_BAD = [
 ]
 
 
+# two_link (n = 6, m = 4), r = 4 nodes
+_BLOCK_BAD = [
+    (lambda d: d.__setitem__("h", 0.0), "method_state.h: must be > 0"),
+    (lambda d: d.__setitem__("h_last", -2.0), "method_state.h_last: must be >= 0 (or -1: none)"),
+    (lambda d: d.__setitem__("error_estimate", -1.0), "method_state.error_estimate: must be >= 0"),
+    (lambda d: d.__setitem__("stage_q", d["stage_q"].reshape(-1)), "method_state.stage_q: must have shape (4, 6)"),
+    (lambda d: d["stage_v"].__setitem__((3, 5), np.inf), "method_state.stage_v[3, 5]: must be finite"),
+    (lambda d: d.__setitem__("stage_t0", "0"), "method_state.stage_t0: must be a real number"),
+    (lambda d: d["newton"]["piv"].__setitem__(0, 40), "method_state.newton.piv[0]"),
+    (lambda d: d["newton"].__setitem__("lu", np.eye(3)), "method_state.newton.lu: must have shape (40, 40)"),
+]
+
+
+# knife_edge (n_y = 6)
+_RKC_BAD = [
+    (lambda d: d.__setitem__("h_next", 0.0), "method_state.h_next: must be > 0"),
+    (lambda d: d.__setitem__("rho", -1.0), "method_state.rho: must be >= 0"),
+    (lambda d: d.__setitem__("penalty", np.inf), "method_state.penalty: must be finite"),
+    (lambda d: d.__setitem__("alpha", -0.5), "method_state.alpha: must be >= 0 (or -1: none)"),
+    (lambda d: d.__setitem__("eigvec", np.zeros(3)), "method_state.eigvec: must have shape (6,)"),
+    (lambda d: d.__setitem__("steps_since_rho", -1), "method_state.steps_since_rho: must be in 0.."),
+    (lambda d: d.__setitem__("last_stages", 2.0), "method_state.last_stages: must be an integer"),
+    (lambda d: d["dense"].__setitem__("h", np.array(0.0)), "method_state.dense.h: must be > 0"),
+    (lambda d: d.pop("err_last"), "method_state: lacks ['err_last']"),
+]
+
+
 _BAD = [
     (lambda d: d.__setitem__("h_next", -1.0), "method_state.h_next: must be > 0"),
     (lambda d: d.__setitem__("h_next", 1e-300), "method_state.h_next: step size 1e-300 does not advance"),
@@ -212,7 +288,11 @@ _SCHEMA_CASES = ([("knife_edge", method, "auto", *bad) for method in ("dopri5", 
                  + [("two_link", "bdf", backend, *bad) for backend in ("python", "numba") for bad in _BDF_BAD]
                  + [("knife_edge", "local-index1", backend, *bad) for backend in ("python", "numba")
                     for bad in _LI1_BAD]
-                 + [("two_link", "spark", backend, *bad) for backend in ("python", "numba") for bad in _SPARK_BAD])
+                 + [("two_link", "spark", backend, *bad) for backend in ("python", "numba") for bad in _SPARK_BAD]
+                 + [("two_link", "block-lstable", backend, *bad) for backend in ("python", "numba")
+                    for bad in _BLOCK_BAD]
+                 + [("knife_edge", "rkc-penalty", backend, *bad) for backend in ("python", "numba")
+                    for bad in _RKC_BAD])
 
 
 @pytest.mark.parametrize("model, method, backend, mutate, message", _SCHEMA_CASES)

@@ -66,7 +66,8 @@ from . import block_record, dense_lu, kernel_common
 from . import block_kernel as K
 from .base import MultibodyIntegrator
 from .model_functions import compiled_unsupported
-from .record import RecordIntegrator, record_array, record_point, record_scalar
+from .block_state import RECORD
+from .record import RecordIntegrator, record_point
 
 NODE_FAMILIES = ("equidistant", "chebyshev", "legendre")
 DEFAULT_H = 1e-2
@@ -216,7 +217,6 @@ def compiled_entry():
 
 _NEWTON_REASONS = {K.R_RESIDUAL: "residual is not finite", K.R_UPDATE: "Newton update is not finite",
                    K.R_NO_CONVERGENCE: f"no convergence in {K.NEWTON_MAX_ITER} iterations"}
-_Y, _YP, _QDD, _LAM, _SQ, _SV = range(6)   # positions in _slices
 
 
 class LStableBlock(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam")), RecordIntegrator, MultibodyIntegrator):
@@ -244,10 +244,13 @@ class LStableBlock(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam")), R
     _kernel = K
     compiled_entry = staticmethod(compiled_entry)
 
-    h = record_scalar(K.H, writable=True)
-    error_estimate = record_scalar(K.ERR_EST, writable=True)
-    stage_q = record_array(_SQ, writable=True, shape=lambda self: (self.r, self._n))
-    stage_v = record_array(_SV, writable=True, shape=lambda self: (self.r, self._n))
+    state_declaration = RECORD   # the record, the state dictionary and its schema
+    h = RECORD.view("method_state.h")
+    error_estimate = RECORD.view("method_state.error_estimate")
+    stage_q = RECORD.view("method_state.stage_q")   # (r, n): the stage positions of the last step
+    stage_v = RECORD.view("method_state.stage_v")
+    stage_t0 = RECORD.view("method_state.stage_t0",
+                           "Start of the step whose stage data the record holds (None: none, after a restart).")
 
     def __init__(self, model, backend="python", **kwargs):
         self._construct(model, backend, supports, K.N_SCALARS, kwargs)
@@ -348,12 +351,6 @@ class LStableBlock(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam")), R
         value = float(self._S[K.H_LAST])
         return None if value < 0 else value
 
-    @property
-    def stage_t0(self):
-        """Start of the step whose stage data the record holds (None: none, after a restart)."""
-        value = float(self._S[K.STAGE_T0])
-        return None if math.isnan(value) else value
-
     # -- set-up ------------------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
         report = self._analyse_start(t0, y0, **ic_options)
@@ -388,31 +385,6 @@ class LStableBlock(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam")), R
         kernel's ``restart``; the Newton matrix and q'', λ are kept)."""
         self._outputs_fresh = False
         K.restart(self._S, self._I)
-
-    def _method_state(self):
-        S = self._S
-        h_last = float(S[K.H_LAST])
-        return {"h": float(S[K.H]), "h_last": -1.0 if h_last < 0 else h_last,
-                "stage_q": self.stage_q, "stage_v": self.stage_v, "stage_t0": self.stage_t0,
-                "error_estimate": float(S[K.ERR_EST]), "newton": self._newton_state(K.PIV)}
-
-    def _restore_method_state(self, d):
-        S = self._S
-        S[K.H] = float(d["h"])
-        S[K.H_LAST] = -1.0 if d["h_last"] < 0 else float(d["h_last"])
-        self._write(_SQ, d["stage_q"])
-        self._write(_SV, d["stage_v"])
-        S[K.STAGE_T0] = math.nan if d["stage_t0"] is None else float(d["stage_t0"])
-        S[K.ERR_EST] = float(d["error_estimate"])
-        self._write_newton_state(d["newton"], K.PIV)   # (older snapshots without an LU: rebuilt)
-        if "lu" in d["newton"]:
-            self._LU[:, :] = d["newton"]["lu"]
-
-    def restore(self, state):
-        """Continue from ``state`` (validated first, the kept LU and pivots too; all
-        or nothing)."""
-        self._checked_newton_state(state)
-        super().restore(state)
 
     # -- failures ----------------------------------------------------------------------------
     def _failed(self, status):

@@ -177,7 +177,7 @@ class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyInt
         f, lam = np.zeros(ny), np.zeros(m)
         work = K.workspace(n, m, ny)
         y = np.ascontiguousarray(y, dtype=float)
-        cause = K._evaluate(python_functions(self.model), self._S, self._I, self._LU,
+        cause = K._evaluate(python_functions(self.model), self._S, self._I, self._LU, K.PIV,
                             self._parameters(), self._u_c, n, m, float(t), y, f, lam, work)
         if cause != K.C_NONE:
             raise SingularMatrixError(_singular_text(cause, t, float(self._S[K.F_CINFO])), t=t, h=None,

@@ -157,7 +157,7 @@ def _project_stage(fns, S, I, LU, p, n, m, t, y_new, w, stage, its):
             if rel <= PROJECTION_TOL or big <= 4 * EPS * max(1.0, xmax):
                 return its, C_NONE
         if attempt == 0:
-            cause = _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq)
+            cause = _factorize(fns, S, I, LU, PIV, p, n, m, q, t, M, Cq)
             if cause != C_NONE:
                 return its, cause
     S[F_CT] = t
@@ -178,7 +178,7 @@ def _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
             for j in range(s):
                 acc += DP_A[s, j] * K[j, i]
             ys[i] = y[i] + h * acc
-        cause = _evaluate(fns, S, I, LU, p, u, n, m, t + DP_C[s] * h, ys, K[s], lam, w)
+        cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + DP_C[s] * h, ys, K[s], lam, w)
         if cause != C_NONE:
             return cause, 0.0
     for i in range(n2):
@@ -186,7 +186,7 @@ def _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
         for j in range(6):
             acc += DP_B[j] * K[j, i]
         y_new[i] = y[i] + h * acc
-    cause = _evaluate(fns, S, I, LU, p, u, n, m, t + h, y_new, K[6], lam, w)
+    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + h, y_new, K[6], lam, w)
     if cause != C_NONE or fixed:
         return cause, 0.0
     for i in range(n2):
@@ -203,17 +203,17 @@ def _rk4(fns, S, I, LU, p, u, n, m, t, y, h, k1, out, w):
     n2 = y.shape[0]
     for i in range(n2):
         ys[i] = y[i] + (0.5 * h) * k1[i]
-    cause = _evaluate(fns, S, I, LU, p, u, n, m, t + 0.5 * h, ys, k2, lam, w)
+    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + 0.5 * h, ys, k2, lam, w)
     if cause != C_NONE:
         return cause
     for i in range(n2):
         ys[i] = y[i] + (0.5 * h) * k2[i]
-    cause = _evaluate(fns, S, I, LU, p, u, n, m, t + 0.5 * h, ys, k3, lam, w)
+    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + 0.5 * h, ys, k3, lam, w)
     if cause != C_NONE:
         return cause
     for i in range(n2):
         ys[i] = y[i] + h * k3[i]
-    cause = _evaluate(fns, S, I, LU, p, u, n, m, t + h, ys, k4, lam, w)
+    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + h, ys, k4, lam, w)
     if cause != C_NONE:
         return cause
     c = h / 6.0
@@ -235,7 +235,7 @@ def _attempt_rk4(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
     cause = _rk4(fns, S, I, LU, p, u, n, m, t, y, 0.5 * h, f0, y_half, w)
     if cause != C_NONE:
         return cause, 0.0
-    cause = _evaluate(fns, S, I, LU, p, u, n, m, t + 0.5 * h, y_half, f_half, w[15], w)
+    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + 0.5 * h, y_half, f_half, w[15], w)
     if cause != C_NONE:
         return cause, 0.0
     cause = _rk4(fns, S, I, LU, p, u, n, m, t + 0.5 * h, y_half, 0.5 * h, f_half, y_new, w)
@@ -295,7 +295,7 @@ def step(fns, S, I, LU, u, p, t_limit, w, lazy_end):
         y[i] = S[o_y + i]
     # f at the current point (FSAL stage when available): _derivative_at_current
     if I[HAS_F] == 0:
-        cause = _evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w)
+        cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t, y, f, lam, w)
         status = keep_current_derivative(S, I, cause, f, lam, n, m, n2, o_f, o_qdd, o_lam)
         if status != OK:
             return status
@@ -337,7 +337,7 @@ def step(fns, S, I, LU, u, p, t_limit, w, lazy_end):
             deferred = lazy_end and fixed and lands and not dopri
             if cause == C_NONE and not dopri and not deferred:
                 # RK4._after_projection: f at the projected point, the next k1
-                cause = _evaluate(fns, S, I, LU, p, u, n, m, t_new, y_proj, f, lam, w)
+                cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t_new, y_proj, f, lam, w)
                 if cause == C_NONE and not all_finite(f):
                     cause = C_RHS
         if cause == C_NONE and err <= 1.0:
@@ -420,7 +420,7 @@ def complete_step(fns, S, I, LU, u, p):
     y, lam, f = w[10], w[15], w[22]
     for i in range(n2):
         y[i] = S[o_y + i]
-    cause = _evaluate(fns, S, I, LU, p, u, n, m, S[T], y, f, lam, w)
+    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, S[T], y, f, lam, w)
     status = keep_current_derivative(S, I, cause, f, lam, n, m, n2, o_f, o_qdd, o_lam)
     if status == OK:
         _keep_end(S, f, n, n2, o_f, o_qdd, o_d)

@@ -90,10 +90,10 @@ N_SCALARS = 14
 # slots of I
 I_N = 0  # n coordinates (0: first order)
 I_M = 1  # m multiplier rows (C and B)
-METHOD = 2  # DOPRI5 or RK4
+METHOD = 2  # DOPRI5 or RK4 (rkc-penalty: unused)
 HAS_F = 3  # 1: the record holds f_cur
 HAS_DENSE = 4  # 1: the record holds dense output
-PROJ_ITERS = 5  # projection iterations; state: method_state.projection_iterations
+PROJ_ITERS = 5  # projection iterations (rkc-penalty: unused); state: method_state.projection_iterations
 CAUSE = 6  # why the last trial step failed (C_*)
 STATS = 7  # the statistics (base.STAT_KEYS order); state: stats
 ST_STEPS = 7

@@ -334,13 +334,6 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
         return np.concatenate([q, v])
 
     # -- state -------------------------------------------------------------------------------
-    def state(self):
-        return RECORD.get(self)   # t, y, t_prev, y_prev, u, stats, method_state, qdd, lam
-
-    def restore(self, state):
-        """Continue from ``state`` (validated before anything is written; all or nothing)."""
-        RECORD.restore(self, state)
-
     def reset_point(self, t, y):
         """Continue from (t, y) — e.g. after an event's jump map — and restart."""
         self._settle()

@@ -6,7 +6,8 @@ kernels that use it: :mod:`.explicit_kernel` (dopri5/rk4) and :mod:`.rkc_kernel`
 (rkc-penalty, whose penalty right-hand side of eqs. 91-92 uses the same factor
 of J); pasted into both compiled methods (``helpers`` of
 :func:`cosim.jit.method_entry`, after :mod:`.explicit_record`, whose slots and
-codes these functions use — rkc_record shares them).
+codes these functions use — rkc_record shares them; the pivots of J, which follow
+each method's own slots of I, start where the argument ``piv`` says).
 """
 import math
 
@@ -14,7 +15,7 @@ from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
 from .kernel_common import (FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS, FN_NH_GAMMA,
     FN_NH_MATRIX, FN_NH_OFFSET, all_finite)
 from .explicit_record import (C_NONE, C_NONFINITE_MATRIX, C_SINGULAR, F_CINFO, F_CT, F_H, FIRST_ORDER,
-                              HAS_F, I_NG, NONFINITE_DERIVATIVE, NONFINITE_MATRIX, OK, PIV, SINGULAR,
+                              HAS_F, I_NG, NONFINITE_DERIVATIVE, NONFINITE_MATRIX, OK, SINGULAR,
                               ST_LU, ST_RES)
 
 
@@ -48,10 +49,11 @@ def _nh_gamma(fns, p, mh, q, v, t, g):
 # ---------------------------------------------------------------------------------
 # J (eq. 89), the right-hand side and y' = [v; q''] (eq. 88)
 # ---------------------------------------------------------------------------------
-def _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq):
+def _factorize(fns, S, I, LU, piv, p, n, m, q, t, M, Cq):
     """LU of J(q, t) = [[M, C_qᵀ], [C_q, 0]] (eq. 89; with nonholonomic rows
-    [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]]) into LU / I[PIV] with the
-    singularity test of common.lu_factor; returns a cause code."""
+    [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]]) into LU and its pivots into I from
+    ``piv`` (the record's PIV), with the singularity test of common.lu_factor;
+    returns a cause code."""
     N = n + m
     mh = m - n_nonholonomic(I)
     for i in range(N):
@@ -75,7 +77,7 @@ def _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq):
             if not math.isfinite(LU[i, j]):
                 S[F_CT] = t
                 return C_NONFINITE_MATRIX
-    info = lu_factor_inplace(LU, I[PIV:PIV + N])
+    info = lu_factor_inplace(LU, I[piv:piv + N])
     ratio = 0.0 if info != 0 else pivot_ratio(LU)
     if ratio <= 1e-14:
         S[F_CT] = t
@@ -101,22 +103,22 @@ def _index1_rhs(fns, I, p, u, n, m, q, v, t, Q, g, rhs):
             rhs[n + k] = g[k]
 
 
-def _factor_and_rhs(fns, S, I, LU, p, u, n, m, t, y, w):
-    """q, v of y = [q; v] into w[0], w[1], J of eq. 89 at (q, t) factored into LU (M,
-    C_q in w[2], w[3]) and its right-hand side [Q; γ; γ_G] in w[6] (Q, γ: w[4], w[5]).
-    Returns a cause code (C_NONE on success)."""
+def _factor_and_rhs(fns, S, I, LU, piv, p, u, n, m, t, y, w):
+    """q, v of y = [q; v] into w[0], w[1], J of eq. 89 at (q, t) factored into LU (its
+    pivots in I from ``piv``; M, C_q in w[2], w[3]) and its right-hand side [Q; γ; γ_G]
+    in w[6] (Q, γ: w[4], w[5]).  Returns a cause code (C_NONE on success)."""
     q, v, M, Cq, Q, g, rhs = w[0], w[1], w[2], w[3], w[4], w[5], w[6]
     for i in range(n):
         q[i] = y[i]
         v[i] = y[n + i]
-    cause = _factorize(fns, S, I, LU, p, n, m, q, t, M, Cq)
+    cause = _factorize(fns, S, I, LU, piv, p, n, m, q, t, M, Cq)
     if cause != C_NONE:
         return cause
     _index1_rhs(fns, I, p, u, n, m, q, v, t, Q, g, rhs)      # [Q; γ; γ_G]
     return C_NONE
 
 
-def _evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
+def _evaluate(fns, S, I, LU, piv, p, u, n, m, t, y, f, lam, w):
     """f = y' = [v; q''] at (t, y) (eq. 88) and λ (with the
     rows B q'' = γ_G, λ = [λ; μ]); the factor of J stays in LU.  Returns a cause
     code (C_NONE on success)."""
@@ -126,10 +128,10 @@ def _evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
         f[:] = 0.0
         fns[FN_FORCES](y, y, t, u, p, f)
         return C_NONE
-    cause = _factor_and_rhs(fns, S, I, LU, p, u, n, m, t, y, w)
+    cause = _factor_and_rhs(fns, S, I, LU, piv, p, u, n, m, t, y, w)
     if cause != C_NONE:
         return cause
-    lu_solve_inplace(LU, I[PIV:PIV + n + m], rhs)
+    lu_solve_inplace(LU, I[piv:piv + n + m], rhs)
     for i in range(n):
         f[i] = v[i]
         f[n + i] = rhs[i]

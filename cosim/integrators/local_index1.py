@@ -187,13 +187,6 @@ class LocalEquivalentIndex1(record_point(R.T, R.T_PREV, ("y", "y_prev", "qdd", "
     def _reset_point(self):
         """(q'' and λ at the new point: the restart that follows computes them.)"""
 
-    def state(self):
-        return RECORD.get(self)   # t, y, t_prev, y_prev, u, stats, method_state, qdd, lam
-
-    def restore(self, state):
-        """Continue from ``state`` (validated before anything is written; all or nothing)."""
-        RECORD.restore(self, state)
-
     # -- failures ----------------------------------------------------------------------------
     def _failed(self, status):
         S, I = self._S, self._I

@@ -14,7 +14,6 @@ options, set-up, dense output, state dictionary and error messages.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 import numpy as np
 
@@ -61,18 +60,16 @@ def record_scalar(slot, writable=False):
     return property(get, set if writable else None)
 
 
-def record_array(index, writable=False, shape=None):
-    """A copy of array ``index`` (the method's ``_slices`` order) of S, reshaped by
-    ``shape(self)`` if given (None before the start); ``writable``: assigning None
-    does nothing, an array writes the record."""
+def record_array(index, writable=False):
+    """A copy of array ``index`` (the method's ``_slices`` order) of S (None before
+    the start); ``writable``: assigning None does nothing, an array writes the record."""
 
     def get(self):
         if not self._has_state:
             return None
         self._settle()
         start, length = self._slices[index]
-        out = self._S[start:start + length].copy()
-        return out if shape is None else out.reshape(shape(self))
+        return self._S[start:start + length].copy()
 
     def set(self, value):
         if value is not None:
@@ -104,57 +101,6 @@ def kernel_model_reason(model, nonholonomic):
     if model.kind != "multibody":
         return f"model {model.name!r} is {model.kind} (no compiled kernels)"
     return compiled_unsupported(model, nonholonomic=nonholonomic)
-
-
-def record_flagged(flag, read, write, doc=None):
-    """A value the record holds while flag ``flag`` of I is set (None: it holds none):
-    ``read(self)`` builds it from S, ``write(self, value)`` stores it; assigning None
-    clears the flag."""
-
-    def get(self):
-        self._settle()
-        return read(self) if self._I[flag] else None
-
-    def set(self, value):
-        self._settle()
-        self._outputs_fresh = False
-        if value is None:
-            self._I[flag] = 0
-            return
-        write(self, value)
-        self._I[flag] = 1
-    return property(get, set, doc=doc)
-
-
-def record_flagged_array(flag, offset, what):
-    """An optional vector of S (length ``self._ny``, from ``self.<offset>``) present while
-    flag ``flag`` of I is set."""
-
-    def read(self):
-        start = getattr(self, offset)
-        return self._S[start:start + self._ny].copy()
-
-    def write(self, value):
-        start = getattr(self, offset)
-        self._S[start:start + self._ny] = self._vector(value, self._ny, what)
-    return record_flagged(flag, read, write, f"{what} (None: not in the record)")
-
-
-def hermite_dense(flag, h_slot):
-    """The dense-output data of a cubic Hermite step: f at both ends of the last step
-    (f0, f1 at ``self._o_d``, length ``self._ny``) and its h (S[h_slot]); None before a
-    step (flag ``flag`` of I clear)."""
-
-    def read(self):
-        ny, o, S = self._ny, self._o_d, self._S
-        return {"f0": S[o:o + ny].copy(), "f1": S[o + ny:o + 2 * ny].copy(), "h": np.array(S[h_slot])}
-
-    def write(self, value):
-        ny, o = self._ny, self._o_d
-        self._S[o:o + ny] = self._vector(value["f0"], ny, "dense.f0")
-        self._S[o + ny:o + 2 * ny] = self._vector(value["f1"], ny, "dense.f1")
-        self._S[h_slot] = float(value["h"])
-    return record_flagged(flag, read, write, "f at both ends of the last step and its h (None before a step)")
 
 
 class RecordIntegrator:
@@ -264,29 +210,6 @@ class RecordIntegrator:
             self._bind_model()
         return report
 
-    def _checked_newton_state(self, state):
-        """Validate ``state`` for this method before anything is written (the schema,
-        and the kept LU and pivots, which compiled code indexes); returns its Newton
-        state.  The iteration matrix is ``self._N`` square."""
-        from ..state_schema import check_integrator_state, check_newton_state  # noqa: PLC0415
-        from .dense_lu import pivots_valid  # noqa: PLC0415
-        if not isinstance(state, Mapping) or state.get("method") != self.name:
-            method = state.get("method") if isinstance(state, Mapping) else None
-            raise StateError(f"state belongs to method {method!r:.40}, not {self.name!r}")
-        if self._has_state:
-            check_integrator_state(self, state)
-        newton = state["method_state"]["newton"]
-        N = self._N
-        check_newton_state("newton", newton, N)
-        if "lu" in newton:
-            lu, piv = np.asarray(newton["lu"], dtype=float), np.asarray(newton["piv"])
-            if lu.shape != (N, N) or not np.isfinite(lu).all():
-                raise StateError(f"iteration-matrix LU must be a finite {N}x{N} array, "
-                                 f"got shape {lu.shape}")
-            if piv.shape != (N,) or piv.dtype.kind not in "iu" or not pivots_valid(piv.astype(np.int64), N):
-                raise StateError(f"iteration-matrix pivots must be {N} row indices k <= piv[k] < {N}")
-        return newton
-
     def _set_record(self, S, I, N):
         """A new record: S, I (the statistics of the old one carried over) and an N×N
         LU; no state yet, the outputs stale."""
@@ -309,13 +232,6 @@ class RecordIntegrator:
 
     def _settle(self):
         """Carry out deferred work before the record is read or written (none here)."""
-
-    @staticmethod
-    def _vector(value, length, what):
-        arr = np.asarray(value, dtype=float).reshape(-1)
-        if arr.shape != (length,):
-            raise StateError(f"{what} has {arr.size} entries, the record slot holds {length}")
-        return arr
 
     def _write(self, index, value):
         start, length = self._slices[index]
@@ -454,70 +370,14 @@ class RecordIntegrator:
                         self._parameters(), 0.0, 0, self._y_out.copy())
 
     # -- state, failures --------------------------------------------------------------------
+    def state(self):
+        """The state dictionary (t, y, t_prev, y_prev, u, stats, method_state, qdd, lam …),
+        read from the record as the method's declaration (``state_declaration``) says."""
+        return self.state_declaration.get(self)
+
     def restore(self, state):
-        """Continue from ``state`` (validated first; all or nothing: on any error the
-        record, the inputs and the started flag are put back)."""
-        self._settle()
-        saved = self._S.copy(), self._I.copy(), self._LU.copy(), self._u_c, self._has_state
-        try:
-            super().restore(state)
-        except BaseException:
-            self._S[:], self._I[:], self._LU[:, :], self._u_c, self._has_state = saved
-            raise
-        self._has_state = True
-        self._outputs_fresh = False
-
-    def _restore_swapped(self, state, first_piv):
-        """Continue from ``state`` (a method that keeps its Newton matrix): validated
-        first, then written into copies of S and I that replace the record only when
-        everything is written (all or nothing) — t, t_prev, the record arrays
-        (:meth:`_state_arrays`: (index in ``_slices``, value) pairs), the method's own
-        slots (:meth:`_write_method_state`), the Newton state (pivots in I from
-        ``first_piv``) and the statistics; then the kept LU and the inputs."""
-        newton = self._checked_newton_state(state)
-        K = self._kernel
-        S, I = self._S.copy(), self._I.copy()
-        saved = self._S, self._I
-        self._S, self._I = S, I
-        try:
-            S[K.T], S[K.T_PREV] = float(state["t"]), float(state["t_prev"])
-            for index, value in self._state_arrays(state):
-                self._write(index, value)
-            self._write_method_state(state["method_state"])
-            self._write_newton_state(newton, first_piv)
-            self.stats = state["stats"]
-        except BaseException:
-            self._S, self._I = saved
-            raise
-        if "lu" in newton:
-            self._LU[:, :] = newton["lu"]
-        self.u = np.array(state["u"], dtype=float)
-        self._has_state = True
-        self._outputs_fresh = False
-
-    def _newton_state(self, first_piv):
-        """The quasi-Newton part of the state dictionary: σ, h of the matrix and, when
-        the record keeps a factor, its LU, pivots (I from ``first_piv``), the refresh
-        flag and the relaxation."""
-        K, S, I = self._kernel, self._S, self._I
-        newton = {"sigma": float(S[K.SIGMA]), "h_jac": float(S[K.H_JAC])}
-        if I[K.HAS_FACTOR]:
-            newton.update(lu=self._LU.copy(), piv=I[first_piv:first_piv + self._N].astype(np.int32),
-                          need_jac=bool(I[K.NEED_JAC]), relax=float(S[K.RELAX]))
-        return newton
-
-    def _write_newton_state(self, newton, first_piv):
-        """The quasi-Newton part of a state dictionary into S and I (the LU itself is
-        the caller's); without a kept factor the next solve forms one."""
-        K, S, I = self._kernel, self._S, self._I
-        S[K.SIGMA], S[K.H_JAC] = float(newton["sigma"]), float(newton["h_jac"])
-        if "lu" in newton:
-            I[first_piv:first_piv + self._N] = np.asarray(newton["piv"])
-            I[K.HAS_FACTOR], I[K.NEED_JAC] = 1, 1 if newton["need_jac"] else 0
-            S[K.RELAX] = float(newton["relax"])
-        else:
-            I[K.HAS_FACTOR], I[K.NEED_JAC] = 0, 1
-            S[K.RELAX] = 1.0
+        """Continue from ``state`` (validated before anything is written; all or nothing)."""
+        self.state_declaration.restore(self, state)
 
     def _finish(self, status, t_target):
         """After a call of the entry: fresh outputs on success, else the method's error

@@ -67,11 +67,11 @@ from . import rkc_kernel as K
 from .base import MultibodyIntegrator
 from .common import error_weights, last_step_dense_output, weighted_rms_norm
 from .model_functions import n_nonholonomic, python_functions
-from .record import (DeferredRestart, RecordIntegrator, hermite_dense, kernel_model_reason, record_flagged_array,
-                     record_point, record_scalar)
+from .record import DeferredRestart, RecordIntegrator, kernel_model_reason, record_point
+from .rkc_state import RECORD
 
 MAX_REJECTIONS = K.MAX_REJECTIONS
-_Y, _YP, _QDD, _LAM = range(4)   # positions in rkc_kernel.rkc_offsets()
+_Y, _YP, _QDD, _LAM = range(4)   # positions in _slices (rkc_kernel.rkc_offsets())
 _J_TEXT = "[[M, C_q^T], [C_q, 0]] (seed 000 eq. 89)"        # the matrix of eqs. 91-92
 _BAYO_TEXT = "M + alpha C_q^T C_q (Bayo penalty form)"
 
@@ -121,18 +121,6 @@ def compiled_entry():
                             helpers=(dense_lu, kernel_common, explicit_record, index1_kernel, rkc_record))
 
 
-def _record_int(offset):
-    """An int view of rkc-penalty's slot ``offset`` of I (after the pivots)."""
-    def get(self):
-        self._settle()
-        return int(self._I[self._xb + offset])
-
-    def set(self, value):
-        self._settle()
-        self._I[self._xb + offset] = int(value)
-    return property(get, set)
-
-
 class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam"), settle=True), RecordIntegrator,
                  MultibodyIntegrator):
     """Penalty formulation (seed 000 eqs. 90-92) + 2nd-order Runge-Kutta-Chebyshev.
@@ -154,14 +142,18 @@ class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "q
     _kernel = K
     compiled_entry = staticmethod(compiled_entry)
 
-    h_next = record_scalar(K.H_NEXT, writable=True)
-    rho = record_scalar(K.RHO, writable=True)
-    penalty = record_scalar(K.CHI, writable=True)     # χ (seed form) or ω (Bayo form)
-    h_last = record_scalar(K.H_LAST, writable=True)
-    err_last = record_scalar(K.ERR_LAST, writable=True)
-    steps_since_rho = _record_int(K.X_STEPS_SINCE_RHO)
-    last_stages = _record_int(K.X_LAST_STAGES)
-    max_stages_used = _record_int(K.X_MAX_STAGES_USED)
+    state_declaration = RECORD   # the record, the state dictionary and its schema
+    h_next = RECORD.view("method_state.h_next")
+    rho = RECORD.view("method_state.rho")
+    penalty = RECORD.view("method_state.penalty")     # χ (seed form) or ω (Bayo form)
+    h_last = RECORD.view("method_state.h_last")
+    err_last = RECORD.view("method_state.err_last")
+    steps_since_rho = RECORD.view("method_state.steps_since_rho")
+    last_stages = RECORD.view("method_state.last_stages")
+    max_stages_used = RECORD.view("method_state.max_stages_used")
+    f_cur = RECORD.view("method_state.f_cur", "f at the current point (None: not in the record)")
+    eigvec = RECORD.view("method_state.eigvec", "The power method's last eigenvector estimate (None: none yet).")
+    _dense = RECORD.view("method_state.dense")   # f at both ends of the last step and its h (None before a step)
 
     def __init__(self, model, backend="python", **kwargs):
         self._construct(model, backend, supports, K.RKC_SCALARS, kwargs)
@@ -219,14 +211,12 @@ class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "q
         offs = K.rkc_offsets(n, m, ny)
         self._slices = [(offs[i], length) for i, length in enumerate((ny, ny, n, m))]
         self._n, self._m, self._ny = n, m, ny
-        self._o_f, self._o_d, self._o_e = offs[4], offs[5], offs[6]
-        self._xb = K.rkc_ints(n, m)
         S = np.zeros(offs[-1])
         S[K.T] = S[K.T_PREV] = math.nan
         I = np.zeros(K.rkc_int_length(n, m), dtype=np.int64)
         I[K.I_N], I[K.I_M], I[K.I_NY], I[K.I_NG] = n, m, ny, g
-        I[self._xb + K.X_MAX_STAGES] = self.opts["max_stages"]
-        I[self._xb + K.X_RHO_INTERVAL] = self.opts["rho_interval"]
+        I[K.MAX_STAGES] = self.opts["max_stages"]
+        I[K.RHO_INTERVAL] = self.opts["rho_interval"]
         self._set_record(S, I, n + m)
         self._sync_step_options()
         S[K.DAMPING] = self.opts["damping"]
@@ -238,25 +228,6 @@ class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "q
         """α of the Bayo form (None: the seed form)."""
         a = float(self._S[K.ALPHA])
         return None if a < 0.0 else a
-
-    f_cur = record_flagged_array(K.HAS_F, "_o_f", "f_cur")   # f at the current point
-
-    @property
-    def eigvec(self):
-        """The power method's last eigenvector estimate (None: none yet)."""
-        if not self._I[self._xb + K.X_HAS_EIGVEC]:
-            return None
-        return self._S[self._o_e:self._o_e + self._ny].copy()
-
-    @eigvec.setter
-    def eigvec(self, value):
-        if value is None:
-            self._I[self._xb + K.X_HAS_EIGVEC] = 0
-            return
-        self._S[self._o_e:self._o_e + self._ny] = self._vector(value, self._ny, "eigvec")
-        self._I[self._xb + K.X_HAS_EIGVEC] = 1
-
-    _dense = hermite_dense(K.HAS_DENSE, K.DENSE_H)
 
     # -- set-up --------------------------------------------------------------------
     def _initialize(self, t0, y0, **ic_options):
@@ -370,29 +341,6 @@ class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "q
         self._I[K.HAS_DENSE] = 0
         self._outputs_fresh = False
         self._derivative_at_current()
-
-    def _method_state(self):
-        alpha = self.alpha
-        return {"h_next": float(self.h_next), "f_cur": self.f_cur, "dense": self._dense,
-                "rho": float(self.rho), "eigvec": self.eigvec,
-                "steps_since_rho": self.steps_since_rho, "penalty": float(self.penalty),
-                "alpha": -1.0 if alpha is None else alpha,
-                "h_last": float(self.h_last), "err_last": float(self.err_last),
-                "last_stages": self.last_stages, "max_stages_used": self.max_stages_used}
-
-    def _restore_method_state(self, d):
-        self.h_next = float(d["h_next"])
-        self.f_cur = d["f_cur"]
-        self._dense = d["dense"]
-        self.rho = float(d["rho"])
-        self.eigvec = d["eigvec"]
-        self.steps_since_rho = int(d["steps_since_rho"])
-        self.penalty = float(d["penalty"])
-        self._S[K.ALPHA] = -1.0 if d["alpha"] < 0 else float(d["alpha"])
-        self.h_last = float(d["h_last"])
-        self.err_last = float(d["err_last"])
-        self.last_stages = int(d["last_stages"])
-        self.max_stages_used = int(d["max_stages_used"])
 
     # -- failures ----------------------------------------------------------------------------
     def _singular_text(self, code, t, ratio):

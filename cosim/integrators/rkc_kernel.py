@@ -18,9 +18,9 @@ Python (the same functions); the integrator object around it is
 The record (everything the method remembers): ``S`` float64 — explicit_record's
 scalar slots, rkc-penalty's (ρ, χ, α, ξ, ε, h_last, err_last), then y, y_prev,
 q'', λ, f_cur, the dense data f0, f1 (cubic Hermite), the power method's
-eigenvector; ``I`` int64 — explicit_record's slots (sizes, flags, statistics,
-the pivots of J), then rkc-penalty's (eigenvector valid, steps since the last
-ρ estimate, last and largest stage count, max_stages, rho_interval); ``LU`` the
+eigenvector; ``I`` int64 — explicit_record's slots (sizes, flags, statistics),
+rkc-penalty's (eigenvector valid, steps since the last ρ estimate, last and
+largest stage count, max_stages, rho_interval), then the pivots of J; ``LU`` the
 factor of J of the last evaluation (work space).  No exceptions inside: status
 and cause codes, which the integrator object turns into its messages.
 """
@@ -36,13 +36,13 @@ from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONST
 # the record: every name, so that rkc_kernel is the method's one namespace
 from .rkc_record import (  # noqa: F401
     ALPHA, ATOL, CAUSE, CHI, C_NONE, C_NONFINITE_MATRIX, C_NONFINITE_SOLUTION, C_SINGULAR, DAMPING,
-    DENSE_H, EPS, ERR_LAST, F_CINFO, F_CT, F_ERR, F_H, F_HRHO, F_T, HAS_DENSE, HAS_F, H_FIXED,
-    H_LAST, H_NEXT, I_M, I_N, I_NG, I_NY, MAX_REJECTIONS, MAX_STEP, NONFINITE_DERIVATIVE,
-    NONFINITE_MATRIX, N_STATS, OK, ONE_STEP, PIV, RESTART, RESTART_THEN_ADVANCE, RHO, RHO_FAILED,
-    RHO_MAX_ITER, RHO_SAFETY, RKC_FAILURE_SLOTS, RKC_SCALARS, RTOL, SINGULAR, STAGES_EXCEEDED, STAGE_FACTOR, STATS,
-    STEP_BUDGET, STEP_FAILED, ST_LU, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW,
-    WHOLE_INTERVAL, XI, X_HAS_EIGVEC, X_LAST_STAGES, X_MAX_STAGES, X_MAX_STAGES_USED,
-    X_RHO_INTERVAL, X_STEPS_SINCE_RHO, rkc_int_length, rkc_ints, rkc_offsets, rkc_workspace)
+    DENSE_H, EPS, ERR_LAST, F_CINFO, F_CT, F_ERR, F_H, F_HRHO, F_T, HAS_DENSE, HAS_EIGVEC, HAS_F,
+    H_FIXED, H_LAST, H_NEXT, I_M, I_N, I_NG, I_NY, LAST_STAGES, MAX_REJECTIONS, MAX_STAGES,
+    MAX_STAGES_USED, MAX_STEP, NONFINITE_DERIVATIVE, NONFINITE_MATRIX, N_STATS, OK, ONE_STEP,
+    RESTART, RESTART_THEN_ADVANCE, RHO, RHO_FAILED, RHO_INTERVAL, RHO_MAX_ITER, RHO_SAFETY,
+    RKC_FAILURE_SLOTS, RKC_PIV, RKC_SCALARS, RTOL, SINGULAR, STAGES_EXCEEDED, STAGE_FACTOR, STATS,
+    STEPS_SINCE_RHO, STEP_BUDGET, STEP_FAILED, ST_LU, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL,
+    T_PREV, UNDERFLOW, WHOLE_INTERVAL, XI, rkc_int_length, rkc_offsets, rkc_workspace)
 
 
 def restart(S, I):
@@ -139,7 +139,7 @@ def _penalty_evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
         return _bayo_evaluate(fns, S, I, p, u, n, m, t, y, f, lam, w)
     q, v, M, Cq, rhs, C, Ct, rhs0 = w[0], w[1], w[2], w[3], w[6], w[7], w[8], w[9]
     I[ST_RES] += 1
-    cause = _factor_and_rhs(fns, S, I, LU, p, u, n, m, t, y, w)      # J factored, [Q; γ; γ_G]
+    cause = _factor_and_rhs(fns, S, I, LU, RKC_PIV, p, u, n, m, t, y, w)      # J factored, [Q; γ; γ_G]
     if cause != C_NONE:
         return cause
     for i in range(n):
@@ -164,7 +164,7 @@ def _penalty_evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
                 rhs0[n + k] = -Ct[k] - chi * C[k]               # eq. 91
             else:
                 rhs0[n + k] = 0.0
-    piv = I[PIV:PIV + n + m]
+    piv = I[RKC_PIV:RKC_PIV + n + m]
     lu_solve_inplace(LU, piv, rhs0)
     lu_solve_inplace(LU, piv, rhs)
     for i in range(n):
@@ -253,11 +253,10 @@ def estimate_rho(fns, S, I, LU, p, u, n, m, y, f0, w):
     ny = y.shape[0]
     fv, v, lam = w[14], w[15], w[16]
     o_e = rkc_offsets(n, m, ny)[6]
-    xb = rkc_ints(n, m)
     t = S[T]
     ynrm = _norm2(y)
     warm = False
-    if I[xb + X_HAS_EIGVEC] == 1:
+    if I[HAS_EIGVEC] == 1:
         warm = _norm2(S[o_e:o_e + ny]) > 0.0
     if warm:
         for i in range(ny):
@@ -300,8 +299,8 @@ def estimate_rho(fns, S, I, LU, p, u, n, m, y, f0, w):
                 v[i] = y[i] + (v[i] - y[i]) * 0.5 + 1e-3 * dynrm
     for i in range(ny):
         S[o_e + i] = v[i] - y[i]
-    I[xb + X_HAS_EIGVEC] = 1
-    I[xb + X_STEPS_SINCE_RHO] = 0
+    I[HAS_EIGVEC] = 1
+    I[STEPS_SINCE_RHO] = 0
     S[RHO] = RHO_SAFETY * sigma
     return C_NONE
 
@@ -353,14 +352,13 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     the reference).  Returns a status code; on failure S[F_H] is the step size,
     I[CAUSE] / S[F_ERR] / S[F_HRHO] what made it fail."""
     n, m, ny = I[I_N], I[I_M], I[I_NY]
-    xb = rkc_ints(n, m)
     Y, f_new, lam_new, est, f0, y = w[12], w[10], w[11], w[13], w[21], w[22]
     t = S[T]
     status = _start_point(fns, S, I, LU, u, p, y, f0, f_new, lam_new, w)
     if status != OK:
         return status
     fixed = S[H_FIXED] > 0.0
-    s_max = I[xb + X_MAX_STAGES]
+    s_max = I[MAX_STAGES]
     rho = S[RHO]
     h_prop = S[H_FIXED] if fixed else S[H_NEXT]
     if not fixed:
@@ -428,7 +426,6 @@ def _start_point(fns, S, I, LU, u, p, y, f0, f_new, lam_new, w):
     _derivative_at_current), and the spectral radius ρ refreshed when due."""
     n, m, ny = I[I_N], I[I_M], I[I_NY]
     o_y, o_yp, o_qdd, o_lam, o_f, o_d, _, _ = rkc_offsets(n, m, ny)
-    xb = rkc_ints(n, m)
     for i in range(ny):
         y[i] = S[o_y + i]
     if I[HAS_F] == 0:
@@ -438,7 +435,7 @@ def _start_point(fns, S, I, LU, u, p, y, f0, f_new, lam_new, w):
             return status
     for i in range(ny):
         f0[i] = S[o_f + i]
-    if I[xb + X_STEPS_SINCE_RHO] >= I[xb + X_RHO_INTERVAL]:
+    if I[STEPS_SINCE_RHO] >= I[RHO_INTERVAL]:
         return _refresh_rho(fns, S, I, LU, p, u, n, m, y, f0, w)
     return OK
 
@@ -448,7 +445,6 @@ def _accept(S, I, n, m, ny, t, t_new, h, s, y, y_new, f0, f_new, lam_new):
     ends (cubic Hermite dense output; f at the new point is the next step's first
     stage), q'' and λ there, and the stage statistics."""
     o_y, o_yp, o_qdd, o_lam, o_f, o_d, _, _ = rkc_offsets(n, m, ny)
-    xb = rkc_ints(n, m)
     S[T_PREV] = t
     S[o_yp:o_yp + ny] = y
     S[T] = t_new
@@ -463,10 +459,10 @@ def _accept(S, I, n, m, ny, t, t_new, h, s, y, y_new, f0, f_new, lam_new):
     S[DENSE_H] = h
     I[HAS_DENSE] = 1
     I[HAS_F] = 1
-    I[xb + X_LAST_STAGES] = s
-    if s > I[xb + X_MAX_STAGES_USED]:
-        I[xb + X_MAX_STAGES_USED] = s
-    I[xb + X_STEPS_SINCE_RHO] += 1
+    I[LAST_STAGES] = s
+    if s > I[MAX_STAGES_USED]:
+        I[MAX_STAGES_USED] = s
+    I[STEPS_SINCE_RHO] += 1
     I[ST_STEPS] += 1
 
 
@@ -496,7 +492,7 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     (with ``whole``: not reaching the target is the failure STEP_BUDGET).
     On failure S, I and LU are as on entry (all or nothing) except the failure
     slots F_T (t of the failing step), F_H, F_ERR, F_CT, F_CINFO, F_HRHO, I[CAUSE]."""
-    w, status = rkc_workspace(I[I_N], I[I_M], I[I_NY], I[rkc_ints(I[I_N], I[I_M]) + X_MAX_STAGES]), OK
+    w, status = rkc_workspace(I[I_N], I[I_M], I[I_NY], I[MAX_STAGES]), OK
     S0, I0, LU0 = S.copy(), I.copy(), LU.copy()
     while status == OK and S[T] < t_target and max_steps > 0:
         status, max_steps = step(fns, S, I, LU, u, p, t_target, w), max_steps - 1

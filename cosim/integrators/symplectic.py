@@ -423,13 +423,6 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
         self._outputs_fresh = False
         K.restart(self._S, self._I)
 
-    def state(self):
-        return RECORD.get(self)   # t, y, t_prev, y_prev, u, stats, method_state, qdd, lam
-
-    def restore(self, state):
-        """Continue from ``state`` (validated before anything is written; all or nothing)."""
-        RECORD.restore(self, state)
-
     # -- failures ----------------------------------------------------------------------------
     def _budget_spent(self, t_target):
         self.too_many_steps(t_target)
