@@ -4,9 +4,10 @@
 :mod:`.bdf`'s integrators, its write-back and its schema are generated from
 :data:`RECORD`.  (Imports nothing of the method, so the layout can be written before
 the record module exists.)"""
-from .state_decl import (STEP, Record, array, constant, counts, int_array, integer, leading_positive,
-                         matrix, newton, newton_scalars, ranged, scalar, statistics, step_option_scalars,
-                         times)
+from .state_decl import Record
+from .state_fields import (STEP, array, constant, counts, int_array, integer, leading_positive,
+                           matrix, newton, newton_scalars, ranged, scalar, statistics,
+                           step_option_scalars, times)
 
 RECORD = Record("cosim.integrators.bdf_state", [
     constant("MAX_ORDER", 5, "the highest order"),

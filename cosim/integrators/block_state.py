@@ -3,8 +3,9 @@ layout block of :mod:`.block_record` (``python cosim/integrators/state_decl.py``
 it), the state dictionary of :class:`~.block.LStableBlock`, its write-back and its
 schema are generated from :data:`RECORD`.  (Imports nothing of the method, so the
 layout can be written before the record module exists.)"""
-from .state_decl import (NONNEGATIVE, SENTINEL, STEP, TIME, Record, array, int_array, integer, matrix, newton,
-                         newton_scalars, scalar, statistics, times)
+from .state_decl import Record
+from .state_fields import (NONNEGATIVE, SENTINEL, STEP, TIME, array, int_array, integer, matrix,
+                           newton, newton_scalars, scalar, statistics, times)
 
 RECORD = Record("cosim.integrators.block_state", [
     *times(),

@@ -7,7 +7,8 @@ layout can be written before the record module exists.)
 The slots the index-1 form uses (:mod:`.index1_kernel`) are rkc-penalty's too: its
 declaration (:mod:`.rkc_state`) starts its scalars, point and slots of I with
 :func:`index1_scalars`, :func:`index1_point` and :func:`index1_ints`."""
-from .state_decl import STEP, Record, array, int_array, integer, scalar, statistics, times
+from .state_decl import Record
+from .state_fields import STEP, array, int_array, integer, scalar, statistics, times
 
 # cubic Hermite dense output: f at both ends of the last step and its h
 HERMITE = (("f0", "0", ("ny",)), ("f1", "ny", ("ny",)), ("h", "DENSE_H"))

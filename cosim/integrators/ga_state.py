@@ -4,8 +4,9 @@
 :mod:`.generalized_alpha`'s integrators, its write-back and its schema are generated
 from :data:`RECORD`.  (Imports nothing of the method, so the layout can be written
 before the record module exists.)"""
-from .state_decl import (SENTINEL, STEP, Record, array, int_array, integer, newton, scalar, statistics,
-                         times)
+from .state_decl import Record
+from .state_fields import (SENTINEL, STEP, array, int_array, integer, newton, scalar, statistics,
+                           times)
 
 RECORD = Record("cosim.integrators.ga_state", [
     *times(),

@@ -1,7 +1,8 @@
 """local-index1's record, declared once (:mod:`cosim.integrators.state_decl`): from
 :data:`RECORD` come the layout block of :mod:`.li1_record`, and the state dictionary,
 write-back and schema of :class:`~.local_index1.LocalEquivalentIndex1`."""
-from .state_decl import STEP, Record, array, int_array, integer, newton, scalar, statistics, times
+from .state_decl import Record
+from .state_fields import STEP, array, int_array, integer, newton, scalar, statistics, times
 
 RECORD = Record("cosim.integrators.li1_state", [
     *times(),

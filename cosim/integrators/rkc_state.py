@@ -7,7 +7,8 @@ are dopri5/rk4's (:mod:`.explicit_state`): the index-1 form both kernels share
 them from :mod:`.explicit_record`); the pivots of J, RKC_PIV, follow rkc-penalty's own
 slots of I (their start is an argument of the index-1 form)."""
 from .explicit_state import HERMITE, RECORD as EXPLICIT, index1_ints, index1_point, index1_scalars
-from .state_decl import NONNEGATIVE, SENTINEL, Record, array, int_array, integer, scalar
+from .state_decl import Record
+from .state_fields import NONNEGATIVE, SENTINEL, array, int_array, integer, scalar
 
 RECORD = Record("cosim.integrators.rkc_state", [
     *index1_scalars(),

@@ -1,7 +1,9 @@
 """spark's record, declared once (:mod:`cosim.integrators.state_decl`): from
 :data:`RECORD` come the layout block of :mod:`.spark_record`, and the state dictionary,
 write-back and schema of :class:`~.symplectic.PreadjustedSPARK`."""
-from .state_decl import SENTINEL, STEP, Record, array, int_array, integer, newton, scalar, statistics, times
+from .state_decl import Record
+from .state_fields import (SENTINEL, STEP, array, int_array, integer, newton, scalar, statistics,
+                           times)
 
 RECORD = Record("cosim.integrators.spark_state", [
     *times(),
