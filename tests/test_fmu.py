@@ -1699,3 +1699,36 @@ def test_an_importer_tolerance_far_from_reach_is_warned_or_refused_at_initializa
     assert any("UnreachableToleranceError" in m and "per communication step of 5" in m
                and "max_steps=" in m for m in said), slave.messages
     slave.fmu.freeInstance()
+
+
+def test_a_fixed_step_that_resolves_nothing_is_discarded_with_the_state_unchanged(fmu_dir):
+    """The fixed-step accuracy rule through FMI: Andrews' squeezer at a fixed 1 ms
+    generalized-α step is refused near t = 0.012 (its local error estimate passes the
+    state's own scale), which the FMU reports as fmi2Discard (§4.2.2) with the error on
+    the logger; the outputs and fmi2LastSuccessfulTime stay those of the last good step,
+    and the same step asked again is refused again."""
+    path = fmu_dir / "AndrewsFixed.fmu"
+    assert cosim_main(["fmu", "build", "andrews", "-o", str(path), "--method", "generalized-alpha",
+                       "--step", "0.001", "--comm-step", "0.001", "--name", "AndrewsFixed"]) == 0
+    slave = Slave(path, "fixed", logging=True)
+    outputs = [v.name for v in slave.md.modelVariables if v.causality == "output" and v.type == "Real"]
+    t, refused = 0.0, None
+    for k in range(30):
+        before = slave.get(outputs)
+        try:
+            slave.fmu.doStep(t, 0.001)
+        except FMICallException as exc:
+            refused = (k, exc.status, before)
+            break
+        t = (k + 1) * 0.001
+    assert refused is not None and 5 <= refused[0] <= 25, refused
+    assert refused[1] == fmi2Discard
+    assert any(s == fmi2Discard and "FixedStepError" in m and "h=0.001" in m for s, _, m in slave.messages), \
+        slave.messages
+    assert slave.get(outputs) == refused[2]
+    assert slave.fmu.getRealStatus(kind=2) == pytest.approx(t, abs=1e-15)   # fmi2LastSuccessfulTime
+    with pytest.raises(FMICallException) as again:
+        slave.fmu.doStep(t, 0.001)
+    assert again.value.status == fmi2Discard and slave.get(outputs) == refused[2]
+    slave.fmu.terminate()
+    slave.fmu.freeInstance()
