@@ -103,8 +103,9 @@ class compiling:
     time it took — so no compile is silent for more than ~10 s, and a cache load
     says nothing."""
 
-    def __init__(self, what, estimate, every=10.0, quiet_for=2.0):
+    def __init__(self, what, estimate, every=10.0, quiet_for=2.0, cached=False):
         self.what, self.estimate, self.every, self.quiet_for = what, estimate, every, quiet_for
+        self.cached = cached   # a cache entry exists: a slow load is said as a load, not a compile
 
     def __enter__(self):
         import threading  # noqa: PLC0415
@@ -118,9 +119,13 @@ class compiling:
             if self._stop.wait(self.quiet_for):
                 return
             self._said = True
-            say(f"compiling {self.what} ({self.estimate}; once, then cached in {cache_dir()})…")
+            if self.cached:
+                say(f"loading {self.what} from the compile cache ({cache_dir()})…")
+            else:
+                say(f"compiling {self.what} ({self.estimate}; once, then cached in {cache_dir()})…")
+            doing = "loading" if self.cached else "compiling"
             while not self._stop.wait(self.every):
-                say(f"  … still compiling {self.what} ({time.perf_counter() - self._t0:.0f} s so far)")
+                say(f"  … still {doing} {self.what} ({time.perf_counter() - self._t0:.0f} s so far)")
 
         self._thread = threading.Thread(target=tick, name="cosim-compile-progress", daemon=True)
         self._thread.start()
@@ -130,7 +135,8 @@ class compiling:
         self._stop.set()
         self._thread.join()
         if exc_type is None and self._said:
-            say(f"compiled {self.what} in {self._time.perf_counter() - self._t0:.1f} s")
+            say(f"{'loaded' if self.cached else 'compiled'} {self.what} in "
+                f"{self._time.perf_counter() - self._t0:.1f} s")
         return False
 
 
@@ -499,6 +505,16 @@ def method_signature():
                        types.float64, types.int64, f1)
 
 
+def _has_cache_index(dispatcher):
+    """Whether numba's disk cache holds an index for ``dispatcher`` (its generated
+    module is named by the digest of its source, so an index is this source's
+    compilation); False where numba's cache layout is not the one read here."""
+    try:
+        return os.path.exists(dispatcher._cache._cache_file._index_path)
+    except AttributeError:
+        return False
+
+
 def method_entry(method_module, method_name, helpers=(), estimate="about 1-3 min"):
     """The compiled ``entry_at(addresses, mode, S, I, LU, u, p, t_target, max_steps,
     y_out)`` of ``method_module`` — its ``entry(fns, …)`` with the model's functions
@@ -528,7 +544,7 @@ def method_entry(method_module, method_name, helpers=(), estimate="about 1-3 min
     signature = method_signature()
     entry = module.entry_at
     if tuple(signature.args) not in entry.overloads:  # (else: another copy of cosim loaded it)
-        with compiling(f"method {method_name}", estimate):
+        with compiling(f"method {method_name}", estimate, cached=_has_cache_index(entry)):
             entry.compile(signature)
         entry.disable_compile()  # other argument types are a bug, not a new compilation
     _methods[key] = entry

@@ -111,3 +111,22 @@ def test_compile_progress_is_never_silent_for_long(capsys):
     assert sum("still compiling a test method" in line for line in lines) >= 3
     assert not any("cache load" in line for line in lines)
     assert lines[-1].startswith("cosim: compiled a test method in 0.")
+
+
+def test_a_slow_load_from_the_compile_cache_is_said_as_a_load(capsys):
+    """Where numba's disk cache already holds the method (its index exists), a load that
+    takes longer than ``quiet_for`` (a busy machine) is said as a load, not as a
+    compilation of minutes; the methods of this test run have their index on disk."""
+    import time
+
+    import cosim
+    from cosim import jit
+    with jit.compiling("a cached method", "about 1-3 min", every=0.05, quiet_for=0.05, cached=True):
+        time.sleep(0.2)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("cosim: loading a cached method from the compile cache (")
+    assert any("still loading a cached method" in line for line in lines)
+    assert lines[-1].startswith("cosim: loaded a cached method in 0.")
+    assert not any("compiling" in line or "compiled" in line for line in lines)
+    cosim.Simulation("two_link", backend="numba")
+    assert jit._has_cache_index(jit._methods["cosim.integrators.ga_kernel"])
