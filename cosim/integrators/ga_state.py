@@ -5,19 +5,15 @@
 from :data:`RECORD`.  (Imports nothing of the method, so the layout can be written
 before the record module exists.)"""
 from .state_decl import Record
-from .state_fields import (SENTINEL, STEP, array, int_array, integer, newton, scalar, statistics,
-                           times)
+from .state_fields import (SENTINEL, STEP, array, int_array, integer, newton, newton_scalars,
+                           scalar, statistics, step_option_scalars, times)
 
 RECORD = Record("cosim.integrators.ga_state", [
     *times(),
     scalar("H_NEXT", "the next step size", "method_state.h_next", STEP),
     scalar("H_LAST", "the step a belongs to (0: a = q'')", "method_state.h_last", SENTINEL),
-    scalar("SIGMA", "Newton's contraction estimate"),
-    scalar("H_JAC", "h of the iteration matrix (-1: none)"),
-    scalar("RELAX", "relaxation of the kept matrix's updates"),
-    scalar("RTOL"), scalar("ATOL"),
-    scalar("H_FIXED", "the fixed step (0: adaptive)"),
-    scalar("MAX_STEP"),
+    *newton_scalars(),
+    *step_option_scalars(),
     scalar("ALPHA_M"), scalar("ALPHA_F"), scalar("GAMMA"), scalar("BETA"), scalar("ETA"),
     scalar("F_H", "a failure's h"), scalar("F_INFO", "a failure's number (Ξ, pivot ratio)"),
     scalar("F_T", "a failure's t"),

@@ -2,17 +2,14 @@
 :data:`RECORD` come the layout block of :mod:`.li1_record`, and the state dictionary,
 write-back and schema of :class:`~.local_index1.LocalEquivalentIndex1`."""
 from .state_decl import Record
-from .state_fields import STEP, array, int_array, integer, newton, scalar, statistics, times
+from .state_fields import (STEP, array, int_array, integer, newton, newton_scalars, scalar,
+                           statistics, step_option_scalars, times)
 
 RECORD = Record("cosim.integrators.li1_state", [
     *times(),
     scalar("H_NEXT", "the next step size", "method_state.h_next", STEP),
-    scalar("RTOL"), scalar("ATOL"),
-    scalar("H_FIXED", "the fixed step (0: adaptive)"),
-    scalar("MAX_STEP"),
-    scalar("SIGMA", "Newton's contraction estimate"),
-    scalar("H_JAC", "h of the iteration matrix (-1: none)"),
-    scalar("RELAX", "relaxation of the kept matrix's updates"),
+    *step_option_scalars(),
+    *newton_scalars(),
     scalar("F_T", "a failure's t"), scalar("F_H", "a failure's h"),
     scalar("F_ERR", "a rejected step's error ratio"),
     scalar("F_CT", "t of a failed matrix"), scalar("F_CH", "h of a failed iteration matrix"),
