@@ -247,7 +247,7 @@ def i2_noise(args):
         n = self.model.n_q
         y0 = self.y.copy()
         out = orig(self, h)
-        res, q = out[0], out[1]
+        res = out[0]
         x = h * (h * self.x_rate) + res.delta[:n]          # x_tot of G2._attempt
         rec.append((h, h * x, h * out[5], error_weights(y0[:n], self.rtol, self.atol),
                     error_weights(y0[n:], self.rtol, self.atol)))

@@ -337,7 +337,7 @@ def _execute(spec, sim, stop, stop_source, progress, end_at_stop_event, signals)
     if rows is not None and not _all_landed(rows, points):
         state = {"end": 0.0}
 
-        def observer(integ):
+        def record_rows_inside(integ):
             nonlocal k_row
             end = state["end"]
             k0 = k_row
@@ -348,6 +348,7 @@ def _execute(spec, sim, stop, stop_source, progress, end_at_stop_event, signals)
                 rec.step_residuals()
             if progress is not None:
                 progress(integ.t)
+        observer = record_rows_inside
 
     wall0 = _time.perf_counter()
     try:

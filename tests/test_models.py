@@ -128,7 +128,7 @@ def test_initial_state_is_consistent(name):
     vel = Cq @ v + model.constraint_dt(q, 0.0)
     assert np.max(np.abs(vel)) <= 1e-12 * (1.0 + np.max(np.abs(v)))
     # the augmented matrix of eq. 10 is regular at the initial state
-    n, m = model.n_q, model.n_c
+    m = model.n_c
     K = np.block([[model.mass(q, 0.0), Cq.T], [Cq, np.zeros((m, m))]])
     assert np.linalg.cond(K) < 1e14
 

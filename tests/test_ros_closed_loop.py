@@ -113,7 +113,7 @@ def test_closed_loop_lock_step_pd_pendulum(tmp_path):
     assert stamps == sorted(stamps) and len(stamps) == n_steps + 1, stamps[:5]
 
     # --- the PD loop settles at kp (target - phi) = m g l sin(phi) (independent root)
-    kp, kd, target = gains["kp"][0], gains["kd"][0], gains["target_positions"][0]
+    kp, target = gains["kp"][0], gains["target_positions"][0]
     m, l, g = params["params.m"], params["params.l"], 9.81
     phi_eq = brentq(lambda p: kp * (target - p) - m * g * l * math.sin(p), 0.0, target)
     _, pos, vel, eff = states[-1]

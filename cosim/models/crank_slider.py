@@ -230,7 +230,7 @@ def forces(q, v, t, u, p, F):
     −D ė, the optional nonlinear stiffness; the slider force input."""
     rho, l1, l2, g, m2 = p[P_RHO], p[P_L1], p[P_L2], p[P_G], p[P_M2]
     s, c = np.sin(q[0] - q[1]), np.cos(q[0] - q[1])
-    sp1, cp1 = np.sin(q[0]), np.cos(q[0])
+    cp1 = np.cos(q[0])
     sp2, cp2 = np.sin(q[1]), np.cos(q[1])
     v1, v2 = v[0], v[1]
     c1e, c2e = dot4(p, P_C1, q, 3), dot4(p, P_C2, q, 3)
