@@ -20,7 +20,6 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.linalg as sla
 
 from .errors import (InconsistentConstraintsError, InitialConditionWarning, InvalidInputError,
                      ModelDefinitionError)
@@ -113,7 +112,7 @@ class ReducedConstraints:
         return self._model.energy(t, y, u)
 
 
-_GEQP3 = sla.get_lapack_funcs(("geqp3",), (np.zeros(1),))
+_GEQP3 = []   # LAPACK geqp3, looked up when first needed (scipy.linalg: ~0.1-0.2 s to import)
 REPAIR_TOLERANCE = 1e-10  # a change below this (relative) is rounding, not a repair
 
 
@@ -184,6 +183,9 @@ def independent_constraints(Cq, tol=1e-9):
     # LAPACK dgeqp3 directly (what scipy.linalg.qr(pivoting=True) calls, with its workspace
     # query, so the same R and pivots): scipy's wrapper costs ~5x the factorisation here
     a = np.array(np.asarray_chkfinite(Cq, dtype=float).T, order="F")
+    if not _GEQP3:
+        import scipy.linalg as sla  # noqa: PLC0415
+        _GEQP3[:] = sla.get_lapack_funcs(("geqp3",), (np.zeros(1),))
     geqp3 = _GEQP3[0]
     lwork = int(geqp3(a, lwork=-1)[3][0])
     qr, jpvt, _, _, info = geqp3(a, lwork=max(lwork, 1), overwrite_a=1)

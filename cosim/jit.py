@@ -159,10 +159,21 @@ def fall_back(requested, reason):
 
 def njit(*args, **kwargs):
     """``numba.njit`` with the project's defaults (cache on disk, no fastmath:
-    results must match the Python reference to roundoff)."""
+    results must match the Python reference to roundoff); a cache hit loads without
+    setting up numba's compiler (:func:`_loads_without_compiler`)."""
     numba = numba_module()
     kwargs.setdefault("cache", True)
     kwargs.setdefault("nogil", True)
+    if len(args) == 1 and callable(args[0]) and not kwargs.get("parallel"):  # njit(fn)
+        dispatcher = numba.njit(*args, **kwargs)
+        _loads_without_compiler(dispatcher)
+        return dispatcher
+    if not args and not kwargs.get("parallel"):                            # njit(**options)(fn)
+        def decorate(fn):
+            dispatcher = numba.njit(**kwargs)(fn)
+            _loads_without_compiler(dispatcher)
+            return dispatcher
+        return decorate
     return numba.njit(*args, **kwargs)
 
 
@@ -227,10 +238,22 @@ def kernels_uncompilable(kernel_set, model_name):
     return None
 
 
+_sources = {}   # function -> its source (this process)
+
+
+def _function_source(fn):
+    """``inspect.getsource(fn)``, once per function and process: a robot's nine kernels
+    share ~20 helpers, and tokenising each helper again for every kernel (the compile
+    check's digest, the pasted kernels) cost a URDF robot's set-up about 0.2 s."""
+    if fn not in _sources:
+        _sources[fn] = inspect.getsource(fn)
+    return _sources[fn]
+
+
 def _kernel_check(numba, fn, letters):
     try:
         helpers = _kernel_helpers([fn]) if fn.__module__ in sys.modules else []
-        text = "".join(inspect.getsource(f) for f in (fn, *helpers))
+        text = "".join(_function_source(f) for f in (fn, *helpers))
     except (OSError, TypeError):
         return None  # unreadable source: sources_unreadable() says so where it matters
     types = numba.types
@@ -327,7 +350,7 @@ def _pasted_kernels(kernel_functions, reserved, aliases=True):
             return None
         defined[name] = fn
         try:
-            src = inspect.getsource(fn)
+            src = _function_source(fn)
         except (OSError, TypeError):
             return None
         lines = src.splitlines()
@@ -515,6 +538,53 @@ def _has_cache_index(dispatcher):
         return False
 
 
+# symbols numba registers with LLVM only when its full compiler is set up (the string
+# hash secret, numba.cpython.hashing); every other symbol a cached function can use is
+# registered when numba's CPU context is created (its C helpers, libm, exceptions) or by
+# the NRT initialisation done below
+_LATE_SYMBOLS = (b"_numba_hashsecret_",)
+
+
+def _loads_without_compiler(dispatcher):
+    """Make ``dispatcher`` load a cache hit without setting up numba's compiler.
+
+    numba refreshes its whole typing and lowering context before it even looks in the
+    disk cache: it imports ~100 implementation modules (and scipy.linalg through its
+    BLAS check) and installs their registries — about a quarter of the CPU time of a
+    warm first ``Simulation(...)`` (benchmarks/construct_time.py), none of it used by
+    loading machine code.  Here a hit is rebuilt after only the NRT
+    initialisation (the allocator a cached function may call); a miss, or an entry that
+    needs more (object mode, lifted loops, parfors, the hash secret), refreshes the
+    context first as numba does, so a compilation always has its full compiler.  Any
+    other numba cache layout keeps numba's own path."""
+    cache = getattr(dispatcher, "_cache", None)
+    if not all(hasattr(cache, a) for a in ("_enabled", "_index_key", "_cache_file", "_impl",
+                                           "_guard_against_spurious_io_errors")):
+        return
+    from numba.core.runtime import rtsys  # noqa: PLC0415
+
+    def load_overload(sig, target_context):
+        if not cache._enabled:
+            return None
+        with cache._guard_against_spurious_io_errors():   # (numba's: Windows EACCES)
+            data = cache._cache_file.load(cache._index_key(sig, target_context.codegen()))
+        if data is None:
+            return None
+        try:
+            (_, kind, code), objectmode, lifted, reload_init = data[0], data[4], data[5], data[7]
+            light = (kind == "object" and not objectmode and not lifted and not reload_init
+                     and not any(s in part for s in _LATE_SYMBOLS for part in code))
+        except (TypeError, ValueError, IndexError):
+            light = False
+        if light:
+            rtsys.initialize(target_context)
+        else:
+            target_context.refresh()
+        return cache._impl.rebuild(target_context, data)
+
+    cache.load_overload = load_overload
+
+
 def method_entry(method_module, method_name, helpers=(), estimate="about 1-3 min"):
     """The compiled ``entry_at(addresses, mode, S, I, LU, u, p, t_target, max_steps,
     y_out)`` of ``method_module`` — its ``entry(fns, …)`` with the model's functions
@@ -544,6 +614,7 @@ def method_entry(method_module, method_name, helpers=(), estimate="about 1-3 min
     signature = method_signature()
     entry = module.entry_at
     if tuple(signature.args) not in entry.overloads:  # (else: another copy of cosim loaded it)
+        _loads_without_compiler(entry)
         with compiling(f"method {method_name}", estimate, cached=_has_cache_index(entry)):
             entry.compile(signature)
         entry.disable_compile()  # other argument types are a bug, not a new compilation
@@ -571,12 +642,21 @@ def native_step_address(method_module, method_name, helpers=()):
     binary, fmu/native/native_step.h).  Returns the entry's status (0: done)."""
     key = method_module.__name__
     if key not in _native_steps:
-        numba = numba_module()
+        numba_module()
         method_entry(method_module, method_name, helpers)
         module = sys.modules[_methods[key].py_func.__module__]
+        from numba.core import sigutils  # noqa: PLC0415
+        from numba.core.ccallback import CFunc  # noqa: PLC0415
+        # numba.cfunc(signature, cache=True, ...)(native_step), with the cache hit loaded
+        # as :func:`_loads_without_compiler` loads one (numba.cfunc compiles or loads
+        # before it returns, so the loader is set on the CFunc it would make)
+        entry = CFunc(module.native_step, sigutils.normalize_signature(native_step_signature()),
+                      locals={}, options={"nogil": True, "error_model": "numpy"})
+        entry.enable_caching()
+        _loads_without_compiler(entry)
         with compiling(f"the C entry of method {method_name}", "about a minute"):
-            _native_steps[key] = numba.cfunc(native_step_signature(), cache=True, nogil=True,
-                                             error_model="numpy")(module.native_step)
+            entry.compile()
+        _native_steps[key] = entry
     return _native_steps[key].address
 
 
@@ -618,6 +698,7 @@ def model_functions(kernel_functions, model_name):
     signatures = [kernel_signature(f) for f in fields]
     with compiling(f"the kernels of model {model_name}", "seconds"):
         for dispatcher, signature in zip(compiled, signatures):
+            _loads_without_compiler(dispatcher)
             dispatcher.compile(signature)
     from numba.experimental.function_type import (  # noqa: PLC0415
         _get_jit_address, _get_wrapper_address)

@@ -4,13 +4,19 @@ singularity check."""
 import math
 
 import numpy as np
-from scipy.linalg.lapack import dgetrf as _getrf
-from scipy.linalg.lapack import dgetrs as _getrs
 
 from .. import derivatives
 from ..errors import SingularMatrixError
 
 EPS = np.finfo(float).eps
+_LAPACK = []   # [dgetrf, dgetrs] once the first LU needs them (scipy.linalg: ~0.1-0.2 s to import)
+
+
+def _lapack():
+    if not _LAPACK:
+        from scipy.linalg.lapack import dgetrf, dgetrs  # noqa: PLC0415
+        _LAPACK[:] = (dgetrf, dgetrs)
+    return _LAPACK
 
 
 def error_weights(y, rtol, atol):
@@ -87,7 +93,7 @@ def lu_factor(matrix, what="iteration matrix", t=None, h=None):
                                   cause="non-finite matrix")
     # LAPACK getrf directly: the numbers of scipy.linalg.lu_factor without its
     # ~25 µs wrapper overhead (and without its LinAlgWarning: checked below)
-    lu, piv, _info = _getrf(matrix)
+    lu, piv, _info = _lapack()[0](matrix)
     d = np.abs(np.diagonal(lu))
     if d.size and (d.min() <= 1e-14 * max(d.max(), 1e-300)):
         raise SingularMatrixError(
@@ -99,7 +105,7 @@ def lu_factor(matrix, what="iteration matrix", t=None, h=None):
 def lu_solve(factor, rhs):
     """Solve with an ``lu_factor`` result.  Calls LAPACK getrs directly: same
     numbers as ``scipy.linalg.lu_solve`` without its ~8 µs Python overhead."""
-    x, info = _getrs(factor[0], factor[1], rhs)
+    x, info = _lapack()[1](factor[0], factor[1], rhs)
     if info != 0:
         raise ValueError(f"getrs failed with info={info}")
     return x

@@ -1,0 +1,76 @@
+"""A compiled function loaded from numba's disk cache without setting up numba's
+compiler (cosim.jit._loads_without_compiler): the loaded code gives the numbers the
+compiled code gave, a miss still compiles, and an entry that needs more of numba (the
+string hash secret) takes numba's own path.  Each case runs in fresh processes: the
+first compiles and fills the cache, the second loads."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("numba")
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+KERNELS = '''
+import numpy as np
+
+
+def scaled_copy(x, a):
+    out = np.empty_like(x)          # an allocation: the NRT the light load initialises
+    for i in range(x.size):
+        out[i] = a * x[i] + 0.1 * i
+    return out
+
+
+def keyed(x):
+    d = {"first": x, "second": 2.0 * x}   # string keys: hashed with the hash secret
+    return d["second"] - d["first"]
+'''
+
+CHILD = '''
+import json, sys
+import numpy as np
+from cosim import jit
+import light_kernels as k
+
+f = jit.njit(k.scaled_copy)
+out = f(np.arange(5.0), 3.0)
+after_f = "numba.np.arraymath" in sys.modules        # numba's compiler was set up
+g = jit.njit(error_model="numpy")(k.keyed)
+y = g(1.25)
+after_g = "numba.np.arraymath" in sys.modules
+print(json.dumps({"out": out.tolist(), "y": y, "compiler_after_f": after_f, "compiler_after_g": after_g,
+                  "hits_f": sum(f.stats.cache_hits.values()),
+                  "hits_g": sum(g.stats.cache_hits.values())}))
+'''
+
+
+def _run(folder):
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["PYTHONPATH"] = os.pathsep.join([str(folder), REPO])
+    proc = subprocess.run([sys.executable, "-c", CHILD], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_cache_hit_loads_without_the_compiler_and_gives_the_compiled_numbers(tmp_path):
+    (tmp_path / "light_kernels.py").write_text(textwrap.dedent(KERNELS))
+    first = _run(tmp_path)     # compiles both (a miss after the light loader is attached)
+    second = _run(tmp_path)    # loads both from the cache
+    expected = [3.0 * i + 0.1 * i for i in range(5)]
+    assert first["hits_f"] == first["hits_g"] == 0
+    assert first["compiler_after_f"] is True
+    assert second["hits_f"] == second["hits_g"] == 1
+    # the light load: the cached function ran without numba's typing/lowering set-up
+    assert second["compiler_after_f"] is False
+    # the entry that reads the hash secret was loaded the way numba loads it
+    assert second["compiler_after_g"] is True
+    for run in (first, second):
+        assert run["out"] == pytest.approx(expected, rel=0, abs=1e-15)
+        assert run["y"] == 1.25
+    assert second["out"] == first["out"]   # bit-identical: the same machine code
