@@ -93,7 +93,7 @@ def register(subparsers):
     b.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="model parameter start value (repeatable)")
     b.add_argument("--option", action="append", metavar="NAME=VALUE",
-                   help="method option, e.g. rho_inf=0.8 (repeatable; numeric ones become fixed "
+                   help="method option, e.g. rho_inf=0.8 for generalized-alpha (repeatable; numeric ones become fixed "
                         "parameters solver.NAME)")
     b.add_argument("--name", default=None, metavar="IDENTIFIER",
                    help="FMU model identifier (C identifier; default: the model class name)")
