@@ -35,6 +35,13 @@ def test_the_documented_rule_is_the_rule():
     assert rule["multibody, fixed step `h`"] == "generalized-alpha"
     assert rule["multibody, adaptive, inputs held"] == "dopri5"
     assert rule[driven] == "dopri5"
+    # the measured tables name the default they measured
+    text = DOCS.read_text()
+    held = text[text.index("**Adaptive runs, inputs held.**"):text.index("**Every method on")]
+    driven_table = text[text.index("**Driven runs.**"):text.index("## Tight tolerances")]
+    assert f"| {rule['multibody, adaptive, inputs held']} (the default) |" in held
+    assert f"| {rule[driven]} (the default) |" in driven_table
+    assert "benchmarks/driven_loop.py" in driven_table
 
 
 def test_every_entry_point_uses_the_rule_and_an_explicit_method_wins():
