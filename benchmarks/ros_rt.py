@@ -37,6 +37,7 @@ domain, for a bounded time, and reads the node's whole-run statistics from
     python benchmarks/ros_rt.py --rt-only --subscribe --async-publish  # Fast DDS sends async
     python benchmarks/ros_rt.py --breakdown --duration 20    # per-part times, in-process
     python benchmarks/ros_rt.py --publish-cost               # rclpy publish alone
+    python benchmarks/ros_rt.py --adaptive                   # the plants on the default rule (dopri5)
 """
 import argparse
 import os
@@ -119,8 +120,8 @@ def executor_spin(node, ctx, timeout):
     ex.spin_once(timeout_sec=timeout)
 
 
-def bare_step_cost(yaml_path, n=2000):
-    params = load_parameters(yaml_path, "cosim_sim")
+def bare_step_cost(yaml_path, n=2000, overrides=None):
+    params = dict(load_parameters(yaml_path, "cosim_sim"), **(overrides or {}))
     sim = cosim.Simulation(**simulation_kwargs(params))
     h = params["communication_step"]
     costs = np.empty(n)
@@ -330,6 +331,9 @@ def main():
     ap.add_argument("--messages", action="store_true",
                     help="with --breakdown: publish ordinary messages (the path before "
                          "ros_nodes.wire), for comparison")
+    ap.add_argument("--adaptive", action="store_true",
+                    help="both plants adaptive with method auto (the default rule: dopri5) "
+                         "instead of the files' fixed-step generalized-alpha")
     ap.add_argument("--publish-cost", action="store_true",
                     help="only: cost of rclpy publications without a simulation")
     args = ap.parse_args()
@@ -346,6 +350,9 @@ def main():
         rt_extra["real_time.spin_threshold"] = args.spin
     if args.state_rate:
         rt_extra["state_publish_rate"] = args.state_rate
+    if args.adaptive:
+        extra.update({"method": "auto", "integrator_step": 0.0})
+        rt_extra.update(extra)
 
     print(f"machine: {os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.2f}")
     if args.publish_cost or args.breakdown:
@@ -355,8 +362,9 @@ def main():
             print_breakdown(rt_yaml, duration, rt_extra_breakdown(args), args.priority,
                             args.messages)
         return 0
-    p50, p99, pmax = bare_step_cost(rt_yaml)
-    print(f"bare cosim do_step, two_link, h=1 ms: p50 {p50:.0f} us  p99 {p99:.0f} us  "
+    p50, p99, pmax = bare_step_cost(rt_yaml, overrides={k: v for k, v in rt_extra.items()
+                                                       if k in ("method", "integrator_step")})
+    print(f"bare cosim do_step, two_link, 1 ms{' (adaptive, method auto)' if args.adaptive else ''}: p50 {p50:.0f} us  p99 {p99:.0f} us  "
           f"max {pmax:.0f} us")
 
     # --- real-time mode, 1 kHz
@@ -376,6 +384,9 @@ def main():
           f"{'default-QoS readers of joint_states, outputs, /clock in this process' if args.subscribe else 'no readers of the state topics'}"
           f"{f', joint_states at {args.state_rate:g} Hz' if args.state_rate else ''}"
           f"{', Fast DDS asynchronous publication' if args.async_publish else ''})")
+    ready = [line.split("ready ", 1)[1] for log in logs for line in log.splitlines()
+             if "ready (" in line]
+    print(f"  plant                  {ready[0] if ready else '(no ready line in its log)'}")
     if args.subscribe:
         print(f"  received here          {received['joint_states']} joint_states, "
               f"{received['outputs']} outputs, {received['/clock']} /clock (whole run)")
@@ -408,10 +419,13 @@ def main():
     if not last:
         print("lock step: no diagnostics received\n" + "\n".join(logs))
         return 1
+    ready = [line.split("ready ", 1)[1] for log in logs for line in log.splitlines()
+             if "ready (" in line and "model " in line]
     steady = windows[1:] or windows
     rate = np.mean([float(w["achieved_rate_hz"]) for w in steady])
     print(f"\nlock-step mode, two_link + PD controller (separate processes), {duration:.0f} s "
           f"(load {load[0]:.2f}, SCHED_FIFO {args.priority or 'off'})")
+    print(f"  plant                  {ready[0] if ready else '(no ready line in its log)'}")
     print(f"  lock-step rate         {rate:9.1f} steps/s (simulated {fmt(last, 'sim_time')} s)")
     print(f"  {'':22s} {'p50':>9} {'p99':>9} {'max':>9}   (us)")
     for key, name in (("round_trip", "round trip"), ("turnaround", "plant turnaround")):

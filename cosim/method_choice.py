@@ -2,23 +2,33 @@
 scenarios, ``cosim simulate``, the FMU builder and the ROS node.  An explicit
 method always wins; ``"auto"`` (or no method) asks for this rule.
 
-The rule (measured with ``benchmarks/work_precision.py --all-methods --quick``
-and ``--models andrews crank_slider``; docs/methods/index.md has the tables):
+The rule (measured with ``benchmarks/work_precision.py --all-methods --quick``,
+``--models andrews crank_slider`` and ``benchmarks/driven_loop.py``;
+docs/methods/index.md has the tables and commands):
 
 * LTI state space: ``state-transition`` (exact zero-order hold);
 * other first-order ODEs: ``dopri5``;
-* multibody, **fixed step** (``h`` given) or **driven** (the inputs change at
-  every communication step: an FMU, the ROS node, discrete blocks or input
-  signals in the spec): ``generalized-alpha`` — implicit and numerically damped
-  (stable at a fixed h on stiff models), one step per restart with the LU kept;
-  bdf restarts at order 1 on every new input (pendulum, 0.5 s in 1 ms
-  communication steps with a new input each: bdf 3067 steps, generalized-alpha 707);
+* multibody, **fixed step** (``h`` given): ``generalized-alpha`` — implicit and
+  numerically damped (stable at a fixed h on stiff models: real time), one
+  Newton iteration per step with the LU kept;
+* multibody, adaptive, **driven** (the inputs change at every communication step:
+  an FMU, the ROS node, discrete blocks or input signals in the spec):
+  ``dopri5`` — the least steps and the least error of generalized-alpha, bdf and
+  dopri5 on pendulum, two_link, crank_slider, andrews, ur5 and panda
+  (``benchmarks/driven_loop.py --models … --backend auto``, rtol 1e-6: pendulum
+  500 steps against generalized-alpha's 707 and bdf's 3067; crank_slider
+  14 691 against 36 880 and 74 049; andrews (30 ms) 94 against 6150 and 1190;
+  ur5 501 against 3076 and 5129). A new input costs dopri5 one derivative (its
+  first stage, FSAL, is recomputed: 7 per step, not 6); bdf restarts at order 1
+  on every one;
 * multibody, adaptive, inputs held (``cosim simulate``, a spec without blocks or
   signals, ``Simulation`` without blocks): ``dopri5`` (with constraint
   projection) — the least wall time with err/rtol <= 10 in 14 of 15 rows (andrews,
   pendulum, crank_slider, two_link, ur5 at rtol 1e-4, 1e-6, 1e-8; the exception:
   crank_slider at 1e-4, generalized-alpha), 2-8 times less than bdf, which is
   the method to ask for on a stiff model.
+
+So a multibody plant runs ``dopri5`` unless a fixed step is given, driven or not.
 """
 from __future__ import annotations
 
@@ -57,7 +67,7 @@ def default_method_and_reason(model, *, fixed_step=False, driven=False):
     if fixed_step:
         return "generalized-alpha", "multibody, fixed step"
     if driven:
-        return "generalized-alpha", "multibody, inputs changing at every communication step"
+        return "dopri5", "multibody, adaptive step, inputs changing at every communication step"
     return "dopri5", "multibody, adaptive step, inputs held"
 
 

@@ -182,8 +182,8 @@ class Simulation:
     URDF file (``"robot.urdf"`` or a :class:`pathlib.Path`; ``cosim.models.urdf.load_urdf``
     also takes the output frames and position limits);
     ``method``: see ``cosim.available_methods()``; None or ``"auto"``: the default rule of
-    :mod:`cosim.method_choice` (bdf for a constrained model, dopri5 for an unconstrained
-    one, generalized-alpha with a fixed ``h`` or with blocks); ``params``: model parameters;
+    :mod:`cosim.method_choice` (dopri5 for a multibody model, with blocks or not;
+    generalized-alpha with a fixed ``h``; state-transition for LTI); ``params``: model parameters;
     ``rtol``/``atol`` or a fixed step ``h``; ``method_options``: the method's options;
     ``blocks``/``connections``: discrete blocks (:mod:`cosim.blocks`) and ``"src ->
     dst"`` signal connections; ``backend``: ``"auto"``, ``"numba"`` or ``"python"``;

@@ -83,8 +83,9 @@ def register(subparsers):
                    help="FMU file to write (default: <Identifier>.fmu)")
     b.add_argument("--method", default=None,
                    help="integration method (see `cosim methods`; default: the scenario's, else "
-                        "generalized-alpha for multibody models, state-transition for lti, "
-                        "dopri5 for other first-order models)")
+                        "the rule for a driven plant: dopri5 for multibody models "
+                        "(generalized-alpha with --step), state-transition for lti, dopri5 for "
+                        "other first-order models)")
     b.add_argument("--rtol", type=float, default=None, help="relative tolerance (default 1e-6)")
     b.add_argument("--atol", type=float, default=None, help="absolute tolerance (default 1e-8)")
     b.add_argument("--step", type=float, default=None, metavar="H",
@@ -92,7 +93,7 @@ def register(subparsers):
     b.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="model parameter start value (repeatable)")
     b.add_argument("--option", action="append", metavar="NAME=VALUE",
-                   help="method option, e.g. rho_inf=0.8 (repeatable; numeric ones become fixed "
+                   help="method option, e.g. rho_inf=0.8 for generalized-alpha (repeatable; numeric ones become fixed "
                         "parameters solver.NAME)")
     b.add_argument("--name", default=None, metavar="IDENTIFIER",
                    help="FMU model identifier (C identifier; default: the model class name)")

@@ -58,7 +58,8 @@ PLANT = (
     S("position_limits", True, "robot from URDF: the joints' position limits (URDF <limit lower "
       "upper>) as stops that hold; false: the joints move past them"),
     S("method", "auto", "integration method (cosim METHOD_REGISTRY name; auto: the default "
-                        "rule, generalized-alpha for a driven multibody plant)"),
+                        "rule, dopri5 for a multibody plant the node drives, generalized-alpha "
+                        "with integrator_step)"),
     S("backend", "auto", "auto (compiled numba kernels where the method and model have them), "
       "numba or python (the reference)", choices=("auto", "numba", "python")),
     S("rtol", 1e-6, "integrator relative tolerance", range=(0.0, 1.0)),

@@ -122,13 +122,14 @@ def test_native_steps_are_the_simulation_bit_for_bit_and_report_back(two_link_fm
 
 @pytest.fixture(scope="module")
 def two_link_dopri5_fmu(tmp_path_factory):
-    return build_fmu("two_link", tmp_path_factory.mktemp("native5") / "TwoLinkDopri5.fmu",
-                     method="dopri5")
+    """No method given: the default rule's choice for a driven plant, dopri5."""
+    return build_fmu("two_link", tmp_path_factory.mktemp("native5") / "TwoLinkDopri5.fmu")
 
 
 def test_dopri5_native_steps_are_the_simulation_bit_for_bit(two_link_dopri5_fmu, monkeypatch):
-    """dopri5 (adaptive, its deferred restart on a new input run in the C entry as mode
-    3): the binary takes every step after the first, with the bits of Simulation."""
+    """dopri5, the default method of an FMU without a fixed step (adaptive, its deferred
+    restart on a new input run in the C entry as mode 3): the binary takes every step
+    after the first, with the bits of Simulation."""
     monkeypatch.setenv("COSIM_FMU_NATIVE", "1")
     pair = Pair(two_link_dopri5_fmu, "native-dopri5", method="dopri5")
     assert pair.sim.method == "dopri5"

@@ -26,12 +26,22 @@ def test_the_documented_rule_is_the_rule():
     rule = documented_rule()
     assert rule["LTI state space"] == default_method("lti") == "state-transition"
     assert rule["multibody, fixed step `h`"] == default_method("two_link", fixed_step=True)
-    assert rule["multibody, driven (FMU, ROS node, blocks or input signals)"] == \
-        default_method("pendulum", driven=True)
-    assert rule["multibody, adaptive, inputs held"] == default_method("pendulum") \
-        == default_method("andrews") == default_method("two_link")
+    driven = "multibody, adaptive, driven (FMU, ROS node, blocks or input signals)"
+    for model in ("pendulum", "andrews", "crank_slider", "two_link"):
+        assert rule[driven] == default_method(model, driven=True)
+        assert rule["multibody, adaptive, inputs held"] == default_method(model)
+        assert rule["multibody, fixed step `h`"] == default_method(model, fixed_step=True) \
+            == default_method(model, fixed_step=True, driven=True)
     assert rule["multibody, fixed step `h`"] == "generalized-alpha"
     assert rule["multibody, adaptive, inputs held"] == "dopri5"
+    assert rule[driven] == "dopri5"
+    # the measured tables name the default they measured
+    text = DOCS.read_text()
+    held = text[text.index("**Adaptive runs, inputs held.**"):text.index("**Every method on")]
+    driven_table = text[text.index("**Driven runs.**"):text.index("## Tight tolerances")]
+    assert f"| {rule['multibody, adaptive, inputs held']} (the default) |" in held
+    assert f"| {rule[driven]} (the default) |" in driven_table
+    assert "benchmarks/driven_loop.py" in driven_table
 
 
 def test_every_entry_point_uses_the_rule_and_an_explicit_method_wins():
@@ -44,7 +54,11 @@ def test_every_entry_point_uses_the_rule_and_an_explicit_method_wins():
     assert SimulationSpec.from_dict({"model": "two_link"}).method == "dopri5"
     assert SimulationSpec.from_dict({"model": "two_link", "h": 1e-3}).method == "generalized-alpha"
     signals = {"model": "pendulum", "inputs": {"F": {"type": "sine", "amplitude": 1.0, "frequency": 1.0}}}
-    assert SimulationSpec.from_dict(signals).method == "generalized-alpha"
+    assert SimulationSpec.from_dict(signals).method == "dopri5"      # driven
+    assert SimulationSpec.from_dict(dict(signals, h=1e-3)).method == "generalized-alpha"
+    blocks = [{"type": "pid", "name": "pd", "sample_time": 0.001, "kp": 10.0, "kd": 1.0}]
+    assert Simulation("pendulum", backend="python", blocks=blocks,
+                      connections=["angle -> pd.measurement", "pd.u -> torque"]).method == "dopri5"
     assert SimulationSpec.from_dict({"model": "two_link", "method": "bdf"}).method == "bdf"
     method, reason = default_method_and_reason("pendulum")
     assert method == "dopri5" and "adaptive" in reason
@@ -65,5 +79,6 @@ def test_ros_node_default_is_the_driven_choice():
     cfg = {"model": "pendulum", "method": "auto", "backend": "python", "params": {}, "rtol": 1e-6,
            "atol": 1e-8, "integrator_step": 0.0, "method_options": {}, "start_time": 0.0,
            "communication_step": 0.01, "end_time": 0.0}
-    assert simulation_spec(cfg).method == "generalized-alpha"
-    assert simulation_spec(dict(cfg, method="dopri5")).method == "dopri5"
+    assert simulation_spec(cfg).method == "dopri5"
+    assert simulation_spec(dict(cfg, integrator_step=1e-3)).method == "generalized-alpha"
+    assert simulation_spec(dict(cfg, method="bdf")).method == "bdf"

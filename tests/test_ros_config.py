@@ -71,7 +71,8 @@ def test_config_by_name_and_later_parameters_override_it(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     log = proc.stdout + proc.stderr
     assert "shipped configuration 'pendulum_free_run'" in log
-    assert "ready (model pendulum, mode free_run, method generalized-alpha (" in log
+    # the file says method auto: the default rule's choice for a plant the node drives
+    assert "ready (model pendulum, mode free_run, method dopri5 (" in log
     assert "end_time reached at t=0.5" in log
 
 
@@ -104,7 +105,7 @@ def test_plain_cosim_ros_runs_and_says_the_default(tmp_path):
     text = log.read_text()
     assert code == 0, text
     assert "no parameters given: running the shipped configuration 'pendulum_real_time'" in text
-    assert "ready (model pendulum, mode real_time" in text
+    assert "ready (model pendulum, mode real_time, method dopri5 (" in text
     assert all(names == ["pendulum_joint"] for names, _ in states)
     angles = np.array([pos[0] for _, pos in states])
     # released from phi0 = 0.5 rad without friction: it swings within +-0.5 rad

@@ -354,9 +354,9 @@ def register(sub):
     p.add_argument("model", help="library model name (see `cosim models`), path/to/file.py:Class "
                    "or package.module:Class (importable)")
     p.add_argument("--method", default="auto",
-                   help="integration method (see `cosim methods`); auto (default): bdf for a "
-                        "constrained multibody model, dopri5 for an unconstrained one or an ODE, "
-                        "generalized-alpha with --h, state-transition for LTI")
+                   help="integration method (see `cosim methods`); auto (default): dopri5 for "
+                        "a multibody model or an ODE, generalized-alpha with --h, "
+                        "state-transition for LTI")
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default 1e-6)")
     p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default 1e-8)")
     p.add_argument("--h", type=float, default=None,
