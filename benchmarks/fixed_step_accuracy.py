@@ -4,8 +4,10 @@ keeps in fixed-step mode against the true local and global errors, and the verdi
 For each model, method and h: the run from the model's initial state (zero inputs)
 to ``t_end`` in steps of h; per step the method's local error estimate (in the
 weights rtol|q| + atol; generalized-α eq. 34's h²‖x‖_W, rk4 the positions' part of
-h/6·(k4 − f(y_new)), dopri5 its embedded estimate); on a sample of steps the true
-local error of q in the same weights (scipy DOP853 at 1e-12 on the index-1 ODE from
+h/6·(k4 − f(y_new)), dopri5 its embedded estimate, the BDF family its error test's
+c_e^k‖∇^{k+1}y‖ of (q, v), local-index1 its (x_trap − x_Heun)/3, rkc-penalty its
+0.8(y − y_new) + 0.4h(f0 + f_new)); on a sample of steps the true local error of q
+in the same weights (scipy DOP853 at 1e-12 on the index-1 ODE from
 the step's start (q, v)); the global error max_k |q_k − q_ref,k| / max(1, |q_ref,k|)
 at t_end; the verdict: "ok", "warn" (largest estimate > fixed_step.WARN_FACTOR) or
 "FAIL" (a step's estimate > 1/rtol: FixedStepError, the run stops there).
@@ -42,6 +44,23 @@ CASES = [
     ("andrews", "generalized-alpha", (1.0, 1e-1, 3e-3, 1e-3, 3e-4, 1e-4), 0.03),
     ("andrews", "rk4", (1e-2, 3e-3, 1e-3, 1e-4), 0.03),
     ("andrews", "dopri5", (1e-3, 1e-4, 1e-5), 0.03),
+    ("two_link", "bdf", (1e-2, 1e-3), 0.5),
+    ("pendulum", "bdf", (1e-1, 1e-2, 1e-3), 1.0),
+    ("pendulum", "bdf-i2", (1e-2, 1e-3), 1.0),
+    ("pendulum", "bdf-i1", (1e-2, 1e-3), 1.0),
+    ("panda", "bdf", (1e-3,), 0.2),
+    ("ur5", "bdf", (1e-3,), 0.2),
+    ("andrews", "bdf", (1e-3, 3e-4, 1e-4, 3e-5), 0.03),
+    ("andrews", "bdf-i2", (1e-3, 1e-4, 3e-5), 0.03),
+    ("andrews", "bdf-i1", (1e-3, 1e-4, 3e-5), 0.03),
+    ("crank_slider", "bdf", (2.5e-3,), 0.1),
+    ("two_link", "local-index1", (1e-2, 1e-3), 0.5),
+    ("pendulum", "local-index1", (1e-1, 1e-2, 1e-3), 1.0),
+    ("panda", "local-index1", (1e-3,), 0.2),
+    ("andrews", "local-index1", (1e-3, 1e-4), 0.03),
+    ("two_link", "rkc-penalty", (1e-2, 1e-3), 0.5),
+    ("pendulum", "rkc-penalty", (1e-1, 1e-2, 1e-3), 1.0),
+    ("andrews", "rkc-penalty", (1e-3, 1e-4), 0.03),
 ]
 RTOL, ATOL = 1e-6, 1e-8
 

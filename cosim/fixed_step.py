@@ -5,7 +5,13 @@ error test holds at 1):
 
 * generalized-α: eq. 34's h²‖x‖_W (GGL: eq. 39's h·max(‖x‖_q, ‖y‖_v)),
 * rk4: the positions' part of the embedded third-order estimate h/6·(k4 − k5),
-* dopri5: its embedded fourth-order estimate (the error test's RMS ratio).
+* dopri5: its embedded fourth-order estimate (the error test's RMS ratio),
+* the BDF family (bdf, bdf-i2, bdf-i1): its error test's c_e^k‖∇^{k+1}y‖ of (q, v) at
+  the step's order k (∝ h^(k+1); the velocities in the weights its option
+  ``velocity_weights`` names).
+
+Every kernel judges a step with the same function,
+:func:`cosim.integrators.kernel_common.fixed_step_resolved`.
 
 Two thresholds, measured (``python benchmarks/fixed_step_accuracy.py``):
 
@@ -20,6 +26,9 @@ from __future__ import annotations
 import math
 
 from .errors import FixedStepError
+# a step's estimate above UNRESOLVED / rtol fails (the kernels' verdict,
+# kernel_common.fixed_step_resolved)
+from .integrators.kernel_common import UNRESOLVED
 
 # the largest local error estimate (in tolerance weights) a fixed-step run takes
 # without a warning: ten times the largest measured in real-time use — generalized-α
@@ -28,8 +37,6 @@ from .errors import FixedStepError
 # and 307 (two_link, a new input every step, tests/test_fmu_native.py); rk4 far less.
 # Unwarned runs measured err ≤ 49 × rtol, warned ones ≥ 640 × rtol.
 WARN_FACTOR = 3000.0
-# a step's estimate above UNRESOLVED / rtol fails (the kernels' constant of that name)
-UNRESOLVED = 1.0
 # local error ∝ h^ORDER_LOCAL for the suggestion of a step (second-order methods: 3)
 ORDER_LOCAL = 3
 

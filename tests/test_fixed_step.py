@@ -128,3 +128,86 @@ def test_the_shipped_pendulum_pd_scenario_at_a_1_ms_fixed_step_stays_silent():
         warnings.simplefilter("error", FixedStepAccuracyWarning)
         result = cosim.run("pendulum_pd", h=1e-3, stop_time=1.0)
     assert 0.0 < result.stats["fixed_step_error"] < fixed_step.WARN_FACTOR / 10
+
+
+# -- the BDF family: its error test's estimate c_e^k‖∇^{k+1}y‖ judged at a fixed step --------
+@pytest.mark.parametrize("method", ["bdf", "bdf-i2", "bdf-i1"])
+def test_a_bdf_step_far_too_large_is_refused_and_the_state_stays_bit_identical(method):
+    """Andrews at a fixed 1 ms (benchmarks/fixed_step_accuracy.py): the first step's
+    estimate is 4e7 (bdf) … 2e8 (bdf-i1) times the tolerance weights; before the rule
+    the runs ended 0.50-0.92 off at t = 0.03 with exit 0."""
+    sim = Simulation("andrews", method=method, h=1e-3, rtol=1e-6, atol=1e-8)
+    before = sim.serialize_state()
+    for _ in range(2):   # refused, then the same step refused again
+        with pytest.raises(FixedStepError) as info:
+            sim.do_step(sim.time, 1e-3)
+        assert sim.time == 0.0 and sim.serialize_state() == before
+    text = str(info.value)
+    assert text.startswith(f"{method}: the fixed step h=0.001 resolves nothing at t=0.0") and "\n" not in text
+    assert f"{info.value.estimate:.3g} times the tolerance weights" in text
+    assert "estimate falls at best as h^2" in text   # order 1 at the start: error ∝ h²
+    assert info.value.estimate > 1e7 and info.value.cause == "fixed step"
+
+
+def test_bdf_judges_what_its_error_test_holds_velocity_error_false_leaves_the_velocities_out():
+    """The flexible crank-slider at a fixed 2.5 ms: the first step's estimate is 1.5e6,
+    its stiff elastic velocities weighed in the weights of q (before the rule the run
+    ended 4.4e-4 off at t = 0.1); with velocity_error=False (q only, in the error test
+    too) the run finishes, warned (largest estimate 1.9e5)."""
+    with pytest.raises(FixedStepError) as info:
+        Simulation("crank_slider", method="bdf", h=2.5e-3).do_step(0.0, 0.05)
+    assert info.value.t == 0.0 and info.value.estimate > 1e6
+    sim = Simulation("crank_slider", method="bdf", h=2.5e-3, method_options={"velocity_error": False})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FixedStepAccuracyWarning)
+        sim.do_step(0.0, 0.05)
+    assert fixed_step.WARN_FACTOR < sim.fixed_step_error < 1e6
+
+
+# errors at the end against scipy DOP853 at 1e-12 (tests/reference.py), measured on the
+# python backend at a fixed 1 ms (pendulum 1 s, two_link 0.5 s), in units of rtol: the BDF
+# family 6.5-7.6 (pendulum) and 12.9-14 (two_link; at 2 ms 22-54: the error ∝ h²),
+# largest estimates 2.4-10.8; local-index1 and rkc-penalty 0.28-0.71, estimates 0.05-1.8
+ERROR_BOUND = {"bdf": 30, "bdf-i2": 30, "bdf-i1": 30, "local-index1": 3, "rkc-penalty": 3}
+
+
+@pytest.mark.parametrize("method", list(ERROR_BOUND))
+@pytest.mark.parametrize("model", ["pendulum", "two_link"])
+def test_a_step_of_1_ms_is_silent_and_near_the_reference(model, method):
+    from reference import pendulum_reference, two_link_reference
+    t_end, ref = {"pendulum": (1.0, pendulum_reference), "two_link": (0.5, two_link_reference)}[model]
+    rtol = 1e-6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FixedStepAccuracyWarning)
+        sim = Simulation(model, method=method, h=1e-3, rtol=rtol, atol=1e-8)
+        sim.do_step(0.0, t_end)
+    q_ref = ref(t_end)[0]
+    err = np.max(np.abs(sim.y[:q_ref.size] - q_ref) / np.maximum(1.0, np.abs(q_ref)))
+    assert 0.0 < sim.fixed_step_error < 30.0
+    assert err <= ERROR_BOUND[method] * rtol
+
+
+# -- local-index1 ((x_trap − x_Heun)/3) and rkc-penalty (0.8(y − y_new) + 0.4h(f0 + f_new)) ---
+def test_rkc_penalty_refuses_a_step_far_too_large_with_the_state_unchanged():
+    """The pendulum at a fixed 0.5 s: the first step's estimate is 1.6e7 times the
+    tolerance weights."""
+    sim = Simulation("pendulum", method="rkc-penalty", h=0.5, rtol=1e-6, atol=1e-8)
+    before = sim.serialize_state()
+    with pytest.raises(FixedStepError) as info:
+        sim.do_step(0.0, 0.5)
+    assert sim.time == 0.0 and sim.serialize_state() == before
+    assert str(info.value).startswith("rkc-penalty: the fixed step h=0.5 resolves nothing at t=0.0")
+    assert info.value.estimate > 1e7
+
+
+def test_local_index1_warns_once_about_a_step_too_large():
+    """The pendulum at a fixed 0.12 s: largest estimate 2.0e4 (local-index1's Newton
+    fails before its estimate passes 1/rtol on the library models)."""
+    sim = Simulation("pendulum", method="local-index1", h=0.12, rtol=1e-6, atol=1e-8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(20):
+            sim.do_step(sim.time, 0.12)
+    ours = [w for w in caught if issubclass(w.category, FixedStepAccuracyWarning)]
+    assert len(ours) == 1 and "local-index1: the fixed step h=0.12 is too large" in str(ours[0].message)
+    assert sim.fixed_step_error > fixed_step.WARN_FACTOR

@@ -87,7 +87,7 @@ from collections import deque
 
 import numpy as np
 
-from .. import jit
+from .. import fixed_step, jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
 from . import bdf_corrector, bdf_record, dense_lu, kernel_common
 from . import bdf_kernel as K
@@ -295,6 +295,12 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
         self._start(min(self._initial_step(), self.h_next))
         self._outputs_fresh = False
 
+    @property
+    def fixed_error_order(self):
+        """A fixed step's estimate (the error test's c_e^k‖∇^{k+1}y‖) ∝ h^(k+1) at the
+        order k of the last step (cosim.fixed_step)."""
+        return int(self._I[K.K_USED]) + 1
+
     # -- dense output ---------------------------------------------------------------------
     def dense_output(self, t):
         """Interpolating polynomial of the last step's order through y_{n+1}, …, y_{n+1−k}."""
@@ -358,6 +364,9 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
                                           f"error ratio {float(S[K.F_INFO]):.3g}"),
                     K.MIN_STEP: ("step size below the minimum", "minimum step reached"),
                     K.UNDERFLOW: ("step size underflow", "step does not advance t")}
+        if status == K.FIXED_UNRESOLVED:   # the failed attempt's order k: its estimate ∝ h^(k+1)
+            raise fixed_step.unresolved_error(name, t, self.h_fixed, float(S[K.F_INFO]), self.rtol,
+                                              self.atol, int(I[K.F_K]) + 1)
         if status in messages:
             message, cause = messages[status]
             hint = tolerance_hint(name, float(S[K.RTOL]), float(S[K.ATOL])) if status == K.MIN_STEP else ""

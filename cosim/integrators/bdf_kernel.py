@@ -38,8 +38,9 @@ from .dense_lu import lu_solve_inplace
 
 # the record: every name, so that bdf_kernel is the method's one namespace (bdf.py)
 from .bdf_record import (  # noqa: F401
-    ATOL, CONST_MASS, EPS, ERROR_FAILS, FAILURE_SLOTS, ERROR_TEST_FAILED, ERR_RMS, F_H,
-    F_HHAT, F_INFO, F_K, F_T, H, HAS_FACTOR, HAS_J, HIST, HIST_COUNT, H_FIXED, H_JAC, H_NEXT,
+    ATOL, CONST_MASS, EPS, ERROR_FAILS, FAILURE_SLOTS, ERROR_TEST_FAILED, ERR_RMS, FIXED_ERR,
+    FIXED_SLOTS, FIXED_UNRESOLVED, F_H, F_HHAT, F_INFO, F_K, F_T, H, HAS_FACTOR, HAS_J, HIST,
+    HIST_COUNT, H_FIXED, H_JAC, H_NEXT,
     INDEX1, INDEX2, INDEX3, I_M, I_N, I_NS, K_NEXT, K_USED, MAX_FAILURES, MAX_GROWTH, MAX_ORD,
     MAX_ORDER, MAX_RATIO, MAX_REJECT_FACTOR, MAX_STEP, MIN_REJECT_FACTOR, MIN_STEP, NEED_JAC,
     NEWTON_CUT, NEWTON_ERR_TOL, NEWTON_FAILED, NEWTON_FAILS, NEWTON_MAX_ITER, NEWTON_TOL,
@@ -53,7 +54,7 @@ from .bdf_record import (  # noqa: F401
     WS_QX, WS_RHS, WS_TAU, WS_TQ, WS_V, WS_VX, WS_W2, WS_WINV, WS_YDPRED, WS_YPRED, WS_ZPRED,
     int_length, offsets, system_size, workspace, wslots)
 from .bdf_corrector import _newton
-from .kernel_common import clamp_step, end_advance, keeps_matrix, model_outputs
+from .kernel_common import clamp_step, end_advance, fixed_step_resolved, keeps_matrix, model_outputs
 
 
 # ---------------------------------------------------------------------------------
@@ -179,17 +180,10 @@ def step(fns, S, I, LU, u, p, t_limit, work):
             I[F_K] = k
             return status
         if not converged:
-            I[ST_REJ] += 1
-            I[NEWTON_FAILS] += 1
             failures += 1
-            if failures > MAX_FAILURES:
-                S[F_H] = h
-                return NEWTON_FAILED
-            I[NEED_JAC] = 1
-            S[RELAX] = 1.0
-            h_prop = NEWTON_CUT * h
-            if failures >= 3:
-                k = 1
+            status, k, h_prop = _after_newton_failure(S, I, h, k, failures)
+            if status != OK:
+                return status
             continue
         _corrected_point(I, n, m, hhat, h2, W, ws)
         # error estimates of orders k−1, k, k+1 (Algorithm 4 f)
@@ -203,18 +197,18 @@ def step(fns, S, I, LU, u, p, t_limit, work):
         h_k = _h_order(h, k, W[ce + k] * e_k, SAFETY_SAME, h_base)
         h_dn = _h_order(h, k - 1, W[ce + k - 1] * e_dn, SAFETY_DOWN, h_base) if k > 1 else 0.0
         decr = k >= 3 and s_k > SKELBOE[k] * s_dn            # Table 2 (Skelboe)
-        if fixed or err <= 1.0:
+        if fixed:   # no error test: the estimate is judged (largest kept, beyond the state fails)
+            if not fixed_step_resolved(S, err, h, FIXED_SLOTS):
+                I[F_K] = k
+                return FIXED_UNRESOLVED
             break
-        # rejected (Algorithm 4 h i)
-        I[ST_REJ] += 1
-        I[ERROR_FAILS] += 1
-        failures += 1
+        if err <= 1.0:
+            break
+        failures += 1                                        # rejected (Algorithm 4 h i)
         error_failures += 1
-        if failures > MAX_FAILURES:
-            S[F_H] = h
-            S[F_INFO] = err
-            return ERROR_TEST_FAILED
-        k, h_prop = _after_rejection(h, k, decr, h_k, h_dn, error_failures)
+        status, k, h_prop = _after_rejection(S, I, h, k, err, decr, h_k, h_dn, failures, error_failures)
+        if status != OK:
+            return status
     _accept(S, I, n, m, W, ws, h, h_base, lands, t_limit, k, e_k, s_k, s_dn, e_up, s_up,
             h_k, h_dn, decr, fixed, failures > 0)
     return OK
@@ -233,11 +227,33 @@ def _order_test_norms(S, I, LU, n, m, W, ws, Jm, k, has_up, hhat, e_k, e_dn, e_u
                         velocity_scaled or velocity_error, hhat)
 
 
-def _after_rejection(h, k, decr, h_k, h_dn, error_failures):
-    """Algorithm 4 h i: after a failed error test the order drops when Skelboe's test
-    said so (``decr``), the step is the order's proposal, halved from the second
-    failure on, order 1 from the third; within [MIN, MAX]_REJECT_FACTOR × h.
-    Returns (k, h)."""
+def _after_newton_failure(S, I, h, k, failures):
+    """After the ``failures``-th failed attempt, Newton's: a fresh matrix, the step cut
+    by NEWTON_CUT, order 1 from the third failure.  Returns (status, k, h):
+    NEWTON_FAILED after MAX_FAILURES (S[F_H] = h), else OK."""
+    I[ST_REJ] += 1
+    I[NEWTON_FAILS] += 1
+    if failures > MAX_FAILURES:
+        S[F_H] = h
+        return NEWTON_FAILED, k, h
+    I[NEED_JAC] = 1
+    S[RELAX] = 1.0
+    return OK, 1 if failures >= 3 else k, NEWTON_CUT * h
+
+
+def _after_rejection(S, I, h, k, err, decr, h_k, h_dn, failures, error_failures):
+    """Algorithm 4 h i: after a failed error test (ratio ``err``; the ``failures``-th
+    failed attempt, the ``error_failures``-th of the error test) the order drops when
+    Skelboe's test said so (``decr``), the step is the order's proposal, halved from the
+    second failure on, order 1 from the third; within [MIN, MAX]_REJECT_FACTOR × h.
+    Returns (status, k, h): ERROR_TEST_FAILED after MAX_FAILURES (S[F_H] = h,
+    S[F_INFO] = err), else OK."""
+    I[ST_REJ] += 1
+    I[ERROR_FAILS] += 1
+    if failures > MAX_FAILURES:
+        S[F_H] = h
+        S[F_INFO] = err
+        return ERROR_TEST_FAILED, k, h
     if decr:
         k = k - 1
         h_new = h_dn
@@ -247,7 +263,7 @@ def _after_rejection(h, k, decr, h_k, h_dn, error_failures):
         h_new *= 0.5
     if error_failures >= 3:
         k = 1
-    return k, min(max(h_new, MIN_REJECT_FACTOR * h), MAX_REJECT_FACTOR * h)
+    return OK, k, min(max(h_new, MIN_REJECT_FACTOR * h), MAX_REJECT_FACTOR * h)
 
 
 def _plan_matrix(S, I, hhat):

@@ -42,6 +42,8 @@ STEP_BUDGET = 6          # max_steps steps without reaching the target (record r
 MIN_STEP = 7             # "step size below the minimum"
 UNDERFLOW = 8            # "step size underflow" (h no longer moves t)
 NOT_IN_KERNEL = 9        # restart: done by the wrapper (Python reference)
+FIXED_UNRESOLVED = 10    # a fixed step whose local error estimate (S[F_INFO]) is beyond the
+                         # state (kernel_common.fixed_step_resolved; its order in I[F_K])
 # entry modes (cosim.jit's generated entry)
 WHOLE_INTERVAL = 0       # advance to the target within max_steps, else STEP_BUDGET
 RESTART = 1              # (done by the integrator object: NOT_IN_KERNEL)
@@ -75,7 +77,7 @@ F_T = 11  # a failure's t
 F_H = 12  # a failure's h
 F_HHAT = 13  # a failure's ĥ
 F_INFO = 14  # a failure's number (error ratio, pivot ratio)
-SPARE = 15  # unused
+FIXED_ERR = 15  # fixed step: the largest local error estimate so far (user's weights)
 N_SCALARS = 16
 # slots of I
 I_N = 0  # n coordinates
@@ -134,6 +136,9 @@ def int_length(ns):
 # -- end of the generated layout --
 
 FAILURE_SLOTS = (T, F_T, F_H, F_HHAT, F_INFO)   # advance failed: F_T ← t, these and I[REASON] kept
+# a fixed step's estimate (the error test's c_e^k‖∇^{k+1}y‖) judged by
+# kernel_common.fixed_step_resolved with these slots
+FIXED_SLOTS = (RTOL, F_H, F_INFO, FIXED_ERR)
 INDEX3, INDEX2, INDEX1 = 0, 1, 2   # I[VARIANT]: "bdf" (eqs. 73-80), "bdf-i2" (GGL, eqs. 81-84),
                                    # "bdf-i1" (q, v, a index-1 variables, the system after eq. 84)
 VE_OFF, VE_ON, VE_SCALED = 0, 1, 2   # I[VEL_ERROR]: velocity_error False / True / "scaled"

@@ -20,7 +20,7 @@ RECORD = Record("cosim.integrators.bdf_state", [
     *step_option_scalars(),
     scalar("F_T", "a failure's t"), scalar("F_H", "a failure's h"), scalar("F_HHAT", "a failure's ĥ"),
     scalar("F_INFO", "a failure's number (error ratio, pivot ratio)"),
-    scalar("SPARE", "unused"),
+    scalar("FIXED_ERR", "fixed step: the largest local error estimate so far (user's weights)"),
     array("y", "2 * n", key="y"),
     array("yp", "2 * n", key="y_prev"),
     array("qdd", "n", key="qdd"),

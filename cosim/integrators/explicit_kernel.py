@@ -39,18 +39,19 @@ import math
 
 from .dense_lu import lu_solve_inplace
 from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_JACOBIAN, FN_FORCES,
-    all_finite, clamp_step, end_advance, forget_step, model_outputs, next_step, rejected_attempt)
+    all_finite, clamp_step, end_advance, fixed_step_resolved, forget_step, model_outputs, next_step,
+    rejected_attempt)
 
 # the record: every name, so that explicit_kernel is the method's one namespace
 from .explicit_record import (  # noqa: F401
     ATOL, CAUSE, C_NONE, C_NONFINITE_MATRIX, C_NONFINITE_SOLUTION, C_POSITION, C_RHS,
     C_SINGULAR, C_VELOCITY, DENSE_H, DOPRI5, DP_A, DP_B, DP_C, DP_E, DP_P, EPS, FAILURE_SLOTS,
-    FIRST_ORDER, FIXED_ERR, FIXED_UNRESOLVED, F_CINFO, F_CT, F_ERR, F_H, F_T, HAS_DENSE, HAS_F,
+    FIRST_ORDER, FIXED_ERR, FIXED_SLOTS, FIXED_UNRESOLVED, F_CINFO, F_CT, F_ERR, F_H, F_T, HAS_DENSE, HAS_F,
     H_FIXED, H_NEXT, I_M, I_N, I_NG, I_NY, MAX_FACTOR, MAX_REJECTIONS, MAX_STEP, METHOD, MIN_FACTOR, NONFINITE_DERIVATIVE,
     NONFINITE_MATRIX, N_SCALARS, N_STATS, OK, ONE_STEP, ORDER, PIV, PROJECTION_MAX_ITER,
     PROJECTION_TOL, PROJ_ITERS, REJECTION_CONTROL, REJECTION_SLOTS, RESTART,
     RESTART_THEN_ADVANCE, RK4, RTOL, SAFETY, SINGULAR, STATS, STEP_BUDGET, STEP_FAILED, ST_JAC,
-    ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW, UNRESOLVED,
+    ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW,
     WHOLE_INTERVAL, int_length, offsets, workspace)
 # the index-1 form (J, y' = [v; q'']) and the error ratio, shared with rkc_kernel
 from .index1_kernel import (_evaluate, _factorize,  # noqa: F401
@@ -325,13 +326,8 @@ def step(fns, S, I, LU, u, p, t_limit, w, lazy_end):
         if cause == C_NONE and fixed:
             # no error test: the local error estimate in the user's weights is kept
             # (largest so far); one beyond the state's own scale fails the advance
-            est = _fixed_estimate(S, I, n, n2, dopri, y, h, w)
-            if not est * S[RTOL] <= UNRESOLVED:   # NaN too
-                S[F_H] = h
-                S[F_ERR] = est
+            if not fixed_step_resolved(S, _fixed_estimate(S, I, n, n2, dopri, y, h, w), h, FIXED_SLOTS):
                 return FIXED_UNRESOLVED
-            if est > S[FIXED_ERR]:
-                S[FIXED_ERR] = est
         if cause == C_NONE and err <= 1.0:
             cause = _project(fns, S, I, LU, p, n, m, t_new, y_new, y_proj, w)
             deferred = lazy_end and fixed and lands and not dopri

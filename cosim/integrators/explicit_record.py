@@ -15,10 +15,6 @@ MAX_REJECTIONS = 60
 PROJECTION_TOL = 1e-6
 PROJECTION_MAX_ITER = 8
 ORDER = 4                 # err ∝ h^(ORDER+1) for both methods
-# fixed step: a step whose local error estimate (dopri5: the error test's ratio; rk4:
-# the positions' part of the embedded third-order h/6·(k4 − f(y_new)), max norm; in
-# the weights RTOL|y| + ATOL) exceeds UNRESOLVED / RTOL fails (cosim.fixed_step)
-UNRESOLVED = 1.0
 DOPRI5 = 0
 RK4 = 1
 
@@ -127,6 +123,10 @@ def int_length(n, m):
 
 FAILURE_SLOTS = (T, F_T, F_H, F_ERR, F_CT, F_CINFO)   # advance failed: F_T ← t, these and I[CAUSE] kept
 REJECTION_SLOTS = (CAUSE, F_ERR, F_H, ST_REJ)   # rejected_attempt's
+# a fixed step's estimate (dopri5: the error test's ratio; rk4: the positions' part of
+# the embedded third-order h/6·(k4 − f(y_new)), max norm) judged by
+# kernel_common.fixed_step_resolved with these slots
+FIXED_SLOTS = (RTOL, F_H, F_ERR, FIXED_ERR)
 REJECTION_CONTROL = (MIN_FACTOR, SAFETY, 1.0 / (ORDER + 1), MAX_REJECTIONS)
 
 

@@ -26,7 +26,8 @@ def index1_scalars():
         scalar("F_T", "a failure's t"), scalar("F_H", "a failure's h"),
         scalar("F_ERR", "a rejected step's error ratio"),
         scalar("F_CT", "t of a failed evaluation or projection"),
-        scalar("F_CINFO", "pivot ratio of a singular J")]
+        scalar("F_CINFO", "pivot ratio of a singular J"),
+        scalar("FIXED_ERR", "fixed step: the largest local error estimate so far (user's weights)")]
 
 
 def index1_point():
@@ -57,7 +58,6 @@ def index1_ints(projection_key=None):
 
 RECORD = Record("cosim.integrators.explicit_state", [
     *index1_scalars(),
-    scalar("FIXED_ERR", "fixed step: the largest local error estimate so far (user's weights)"),
     *index1_point(),
     array("d", "5 * ny", key="method_state.dense", flag="HAS_DENSE", parts={
         # Shampine's continuous extension of the last step: Q = Kᵀ P, h and the

@@ -39,14 +39,14 @@ import numpy as np
 # every name of the method's modules, so that ga_kernel is its one namespace
 from .ga_record import (  # noqa: F401
     ALPHA_F, ALPHA_M, ATOL, BETA, CONST_MASS, DEADBAND, EPS, ERROR_TEST_FAILED, ERR_SCALE,
-    ERR_TANGENT, ETA, FAILURE_SLOTS, FIXED, FIXED_ERR, FIXED_NEWTON_REL, FIXED_UNRESOLVED, F_H, F_INFO, F_T, GAMMA, GGL, GGL_RATE_TOL,
+    ERR_TANGENT, ETA, FAILURE_SLOTS, FIXED, FIXED_ERR, FIXED_NEWTON_REL, FIXED_SLOTS, FIXED_UNRESOLVED, F_H, F_INFO, F_T, GAMMA, GGL, GGL_RATE_TOL,
     GGL_VELOCITY_FLOOR, HAS_FACTOR, H_FIXED, H_JAC, H_LAST, H_NEXT, I_M, I_N, I_NG, MAX_GROWTH,
     MAX_REJECTIONS, MAX_STEP, MINV_DIAG, MINV_EXACT, NEED_JAC, NEWTON_ERR_TOL, NEWTON_FAILED,
     NEWTON_MAX_ITER, NEWTON_TOL, NONFINITE_MATRIX, N_SCALARS, N_STATS, OK, ONE_STEP, PIV, PROJECT,
     REASON, REFRESH_AFTER, RELAX, RESTART, RESTART_FAILED, RESTART_STATUS, RESTART_THEN_ADVANCE,
     ROUNDOFF, RTOL, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SAFETY, SIGMA, SINGULAR, STATS,
     STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TINY_STEP,
-    T_PREV, UNRESOLVED, WHOLE_INTERVAL, _block, _cut, int_length, matrix_size, offsets, workspace,
+    T_PREV, WHOLE_INTERVAL, _block, _cut, int_length, matrix_size, offsets, workspace,
     W_A_START, W_C, W_CM, W_CMC, W_CQ, W_CQ_START, W_CQT, W_CT, W_FORCES, W_G0, W_G1, W_LAM,
     W_LAM1, W_LAM_HAT, W_LAM_RATE, W_LAM_SCALE, W_LAM_SCALE_R, W_LAM_START, W_M, W_MINV_DIAG, W_MU,
     W_Q, W_Q0, W_Q1, W_QD, W_QD0, W_QDD, W_QDD0, W_QDD1, W_QDD_START, W_QX, W_Q_START, W_REST,
@@ -58,8 +58,8 @@ from .ga_terms import (  # noqa: F401
 from .ga_corrector import (  # noqa: F401
     _amax, _cqv, _jacobian, _jacobian_ggl, _newton, _norm, _norm_ggl, _pymax, _residual,
     _residual_ggl, _rows_norm)
-from .kernel_common import (FN_CONSTRAINT_JACOBIAN, FN_MASS, clamp_step, end_advance, keeps_matrix,
-    model_outputs, relaxation, snapshot_in)
+from .kernel_common import (FN_CONSTRAINT_JACOBIAN, FN_MASS, clamp_step, end_advance, fixed_step_resolved,
+    keeps_matrix, model_outputs, relaxation, snapshot_in)
 
 
 # ---------------------------------------------------------------------------------
@@ -194,12 +194,8 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
             # no error test: eq. 34's (39's) estimate in the user's weights is kept
             # (largest so far); one beyond the state's own scale fails the advance
             e = _error_ggl(S, n, h, delta, work) ** 2 if ggl else _fixed_estimate(S, n, h, work)
-            if not e * S[RTOL] <= UNRESOLVED:   # NaN too
-                S[F_H] = h
-                S[F_INFO] = e
+            if not fixed_step_resolved(S, e, h, FIXED_SLOTS):
                 return FIXED_UNRESOLVED
-            if e > S[FIXED_ERR]:
-                S[FIXED_ERR] = e
             break
         xi = _error_ggl(S, n, h, delta, work) if ggl else \
             _error_index3(fns, S, I, p, n, m, t1, h, qmax, delta, work)

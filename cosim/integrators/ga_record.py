@@ -24,11 +24,6 @@ NEWTON_ERR_TOL = 1e-3
 # the rounding of q: the error then falls as h² to ~1e-10 whatever rtol
 # (UR5, 1 s, rtol 1e-6: 2.7e-7 at h = 62.5 µs before, the h² line after)
 FIXED_NEWTON_REL = 1e-6
-# fixed step: a step whose local error estimate (eq. 34's h²‖x‖_W, eq. 39's
-# h·max(‖x‖_q, ‖y‖_v); W = RTOL|q| + ATOL) exceeds UNRESOLVED / RTOL, i.e. some
-# |e_k| > UNRESOLVED·(|q_k| + ATOL/RTOL), resolves nothing: the advance fails
-# (benchmarks/fixed_step_accuracy.py measures where that lies)
-UNRESOLVED = 1.0
 GGL_RATE_TOL = 1e-8      # GGL: accept on σ/(1−σ)‖Δδ‖ < this only
 GGL_VELOCITY_FLOOR = 0.1   # GGL error test: v weights RTOL·max(|v_k|, this·‖v‖∞) + ATOL
                            # (generalized_alpha_i2.VELOCITY_FLOOR)
@@ -125,6 +120,9 @@ def int_length(n, m, ggl, ng):
 # -- end of the generated layout --
 
 FAILURE_SLOTS = (T, F_T, F_H, F_INFO)   # advance failed: F_T ← t, these and I[REASON] kept
+# a fixed step's estimate (eq. 34's h²‖x‖_W, eq. 39's h·max(‖x‖_q, ‖y‖_v)) judged by
+# kernel_common.fixed_step_resolved with these slots
+FIXED_SLOTS = (RTOL, F_H, F_INFO, FIXED_ERR)
 
 
 def matrix_size(n, m, ggl, ng=0):

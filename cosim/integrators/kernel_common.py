@@ -1,7 +1,8 @@
 """What every method's kernel shares, written once: the quasi-Newton decisions
 (seed 000 §5.1, Algorithm 2), the reuse test of the iteration matrix
 (Algorithm 3 g), forming its LU with the singularity and finiteness checks, the
-step clamp towards a target time, and the weighted norms (eq. 35).
+step clamp towards a target time, the weighted norms (eq. 35) and the verdict on a
+fixed step's local error estimate.
 
 Plain functions of numbers and arrays: pasted into each compiled method
 (``helpers`` of :func:`cosim.jit.method_entry`, after :mod:`.dense_lu`) and
@@ -231,6 +232,28 @@ def next_step(h, h_prop, err, rejected, lands, exponent, safety, max_factor, max
     if lands and h < h_prop and not rejected:
         h_new = max(h_new, h_prop)   # a step cut by the target says nothing new
     return min(h_new, max_step)
+
+
+# -- a fixed step's accuracy rule (cosim.fixed_step) ---------------------------------
+# a fixed step whose local error estimate (in the weights RTOL|y| + ATOL) exceeds
+# UNRESOLVED / RTOL — some |e_k| > UNRESOLVED·(|y_k| + ATOL/RTOL), an error larger than
+# the state itself — resolves nothing: the advance fails (cosim.fixed_step.UNRESOLVED)
+UNRESOLVED = 1.0
+
+
+def fixed_step_resolved(S, est, h, slots):
+    """The verdict on a fixed step h (no error test decides it) from its local error
+    estimate ``est`` in the user's tolerance weights, ``slots`` = (RTOL, F_H, F_INFO,
+    FIXED_ERR) of S: one beyond the state's own scale (est·RTOL > :data:`UNRESOLVED`,
+    or NaN) is False with S[F_H] = h, S[F_INFO] = est (the caller fails the advance);
+    else True, the largest estimate so far kept in S[FIXED_ERR]."""
+    if not est * S[slots[0]] <= UNRESOLVED:   # NaN too
+        S[slots[1]] = h
+        S[slots[2]] = est
+        return False
+    if est > S[slots[3]]:
+        S[slots[3]] = est
+    return True
 
 
 # -- the all-or-nothing advance and the outputs after it (every method's entry) -------

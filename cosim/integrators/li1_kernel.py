@@ -13,8 +13,9 @@ or by Gauss-Jordan elimination with complete pivoting (§5.2,
 by the quasi-Newton iteration of seed 000 Algorithm 2 (the decisions of
 :mod:`.kernel_common`) with the iteration matrix of eq. 4.5 ("seed") or the full
 Jacobian with −h/2·A_kᵀ ∂g/∂x by forward differences ("newton").  The matrix is
-formed afresh every step (A_k changes with x_k).  Heun's predictor; in adaptive
-mode (x_trap − x_Heun)/3 estimates the local error.  Nonholonomic rows B v + b = 0
+formed afresh every step (A_k changes with x_k).  Heun's predictor; (x_trap −
+x_Heun)/3 estimates the local error (the error test; at a fixed step judged by
+kernel_common.fixed_step_resolved).  Nonholonomic rows B v + b = 0
 (seed 000 eq. 93, ``I[I_NG]`` > 0): the velocity rows use V ⊥ [C_q; B], and
 B v + b joins f(x).
 
@@ -36,13 +37,15 @@ from .kernel_common import (EPS, FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
     FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS, FN_NH_GAMMA, FN_NH_MATRIX,
     FN_NH_OFFSET, MATRIX_NONFINITE, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
     NEWTON_REFRESH, NEWTON_SLOW, all_finite, clamp_step, end_advance, factor_matrix, forget_step,
-    matrix_formed, model_outputs, newton_start, newton_verdict, next_step, rejected_attempt, relaxed_update, weighted_max)
+    fixed_step_resolved, matrix_formed, model_outputs, newton_start, newton_verdict, next_step,
+    rejected_attempt, relaxed_update, weighted_max)
 from .li1_nullspace import nullspace_gauss, nullspace_qr
 
-from .li1_record import (
+from .li1_record import (  # noqa: F401  (FIXED_ERR: record.py reads it through the kernel)
     ACC_NONFINITE, ACC_SINGULAR, ATOL, CAUSE, C_ACC_NONFINITE, C_ACC_SINGULAR, C_ITER_NONFINITE,
     C_ITER_SINGULAR, C_NONE, C_NO_CONVERGENCE, C_RANK_GAUSS, C_RANK_QR, C_RESIDUAL, C_UPDATE,
-    FAILURE_SLOTS, F_CH, F_CINFO, F_CT, F_H, F_T, HAS_DENSE, HAS_FACTOR, H_FIXED, H_JAC, H_NEXT,
+    FAILURE_SLOTS, FIXED_ERR, FIXED_SLOTS, FIXED_UNRESOLVED, F_CH, F_CINFO, F_CT, F_H, F_T,
+    HAS_DENSE, HAS_FACTOR, H_FIXED, H_JAC, H_NEXT,
     ITERATION, ITERATION_SEED, I_M, I_N, I_NG, MATRIX_FLOATS, MATRIX_INTS, MAX_FACTOR, MAX_STEP,
     NEED_JAC, NEWTON_ERR_TOL, NEWTON_MAX_ITER, NEWTON_TOL, NULLSPACE, NULLSPACE_GAUSS,
     N_SCALARS, OK, ONE_STEP, PIV, REJECTION_CONTROL, REJECTION_SLOTS, RELAX, RESTART, RTOL,
@@ -342,10 +345,11 @@ def _newton(fns, S, I, LU, p, u, n, m, g, t0, t1, h, pq, pv, w):
     return C_NO_CONVERGENCE
 
 
-def _attempt(fns, S, I, LU, p, u, t0, t1, h, fixed, w):
+def _attempt(fns, S, I, LU, p, u, t0, t1, h, w):
     """One trapezoidal step from (t0, x_k) to t1 (LocalEquivalentIndex1._attempt):
     A_k, Heun's predictor, the Newton solve, ψ and λ at the result.  Returns (cause,
-    err); the result in q = w[0], v = w[1], a = w[22], λ = w[34]."""
+    err), err the local error estimate (x_trap − x_Heun)/3 in the weights; the result
+    in q = w[0], v = w[1], a = w[22], λ = w[34]."""
     n, m, g = I[I_N], I[I_M], I[I_NG]
     o_y, o_yp, o_qdd, o_lam, o_g, _ = offsets(n, m, g)
     q, v, M, Cq, A, V, tau, cols, Aq, Av = w[0], w[1], w[3], w[4], w[10], w[11], w[12], w[13], w[14], w[15]
@@ -393,8 +397,6 @@ def _attempt(fns, S, I, LU, p, u, t0, t1, h, fixed, w):
     cause = _accelerations(fns, S, I, p, u, n, m, g, t1, q, v, a, lam, True, w)
     if cause != C_NONE:
         return cause, 0.0
-    if fixed:
-        return C_NONE, 0.0
     # (x_trap − x_Heun)/3 in the weights rtol·max(|x_k|, |x_pred|) + atol, RMS
     s = 0.0
     for i in range(2 * n):
@@ -431,7 +433,11 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     t1 = t
     while True:
         t1 = t_limit if lands else t + h
-        cause, err = _attempt(fns, S, I, LU, p, u, t, t1, h, fixed, w)
+        cause, err = _attempt(fns, S, I, LU, p, u, t, t1, h, w)
+        if cause == C_NONE and fixed:   # no error test: the estimate is judged
+            if not fixed_step_resolved(S, err, h, FIXED_SLOTS):
+                return FIXED_UNRESOLVED
+            break
         if cause == C_NONE and err <= 1.0:
             break
         rejections += 1

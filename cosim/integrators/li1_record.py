@@ -26,6 +26,8 @@ UNDERFLOW = 3             # the step no longer moves t
 STEP_BUDGET = 4           # max_steps steps without reaching the target (record restored)
 ACC_SINGULAR = 5          # restart: [[M, C_qᵀ], [C_q, 0]] singular at S[F_CT] (ratio S[F_CINFO])
 ACC_NONFINITE = 6         # restart: that matrix has NaN/inf at S[F_CT]
+FIXED_UNRESOLVED = 7      # a fixed step whose local error estimate (S[F_ERR]) is beyond the
+                          # state (kernel_common.fixed_step_resolved)
 # entry modes (cosim.jit's generated entry)
 WHOLE_INTERVAL = 0        # advance to the target within max_steps, else STEP_BUDGET
 RESTART = 1               # q'', λ at the current point from eq. 2.5; no dense output
@@ -61,7 +63,8 @@ F_ERR = 12  # a rejected step's error ratio
 F_CT = 13  # t of a failed matrix
 F_CH = 14  # h of a failed iteration matrix
 F_CINFO = 15  # pivot ratio of a singular matrix
-N_SCALARS = 16
+FIXED_ERR = 16  # fixed step: the largest local error estimate so far (user's weights)
+N_SCALARS = 17
 # slots of I
 I_N = 0  # n coordinates
 I_M = 1  # m holonomic constraints
@@ -102,6 +105,9 @@ FAILURE_SLOTS = (T, F_T, F_H, F_ERR, F_CT, F_CH, F_CINFO)   # advance failed: F_
 MATRIX_INTS, MATRIX_FLOATS = (HAS_FACTOR, ST_LU, NEED_JAC), (H_JAC, RELAX)   # matrix_formed's
 REJECTION_SLOTS = (CAUSE, F_ERR, F_H, ST_REJ)   # rejected_attempt's
 REJECTION_CONTROL = (MIN_FACTOR, SAFETY, 1.0 / 3.0, MAX_REJECTIONS)
+# a fixed step's estimate ((x_trap − x_Heun)/3, the error test's RMS ratio) judged by
+# kernel_common.fixed_step_resolved with these slots
+FIXED_SLOTS = (RTOL, F_H, F_ERR, FIXED_ERR)
 
 
 def workspace(n, m, g):

@@ -14,6 +14,7 @@ RECORD = Record("cosim.integrators.li1_state", [
     scalar("F_ERR", "a rejected step's error ratio"),
     scalar("F_CT", "t of a failed matrix"), scalar("F_CH", "h of a failed iteration matrix"),
     scalar("F_CINFO", "pivot ratio of a singular matrix"),
+    scalar("FIXED_ERR", "fixed step: the largest local error estimate so far (user's weights)"),
     array("y", "2 * n", key="y"),
     array("yp", "2 * n", key="y_prev"),
     array("qdd", "n", key="qdd"),

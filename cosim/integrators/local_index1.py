@@ -46,7 +46,7 @@ import math
 
 import numpy as np
 
-from .. import jit
+from .. import fixed_step, jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
 from . import dense_lu, kernel_common, li1_nullspace, li1_record
 from . import li1_kernel as K
@@ -191,6 +191,9 @@ class LocalEquivalentIndex1(record_point(R.T, R.T_PREV, ("y", "y_prev", "qdd", "
     def _failed(self, status):
         S, I = self._S, self._I
         t, h = float(S[R.F_T]), float(S[R.F_H])
+        if status == R.FIXED_UNRESOLVED:
+            raise fixed_step.unresolved_error(self.name, t, self.h_fixed, float(S[R.F_ERR]), self.rtol,
+                                              self.atol)
         if status == R.UNDERFLOW:
             message, cause = "step size underflow", "step does not advance t"
         else:

@@ -60,7 +60,7 @@ import math
 
 import numpy as np
 
-from .. import jit
+from .. import fixed_step, jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
 from . import dense_lu, explicit_record, index1_kernel, kernel_common, rkc_record
 from . import rkc_kernel as K
@@ -355,6 +355,9 @@ class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "q
         t, h = float(S[K.F_T]), float(S[K.F_H])
         if status in (K.SINGULAR, K.NONFINITE_MATRIX):
             self._raise_singular(K.C_NONFINITE_MATRIX if status == K.NONFINITE_MATRIX else K.C_SINGULAR)
+        if status == K.FIXED_UNRESOLVED:
+            raise fixed_step.unresolved_error(self.name, t, self.h_fixed, float(S[K.F_ERR]), self.rtol,
+                                              self.atol)
         if status == K.NONFINITE_DERIVATIVE:
             message, h, cause = "right-hand side is not finite", 0.0, "non-finite derivative"
         elif status == K.UNDERFLOW:

@@ -31,12 +31,13 @@ from .index1_kernel import (_factor_and_rhs, _nh_offset, error_ratio,
                             keep_current_derivative, n_nonholonomic)
 from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_JACOBIAN,
     FN_FORCES, FN_GAMMA, FN_MASS, MATRIX_NONFINITE, all_finite, clamp_step, end_advance, factor_matrix,
-    forget_step, model_outputs, reduced_step)
+    fixed_step_resolved, forget_step, model_outputs, reduced_step)
 
 # the record: every name, so that rkc_kernel is the method's one namespace
 from .rkc_record import (  # noqa: F401
     ALPHA, ATOL, CAUSE, CHI, C_NONE, C_NONFINITE_MATRIX, C_NONFINITE_SOLUTION, C_SINGULAR, DAMPING,
-    DENSE_H, EPS, ERR_LAST, F_CINFO, F_CT, F_ERR, F_H, F_HRHO, F_T, HAS_DENSE, HAS_EIGVEC, HAS_F,
+    DENSE_H, EPS, ERR_LAST, FIXED_ERR, FIXED_SLOTS, FIXED_UNRESOLVED, F_CINFO, F_CT, F_ERR, F_H,
+    F_HRHO, F_T, HAS_DENSE, HAS_EIGVEC, HAS_F,
     H_FIXED, H_LAST, H_NEXT, I_M, I_N, I_NG, I_NY, LAST_STAGES, MAX_REJECTIONS, MAX_STAGES,
     MAX_STAGES_USED, MAX_STEP, NONFINITE_DERIVATIVE, NONFINITE_MATRIX, N_STATS, OK, ONE_STEP,
     RESTART, RESTART_THEN_ADVANCE, RHO, RHO_FAILED, RHO_INTERVAL, RHO_MAX_ITER, RHO_SAFETY,
@@ -389,11 +390,15 @@ def step(fns, S, I, LU, u, p, t_limit, w):
             cause = _penalty_evaluate(fns, S, I, LU, p, u, n, m, t_new, Y[last], f_new, lam_new, w)
             if cause == C_NONE and not (all_finite(Y[last]) and all_finite(f_new)):
                 cause = C_NONFINITE_SOLUTION
-        if cause == C_NONE and not fixed:
+        if cause == C_NONE:
             y_new = Y[last]
             for i in range(ny):
                 est[i] = 0.8 * (y[i] - y_new[i]) + 0.4 * h * (f0[i] + f_new[i])
             err = error_ratio(y, y_new, est, S[RTOL], S[ATOL])
+            if fixed:   # no error test: the estimate is judged
+                if not fixed_step_resolved(S, err, h, FIXED_SLOTS):
+                    return FIXED_UNRESOLVED
+                break
         if cause == C_NONE and err <= 1.0:
             break
         I[CAUSE] = cause
