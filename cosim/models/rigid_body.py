@@ -236,7 +236,7 @@ def _kinematics_at(q, p, n, W, B):
 @kernel_helper
 def frame_table(p, n):
     """Index in p of the output frames' table (after the kinematics cache)."""
-    return kinematics_cache(p, n) + 1 + n + n * (W_V + NB)
+    return kinematics_cache(p, n) + cache_length(n)
 
 
 FRAME = 13  # numbers per output frame: parent joint, rotation (9), translation (3)
