@@ -503,6 +503,7 @@ class Simulation:
         self._clocks = [SampleClock(b.sample_time, b.offset, start) for b in self.blocks]
         self._u_ext = self._ext_defaults.copy()
         self._u = self._compose_inputs(self._u_ext)
+        self._u_seen = self._u_list = None   # set_inputs' list of the held inputs (and of which)
         ic = {} if self.max_ic_repair is None or self.model.kind != "multibody" else \
             {"max_repair": self.max_ic_repair}
         # every model term once, overflow raised, shapes checked (issue 14)
@@ -579,7 +580,8 @@ class Simulation:
     def y(self):
         if self._integrator_lead is not None and self.integrator.t == self._integrator_lead[1]:
             return self._start_y.copy()  # left a singular start: the state at t0 itself
-        return self.integrator.y.copy()
+        y = self.integrator.y
+        return y if self._y_copied else y.copy()
 
     @property
     def state_names(self):
@@ -655,8 +657,11 @@ class Simulation:
             lst = values.tolist()
             if len(lst) == len(self._u_ext) and _isfinite(sum(lst)):
                 new = values.copy()
-                if lst != self._u.tolist():
+                if self._u_seen is not self._u:  # (the held inputs as a list, made once)
+                    self._u_seen, self._u_list = self._u, self._u.tolist()
+                if lst != self._u_list:
                     self._hold_plant_inputs(new, lst)
+                    self._u_seen, self._u_list = new, lst
                 self._u_ext = new
                 return
         if type(values) is not np.ndarray and isinstance(values, Mapping):  # (an ABC check costs)
@@ -1048,6 +1053,9 @@ class Simulation:
         integ = self.integrator
         self._has_rows = hasattr(integ.model, "rows")
         self._record_snapshot = isinstance(integ, RecordIntegrator) and hasattr(integ, "_S")
+        # the integrator's y is a fresh copy already (a record's): y hands it on
+        self._y_copied = getattr(getattr(type(integ), "y", None), "fget", None) is not None \
+            and getattr(type(integ).y.fget, "returns_copy", False)
         self._gross_fn = None
         if self._gross:
             if (getattr(integ, "backend", None) == "numba" and integ.model is self.model

@@ -70,6 +70,7 @@ def record_array(index, writable=False):
         self._settle()
         start, length = self._slices[index]
         return self._S[start:start + length].copy()
+    get.returns_copy = True   # (Simulation.y hands it on without another copy)
 
     def set(self, value):
         if value is not None:

@@ -48,13 +48,15 @@ Every method runs the held system unchanged (the hold is in M and Q).
 so every robot, with or without mimic joints or stops, runs the same kernels.
 
 After the flags, a **kinematics cache** (work space, not a parameter): a valid
-flag, the q it holds and the kinematic columns of W and the B of the last
-:func:`_kinematics` call of this p (:func:`_kinematics_at`).  A method
-evaluates M and Q (and the Jacobians) at the same q one after the other; the
-second one reads the poses instead of recomputing them (same numbers: the
-result is bit-identical).  Kinematics depend only on q and the tree in p, which
-no one changes in place (new parameters make a new p); the held flags do not
-enter them.
+flag, the q it holds, the work arrays W (n × NW) and B (n × NB) of the last
+:func:`_kinematics` call of this p, a scratch C (n × NB) for the composite inertias
+and n zeros (:func:`_tree_work`).  A method evaluates M and Q (and the Jacobians)
+at the same q one after the other; the second one finds the poses there instead of
+recomputing them (same numbers: the result is bit-identical), and neither kernel
+allocates.  Kinematics depend only on q and the tree in p, which no one changes in
+place (new parameters make a new p); the held flags do not enter them.  The kernels
+that run the RNEA on the cached W (:func:`tree_forces`, the stops' check) overwrite
+only its velocity, acceleration and force columns, which no one reads from the cache.
 
 Last, the **output frames** (:func:`tree_outputs`): their number F, then per frame
 its parent joint (−1: the fixed base) and its placement in that joint's frame
@@ -130,6 +132,7 @@ def _kinematics(q, p, n, W, B):
             W[i, W_O] += zx * q[i]
             W[i, W_O + 1] += zy * q[i]
             W[i, W_O + 2] += zz * q[i]
+            W[i, W_S], W[i, W_S + 1], W[i, W_S + 2] = 0.0, 0.0, 0.0
             W[i, W_S + 3], W[i, W_S + 4], W[i, W_S + 5] = zx, zy, zz
         # the link's inertia in world coordinates about the origin
         m = p[b + MASS]
@@ -170,54 +173,70 @@ def kinematics_cache(p, n):
     return held_flags(p, n) + n
 
 
+@kernel_helper
 def cache_length(n):
-    """Floats of the kinematics cache of an n-joint tree: valid flag, q, W[:, :W_V], B."""
-    return 1 + n + n * (W_V + NB)
+    """Floats of the kinematics cache of an n-joint tree: valid flag, q, W, B, C, zeros."""
+    return 1 + n + n * (NW + 2 * NB) + n
+
+
+@kernel_helper
+def _rows(x, k, rows, cols):
+    """x[k:k + rows·cols] as a (rows, cols) array, a view of x (any stride: numba's
+    reshape takes contiguous arrays only, and a kernel's p is typed without layout)."""
+    st = x.strides[0]
+    return np.lib.stride_tricks.as_strided(x[k:k + rows * cols], shape=(rows, cols), strides=(cols * st, st))
+
+
+@kernel_helper
+def _tree_work(q, p, n):
+    """(W, B, C, z): the work arrays in the kinematics cache at the end of p (module
+    docstring), W's kinematic columns (pose, origin, axis, motion subspace) and B
+    those of q — computed there unless the cache holds this q already; C scratch, z
+    n zeros.  In a fresh buffer for a p without the cache."""
+    c = kinematics_cache(p, n)
+    w = p
+    if p.shape[0] < c + cache_length(n):  # (a p without the cache)
+        w, c = np.zeros(cache_length(n)), 0
+    k = c + 1 + n
+    W = _rows(w, k, n, NW)
+    k += n * NW
+    B = _rows(w, k, n, NB)
+    k += n * NB
+    C = _rows(w, k, n, NB)
+    z = w[k + n * NB:k + n * NB + n]
+    for i in range(n):
+        z[i] = 0.0
+    hit = w[c] == 1.0
+    if hit:
+        for i in range(n):
+            if w[c + 1 + i] != q[i]:
+                hit = False
+                break
+    if not hit:
+        w[c] = 0.0
+        _kinematics(q, p, n, W, B)
+        for i in range(n):
+            w[c + 1 + i] = q[i]
+        w[c] = 1.0
+    return W, B, C, z
 
 
 @kernel_helper
 def _kinematics_at(q, p, n, W, B):
-    """:func:`_kinematics` through the cache at the end of p: the kinematic columns of W
-    (pose, origin, axis, motion subspace) and B copied from it when it holds this q,
-    else computed and kept there."""
-    c = kinematics_cache(p, n)
-    if p.shape[0] < c + 1 + n + n * (W_V + NB):  # (a p without the cache)
-        _kinematics(q, p, n, W, B)
-        return
-    hit = p[c] == 1.0
-    if hit:
-        for i in range(n):
-            if p[c + 1 + i] != q[i]:
-                hit = False
-                break
-    k = c + 1 + n
-    if hit:
-        for i in range(n):
-            for r in range(W_V):
-                W[i, r] = p[k + r]
-            k += W_V
-            for r in range(NB):
-                B[i, r] = p[k + r]
-            k += NB
-        return
-    _kinematics(q, p, n, W, B)
-    p[c] = 0.0
-    for i in range(n):
-        p[c + 1 + i] = q[i]
+    """:func:`_kinematics` through the cache (:func:`_tree_work`) into the caller's W
+    (its kinematic columns) and B."""
+    Wc, Bc, _, _ = _tree_work(q, p, n)
     for i in range(n):
         for r in range(W_V):
-            p[k + r] = W[i, r]
-        k += W_V
+            W[i, r] = Wc[i, r]
         for r in range(NB):
-            p[k + r] = B[i, r]
-        k += NB
-    p[c] = 1.0
+            B[i, r] = Bc[i, r]
 
 
 @kernel_helper
 def frame_table(p, n):
     """Index in p of the output frames' table (after the kinematics cache)."""
-    return kinematics_cache(p, n) + 1 + n + n * (W_V + NB)
+    return kinematics_cache(p, n) + cache_length(n)
 
 
 FRAME = 13  # numbers per output frame: parent joint, rotation (9), translation (3)
@@ -485,8 +504,7 @@ def held_flags(p, n):
 # -- the kernels ------------------------------------------------------------------------------
 def tree_mass(q, t, p, M):
     n = int(p[0])
-    W, B, C = np.zeros((n, NW)), np.zeros((n, NB)), np.zeros((n, NB))
-    _kinematics_at(q, p, n, W, B)
+    W, B, C, _ = _tree_work(q, p, n)
     _crba(p, n, W, B, C, M)
     h = held_flags(p, n)
     for i in range(n):
@@ -499,9 +517,8 @@ def tree_mass(q, t, p, M):
 
 def tree_forces(q, v, t, u, p, Q):
     n = int(p[0])
-    W, B = np.zeros((n, NW)), np.zeros((n, NB))
-    _kinematics_at(q, p, n, W, B)
-    _rnea(p, n, W, B, v, np.zeros(n), p[1], p[2], p[3], Q)
+    W, B, _, z = _tree_work(q, p, n)
+    _rnea(p, n, W, B, v, z, p[1], p[2], p[3], Q)
     for i in range(n):
         Q[i] = -Q[i]
     joint_forces(v, u, p, n, Q)
@@ -564,8 +581,7 @@ def tree_outputs(q, v, t, u, p, y):
     F = int(p[f])
     if F == 0:
         return
-    W, B = np.zeros((n, NW)), np.zeros((n, NB))
-    _kinematics_at(q, p, n, W, B)
+    W, B, _, _ = _tree_work(q, p, n)
     R = np.zeros(9)
     for r in range(F):
         b = f + 1 + FRAME * r

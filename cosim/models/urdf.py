@@ -493,12 +493,11 @@ def stop_values(q, v, u, p, table, z):
             holding += 1
     if holding == 0:
         return
-    W, B = np.zeros((n, rigid_body.NW)), np.zeros((n, rigid_body.NB))
-    C, M = np.zeros((n, rigid_body.NB)), np.zeros((n, n))
-    rigid_body._kinematics_at(q, p, n, W, B)
+    W, B, C, zero = rigid_body._tree_work(q, p, n)  # the work arrays in p's kinematics cache
+    M = np.zeros((n, n))
     rigid_body._crba(p, n, W, B, C, M)
     Q = np.zeros(n)
-    rigid_body._rnea(p, n, W, B, v, np.zeros(n), p[1], p[2], p[3], Q)
+    rigid_body._rnea(p, n, W, B, v, zero, p[1], p[2], p[3], Q)
     for i in range(n):
         Q[i] = -Q[i]
     rigid_body.joint_forces(v, u, p, n, Q)
