@@ -668,6 +668,25 @@ import numba as _numba
 '''
 
 
+def pasted_dispatchers(functions, kind, label):
+    """numba dispatchers (cached on disk) of ``functions``, made from one generated
+    module that holds their source and that of every helper they call
+    (:func:`_pasted_kernels`), so that the cache is keyed on all of that source — a
+    function compiled by reference is cached on its own file's stamp only, and a
+    changed helper in another file would load stale code.  None when the functions
+    cannot be pasted."""
+    pasted = _pasted_kernels(tuple(functions), {"_types", "_numba", "_name", "_obj"},
+                             aliases=False)
+    if pasted is None:
+        return None
+    text = _KERNELS_HEADER.format(model=label, digest="{digest}") + pasted + _METHOD_FOOTER
+    module = _generated_module(kind, label, text)
+    compiled = [getattr(module, fn.__name__) for fn in functions]
+    for dispatcher in compiled:
+        _loads_without_compiler(dispatcher)
+    return compiled
+
+
 def model_functions(kernel_functions, model_name):
     """The model's kernels (all of :func:`kernel_fields`, stubs for missing ones)
     compiled alone with the protocol's signatures (seconds; cached on disk; models
@@ -677,7 +696,7 @@ def model_functions(kernel_functions, model_name):
     key = tuple(kernel_functions)
     if key in _models:
         return _models[key][1]
-    numba = numba_module()
+    numba_module()
     fields = kernel_fields()
     if len(key) != len(fields):
         raise InvalidInputError(f"model {model_name!r}: {len(key)} kernel functions, the protocol "
@@ -686,19 +705,13 @@ def model_functions(kernel_functions, model_name):
         if "<locals>" in fn.__qualname__ or fn.__name__ == "<lambda>":
             raise InvalidInputError(f"kernel {fn.__qualname__!r} of model {model_name!r} must be a "
                                     f"module-level function to be compiled")
-    reserved = {"_types", "_numba", "_name", "_obj"}
-    pasted = _pasted_kernels(key, reserved, aliases=False)
-    if pasted is not None:
-        text = _KERNELS_HEADER.format(model=model_name, digest="{digest}") + pasted + _METHOD_FOOTER
-        module = _generated_module("kernels", model_name, text)
-        compiled = [getattr(module, fn.__name__) for fn in key]
-    else:  # by reference: numba caches them by their own module
+    compiled = pasted_dispatchers(key, "kernels", model_name)
+    if compiled is None:  # by reference: numba caches them by their own module
         _kernel_helpers(key)
-        compiled = [numba.njit(cache=True, nogil=True, error_model="numpy")(fn) for fn in key]
+        compiled = [njit(error_model="numpy")(fn) for fn in key]
     signatures = [kernel_signature(f) for f in fields]
     with compiling(f"the kernels of model {model_name}", "seconds"):
         for dispatcher, signature in zip(compiled, signatures):
-            _loads_without_compiler(dispatcher)
             dispatcher.compile(signature)
     from numba.experimental.function_type import (  # noqa: PLC0415
         _get_jit_address, _get_wrapper_address)

@@ -423,6 +423,31 @@ def test_the_compiled_stop_functions_match_the_pinocchio_ones(panda_limits):
         assert np.abs(plain - ref).max() <= 1e-9
 
 
+def test_the_compiled_stop_functions_are_cached_on_every_helper_they_call():
+    """The compiled stop functions come from one generated module that holds their
+    source and every helper they call (the rigid-body kernels, the dense LU): the disk
+    cache is keyed on all of it, so a changed helper in another file compiles them
+    again instead of loading machine code that reads the old layout of p."""
+    import inspect
+    import sys
+
+    from cosim import jit
+    from cosim.integrators import dense_lu
+    from cosim.models import rigid_body
+    from cosim.models.urdf import compiled_stop_functions
+
+    if not jit.numba_available():
+        pytest.skip("numba not installed")
+    values, screen = compiled_stop_functions()
+    module = sys.modules[values.py_func.__module__]
+    assert module is sys.modules[screen.py_func.__module__]
+    assert module.__name__.startswith("cosim_stops_")
+    text = inspect.getsource(module)
+    for helper in (rigid_body._crba, rigid_body._rnea, rigid_body._tree_work,
+                   rigid_body.held_flags, rigid_body.joint_forces, dense_lu.lu_factor_inplace):
+        assert f"\ndef {helper.__name__}(" in text, helper.__name__
+
+
 def test_position_limits_opt_out_in_the_cli_spec_and_fmu_builder(tmp_path, capsys):
     """--no-position-limits (cosim models/simulate), the spec key position_limits: false,
     and fmu build --no-position-limits give a robot without stops; the default has them."""

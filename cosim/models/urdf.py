@@ -96,6 +96,7 @@ from .. import jit
 from ..integrators.dense_lu import lu_factor_inplace, lu_solve_inplace
 from ..errors import InvalidInputError, UnknownModelError
 from . import rigid_body, urdf_parse
+from .rigid_body import _crba, _rnea, _tree_work, held_flags, joint_forces
 from .base import Event, MultibodyModel, Parameter, Signal
 from .ranges import NONNEGATIVE, POSITIVE, UNIT_INTERVAL, Range
 
@@ -234,7 +235,7 @@ class URDFModel(MultibodyModel):
         self.params[f"{self.coordinates[i]}.stop"] = float(mode)
         self._held_joints()
         n = len(self.coordinates)
-        flags = rigid_body.held_flags(self._p, n)
+        flags = held_flags(self._p, n)
         self._p[flags:flags + n] = 0.0
         self._p[flags + self._held] = 1.0
 
@@ -268,7 +269,7 @@ class URDFModel(MultibodyModel):
     def _free_forces(self, q, v, u):
         v = np.asarray(v, dtype=float)
         Q = -self._rnea(self._pm, self._pd, np.asarray(q, dtype=float), v, self._zero)
-        rigid_body.joint_forces(v, np.asarray(u, dtype=float), self._p, len(Q), Q)
+        joint_forces(v, np.asarray(u, dtype=float), self._p, len(Q), Q)
         return Q
 
     def forces(self, q, v, t, u):
@@ -478,7 +479,7 @@ def stop_values(q, v, u, p, table, z):
     (:mod:`cosim.integrators.dense_lu`, no LAPACK call); the same numbers to ~1e-15."""
     n, k, m = q.shape[0], int(table[0]), int(table[1])
     lim, low, up, mode, cq = 2, 2 + k, 2 + 2 * k, 2 + 3 * k, 2 + 4 * k
-    flags = rigid_body.held_flags(p, n)
+    flags = held_flags(p, n)
     holding = 0
     for r in range(k):
         i = int(table[lim + r])
@@ -493,14 +494,14 @@ def stop_values(q, v, u, p, table, z):
             holding += 1
     if holding == 0:
         return
-    W, B, C, zero = rigid_body._tree_work(q, p, n)  # the work arrays in p's kinematics cache
+    W, B, C, zero = _tree_work(q, p, n)  # the work arrays in p's kinematics cache
     M = np.zeros((n, n))
-    rigid_body._crba(p, n, W, B, C, M)
+    _crba(p, n, W, B, C, M)
     Q = np.zeros(n)
-    rigid_body._rnea(p, n, W, B, v, zero, p[1], p[2], p[3], Q)
+    _rnea(p, n, W, B, v, zero, p[1], p[2], p[3], Q)
     for i in range(n):
         Q[i] = -Q[i]
-    rigid_body.joint_forces(v, u, p, n, Q)
+    joint_forces(v, u, p, n, Q)
     N = n + m + holding
     K, rhs = np.zeros((N, N)), np.zeros(N)
     for i in range(n):
@@ -554,12 +555,11 @@ def compiled_stop_functions():
         if not jit.numba_available():
             _compiled_stops["fns"] = (stop_values, stop_screen)
         else:
-            from numba.extending import register_jitable  # noqa: PLC0415
-            jit._kernel_helpers([rigid_body.tree_mass, stop_values])
-            register_jitable(lu_factor_inplace)  # (the Python functions stay as they are)
-            register_jitable(lu_solve_inplace)
-            values = jit.njit(error_model="numpy")(stop_values)
-            screen = jit.njit(error_model="numpy")(stop_screen)
+            # pasted with every helper they call (rigid_body, dense_lu) into one generated
+            # module: the disk cache is keyed on all of that source
+            values, screen = jit.pasted_dispatchers(
+                (stop_values, stop_screen, lu_factor_inplace, lu_solve_inplace), "stops",
+                "urdf_stops")[:2]
             a = "float64[::1]"
             with jit.compiling("the position-limit stops of URDF robots", "about a minute"):
                 screen.compile(f"boolean({a}, {a}, int64, float64, {a}, {a}, {a}, {a}, {a})")
