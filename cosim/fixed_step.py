@@ -28,7 +28,7 @@ from .errors import FixedStepError
 # and 307 (two_link, a new input every step, tests/test_fmu_native.py); rk4 far less.
 # Unwarned runs measured err ≤ 49 × rtol, warned ones ≥ 640 × rtol.
 WARN_FACTOR = 3000.0
-# a step's estimate above UNRESOLVED / rtol fails (the kernels' constant of that name)
+# a step's estimate above UNRESOLVED / rtol fails (kernel_common.UNRESOLVED, the kernels' test)
 UNRESOLVED = 1.0
 # local error ∝ h^ORDER_LOCAL for the suggestion of a step (second-order methods: 3)
 ORDER_LOCAL = 3

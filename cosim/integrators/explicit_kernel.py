@@ -39,7 +39,8 @@ import math
 
 from .dense_lu import lu_solve_inplace
 from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_JACOBIAN, FN_FORCES,
-    all_finite, clamp_step, end_advance, forget_step, model_outputs, next_step, rejected_attempt)
+    all_finite, clamp_step, end_advance, error_ratio, fixed_estimate_kept, forget_step, model_outputs,
+    next_step, rejected_attempt)
 
 # the record: every name, so that explicit_kernel is the method's one namespace
 from .explicit_record import (  # noqa: F401
@@ -50,12 +51,11 @@ from .explicit_record import (  # noqa: F401
     NONFINITE_MATRIX, N_SCALARS, N_STATS, OK, ONE_STEP, ORDER, PIV, PROJECTION_MAX_ITER,
     PROJECTION_TOL, PROJ_ITERS, REJECTION_CONTROL, REJECTION_SLOTS, RESTART,
     RESTART_THEN_ADVANCE, RK4, RTOL, SAFETY, SINGULAR, STATS, STEP_BUDGET, STEP_FAILED, ST_JAC,
-    ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW, UNRESOLVED,
+    ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW,
     WHOLE_INTERVAL, int_length, offsets, workspace)
-# the index-1 form (J, y' = [v; q'']) and the error ratio, shared with rkc_kernel
+# the index-1 form (J, y' = [v; q'']), shared with rkc_kernel
 from .index1_kernel import (_evaluate, _factorize,  # noqa: F401
-                            _nh_offset, _nh_rows, error_ratio, keep_current_derivative,
-                            n_nonholonomic)
+                            _nh_offset, _nh_rows, keep_current_derivative, n_nonholonomic)
 
 # the end of the last step left to whoever needs it (I[HAS_DENSE]; rk4 fixed step
 # after new inputs): f, q'', λ there and the dense f1 not yet evaluated, I[HAS_F] = 0
@@ -326,12 +326,8 @@ def step(fns, S, I, LU, u, p, t_limit, w, lazy_end):
             # no error test: the local error estimate in the user's weights is kept
             # (largest so far); one beyond the state's own scale fails the advance
             est = _fixed_estimate(S, I, n, n2, dopri, y, h, w)
-            if not est * S[RTOL] <= UNRESOLVED:   # NaN too
-                S[F_H] = h
-                S[F_ERR] = est
+            if not fixed_estimate_kept(S, est, h, (RTOL, FIXED_ERR, F_H, F_ERR)):
                 return FIXED_UNRESOLVED
-            if est > S[FIXED_ERR]:
-                S[FIXED_ERR] = est
         if cause == C_NONE and err <= 1.0:
             cause = _project(fns, S, I, LU, p, n, m, t_new, y_new, y_proj, w)
             deferred = lazy_end and fixed and lands and not dopri

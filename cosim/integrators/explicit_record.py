@@ -17,8 +17,8 @@ PROJECTION_MAX_ITER = 8
 ORDER = 4                 # err ∝ h^(ORDER+1) for both methods
 # fixed step: a step whose local error estimate (dopri5: the error test's ratio; rk4:
 # the positions' part of the embedded third-order h/6·(k4 − f(y_new)), max norm; in
-# the weights RTOL|y| + ATOL) exceeds UNRESOLVED / RTOL fails (cosim.fixed_step)
-UNRESOLVED = 1.0
+# the weights RTOL|y| + ATOL) exceeds UNRESOLVED / RTOL fails (cosim.fixed_step;
+# kernel_common.fixed_estimate_kept)
 DOPRI5 = 0
 RK4 = 1
 

@@ -46,7 +46,7 @@ from .ga_record import (  # noqa: F401
     REASON, REFRESH_AFTER, RELAX, RESTART, RESTART_FAILED, RESTART_STATUS, RESTART_THEN_ADVANCE,
     ROUNDOFF, RTOL, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SAFETY, SIGMA, SINGULAR, STATS,
     STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TINY_STEP,
-    T_PREV, UNRESOLVED, WHOLE_INTERVAL, _block, _cut, int_length, matrix_size, offsets, workspace,
+    T_PREV, WHOLE_INTERVAL, _block, _cut, int_length, matrix_size, offsets, workspace,
     W_A_START, W_C, W_CM, W_CMC, W_CQ, W_CQ_START, W_CQT, W_CT, W_FORCES, W_G0, W_G1, W_LAM,
     W_LAM1, W_LAM_HAT, W_LAM_RATE, W_LAM_SCALE, W_LAM_SCALE_R, W_LAM_START, W_M, W_MINV_DIAG, W_MU,
     W_Q, W_Q0, W_Q1, W_QD, W_QD0, W_QDD, W_QDD0, W_QDD1, W_QDD_START, W_QX, W_Q_START, W_REST,
@@ -58,8 +58,8 @@ from .ga_terms import (  # noqa: F401
 from .ga_corrector import (  # noqa: F401
     _amax, _cqv, _jacobian, _jacobian_ggl, _newton, _norm, _norm_ggl, _pymax, _residual,
     _residual_ggl, _rows_norm)
-from .kernel_common import (FN_CONSTRAINT_JACOBIAN, FN_MASS, clamp_step, end_advance, keeps_matrix,
-    model_outputs, relaxation, snapshot_in)
+from .kernel_common import (FN_CONSTRAINT_JACOBIAN, FN_MASS, clamp_step, end_advance,
+    fixed_estimate_kept, keeps_matrix, model_outputs, relaxation, snapshot_in)
 
 
 # ---------------------------------------------------------------------------------
@@ -190,10 +190,10 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         # x: the acceleration innovation (index 3: x; GGL: y) that a and x_rate keep
         for i in range(n):
             x[i] = work[W_Y_HAT][i] + delta[n + i] if ggl else work[W_X_HAT][i] + delta[i]
-        if fixed:
-            status = _fixed_step_error(S, n, ggl, h, delta, work)
-            if status != OK:
-                return status
+        if fixed:   # no error test: eq. 34's (39's) estimate kept, failing when unresolved
+            e = _error_ggl(S, n, h, delta, work) ** 2 if ggl else _fixed_estimate(S, n, h, work)
+            if not fixed_estimate_kept(S, e, h, (RTOL, FIXED_ERR, F_H, F_INFO)):
+                return FIXED_UNRESOLVED
             break
         xi = _error_ggl(S, n, h, delta, work) if ggl else \
             _error_index3(fns, S, I, p, n, m, t1, h, qmax, delta, work)
@@ -216,20 +216,6 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
     else:
         S[H_NEXT] = h_new
     _accept(fns, S, I, p, n, m, mz, ggl, t, h, t_limit if lands else t + h, delta, work)
-    return OK
-
-
-def _fixed_step_error(S, n, ggl, h, delta, work):
-    """A fixed step has no error test: eq. 34's (39's) estimate in the user's weights
-    is kept in S[FIXED_ERR] (largest so far); one beyond the state's own scale (or
-    NaN) is FIXED_UNRESOLVED with the step and the estimate in the failure slots."""
-    e = _error_ggl(S, n, h, delta, work) ** 2 if ggl else _fixed_estimate(S, n, h, work)
-    if not e * S[RTOL] <= UNRESOLVED:   # NaN too
-        S[F_H] = h
-        S[F_INFO] = e
-        return FIXED_UNRESOLVED
-    if e > S[FIXED_ERR]:
-        S[FIXED_ERR] = e
     return OK
 
 

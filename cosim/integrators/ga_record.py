@@ -27,8 +27,8 @@ FIXED_NEWTON_REL = 1e-6
 # fixed step: a step whose local error estimate (eq. 34's h²‖x‖_W, eq. 39's
 # h·max(‖x‖_q, ‖y‖_v); W = RTOL|q| + ATOL) exceeds UNRESOLVED / RTOL, i.e. some
 # |e_k| > UNRESOLVED·(|q_k| + ATOL/RTOL), resolves nothing: the advance fails
-# (benchmarks/fixed_step_accuracy.py measures where that lies)
-UNRESOLVED = 1.0
+# (kernel_common.fixed_estimate_kept; benchmarks/fixed_step_accuracy.py measures where
+# that lies)
 GGL_RATE_TOL = 1e-8      # GGL: accept on σ/(1−σ)‖Δδ‖ < this only
 GGL_VELOCITY_FLOOR = 0.1   # GGL error test: v weights RTOL·max(|v_k|, this·‖v‖∞) + ATOL
                            # (generalized_alpha_i2.VELOCITY_FLOOR)
