@@ -35,14 +35,9 @@ def initial_step(curvature, fraction, max_step, h_min=1e-10, h_max=1e-2):
     return min(max(h, h_min), h_max, max_step)
 
 
-def weighted_max_norm(x, weights):
-    """‖x‖ = max_k |x_k| / W_k (seed 000 eq. 35)."""
-    if x.size == 0:
-        return 0.0
-    return float(np.max(np.abs(x) / weights))
-
-
 def weighted_rms_norm(x, weights):
+    """‖x‖ = √(mean_k (x_k / W_k)²) (the initial-step estimates of dopri5/rk4 and
+    rkc-penalty; the kernels' norms are :mod:`.kernel_common`'s)."""
     if x.size == 0:
         return 0.0
     return float(np.sqrt(np.mean((x / weights) ** 2)))

@@ -43,18 +43,12 @@ from . import dense_lu, explicit_record, index1_kernel, kernel_common
 from . import explicit_kernel as K
 from .base import MultibodyIntegrator
 from .explicit_state import RECORD
-from .common import error_weights, last_step_dense_output
+from .common import error_weights, last_step_dense_output, weighted_rms_norm
 from .model_functions import n_nonholonomic, python_functions
 from .record import DeferredRestart, RecordIntegrator, kernel_model_reason, record_point
 
 _Y, _YP, _QDD, _LAM = range(4)   # positions in explicit_kernel.offsets()
 _J_TEXT = "[[M, C_q^T], [C_q, 0]] (seed 000 eq. 89)"   # the matrix J of eq. 89 in messages
-
-
-def rms_norm(x, scale):
-    if x.size == 0:
-        return 0.0
-    return float(np.sqrt(np.mean((x / scale) ** 2)))
 
 
 # the modules explicit_kernel's functions call, pasted before it into the compiled method
@@ -206,7 +200,7 @@ class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyInt
             return min(1.0, self.max_step)
         scale = error_weights(y0, self.rtol, self.atol)
         with np.errstate(over="ignore"):  # an overflow gives inf, handled below
-            d0, d1 = rms_norm(y0, scale), rms_norm(f0, scale)
+            d0, d1 = weighted_rms_norm(y0, scale), weighted_rms_norm(f0, scale)
         h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
         if not h0 >= 1e-300:  # |f| / |y| beyond the float range: no step can be taken
             self._fail(f"the initial derivative is too large for any step (|f| / |y| = {d1:.3g} / "
@@ -214,7 +208,7 @@ class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyInt
                        "initial step underflows")
         try:
             f1, _ = self._evaluate(self.t + h0, y0 + h0 * f0)
-            d2 = rms_norm(f1 - f0, scale) / h0
+            d2 = weighted_rms_norm(f1 - f0, scale) / h0
         except SingularMatrixError:
             d2 = 0.0
         if not math.isfinite(d2):

@@ -39,8 +39,8 @@ import math
 
 from .dense_lu import lu_solve_inplace
 from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_JACOBIAN, FN_FORCES,
-    all_finite, clamp_step, end_advance, fixed_step_resolved, forget_step, model_outputs, next_step,
-    rejected_attempt)
+    all_finite, clamp_step, end_advance, error_ratio, fixed_step_resolved, forget_step, model_outputs,
+    next_step, rejected_attempt)
 
 # the record: every name, so that explicit_kernel is the method's one namespace
 from .explicit_record import (  # noqa: F401
@@ -53,10 +53,9 @@ from .explicit_record import (  # noqa: F401
     RESTART_THEN_ADVANCE, RK4, RTOL, SAFETY, SINGULAR, STATS, STEP_BUDGET, STEP_FAILED, ST_JAC,
     ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW,
     WHOLE_INTERVAL, int_length, offsets, workspace)
-# the index-1 form (J, y' = [v; q'']) and the error ratio, shared with rkc_kernel
+# the index-1 form (J, y' = [v; q'']), shared with rkc_kernel
 from .index1_kernel import (_evaluate, _factorize,  # noqa: F401
-                            _nh_offset, _nh_rows, error_ratio, keep_current_derivative,
-                            n_nonholonomic)
+                            _nh_offset, _nh_rows, keep_current_derivative, n_nonholonomic)
 
 # the end of the last step left to whoever needs it (I[HAS_DENSE]; rk4 fixed step
 # after new inputs): f, q'', λ there and the dense f1 not yet evaluated, I[HAS_F] = 0

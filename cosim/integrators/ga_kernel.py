@@ -190,31 +190,24 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         # x: the acceleration innovation (index 3: x; GGL: y) that a and x_rate keep
         for i in range(n):
             x[i] = work[W_Y_HAT][i] + delta[n + i] if ggl else work[W_X_HAT][i] + delta[i]
-        if fixed:
-            # no error test: eq. 34's (39's) estimate in the user's weights is kept
-            # (largest so far); one beyond the state's own scale fails the advance
+        if fixed:   # no error test: eq. 34's (39's) estimate kept, failing when unresolved
             e = _error_ggl(S, n, h, delta, work) ** 2 if ggl else _fixed_estimate(S, n, h, work)
             if not fixed_step_resolved(S, e, h, FIXED_SLOTS):
                 return FIXED_UNRESOLVED
             break
         xi = _error_ggl(S, n, h, delta, work) if ggl else \
             _error_index3(fns, S, I, p, n, m, t1, h, qmax, delta, work)
-        # step control eq. 36 with Algorithm 3 f
-        h_err = h * SAFETY / xi if xi > 0.0 else math.inf
-        h_new = min(h_err, MAX_GROWTH * h)
-        if xi <= 1.0:
-            if h < h_new < DEADBAND * h:
-                h_new = h
+        accepted, h_err, h_new = _step_control(xi, h, failed_once)
+        if accepted:
             break
         I[ST_REJ] += 1
         rejections += 1
-        h_try = h_new if not failed_once else 0.5 * h
         failed_once = True
-        if h_try < h_min or rejections > MAX_REJECTIONS:
+        if h_new < h_min or rejections > MAX_REJECTIONS:
             S[F_H] = h
             S[F_INFO] = xi
             return ERROR_TEST_FAILED
-        h = h_try
+        h = h_new
         lands = False
     if fixed:
         S[H_NEXT] = S[H_FIXED]
@@ -224,6 +217,21 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         S[H_NEXT] = h_new
     _accept(fns, S, I, p, n, m, mz, ggl, t, h, t_limit if lands else t + h, delta, work)
     return OK
+
+
+def _step_control(xi, h, failed_once):
+    """Step control eq. 36 with Algorithm 3 f for the estimate Ξ = ``xi`` of step h:
+    (accepted, h_err, h_new) with h_err = SAFETY·h/Ξ.  Accepted (Ξ ≤ 1): h_new =
+    min(h_err, MAX_GROWTH·h), h kept when that grows it by less than DEADBAND;
+    rejected: the retry h_new = min(h_err, MAX_GROWTH·h), h/2 after an earlier
+    rejection of this step."""
+    h_err = h * SAFETY / xi if xi > 0.0 else math.inf
+    h_new = min(h_err, MAX_GROWTH * h)
+    if xi <= 1.0:
+        if h < h_new < DEADBAND * h:
+            h_new = h
+        return True, h_err, h_new
+    return False, h_err, (h_new if not failed_once else 0.5 * h)
 
 
 def _solve(fns, S, I, LU, p, u, n, m, ggl, t1, h, delta, F, Jw, work):

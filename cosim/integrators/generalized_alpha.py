@@ -40,7 +40,7 @@ from ..validation import flag
 from . import dense_lu, ga_corrector, ga_record, ga_terms, kernel_common
 from . import ga_kernel as K
 from .base import EPS, MultibodyIntegrator
-from .common import consistent_accelerations, error_weights, initial_step
+from .common import consistent_accelerations, error_weights, hermite_interpolate, initial_step
 from .ga_state import RECORD
 from .model_functions import compiled_unsupported, n_nonholonomic, python_functions
 from .record import RecordIntegrator, record_array, record_scalar, record_time
@@ -318,20 +318,12 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
         """Cubic Hermite: q from (q, q') and q' from (q', q'') at both ends."""
         t0, t1 = self.t_prev, self.t
         n = self.model.n_q
-        y1 = self.y
+        y0, y1 = self.y_prev, self.y
         if t1 == t0:
             return y1
-        h = t1 - t0
-        s = (float(t) - t0) / h
-        h00 = (1 + 2 * s) * (1 - s) ** 2
-        h10 = s * (1 - s) ** 2
-        h01 = s * s * (3 - 2 * s)
-        h11 = s * s * (s - 1)
-        y0 = self.y_prev
         q0, v0, q1, v1 = y0[:n], y0[n:], y1[:n], y1[n:]
-        q = h00 * q0 + h10 * h * v0 + h01 * q1 + h11 * h * v1
-        v = h00 * v0 + h10 * h * self.qdd_prev + h01 * v1 + h11 * h * self.qdd
-        return np.concatenate([q, v])
+        return np.concatenate([hermite_interpolate(t, t0, t1, q0, v0, q1, v1),
+                               hermite_interpolate(t, t0, t1, v0, self.qdd_prev, v1, self.qdd)])
 
     # -- state -------------------------------------------------------------------------------
     def reset_point(self, t, y):

@@ -1,7 +1,7 @@
 """The index-1 form of a multibody model (seed 000 eq. 88) with the matrix J of
 eq. 89, for kernels: forming and factorising J (nonholonomic rows B of eq. 93
 appended), the right-hand side [Q; γ; γ_G], the evaluation y' = [v; q''] with λ,
-and the RMS error ratio of the explicit methods.  Written once for the two
+(the error ratio is :func:`.kernel_common.error_ratio`).  Written once for the two
 kernels that use it: :mod:`.explicit_kernel` (dopri5/rk4) and :mod:`.rkc_kernel`
 (rkc-penalty, whose penalty right-hand side of eqs. 91-92 uses the same factor
 of J); pasted into both compiled methods (``helpers`` of
@@ -11,9 +11,9 @@ each method's own slots of I, start where the argument ``piv`` says).
 """
 import math
 
-from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
-from .kernel_common import (FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS, FN_NH_GAMMA,
-    FN_NH_MATRIX, FN_NH_OFFSET, all_finite)
+from .dense_lu import lu_solve_inplace
+from .kernel_common import (FACTORED, FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS,
+    FN_NH_GAMMA, FN_NH_MATRIX, FN_NH_OFFSET, MATRIX_NONFINITE, all_finite, factor_matrix)
 from .explicit_record import (C_NONE, C_NONFINITE_MATRIX, C_SINGULAR, F_CINFO, F_CT, F_H, FIRST_ORDER,
                               HAS_F, I_NG, NONFINITE_DERIVATIVE, NONFINITE_MATRIX, OK, SINGULAR,
                               ST_LU, ST_RES)
@@ -52,8 +52,8 @@ def _nh_gamma(fns, p, mh, q, v, t, g):
 def _factorize(fns, S, I, LU, piv, p, n, m, q, t, M, Cq):
     """LU of J(q, t) = [[M, C_qᵀ], [C_q, 0]] (eq. 89; with nonholonomic rows
     [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]]) into LU and its pivots into I from
-    ``piv`` (the record's PIV), with the singularity test of common.lu_factor;
-    returns a cause code."""
+    ``piv`` (the record's PIV), with :func:`.kernel_common.factor_matrix`'s
+    finiteness and singularity tests; returns a cause code."""
     N = n + m
     mh = m - n_nonholonomic(I)
     for i in range(N):
@@ -72,14 +72,11 @@ def _factorize(fns, S, I, LU, piv, p, n, m, q, t, M, Cq):
             for i in range(n):
                 LU[i, n + k] = Cq[k, i]
                 LU[n + k, i] = Cq[k, i]
-    for i in range(N):
-        for j in range(N):
-            if not math.isfinite(LU[i, j]):
-                S[F_CT] = t
-                return C_NONFINITE_MATRIX
-    info = lu_factor_inplace(LU, I[piv:piv + N])
-    ratio = 0.0 if info != 0 else pivot_ratio(LU)
-    if ratio <= 1e-14:
+    status, ratio = factor_matrix(LU, LU, I[piv:piv + N], N)
+    if status == MATRIX_NONFINITE:
+        S[F_CT] = t
+        return C_NONFINITE_MATRIX
+    if status != FACTORED:
         S[F_CT] = t
         S[F_CINFO] = ratio
         return C_SINGULAR
@@ -138,19 +135,6 @@ def _evaluate(fns, S, I, LU, piv, p, u, n, m, t, y, f, lam, w):
     for k in range(m):
         lam[k] = rhs[n + k]
     return C_NONE
-
-
-def error_ratio(y, y_new, e, rtol, atol):
-    """RMS of e / (rtol·max(|y|, |y_new|) + atol) (ExplicitRungeKutta._error_ratio)."""
-    N = y.shape[0]
-    if N == 0:
-        return 0.0
-    s = 0.0
-    for i in range(N):
-        a, b = abs(y[i]), abs(y_new[i])
-        x = e[i] / (rtol * (a if a >= b else b) + atol)
-        s += x * x
-    return math.sqrt(s / N)
 
 
 def keep_current_derivative(S, I, cause, f, lam, n, m, ny, o_f, o_qdd, o_lam):

@@ -1,8 +1,20 @@
 """What every method's kernel shares, written once: the quasi-Newton decisions
 (seed 000 §5.1, Algorithm 2), the reuse test of the iteration matrix
 (Algorithm 3 g), forming its LU with the singularity and finiteness checks, the
-step clamp towards a target time, the weighted norms (eq. 35) and the verdict on a
+step clamp towards a target time, the weighted norms (eq. 35) and the one-step
+methods' error ratio, the step-size control after an attempt, and the verdict on a
 fixed step's local error estimate.
+
+Kept in a method on purpose, because its seed paper's algorithm differs: the
+step-size controllers of generalized-α (eq. 36 with the deadband, Algorithm 3 f),
+of the BDF family (step and order selection) and of rkc-penalty (rkc.f's
+second-order controller), beside :func:`next_step` (dopri5/rk4, local-index1);
+the Newton norms of generalized-α (the multipliers measured through C_qᵀ) and of
+the BDF family (RMS), and spark's relative norm (a fixed-step method without
+tolerances), beside :func:`weighted_max`.  The initial step is chosen by the
+integrator objects: :func:`cosim.integrators.common.initial_step` (generalized-α,
+BDF, local-index1), Hairer-Nørsett-Wanner's estimate (dopri5/rk4) and rkc.f's
+(rkc-penalty); spark, block-lstable and state-transition step at a fixed h.
 
 Plain functions of numbers and arrays: pasted into each compiled method
 (``helpers`` of :func:`cosim.jit.method_entry`, after :mod:`.dense_lu`) and
@@ -189,6 +201,21 @@ def weighted_rms(x, w2, k):
     for i in range(k):
         s += x[i] * x[i] * w2[i]
     return math.sqrt(s / k)
+
+
+def error_ratio(y, y_new, e, rtol, atol):
+    """The error test's ratio of the one-step methods (dopri5/rk4, rkc-penalty,
+    local-index1; Hairer-Nørsett-Wanner I, II.4): the RMS of e_i / (rtol·max(|y_i|,
+    |y_new,i|) + atol) over the entries of y (the step's start and end)."""
+    N = y.shape[0]
+    if N == 0:
+        return 0.0
+    s = 0.0
+    for i in range(N):
+        a, b = abs(y[i]), abs(y_new[i])
+        x = e[i] / (rtol * (a if a >= b else b) + atol)
+        s += x * x
+    return math.sqrt(s / N)
 
 
 # -- step-size control after an attempt (explicit RK, rkc-penalty, local-index1) ----------

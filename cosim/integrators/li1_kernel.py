@@ -37,7 +37,7 @@ from .kernel_common import (EPS, FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
     FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS, FN_NH_GAMMA, FN_NH_MATRIX,
     FN_NH_OFFSET, MATRIX_NONFINITE, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
     NEWTON_REFRESH, NEWTON_SLOW, all_finite, clamp_step, end_advance, factor_matrix, forget_step,
-    fixed_step_resolved, matrix_formed, model_outputs, newton_start, newton_verdict, next_step,
+    error_ratio, fixed_step_resolved, matrix_formed, model_outputs, newton_start, newton_verdict, next_step,
     rejected_attempt, relaxed_update, weighted_max)
 from .li1_nullspace import nullspace_gauss, nullspace_qr
 
@@ -398,15 +398,10 @@ def _attempt(fns, S, I, LU, p, u, t0, t1, h, w):
     if cause != C_NONE:
         return cause, 0.0
     # (x_trap − x_Heun)/3 in the weights rtol·max(|x_k|, |x_pred|) + atol, RMS
-    s = 0.0
+    e = w[26]
     for i in range(2 * n):
-        x1 = q[i] if i < n else v[i - n]
-        e = (x1 - x_pred[i]) / 3.0
-        y0 = abs(S[o_y + i])
-        yp = abs(x_pred[i])
-        e = e / (rtol * (y0 if y0 >= yp else yp) + atol)
-        s += e * e
-    return C_NONE, (math.sqrt(s / (2 * n)) if n > 0 else 0.0)
+        e[i] = ((q[i] if i < n else v[i - n]) - x_pred[i]) / 3.0
+    return C_NONE, error_ratio(S[o_y:o_y + 2 * n], x_pred, e, rtol, atol)
 
 
 # ---------------------------------------------------------------------------------

@@ -116,7 +116,7 @@ def workspace(n, m, g):
     6-9:   rhs (n+m+g), kpiv (int, n+m+g), C / γ (m+g), C_t / b (m+g),
     10-15: null-space work: A (n×n), V (n×n), τ (n), cols (int, n); A_qᵀ = VᵀM, A_vᵀ (n×n),
     16-22: qk, vk, ak, qe, ve, ae, a (n),
-    23-27: x_pred, δ, F, (spare), inverse error weights (2n),
+    23-27: x_pred, δ, F, the error estimate, inverse error weights (2n),
     28-33: J (2n×2n), fd: f0, f1 (m+g), a0 (n), ∂ψ/∂q, ∂ψ/∂v (n×n),
     34-35: λ (m+g), ∂[C_q v + C_t; B v + b]/∂q ((m+g)×n)."""
     k = n + m + g

@@ -27,11 +27,11 @@ and cause codes, which the integrator object turns into its messages.
 import math
 
 from .dense_lu import lu_solve_inplace
-from .index1_kernel import (_factor_and_rhs, _nh_offset, error_ratio,
-                            keep_current_derivative, n_nonholonomic)
+from .index1_kernel import (_factor_and_rhs, _nh_offset, keep_current_derivative,
+                            n_nonholonomic)
 from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_JACOBIAN,
-    FN_FORCES, FN_GAMMA, FN_MASS, MATRIX_NONFINITE, all_finite, clamp_step, end_advance, factor_matrix,
-    fixed_step_resolved, forget_step, model_outputs, reduced_step)
+    FN_FORCES, FN_GAMMA, FN_MASS, MATRIX_NONFINITE, all_finite, clamp_step, end_advance, error_ratio,
+    factor_matrix, fixed_step_resolved, forget_step, model_outputs, reduced_step)
 
 # the record: every name, so that rkc_kernel is the method's one namespace
 from .rkc_record import (  # noqa: F401

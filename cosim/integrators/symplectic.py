@@ -72,6 +72,7 @@ from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
 from . import dense_lu, kernel_common, spark_record, spark_terms
 from . import spark_kernel as K
 from .base import MultibodyIntegrator
+from .common import hermite_interpolate
 from .model_functions import compiled_unsupported, python_functions
 from .record import RecordIntegrator, record_point
 from .spark_state import RECORD
@@ -404,18 +405,10 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
         t0, t1 = self.t_prev, self.t
         if t1 == t0:
             return self.y
-        h = t1 - t0
-        th = (float(t) - t0) / h
-        h00 = (1 + 2 * th) * (1 - th) ** 2
-        h10 = th * (1 - th) ** 2
-        h01 = th * th * (3 - 2 * th)
-        h11 = th * th * (th - 1)
         y0, y1 = self.y_prev, self.y
-        q0, v0 = y0[:n], y0[n:]
-        q1, v1 = y1[:n], y1[n:]
-        q = h00 * q0 + h * h10 * v0 + h01 * q1 + h * h11 * v1
-        v = h00 * v0 + h * h10 * self.qdd_prev + h01 * v1 + h * h11 * self.qdd
-        return np.concatenate([q, v])
+        q0, v0, q1, v1 = y0[:n], y0[n:], y1[:n], y1[n:]
+        return np.concatenate([hermite_interpolate(t, t0, t1, q0, v0, q1, v1),
+                               hermite_interpolate(t, t0, t1, v0, self.qdd_prev, v1, self.qdd)])
 
     # -- restart / state ----------------------------------------------------------------------
     def restart(self):
