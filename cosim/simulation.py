@@ -77,7 +77,7 @@ from .method_choice import resolve_method
 from .models import load_model
 from .model_probe import probe_model, probe_parameters
 from .multirate import SampleClock, base_step, exact_time
-from .state_schema import MAX_EVENT_LOG, check_simulation_state
+from .state_schema import MAX_EVENT_LOG, check_simulation_state, check_solved_points
 from .validation import finite_float, finite_vector
 
 _EPS = np.finfo(float).eps
@@ -1562,6 +1562,8 @@ class Simulation:
             if changed:
                 self._check_restored_parameters(changed)
             self._check_restored_constraints()
+            # q'' and λ (and a BDF history's) solve the equations with the state's parameters
+            check_solved_points(self.integrator, state["integrator"])
         except BaseException as exc:
             self._apply_state(previous)
             if isinstance(exc, CosimError) or not isinstance(exc, Exception):

@@ -135,19 +135,20 @@ def test_set_parameter_refuses_the_same_values_state_unchanged(key, value, error
 
 @pytest.mark.parametrize("method", ["generalized-alpha", "bdf", "dopri5"])
 def test_a_mass_at_the_lower_bound_is_accepted_and_continues(method):
-    """m = MIN_POSITIVE = 1e-12 (the bound, not a value past it): accepted from a blob and by
-    set_parameter, and the pendulum steps on (measured for every method: fuzz_state's
-    configurations at m = 1e-12 all step)."""
-    sim = _stepped_pendulum(method)
-    meta, data = serialization.loads(sim.serialize_state())
-    data["params"]["m"] = 1e-12
-    sim.deserialize_state(serialization.dumps(data, meta))
+    """m = MIN_POSITIVE = 1e-12 (the bound, not a value past it): accepted by set_parameter,
+    and the blob of that run restores into a fresh simulation and steps on as the run itself
+    does (measured for every method: fuzz_state's configurations at m = 1e-12 all step)."""
+    light = cosim.Simulation("pendulum", method)
+    light.set_parameter("m", 1e-12)
+    for _ in range(5):
+        light.do_step(light.time, 0.01)
+    blob = light.serialize_state()
+    sim = cosim.Simulation("pendulum", method, params={"m": 1e-12})
+    sim.deserialize_state(blob)
+    assert sim.model.params["m"] == 1e-12
     sim.do_step(sim.time, 0.01)
-    assert sim.model.params["m"] == 1e-12 and np.isfinite(sim.y).all()
-    fresh = cosim.Simulation("pendulum", method)
-    fresh.set_parameter("m", 1e-12)
-    fresh.do_step(0.0, 0.01)
-    assert np.isfinite(fresh.y).all()
+    light.do_step(light.time, 0.01)
+    assert np.array_equal(sim.y, light.y) and np.isfinite(sim.y).all()
 
 
 def _stepped_pendulum(method, **kw):
@@ -367,3 +368,54 @@ def test_blob_of_a_scenario_with_blocks_restores_into_a_fresh_simulation():
     sim.do_step(sim.time, 0.01)
     fresh.do_step(fresh.time, 0.01)
     assert fresh.serialize_state() == sim.serialize_state()
+
+
+# multipliers and accelerations that are not the model's (the fuzzer's last accepted blob
+# whose next step failed: a BDF difference of λ of 2.8e113, iteration matrix singular)
+@pytest.mark.parametrize("method", ["bdf", "bdf-i2", "bdf-i1"])
+@pytest.mark.parametrize("row", [1, 2, 4])
+def test_bdf_history_off_the_equations_of_motion_is_refused_with_the_field(method, row):
+    sim = _stepped_pendulum(method)
+    blob = sim.serialize_state()
+    meta, data = serialization.loads(blob)
+    assert data["integrator"]["method_state"]["valid"] >= row
+    data["integrator"]["method_state"]["Dz"][row, 2] = 2.7751549522527896e+113   # λ's column
+    with pytest.raises(StateError, match=rf"state field integrator.method_state.Dz: q'' and λ at "
+                                         rf"the point {row} steps? back it implies, t=.* do not satisfy "
+                                         rf"the equations of motion M q'' \+ C_qᵀ λ = Q: residual "):
+        sim.deserialize_state(serialization.dumps(data, meta))
+    assert sim.serialize_state() == blob
+    sim.do_step(sim.time, 0.01)
+
+
+@pytest.mark.parametrize("method", ["generalized-alpha", "generalized-alpha-i2", "bdf"])
+@pytest.mark.parametrize("key, value", [("lam", 1e20), ("qdd", 1e6)])
+def test_stored_point_off_the_equations_of_motion_is_refused_with_the_field(method, key, value):
+    sim = _stepped_pendulum(method)
+    before = sim.serialize_state()
+    state = sim.get_state()
+    state["integrator"][key] = np.full_like(state["integrator"][key], value)
+    with pytest.raises(StateError, match=r"state field integrator.qdd, integrator.lam: q'' and λ do "
+                                         r"not satisfy the equations of motion"):
+        sim.set_state(state)
+    assert sim.serialize_state() == before
+    sim.do_step(sim.time, 0.01)
+
+
+def test_solved_points_of_a_bdf_history_satisfy_the_equations_of_motion():
+    """The check's premise, on a genuine state: the points a BDF history implies (the
+    predictor polynomial at the earlier steps) are the accepted ones -- the first one back
+    is y_prev to round-off -- and solve the equations far inside EOM_TOLERANCE."""
+    from cosim.state_schema import EOM_TOLERANCE
+    sim = _stepped_pendulum("bdf")
+    state = sim.get_state()["integrator"]
+    points = sim.integrator.state_declaration.solved_points(state)
+    assert len(points) == state["method_state"]["valid"] + 1
+    _, t1, y1, _, _ = points[1]
+    assert t1 == pytest.approx(state["t_prev"], abs=1e-15)
+    assert np.abs(y1 - state["y_prev"]).max() <= 1e-15
+    model = sim.integrator.model
+    for _, t, y, qdd, lam in points:
+        q, v = model.split(y)
+        r = model.mass(q, t) @ qdd + model.constraint_jacobian(q, t).T @ lam - model.forces(q, v, t, state["u"])
+        assert np.abs(r).max() <= 1e-6 * EOM_TOLERANCE * np.abs(model.mass(q, t) @ qdd).max()
