@@ -16,7 +16,13 @@ anything is applied, so a rejected state leaves the simulation untouched:
   time = integrator time, t_prev <= t, plant inputs
   equal to the integrator's inputs, sample clocks at the stored time, the LU
   factorisation finite and of the size the method's iteration matrix has for
-  this model, its pivots a valid interchange sequence k <= piv[k] < n.
+  this model, its pivots a valid interchange sequence k <= piv[k] < n;
+* after the state is applied (its parameters in place; undone on failure): the
+  parameter values, if they differ from the simulation's, at the restored state
+  (cosim.model_probe.probe_parameters), the positions and velocities on the
+  constraints (Simulation), and the point a method that solves the equations of
+  motion holds -- with a BDF history's earlier points -- against M q'' + C_qᵀ λ = Q
+  (:func:`check_solved_points`).
 
 Every violation raises :class:`StateError` naming the field by its path
 (``integrator.method_state.newton.piv[2]``).  The same checks back both
