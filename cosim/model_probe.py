@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import InvalidInputError, ModelDefinitionError
+from .errors import InvalidInputError, ModelDefinitionError, SingularMatrixError
 
 
 def _terms(model, t, y, u):
@@ -61,3 +61,21 @@ def probe_model(model, t, y, u, where="the initial state"):
             raise ModelDefinitionError(f"{label}: {name} returned non-finite values at t={t!r} "
                                        f"({where}): {value.ravel()[:6].tolist()} -- parameters "
                                        f"or state out of range?")
+
+
+def probe_parameters(model, t, y, u, where="the current state"):
+    """New parameter values checked against the state a run continues from (a tunable
+    change after the start, a restored state that carries other values): every term as
+    :func:`probe_model`, and for a constrained multibody model the matrix every method
+    solves with, [[M, C_qᵀ], [C_q, 0]] (seed 000 eq. 10), regular there -- else the first
+    step would fail on it (a mass of 1e12 against unit constraint rows).  ``model``: the
+    model the integrator works on (its kept constraint rows)."""
+    probe_model(model, t, y, u, where)
+    if model.kind == "multibody" and (model.n_c or len(getattr(model, "nonholonomic_names", ()))):
+        from .integrators.common import consistent_accelerations  # noqa: PLC0415
+        q, v = model.split(np.asarray(y, dtype=float))
+        try:
+            consistent_accelerations(model, t, q, v, u)
+        except SingularMatrixError as exc:
+            raise InvalidInputError(f"model {model.name!r}: {exc} ({where})") from None
+

@@ -75,9 +75,9 @@ from .integrators import Integrator, make_integrator, resolve_backend
 from .jit import check_backend
 from .method_choice import resolve_method
 from .models import load_model
-from .model_probe import probe_model
+from .model_probe import probe_model, probe_parameters
 from .multirate import SampleClock, base_step, exact_time
-from .state_schema import MAX_EVENT_LOG, check_simulation_state
+from .state_schema import MAX_EVENT_LOG, check_simulation_state, check_solved_points
 from .validation import finite_float, finite_vector
 
 _EPS = np.finfo(float).eps
@@ -908,8 +908,9 @@ class Simulation:
         old = self.model.params[name]
         snapshot = self.get_state() if self._has_events else None
         self.model.set_parameter(name, value)
-        try:  # the new value must not overflow the model at the current state (issue 14)
-            probe_model(self.model, self._time, self.integrator.y, self._u, "the current state")
+        try:  # the new value must not overflow or make M singular at the current state
+            probe_parameters(self.integrator.model, self.integrator.t, self.integrator.y,
+                             self._u, "the current state")
         except BaseException:
             self.model.set_parameter(name, old)
             raise
@@ -1554,14 +1555,32 @@ class Simulation:
         """Restore a snapshot from :meth:`get_state` (rollback)."""
         self._check_state(state)
         previous = self.get_state()
+        changed = {k: v for k, v in state["params"].items()
+                   if k in self.model.params and not _same(self.model.params[k], v)}
         try:
             self._apply_state(state)
+            if changed:
+                self._check_restored_parameters(changed)
             self._check_restored_constraints()
+            # q'' and λ (and a BDF history's) solve the equations with the state's parameters
+            check_solved_points(self.integrator, state["integrator"])
         except BaseException as exc:
             self._apply_state(previous)
             if isinstance(exc, CosimError) or not isinstance(exc, Exception):
                 raise
             raise StateError(f"cannot restore the state: {exc!r}") from exc
+
+    def _check_restored_parameters(self, changed):
+        """The parameter values a restored state brings (``changed``, already range-checked
+        by the schema) pass the check a tunable change passes (cosim.model_probe) at the
+        restored state: else StateError naming them, and set_state puts the previous
+        state back."""
+        integ = self.integrator
+        try:
+            probe_parameters(integ.model, float(integ.t), integ.y, self._u, "the restored state")
+        except CosimError as exc:
+            raise StateError(f"state field params: {', '.join(f'{k}={v!r}' for k, v in changed.items())} "
+                             f"cannot continue: {exc}") from None
 
     def _check_restored_constraints(self):
         """A restored state of a constrained model lies on its constraints as the step
@@ -1683,6 +1702,9 @@ def _quick_check(model):
     (no random states, no trajectory); a failing term is a ModelDefinitionError."""
     from .ic import check_terms
     from .model_check import check_model
+    # every term once with overflow raised first: a parameter that overflows a user model's
+    # term is then one error naming the term, not a raw OverflowError from the checker
+    probe_model(model, 0.0, model.initial_y(), model.default_inputs())
     if model.kind == "multibody":  # shapes first: its errors name the method and the time
         q, v = model.initial_state()
         check_terms(model, 0.0, np.asarray(q, dtype=float), np.asarray(v, dtype=float),

@@ -16,7 +16,13 @@ anything is applied, so a rejected state leaves the simulation untouched:
   time = integrator time, t_prev <= t, plant inputs
   equal to the integrator's inputs, sample clocks at the stored time, the LU
   factorisation finite and of the size the method's iteration matrix has for
-  this model, its pivots a valid interchange sequence k <= piv[k] < n.
+  this model, its pivots a valid interchange sequence k <= piv[k] < n;
+* after the state is applied (its parameters in place; undone on failure): the
+  parameter values, if they differ from the simulation's, at the restored state
+  (cosim.model_probe.probe_parameters), the positions and velocities on the
+  constraints (Simulation), and the point a method that solves the equations of
+  motion holds -- with a BDF history's earlier points -- against M q'' + C_qᵀ λ = Q
+  (:func:`check_solved_points`).
 
 Every violation raises :class:`StateError` naming the field by its path
 (``integrator.method_state.newton.piv[2]``).  The same checks back both
@@ -36,6 +42,10 @@ from .errors import InvalidInputError, StateError
 MAX_EVENT_LOG = 10_000       # entries an event log keeps (the oldest are dropped)
 MAX_COUNT = 2 ** 62          # counters (steps, statistics, clock indices)
 MAX_MAGNITUDE = 1e150        # integrator state entries: squared in the steps' norms, they stay finite
+# a restored solved point may miss the equations of motion by at most this part of their
+# largest term (converged steps: at most 3.3e-2 measured, rtol = 0.1, andrews, crank_slider,
+# heavy_top, bdf family and generalized-α); beyond it q'' or λ are not this model's
+EOM_TOLERANCE = 0.5
 _EVENT_KINDS = {"state", "time", "stop", "chattering"}
 _EVENT_FIELDS = {"time": "real", "name": "str", "kind": "str", "index": "int", "terminal": "bool",
                  "iterations": "int", "reason": "str", "cause": "str", "message": "str"}
@@ -232,6 +242,50 @@ def _magnitudes(path, value):
                                             f"got {float(value[idx])!r}")
     elif isinstance(value, float) and math.isfinite(value) and abs(value) > MAX_MAGNITUDE:
         _fail(path, f"must be at most {MAX_MAGNITUDE:g} in size, got {value!r}")
+
+
+def check_solved_points(integrator, s, path="integrator"):
+    """The point (y, q'', λ) a restored state of a method that solves the equations of
+    motion holds (:class:`~cosim.integrators.state_decl.Record` ``solved``), and every
+    earlier point its difference arrays imply, satisfy M q'' + C_qᵀ λ = Q(q, v, t, u) up
+    to EOM_TOLERANCE of their largest term, with the model as it is now (the state's
+    parameters applied).  Else the multipliers or accelerations are not this model's:
+    the next iteration matrix, formed at them, is garbage (a difference of λ of 3e113 in a
+    BDF history: numerically singular).  Within a history the inputs are the state's u
+    (an input change restarts the method)."""
+    declared = getattr(integrator, "state_declaration", None)
+    model = integrator.model
+    if declared is None or declared.solved is None or model.kind != "multibody":
+        return
+    u = np.asarray(s["u"], dtype=float)
+    for back, t, y, qdd, lam in declared.solved_points(s):
+        where = (f"{path}.{declared.solved[1]}, {path}.{declared.solved[2]}" if back == 0 else
+                 f"{path}.method_state.Dz")
+        what = "" if back == 0 else f" at the point {back} step{'s' * (back > 1)} back it implies, t={t!r},"
+        try:
+            with np.errstate(all="ignore"):
+                q, v = model.split(y)
+                M = np.asarray(model.mass(q, t), dtype=float)
+                Q = np.asarray(model.forces(q, v, t, u), dtype=float)
+                rows = [np.asarray(model.constraint_jacobian(q, t), dtype=float).reshape(-1, q.size)]
+                if len(getattr(model, "nonholonomic_names", ())):
+                    rows.append(np.asarray(model.nonholonomic_matrix(q, t), dtype=float))
+                Cq = np.vstack(rows)
+                if lam.size != Cq.shape[0]:
+                    return   # (multipliers of another formulation)
+                Mqdd, Cl = M @ qdd, Cq.T @ lam
+                scale = max(np.abs(Mqdd).max(initial=0.0), np.abs(Cl).max(initial=0.0),
+                            np.abs(Q).max(initial=0.0))
+                residual = np.abs(Mqdd + Cl - Q).max(initial=0.0)
+                # a body at rest with no force: every term round-off; accelerations below
+                # ~2e-13 (SI) count as zero
+                floor = 1e3 * np.finfo(float).eps * np.abs(M).max(initial=0.0)
+        except (ArithmeticError, ValueError) as exc:
+            _fail(where, f"the model cannot be evaluated{what} ({type(exc).__name__}: {exc})")
+        if not (np.isfinite(residual) and residual <= EOM_TOLERANCE * scale + floor):
+            _fail(where, f"q'' and λ{what or ''} do not satisfy the equations of motion "
+                         f"M q'' + C_qᵀ λ = Q: residual {residual:.3e} of terms up to {scale:.3e} "
+                         f"(a restored state: at most {EOM_TOLERANCE:g} of them)")
 
 
 def _check_method_state(integrator, path, d, template, t):

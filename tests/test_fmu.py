@@ -713,7 +713,9 @@ def test_invalid_parameter_is_error_at_initialization_until_reset(pendulum_fmu, 
     """§2.1.3: a parameter the model rejects (l = -1, g = NaN) makes
     fmi2ExitInitializationMode return fmi2Error naming it; fmi2DoStep is then fmi2Error
     until fmi2Reset; `fmpy simulate` fails visibly (non-zero exit, the message)."""
-    for params, text in (({"l": -1.0}, "'l'"), ({"g": float("nan")}, "'g' must be finite")):
+    for params, text in (({"l": -1.0}, "'l'"), ({"g": float("nan")}, "'g' must be finite"),
+                         ({"m": 1e-300}, "'m' must be in [1e-12, 1e+12], got 1e-300"),
+                         ({"g": -1e300}, "'g' must be at most 1e+12 in size, got -1e+300")):
         slave = Slave(pendulum_fmu, "bad-parameter", logging=True, initialize=False)
         slave.fmu.setupExperiment(startTime=0.0)
         slave.set(params)

@@ -207,5 +207,10 @@ def test_declared_parameter_range_enforced_on_runtime_updates(harness, tmp_path)
     res = set_remote(hs.node, **{"params.e": 2.0})
     assert not res.successful and "parameter 'e' must be in [0, 1], got 2.0" in res.reason, res.reason
     assert hs.plant.sim.model.params == before
+    # the magnitude bound every parameter has (v_stop: NONNEGATIVE, at most 1e12)
+    res = set_remote(hs.node, **{"params.v_stop": 1e300})
+    assert not res.successful and "parameter 'v_stop' must be in [0, 1e+12], got 1e+300" in res.reason, \
+        res.reason
+    assert hs.plant.sim.model.params == before
     assert set_remote(hs.node, **{"params.e": 0.5}).successful
     assert hs.plant.sim.model.params["e"] == 0.5

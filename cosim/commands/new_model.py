@@ -39,7 +39,7 @@ class {cls}(MultibodyModel):
     )
     inputs = (Signal("fx", "N", "horizontal force on the mass"),)      # u, held between steps
     outputs = (Signal("angle", "rad", "angle from the downward vertical"),)
-    positive_parameters = ("m", "l")         # refused when <= 0
+    positive_parameters = ("m", "l")         # refused outside [1e-12, 1e12]
     constant_mass = True                     # M does not depend on q: cheaper Newton matrices
     default_t_end = 5.0                      # `cosim simulate` runs this long without --t-end
     conservative = True                      # no damping/driving at zero inputs: `cosim check` checks dE/dt = 0

@@ -5,7 +5,7 @@
 :data:`RECORD`.  (Imports nothing of the method, so the layout can be written before
 the record module exists.)"""
 from .state_decl import Record
-from .state_fields import (STEP, array, constant, counts, int_array, integer, leading_positive,
+from .state_fields import (STEP, array, constant, counts, differences, int_array, integer, leading_positive,
                            matrix, newton, newton_scalars, ranged, scalar, statistics,
                            step_option_scalars, times)
 
@@ -25,8 +25,8 @@ RECORD = Record("cosim.integrators.bdf_state", [
     array("yp", "2 * n", key="y_prev"),
     array("qdd", "n", key="qdd"),
     array("lam", "m", key="lam"),
-    matrix("D", "ROWS", "2 * n", key="method_state.D"),        # ∇^j (q, v), eq. 59
-    matrix("Dz", "ROWS", "n + m", key="method_state.Dz"),      # ∇^j (q'', λ), their predictor
+    differences("D", "ROWS", "2 * n", ("y",), key="method_state.D"),             # ∇^j (q, v), eq. 59
+    differences("Dz", "ROWS", "n + m", ("qdd", "lam"), key="method_state.Dz"),   # ∇^j (q'', λ), their predictor
     leading_positive("tau", "ROWS", 2, "step sums", key="method_state.tau"),   # τ_j, eq. 66
     # the iteration matrix of the kept LU (HAS_FACTOR), reused across steps
     matrix("J", "ns", "ns", key="method_state.J", flag=("HAS_J", "HAS_FACTOR")),
@@ -58,5 +58,8 @@ RECORD = Record("cosim.integrators.bdf_state", [
     int_array("PIV", "ns", "the LU pivots"),
     newton("method_state.newton", "PIV"),
 ], sizes={"n": "I_N", "m": "I_M", "ns": "I_NS"},
+    # (y, q'', λ) solve the model's equations at t, and so do the earlier points D and Dz
+    # imply with the step sums τ (their rows 1 .. valid)
+    solved=("y", "qdd", "lam"), steps=("method_state.tau", "method_state.valid"),
     order={"method_state": ("D", "Dz", "tau", "k", "order", "k_used", "valid", "n_steps", "h_next", "h",
                             "order_counts", "newton", "J")})

@@ -45,4 +45,5 @@ RECORD = Record("cosim.integrators.ga_state", [
     int_array("PIV", "n + m + ng + ggl * (n + m)", "the LU pivots (matrix_size(n, m, ggl, ng) of them)"),
     newton("method_state.newton", "PIV"),
 ], sizes={"n": "I_N", "mz": "I_M + I_NG", "m": "I_M", "ggl": "GGL", "ng": "I_NG"},
+    solved=("y", "qdd", "lam"),   # (y, q'', [λ; ν]) solve the model's equations at t
     order={"method_state": ("a", "qdd_prev", "h_next", "h_last", "x_rate", "lam_rate", "newton")})

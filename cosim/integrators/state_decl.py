@@ -79,8 +79,13 @@ class Record:
     ``names`` renames its count of scalar slots, ``offsets`` and ``int_length``
     ({"N_SCALARS": …, "offsets": …, "int_length": …})."""
 
-    def __init__(self, module, fields, sizes, order=None, base=None, names=None):
+    def __init__(self, module, fields, sizes, order=None, base=None, names=None, solved=None,
+                 steps=None):
         self.module = module
+        # the state keys of (y, q'', λ) when the method's state holds a point that solves
+        # the model's equations of motion at t (else None), and of the step sums and the
+        # count of valid rows of its difference arrays (else None)
+        self.solved, self.steps = (None if solved is None else tuple(solved)), steps
         self.fields = tuple(fields)
         self.sizes = dict(sizes)
         self.order = dict(order or {})
@@ -427,6 +432,33 @@ class Record:
                     _array(f"{p}.{q[0]}", v[q[0]], shape)
                     if len(q) == 2 and not float(v[q[0]]) > 0.0:
                         _fail(f"{p}.{q[0]}", f"must be > 0, got {float(v[q[0]])!r}")
+
+    def solved_points(self, state):
+        """(how far back, t, y, q'', λ) of the point an (already schema-checked) state
+        holds and of every earlier accepted point its difference arrays imply: the
+        predictor polynomial of eq. 69 evaluated at h = −τ_{i−1} interpolates the
+        accepted values there (its weights ω_j vanish for j ≥ i).  Empty when the record
+        declares no ``solved`` point."""
+        if self.solved is None:
+            return []
+        y, qdd, lam = (np.asarray(_get(state, k), dtype=float) for k in self.solved)
+        t = float(state["t"])
+        points = [(0, t, y, qdd, lam)]
+        diffs = {f.kind.of: np.asarray(_get(state, f.key), dtype=float) for f in self.fields
+                 if isinstance(f.kind, Matrix) and f.kind.of}
+        D, Dz = diffs.get(self.solved[:1]), diffs.get(self.solved[1:])
+        if D is None or Dz is None or self.steps is None:
+            return points
+        tau = np.asarray(_get(state, self.steps[0]), dtype=float)
+        valid = min(int(_get(state, self.steps[1])), D.shape[0] - 1, tau.size)
+        z, n = np.concatenate([qdd, lam]), qdd.size
+        with np.errstate(all="ignore"):
+            for i in range(1, valid + 1):
+                h = -tau[i - 1]
+                w = np.cumprod([(h + (tau[j - 1] if j else 0.0)) / tau[j] for j in range(i)])
+                zi = z + w @ Dz[1:i + 1]
+                points.append((i, t + h, y + w @ D[1:i + 1], zi[:n], zi[n:]))
+        return points
 
     # -- the kinds of fixed size (matrix, leading_positive, ranged, counts) -------------
     def _evaluate(self, expr, sizes):

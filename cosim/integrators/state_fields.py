@@ -86,9 +86,12 @@ def constant(name, value, doc=""):
 
 class Matrix(NamedTuple):
     """The kind of an array of S that holds a ``rows`` × ``cols`` matrix by rows
-    (expressions in the sizes and constants); its state value is the 2-D array."""
+    (expressions in the sizes and constants); its state value is the 2-D array.
+    ``of``: a matrix of backward differences of the values at these state keys
+    (:func:`differences`)."""
     rows: str
     cols: str
+    of: tuple = ()
 
 
 def matrix(name, rows, cols, doc="", key=None, flag=None):
@@ -97,6 +100,17 @@ def matrix(name, rows, cols, doc="", key=None, flag=None):
     the first, and a flag of the Newton memory asks the state to hold its LU too."""
     cols_factor = f"({cols})" if re.search(r"[+-]", cols) else cols
     return Field(name, "S", f"{rows} * {cols_factor}", key, Matrix(rows, cols), flag, doc=doc)
+
+
+def differences(name, rows, cols, of, doc="", key=None):
+    """A matrix of backward differences stored by rows: row j (1 .. the record's
+    ``steps`` count) holds ∇^j of the values at the state keys ``of`` (concatenated)
+    over the accepted steps since the last restart (BDF's D and Dz, seed 000 eq. 59).
+    With the step sums they imply the values at the earlier accepted points
+    (:meth:`~cosim.integrators.state_decl.Record.solved_points`), which a restored
+    state's schema checks against the model."""
+    cols_factor = f"({cols})" if re.search(r"[+-]", cols) else cols
+    return Field(name, "S", f"{rows} * {cols_factor}", key, Matrix(rows, cols, tuple(of)), doc=doc)
 
 
 class LeadingPositive(NamedTuple):

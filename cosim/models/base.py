@@ -20,7 +20,7 @@ import numpy as np
 from .. import derivatives
 from ..errors import InvalidInputError, ModelDefinitionError, UnknownParameterError
 from ..validation import finite_float
-from .ranges import declared_range
+from .ranges import parameter_range
 
 
 @dataclass(frozen=True)
@@ -81,23 +81,22 @@ class Model:
                 raise UnknownParameterError(
                     f"model {self.name!r} has no parameter {key!r} (parameters: {known})")
             values[key] = self._check_parameter(key, value)
-        for p in self.parameters:  # defaults: a user model's must fit its ranges too
-            rng = declared_range(type(self), p.name) if p.name not in params else None
-            if rng is not None:
-                rng.check(p.name, values[p.name])
+        for p in self.parameters:  # defaults: a user model's (a URDF's) must fit its ranges too
+            if p.name not in params:
+                parameter_range(type(self), p.name).check(p.name, values[p.name])
         self.params = values
         self._setup_checked()
 
     # -- parameters --------------------------------------------------------
     def _check_parameter(self, key, value):
         """The one parameter validator: a real finite number (a bool is refused, not read
-        as 0/1) inside the range the model declares (:mod:`cosim.models.ranges`)."""
+        as 0/1) inside the range the model declares, else within the default magnitude
+        bound (:mod:`cosim.models.ranges`)."""
         if isinstance(value, (bool, np.bool_)):
             raise InvalidInputError(f"parameter {key!r} must be a number, got {type(value).__name__} "
                                     f"{value!r}")
         x = finite_float(f"parameter {key!r}", value)
-        rng = declared_range(type(self), key)
-        return x if rng is None else rng.check(key, x)
+        return parameter_range(type(self), key).check(key, x)
 
     def _setup_checked(self):
         """``setup()``, with a float overflow there (e.g. a length of 1e300 squared) turned
