@@ -153,8 +153,17 @@ def test_tunable_parameter_overflowing_after_the_start_is_refused_and_nothing_ch
     assert sim.model.params["c"] == 1e-300 and sim.time == t and np.array_equal(sim.y, y)
 
 
-def test_huge_lti_matrix_is_a_clear_error():
-    # (a library model's parameters cannot make a huge derivative any more: 1e12 at most)
+def test_huge_derivative_and_huge_lti_matrix_are_clear_errors():
+    """A library model's parameters stop at 1e12; a model that declares g unbounded
+    can still make a derivative too large for any step: dopri5 says so at set-up."""
+    pendulum = model_class("pendulum")
+
+    class UnboundedG(pendulum):
+        parameter_ranges = dict(getattr(pendulum, "parameter_ranges", None) or {},
+                                g=Range(-math.inf, math.inf))
+
+    with pytest.raises(ConvergenceError, match="dopri5: the initial derivative is too large for any step"):
+        cosim.Simulation(UnboundedG(), "dopri5", params={"g": 1e300}, backend="python")
     lti = {"A": [[0.0, 1.0], [-1e300, 0.0]], "B": [[0.0], [1.0]], "C": [[1.0, 0.0]], "D": [[0.0]]}
     sim = cosim.Simulation("lti", "state-transition", params=lti)
     with pytest.raises(ConvergenceError, match=r"state-transition: e\^\(A h\) overflows \(max \|A\| = 1e\+300"):
