@@ -6,7 +6,9 @@ to ``t_end`` in steps of h; per step the method's local error estimate (in the
 weights rtol|q| + atol; generalized-α eq. 34's h²‖x‖_W, rk4 the positions' part of
 h/6·(k4 − f(y_new)), dopri5 its embedded estimate, the BDF family its error test's
 c_e^k‖∇^{k+1}y‖ of (q, v), local-index1 its (x_trap − x_Heun)/3, rkc-penalty its
-0.8(y − y_new) + 0.4h(f0 + f_new)); on a sample of steps the true local error of q
+0.8(y − y_new) + 0.4h(f0 + f_new), block-lstable the positions' part of y_{k+1} minus
+its order-r quadrature, spark (stages = 1) the positions' Hermite defect
+q1 − q0 − h/2 (v0 + v1) + h²/12 (a1 − a0)); on a sample of steps the true local error of q
 in the same weights (scipy DOP853 at 1e-12 on the index-1 ODE from
 the step's start (q, v)); the global error max_k |q_k − q_ref,k| / max(1, |q_ref,k|)
 at t_end; the verdict: "ok", "warn" (largest estimate > fixed_step.WARN_FACTOR) or
@@ -61,6 +63,16 @@ CASES = [
     ("two_link", "rkc-penalty", (1e-2, 1e-3), 0.5),
     ("pendulum", "rkc-penalty", (1e-1, 1e-2, 1e-3), 1.0),
     ("andrews", "rkc-penalty", (1e-3, 1e-4), 0.03),
+    ("two_link", "block-lstable", (1e-1, 1e-2, 1e-3), 0.5),
+    ("pendulum", "block-lstable", (3e-1, 1e-1, 1e-2, 1e-3), 1.0),
+    ("panda", "block-lstable", (1e-2, 1e-3), 0.2),
+    ("andrews", "block-lstable", (1e-3, 1e-4, 3e-5), 0.03),
+    ("crank_slider", "block-lstable", (2.5e-3, 1e-3), 0.1),
+    ("two_link", "spark", (1e-1, 1e-2, 1e-3), 0.5),
+    ("pendulum", "spark", (3e-1, 1e-1, 1e-2, 1e-3), 1.0),
+    ("panda", "spark", (1e-2, 1e-3), 0.2),
+    ("andrews", "spark", (1e-3, 1e-4, 3e-5), 0.03),
+    ("crank_slider", "spark", (2.5e-3, 1e-3), 0.1),
 ]
 RTOL, ATOL = 1e-6, 1e-8
 

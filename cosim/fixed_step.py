@@ -8,7 +8,13 @@ error test holds at 1):
 * dopri5: its embedded fourth-order estimate (the error test's RMS ratio),
 * the BDF family (bdf, bdf-i2, bdf-i1): its error test's c_e^k‖∇^{k+1}y‖ of (q, v) at
   the step's order k (∝ h^(k+1); the velocities in the weights its option
-  ``velocity_weights`` names).
+  ``velocity_weights`` names),
+* block-lstable (a fixed-step method: every run, h given or not): the positions' part
+  of y_{k+1} minus the order-r quadrature of its stages (RMS, ∝ h^(r+1); the velocities'
+  part, inflated by stiff components the L-stable method damps, is left out),
+* spark with stages = 1 (likewise every run): the positions' Hermite defect
+  q1 − q0 − h/2 (v0 + v1) + h²/12 (a1 − a0), the local error of q to leading order
+  (∝ h³; stages ≥ 2 keep none: it cancels their leading error).
 
 Every kernel judges a step with the same function,
 :func:`cosim.integrators.kernel_common.fixed_step_resolved`.
@@ -49,26 +55,34 @@ def suggested_step(h, estimate, order=ORDER_LOCAL):
     return h * estimate ** (-1.0 / order)
 
 
-def unresolved_error(method, t, h, estimate, rtol, atol, order=ORDER_LOCAL):
+# the way out the messages name beside a smaller h: an adaptive run (alternative None), or
+# for a method without an adaptive mode (block-lstable, spark: their
+# RecordIntegrator.fixed_step_alternative) this one
+FIXED_ONLY = "a method with error control (an adaptive run of bdf, for example)"
+
+
+def unresolved_error(method, t, h, estimate, rtol, atol, order=ORDER_LOCAL, alternative=None):
     """The error of a fixed step beyond the state's scale (the record is unchanged)."""
     hs = suggested_step(h, estimate, order)
+    alternative = "run adaptive (no h)" if alternative is None else "take " + alternative
     exc = FixedStepError(
         f"{method}: the fixed step h={h!r} resolves nothing at t={t!r}: its local error "
         f"estimate is {estimate:.3g} times the tolerance weights (rtol={rtol!r}, atol={atol!r}), "
         f"an error larger than the state itself (above 1/rtol = {UNRESOLVED / rtol:.3g}); the "
         f"step failed and the state is unchanged; take h of {hs:.2g} or less (the estimate "
-        f"falls at best as h^{order}) or run adaptive (no h)",
+        f"falls at best as h^{order}) or {alternative}",
         t=t, h=h, cause="fixed step")
     exc.estimate = estimate
     return exc
 
 
-def warning_text(method, h, estimate, rtol, atol, order=ORDER_LOCAL):
+def warning_text(method, h, estimate, rtol, atol, order=ORDER_LOCAL, alternative=None):
     """The one warning of a fixed-step run whose largest estimate exceeds WARN_FACTOR."""
     hs = suggested_step(h, estimate, order)
+    alternative = "an adaptive run (no h)" if alternative is None else alternative
     return (f"{method}: the fixed step h={h!r} is too large for the tolerances: its local error "
             f"estimate reached {estimate:.3g} times the tolerance weights (rtol={rtol!r}, "
             f"atol={atol!r}; warned above {WARN_FACTOR:g}): the results may be inaccurate; h of "
-            f"{hs:.2g} or less (the estimate falls at best as h^{order}) or an adaptive run "
-            f"(no h) would meet them; said once, the largest "
+            f"{hs:.2g} or less (the estimate falls at best as h^{order}) or {alternative} "
+            f"would meet them; said once, the largest "
             f"estimate is kept in Simulation.fixed_step_error")

@@ -15,9 +15,9 @@ from fractions import Fraction
 from .errors import InvalidInputError
 
 # Methods that never read rtol/atol: the exact state-transition method (seed 001
-# §3.5) and the fixed-step SPARK methods (symplectic.py: "rtol/atol are ignored").
-IGNORE_TOLERANCES = {"state-transition": "it is exact for LTI plants",
-                     "spark": "it is a fixed-step method without error control"}
+# §3.5).  (The fixed-step methods weigh their local error estimates with them:
+# cosim.fixed_step.)
+IGNORE_TOLERANCES = {"state-transition": "it is exact for LTI plants"}
 
 
 class OptionWarning(UserWarning):

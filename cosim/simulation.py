@@ -1211,8 +1211,9 @@ class Simulation:
         the tolerance weights by fixed_step.WARN_FACTOR (cosim.fixed_step)."""
         self._fixed_warn_at = math.inf
         integ = self.integrator
-        msg = fixed_step.warning_text(self.method, integ.h_fixed, integ.fixed_step_error,
-                                      self.rtol, self.atol, integ.fixed_error_order)
+        msg = fixed_step.warning_text(self.method, integ.fixed_step_size, integ.fixed_step_error,
+                                      self.rtol, self.atol, integ.fixed_error_order,
+                                      integ.fixed_step_alternative)
         if self.on_notice is not None:
             self.on_notice(msg)
         else:

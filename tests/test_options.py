@@ -80,8 +80,7 @@ def test_tolerance_ignored_by_the_method_is_announced(capsys):
     assert "--rtol ignored: method 'state-transition' does not use tolerances" in w
     rc, _, err = cli(capsys, "simulate", "pendulum", "--method", "spark", "--h", 0.01, "--atol", 1e-9,
                      "--t-end", 0.1)
-    assert rc == 0
-    assert any("--atol ignored: method 'spark'" in w for w in warnings_in(err))
+    assert rc == 0 and warnings_in(err) == []   # its local error estimate's weights (cosim.fixed_step)
     rc, _, err = cli(capsys, "simulate", "pendulum", "--rtol", 1e-5, "--t-end", 0.1)
     assert rc == 0 and warnings_in(err) == []  # generalized-alpha uses it
 

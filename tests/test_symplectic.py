@@ -80,8 +80,12 @@ def test_modified_mass_matches_model_seed_eq25(backend):
 
 
 def _mean_abs_error(gamma, ref, backend="python", **opts):
+    """The seed's step h = 0.04 resolves the motion coarsely on purpose (local errors of
+    q up to ~3e-2: at rtol 1e-6, atol 1e-8 the accuracy rule refuses γ_T at t = 1.48,
+    cosim.fixed_step), so the run is weighed at rtol = atol = 1e-3 (largest estimates
+    34 and 22 for γ = 0 and γ_T)."""
     model = load_model("double_pendulum_natural")
-    it = _spark(model, 0.04, backend, stages=1, gamma=gamma, **opts)
+    it = _spark(model, 0.04, backend, stages=1, gamma=gamma, rtol=1e-3, atol=1e-3, **opts)
     qs = [it.y[:4].copy()]
     for k in range(1, 101):
         it.advance(0.04 * k)

@@ -60,7 +60,7 @@ import warnings
 
 import numpy as np
 
-from .. import jit
+from .. import fixed_step, jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
 from . import block_record, dense_lu, kernel_common
 from . import block_kernel as K
@@ -255,6 +255,18 @@ class LStableBlock(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam")), R
     def __init__(self, model, backend="python", **kwargs):
         self._construct(model, backend, supports, K.N_SCALARS, kwargs)
 
+    # the accuracy rule (cosim.fixed_step) judges every step of this fixed-step method,
+    # h given or not: its estimate is y_{k+1} minus the order-r quadrature (∝ h^(r+1))
+    fixed_step_alternative = fixed_step.FIXED_ONLY
+
+    @property
+    def fixed_error_order(self):
+        return self.r + 1
+
+    @property
+    def fixed_step_size(self):
+        return self._h_step
+
     def check_options(self):
         o = self.opts
         r = o["r"]
@@ -305,8 +317,8 @@ class LStableBlock(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam")), R
         self._S[K.H] = self._h_step
         if self.h_fixed is None:
             warnings.warn(f"{self.name} is a fixed-step method without error control: no h given, "
-                          f"using h={self._h_step!r} (rtol/atol only weight the optional error estimate)",
-                          stacklevel=4)
+                          f"using h={self._h_step!r} (rtol/atol weight its local error estimate: a step "
+                          f"beyond the state fails, a run beyond them is warned about)", stacklevel=4)
 
     # -- the record ----------------------------------------------------------------------------
     def _allocate(self):
@@ -391,6 +403,9 @@ class LStableBlock(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam")), R
         S, I = self._S, self._I
         t, h, info = float(S[K.F_T]), float(S[K.F_H]), float(S[K.F_INFO])
         name = self.name
+        if status == K.FIXED_UNRESOLVED:
+            raise fixed_step.unresolved_error(name, t, self._h_step, info, self.rtol, self.atol,
+                                              self.fixed_error_order, self.fixed_step_alternative)
         if status == K.STEP_UNDERFLOW:
             cause = "step does not advance t"
             raise ConvergenceError(f"{name}: step size underflow at t={t!r}, h={h!r} ({cause})",

@@ -35,7 +35,8 @@ import math
 
 # every name of the method's modules, so that block_kernel is its one namespace
 from .block_record import (  # noqa: F401
-    ATOL, CONST_MASS, EPS, ERROR_EST, ERR_EST, FAILURE_SLOTS, FIXED, F_H, F_INFO, F_T, H,
+    ATOL, CONST_MASS, EPS, ERROR_EST, ERR_EST, FAILURE_SLOTS, FIXED, FIXED_ERR, FIXED_SLOTS,
+    FIXED_UNRESOLVED, F_H, F_INFO, F_T, H,
     HAS_FACTOR, H_JAC, H_LAST, INDEX, I_M, I_N, I_R, MATRIX_FLOATS, MATRIX_INTS, MAX_STEP,
     NEED_JAC, NEWTON_ERR_TOL, NEWTON_FAILED, NEWTON_MAX_ITER, NEWTON_SCALE, NEWTON_TOL,
     NONFINITE_MATRIX, N_SCALARS, N_STATS, OK, ONE_STEP, PIV, REASON, RELAX, RESTART,
@@ -46,8 +47,8 @@ from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
     FN_CONSTRAINT_FORCE_JACOBIAN, FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_FORCE_JACOBIANS,
     FN_GAMMA, FN_MASS, FN_MASS_JACOBIAN_TERM, MATRIX_NONFINITE, NEWTON_CONVERGED,
     NEWTON_LAST_CHANCE, NEWTON_REFRESH, NEWTON_SLOW, all_finite, clamp_step, end_advance, factor_matrix,
-    forget_step, keeps_matrix, matrix_formed, model_outputs, newton_start, newton_verdict, relaxation, relaxed_update,
-    snapshot_in, weighted_max, weighted_rms)
+    fixed_step_resolved, forget_step, keeps_matrix, matrix_formed, model_outputs, newton_start,
+    newton_verdict, relaxation, relaxed_update, snapshot_in, weighted_max, weighted_rms)
 
 # the record's names the integrator object reads through this module (RecordIntegrator:
 # ``_kernel.STATS``, the modes) besides the ones the functions below use
@@ -382,6 +383,12 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         I[REASON] = reason
         S[F_H] = h
         return NEWTON_FAILED
+    _stages(S, n, m, r, h, q0, v0, a0, w[5], w[8], w[9], w[10])
+    err_q, err = _estimate(S, n, m, r, h, w)
+    if not fixed_step_resolved(S, err_q, h, FIXED_SLOTS):   # no error test decides the step
+        return FIXED_UNRESOLVED
+    if I[ERROR_EST] == 1:
+        S[ERR_EST] = err
     _accept(S, I, n, m, r, t0, h, t_limit if lands else t0 + h, w)
     return OK
 
@@ -420,32 +427,41 @@ def _step_start(fns, S, I, p, n, m, r, t0, h, w):
         winv[i] = h / (v_scale * m_scale)
 
 
+def _estimate(S, n, m, r, h, w):
+    """The local error estimate of the step whose stages are in w[8], w[9]: y_{k+1}
+    minus the quadrature of order r on the nodes 0, c_1..c_{r−1} (weights b̂) of the
+    stage velocities and accelerations, in the eq. 35 weights rtol·|y_{k+1}| + atol.
+    Returns (the RMS norm of its positions' part: the fixed-step verdict's, the RMS
+    norm over q and v: the option error_estimate's)."""
+    o_bh = offsets(n, m, r)[9]
+    q0, v0, a0 = w[0], w[1], w[2]
+    A, V, Q = w[8], w[9], w[10]
+    e, w2, y1 = w[30], w[31], w[32]
+    rtol, atol = S[RTOL], S[ATOL]
+    for k in range(n):
+        sq = S[o_bh] * v0[k]
+        sa = S[o_bh] * a0[k]
+        for j in range(1, r):
+            sq += S[o_bh + j] * V[j - 1, k]
+            sa += S[o_bh + j] * A[j - 1, k]
+        y1[k] = Q[r - 1, k]
+        y1[n + k] = V[r - 1, k]
+        e[k] = y1[k] - (q0[k] + h * sq)
+        e[n + k] = y1[n + k] - (v0[k] + h * sa)
+    for k in range(2 * n):
+        wk = rtol * abs(y1[k]) + atol
+        w2[k] = 1.0 / (wk * wk)
+    return weighted_rms(e, w2, n), weighted_rms(e, w2, 2 * n)
+
+
 def _accept(S, I, n, m, r, t0, h, t_new, w):
-    """The accepted step: y_{k+1} = (Q_r, V_r), a_{k+1} = A_r, λ_{k+1} = Λ_r into the
-    record with the previous point and the stages (dense output), and, with the
-    option error_estimate, the embedded estimate's RMS norm (eq. 35 weights)."""
-    o_y, o_yp, o_qdd, o_lam, o_c, o_d, o_B, o_B2, o_Bd, o_bh, o_sq, o_sv, _ = offsets(n, m, r)
-    q0, v0, a0, lam0, delta = w[0], w[1], w[2], w[3], w[5]
+    """The accepted step (stages formed by _stages): y_{k+1} = (Q_r, V_r), a_{k+1} =
+    A_r, λ_{k+1} = Λ_r into the record with the previous point and the stages (dense
+    output)."""
+    o_y, o_yp, o_qdd, o_lam, _, _, _, _, _, _, o_sq, o_sv, _ = offsets(n, m, r)
+    lam0, delta = w[3], w[5]
     A, V, Q = w[8], w[9], w[10]
     rn = r * n
-    _stages(S, n, m, r, h, q0, v0, a0, delta, A, V, Q)
-    if I[ERROR_EST] == 1:
-        e, w2, y1 = w[30], w[31], w[32]
-        rtol, atol = S[RTOL], S[ATOL]
-        for k in range(n):
-            sq = S[o_bh] * v0[k]
-            sa = S[o_bh] * a0[k]
-            for j in range(1, r):
-                sq += S[o_bh + j] * V[j - 1, k]
-                sa += S[o_bh + j] * A[j - 1, k]
-            y1[k] = Q[r - 1, k]
-            y1[n + k] = V[r - 1, k]
-            e[k] = y1[k] - (q0[k] + h * sq)
-            e[n + k] = y1[n + k] - (v0[k] + h * sa)
-        for k in range(2 * n):
-            wk = rtol * abs(y1[k]) + atol
-            w2[k] = 1.0 / (wk * wk)
-        S[ERR_EST] = weighted_rms(e, w2, 2 * n)
     S[T_PREV] = t0
     for k in range(2 * n):
         S[o_yp + k] = S[o_y + k]

@@ -22,6 +22,8 @@ SINGULAR = 2             # the iteration matrix is numerically singular (ratio i
 NONFINITE_MATRIX = 3     # the iteration matrix has NaN/inf
 STEP_UNDERFLOW = 4       # the step no longer moves t (S[F_H] the step)
 STEP_BUDGET = 5          # max_steps steps without reaching the target (record restored)
+FIXED_UNRESOLVED = 6     # a step whose local error estimate (S[F_INFO]) is beyond the state
+                         # (kernel_common.fixed_step_resolved)
 # entry modes (block_kernel.entry)
 WHOLE_INTERVAL = 0       # advance to the target within max_steps, else STEP_BUDGET
 RESTART = 1              # forget the stage data (dense output): t_prev = t, y_prev = y
@@ -50,7 +52,8 @@ ERR_EST = 12  # the optional error estimate of the last step; state: method_stat
 F_T = 13  # a failure's t
 F_H = 14  # a failure's h
 F_INFO = 15  # a failure's pivot ratio
-N_SCALARS = 16
+FIXED_ERR = 16  # the largest local error estimate of the steps so far (user's weights)
+N_SCALARS = 17
 # slots of I
 I_N = 0  # n coordinates
 I_M = 1  # m constraints
@@ -97,6 +100,9 @@ def int_length(n, m, r):
 
 FAILURE_SLOTS = (T, F_T, F_H, F_INFO)   # advance failed: F_T ← t, these and I[REASON] kept
 MATRIX_INTS, MATRIX_FLOATS = (HAS_FACTOR, ST_LU, NEED_JAC), (H_JAC, RELAX)   # matrix_formed's
+# every step's estimate (y_{k+1} minus the order-r quadrature, RMS in the weights) judged by
+# kernel_common.fixed_step_resolved with these slots (the method has no adaptive mode)
+FIXED_SLOTS = (RTOL, F_H, F_INFO, FIXED_ERR)
 
 
 def matrix_size(n, m, r):

@@ -17,6 +17,7 @@ RECORD = Record("cosim.integrators.block_state", [
     scalar("STAGE_T0", "start of the step the stage data belong to (NaN: none)", "method_state.stage_t0", TIME),
     scalar("ERR_EST", "the optional error estimate of the last step", "method_state.error_estimate", NONNEGATIVE),
     scalar("F_T", "a failure's t"), scalar("F_H", "a failure's h"), scalar("F_INFO", "a failure's pivot ratio"),
+    scalar("FIXED_ERR", "the largest local error estimate of the steps so far (user's weights)"),
     array("y", "2 * n", key="y"),
     array("yp", "2 * n", key="y_prev"),
     array("qdd", "n", key="qdd"),

@@ -247,13 +247,20 @@ class RecordIntegrator:
         return p if isinstance(p, np.ndarray) and p.dtype == np.float64 else np.zeros(0)
 
     fixed_error_order = 3   # a fixed step's local error estimate ∝ h^this (cosim.fixed_step)
+    fixed_step_alternative = None   # the messages' way out beside a smaller h (None: adaptive)
+
+    @property
+    def fixed_step_size(self):
+        """The fixed step the accuracy rule judges (cosim.fixed_step): h as given, None
+        for an adaptive run (a fixed-step-only method: its step, given or not)."""
+        return self.h_fixed
 
     @property
     def fixed_error_slot(self):
         """The slot of S holding the largest local error estimate of the fixed steps
         (cosim.fixed_step), or None: adaptive, or a method without one."""
         slot = getattr(self._kernel, "FIXED_ERR", None)
-        return None if self.h_fixed is None else slot
+        return None if self.fixed_step_size is None else slot
 
     @property
     def fixed_step_error(self):

@@ -31,17 +31,18 @@ import math
 from .dense_lu import lu_solve_inplace
 from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
     FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
-    NEWTON_REFRESH, NEWTON_SLOW, clamp_step, end_advance, factor_matrix, forget_step, keeps_matrix,
+    NEWTON_REFRESH, NEWTON_SLOW, clamp_step, end_advance, factor_matrix, fixed_step_resolved,
+    forget_step, keeps_matrix,
     matrix_formed, model_outputs, newton_start, newton_verdict, relaxation, relaxed_update, snapshot_in)
 # the record: every name, so that spark_kernel is the method's one namespace
 from .spark_terms import _kinetic_gradient, _layout, _mass_gamma  # noqa: F401
 from .spark_record import (  # noqa: F401
-    ACCEL_MATRIX, CHAIN, CONST_MASS, END_MATRIX, EPS, FAILURE_SLOTS, FD_SCALE, FIXED,
-    F_CT, F_H, F_INFO, F_T, GAMMA, GAUSS_LOBATTO, H, HAS_FACTOR, H_JAC, H_LAST, I_M, I_N, I_NB,
-    I_NV, I_S, LOBATTO, MATRIX_FLOATS, MATRIX_INTS, MAX_STEP, NEED_JAC, NEWTON_ERR_TOL,
+    ACCEL_MATRIX, ATOL, CHAIN, CONST_MASS, END_MATRIX, EPS, FAILURE_SLOTS, FD_SCALE, FIXED,
+    FIXED_ERR, FIXED_SLOTS, FIXED_UNRESOLVED, F_CT, F_H, F_INFO, F_T, GAMMA, GAUSS_LOBATTO, H,
+    HAS_FACTOR, H_JAC, H_LAST, I_M, I_N, I_NB, I_NV, I_S, LOBATTO, MATRIX_FLOATS, MATRIX_INTS, MAX_STEP, NEED_JAC, NEWTON_ERR_TOL,
     NEWTON_FAILED, NEWTON_MAX_ITER, NEWTON_REL, NEWTON_TOL, N_SCALARS, N_STATS, OK, ONE_STEP,
-    PIV, REASON, RELAX, RESTART, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SCHEME, SIGMA, STAGE_MATRIX,
-    STATS, STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU, ST_NEWTON, ST_RES, ST_STEPS, T, T_PREV,
+    PIV, REASON, RELAX, RESTART, RTOL, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SCHEME, SIGMA,
+    STAGE_MATRIX, STATS, STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU, ST_NEWTON, ST_RES, ST_STEPS, T, T_PREV,
     WHOLE_INTERVAL, matrix_size, offsets, workspace)
 
 
@@ -356,6 +357,12 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     status = _end_point(fns, S, I, p, u, n, m, t1, h, w)
     if status != OK:
         return status
+    if s == 1:   # the second-order methods: no error test decides the step
+        status, err = _estimate(fns, S, I, p, u, n, m, t0, h, w)
+        if status != OK:
+            return status
+        if not fixed_step_resolved(S, err, h, FIXED_SLOTS):
+            return FIXED_UNRESOLVED
     # accept
     q1, v1, qdd1, lam1 = w[32], w[34], w[35], w[36]
     S[T_PREV] = t0
@@ -404,7 +411,7 @@ def _end_point(fns, S, I, p, u, n, m, t1, h, w):
     constraint (linear) [[M_γ, C_qᵀ], [C_q, 0]] [v; h λ_last] = [p̃; −C_t], then the
     consistent accelerations q''1, λ1 (seed 000 eq. 10).  Returns a status code."""
     q1, pt, v1, qdd1, lam1 = w[32], w[33], w[34], w[35], w[36]
-    M, Cq, C, Ct, Qf = w[15], w[16], w[17], w[18], w[20]
+    M, Cq, Ct = w[15], w[16], w[18]
     K, KLU, rhs = w[28], w[29], w[30]
     piv = w[31]
     _mass_gamma(fns, S, I, p, q1, t1, M, w)
@@ -425,28 +432,69 @@ def _end_point(fns, S, I, p, u, n, m, t1, h, w):
     lu_solve_inplace(KLU, piv, rhs)
     for i in range(n):
         v1[i] = rhs[i]
+    return _accelerations(fns, S, I, p, u, n, m, t1, h, q1, v1, qdd1, lam1, w)
+
+
+def _accelerations(fns, S, I, p, u, n, m, t, h, q, v, qdd, lam, w):
+    """The consistent accelerations q'', λ at (q, v, t) (seed 000 eq. 10), C_q(q) in w[16]:
+    [[M, C_qᵀ], [C_q, 0]] [q''; λ] = [Q; γ].  Returns OK or ACCEL_MATRIX (S[F_CT] = t)."""
+    M, Cq, C, Qf = w[15], w[16], w[17], w[20]
+    K, KLU, rhs = w[28], w[29], w[30]
+    piv = w[31]
     M[:, :] = 0.0
-    fns[FN_MASS](q1, t1, p, M)
+    fns[FN_MASS](q, t, p, M)
     _augmented(M, Cq, n, m, K)
     fstat, ratio = factor_matrix(K, KLU, piv, n + m)
     if fstat != FACTORED:
-        S[F_H], S[F_CT], S[F_INFO] = h, t1, ratio
+        S[F_H], S[F_CT], S[F_INFO] = h, t, ratio
         I[REASON] = fstat
         return ACCEL_MATRIX
     Qf[:] = 0.0
-    fns[FN_FORCES](q1, v1, t1, u, p, Qf)
+    fns[FN_FORCES](q, v, t, u, p, Qf)
     C[:] = 0.0
-    fns[FN_GAMMA](q1, v1, t1, p, C)
+    fns[FN_GAMMA](q, v, t, p, C)
     for i in range(n):
         rhs[i] = Qf[i]
     for k in range(m):
         rhs[n + k] = C[k]
     lu_solve_inplace(KLU, piv, rhs)
     for i in range(n):
-        qdd1[i] = rhs[i]
+        qdd[i] = rhs[i]
     for k in range(m):
-        lam1[k] = rhs[n + k]
+        lam[k] = rhs[n + k]
     return OK
+
+
+def _estimate(fns, S, I, p, u, n, m, t0, h, w):
+    """The step's local error estimate: the positions' Hermite defect
+    q_{n+1} − q_n − h/2 (v_n + v_{n+1}) + h²/12 (q''_{n+1} − q''_n), which the exact
+    solution makes O(h⁵) (−h⁵ q⁽⁵⁾/720), as an RMS norm in the weights
+    rtol·|q_{n+1}| + atol: for a second-order method (stages = 1) the positions' local
+    error to leading order (the h·δv and h²·δq'' terms are O(h⁴)).  Not for stages ≥ 2:
+    there the method's own leading error cancels the defect's (measured: an estimate
+    ~1e-7 of the true local error), so those steps are not judged.  q''_n is the
+    record's (the last step's end, the same inputs) except after a restart (new inputs,
+    parameters or a jump: t_prev = t), where it is solved afresh at (q_n, v_n) into
+    w[40].  Returns (status, estimate); the end point q_{n+1}, v_{n+1}, q''_{n+1} in
+    w[32], w[34], w[35]."""
+    q0, v0, q1, v1, qdd1, a0, Cq = w[8], w[9], w[32], w[34], w[35], w[40], w[16]
+    if S[T_PREV] == S[T]:
+        Cq[:, :] = 0.0
+        fns[FN_CONSTRAINT_JACOBIAN](q0, t0, p, Cq)
+        status = _accelerations(fns, S, I, p, u, n, m, t0, h, q0, v0, a0, w[41], w)
+        if status != OK:
+            return status, 0.0
+    else:
+        o_qdd = _layout(I)[2]
+        for k in range(n):
+            a0[k] = S[o_qdd + k]
+    rtol, atol = S[RTOL], S[ATOL]
+    s = 0.0
+    for k in range(n):
+        e = (q1[k] - q0[k]) - 0.5 * h * (v0[k] + v1[k]) + h * h / 12.0 * (qdd1[k] - a0[k])
+        wk = rtol * abs(q1[k]) + atol
+        s += (e / wk) ** 2
+    return OK, math.sqrt(s / n) if n > 0 else 0.0
 
 
 def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):

@@ -24,6 +24,8 @@ END_MATRIX = 3           # [[M_γ, C_qᵀ], [C_q, 0]] of the velocity constraint
 ACCEL_MATRIX = 4         # [[M, C_qᵀ], [C_q, 0]] of the consistent accelerations (at S[F_CT])
 STEP_UNDERFLOW = 5       # the step no longer moves t
 STEP_BUDGET = 6          # max_steps steps without reaching the target (record restored)
+FIXED_UNRESOLVED = 7     # a step whose local error estimate (S[F_INFO]) is beyond the state
+                         # (kernel_common.fixed_step_resolved)
 # entry modes
 WHOLE_INTERVAL = 0       # advance to the target within max_steps, else STEP_BUDGET
 RESTART = 1              # forget the last step (t_prev = t, y_prev = y, q''_prev = q'')
@@ -50,7 +52,10 @@ F_T = 10  # a failure's t
 F_H = 11  # a failure's h
 F_INFO = 12  # a failure's pivot ratio
 F_CT = 13  # t of a failed end or acceleration matrix
-N_SCALARS = 14
+RTOL = 14
+ATOL = 15
+FIXED_ERR = 16  # the largest local error estimate of the steps so far (user's weights)
+N_SCALARS = 17
 # slots of I
 I_N = 0  # n coordinates
 I_M = 1  # m constraints
@@ -102,6 +107,10 @@ def int_length(n, m, s, nv):
 
 FAILURE_SLOTS = (T, F_T, F_H, F_INFO, F_CT)   # advance failed: F_T ← t, these and I[REASON] kept
 MATRIX_INTS, MATRIX_FLOATS = (HAS_FACTOR, ST_LU, NEED_JAC), (H_JAC, RELAX)   # matrix_formed's
+# with stages = 1, every step's estimate (the positions' Hermite defect,
+# spark_kernel._estimate) judged by kernel_common.fixed_step_resolved with these slots
+# (the method has no adaptive mode)
+FIXED_SLOTS = (RTOL, F_H, F_INFO, FIXED_ERR)
 
 
 def matrix_size(n, m, s, nv):
@@ -117,7 +126,8 @@ def workspace(n, m, s, nv, extra=0):
     21 (M v)_q, 22 C_q C_qᵀ, 23 (C_q C_qᵀ)⁻¹ C_q, 24 its pivots, 25 w, 26 (C_qᵀ w)_q,
     27 n-scratch, 28 the (n+m)² end matrix, 29 its LU, 30 right-hand side, 31 pivots,
     32-36 q_{n+1}, p̃_{n+1}, v_{n+1}, q''_{n+1}, λ_{n+1}; 37 m-scratch; 38 the last
-    stage's force; 39 ``extra`` floats (advance(): room for the snapshot of S and LU)."""
+    stage's force; 39 ``extra`` floats (advance(): room for the snapshot of S and LU);
+    40-41 q''_n, λ_n after a restart (the estimate's start accelerations)."""
     nl = s + 1
     N = matrix_size(n, m, s, nv)
     k = n + m
@@ -130,4 +140,4 @@ def workspace(n, m, s, nv, extra=0):
             np.zeros(m), np.zeros((n, n)), np.zeros(n),
             np.zeros((k, k)), np.zeros((k, k)), np.zeros(k), np.zeros(k, dtype=np.int64),
             np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(m), np.zeros(m), np.zeros(n),
-            np.zeros(extra))
+            np.zeros(extra), np.zeros(n), np.zeros(m))

@@ -17,6 +17,8 @@ RECORD = Record("cosim.integrators.spark_state", [
     scalar("MAX_STEP"),
     scalar("F_T", "a failure's t"), scalar("F_H", "a failure's h"),
     scalar("F_INFO", "a failure's pivot ratio"), scalar("F_CT", "t of a failed end or acceleration matrix"),
+    scalar("RTOL"), scalar("ATOL"),
+    scalar("FIXED_ERR", "the largest local error estimate of the steps so far (user's weights)"),
     array("y", "2 * n", key="y"),
     array("yp", "2 * n", key="y_prev"),
     array("qdd", "n", key="qdd"),

@@ -67,7 +67,7 @@ import warnings
 
 import numpy as np
 
-from .. import jit
+from .. import fixed_step, jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
 from . import dense_lu, kernel_common, spark_record, spark_terms
 from . import spark_kernel as K
@@ -192,13 +192,17 @@ def signed_trajectory_error(q_num, q_ref):
     return float(np.sum(np.mean(d, axis=0)))
 
 
-def optimal_gamma(model, stages, h, steps, gamma2, t0=0.0, y0=None, u=None, refine=100, backend="python"):
+def optimal_gamma(model, stages, h, steps, gamma2, t0=0.0, y0=None, u=None, refine=100, backend="python",
+                  tolerances=None):
     """γ_opt by linear interpolation of δW(γ) through γ1 = 0 and γ2 (seed 003 eq. 11),
-    the calibration runs on ``backend``.
+    the calibration runs on ``backend`` (``tolerances``: the dict of rtol, atol that
+    weigh their steps' local error estimates, cosim.fixed_step — the run's own).
 
     Returns (γ_opt, δW1, δW2)."""
+    tolerances = tolerances or {}
+
     def run(gamma, hh, n):
-        integ = PreadjustedSPARK(model, h=hh, stages=stages, gamma=gamma, backend=backend)
+        integ = PreadjustedSPARK(model, h=hh, stages=stages, gamma=gamma, backend=backend, **tolerances)
         integ.initialize(t0, y0, u)
         n_q = integ.model.n_q
         out = [integ.q.copy()]
@@ -246,7 +250,8 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
     tolerance of the stage solve), ``opt_h`` / ``opt_steps`` / ``gamma_ref``
     (calibration run of gamma='opt': step, number of steps, and γ2 — default
     γ_T).  This is a fixed-step method: pass ``h``.  Without ``h`` it uses
-    ``first_step`` or else h = 0.01 (rtol/atol are not used).
+    ``first_step`` or else h = 0.01 (rtol/atol weigh the local error estimate of the
+    accuracy rule, cosim.fixed_step).
     """
 
     name = "spark"
@@ -264,6 +269,15 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
 
     def __init__(self, model, backend="python", **kwargs):
         self._construct(model, backend, supports, K.N_SCALARS, kwargs)
+
+    # the accuracy rule (cosim.fixed_step) judges every step of this fixed-step method with
+    # stages = 1, h given or not: its estimate is the positions' Hermite defect
+    # (spark_kernel._estimate, ∝ h³); stages ≥ 2 have none
+    fixed_step_alternative = fixed_step.FIXED_ONLY
+
+    @property
+    def fixed_step_size(self):
+        return self._h0 if self.stages == 1 else None
 
     def check_options(self):
         s = self.opts["stages"]
@@ -314,7 +328,8 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
         self._h0 = self.h_fixed if self.h_fixed is not None else (self.first_step or DEFAULT_H)
         if self.h_fixed is None:
             warnings.warn(f"{self.name} is a fixed-step method without error control: no h given, "
-                          f"using h={self._h0!r} (rtol/atol are ignored)", stacklevel=4)
+                          f"using h={self._h0!r} (rtol/atol weight its local error estimate: a step beyond "
+                          f"the state fails, a run beyond them is warned about)", stacklevel=4)
 
     # -- the record ------------------------------------------------------------------------
     def _allocate(self):
@@ -334,6 +349,7 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
         S[K.RELAX] = 1.0
         S[K.H] = self._h0
         S[K.MAX_STEP] = self.max_step
+        S[K.RTOL], S[K.ATOL] = self.rtol, self.atol   # the weights of the local error estimate
         S[K.NEWTON_REL] = self.opts["newton_tol"]
         for start, values in ((o[5], self.c), (o[6], self.A), (o[7], self.b), (o[8], self.Ahat),
                               (o[9], self.Atilde), (o[10], self.c_lob), (o[11], self.b_lob)):
@@ -366,7 +382,7 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
             backend = self.backend if supports(self.model) is None else "python"
             g, self.opt_dW1, self.opt_dW2 = optimal_gamma(
                 self.model, self.stages, h_cal, self.opts["opt_steps"], g2, t0, y.copy(), self.u,
-                backend=backend)
+                backend=backend, tolerances={"rtol": self.rtol, "atol": self.atol})
         self._allocate()
         self._S[K.GAMMA] = float(g)
         self._first_point(t0, (y, y, report.qdd, report.qdd, report.lam))
@@ -424,6 +440,9 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
         S, I = self._S, self._I
         t, h = float(S[K.F_T]), float(S[K.F_H])
         name = self.name
+        if status == K.FIXED_UNRESOLVED:
+            raise fixed_step.unresolved_error(name, t, self._h0, float(S[K.F_INFO]), self.rtol, self.atol,
+                                              self.fixed_error_order, self.fixed_step_alternative)
         if status == K.NEWTON_FAILED:
             cause = _NEWTON_REASONS.get(int(I[K.REASON]), "Newton iteration failed")
             raise ConvergenceError(f"{name}: stage equations did not converge at t={t!r}, h={h!r} ({cause})",
