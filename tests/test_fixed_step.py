@@ -203,9 +203,32 @@ def test_rkc_penalty_refuses_a_step_far_too_large_with_the_state_unchanged():
     assert info.value.estimate > 1e7
 
 
+def test_local_index1_refuses_andrews_at_1_ms_naming_the_estimate_with_the_state_unchanged():
+    """Andrews at a fixed 1 ms (benchmarks/fixed_step_accuracy.py): the steps' estimates
+    are 1.6e3-1.5e5, 0.1-24 × their true local errors of 6e2-7e4 (a few per cent of the
+    state per step); with the refusal at 1/rtol the run was warned and ended 0.51 off at
+    t = 0.03.  local-index1 refuses above 1/(10·rtol): the step from t = 0.02 (estimate
+    1.45e5) is refused."""
+    rtol = 1e-6
+    sim = Simulation("andrews", method="local-index1", h=1e-3, rtol=rtol, atol=1e-8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FixedStepAccuracyWarning)
+        with pytest.raises(FixedStepError) as info:
+            for _ in range(30):
+                before = sim.serialize_state()
+                sim.do_step(sim.time, 1e-3)
+    assert sim.serialize_state() == before and 0.01 < info.value.t == sim.time < 0.03
+    text = str(info.value)
+    assert text.startswith("local-index1: the fixed step h=0.001 resolves nothing at t=0.02") and "\n" not in text
+    assert f"estimate is {info.value.estimate:.3g} times the tolerance weights" in text
+    assert "an error larger than 1/10 of the state (above 1/(10·rtol) = 1e+05)" in text
+    assert text.endswith("or run adaptive (no h)")
+    assert 0.1 / rtol < info.value.estimate < 1.0 / rtol and info.value.cause == "fixed step"
+
+
 def test_local_index1_warns_once_about_a_step_too_large():
-    """The pendulum at a fixed 0.12 s: largest estimate 2.0e4 (local-index1's Newton
-    fails before its estimate passes 1/rtol on the library models)."""
+    """The pendulum at a fixed 0.12 s: largest estimate 2.0e4, warned; below the
+    refusal at 1/(10·rtol) (local-index1's Newton fails at 0.3 s)."""
     sim = Simulation("pendulum", method="local-index1", h=0.12, rtol=1e-6, atol=1e-8)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
