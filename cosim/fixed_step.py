@@ -14,7 +14,9 @@ error test holds at 1):
   part, inflated by stiff components the L-stable method damps, is left out),
 * spark with stages = 1 (likewise every run): the positions' Hermite defect
   q1 − q0 − h/2 (v0 + v1) + h²/12 (a1 − a0), the local error of q to leading order
-  (∝ h³; stages ≥ 2 keep none: it cancels their leading error).
+  (∝ h³); with stages 2 and 3, where that defect cancels their leading error, the
+  two-step defect over the last step and this one (∝ h^(2s+1); the first step after a
+  start or restart not judged); stages = 4 keeps none.
 
 Every kernel judges a step with the same function,
 :func:`cosim.integrators.kernel_common.fixed_step_resolved`.
