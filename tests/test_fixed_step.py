@@ -342,6 +342,29 @@ def test_spark_two_step_estimate_follows_the_true_local_error_of_a_closed_form_o
     assert len(ratios) >= 5 and low <= min(ratios) and max(ratios) <= high
 
 
+@pytest.mark.parametrize("dt", [0.075, 0.0525])
+def test_spark_two_step_estimate_at_steps_cut_by_the_communication_steps(dt):
+    """h = 0.05 and communication steps of 0.075 (steps 0.05 and 0.025: r = 2, 0.5) or
+    0.0525 (0.05 and 0.0025: r = 20, not judged, and 0.05): this step's share of the
+    two-step defect, D/(1 + r⁵), against the exact local error, stages = 2.  Measured
+    ratios 0.27 (the second step, from rest) -1.00 and 0.84-1.00."""
+    from cosim.integrators import make_integrator
+    integ = make_integrator(Oscillator(), "spark", backend="python", h=0.05, rtol=1e-6, atol=1e-8, stages=2)
+    integ.initialize(0.0)
+    w = integ.model.params["omega"]
+    ratios, lengths = [], set()
+    for _ in range(60):
+        q0, v0, t0 = integ.y[0], integ.y[1], integ.t
+        before = integ.fixed_step_error
+        integ.step((math.floor(t0 / dt + 1e-9) + 1) * dt)   # one step, landing on the next multiple
+        lengths.add(round(integ.t - t0, 9))
+        true = abs(integ.y[0] - _flow(q0, v0, w, integ.t - t0)) / (1e-6 * abs(integ.y[0]) + 1e-8)
+        if integ.fixed_step_error > before:   # this step set the largest estimate: it is this step's
+            ratios.append(integ.fixed_step_error / true)
+    assert lengths == {0.05, round(dt - 0.05, 9)}
+    assert len(ratios) >= 8 and 0.2 <= min(ratios) and max(ratios) <= 1.5
+
+
 def test_spark_with_more_stages_refuses_a_step_far_too_large_with_the_state_unchanged():
     """The flexible crank-slider, stages = 2 at a fixed 20 ms: the first step is not
     judged (no step before it), the second's two-step estimate is 4.6e11 times the
