@@ -44,11 +44,11 @@ from .li1_nullspace import nullspace_gauss, nullspace_qr
 from .li1_record import (  # noqa: F401  (FIXED_ERR: record.py reads it through the kernel)
     ACC_NONFINITE, ACC_SINGULAR, ATOL, CAUSE, C_ACC_NONFINITE, C_ACC_SINGULAR, C_ITER_NONFINITE,
     C_ITER_SINGULAR, C_NONE, C_NO_CONVERGENCE, C_RANK_GAUSS, C_RANK_QR, C_RESIDUAL, C_UPDATE,
-    FAILURE_SLOTS, FIXED_ERR, FIXED_SLOTS, FIXED_UNRESOLVED, F_CH, F_CINFO, F_CT, F_H, F_T,
+    FAILURE_SLOTS, FIXED_ERR, FIXED_RTOL, FIXED_SLOTS, FIXED_UNRESOLVED, F_CH, F_CINFO, F_CT, F_H, F_T,
     HAS_DENSE, HAS_FACTOR, H_FIXED, H_JAC, H_NEXT,
     ITERATION, ITERATION_SEED, I_M, I_N, I_NG, MATRIX_FLOATS, MATRIX_INTS, MAX_FACTOR, MAX_STEP,
     NEED_JAC, NEWTON_ERR_TOL, NEWTON_MAX_ITER, NEWTON_TOL, NULLSPACE, NULLSPACE_GAUSS,
-    N_SCALARS, OK, ONE_STEP, PIV, REJECTION_CONTROL, REJECTION_SLOTS, RELAX, RESTART, RTOL,
+    N_SCALARS, OK, ONE_STEP, PIV, REFUSAL, REJECTION_CONTROL, REJECTION_SLOTS, RELAX, RESTART, RTOL,
     SAFETY, SIGMA, STATS, STEP_BUDGET, STEP_FAILED, ST_JAC, ST_LU, ST_NEWTON, ST_RES, ST_STEPS,
     T, TOO_SMALL, T_PREV, UNDERFLOW, WHOLE_INTERVAL, offsets, workspace)
 
@@ -430,6 +430,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         t1 = t_limit if lands else t + h
         cause, err = _attempt(fns, S, I, LU, p, u, t, t1, h, w)
         if cause == C_NONE and fixed:   # no error test: the estimate is judged
+            S[FIXED_RTOL] = REFUSAL * S[RTOL]   # (li1_record.REFUSAL: a tenth of the state)
             if not fixed_step_resolved(S, err, h, FIXED_SLOTS):
                 return FIXED_UNRESOLVED
             break

@@ -64,7 +64,8 @@ F_CT = 13  # t of a failed matrix
 F_CH = 14  # h of a failed iteration matrix
 F_CINFO = 15  # pivot ratio of a singular matrix
 FIXED_ERR = 16  # fixed step: the largest local error estimate so far (user's weights)
-N_SCALARS = 17
+FIXED_RTOL = 17  # fixed step: REFUSAL·rtol, the scale of the verdict (fixed_step_resolved)
+N_SCALARS = 18
 # slots of I
 I_N = 0  # n coordinates
 I_M = 1  # m holonomic constraints
@@ -106,8 +107,14 @@ MATRIX_INTS, MATRIX_FLOATS = (HAS_FACTOR, ST_LU, NEED_JAC), (H_JAC, RELAX)   # m
 REJECTION_SLOTS = (CAUSE, F_ERR, F_H, ST_REJ)   # rejected_attempt's
 REJECTION_CONTROL = (MIN_FACTOR, SAFETY, 1.0 / 3.0, MAX_REJECTIONS)
 # a fixed step's estimate ((x_trap − x_Heun)/3, the error test's RMS ratio) judged by
-# kernel_common.fixed_step_resolved with these slots
-FIXED_SLOTS = (RTOL, F_H, F_ERR, FIXED_ERR)
+# kernel_common.fixed_step_resolved with these slots, its rtol slot FIXED_RTOL =
+# REFUSAL·rtol: refused above UNRESOLVED/(REFUSAL·rtol), an error of a tenth of the
+# state.  Measured (benchmarks/fixed_step_accuracy.py): this estimate is 0.1-20 × the
+# true local error (median ~1-2 on Andrews), generalized-α's 9-110 ×, so at 1/rtol
+# local-index1 refused only an error ~10 × larger than generalized-α did (Andrews at
+# 1 ms: steps of 1e4-7e4 × the weights, warned, 0.51 off at t = 0.03)
+REFUSAL = 10.0
+FIXED_SLOTS = (FIXED_RTOL, F_H, F_ERR, FIXED_ERR)
 
 
 def workspace(n, m, g):
