@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
+from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio, scaled_pivot_ratio
 from .ga_record import (CONST_MASS, GGL, H_LAST, I_M, I_N, I_NG, MINV_DIAG, MINV_EXACT, OK,
     RESTART_FAILED, T, T_PREV, _cut, offsets, workspace)
 from .kernel_common import (FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS,
@@ -229,8 +229,9 @@ def consistent_accelerations(fns, S, I, q, v, t, u, p, qdd_out, lam_out):
             if not math.isfinite(K[i, j]):
                 return RESTART_FAILED
     piv = np.empty(n + mz, dtype=np.int64)
+    K0 = K.copy()
     info = lu_factor_inplace(K, piv)
-    if info != 0 or pivot_ratio(K) <= 1e-14:
+    if info != 0 or (pivot_ratio(K) <= 1e-14 and scaled_pivot_ratio(K0, K, piv) <= 1e-14):
         return RESTART_FAILED
     lu_solve_inplace(K, piv, rhs)
     qdd_out[:] = rhs[:n]

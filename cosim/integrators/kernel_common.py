@@ -23,7 +23,7 @@ called as plain Python by the python backend (and ``clamp_step`` by the
 """
 import math
 
-from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
+from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio, scaled_pivot_ratio
 
 EPS = 2.220446049250313e-16
 
@@ -137,7 +137,8 @@ def factor_matrix(J, LU, piv, N):
     """LU ← the LU factors of the leading N×N block of ``J`` (:mod:`.dense_lu`, pivots
     in ``piv``).  Returns (status, pivot ratio): :data:`MATRIX_NONFINITE` when J has
     a NaN or inf (LU untouched), :data:`MATRIX_SINGULAR` when min/max |pivot| ≤
-    :data:`PIVOT_RATIO_MIN`, else :data:`FACTORED`."""
+    :data:`PIVOT_RATIO_MIN` on J and on J equilibrated (:func:`.dense_lu.scaled_pivot_ratio`:
+    a heavy body is not a singular matrix), else :data:`FACTORED`."""
     for i in range(N):
         for j in range(N):
             if not math.isfinite(J[i, j]):
@@ -147,6 +148,8 @@ def factor_matrix(J, LU, piv, N):
             LU[i, j] = J[i, j]
     info = lu_factor_inplace(LU, piv)
     ratio = 0.0 if info != 0 else pivot_ratio(LU)
+    if ratio <= PIVOT_RATIO_MIN and info == 0:  # the same factors, judged scale-free
+        ratio = scaled_pivot_ratio(J[:N, :N], LU, piv)
     if ratio <= PIVOT_RATIO_MIN:
         return MATRIX_SINGULAR, ratio
     return FACTORED, ratio
