@@ -292,17 +292,58 @@ def _safe_source(obj):
         return getattr(obj, "__qualname__", getattr(obj, "__name__", repr(obj)))
 
 
-def _module_body(module):
-    """A method module's source for the generated file, its relative imports
-    (``from .x import …``, also over several lines) dropped: their modules are
-    pasted in too."""
+def _relative_import_lines(source):
+    """Line numbers (1-based) of the module-level relative imports of ``source``
+    (``from .x import …``, also over several lines), by the syntax tree."""
     import ast  # noqa: PLC0415
-    source = _safe_source(module)
     drop = set()
     for node in ast.parse(source).body:
         if isinstance(node, ast.ImportFrom) and node.level > 0:
             drop.update(range(node.lineno, node.end_lineno + 1))
-    lines = [ln for i, ln in enumerate(source.splitlines(), 1) if i not in drop]
+    return drop
+
+
+def _relative_import_lines_scanned(lines):
+    """:func:`_relative_import_lines` of cosim's own kernel modules without parsing them
+    (parsing a method's five modules took ~20 ms of every warm start): a statement that
+    starts a line with ``from .`` runs on while its parentheses are open or a line ends
+    with a backslash (an import holds no string, so ``#`` starts a comment).  None when
+    such a line may be inside a triple-quoted string (an odd number of triple quotes
+    before it): then the tree decides.  ``tests/test_jit_cache_load.py`` checks that
+    both agree on every method's modules."""
+    drop = set()
+    quoted = False
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("from ."):
+            if quoted:
+                return None
+            depth, j = 0, i
+            while True:
+                code = lines[j].split("#", 1)[0]
+                depth += code.count("(") - code.count(")")
+                drop.add(j + 1)
+                if (depth <= 0 and not code.rstrip().endswith("\\")) or j + 1 == len(lines):
+                    break
+                j += 1
+            i = j + 1
+            continue
+        quoted ^= (line.count('"""') + line.count("'''")) % 2 == 1
+        i += 1
+    return drop
+
+
+def _module_body(module):
+    """A method module's source for the generated file, its relative imports
+    (``from .x import …``, also over several lines) dropped: their modules are
+    pasted in too."""
+    source = _safe_source(module)
+    lines = source.splitlines()
+    drop = _relative_import_lines_scanned(lines)
+    if drop is None:
+        drop = _relative_import_lines(source)
+    lines = [ln for i, ln in enumerate(lines, 1) if i not in drop]
     return f"\n# ---- {module.__name__.rsplit('.', 1)[-1]} ----\n" + "\n".join(lines) + "\n"
 
 

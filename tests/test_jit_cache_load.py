@@ -74,3 +74,34 @@ def test_cache_hit_loads_without_the_compiler_and_gives_the_compiled_numbers(tmp
         assert run["out"] == pytest.approx(expected, rel=0, abs=1e-15)
         assert run["y"] == 1.25
     assert second["out"] == first["out"]   # bit-identical: the same machine code
+
+
+def test_relative_imports_scanned_as_the_syntax_tree_finds_them():
+    """The generated method modules drop the pasted modules' relative imports; the line
+    scanner that finds them (no parse on a warm start) gives the syntax tree's lines on
+    every module of cosim (so every generated module, and its cache entry, is unchanged),
+    and defers to the tree where such a line may be inside a string."""
+    import importlib
+    import pkgutil
+
+    from cosim import jit
+    checked = 0
+    for package in ("cosim", "cosim.integrators", "cosim.models"):
+        for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+            if info.name == "__main__":
+                continue
+            try:
+                module = importlib.import_module(f"{package}.{info.name}")
+            except ImportError:   # an optional extra
+                continue
+            source = jit._safe_source(module)
+            assert jit._relative_import_lines_scanned(source.splitlines()) == \
+                jit._relative_import_lines(source), module.__name__
+            checked += 1
+    assert checked > 80
+    text = ('"""doc\nfrom .x import y\n"""\nfrom .a import (b,  # (c\n    d)\nfrom .e import \\\n  f\n'
+            'x = 1\n')
+    assert jit._relative_import_lines_scanned(text.splitlines()) is None
+    body = text.split('"""\n', 2)[-1]
+    assert jit._relative_import_lines_scanned(body.splitlines()) == jit._relative_import_lines(body) \
+        == {1, 2, 3, 4}
