@@ -103,6 +103,8 @@ class compiling:
     time it took — so no compile is silent for more than ~10 s, and a cache load
     says nothing."""
 
+    periodic = True   # False: only the first and the last line (a warmup worker: its parent says)
+
     def __init__(self, what, estimate, every=10.0, quiet_for=2.0, cached=False):
         self.what, self.estimate, self.every, self.quiet_for = what, estimate, every, quiet_for
         self.cached = cached   # a cache entry exists: a slow load is said as a load, not a compile
@@ -125,7 +127,8 @@ class compiling:
                 say(f"compiling {self.what} ({self.estimate}; once, then cached in {cache_dir()})…")
             doing = "loading" if self.cached else "compiling"
             while not self._stop.wait(self.every):
-                say(f"  … still {doing} {self.what} ({time.perf_counter() - self._t0:.0f} s so far)")
+                if self.periodic:
+                    say(f"  … still {doing} {self.what} ({time.perf_counter() - self._t0:.0f} s so far)")
 
         self._thread = threading.Thread(target=tick, name="cosim-compile-progress", daemon=True)
         self._thread.start()
