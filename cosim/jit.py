@@ -589,7 +589,62 @@ def _has_cache_index(dispatcher):
 _LATE_SYMBOLS = (b"_numba_hashsecret_",)
 
 
-def _loads_without_compiler(dispatcher):
+_lazy_classes = {}   # numba code-library class -> its subclass parsing the bitcode when needed
+
+
+def _lazy_linking_class(base):
+    """``base`` (numba's JIT code library) whose copy of the code as LLVM bitcode — kept
+    only to be linked into a later compilation that calls this function (and to list the
+    library's symbols) — is parsed when first needed instead of at load: parsing a
+    method's (~0.7 MB) took ~30 ms of a warm start, and nothing in a run needs it."""
+    if base not in _lazy_classes:
+        import llvmlite.binding as ll  # noqa: PLC0415
+
+        class LazyLinkingLibrary(base):
+            _lazy_bitcode = None
+
+            def _parse_bitcode(self):
+                bitcode, self._lazy_bitcode = self._lazy_bitcode, None
+                if bitcode is not None:   # what numba's _unserialize does at load
+                    self._shared_module = ll.parse_bitcode(bitcode)
+                    self._codegen._engine._load_defined_symbols(self._shared_module)
+
+            def _get_module_for_linking(self):
+                self._parse_bitcode()
+                return super()._get_module_for_linking()
+
+            def get_pointer_to_function(self, name):
+                if not self._codegen._engine.is_symbol_defined(name):
+                    self._parse_bitcode()
+                return super().get_pointer_to_function(name)
+
+        _lazy_classes[base] = LazyLinkingLibrary
+    return _lazy_classes[base]
+
+
+def _unserialize_lazily(codegen, libdata, entry_name):
+    """numba's ``CPUCodeLibrary._unserialize`` of an object-code cache entry, its bitcode
+    parsed later (:func:`_lazy_linking_class`); the one symbol a load asks for, the
+    function's Python wrapper ``entry_name``, registered now.  None (numba's own way)
+    for anything else, or where the name is not in the object code."""
+    name, kind, data = libdata
+    engine = getattr(codegen, "_engine", None)
+    if kind != "object" or not isinstance(getattr(engine, "_defined_symbols", None), set):
+        return None
+    object_code, shared_bitcode = data
+    if entry_name.encode() not in object_code:
+        return None
+    library = codegen.create_library(name)
+    library.__class__ = _lazy_linking_class(type(library))
+    library.enable_object_caching()
+    library._set_compiled_object(object_code)
+    library._lazy_bitcode = shared_bitcode
+    library._finalize_final_module()
+    engine._defined_symbols.add(entry_name)
+    return library
+
+
+def _loads_without_compiler(dispatcher, lazy_linking=False):
     """Make ``dispatcher`` load a cache hit without setting up numba's compiler.
 
     numba refreshes its whole typing and lowering context before it even looks in the
@@ -600,7 +655,9 @@ def _loads_without_compiler(dispatcher):
     initialisation (the allocator a cached function may call); a miss, or an entry that
     needs more (object mode, lifted loops, parfors, the hash secret), refreshes the
     context first as numba does, so a compilation always has its full compiler.  Any
-    other numba cache layout keeps numba's own path."""
+    other numba cache layout keeps numba's own path.  ``lazy_linking`` (a function
+    called from Python only, a method's entry): its bitcode is parsed when first needed
+    (:func:`_unserialize_lazily`)."""
     cache = getattr(dispatcher, "_cache", None)
     if not all(hasattr(cache, a) for a in ("_enabled", "_index_key", "_cache_file", "_impl",
                                            "_guard_against_spurious_io_errors")):
@@ -624,6 +681,23 @@ def _loads_without_compiler(dispatcher):
             rtsys.initialize(target_context)
         else:
             target_context.refresh()
+        if light and lazy_linking:
+            codegen = target_context.codegen()
+            try:
+                entry_name = data[1].llvm_cpython_wrapper_name
+            except (AttributeError, IndexError, TypeError):
+                entry_name = None
+
+            def unserialize(libdata):
+                lazy = _unserialize_lazily(codegen, libdata, entry_name) if entry_name else None
+                return lazy if lazy is not None else type(codegen).unserialize_library(codegen, libdata)
+
+            # (numba's global compiler lock is held here: no other load sees the swap)
+            codegen.unserialize_library = unserialize
+            try:
+                return cache._impl.rebuild(target_context, data)
+            finally:
+                del codegen.unserialize_library
         return cache._impl.rebuild(target_context, data)
 
     cache.load_overload = load_overload
@@ -658,7 +732,7 @@ def method_entry(method_module, method_name, helpers=(), estimate="about 1-3 min
     signature = method_signature()
     entry = module.entry_at
     if tuple(signature.args) not in entry.overloads:  # (else: another copy of cosim loaded it)
-        _loads_without_compiler(entry)
+        _loads_without_compiler(entry, lazy_linking=True)
         with compiling(f"method {method_name}", estimate, cached=_has_cache_index(entry)):
             entry.compile(signature)
         entry.disable_compile()  # other argument types are a bug, not a new compilation
