@@ -622,25 +622,24 @@ def _lazy_linking_class(base):
     return _lazy_classes[base]
 
 
-def _unserialize_lazily(codegen, libdata, entry_name):
+def _unserialize_lazily(codegen, libdata, names):
     """numba's ``CPUCodeLibrary._unserialize`` of an object-code cache entry, its bitcode
-    parsed later (:func:`_lazy_linking_class`); the one symbol a load asks for, the
-    function's Python wrapper ``entry_name``, registered now.  None (numba's own way)
-    for anything else, or where the name is not in the object code."""
+    parsed later (:func:`_lazy_linking_class`).  The symbols a load and cosim ask for
+    (``names``: the function, its Python and its C wrapper) are registered now, those
+    the object code holds; asking for any other parses the bitcode first, as numba
+    would have at load.  None (numba's own way) for another kind of entry."""
     name, kind, data = libdata
     engine = getattr(codegen, "_engine", None)
     if kind != "object" or not isinstance(getattr(engine, "_defined_symbols", None), set):
         return None
     object_code, shared_bitcode = data
-    if entry_name.encode() not in object_code:
-        return None
     library = codegen.create_library(name)
     library.__class__ = _lazy_linking_class(type(library))
     library.enable_object_caching()
     library._set_compiled_object(object_code)
     library._lazy_bitcode = shared_bitcode
     library._finalize_final_module()
-    engine._defined_symbols.add(entry_name)
+    engine._defined_symbols.update(n for n in names if n.encode() in object_code)
     return library
 
 
@@ -655,9 +654,8 @@ def _loads_without_compiler(dispatcher, lazy_linking=False):
     initialisation (the allocator a cached function may call); a miss, or an entry that
     needs more (object mode, lifted loops, parfors, the hash secret), refreshes the
     context first as numba does, so a compilation always has its full compiler.  Any
-    other numba cache layout keeps numba's own path.  ``lazy_linking`` (a function
-    called from Python only, a method's entry): its bitcode is parsed when first needed
-    (:func:`_unserialize_lazily`)."""
+    other numba cache layout keeps numba's own path.  ``lazy_linking``: the copy of the
+    code kept for linking is parsed when first needed (:func:`_unserialize_lazily`)."""
     cache = getattr(dispatcher, "_cache", None)
     if not all(hasattr(cache, a) for a in ("_enabled", "_index_key", "_cache_file", "_impl",
                                            "_guard_against_spurious_io_errors")):
@@ -684,12 +682,14 @@ def _loads_without_compiler(dispatcher, lazy_linking=False):
         if light and lazy_linking:
             codegen = target_context.codegen()
             try:
-                entry_name = data[1].llvm_cpython_wrapper_name
+                fndesc = data[1]
+                names = (fndesc.llvm_func_name, fndesc.llvm_cpython_wrapper_name,
+                         fndesc.llvm_cfunc_wrapper_name)
             except (AttributeError, IndexError, TypeError):
-                entry_name = None
+                names = None
 
             def unserialize(libdata):
-                lazy = _unserialize_lazily(codegen, libdata, entry_name) if entry_name else None
+                lazy = _unserialize_lazily(codegen, libdata, names) if names else None
                 return lazy if lazy is not None else type(codegen).unserialize_library(codegen, libdata)
 
             # (numba's global compiler lock is held here: no other load sees the swap)
@@ -801,7 +801,7 @@ def pasted_dispatchers(functions, kind, label):
     module = _generated_module(kind, label, text)
     compiled = [getattr(module, fn.__name__) for fn in functions]
     for dispatcher in compiled:
-        _loads_without_compiler(dispatcher)
+        _loads_without_compiler(dispatcher, lazy_linking=True)
     return compiled
 
 
