@@ -10,13 +10,13 @@ from ..errors import SingularMatrixError
 from .dense_lu import scaled_pivot_ratio
 
 EPS = np.finfo(float).eps
-_LAPACK = []   # [dgetrf, dgetrs] once the first LU needs them (scipy.linalg: ~0.1-0.2 s to import)
+_LAPACK = []   # [dgetrf, dgetrs] once the first LU needs them (cosim.lapack: without scipy.linalg)
 
 
 def _lapack():
     if not _LAPACK:
-        from scipy.linalg.lapack import dgetrf, dgetrs  # noqa: PLC0415
-        _LAPACK[:] = (dgetrf, dgetrs)
+        from ..lapack import function  # noqa: PLC0415
+        _LAPACK[:] = (function("dgetrf"), function("dgetrs"))
     return _LAPACK
 
 
