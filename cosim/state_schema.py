@@ -176,6 +176,20 @@ def check_lu(path, lu, piv, n=None):
     if zero.size:  # a factorisation never keeps a zero pivot (it is refused as singular)
         k = int(zero[0])
         _fail(f"{path}.lu[{k}, {k}]", "LU factor has a zero pivot (a singular matrix is never kept)")
+    # what every factor the kernels keep satisfies (kernel_common.factor_matrix): partial
+    # pivoting bounds the multipliers of L by 1, and a factor is kept only when its pivots
+    # pass the singularity test
+    from .integrators.dense_lu import pivot_ratio  # noqa: PLC0415
+    from .integrators.kernel_common import PIVOT_RATIO_MIN  # noqa: PLC0415
+    big = np.argwhere(np.abs(np.tril(lu, -1)) > 1.0)
+    if big.size:
+        i, j = (int(k) for k in big[0])
+        _fail(f"{path}.lu[{i}, {j}]", f"an LU multiplier of partial pivoting is at most 1 in size, "
+                                      f"got {float(lu[i, j])!r}")
+    ratio = pivot_ratio(lu)
+    if not ratio > PIVOT_RATIO_MIN:
+        _fail(f"{path}.lu", f"LU factor is numerically singular: pivots min/max {ratio:.3g} "
+                            f"(a factor is kept only above {PIVOT_RATIO_MIN:g})")
 
 
 def check_newton_state(path, d, n=None):
@@ -225,6 +239,9 @@ def check_integrator_state(integrator, s, template=None, path="integrator"):
     for k in template["stats"]:
         _int(f"{path}.stats.{k}", stats[k])
     _check_method_state(integrator, f"{path}.method_state", s["method_state"], template["method_state"], t)
+    declared = getattr(integrator, "state_declaration", None)
+    if declared is not None:
+        declared.check_derivative(integrator, s, path)
 
 
 def _magnitudes(path, value):

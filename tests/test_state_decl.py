@@ -195,6 +195,12 @@ _GA_BAD = [
     (lambda d: d["newton"]["piv"].__setitem__(0, 10 ** 6), "method_state.newton.piv[0]"),
     (lambda d: d["newton"].pop("piv"), "method_state.newton: must hold both lu and piv"),
     (lambda d: d["newton"].__setitem__("relax", 3.0), "method_state.newton.relax: must be in (0, 2]"),
+    (lambda d: d.__setitem__("h_last", 1e-300), "method_state.h_last: step size 1e-300 does not advance"),
+    # a kept factor is one of partial pivoting (multipliers at most 1) that passed the singularity test
+    (lambda d: d["newton"]["lu"].__setitem__((3, 1), -1.6e43),
+     "method_state.newton.lu[3, 1]: an LU multiplier of partial pivoting is at most 1 in size, got -1.6e+43"),
+    (lambda d: d["newton"]["lu"].__setitem__((0, 0), 1.5e-29),
+     "method_state.newton.lu: LU factor is numerically singular: pivots min/max"),
 ]
 
 
@@ -235,6 +241,7 @@ _SPARK_BAD = [
     (lambda d: d.__setitem__("h", 0.0), "method_state.h: must be > 0"),
     (lambda d: d.__setitem__("h_last", -2.0), "method_state.h_last: must be >= 0 (or -1: none)"),
     (lambda d: d.__setitem__("gamma", np.nan), "method_state.gamma: must be finite"),
+    (lambda d: d.__setitem__("gamma", 2 ** 63), "method_state.gamma: must be at most 1e+12 in size, got 9.223372036854776e+18"),
     (lambda d: d.__setitem__("qdd_prev", np.zeros(9)), "method_state.qdd_prev: must have shape"),
     (lambda d: d["newton"].__setitem__("sigma", -1.0), "method_state.newton.sigma: must be >= 0"),
 ]
@@ -258,7 +265,10 @@ _RKC_BAD = [
     (lambda d: d.__setitem__("h_next", 0.0), "method_state.h_next: must be > 0"),
     (lambda d: d.__setitem__("rho", -1.0), "method_state.rho: must be >= 0"),
     (lambda d: d.__setitem__("penalty", np.inf), "method_state.penalty: must be finite"),
-    (lambda d: d.__setitem__("alpha", -0.5), "method_state.alpha: must be >= 0 (or -1: none)"),
+    (lambda d: d.__setitem__("alpha", -0.5), "method_state.alpha: must be -1 exactly in the formulation whose value"),
+    (lambda d: d.__setitem__("alpha", 2 ** 63), "method_state.alpha: must be -1 exactly in the formulation whose value"),
+    (lambda d: d.__setitem__("penalty", 2 ** 63), r"method_state.penalty: must be in [1e-12, 1e+12], got 9.223372036854776e+18"),
+    (lambda d: d["f_cur"].__setitem__(3, 1e6), "method_state.f_cur[3]: must equal qdd[0] = "),
     (lambda d: d.__setitem__("eigvec", np.zeros(3)), "method_state.eigvec: must have shape (6,)"),
     (lambda d: d.__setitem__("steps_since_rho", -1), "method_state.steps_since_rho: must be in 0.."),
     (lambda d: d.__setitem__("last_stages", 2.0), "method_state.last_stages: must be an integer"),
@@ -279,6 +289,9 @@ _BAD = [
     (lambda d: d["dense"].__setitem__("h", np.array(-1.0)), "method_state.dense.h: must be > 0"),
     (lambda d: d["dense"].pop("h"), "method_state.dense: lacks ['h']"),
     (lambda d: d["dense"][next(iter(d["dense"]))].__setitem__(0, np.inf), "method_state.dense."),
+    # f_cur = [v; q''] of the point, as every step writes it
+    (lambda d: d["f_cur"].__setitem__(3, 1.8e20), "method_state.f_cur[3]: must equal qdd[0] = "),
+    (lambda d: d["f_cur"].__setitem__(0, -2.05e63), "method_state.f_cur[0]: must equal y (its velocities)[0] = "),
 ]
 
 

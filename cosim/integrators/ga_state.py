@@ -5,13 +5,13 @@
 from :data:`RECORD`.  (Imports nothing of the method, so the layout can be written
 before the record module exists.)"""
 from .state_decl import Record
-from .state_fields import (SENTINEL, STEP, array, int_array, integer, newton, newton_scalars,
+from .state_fields import (LAST_STEP, STEP, array, int_array, integer, newton, newton_scalars,
                            scalar, statistics, step_option_scalars, times)
 
 RECORD = Record("cosim.integrators.ga_state", [
     *times(),
     scalar("H_NEXT", "the next step size", "method_state.h_next", STEP),
-    scalar("H_LAST", "the step a belongs to (0: a = q'')", "method_state.h_last", SENTINEL),
+    scalar("H_LAST", "the step a belongs to (0: a = q'')", "method_state.h_last", LAST_STEP),
     *newton_scalars(),
     *step_option_scalars(),
     scalar("ALPHA_M"), scalar("ALPHA_F"), scalar("GAMMA"), scalar("BETA"), scalar("ETA"),

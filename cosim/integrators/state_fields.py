@@ -19,6 +19,7 @@ VECTOR = "vector"    # a finite real array of the declared length (or parts, bel
 SENTINEL = "sentinel"  # a real >= 0, or -1: none
 NONNEGATIVE = "nonnegative"  # a finite real number >= 0
 NEWTON = "newton"    # the quasi-Newton memory: σ, h of the matrix, the kept LU and its pivots
+LAST_STEP = "last step"  # the last step's size: 0 or -1 (none), else a step that moves t
 
 
 class Field(NamedTuple):
@@ -70,7 +71,20 @@ def newton(key, piv, sigma="SIGMA", h_jac="H_JAC", relax="RELAX", has_factor="HA
                  parts=(("sigma", sigma), ("h_jac", h_jac), ("need_jac", need_jac), ("relax", relax)))
 
 
-# -- kinds of a record with parts of fixed size (BDF's difference arrays and order counts)
+class Bounded(NamedTuple):
+    """The kind of a slot of S holding a constant of the run that an option sets or the
+    set-up calibrates (spark's γ, rkc-penalty's χ and α): a value in the parameter range
+    ``bound`` of :mod:`cosim.models.ranges` (its name: "POSITIVE", "DEFAULT"), the bound
+    its option is checked against; None: > 0 with no bound of its own, for a value derived
+    from the model, Bayo's α ~ 1e7 M/C_q²); or ``none``, a sentinel that marks
+    the formulation, held exactly when the integrator's own value is it."""
+    bound: str | None
+    none: float | None = None
+
+
+def bounded(name, doc, key, bound, none=None):
+    """A slot of S of a run's constant in a parameter range (:class:`Bounded`)."""
+    return Field(name, "S", key=key, kind=Bounded(bound, none), doc=doc)
 
 
 # -- kinds of a record with parts of fixed size (BDF's difference arrays and order counts)
