@@ -389,3 +389,28 @@ def test_bdf_state_without_a_kept_factor_drops_j_and_continues():
     sim.do_step(0.01, 0.01)
     assert sim.integrator.stats["jacobian_evaluations"] > jacobians
     assert sim.integrator.state()["method_state"]["J"] is not None
+
+
+@pytest.mark.parametrize("method, index, value, message", [
+    # rkc-penalty's q' (seed form): C_q q' + C_t = -χ C (seed 000 eq. 91); its q'' the state's
+    ("rkc-penalty", 0, -5.27e95, "state field integrator.method_state.f_cur: its velocities q' do not "
+                                 "satisfy C_q q' + C_t = -χ C (seed 000 eq. 91"),
+    ("rkc-penalty", 1, 1e6, "state field integrator.method_state.f_cur: its velocities q' do not satisfy"),
+    ("rkc-penalty", 2, 1e20, "state field integrator.method_state.f_cur[2]: must equal qdd[0] = "),
+    ("dopri5", 1, 1e6, "state field integrator.method_state.f_cur[1]: must equal y (its velocities)[1] = "),
+    ("rk4", 3, 6.9e48, "state field integrator.method_state.f_cur[3]: must equal qdd[1] = "),
+])
+def test_a_stored_derivative_that_is_not_the_points_is_refused_unchanged(method, index, value, message):
+    """The fuzzer's accepted-then-failed blobs of the explicit methods: an FSAL / first stage
+    that is not the derivative at the stored point."""
+    from cosim import serialization
+    sim = cosim.Simulation("pendulum", method, **({"h": 1e-3} if method == "rk4" else {}))
+    for _ in range(5):
+        sim.do_step(sim.time, 0.01)
+    before = sim.serialize_state()
+    meta, data = serialization.loads(before)
+    data["integrator"]["method_state"]["f_cur"][index] = value
+    with pytest.raises(StateError, match=re.escape(message)):
+        sim.deserialize_state(serialization.dumps(data, meta))
+    assert sim.serialize_state() == before
+    sim.do_step(sim.time, 0.01)

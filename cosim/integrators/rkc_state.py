@@ -33,5 +33,5 @@ RECORD = Record("cosim.integrators.rkc_state", [
 ], sizes={"n": "I_N", "m": "I_M", "ny": "I_NY"},
     order={"method_state": ("h_next", "f_cur", "dense", "rho", "eigvec", "steps_since_rho", "penalty", "alpha",
                             "h_last", "err_last", "last_stages", "max_stages_used")},
-    derivative=("method_state.f_cur", "qdd", False),   # f_cur's accelerations = q''
+    derivative=("method_state.f_cur", "qdd", "method_state.penalty"),   # f_cur = [q'(χ); q'']
     base=EXPLICIT, names={"N_SCALARS": "RKC_SCALARS", "offsets": "rkc_offsets", "int_length": "rkc_int_length"})
