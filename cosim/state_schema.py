@@ -242,6 +242,7 @@ def check_integrator_state(integrator, s, template=None, path="integrator"):
     declared = getattr(integrator, "state_declaration", None)
     if declared is not None:
         declared.check_derivative(integrator, s, path)
+        declared.check_rates(s, path)
 
 
 def _magnitudes(path, value):
@@ -277,7 +278,7 @@ def check_solved_points(integrator, s, path="integrator"):
     u = np.asarray(s["u"], dtype=float)
     for back, t, y, qdd, lam in declared.solved_points(s):
         where = (f"{path}.{declared.solved[1]}, {path}.{declared.solved[2]}" if back == 0 else
-                 f"{path}.method_state.Dz")
+                 declared.history_fields(path))
         what = "" if back == 0 else f" at the point {back} step{'s' * (back > 1)} back it implies, t={t!r},"
         try:
             with np.errstate(all="ignore"):

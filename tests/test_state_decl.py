@@ -414,3 +414,51 @@ def test_a_stored_derivative_that_is_not_the_points_is_refused_unchanged(method,
         sim.deserialize_state(serialization.dumps(data, meta))
     assert sim.serialize_state() == before
     sim.do_step(sim.time, 0.01)
+
+
+@pytest.mark.parametrize("method", ["generalized-alpha", "generalized-alpha-i2"])
+@pytest.mark.parametrize("key, value, message", [
+    # a = q''_prev + x and x_rate = x/h as the last step wrote them
+    ("x_rate", -8.14e91, "state field integrator.method_state.x_rate[0]: the last step (h = "),
+    ("a", 1.07e97, "state field integrator.method_state.x_rate[0]: the last step (h = "),
+    ("qdd_prev", 3.0, "state field integrator.method_state.x_rate[0]: the last step (h = "),
+    # the point before the last step, λ − h λ_rate, solved the equations of motion too
+    ("lam_rate", -1.29e63, "state field integrator.y_prev, integrator.method_state.qdd_prev, "
+                           "integrator.method_state.lam_rate: q'' and λ at the point 1 step back it "
+                           "implies, t="),
+])
+def test_generalized_alpha_memory_of_the_last_step_is_checked_unchanged(method, key, value, message):
+    """The fuzzer's accepted-then-failed blobs of generalized-α: a rate or a pseudo-
+    acceleration that is not the last step's (the next predictor lands at 1e80)."""
+    from cosim import serialization
+    sim = cosim.Simulation("pendulum", method)
+    for _ in range(5):
+        sim.do_step(sim.time, 0.01)
+    before = sim.serialize_state()
+    meta, data = serialization.loads(before)
+    integ = data["integrator"]
+    assert sim.integrator.state_declaration._last_step(integ) == integ["method_state"]["h_last"] > 0
+    integ["method_state"][key][0] = value
+    with pytest.raises(StateError, match=re.escape(message)):
+        sim.deserialize_state(serialization.dumps(data, meta))
+    assert sim.serialize_state() == before
+    sim.do_step(sim.time, 0.01)
+
+
+def test_generalized_alpha_previous_point_is_the_accepted_one():
+    """The check's premise on a genuine state: λ − h λ_rate at (t_prev, y_prev, q''_prev)
+    solves the equations far inside EOM_TOLERANCE, with the inputs changing."""
+    from cosim.state_schema import EOM_TOLERANCE
+    sim = cosim.Simulation("two_link", "generalized-alpha")
+    rng = np.random.default_rng(1)
+    for k in range(20):
+        sim.set_inputs(list(rng.normal(size=len(sim.input_names))))
+        sim.do_step(sim.time, 0.01)
+        state = sim.get_state()["integrator"]
+        points = sim.integrator.state_declaration.solved_points(state)
+        assert len(points) == 2 and points[1][1] == state["t_prev"]
+        _, t, y, qdd, lam = points[1]
+        model = sim.integrator.model
+        q, v = model.split(y)
+        r = model.mass(q, t) @ qdd + model.constraint_jacobian(q, t).T @ lam - model.forces(q, v, t, state["u"])
+        assert np.abs(r).max() <= 1e-5 * EOM_TOLERANCE * np.abs(model.forces(q, v, t, state["u"])).max()

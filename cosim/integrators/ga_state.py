@@ -46,4 +46,7 @@ RECORD = Record("cosim.integrators.ga_state", [
     newton("method_state.newton", "PIV"),
 ], sizes={"n": "I_N", "mz": "I_M + I_NG", "m": "I_M", "ggl": "GGL", "ng": "I_NG"},
     solved=("y", "qdd", "lam"),   # (y, q'', [λ; ν]) solve the model's equations at t
+    # and so did the point before the last step; a = q''_prev + x, x_rate = x/h, λ_rate = Δλ/h
+    last_step=("method_state.h_last", {"method_state.x_rate": ("method_state.a", "method_state.qdd_prev"),
+                                       "method_state.lam_rate": ("lam", None)}, "method_state.qdd_prev"),
     order={"method_state": ("a", "qdd_prev", "h_next", "h_last", "x_rate", "lam_rate", "newton")})
