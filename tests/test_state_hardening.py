@@ -177,14 +177,20 @@ def test_restored_state_off_the_constraints_is_refused_unchanged(method, shift, 
     sim.do_step(sim.time, 0.01)  # and it continues
 
 
-def test_restored_velocity_off_the_constraints_is_refused():
-    sim = _stepped_pendulum("generalized-alpha-i2")
+@pytest.mark.parametrize("method, value", [("generalized-alpha-i2", -1.0),
+                                           # a drift-only method: the gross bound of velocities
+                                           ("rkc-penalty", 1e6), ("rkc-penalty", -1.52e57)])
+def test_restored_velocity_off_the_constraints_is_refused(method, value):
+    sim = _stepped_pendulum(method)
+    before = sim.serialize_state()
     state = sim.get_state()
     state["integrator"]["y"] = state["integrator"]["y"].copy()
-    state["integrator"]["y"][2] = -1.0
+    state["integrator"]["y"][2] = value
     with pytest.raises(StateError, match="state field integrator.y: the velocity constraint of "
                                          "'length' is violated"):
         sim.set_state(state)
+    assert sim.serialize_state() == before
+    sim.do_step(sim.time, 0.01)
 
 
 def test_integrator_entries_above_1e150_are_refused_with_the_field():
@@ -388,8 +394,8 @@ def test_bdf_history_off_the_equations_of_motion_is_refused_with_the_field(metho
     sim.do_step(sim.time, 0.01)
 
 
-@pytest.mark.parametrize("method", ["generalized-alpha", "generalized-alpha-i2", "bdf"])
-@pytest.mark.parametrize("key, value", [("lam", 1e20), ("qdd", 1e6)])
+@pytest.mark.parametrize("method", ["generalized-alpha", "generalized-alpha-i2", "bdf", "local-index1"])
+@pytest.mark.parametrize("key, value", [("lam", 1e20), ("qdd", 1e6), ("qdd", 2.85e111)])
 def test_stored_point_off_the_equations_of_motion_is_refused_with_the_field(method, key, value):
     sim = _stepped_pendulum(method)
     before = sim.serialize_state()
