@@ -177,15 +177,18 @@ def test_restored_state_off_the_constraints_is_refused_unchanged(method, shift, 
     sim.do_step(sim.time, 0.01)  # and it continues
 
 
-@pytest.mark.parametrize("method, value", [("generalized-alpha-i2", -1.0),
-                                           # a drift-only method: the gross bound of velocities
-                                           ("rkc-penalty", 1e6), ("rkc-penalty", -1.52e57)])
-def test_restored_velocity_off_the_constraints_is_refused(method, value):
+@pytest.mark.parametrize("method, index, value", [
+    ("generalized-alpha-i2", 2, lambda v: -1.0),
+    # 5.7e-6 off: a velocity the first step cannot start from (constraint_guard.VELOCITY_RESTORE_FACTOR)
+    ("local-index1", 3, lambda v: v - 5.72e-6), ("generalized-alpha-i2", 2, lambda v: v + 1.6e-5),
+    # a drift-only method: the gross bound on velocities
+    ("rkc-penalty", 2, lambda v: 1e6), ("rkc-penalty", 3, lambda v: -1.52e57)])
+def test_restored_velocity_off_the_constraints_is_refused(method, index, value):
     sim = _stepped_pendulum(method)
     before = sim.serialize_state()
     state = sim.get_state()
     state["integrator"]["y"] = state["integrator"]["y"].copy()
-    state["integrator"]["y"][2] = value
+    state["integrator"]["y"][index] = value(state["integrator"]["y"][index])
     with pytest.raises(StateError, match="state field integrator.y: the velocity constraint of "
                                          "'length' is violated"):
         sim.set_state(state)
