@@ -224,6 +224,11 @@ _BDF_BAD = [
      "method_state.J: is stored without its LU factorisation"),
     (lambda d: d["newton"]["piv"].__setitem__(0, -1), "method_state.newton.piv[0]"),
     (lambda d: d.pop("valid"), "method_state: lacks ['valid']"),
+    # the kept LU is J's factorisation: an entry of U, or of J, changed alone
+    (lambda d: d["newton"]["lu"].__setitem__((1, 2), 2.8e14), "the kept LU factors a matrix whose entry is"),
+    (lambda d: d["newton"]["lu"].__setitem__((0, 9), d["newton"]["lu"][0, 9] + 1e-3),
+     "the kept LU factors a matrix whose entry is"),
+    (lambda d: d["J"].__setitem__((4, 4), d["J"][4, 4] * (1 + 1e-9)), "the kept LU factors a matrix whose entry is"),
 ]
 
 

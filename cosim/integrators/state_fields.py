@@ -102,18 +102,21 @@ class Matrix(NamedTuple):
     """The kind of an array of S that holds a ``rows`` × ``cols`` matrix by rows
     (expressions in the sizes and constants); its state value is the 2-D array.
     ``of``: a matrix of backward differences of the values at these state keys
-    (:func:`differences`)."""
+    (:func:`differences`).  ``factors``: the matrix the kept LU of the Newton memory is
+    the factorisation of (BDF's J)."""
     rows: str
     cols: str
     of: tuple = ()
+    factors: bool = False
 
 
-def matrix(name, rows, cols, doc="", key=None, flag=None):
+def matrix(name, rows, cols, doc="", key=None, flag=None, factors=False):
     """A matrix stored by rows as an array of S.  ``flag``: a slot of I, or a tuple of
     them — the record holds the value while every one is set; writing sets or clears
-    the first, and a flag of the Newton memory asks the state to hold its LU too."""
+    the first, and a flag of the Newton memory asks the state to hold its LU too.
+    ``factors``: that LU factors this matrix (a restored state's pair must agree)."""
     cols_factor = f"({cols})" if re.search(r"[+-]", cols) else cols
-    return Field(name, "S", f"{rows} * {cols_factor}", key, Matrix(rows, cols), flag, doc=doc)
+    return Field(name, "S", f"{rows} * {cols_factor}", key, Matrix(rows, cols, (), factors), flag, doc=doc)
 
 
 def differences(name, rows, cols, of, doc="", key=None):
