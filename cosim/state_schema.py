@@ -181,9 +181,9 @@ def check_lu(path, lu, piv, n=None):
     # pass the singularity test
     from .integrators.dense_lu import pivot_ratio  # noqa: PLC0415
     from .integrators.kernel_common import PIVOT_RATIO_MIN  # noqa: PLC0415
-    big = np.argwhere(np.abs(np.tril(lu, -1)) > 1.0)
-    if big.size:
-        i, j = (int(k) for k in big[0])
+    multipliers = np.abs(np.tril(lu, -1))
+    if multipliers.max(initial=0.0) > 1.0:
+        i, j = (int(k) for k in np.argwhere(multipliers > 1.0)[0])
         _fail(f"{path}.lu[{i}, {j}]", f"an LU multiplier of partial pivoting is at most 1 in size, "
                                       f"got {float(lu[i, j])!r}")
     ratio = pivot_ratio(lu)

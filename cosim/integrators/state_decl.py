@@ -642,20 +642,21 @@ class Record:
         memory, J = d.get(newton.key.split(".", 1)[1]), d.get(f.key.split(".", 1)[1])
         if J is None or not (isinstance(memory, Mapping) and "lu" in memory):
             return
-        lu, piv = np.asarray(memory["lu"], dtype=float), np.asarray(memory["piv"])
+        lu = np.asarray(memory["lu"], dtype=float)
         n = lu.shape[0]
-        L, U = np.tril(lu, -1) + np.eye(n), np.triu(lu)
+        perm = list(range(n))   # row k of P J is row perm[k] of J (the interchanges in order)
+        for k, r in enumerate(memory["piv"].tolist()):
+            perm[k], perm[r] = perm[r], perm[k]
+        L, U = np.tril(lu, -1), np.triu(lu)
+        L[np.diag_indices(n)] = 1.0
         with np.errstate(all="ignore"):
-            A = L @ U
-            for k in range(n - 1, -1, -1):   # undo the row interchanges (applied in order)
-                if piv[k] != k:
-                    A[[k, piv[k]]] = A[[piv[k], k]]
+            LU = L @ U
             bound = 4.0 * n * np.finfo(float).eps * (np.abs(L) @ np.abs(U)).max(initial=0.0)
-            diff = np.abs(A - J)
-        bad = np.argwhere(~(diff <= bound))
-        if bad.size:
-            i, j = (int(k) for k in bad[0])
-            _fail(f"{p}[{i}, {j}]", f"the kept LU factors a matrix whose entry is {float(A[i, j])!r}, "
+            diff = np.abs(LU - J[perm])
+        if not diff.max(initial=0.0) <= bound:
+            k, j = (int(x) for x in np.argwhere(~(diff <= bound))[0])
+            i = perm[k]
+            _fail(f"{p}[{i}, {j}]", f"the kept LU factors a matrix whose entry is {float(LU[k, j])!r}, "
                                     f"not this one's {float(J[i, j])!r} (P^T L U must equal it to "
                                     f"{bound:.3g}: the LU and its matrix are stored together)")
 
