@@ -37,6 +37,7 @@ import numpy as np
 
 from ._registry import load_symbol
 from .errors import InvalidInputError, ScenarioError, UnknownParameterError
+from .models.ranges import DEFAULT, NONNEGATIVE
 from .multirate import exact_time
 from .validation import finite_float
 
@@ -61,6 +62,24 @@ def _matrix(name, value, rows=None, cols=None):
 
 
 _ELEMENT = re.compile(r"^([A-Za-z_]\w*)\[(\d+),(\d+)\]$")  # "K[1,2]": 1-based matrix entry
+
+
+def _parameter(block, key, value, bound=DEFAULT):
+    """A tunable number ``key`` of the block named ``block``: finite and in ``bound``, by
+    default the magnitude bound every model parameter has (cosim.models.ranges: at most
+    1e12 in size); an InvalidInputError names it ``block.key``."""
+    x = finite_float(f"parameter {block}.{key}", value)
+    return bound.check(f"{block}.{key}", x)
+
+
+def _bounded_entries(block, key, matrix):
+    """``matrix`` if every entry of the tunable matrix ``key`` (entries ``key[i,j]``,
+    1-based) lies in the magnitude bound of a parameter (:func:`_parameter`)."""
+    big = np.argwhere(~((matrix >= DEFAULT.low) & (matrix <= DEFAULT.high)))
+    if big.size:
+        i, j = (int(k) for k in big[0])
+        DEFAULT.check(f"{block}.{key}[{i + 1},{j + 1}]", float(matrix[i, j]))
+    return matrix
 MAX_UNIT_LENGTH = 64
 
 
@@ -193,7 +212,7 @@ class Block:
         self._apply_parameters({k: v for k, v in new.items() if k in values})
 
     def _check_value(self, key, value):
-        return finite_float(f"parameter {self.name}.{key}", value)
+        return _parameter(self.name, key, value)
 
     def _get_parameter(self, key):
         raise UnknownParameterError(key)
@@ -270,13 +289,16 @@ class PID(Block):
 
     def __init__(self, name, sample_time, kp=0.0, ki=0.0, kd=0.0, tf=0.0, offset=0.0,
                  u_min=-math.inf, u_max=math.inf, initial_outputs=None, units=None):
-        self.kp = finite_float("kp", kp)
-        self.ki = finite_float("ki", ki)
-        self.kd = finite_float("kd", kd)
-        self.tf = finite_float("tf", tf, nonnegative=True)
+        self.kp = _parameter(name, "kp", kp)
+        self.ki = _parameter(name, "ki", ki)
+        self.kd = _parameter(name, "kd", kd)
+        self.tf = _parameter(name, "tf", tf, NONNEGATIVE)
         self.u_min, self.u_max = float(u_min), float(u_max)
         if math.isnan(self.u_min) or math.isnan(self.u_max) or not self.u_min < self.u_max:
             raise InvalidInputError(f"PID limits need u_min < u_max, got {u_min!r}, {u_max!r}")
+        for key in ("u_min", "u_max"):   # a finite limit is a tunable parameter
+            if math.isfinite(getattr(self, key)):
+                _parameter(name, key, getattr(self, key))
         super().__init__(name, sample_time, offset, initial_outputs, units)
         self._T = float(self.sample_time)
         what = f"of PID block {name!r}"
@@ -296,7 +318,7 @@ class PID(Block):
         return float(getattr(self, key))
 
     def _check_value(self, key, value):
-        return finite_float(f"parameter {self.name}.{key}", value, nonnegative=key == "tf")
+        return _parameter(self.name, key, value, NONNEGATIVE if key == "tf" else DEFAULT)
 
     def _check_parameters(self, values):
         lo, hi = values.get("u_min", self.u_min), values.get("u_max", self.u_max)
@@ -352,6 +374,9 @@ class DiscreteStateSpace(Block):
         self.D = D_ if D_ is not None else np.zeros((p, m))
         if self.D.shape != (p, m):
             raise InvalidInputError(f"D of block {name!r} must have shape ({p}, {m}), got {self.D.shape}")
+        if type(self) is DiscreteStateSpace:   # (a state feedback checks its K and N)
+            for key in ("A", "B", "C", "D"):
+                _bounded_entries(name, key, getattr(self, key))
         self.x0 = np.zeros(n) if x0 is None else _vector(f"x0 of block {name!r}", x0, n)
         self.input_names = _names(f"inputs of block {name!r}", inputs, "u", m)
         self.output_names = _names(f"outputs of block {name!r}", outputs, "y", p)
@@ -404,6 +429,8 @@ class StateFeedback(DiscreteStateSpace):
         p, n = K.shape
         N = np.zeros((p, 0)) if reference_gain is None else _matrix(f"reference_gain of block {name!r}",
                                                                    reference_gain, p)
+        _bounded_entries(name, "K", K)
+        _bounded_entries(name, "reference_gain", N)
         if inputs is None:
             inputs = [f"x{i}" for i in range(n)] + ([f"r{i}" for i in range(N.shape[1])]
                                                     if N.shape[1] != 1 else ["reference"])
@@ -484,6 +511,8 @@ class UserBlock(Block):
             for k, v in self.params.items()
             if isinstance(k, str) and _ELEMENT_NAME.match(k) and isinstance(v, numbers.Real)
             and not isinstance(v, (bool, np.bool_)) and math.isfinite(float(v)))
+        for p in self._parameters:   # in the magnitude bound of every tunable number
+            _parameter(name, p.name, self.params[p.name])
 
     def parameters(self):
         return self._parameters
@@ -492,7 +521,7 @@ class UserBlock(Block):
         return float(self.params[key])
 
     def _check_value(self, key, value):
-        x = finite_float(f"parameter {self.name}.{key}", value)
+        x = _parameter(self.name, key, value)
         if key in self._integer_params and not x.is_integer():
             raise InvalidInputError(f"parameter {self.name}.{key} must be an integer, got {x!r}")
         return x

@@ -176,6 +176,20 @@ def check_lu(path, lu, piv, n=None):
     if zero.size:  # a factorisation never keeps a zero pivot (it is refused as singular)
         k = int(zero[0])
         _fail(f"{path}.lu[{k}, {k}]", "LU factor has a zero pivot (a singular matrix is never kept)")
+    # what every factor the kernels keep satisfies (kernel_common.factor_matrix): partial
+    # pivoting bounds the multipliers of L by 1, and a factor is kept only when its pivots
+    # pass the singularity test
+    from .integrators.dense_lu import pivot_ratio  # noqa: PLC0415
+    from .integrators.kernel_common import PIVOT_RATIO_MIN  # noqa: PLC0415
+    multipliers = np.abs(np.tril(lu, -1))
+    if multipliers.max(initial=0.0) > 1.0:
+        i, j = (int(k) for k in np.argwhere(multipliers > 1.0)[0])
+        _fail(f"{path}.lu[{i}, {j}]", f"an LU multiplier of partial pivoting is at most 1 in size, "
+                                      f"got {float(lu[i, j])!r}")
+    ratio = pivot_ratio(lu)
+    if not ratio > PIVOT_RATIO_MIN:
+        _fail(f"{path}.lu", f"LU factor is numerically singular: pivots min/max {ratio:.3g} "
+                            f"(a factor is kept only above {PIVOT_RATIO_MIN:g})")
 
 
 def check_newton_state(path, d, n=None):
@@ -225,6 +239,10 @@ def check_integrator_state(integrator, s, template=None, path="integrator"):
     for k in template["stats"]:
         _int(f"{path}.stats.{k}", stats[k])
     _check_method_state(integrator, f"{path}.method_state", s["method_state"], template["method_state"], t)
+    declared = getattr(integrator, "state_declaration", None)
+    if declared is not None:
+        declared.check_derivative(integrator, s, path)
+        declared.check_rates(s, path)
 
 
 def _magnitudes(path, value):
@@ -260,7 +278,7 @@ def check_solved_points(integrator, s, path="integrator"):
     u = np.asarray(s["u"], dtype=float)
     for back, t, y, qdd, lam in declared.solved_points(s):
         where = (f"{path}.{declared.solved[1]}, {path}.{declared.solved[2]}" if back == 0 else
-                 f"{path}.method_state.Dz")
+                 declared.history_fields(path))
         what = "" if back == 0 else f" at the point {back} step{'s' * (back > 1)} back it implies, t={t!r},"
         try:
             with np.errstate(all="ignore"):

@@ -11,13 +11,15 @@ exception, a hang or a dead process.
 Prints the cases tried, rejected and accepted per configuration, every failure,
 and every accepted blob whose next step then failed (cleanly, state unchanged):
 the blob checks and the integrator disagree there.  What is left of those is
-algorithm memory the checks cannot verify without redoing the steps (a kept LU
-factor, multipliers, accelerations, BDF differences, stage values that are finite
-and below 1e150 but absurd, where no check against the model covers it);
-``--short`` finds 0 of 1500 (it found 4 before parameter values were refused where
-they enter, as ``set_parameter`` refuses them -- cosim.models.ranges: at most 1e12 in
-size, a positive quantity at least 1e-12; the model regular at the restored state --
-and before the points of a BDF history were checked against the equations of motion).
+algorithm memory the checks cannot verify without redoing the steps (the upper factor
+of a kept LU without its matrix, spark's q'' and λ, a BDF history's earlier
+velocities: finite and below 1e150 but absurd, where no check against the model covers
+it) and plant inputs of a size ``set_inputs`` takes too (the
+long mode's figures are in docs/known-gaps.md); ``--short`` finds 0 of 1500 (it found 4
+before parameter values were refused where they enter, as ``set_parameter`` refuses
+them -- cosim.models.ranges: at most 1e12 in size, a positive quantity at least 1e-12;
+the model regular at the restored state -- and before the points of a BDF history
+were checked against the equations of motion).
 ``--short`` is the mode the test suite runs in a subprocess
 (tests/test_state_hardening.py), so a crash shows up as a failed test: a fixed
 number of cases per configuration with seed 14, the same cases on every machine,

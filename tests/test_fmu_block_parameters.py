@@ -211,10 +211,22 @@ def test_rejected_gain_is_a_discard_and_changes_nothing(pendulum_pd_fmu):
     assert info.value.status == fmi2Discard
     assert slave.get(["angle", "pd.u"]) == before
     slave.close()
+    # a gain beyond the magnitude bound every parameter has (cosim.models.ranges)
+    slave = Slave(pendulum_pd_fmu, "big")
+    slave.fmu.doStep(0.0, H)
+    before = slave.get(["angle", "pd.u"])
+    slave.set({"pd.kp": 1e13})
+    with pytest.raises(FMICallException) as info:
+        slave.fmu.doStep(H, H)
+    assert info.value.status == fmi2Discard
+    assert slave.get(["angle", "pd.u"]) == before
+    slave.close()
 
     sim = pendulum_pd_simulation()
-    with pytest.raises(InvalidInputError, match=r"pd\.tf must be >= 0, got -1\.0"):
+    with pytest.raises(InvalidInputError, match=r"parameter 'pd\.tf' must be in \[0, 1e\+12\], got -1\.0"):
         sim.set_parameter("pd.tf", -1.0)
+    with pytest.raises(InvalidInputError, match=r"parameter 'pd\.kp' must be at most 1e\+12 in size, got 10000000000000\.0"):
+        sim.set_parameter("pd.kp", 1e13)
     with pytest.raises(InvalidInputError, match=r"needs u_min < u_max, got -30\.0, -40\.0"):
         sim.set_parameter("pd.u_max", -40.0)
     assert (sim.blocks[1].tf, sim.blocks[1].u_max) == (0.002, 30.0)

@@ -4,17 +4,21 @@ user-model terms shape-checked at the first call with the model's name.
 
 Each rejection leaves the model / simulation exactly as it was."""
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import cosim
-from cosim.errors import ConvergenceError, InvalidInputError, ModelDefinitionError
+from cosim.errors import ConvergenceError, CosimError, InvalidInputError, ModelDefinitionError, StateError
 from cosim.models import model_class
 from cosim.models.base import FirstOrderModel, MultibodyModel, Parameter, Signal
 from cosim.models.ranges import (DEFAULT, NONNEGATIVE, POSITIVE, SWITCH, UNIT_INTERVAL, Range,
                                  declared_range, parameter_range)
 from cosim.spec import SimulationSpec
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("model, key, value, text", [
@@ -226,3 +230,73 @@ def test_user_model_terms_are_shape_checked_at_the_first_call_with_its_name():
     sim = cosim.Simulation(_Bead, "dopri5", backend="python")
     sim.do_step(0.0, 0.5)
     assert sim.get_outputs() == pytest.approx([-9.81 / 8, -9.81 / 2], rel=1e-10)
+
+
+# -- block parameters: the same magnitude bound where they enter ------------------------
+_BLOCK_SPECS = [
+    (dict(type="pid", name="pd", sample_time=0.01, kp=1e13),
+     "parameter 'pd.kp' must be at most 1e+12 in size, got 10000000000000.0"),
+    (dict(type="pid", name="pd", sample_time=0.01, kd=-1e300),
+     "parameter 'pd.kd' must be at most 1e+12 in size, got -1e+300"),
+    (dict(type="pid", name="pd", sample_time=0.01, tf=2e12),
+     "parameter 'pd.tf' must be in [0, 1e+12], got 2000000000000.0"),
+    (dict(type="pid", name="pd", sample_time=0.01, u_min=-1e13),
+     "parameter 'pd.u_min' must be at most 1e+12 in size, got -10000000000000.0"),
+    (dict(type="state_feedback", name="sf", sample_time=0.01, K=[[1.0, -2e13]]),
+     "parameter 'sf.K[1,2]' must be at most 1e+12 in size, got -20000000000000.0"),
+    (dict(type="state_feedback", name="sf", sample_time=0.01, K=[[1.0]], reference_gain=[[1e15]]),
+     "parameter 'sf.reference_gain[1,1]' must be at most 1e+12 in size, got 1000000000000000.0"),
+    (dict(type="discrete_state_space", name="c", sample_time=0.01, A=[[0.5]], B=[[1.0]], C=[[1e300]],
+          D=[[0.0]]), "parameter 'c.C[1,1]' must be at most 1e+12 in size, got 1e+300"),
+    (dict(type="user", name="ub", sample_time=0.01, function="cosim.blocks:saturate",
+          inputs=["u", "limit"], params={"gain": 5e12}),
+     "parameter 'ub.gain' must be at most 1e+12 in size, got 5000000000000.0"),
+]
+
+
+@pytest.mark.parametrize("spec, text", _BLOCK_SPECS)
+def test_block_parameters_beyond_the_magnitude_bound_are_refused_with_their_name(spec, text):
+    """A block's tunable numbers (PID gains and limits, matrix entries, a user block's
+    numeric params) have the bound of every model parameter (cosim.models.ranges), in a
+    spec or scenario file as in code."""
+    from cosim.blocks import make_block
+    with pytest.raises(InvalidInputError, match=re.escape(text)):
+        make_block(spec)
+    if spec["type"] == "pid":   # the bound itself is a value
+        key = next(k for k in ("kp", "kd", "tf", "u_min") if k in spec)
+        assert getattr(make_block(dict(spec, **{key: math.copysign(1e12, spec[key])})), key) == \
+            math.copysign(1e12, spec[key])
+
+
+def test_a_scenario_file_with_a_gain_beyond_the_bound_is_refused(tmp_path):
+    from cosim.scenario import load_scenario
+    text = (ROOT / "scenarios" / "pendulum_pd.yaml").read_text(encoding="utf-8")
+    assert "kp: 60.0" in text
+    path = tmp_path / "pd.yaml"
+    path.write_text(text.replace("kp: 60.0", "kp: 6.0e+13"), encoding="utf-8")
+    with pytest.raises(CosimError, match=re.escape("parameter 'pd.kp' must be at most 1e+12 in size, "
+                                                   "got 60000000000000.0")):
+        load_scenario(path).build()
+
+
+def test_a_block_parameter_beyond_the_bound_is_refused_by_set_parameter_and_in_a_blob():
+    """set_parameter (the FMU's tunables and start values go through it) and a state blob's
+    params: refused naming the parameter, the simulation unchanged, and it continues."""
+    from cosim import serialization
+    from cosim.scenario import load_scenario
+    sim = load_scenario(ROOT / "scenarios" / "pendulum_pd.yaml").build()
+    sim.do_step(0.0, 0.01)
+    before = sim.serialize_state()
+    for key, value, text in (("pd.kp", 1e13, "parameter 'pd.kp' must be at most 1e+12 in size, got 10000000000000.0"),
+                             ("pd.tf", 1e300, "parameter 'pd.tf' must be in [0, 1e+12], got 1e+300")):
+        with pytest.raises(InvalidInputError, match=re.escape(text)):
+            sim.set_parameter(key, value)
+        assert sim.serialize_state() == before
+        meta, data = serialization.loads(before)
+        data["params"][key] = value
+        with pytest.raises(StateError, match=re.escape(f"state field params.pd: {text}")):
+            sim.deserialize_state(serialization.dumps(data, meta))
+        assert sim.serialize_state() == before
+    sim.set_parameter("pd.kp", 1e12)   # the bound itself is a value
+    sim.deserialize_state(before)
+    sim.do_step(sim.time, 0.01)

@@ -195,6 +195,12 @@ _GA_BAD = [
     (lambda d: d["newton"]["piv"].__setitem__(0, 10 ** 6), "method_state.newton.piv[0]"),
     (lambda d: d["newton"].pop("piv"), "method_state.newton: must hold both lu and piv"),
     (lambda d: d["newton"].__setitem__("relax", 3.0), "method_state.newton.relax: must be in (0, 2]"),
+    (lambda d: d.__setitem__("h_last", 1e-300), "method_state.h_last: step size 1e-300 does not advance"),
+    # a kept factor is one of partial pivoting (multipliers at most 1) that passed the singularity test
+    (lambda d: d["newton"]["lu"].__setitem__((3, 1), -1.6e43),
+     "method_state.newton.lu[3, 1]: an LU multiplier of partial pivoting is at most 1 in size, got -1.6e+43"),
+    (lambda d: d["newton"]["lu"].__setitem__((0, 0), 1.5e-29),
+     "method_state.newton.lu: LU factor is numerically singular: pivots min/max"),
 ]
 
 
@@ -218,6 +224,11 @@ _BDF_BAD = [
      "method_state.J: is stored without its LU factorisation"),
     (lambda d: d["newton"]["piv"].__setitem__(0, -1), "method_state.newton.piv[0]"),
     (lambda d: d.pop("valid"), "method_state: lacks ['valid']"),
+    # the kept LU is J's factorisation: an entry of U, or of J, changed alone
+    (lambda d: d["newton"]["lu"].__setitem__((1, 2), 2.8e14), "the kept LU factors a matrix whose entry is"),
+    (lambda d: d["newton"]["lu"].__setitem__((0, 9), d["newton"]["lu"][0, 9] + 1e-3),
+     "the kept LU factors a matrix whose entry is"),
+    (lambda d: d["J"].__setitem__((4, 4), d["J"][4, 4] * (1 + 1e-9)), "the kept LU factors a matrix whose entry is"),
 ]
 
 
@@ -235,6 +246,7 @@ _SPARK_BAD = [
     (lambda d: d.__setitem__("h", 0.0), "method_state.h: must be > 0"),
     (lambda d: d.__setitem__("h_last", -2.0), "method_state.h_last: must be >= 0 (or -1: none)"),
     (lambda d: d.__setitem__("gamma", np.nan), "method_state.gamma: must be finite"),
+    (lambda d: d.__setitem__("gamma", 2 ** 63), "method_state.gamma: must be at most 1e+12 in size, got 9.223372036854776e+18"),
     (lambda d: d.__setitem__("qdd_prev", np.zeros(9)), "method_state.qdd_prev: must have shape"),
     (lambda d: d["newton"].__setitem__("sigma", -1.0), "method_state.newton.sigma: must be >= 0"),
 ]
@@ -258,7 +270,10 @@ _RKC_BAD = [
     (lambda d: d.__setitem__("h_next", 0.0), "method_state.h_next: must be > 0"),
     (lambda d: d.__setitem__("rho", -1.0), "method_state.rho: must be >= 0"),
     (lambda d: d.__setitem__("penalty", np.inf), "method_state.penalty: must be finite"),
-    (lambda d: d.__setitem__("alpha", -0.5), "method_state.alpha: must be >= 0 (or -1: none)"),
+    (lambda d: d.__setitem__("alpha", -0.5), "method_state.alpha: must be -1 exactly in the formulation whose value"),
+    (lambda d: d.__setitem__("alpha", 2 ** 63), "method_state.alpha: must be -1 exactly in the formulation whose value"),
+    (lambda d: d.__setitem__("penalty", 2 ** 63), r"method_state.penalty: must be in [1e-12, 1e+12], got 9.223372036854776e+18"),
+    (lambda d: d["f_cur"].__setitem__(3, 1e6), "method_state.f_cur[3]: must equal qdd[0] = "),
     (lambda d: d.__setitem__("eigvec", np.zeros(3)), "method_state.eigvec: must have shape (6,)"),
     (lambda d: d.__setitem__("steps_since_rho", -1), "method_state.steps_since_rho: must be in 0.."),
     (lambda d: d.__setitem__("last_stages", 2.0), "method_state.last_stages: must be an integer"),
@@ -279,6 +294,9 @@ _BAD = [
     (lambda d: d["dense"].__setitem__("h", np.array(-1.0)), "method_state.dense.h: must be > 0"),
     (lambda d: d["dense"].pop("h"), "method_state.dense: lacks ['h']"),
     (lambda d: d["dense"][next(iter(d["dense"]))].__setitem__(0, np.inf), "method_state.dense."),
+    # f_cur = [v; q''] of the point, as every step writes it
+    (lambda d: d["f_cur"].__setitem__(3, 1.8e20), "method_state.f_cur[3]: must equal qdd[0] = "),
+    (lambda d: d["f_cur"].__setitem__(0, -2.05e63), "method_state.f_cur[0]: must equal y (its velocities)[0] = "),
 ]
 
 
@@ -376,3 +394,76 @@ def test_bdf_state_without_a_kept_factor_drops_j_and_continues():
     sim.do_step(0.01, 0.01)
     assert sim.integrator.stats["jacobian_evaluations"] > jacobians
     assert sim.integrator.state()["method_state"]["J"] is not None
+
+
+@pytest.mark.parametrize("method, index, value, message", [
+    # rkc-penalty's q' (seed form): C_q q' + C_t = -χ C (seed 000 eq. 91); its q'' the state's
+    ("rkc-penalty", 0, -5.27e95, "state field integrator.method_state.f_cur: its velocities q' do not "
+                                 "satisfy C_q q' + C_t = -χ C (seed 000 eq. 91"),
+    ("rkc-penalty", 1, 1e6, "state field integrator.method_state.f_cur: its velocities q' do not satisfy"),
+    ("rkc-penalty", 2, 1e20, "state field integrator.method_state.f_cur[2]: must equal qdd[0] = "),
+    ("dopri5", 1, 1e6, "state field integrator.method_state.f_cur[1]: must equal y (its velocities)[1] = "),
+    ("rk4", 3, 6.9e48, "state field integrator.method_state.f_cur[3]: must equal qdd[1] = "),
+])
+def test_a_stored_derivative_that_is_not_the_points_is_refused_unchanged(method, index, value, message):
+    """The fuzzer's accepted-then-failed blobs of the explicit methods: an FSAL / first stage
+    that is not the derivative at the stored point."""
+    from cosim import serialization
+    sim = cosim.Simulation("pendulum", method, **({"h": 1e-3} if method == "rk4" else {}))
+    for _ in range(5):
+        sim.do_step(sim.time, 0.01)
+    before = sim.serialize_state()
+    meta, data = serialization.loads(before)
+    data["integrator"]["method_state"]["f_cur"][index] = value
+    with pytest.raises(StateError, match=re.escape(message)):
+        sim.deserialize_state(serialization.dumps(data, meta))
+    assert sim.serialize_state() == before
+    sim.do_step(sim.time, 0.01)
+
+
+@pytest.mark.parametrize("method", ["generalized-alpha", "generalized-alpha-i2"])
+@pytest.mark.parametrize("key, value, message", [
+    # a = q''_prev + x and x_rate = x/h as the last step wrote them
+    ("x_rate", -8.14e91, "state field integrator.method_state.x_rate[0]: the last step (h = "),
+    ("a", 1.07e97, "state field integrator.method_state.x_rate[0]: the last step (h = "),
+    ("qdd_prev", 3.0, "state field integrator.method_state.x_rate[0]: the last step (h = "),
+    # the point before the last step, λ − h λ_rate, solved the equations of motion too
+    ("lam_rate", -1.29e63, "state field integrator.y_prev, integrator.method_state.qdd_prev, "
+                           "integrator.method_state.lam_rate: q'' and λ at the point 1 step back it "
+                           "implies, t="),
+])
+def test_generalized_alpha_memory_of_the_last_step_is_checked_unchanged(method, key, value, message):
+    """The fuzzer's accepted-then-failed blobs of generalized-α: a rate or a pseudo-
+    acceleration that is not the last step's (the next predictor lands at 1e80)."""
+    from cosim import serialization
+    sim = cosim.Simulation("pendulum", method)
+    for _ in range(5):
+        sim.do_step(sim.time, 0.01)
+    before = sim.serialize_state()
+    meta, data = serialization.loads(before)
+    integ = data["integrator"]
+    assert sim.integrator.state_declaration._last_step(integ) == integ["method_state"]["h_last"] > 0
+    integ["method_state"][key][0] = value
+    with pytest.raises(StateError, match=re.escape(message)):
+        sim.deserialize_state(serialization.dumps(data, meta))
+    assert sim.serialize_state() == before
+    sim.do_step(sim.time, 0.01)
+
+
+def test_generalized_alpha_previous_point_is_the_accepted_one():
+    """The check's premise on a genuine state: λ − h λ_rate at (t_prev, y_prev, q''_prev)
+    solves the equations far inside EOM_TOLERANCE, with the inputs changing."""
+    from cosim.state_schema import EOM_TOLERANCE
+    sim = cosim.Simulation("two_link", "generalized-alpha")
+    rng = np.random.default_rng(1)
+    for k in range(20):
+        sim.set_inputs(list(rng.normal(size=len(sim.input_names))))
+        sim.do_step(sim.time, 0.01)
+        state = sim.get_state()["integrator"]
+        points = sim.integrator.state_declaration.solved_points(state)
+        assert len(points) == 2 and points[1][1] == state["t_prev"]
+        _, t, y, qdd, lam = points[1]
+        model = sim.integrator.model
+        q, v = model.split(y)
+        r = model.mass(q, t) @ qdd + model.constraint_jacobian(q, t).T @ lam - model.forces(q, v, t, state["u"])
+        assert np.abs(r).max() <= 1e-5 * EOM_TOLERANCE * np.abs(model.forces(q, v, t, state["u"])).max()

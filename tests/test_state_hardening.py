@@ -212,14 +212,23 @@ def test_restored_state_off_the_constraints_is_refused_unchanged(method, shift, 
     sim.do_step(sim.time, 0.01)  # and it continues
 
 
-def test_restored_velocity_off_the_constraints_is_refused():
-    sim = _stepped_pendulum("generalized-alpha-i2")
+@pytest.mark.parametrize("method, index, value", [
+    ("generalized-alpha-i2", 2, lambda v: -1.0),
+    # 5.7e-6 off: a velocity the first step cannot start from (constraint_guard.VELOCITY_RESTORE_FACTOR)
+    ("local-index1", 3, lambda v: v - 5.72e-6), ("generalized-alpha-i2", 2, lambda v: v + 1.6e-5),
+    # a drift-only method: the gross bound on velocities
+    ("rkc-penalty", 2, lambda v: 1e6), ("rkc-penalty", 3, lambda v: -1.52e57)])
+def test_restored_velocity_off_the_constraints_is_refused(method, index, value):
+    sim = _stepped_pendulum(method)
+    before = sim.serialize_state()
     state = sim.get_state()
     state["integrator"]["y"] = state["integrator"]["y"].copy()
-    state["integrator"]["y"][2] = -1.0
+    state["integrator"]["y"][index] = value(state["integrator"]["y"][index])
     with pytest.raises(StateError, match="state field integrator.y: the velocity constraint of "
                                          "'length' is violated"):
         sim.set_state(state)
+    assert sim.serialize_state() == before
+    sim.do_step(sim.time, 0.01)
 
 
 def test_integrator_entries_above_1e150_are_refused_with_the_field():
@@ -423,8 +432,8 @@ def test_bdf_history_off_the_equations_of_motion_is_refused_with_the_field(metho
     sim.do_step(sim.time, 0.01)
 
 
-@pytest.mark.parametrize("method", ["generalized-alpha", "generalized-alpha-i2", "bdf"])
-@pytest.mark.parametrize("key, value", [("lam", 1e20), ("qdd", 1e6)])
+@pytest.mark.parametrize("method", ["generalized-alpha", "generalized-alpha-i2", "bdf", "local-index1"])
+@pytest.mark.parametrize("key, value", [("lam", 1e20), ("qdd", 1e6), ("qdd", 2.85e111)])
 def test_stored_point_off_the_equations_of_motion_is_refused_with_the_field(method, key, value):
     sim = _stepped_pendulum(method)
     before = sim.serialize_state()

@@ -29,7 +29,7 @@ RECORD = Record("cosim.integrators.bdf_state", [
     differences("Dz", "ROWS", "n + m", ("qdd", "lam"), key="method_state.Dz"),   # ∇^j (q'', λ), their predictor
     leading_positive("tau", "ROWS", 2, "step sums", key="method_state.tau"),   # τ_j, eq. 66
     # the iteration matrix of the kept LU (HAS_FACTOR), reused across steps
-    matrix("J", "ns", "ns", key="method_state.J", flag=("HAS_J", "HAS_FACTOR")),
+    matrix("J", "ns", "ns", key="method_state.J", flag=("HAS_J", "HAS_FACTOR"), factors=True),
     array("ht", "HIST"), array("hk", "HIST"),                  # the (t, k) ring buffer
     integer("I_N", "n coordinates"),
     integer("I_M", "m constraints"),

@@ -4,13 +4,13 @@ it), the state dictionary of :class:`~.block.LStableBlock`, its write-back and i
 schema are generated from :data:`RECORD`.  (Imports nothing of the method, so the
 layout can be written before the record module exists.)"""
 from .state_decl import Record
-from .state_fields import (NONNEGATIVE, SENTINEL, STEP, TIME, array, int_array, integer, matrix,
+from .state_fields import (LAST_STEP, NONNEGATIVE, STEP, TIME, array, int_array, integer, matrix,
                            newton, newton_scalars, scalar, statistics, times)
 
 RECORD = Record("cosim.integrators.block_state", [
     *times(),
     scalar("H", "the fixed step", "method_state.h", STEP),
-    scalar("H_LAST", "the last step's size (-1: none)", "method_state.h_last", SENTINEL),
+    scalar("H_LAST", "the last step's size (-1: none)", "method_state.h_last", LAST_STEP),
     *newton_scalars(),
     scalar("RTOL"), scalar("ATOL"), scalar("MAX_STEP"),
     scalar("NEWTON_SCALE", "option newton_tol"),

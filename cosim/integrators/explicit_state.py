@@ -66,4 +66,5 @@ RECORD = Record("cosim.integrators.explicit_state", [
         "rk4": HERMITE}),
     *index1_ints("method_state.projection_iterations"),
     int_array("PIV", "n + m", "the pivots of J's LU"),
-], sizes={"n": "I_N", "m": "I_M", "ny": "I_NY"})
+], sizes={"n": "I_N", "m": "I_M", "ny": "I_NY"},
+    derivative=("method_state.f_cur", "qdd", True))   # f_cur = [v; q''] of the point

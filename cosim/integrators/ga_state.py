@@ -5,13 +5,13 @@
 from :data:`RECORD`.  (Imports nothing of the method, so the layout can be written
 before the record module exists.)"""
 from .state_decl import Record
-from .state_fields import (SENTINEL, STEP, array, int_array, integer, newton, newton_scalars,
+from .state_fields import (LAST_STEP, STEP, array, int_array, integer, newton, newton_scalars,
                            scalar, statistics, step_option_scalars, times)
 
 RECORD = Record("cosim.integrators.ga_state", [
     *times(),
     scalar("H_NEXT", "the next step size", "method_state.h_next", STEP),
-    scalar("H_LAST", "the step a belongs to (0: a = q'')", "method_state.h_last", SENTINEL),
+    scalar("H_LAST", "the step a belongs to (0: a = q'')", "method_state.h_last", LAST_STEP),
     *newton_scalars(),
     *step_option_scalars(),
     scalar("ALPHA_M"), scalar("ALPHA_F"), scalar("GAMMA"), scalar("BETA"), scalar("ETA"),
@@ -46,4 +46,7 @@ RECORD = Record("cosim.integrators.ga_state", [
     newton("method_state.newton", "PIV"),
 ], sizes={"n": "I_N", "mz": "I_M + I_NG", "m": "I_M", "ggl": "GGL", "ng": "I_NG"},
     solved=("y", "qdd", "lam"),   # (y, q'', [λ; ν]) solve the model's equations at t
+    # and so did the point before the last step; a = q''_prev + x, x_rate = x/h, λ_rate = Δλ/h
+    last_step=("method_state.h_last", {"method_state.x_rate": ("method_state.a", "method_state.qdd_prev"),
+                                       "method_state.lam_rate": ("lam", None)}, "method_state.qdd_prev"),
     order={"method_state": ("a", "qdd_prev", "h_next", "h_last", "x_rate", "lam_rate", "newton")})

@@ -35,4 +35,5 @@ RECORD = Record("cosim.integrators.li1_state", [
     statistics(),
     int_array("PIV", "2 * n", "the pivots of the iteration matrix's LU (eq. 4.5, 2n)"),
     newton("method_state.newton", "PIV"),
-], sizes={"n": "I_N", "m": "I_M", "g": "I_NG", "ny": "2 * I_N"})
+], sizes={"n": "I_N", "m": "I_M", "g": "I_NG", "ny": "2 * I_N"},
+    solved=("y", "qdd", "lam"))   # (y, q'', λ) solve the model's equations at t

@@ -62,6 +62,7 @@ import numpy as np
 
 from .. import fixed_step, jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
+from ..models.ranges import POSITIVE
 from . import dense_lu, explicit_record, index1_kernel, kernel_common, rkc_record
 from . import rkc_kernel as K
 from .base import MultibodyIntegrator
@@ -172,6 +173,8 @@ class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "q
                 raise InvalidInputError(f"{key} must be a number > 0 or 'auto', got {val!r}") from None
             if not (math.isfinite(x) and x > 0.0):
                 raise InvalidInputError(f"{key} must be finite and > 0, got {val!r}")
+            if key == "omega" and not POSITIVE.contains(x):   # (as the state's penalty slot)
+                raise InvalidInputError(f"omega must be {POSITIVE}, got {val!r}")
             o[key] = x
         try:
             xi = float(o["xi"])
@@ -188,6 +191,8 @@ class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "q
                 raise InvalidInputError(f"penalty must be a number > 0 or 'auto', got {o['penalty']!r}") from None
             if not (math.isfinite(chi) and chi > 0.0):
                 raise InvalidInputError(f"penalty must be finite and > 0, got {o['penalty']!r}")
+            if not POSITIVE.contains(chi):   # (the bound of a restored state's penalty)
+                raise InvalidInputError(f"penalty must be {POSITIVE}, got {o['penalty']!r}")
         o["penalty"] = chi
         try:
             eps = float(o["damping"])

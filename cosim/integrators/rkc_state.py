@@ -8,15 +8,15 @@ them from :mod:`.explicit_record`); the pivots of J, RKC_PIV, follow rkc-penalty
 slots of I (their start is an argument of the index-1 form)."""
 from .explicit_state import HERMITE, RECORD as EXPLICIT, index1_ints, index1_point, index1_scalars
 from .state_decl import Record
-from .state_fields import NONNEGATIVE, SENTINEL, array, int_array, integer, scalar
+from .state_fields import LAST_STEP, NONNEGATIVE, array, bounded, int_array, integer, scalar
 
 RECORD = Record("cosim.integrators.rkc_state", [
     *index1_scalars(),
     scalar("RHO", "the spectral radius estimate ρ", "method_state.rho", NONNEGATIVE),
-    scalar("CHI", "the penalty χ (seed form) or ω (Bayo form)", "method_state.penalty", NONNEGATIVE),
-    scalar("ALPHA", "α of the Bayo form (-1: the seed form)", "method_state.alpha", SENTINEL),
+    bounded("CHI", "the penalty χ (seed form) or ω (Bayo form)", "method_state.penalty", "POSITIVE"),
+    bounded("ALPHA", "α of the Bayo form (-1: the seed form)", "method_state.alpha", None, -1.0),
     scalar("XI", "option xi"), scalar("DAMPING", "option damping ε"),
-    scalar("H_LAST", "the last step's size (0: none)", "method_state.h_last", SENTINEL),
+    scalar("H_LAST", "the last step's size (0: none)", "method_state.h_last", LAST_STEP),
     scalar("ERR_LAST", "the last step's error ratio (0: none)", "method_state.err_last", NONNEGATIVE),
     scalar("F_HRHO", "a failure's h ρ"),
     *index1_point(),
@@ -33,4 +33,5 @@ RECORD = Record("cosim.integrators.rkc_state", [
 ], sizes={"n": "I_N", "m": "I_M", "ny": "I_NY"},
     order={"method_state": ("h_next", "f_cur", "dense", "rho", "eigvec", "steps_since_rho", "penalty", "alpha",
                             "h_last", "err_last", "last_stages", "max_stages_used")},
+    derivative=("method_state.f_cur", "qdd", "method_state.penalty"),   # f_cur = [q'(χ); q'']
     base=EXPLICIT, names={"N_SCALARS": "RKC_SCALARS", "offsets": "rkc_offsets", "int_length": "rkc_int_length"})

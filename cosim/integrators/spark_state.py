@@ -2,14 +2,14 @@
 :data:`RECORD` come the layout block of :mod:`.spark_record`, and the state dictionary,
 write-back and schema of :class:`~.symplectic.PreadjustedSPARK`."""
 from .state_decl import Record
-from .state_fields import (SENTINEL, STEP, array, int_array, integer, newton, scalar, statistics,
+from .state_fields import (LAST_STEP, STEP, array, bounded, int_array, integer, newton, scalar, statistics,
                            times)
 
 RECORD = Record("cosim.integrators.spark_state", [
     *times(),
     scalar("H", "the (fixed) step size", "method_state.h", STEP),
-    scalar("H_LAST", "the last step taken (-1: none)", "method_state.h_last", SENTINEL),
-    scalar("GAMMA", "the preadjustment parameter γ", "method_state.gamma"),
+    scalar("H_LAST", "the last step taken (-1: none)", "method_state.h_last", LAST_STEP),
+    bounded("GAMMA", "the preadjustment parameter γ", "method_state.gamma", "DEFAULT"),
     scalar("SIGMA", "Newton's contraction estimate"),
     scalar("H_JAC", "h of the stage matrix (-1: none)"),
     scalar("RELAX", "relaxation of the kept matrix's updates"),

@@ -19,6 +19,7 @@ VECTOR = "vector"    # a finite real array of the declared length (or parts, bel
 SENTINEL = "sentinel"  # a real >= 0, or -1: none
 NONNEGATIVE = "nonnegative"  # a finite real number >= 0
 NEWTON = "newton"    # the quasi-Newton memory: σ, h of the matrix, the kept LU and its pivots
+LAST_STEP = "last step"  # the last step's size: 0 or -1 (none), else a step that moves t
 
 
 class Field(NamedTuple):
@@ -70,7 +71,20 @@ def newton(key, piv, sigma="SIGMA", h_jac="H_JAC", relax="RELAX", has_factor="HA
                  parts=(("sigma", sigma), ("h_jac", h_jac), ("need_jac", need_jac), ("relax", relax)))
 
 
-# -- kinds of a record with parts of fixed size (BDF's difference arrays and order counts)
+class Bounded(NamedTuple):
+    """The kind of a slot of S holding a constant of the run that an option sets or the
+    set-up calibrates (spark's γ, rkc-penalty's χ and α): a value in the parameter range
+    ``bound`` of :mod:`cosim.models.ranges` (its name: "POSITIVE", "DEFAULT"), the bound
+    its option is checked against; None: > 0 with no bound of its own, for a value derived
+    from the model, Bayo's α ~ 1e7 M/C_q²); or ``none``, a sentinel that marks
+    the formulation, held exactly when the integrator's own value is it."""
+    bound: str | None
+    none: float | None = None
+
+
+def bounded(name, doc, key, bound, none=None):
+    """A slot of S of a run's constant in a parameter range (:class:`Bounded`)."""
+    return Field(name, "S", key=key, kind=Bounded(bound, none), doc=doc)
 
 
 # -- kinds of a record with parts of fixed size (BDF's difference arrays and order counts)
@@ -88,18 +102,21 @@ class Matrix(NamedTuple):
     """The kind of an array of S that holds a ``rows`` × ``cols`` matrix by rows
     (expressions in the sizes and constants); its state value is the 2-D array.
     ``of``: a matrix of backward differences of the values at these state keys
-    (:func:`differences`)."""
+    (:func:`differences`).  ``factors``: the matrix the kept LU of the Newton memory is
+    the factorisation of (BDF's J)."""
     rows: str
     cols: str
     of: tuple = ()
+    factors: bool = False
 
 
-def matrix(name, rows, cols, doc="", key=None, flag=None):
+def matrix(name, rows, cols, doc="", key=None, flag=None, factors=False):
     """A matrix stored by rows as an array of S.  ``flag``: a slot of I, or a tuple of
     them — the record holds the value while every one is set; writing sets or clears
-    the first, and a flag of the Newton memory asks the state to hold its LU too."""
+    the first, and a flag of the Newton memory asks the state to hold its LU too.
+    ``factors``: that LU factors this matrix (a restored state's pair must agree)."""
     cols_factor = f"({cols})" if re.search(r"[+-]", cols) else cols
-    return Field(name, "S", f"{rows} * {cols_factor}", key, Matrix(rows, cols), flag, doc=doc)
+    return Field(name, "S", f"{rows} * {cols_factor}", key, Matrix(rows, cols, (), factors), flag, doc=doc)
 
 
 def differences(name, rows, cols, of, doc="", key=None):

@@ -69,6 +69,7 @@ import numpy as np
 
 from .. import fixed_step, jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
+from ..models.ranges import DEFAULT
 from . import dense_lu, kernel_common, spark_record, spark_terms
 from . import spark_kernel as K
 from .base import MultibodyIntegrator
@@ -153,6 +154,8 @@ def parse_gamma(value):
             f"gamma must be '0', 'T', 'opt' or a finite number, got {value!r}") from None
     if not math.isfinite(x):
         raise InvalidInputError(f"gamma must be finite, got {x!r}")
+    if not DEFAULT.contains(x):   # (the bound of a restored state's gamma)
+        raise InvalidInputError(f"gamma must be {DEFAULT}, got {x!r}")
     return x
 
 
