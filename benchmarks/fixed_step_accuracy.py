@@ -14,8 +14,9 @@ sample of steps the true local error of q in the same weights (scipy DOP853 at 1
 the index-1 ODE from the step's start (q, v)); the global error
 max_k |q_k − q_ref,k| / max(1, |q_ref,k|) at t_end; the verdict: "ok", "warn" (largest
 estimate > fixed_step.WARN_FACTOR) or "FAIL" (a step's estimate above the refusal,
-1/rtol — local-index1 1/(10·rtol): FixedStepError, the run stops there).  The model
-"oscillator" is q'' = −4q from q = 1 at rest.  rtol 1e-6, atol 1e-8 (the CLI's
+1/rtol — local-index1 1/(10·rtol), rk4 1/(20·rtol): FixedStepError, the run stops there).  The model
+"oscillator" is q'' = −4q from q = 1 at rest, "pendulum2" the pendulum from phi0 = 2
+(the large-amplitude run whose energy tests/test_symplectic.py follows over 10⁴ steps).  rtol 1e-6, atol 1e-8 (the CLI's
 defaults).  Robots need the ``robots`` extra.
 
     PYTHONPATH=$PWD python benchmarks/fixed_step_accuracy.py
@@ -35,7 +36,9 @@ from cosim import fixed_step  # noqa: E402
 from fixed_step_floor import model_named, reference  # noqa: E402  (this folder)
 from cosim.errors import ConvergenceError, FixedStepError  # noqa: E402
 from cosim.integrators import make_integrator  # noqa: E402
+from cosim.integrators.explicit_record import REFUSAL_RK4  # noqa: E402
 from cosim.integrators.li1_record import REFUSAL as LI1_REFUSAL  # noqa: E402
+from cosim.models import load_model  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 from reference import Oscillator  # noqa: E402  (q'' = −4q from q = 1 at rest)
 
@@ -51,7 +54,7 @@ CASES = [
     ("ur5", "generalized-alpha", (1e-3,), 0.2),
     ("ur5", "rk4", (1e-3,), 0.2),
     ("andrews", "generalized-alpha", (1.0, 1e-1, 3e-3, 1e-3, 3e-4, 1e-4), 0.03),
-    ("andrews", "rk4", (1e-2, 3e-3, 1e-3, 1e-4), 0.03),
+    ("andrews", "rk4", (1e-2, 3e-3, 2e-3, 1e-3, 7e-4, 1e-4), 0.03),
     ("andrews", "dopri5", (1e-3, 1e-4, 1e-5), 0.03),
     ("two_link", "bdf", (1e-2, 1e-3), 0.5),
     ("pendulum", "bdf", (1e-1, 1e-2, 1e-3), 1.0),
@@ -80,6 +83,7 @@ CASES = [
     ("pendulum", "spark", (3e-1, 1e-1, 1e-2, 1e-3), 1.0),
     ("panda", "spark", (1e-2, 1e-3), 0.2),
     ("andrews", "spark", (1e-3, 1e-4, 3e-5), 0.03),
+    ("pendulum2", "spark", (5e-2,), 20.0),
     ("crank_slider", "spark", (2.5e-3, 1e-3), 0.1),
     # stages 2 and 3: the two-step defect (the first step of a run is not judged)
     ("oscillator", "spark", (2e-1, 1e-1, 5e-2, 2e-2), 2.0, {"stages": 2}),
@@ -144,7 +148,8 @@ def main(argv=None):
     warnings.simplefilter("ignore")
     print(f"rtol {RTOL:g}, atol {ATOL:g}; warn above {fixed_step.WARN_FACTOR:g}, fail above "
           f"1/rtol = {fixed_step.UNRESOLVED / RTOL:.3g} (local-index1: 1/({LI1_REFUSAL:g}·rtol) = "
-          f"{fixed_step.UNRESOLVED / (LI1_REFUSAL * RTOL):.3g}; estimates in tolerance weights)")
+          f"{fixed_step.UNRESOLVED / (LI1_REFUSAL * RTOL):.3g}, rk4: 1/({REFUSAL_RK4:g}·rtol) = "
+          f"{fixed_step.UNRESOLVED / (REFUSAL_RK4 * RTOL):.3g}; estimates in tolerance weights)")
     print(f"{'model':9} {'method':21} {'h':>8} {'estimate':>9} {'true local':>10} {'est/true':>8} "
           f"{'global err':>10}  verdict")
     refs = {}
@@ -156,7 +161,8 @@ def main(argv=None):
             continue
         label = method + "".join(f" {k}={v}" for k, v in options.items())
         try:
-            model = Oscillator() if name == "oscillator" else model_named(name)
+            model = (Oscillator() if name == "oscillator" else load_model("pendulum", phi0=2.0)
+                     if name == "pendulum2" else model_named(name))
         except Exception as exc:  # the robots extra missing
             print(f"{name:9} skipped: {exc}")
             continue

@@ -25,9 +25,12 @@ Two thresholds, measured (``python benchmarks/fixed_step_accuracy.py``):
 
 * a step whose estimate exceeds 1/rtol — a position error larger than the state's own
   scale, |e_k| > |q_k| + atol/rtol — resolves nothing: the advance fails with
-  :class:`~cosim.errors.FixedStepError` (the state as before the call); local-index1,
-  whose estimate is close to its true local error (generalized-α's is 9-110 × above
-  it), above 1/(10·rtol) (li1_record.REFUSAL, its verdict's rtol slot FIXED_RTOL);
+  :class:`~cosim.errors.FixedStepError` (the state as before the call); a method
+  whose estimate is closer to its true local error than generalized-α's (9-110 ×
+  above it) refuses above 1/(REFUSAL·rtol), so that it refuses at about the same true
+  error: local-index1 above 1/(10·rtol) (li1_record.REFUSAL), rk4 above 1/(20·rtol)
+  (explicit_record.REFUSAL_RK4; the calibration in its comment), through the
+  verdict's rtol slot FIXED_RTOL = REFUSAL·rtol (state_fields.fixed_step_scalars);
 * a run whose largest estimate exceeds :data:`WARN_FACTOR` gets one
   :class:`~cosim.errors.FixedStepAccuracyWarning` naming it.
 """
@@ -68,7 +71,7 @@ FIXED_ONLY = "a method with error control (an adaptive run of bdf, for example)"
 def unresolved_error(method, t, h, estimate, rtol, atol, order=ORDER_LOCAL, alternative=None, refusal=1.0):
     """The error of a fixed step beyond the state's scale (the record is unchanged);
     ``refusal``: the method's kernel refuses above UNRESOLVED/(refusal·rtol), an error
-    of 1/refusal of the state (local-index1: li1_record.REFUSAL)."""
+    of 1/refusal of the state (its record module's REFUSAL: local-index1, rk4)."""
     hs = suggested_step(h, estimate, order)
     alternative = "run adaptive (no h)" if alternative is None else "take " + alternative
     if refusal == 1.0:

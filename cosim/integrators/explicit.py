@@ -103,6 +103,7 @@ class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyInt
     _kernel = K
     _method_code = K.DOPRI5
     fixed_error_order = 5   # the fixed step's estimate ∝ h⁵ (cosim.fixed_step)
+    refusal = K.REFUSAL_DOPRI5   # a fixed step refused above 1/(refusal·rtol) (explicit_record)
     compiled_entry = staticmethod(compiled_entry)
     compiled_native_step = staticmethod(compiled_native_step)
     _lu_is_state = False   # the projection's LU is work space
@@ -250,7 +251,7 @@ class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyInt
                                       else "singular matrix")
         if status == K.FIXED_UNRESOLVED:
             raise fixed_step.unresolved_error(self.name, t, self.h_fixed, float(S[K.F_ERR]), self.rtol, self.atol,
-                                              self.fixed_error_order)
+                                              self.fixed_error_order, refusal=self.refusal)
         if status == K.NONFINITE_DERIVATIVE:
             message, h, cause = "right-hand side is not finite", 0.0, "non-finite derivative"
         elif status == K.UNDERFLOW:
@@ -316,6 +317,7 @@ class RK4(ExplicitRungeKutta):
     description = "classical Runge-Kutta 4, fixed step or step doubling, + projection (seed 000 §6)"
     _method_code = K.RK4
     fixed_error_order = 4   # the embedded third-order estimate ∝ h⁴ (cosim.fixed_step)
+    refusal = K.REFUSAL_RK4
 
     def dense_output(self, t):
         return last_step_dense_output(self, t, "f0", "f1")

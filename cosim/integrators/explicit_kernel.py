@@ -46,11 +46,11 @@ from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_JACO
 from .explicit_record import (  # noqa: F401
     ATOL, CAUSE, C_NONE, C_NONFINITE_MATRIX, C_NONFINITE_SOLUTION, C_POSITION, C_RHS, C_SINGULAR,
     C_VELOCITY, DENSE_H, DOPRI5, DP_A, DP_B, DP_C, DP_E, DP_FSAL, DP_P, EPS, FAILURE_SLOTS,
-    FIRST_ORDER, FIXED_ERR, FIXED_SLOTS, FIXED_UNRESOLVED, F_CINFO, F_CT, F_ERR, F_H, F_T,
+    FIRST_ORDER, FIXED_ERR, FIXED_RTOL, FIXED_SLOTS, FIXED_UNRESOLVED, F_CINFO, F_CT, F_ERR, F_H, F_T,
     HAS_DENSE, HAS_F, H_FIXED, H_NEXT, I_M, I_N, I_NG, I_NY, MAX_FACTOR, MAX_REJECTIONS, MAX_STEP,
     METHOD, MIN_FACTOR, NONFINITE_DERIVATIVE, NONFINITE_MATRIX, N_SCALARS, N_STATS, OK, ONE_STEP,
-    ORDER, PIV, PROJECTION_MAX_ITER, PROJECTION_TOL, PROJ_ITERS, REJECTION_CONTROL, REJECTION_SLOTS,
-    RESTART, RESTART_THEN_ADVANCE, RK4, RTOL, SAFETY, SINGULAR, STATS, STEP_BUDGET, STEP_FAILED,
+    ORDER, PIV, PROJECTION_MAX_ITER, PROJECTION_TOL, PROJ_ITERS, REFUSAL_DOPRI5, REFUSAL_RK4,
+    REJECTION_CONTROL, REJECTION_SLOTS, RESTART, RESTART_THEN_ADVANCE, RK4, RTOL, SAFETY, SINGULAR, STATS, STEP_BUDGET, STEP_FAILED,
     ST_JAC, ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW,
     WHOLE_INTERVAL, W_C, W_CQ, W_CT, W_ERR, W_F, W_F_HALF, W_K, W_K2, W_K3, W_K4, W_LAM, W_M, W_Q,
     W_RHS, W_V, W_Y0, W_Y_FULL, W_Y_HALF, W_Y_NEW, W_Y_PROJ, W_Y_STAGE, int_length, offsets,
@@ -329,7 +329,8 @@ def step(fns, S, I, LU, u, p, t_limit, w, lazy_end):
             cause = C_NONFINITE_SOLUTION
         if cause == C_NONE and fixed:
             # no error test: the local error estimate in the user's weights is kept
-            # (largest so far); one beyond the state's own scale fails the advance
+            # (largest so far); one beyond 1/(REFUSAL·rtol) fails the advance
+            S[FIXED_RTOL] = (REFUSAL_DOPRI5 if dopri else REFUSAL_RK4) * S[RTOL]
             if not fixed_step_resolved(S, _fixed_estimate(S, I, n, n2, dopri, y, h, w), h, FIXED_SLOTS):
                 return FIXED_UNRESOLVED
         if cause == C_NONE and err <= 1.0:

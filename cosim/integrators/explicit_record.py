@@ -82,7 +82,8 @@ F_ERR = 10  # a rejected step's error ratio
 F_CT = 11  # t of a failed evaluation or projection
 F_CINFO = 12  # pivot ratio of a singular J
 FIXED_ERR = 13  # fixed step: the largest local error estimate so far (user's weights)
-N_SCALARS = 14
+FIXED_RTOL = 14  # fixed step: REFUSAL·rtol, the scale of the verdict (fixed_step_resolved)
+N_SCALARS = 15
 # slots of I
 I_N = 0  # n coordinates (0: first order)
 I_M = 1  # m multiplier rows (C and B)
@@ -125,8 +126,26 @@ FAILURE_SLOTS = (T, F_T, F_H, F_ERR, F_CT, F_CINFO)   # advance failed: F_T ← 
 REJECTION_SLOTS = (CAUSE, F_ERR, F_H, ST_REJ)   # rejected_attempt's
 # a fixed step's estimate (dopri5: the error test's ratio; rk4: the positions' part of
 # the embedded third-order h/6·(k4 − f(y_new)), max norm) judged by
-# kernel_common.fixed_step_resolved with these slots
-FIXED_SLOTS = (RTOL, F_H, F_ERR, FIXED_ERR)
+# kernel_common.fixed_step_resolved with these slots, its rtol slot FIXED_RTOL =
+# REFUSAL·rtol (the kernel writes it before each verdict; rkc-penalty, whose index-1
+# form shares these slots, its own rkc_record.RKC_REFUSAL): refused above
+# UNRESOLVED/(REFUSAL·rtol).  Calibrated on Andrews (benchmarks/fixed_step_accuracy.py
+# --models andrews --methods generalized-alpha local-index1 rk4 --h 2e-3 1e-3 7e-4
+# 5e-4; the true local error of q in the weights, at the sampled steps):
+# generalized-α (REFUSAL 1) and local-index1 (li1_record.REFUSAL = 10) pass at 0.5 ms
+# (true local errors up to 6.9e3 and 6.6e3, warned) and refuse at 0.7 ms (3.4e4 and
+# 3.2e4 before the refused step), so both refuse at a true error of ~1e4-3e4 × the
+# weights (1-3 % of the state per step).  rk4's estimate is 3.3-5.1 × its true local
+# error at 0.7-2 ms (1.4 at 3 ms): REFUSAL_RK4 = 20, a bound of 1/(20·rtol) = 5e4,
+# refuses at a true error of ~1e4-1.5e4: at 1 ms (true 3.0e4, estimates up to 9.7e4:
+# before, warned and 0.12 off at t = 0.03) and 2 ms (8.9e4, 0.072 off) it refuses, at
+# 0.7 ms (true 4.4e3, estimates up to 2.3e4, 4.3e-3 off) it does not.  Every other rk4
+# run of the benchmark stays below 10 (robots at 1-10 ms, Andrews at 0.1 ms).  dopri5
+# keeps 1/rtol (not calibrated: its estimate is 4-21 × the true error at 0.7-2 ms;
+# Andrews at 2 ms refused, at 1 ms passes with the true error 4.3e3).
+REFUSAL_DOPRI5 = 1.0
+REFUSAL_RK4 = 20.0
+FIXED_SLOTS = (FIXED_RTOL, F_H, F_ERR, FIXED_ERR)
 REJECTION_CONTROL = (MIN_FACTOR, SAFETY, 1.0 / (ORDER + 1), MAX_REJECTIONS)
 
 

@@ -8,7 +8,7 @@ The slots the index-1 form uses (:mod:`.index1_kernel`) are rkc-penalty's too: i
 declaration (:mod:`.rkc_state`) starts its scalars, point and slots of I with
 :func:`index1_scalars`, :func:`index1_point` and :func:`index1_ints`."""
 from .state_decl import Record
-from .state_fields import STEP, array, int_array, integer, scalar, statistics, times
+from .state_fields import STEP, array, fixed_step_scalars, int_array, integer, scalar, statistics, times
 
 # cubic Hermite dense output: f at both ends of the last step and its h
 HERMITE = (("f0", "0", ("ny",)), ("f1", "ny", ("ny",)), ("h", "DENSE_H"))
@@ -27,7 +27,7 @@ def index1_scalars():
         scalar("F_ERR", "a rejected step's error ratio"),
         scalar("F_CT", "t of a failed evaluation or projection"),
         scalar("F_CINFO", "pivot ratio of a singular J"),
-        scalar("FIXED_ERR", "fixed step: the largest local error estimate so far (user's weights)")]
+        *fixed_step_scalars()]
 
 
 def index1_point():

@@ -2,8 +2,8 @@
 :data:`RECORD` come the layout block of :mod:`.li1_record`, and the state dictionary,
 write-back and schema of :class:`~.local_index1.LocalEquivalentIndex1`."""
 from .state_decl import Record
-from .state_fields import (STEP, array, int_array, integer, newton, newton_scalars, scalar,
-                           statistics, step_option_scalars, times)
+from .state_fields import (STEP, array, fixed_step_scalars, int_array, integer, newton, newton_scalars,
+                           scalar, statistics, step_option_scalars, times)
 
 RECORD = Record("cosim.integrators.li1_state", [
     *times(),
@@ -14,8 +14,7 @@ RECORD = Record("cosim.integrators.li1_state", [
     scalar("F_ERR", "a rejected step's error ratio"),
     scalar("F_CT", "t of a failed matrix"), scalar("F_CH", "h of a failed iteration matrix"),
     scalar("F_CINFO", "pivot ratio of a singular matrix"),
-    scalar("FIXED_ERR", "fixed step: the largest local error estimate so far (user's weights)"),
-    scalar("FIXED_RTOL", "fixed step: REFUSAL·rtol, the scale of the verdict (fixed_step_resolved)"),
+    *fixed_step_scalars(),
     array("y", "2 * n", key="y"),
     array("yp", "2 * n", key="y_prev"),
     array("qdd", "n", key="qdd"),

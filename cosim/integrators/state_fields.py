@@ -178,6 +178,17 @@ def step_option_scalars():
     return [scalar("RTOL"), scalar("ATOL"), scalar("H_FIXED", "the fixed step (0: adaptive)"), scalar("MAX_STEP")]
 
 
+def fixed_step_scalars():
+    """The slots of S of a fixed step's verdict (kernel_common.fixed_step_resolved with
+    the slots (FIXED_RTOL, F_H, the failure's estimate, FIXED_ERR)): the largest
+    estimate so far, and the verdict's scale REFUSAL·rtol, which the kernel writes
+    before each verdict from its record module's REFUSAL (the step is refused above
+    1/(REFUSAL·rtol): REFUSAL calibrated per method on the ratio of its estimate to
+    its true local error, so that every method refuses at about the same true error)."""
+    return [scalar("FIXED_ERR", "fixed step: the largest local error estimate so far (user's weights)"),
+            scalar("FIXED_RTOL", "fixed step: REFUSAL·rtol, the scale of the verdict (fixed_step_resolved)")]
+
+
 # -- fields every record declares alike ----------------------------------------------
 def times():
     """The first two slots of S: t and t_prev (NaN in the record: no state yet)."""
