@@ -54,7 +54,7 @@ from .ga_record import (  # noqa: F401
     W_X_HAT, W_X_RATE, W_Y_HAT)
 from .ga_terms import (  # noqa: F401
     _abt_into, _all_finite, _diag_mass_inverse, _gesv, _inv_mass_diag, _nh_gamma, _nh_jacobian,
-    _nh_residual, _nh_rows, consistent_accelerations, n_nonholonomic, restart)
+    _nh_residual, _nh_rows, n_nonholonomic, restart, restart_accelerations)
 from .ga_corrector import (  # noqa: F401
     _amax, _cqv, _jacobian, _jacobian_ggl, _newton, _norm, _norm_ggl, _pymax, _residual,
     _residual_ggl, _rows_norm)

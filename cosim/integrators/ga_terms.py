@@ -5,11 +5,12 @@ import math
 
 import numpy as np
 
-from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
+from .dense_lu import lu_factor_inplace, lu_solve_inplace
 from .ga_record import (CONST_MASS, GGL, H_LAST, I_M, I_N, I_NG, MINV_DIAG, MINV_EXACT, OK,
     RESTART_FAILED, T, T_PREV, _cut, offsets, workspace)
-from .kernel_common import (FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS,
-    FN_NH_FORCE_JACOBIAN, FN_NH_GAMMA, FN_NH_MATRIX, FN_NH_OFFSET, FN_NH_VELOCITY_JACOBIAN)
+from .kernel_common import (FACTORED, FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS,
+    FN_NH_FORCE_JACOBIAN, FN_NH_GAMMA, FN_NH_MATRIX, FN_NH_OFFSET, FN_NH_VELOCITY_JACOBIAN,
+    consistent_accelerations)
 
 
 # ---------------------------------------------------------------------------------
@@ -166,9 +167,10 @@ def _all_finite(x):
     return True
 
 
-def consistent_accelerations(fns, S, I, q, v, t, u, p, qdd_out, lam_out):
-    """Eq. 10: [[M, C_qᵀ], [C_q, 0]] [q''; λ] = [Q; γ]; for a constant diagonal
-    M the m×m system C_q M⁻¹ C_qᵀ λ = C_q M⁻¹ Q − γ.
+def restart_accelerations(fns, S, I, q, v, t, u, p, qdd_out, lam_out):
+    """Eq. 10: [[M, C_qᵀ], [C_q, 0]] [q''; λ] = [Q; γ] (kernel_common.consistent_accelerations);
+    for a constant diagonal M (the M⁻¹ of the velocity projection) the m×m system
+    C_q M⁻¹ C_qᵀ λ = C_q M⁻¹ Q − γ.
     Returns OK or RESTART_FAILED."""
     n, m = I[I_N], I[I_M]
     mz = m + n_nonholonomic(I)
@@ -207,32 +209,15 @@ def consistent_accelerations(fns, S, I, q, v, t, u, p, qdd_out, lam_out):
                 qdd_out[i] = minv[i] * s
             lam_out[:] = rhs
             return OK
-    # general case: the augmented system with the singularity test of common.lu_factor
-    K = np.zeros((n + mz, n + mz))
-    M = np.zeros((n, n))
-    fns[FN_MASS](q, t, p, M)
-    K[:n, :n] = M
-    rhs = np.zeros(n + mz)
-    rhs[:n] = Q
-    if mz > 0:
-        Cq = np.zeros((mz, n))
-        fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
-        _nh_rows(fns, p, m, q, t, Cq)
-        gam = np.zeros(mz)
-        fns[FN_GAMMA](q, v, t, p, gam)
-        _nh_gamma(fns, p, m, q, v, t, gam)
-        K[:n, n:] = Cq.T
-        K[n:, :n] = Cq
-        rhs[n:] = gam
-    for i in range(n + mz):
-        for j in range(n + mz):
-            if not math.isfinite(K[i, j]):
-                return RESTART_FAILED
-    piv = np.empty(n + mz, dtype=np.int64)
-    info = lu_factor_inplace(K, piv)
-    if info != 0 or pivot_ratio(K) <= 1e-14:
+    # general case: the augmented system (kernel_common.consistent_accelerations)
+    N = n + mz
+    K = np.zeros((N, N))
+    rhs = np.zeros(N)
+    piv = np.empty(N, dtype=np.int64)
+    status, _ = consistent_accelerations(fns, p, u, n, m, mz - m, t, q, v, np.zeros((n, n)),
+                                         np.zeros((mz, n)), K, piv, Q, np.zeros(mz), rhs)
+    if status != FACTORED:
         return RESTART_FAILED
-    lu_solve_inplace(K, piv, rhs)
     qdd_out[:] = rhs[:n]
     lam_out[:] = rhs[n:]
     return OK
@@ -252,7 +237,7 @@ def restart(fns, S, I, u, p):
     lam, o = _cut(buf, o, m)
     q[:] = S[o_y:o_y + n]
     v[:] = S[o_y + n:o_y + 2 * n]
-    status = consistent_accelerations(fns, S, I, q, v, S[T], u, p, qdd, lam)
+    status = restart_accelerations(fns, S, I, q, v, S[T], u, p, qdd, lam)
     if status != OK:
         return status
     S[o_qdd:o_qdd + n] = qdd

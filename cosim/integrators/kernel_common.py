@@ -1,6 +1,7 @@
 """What every method's kernel shares, written once: the quasi-Newton decisions
 (seed 000 §5.1, Algorithm 2), the reuse test of the iteration matrix
 (Algorithm 3 g), forming its LU with the singularity and finiteness checks, the
+consistent accelerations (eq. 10: every kernel's solve of [[M, C_qᵀ], [C_q, 0]]), the
 step clamp towards a target time, the weighted norms (eq. 35) and the one-step
 methods' error ratio, the step-size control after an attempt, and the verdict on a
 fixed step's local error estimate.
@@ -149,6 +150,66 @@ def factor_matrix(J, LU, piv, N):
     ratio = 0.0 if info != 0 else pivot_ratio(LU)
     if ratio <= PIVOT_RATIO_MIN:
         return MATRIX_SINGULAR, ratio
+    return FACTORED, ratio
+
+
+# -- the consistent accelerations (seed 000 eq. 10) -------------------------------------
+# [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]] [q''; λ; μ] = [Q; γ; γ_G] at (q, v, t): m
+# holonomic rows C_q, g nonholonomic rows B (seed 000 §7; none for g = 0).  Every method
+# solves it here: at a restart (local-index1, generalized-α, block-lstable), at the end of
+# a step (spark), as the index-1 form's y' (eq. 88-89: dopri5/rk4, rkc-penalty) and as
+# local-index1's ψ(q, v).
+def augmented_factor(fns, p, n, m, g, q, t, M, Cq, K, piv):
+    """K (N×N, N = n + m + g) ← the LU factors of [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]] at
+    (q, t), pivots in ``piv``; M and [C_q; B] are left in ``M`` and ``Cq`` ((m + g)×n).
+    Returns :func:`factor_matrix`'s (status, pivot ratio)."""
+    N = n + m + g
+    M[:, :] = 0.0
+    fns[FN_MASS](q, t, p, M)
+    Cq[:, :] = 0.0
+    if m > 0:
+        fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
+    if g > 0:
+        fns[FN_NH_MATRIX](q, t, p, Cq[m:])
+    for i in range(N):
+        for j in range(N):
+            K[i, j] = 0.0
+    for i in range(n):
+        for j in range(n):
+            K[i, j] = M[i, j]
+    for k in range(m + g):
+        for i in range(n):
+            K[i, n + k] = Cq[k, i]
+            K[n + k, i] = Cq[k, i]
+    return factor_matrix(K, K, piv, N)
+
+
+def augmented_rhs(fns, p, u, n, m, g, q, v, t, Q, gam, rhs):
+    """rhs[:n + m + g] ← [Q; γ; γ_G] at (q, v, t); Q and [γ; γ_G] are left in ``Q`` (n)
+    and ``gam`` (m + g)."""
+    Q[:] = 0.0
+    fns[FN_FORCES](q, v, t, u, p, Q)
+    gam[:] = 0.0
+    if m > 0:
+        fns[FN_GAMMA](q, v, t, p, gam)
+    if g > 0:
+        fns[FN_NH_GAMMA](q, v, t, p, gam[m:])
+    for i in range(n):
+        rhs[i] = Q[i]
+    for k in range(m + g):
+        rhs[n + k] = gam[k]
+
+
+def consistent_accelerations(fns, p, u, n, m, g, t, q, v, M, Cq, K, piv, Q, gam, rhs):
+    """The consistent accelerations at (q, v, t) (seed 000 eq. 10): q'' into rhs[:n],
+    [λ; μ] into rhs[n:n + m + g]; the factors stay in K, ``piv`` (:func:`augmented_factor`,
+    :func:`augmented_rhs`: the work arrays).  Returns :func:`factor_matrix`'s (status,
+    pivot ratio); on a failure rhs is not written."""
+    status, ratio = augmented_factor(fns, p, n, m, g, q, t, M, Cq, K, piv)
+    if status != FACTORED:
+        return status, ratio
+    augmented_rhs(fns, p, u, n, m, g, q, v, t, Q, gam, rhs)
+    lu_solve_inplace(K, piv, rhs)
     return FACTORED, ratio
 
 
