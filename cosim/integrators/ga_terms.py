@@ -1,15 +1,15 @@
 """Model terms of generalized-α (:mod:`cosim.integrators.ga_kernel`): the
-nonholonomic rows, the diagonal-mass shortcut, consistent accelerations (eq. 10) and
-the restart."""
+nonholonomic rows, the diagonal-mass shortcut and the restart (consistent
+accelerations, eq. 10: :func:`.kernel_common.consistent_accelerations`)."""
 import math
 
 import numpy as np
 
 from .dense_lu import lu_factor_inplace, lu_solve_inplace
 from .ga_record import (CONST_MASS, GGL, H_LAST, I_M, I_N, I_NG, MINV_DIAG, MINV_EXACT, OK,
-    RESTART_FAILED, T, T_PREV, _cut, offsets, workspace)
-from .kernel_common import (FACTORED, FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS,
-    FN_NH_FORCE_JACOBIAN, FN_NH_GAMMA, FN_NH_MATRIX, FN_NH_OFFSET, FN_NH_VELOCITY_JACOBIAN,
+    RESTART_FAILED, T, T_PREV, _block, _cut, offsets, workspace)
+from .kernel_common import (FACTORED, FN_MASS,
+    FN_NH_FORCE_JACOBIAN, FN_NH_MATRIX, FN_NH_OFFSET, FN_NH_VELOCITY_JACOBIAN,
     consistent_accelerations)
 
 
@@ -31,13 +31,6 @@ def _nh_rows(fns, p, m, q, t, Cq):
     if Cq.shape[0] == m:
         return
     fns[FN_NH_MATRIX](q, t, p, Cq[m:])
-
-
-def _nh_gamma(fns, p, m, q, v, t, g):
-    """γ_G into g[m:] (zero-filled by the caller)."""
-    if g.shape[0] == m:
-        return
-    fns[FN_NH_GAMMA](q, v, t, p, g[m:])
 
 
 def _nh_residual(fns, p, n, m, t1, q, v, lam_hat, delta, c_nu, r_force, gh, F):
@@ -167,81 +160,34 @@ def _all_finite(x):
     return True
 
 
-def restart_accelerations(fns, S, I, q, v, t, u, p, qdd_out, lam_out):
-    """Eq. 10: [[M, C_qᵀ], [C_q, 0]] [q''; λ] = [Q; γ] (kernel_common.consistent_accelerations);
-    for a constant diagonal M (the M⁻¹ of the velocity projection) the m×m system
-    C_q M⁻¹ C_qᵀ λ = C_q M⁻¹ Q − γ.
-    Returns OK or RESTART_FAILED."""
-    n, m = I[I_N], I[I_M]
-    mz = m + n_nonholonomic(I)
-    o_mix = offsets(n, mz)[9]
-    buf = np.zeros(n + 2 * mz * n + 2 * mz + mz * mz)   # one allocation (workspace())
-    Q, o = _cut(buf, 0, n)
-    fns[FN_FORCES](q, v, t, u, p, Q)
-    if mz > 0 and _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
-        minv = S[o_mix:o_mix + n]
-        Cq_flat, o = _cut(buf, o, mz * n)
-        CM_flat, o = _cut(buf, o, mz * n)
-        A_flat, o = _cut(buf, o, mz * mz)
-        gam, o = _cut(buf, o, mz)
-        rhs, o = _cut(buf, o, mz)
-        Cq, CM, A = Cq_flat.reshape((mz, n)), CM_flat.reshape((mz, n)), A_flat.reshape((mz, mz))
-        fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
-        _nh_rows(fns, p, m, q, t, Cq)
-        fns[FN_GAMMA](q, v, t, p, gam)
-        _nh_gamma(fns, p, m, q, v, t, gam)
-        for k in range(mz):
-            for j in range(n):
-                CM[k, j] = Cq[k, j] * minv[j]
-        _abt_into(CM, Cq, A)
-        for k in range(mz):
-            s = 0.0
-            for j in range(n):
-                s += CM[k, j] * Q[j]
-            rhs[k] = s - gam[k]
-        piv = np.empty(mz, dtype=np.int64)
-        info = _gesv(A, rhs, piv)
-        if info == 0 and _all_finite(rhs):
-            for i in range(n):
-                s = Q[i]
-                for k in range(mz):
-                    s -= rhs[k] * Cq[k, i]
-                qdd_out[i] = minv[i] * s
-            lam_out[:] = rhs
-            return OK
-    # general case: the augmented system (kernel_common.consistent_accelerations)
-    N = n + mz
-    K = np.zeros((N, N))
-    rhs = np.zeros(N)
-    piv = np.empty(N, dtype=np.int64)
-    status, _ = consistent_accelerations(fns, p, u, n, m, mz - m, t, q, v, np.zeros((n, n)),
-                                         np.zeros((mz, n)), K, piv, Q, np.zeros(mz), rhs)
-    if status != FACTORED:
-        return RESTART_FAILED
-    qdd_out[:] = rhs[:n]
-    lam_out[:] = rhs[n:]
-    return OK
-
-
 def restart(fns, S, I, u, p):
     """Forget the step history at the current point (inputs changed, event
-    jump): q'' and λ from eq. 10, a = q'', h_last = 0, λ_rate = 0; the
-    innovation rate x_rate is kept (a fair Newton start).  Also t_prev = t,
-    y_prev = y (Integrator.restart)."""
-    n, m = I[I_N], I[I_M] + n_nonholonomic(I)   # all multipliers [λ; ν]
+    jump): q'' and λ from eq. 10 (kernel_common.consistent_accelerations), a = q'',
+    h_last = 0, λ_rate = 0; the innovation rate x_rate is kept (a fair Newton start).
+    Also t_prev = t, y_prev = y (Integrator.restart).  Returns OK or RESTART_FAILED
+    (the record unchanged)."""
+    n, mh, ng = I[I_N], I[I_M], n_nonholonomic(I)
+    m = mh + ng                                 # all multipliers [λ; ν]
     o_y, o_yp, o_qdd, o_qddp, o_lam, o_a, o_xr, o_lr, o_mid, o_mix, _ = offsets(n, m)
-    buf = np.empty(3 * n + m)   # one allocation
+    N = n + m
+    buf = np.zeros(2 * n + n * n + m * n + N * N + n + m + N)   # one allocation
     q, o = _cut(buf, 0, n)
     v, o = _cut(buf, o, n)
-    qdd, o = _cut(buf, o, n)
-    lam, o = _cut(buf, o, m)
+    M, o = _block(buf, o, n, n)
+    Cq, o = _block(buf, o, m, n)
+    K, o = _block(buf, o, N, N)
+    Q, o = _cut(buf, o, n)
+    gam, o = _cut(buf, o, m)
+    rhs, o = _cut(buf, o, N)
     q[:] = S[o_y:o_y + n]
     v[:] = S[o_y + n:o_y + 2 * n]
-    status = restart_accelerations(fns, S, I, q, v, S[T], u, p, qdd, lam)
-    if status != OK:
-        return status
+    status, _ = consistent_accelerations(fns, p, u, n, mh, ng, S[T], q, v, M, Cq, K,
+                                         np.empty(N, dtype=np.int64), Q, gam, rhs)
+    if status != FACTORED:
+        return RESTART_FAILED
+    qdd = rhs[:n]
     S[o_qdd:o_qdd + n] = qdd
-    S[o_lam:o_lam + m] = lam
+    S[o_lam:o_lam + m] = rhs[n:]
     S[o_a:o_a + n] = qdd
     S[H_LAST] = 0.0
     S[o_lr:o_lr + m] = 0.0
