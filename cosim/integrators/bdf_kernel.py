@@ -34,8 +34,6 @@ the integrator object turns into its error messages.
 """
 import math
 
-import numpy as np
-
 from .dense_lu import lu_solve_inplace
 
 # the record: every name, so that bdf_kernel is the method's one namespace (bdf.py)
@@ -56,8 +54,8 @@ from .bdf_record import (  # noqa: F401
     WS_QX, WS_RHS, WS_TAU, WS_TQ, WS_V, WS_VX, WS_W2, WS_WINV, WS_YDPRED, WS_YPRED, WS_ZPRED,
     int_length, offsets, system_size, workspace, wslots)
 from .bdf_corrector import _newton
-from .kernel_common import (FACTORED, MATRIX_NONFINITE, clamp_step, consistent_accelerations, end_advance,
-    fixed_step_resolved, keeps_matrix, model_outputs)
+from .kernel_common import (FACTORED, MATRIX_NONFINITE, clamp_step, end_advance, fixed_step_resolved, keeps_matrix,
+    model_outputs, restart_accelerations)
 
 
 # ---------------------------------------------------------------------------------
@@ -527,27 +525,15 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
 
 def restart(fns, S, I, u, p):
     """The restart's consistent accelerations: q'', λ at the current point with what is
-    held now (seed 000 eq. 10, :func:`kernel_common.consistent_accelerations`) into the
+    held now (seed 000 eq. 10, :func:`kernel_common.restart_accelerations`) into the
     record; the integrator object then starts again at order 1 (bdf.py ``_restart``).
     Returns OK, or SINGULAR / NONFINITE_MATRIX (S[F_T] = t, the pivot ratio in
     S[F_INFO]) with the rest of the record unchanged."""
     n, m = I[I_N], I[I_M]
     o_y, _, o_qdd, o_lam = offsets(n, m, I[I_NS])[:4]
-    N = n + m
-    q = S[o_y:o_y + n].copy()
-    v = S[o_y + n:o_y + 2 * n].copy()
-    rhs = np.zeros(N)
-    status, ratio = consistent_accelerations(fns, p, u, n, m, 0, S[T], q, v, np.zeros((n, n)), np.zeros((m, n)),
-                                             np.zeros((N, N)), np.zeros(N, dtype=np.int64), np.zeros(n),
-                                             np.zeros(m), rhs)
+    status = restart_accelerations(fns, S, u, p, n, m, 0, o_y, o_qdd, o_lam, (T, F_T, F_INFO))
     if status != FACTORED:
-        S[F_T] = S[T]
-        S[F_INFO] = ratio
         return NONFINITE_MATRIX if status == MATRIX_NONFINITE else SINGULAR
-    for k in range(n):
-        S[o_qdd + k] = rhs[k]
-    for k in range(m):
-        S[o_lam + k] = rhs[n + k]
     return OK
 
 

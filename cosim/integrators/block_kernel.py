@@ -33,8 +33,6 @@ turns into its error messages.  The model's functions are called as ``fns[k](…
 """
 import math
 
-import numpy as np
-
 # every name of the method's modules, so that block_kernel is its one namespace
 from .block_record import (  # noqa: F401
     ATOL, CONST_MASS, EPS, ERROR_EST, ERR_EST, FAILURE_SLOTS, FIXED, FIXED_ERR, FIXED_SLOTS,
@@ -48,10 +46,9 @@ from .block_record import (  # noqa: F401
 from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
     FN_CONSTRAINT_FORCE_JACOBIAN, FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_FORCE_JACOBIANS,
     FN_GAMMA, FN_MASS, FN_MASS_JACOBIAN_TERM, MATRIX_NONFINITE, NEWTON_CONVERGED,
-    NEWTON_LAST_CHANCE, NEWTON_REFRESH, NEWTON_SLOW, all_finite, clamp_step, consistent_accelerations,
-    end_advance, factor_matrix,
+    NEWTON_LAST_CHANCE, NEWTON_REFRESH, NEWTON_SLOW, all_finite, clamp_step, end_advance, factor_matrix,
     fixed_step_resolved, forget_step, keeps_matrix, matrix_formed, model_outputs, newton_start,
-    newton_verdict, relaxation, relaxed_update, snapshot_in, weighted_max, weighted_rms)
+    newton_verdict, relaxation, relaxed_update, restart_accelerations, snapshot_in, weighted_max, weighted_rms)
 
 # the record's names the integrator object reads through this module (RecordIntegrator:
 # ``_kernel.STATS``, the modes) besides the ones the functions below use
@@ -61,28 +58,16 @@ __all__ = ["N_STATS", "STATS", "ST_REJ", "WHOLE_INTERVAL", "int_length", "entry"
 def restart(fns, S, I, u, p):
     """Integrator.restart (new inputs or parameters, an event's new point): the
     consistent accelerations q'', λ at the current point with what is held now (seed
-    000 eq. 10, :func:`kernel_common.consistent_accelerations`), which the next step
+    000 eq. 10, :func:`kernel_common.restart_accelerations`), which the next step
     starts from (a_k enters every stage: the last step's A_r, Λ_r belong to the old
     inputs); no stage data (dense output), t_prev = t, y_prev = y.  Returns OK, or
     SINGULAR / NONFINITE_MATRIX (S[F_T] = t, the pivot ratio in S[F_INFO]) with the
     rest of the record unchanged."""
     n, m = I[I_N], I[I_M]
     o_y, o_yp, o_qdd, o_lam = offsets(n, m, I[I_R])[:4]
-    N = n + m
-    q = S[o_y:o_y + n].copy()
-    v = S[o_y + n:o_y + 2 * n].copy()
-    rhs = np.zeros(N)
-    status, ratio = consistent_accelerations(fns, p, u, n, m, 0, S[T], q, v, np.zeros((n, n)), np.zeros((m, n)),
-                                             np.zeros((N, N)), np.zeros(N, dtype=np.int64), np.zeros(n),
-                                             np.zeros(m), rhs)
+    status = restart_accelerations(fns, S, u, p, n, m, 0, o_y, o_qdd, o_lam, (T, F_T, F_INFO))
     if status != FACTORED:
-        S[F_T] = S[T]
-        S[F_INFO] = ratio
         return NONFINITE_MATRIX if status == MATRIX_NONFINITE else SINGULAR
-    for k in range(n):
-        S[o_qdd + k] = rhs[k]
-    for l in range(m):
-        S[o_lam + l] = rhs[n + l]
     S[STAGE_T0] = math.nan
     forget_step(S, T, T_PREV, o_y, o_yp, 2 * n)
     return OK

@@ -1,16 +1,16 @@
 """Model terms of generalized-α (:mod:`cosim.integrators.ga_kernel`): the
 nonholonomic rows, the diagonal-mass shortcut and the restart (consistent
-accelerations, eq. 10: :func:`.kernel_common.consistent_accelerations`)."""
+accelerations, eq. 10: :func:`.kernel_common.restart_accelerations`)."""
 import math
 
 import numpy as np
 
 from .dense_lu import lu_factor_inplace, lu_solve_inplace
 from .ga_record import (CONST_MASS, GGL, H_LAST, I_M, I_N, I_NG, MINV_DIAG, MINV_EXACT, OK,
-    RESTART_FAILED, T, T_PREV, _block, _cut, offsets, workspace)
+    RESTART_FAILED, F_INFO, F_T, T, T_PREV, offsets, workspace)
 from .kernel_common import (FACTORED, FN_MASS,
     FN_NH_FORCE_JACOBIAN, FN_NH_MATRIX, FN_NH_OFFSET, FN_NH_VELOCITY_JACOBIAN,
-    consistent_accelerations)
+    restart_accelerations)
 
 
 # ---------------------------------------------------------------------------------
@@ -162,36 +162,20 @@ def _all_finite(x):
 
 def restart(fns, S, I, u, p):
     """Forget the step history at the current point (inputs changed, event
-    jump): q'' and λ from eq. 10 (kernel_common.consistent_accelerations), a = q'',
+    jump): q'' and λ from eq. 10 (kernel_common.restart_accelerations), a = q'',
     h_last = 0, λ_rate = 0; the innovation rate x_rate is kept (a fair Newton start).
     Also t_prev = t, y_prev = y (Integrator.restart).  Returns OK or RESTART_FAILED
-    (the record unchanged)."""
+    (the record unchanged but its failure slots F_T, F_INFO)."""
     n, mh, ng = I[I_N], I[I_M], n_nonholonomic(I)
     m = mh + ng                                 # all multipliers [λ; ν]
     o_y, o_yp, o_qdd, o_qddp, o_lam, o_a, o_xr, o_lr, o_mid, o_mix, _ = offsets(n, m)
-    N = n + m
-    buf = np.zeros(2 * n + n * n + m * n + N * N + n + m + N)   # one allocation
-    q, o = _cut(buf, 0, n)
-    v, o = _cut(buf, o, n)
-    M, o = _block(buf, o, n, n)
-    Cq, o = _block(buf, o, m, n)
-    K, o = _block(buf, o, N, N)
-    Q, o = _cut(buf, o, n)
-    gam, o = _cut(buf, o, m)
-    rhs, o = _cut(buf, o, N)
-    q[:] = S[o_y:o_y + n]
-    v[:] = S[o_y + n:o_y + 2 * n]
-    status, _ = consistent_accelerations(fns, p, u, n, mh, ng, S[T], q, v, M, Cq, K,
-                                         np.empty(N, dtype=np.int64), Q, gam, rhs)
+    status = restart_accelerations(fns, S, u, p, n, mh, ng, o_y, o_qdd, o_lam, (T, F_T, F_INFO))
     if status != FACTORED:
         return RESTART_FAILED
-    qdd = rhs[:n]
-    S[o_qdd:o_qdd + n] = qdd
-    S[o_lam:o_lam + m] = rhs[n:]
-    S[o_a:o_a + n] = qdd
+    S[o_a:o_a + n] = S[o_qdd:o_qdd + n]
     S[H_LAST] = 0.0
     S[o_lr:o_lr + m] = 0.0
-    S[o_qddp:o_qddp + n] = qdd
+    S[o_qddp:o_qddp + n] = S[o_qdd:o_qdd + n]
     S[T_PREV] = S[T]
     S[o_yp:o_yp + 2 * n] = S[o_y:o_y + 2 * n]
     return OK

@@ -24,6 +24,8 @@ called as plain Python by the python backend (and ``clamp_step`` by the
 """
 import math
 
+import numpy as np
+
 from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
 
 EPS = 2.220446049250313e-16
@@ -211,6 +213,31 @@ def consistent_accelerations(fns, p, u, n, m, g, t, q, v, M, Cq, K, piv, Q, gam,
     augmented_rhs(fns, p, u, n, m, g, q, v, t, Q, gam, rhs)
     lu_solve_inplace(K, piv, rhs)
     return FACTORED, ratio
+
+
+def restart_accelerations(fns, S, u, p, n, m, g, o_y, o_qdd, o_lam, slots):
+    """A restart's :func:`consistent_accelerations` on a record: at (q, v) = S[o_y:o_y + 2n]
+    and t = S[slots[0]], q'' into S[o_qdd:o_qdd + n] and [λ; μ] into S[o_lam:o_lam + m + g]
+    (work arrays allocated here).  Returns :func:`factor_matrix`'s status; on a failure
+    only t and the pivot ratio are written, into S[slots[1]] and S[slots[2]] (``slots`` =
+    (T, F_T, F_INFO) of the record)."""
+    t = S[slots[0]]
+    N = n + m + g
+    q = S[o_y:o_y + n].copy()
+    v = S[o_y + n:o_y + 2 * n].copy()
+    rhs = np.zeros(N)
+    status, ratio = consistent_accelerations(fns, p, u, n, m, g, t, q, v, np.zeros((n, n)), np.zeros((m + g, n)),
+                                             np.zeros((N, N)), np.zeros(N, dtype=np.int64), np.zeros(n),
+                                             np.zeros(m + g), rhs)
+    if status != FACTORED:
+        S[slots[1]] = t
+        S[slots[2]] = ratio
+        return status
+    for i in range(n):
+        S[o_qdd + i] = rhs[i]
+    for k in range(m + g):
+        S[o_lam + k] = rhs[n + k]
+    return status
 
 
 # -- step clamp ------------------------------------------------------------------
