@@ -13,10 +13,13 @@ first step shows up there.  Child processes may write Python's bytecode cache
     python benchmarks/construct_time.py [--repeat 7] [--cases two_link,andrews_bdf] [--breakdown]
                                         [--source DIR]
 
-``--breakdown`` adds a table that splits the construct's CPU time into ``import numba``,
-``import scipy.linalg`` (both imported by the first compiled ``Simulation``), ``import
-pinocchio`` (a URDF robot: it parses the file) and the rest; ``--source`` times another
-checkout of cosim, e.g. to compare two versions.
+``--breakdown`` adds a table that splits the construct's CPU time into ``import numba``
+(imported by the first compiled ``Simulation``), ``import pinocchio`` (a URDF robot: it
+parses the file), loading the method's and the model's machine code from numba's cache,
+the first call of the loaded code (numba types its arguments: ~25 ms of it is numba
+importing ``numpy.ma`` to rule out a masked array) and the rest (the initial-condition
+analysis, generating and importing the cached modules, setting the model up); ``--source``
+times another checkout of cosim, e.g. to compare two versions.
 
 Run it once before measuring: the first run of a case may compile and fill the cache.
 The Panda case needs the robots extra (pinocchio, example-robot-data) and is left out
@@ -44,7 +47,8 @@ t3, c3 = T(), C()
 print("TIMES", t1 - t0, t2 - t1, t3 - t2, c1 - c0, c2 - c1, c3 - c2)
 """
 
-# --breakdown: the construct split into what it imports first and the rest (CPU s)
+# --breakdown: the construct split into what it imports first, loading the machine code,
+# its first call and the rest (CPU s)
 CHILD_BREAKDOWN = """
 import time
 C = time.process_time
@@ -52,13 +56,25 @@ import cosim
 c0 = C()
 import numba
 c1 = C()
-import scipy.linalg
-c2 = C()
 {robot}
+c2 = C()
+from numba.core.dispatcher import Dispatcher
+from cosim.integrators.record import RecordIntegrator
+spent = {{"load": 0.0, "call": 0.0}}
+def timed(fn, key):
+    def run(*a, **k):
+        t = C()
+        try:
+            return fn(*a, **k)
+        finally:
+            spent[key] += C() - t
+    return run
+Dispatcher.compile = timed(Dispatcher.compile, "load")
+RecordIntegrator._load_machine_code = timed(RecordIntegrator._load_machine_code, "call")
 c3 = C()
 s = cosim.Simulation({args})
 c4 = C()
-print("TIMES", c1 - c0, c2 - c1, c3 - c2, c4 - c3)
+print("TIMES", c1 - c0, c2 - c1, spent["load"], spent["call"], c4 - c3 - spent["load"] - spent["call"])
 """
 
 CASES = {
@@ -103,7 +119,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=7, help="fresh processes per case (default 7)")
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
     ap.add_argument("--breakdown", action="store_true",
-                    help="also split the construct's CPU time: import numba, import scipy.linalg, the rest")
+                    help="also split the construct's CPU time: import numba, loading the machine "
+                         "code, its first call, the rest")
     ap.add_argument("--source", default=REPO,
                     help="the cosim checkout to time (default: the one holding this script)")
     args = ap.parse_args()
@@ -142,14 +159,14 @@ def main():
             for c in names:
                 parts[c].append(run_case(calls[c], env, CHILD_BREAKDOWN, robot=c == "panda_rk4"))
         print(f"\nconstruct, CPU s, median of {args.repeat}: what it imports first (pinocchio: "
-              f"URDF robots), then the rest (loading the compiled method and model kernels, "
-              f"the model, the start)")
-        head = (f"{'case':<48s} {'import numba':>14s} {'scipy.linalg':>14s} {'pinocchio':>14s} "
-                f"{'the rest':>14s}")
+              f"URDF robots), loading the method's and the model's machine code from the cache, "
+              f"its first call, the rest (IC analysis, generated modules, the model)")
+        head = (f"{'case':<48s} {'import numba':>14s} {'pinocchio':>14s} {'load code':>14s} "
+                f"{'first call':>14s} {'the rest':>14s}")
         print(head)
         print("-" * len(head))
         for c in names:
-            med = [statistics.median(r[k] for r in parts[c]) for k in range(4)]
+            med = [statistics.median(r[k] for r in parts[c]) for k in range(5)]
             print(f"{CASES[c][0]:<48s} " + " ".join(f"{x:>14.2f}" for x in med), flush=True)
 
 

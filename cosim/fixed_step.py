@@ -14,7 +14,9 @@ error test holds at 1):
   part, inflated by stiff components the L-stable method damps, is left out),
 * spark with stages = 1 (likewise every run): the positions' Hermite defect
   q1 − q0 − h/2 (v0 + v1) + h²/12 (a1 − a0), the local error of q to leading order
-  (∝ h³; stages ≥ 2 keep none: it cancels their leading error).
+  (∝ h³); with stages 2 and 3, where that defect cancels their leading error, the
+  two-step defect over the last step and this one (∝ h^(2s+1); the first step after a
+  start or restart not judged); stages = 4 keeps none.
 
 Every kernel judges a step with the same function,
 :func:`cosim.integrators.kernel_common.fixed_step_resolved`.
@@ -23,7 +25,9 @@ Two thresholds, measured (``python benchmarks/fixed_step_accuracy.py``):
 
 * a step whose estimate exceeds 1/rtol — a position error larger than the state's own
   scale, |e_k| > |q_k| + atol/rtol — resolves nothing: the advance fails with
-  :class:`~cosim.errors.FixedStepError` (the state as before the call);
+  :class:`~cosim.errors.FixedStepError` (the state as before the call); local-index1,
+  whose estimate is close to its true local error (generalized-α's is 9-110 × above
+  it), above 1/(10·rtol) (li1_record.REFUSAL, its verdict's rtol slot FIXED_RTOL);
 * a run whose largest estimate exceeds :data:`WARN_FACTOR` gets one
   :class:`~cosim.errors.FixedStepAccuracyWarning` naming it.
 """
@@ -61,14 +65,21 @@ def suggested_step(h, estimate, order=ORDER_LOCAL):
 FIXED_ONLY = "a method with error control (an adaptive run of bdf, for example)"
 
 
-def unresolved_error(method, t, h, estimate, rtol, atol, order=ORDER_LOCAL, alternative=None):
-    """The error of a fixed step beyond the state's scale (the record is unchanged)."""
+def unresolved_error(method, t, h, estimate, rtol, atol, order=ORDER_LOCAL, alternative=None, refusal=1.0):
+    """The error of a fixed step beyond the state's scale (the record is unchanged);
+    ``refusal``: the method's kernel refuses above UNRESOLVED/(refusal·rtol), an error
+    of 1/refusal of the state (local-index1: li1_record.REFUSAL)."""
     hs = suggested_step(h, estimate, order)
     alternative = "run adaptive (no h)" if alternative is None else "take " + alternative
+    if refusal == 1.0:
+        beyond = f"an error larger than the state itself (above 1/rtol = {UNRESOLVED / rtol:.3g})"
+    else:
+        beyond = (f"an error larger than 1/{refusal:g} of the state (above 1/({refusal:g}·rtol) = "
+                  f"{UNRESOLVED / (refusal * rtol):.3g})")
     exc = FixedStepError(
         f"{method}: the fixed step h={h!r} resolves nothing at t={t!r}: its local error "
         f"estimate is {estimate:.3g} times the tolerance weights (rtol={rtol!r}, atol={atol!r}), "
-        f"an error larger than the state itself (above 1/rtol = {UNRESOLVED / rtol:.3g}); the "
+        f"{beyond}; the "
         f"step failed and the state is unchanged; take h of {hs:.2g} or less (the estimate "
         f"falls at best as h^{order}) or {alternative}",
         t=t, h=h, cause="fixed step")

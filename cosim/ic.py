@@ -112,7 +112,7 @@ class ReducedConstraints:
         return self._model.energy(t, y, u)
 
 
-_GEQP3 = []   # LAPACK geqp3, looked up when first needed (scipy.linalg: ~0.1-0.2 s to import)
+_GEQP3 = []   # LAPACK dgeqp3, looked up when first needed (cosim.lapack: without scipy.linalg)
 REPAIR_TOLERANCE = 1e-10  # a change below this (relative) is rounding, not a repair
 
 
@@ -184,8 +184,8 @@ def independent_constraints(Cq, tol=1e-9):
     # query, so the same R and pivots): scipy's wrapper costs ~5x the factorisation here
     a = np.array(np.asarray_chkfinite(Cq, dtype=float).T, order="F")
     if not _GEQP3:
-        import scipy.linalg as sla  # noqa: PLC0415
-        _GEQP3[:] = sla.get_lapack_funcs(("geqp3",), (np.zeros(1),))
+        from .lapack import function  # noqa: PLC0415
+        _GEQP3[:] = (function("dgeqp3"),)   # = scipy.linalg.get_lapack_funcs("geqp3") for float64
     geqp3 = _GEQP3[0]
     lwork = int(geqp3(a, lwork=-1)[3][0])
     qr, jpvt, _, _, info = geqp3(a, lwork=max(lwork, 1), overwrite_a=1)

@@ -103,6 +103,8 @@ class compiling:
     time it took — so no compile is silent for more than ~10 s, and a cache load
     says nothing."""
 
+    periodic = True   # False: only the first and the last line (a warmup worker: its parent says)
+
     def __init__(self, what, estimate, every=10.0, quiet_for=2.0, cached=False):
         self.what, self.estimate, self.every, self.quiet_for = what, estimate, every, quiet_for
         self.cached = cached   # a cache entry exists: a slow load is said as a load, not a compile
@@ -125,7 +127,8 @@ class compiling:
                 say(f"compiling {self.what} ({self.estimate}; once, then cached in {cache_dir()})…")
             doing = "loading" if self.cached else "compiling"
             while not self._stop.wait(self.every):
-                say(f"  … still {doing} {self.what} ({time.perf_counter() - self._t0:.0f} s so far)")
+                if self.periodic:
+                    say(f"  … still {doing} {self.what} ({time.perf_counter() - self._t0:.0f} s so far)")
 
         self._thread = threading.Thread(target=tick, name="cosim-compile-progress", daemon=True)
         self._thread.start()
@@ -292,17 +295,58 @@ def _safe_source(obj):
         return getattr(obj, "__qualname__", getattr(obj, "__name__", repr(obj)))
 
 
-def _module_body(module):
-    """A method module's source for the generated file, its relative imports
-    (``from .x import …``, also over several lines) dropped: their modules are
-    pasted in too."""
+def _relative_import_lines(source):
+    """Line numbers (1-based) of the module-level relative imports of ``source``
+    (``from .x import …``, also over several lines), by the syntax tree."""
     import ast  # noqa: PLC0415
-    source = _safe_source(module)
     drop = set()
     for node in ast.parse(source).body:
         if isinstance(node, ast.ImportFrom) and node.level > 0:
             drop.update(range(node.lineno, node.end_lineno + 1))
-    lines = [ln for i, ln in enumerate(source.splitlines(), 1) if i not in drop]
+    return drop
+
+
+def _relative_import_lines_scanned(lines):
+    """:func:`_relative_import_lines` of cosim's own kernel modules without parsing them
+    (parsing a method's five modules took ~20 ms of every warm start): a statement that
+    starts a line with ``from .`` runs on while its parentheses are open or a line ends
+    with a backslash (an import holds no string, so ``#`` starts a comment).  None when
+    such a line may be inside a triple-quoted string (an odd number of triple quotes
+    before it): then the tree decides.  ``tests/test_jit_cache_load.py`` checks that
+    both agree on every method's modules."""
+    drop = set()
+    quoted = False
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("from ."):
+            if quoted:
+                return None
+            depth, j = 0, i
+            while True:
+                code = lines[j].split("#", 1)[0]
+                depth += code.count("(") - code.count(")")
+                drop.add(j + 1)
+                if (depth <= 0 and not code.rstrip().endswith("\\")) or j + 1 == len(lines):
+                    break
+                j += 1
+            i = j + 1
+            continue
+        quoted ^= (line.count('"""') + line.count("'''")) % 2 == 1
+        i += 1
+    return drop
+
+
+def _module_body(module):
+    """A method module's source for the generated file, its relative imports
+    (``from .x import …``, also over several lines) dropped: their modules are
+    pasted in too."""
+    source = _safe_source(module)
+    lines = source.splitlines()
+    drop = _relative_import_lines_scanned(lines)
+    if drop is None:
+        drop = _relative_import_lines(source)
+    lines = [ln for i, ln in enumerate(lines, 1) if i not in drop]
     return f"\n# ---- {module.__name__.rsplit('.', 1)[-1]} ----\n" + "\n".join(lines) + "\n"
 
 
@@ -545,7 +589,61 @@ def _has_cache_index(dispatcher):
 _LATE_SYMBOLS = (b"_numba_hashsecret_",)
 
 
-def _loads_without_compiler(dispatcher):
+_lazy_classes = {}   # numba code-library class -> its subclass parsing the bitcode when needed
+
+
+def _lazy_linking_class(base):
+    """``base`` (numba's JIT code library) whose copy of the code as LLVM bitcode — kept
+    only to be linked into a later compilation that calls this function (and to list the
+    library's symbols) — is parsed when first needed instead of at load: parsing a
+    method's (~0.7 MB) took ~30 ms of a warm start, and nothing in a run needs it."""
+    if base not in _lazy_classes:
+        import llvmlite.binding as ll  # noqa: PLC0415
+
+        class LazyLinkingLibrary(base):
+            _lazy_bitcode = None
+
+            def _parse_bitcode(self):
+                bitcode, self._lazy_bitcode = self._lazy_bitcode, None
+                if bitcode is not None:   # what numba's _unserialize does at load
+                    self._shared_module = ll.parse_bitcode(bitcode)
+                    self._codegen._engine._load_defined_symbols(self._shared_module)
+
+            def _get_module_for_linking(self):
+                self._parse_bitcode()
+                return super()._get_module_for_linking()
+
+            def get_pointer_to_function(self, name):
+                if not self._codegen._engine.is_symbol_defined(name):
+                    self._parse_bitcode()
+                return super().get_pointer_to_function(name)
+
+        _lazy_classes[base] = LazyLinkingLibrary
+    return _lazy_classes[base]
+
+
+def _unserialize_lazily(codegen, libdata, names):
+    """numba's ``CPUCodeLibrary._unserialize`` of an object-code cache entry, its bitcode
+    parsed later (:func:`_lazy_linking_class`).  The symbols a load and cosim ask for
+    (``names``: the function, its Python and its C wrapper) are registered now, those
+    the object code holds; asking for any other parses the bitcode first, as numba
+    would have at load.  None (numba's own way) for another kind of entry."""
+    name, kind, data = libdata
+    engine = getattr(codegen, "_engine", None)
+    if kind != "object" or not isinstance(getattr(engine, "_defined_symbols", None), set):
+        return None
+    object_code, shared_bitcode = data
+    library = codegen.create_library(name)
+    library.__class__ = _lazy_linking_class(type(library))
+    library.enable_object_caching()
+    library._set_compiled_object(object_code)
+    library._lazy_bitcode = shared_bitcode
+    library._finalize_final_module()
+    engine._defined_symbols.update(n for n in names if n.encode() in object_code)
+    return library
+
+
+def _loads_without_compiler(dispatcher, lazy_linking=False):
     """Make ``dispatcher`` load a cache hit without setting up numba's compiler.
 
     numba refreshes its whole typing and lowering context before it even looks in the
@@ -556,7 +654,8 @@ def _loads_without_compiler(dispatcher):
     initialisation (the allocator a cached function may call); a miss, or an entry that
     needs more (object mode, lifted loops, parfors, the hash secret), refreshes the
     context first as numba does, so a compilation always has its full compiler.  Any
-    other numba cache layout keeps numba's own path."""
+    other numba cache layout keeps numba's own path.  ``lazy_linking``: the copy of the
+    code kept for linking is parsed when first needed (:func:`_unserialize_lazily`)."""
     cache = getattr(dispatcher, "_cache", None)
     if not all(hasattr(cache, a) for a in ("_enabled", "_index_key", "_cache_file", "_impl",
                                            "_guard_against_spurious_io_errors")):
@@ -580,6 +679,25 @@ def _loads_without_compiler(dispatcher):
             rtsys.initialize(target_context)
         else:
             target_context.refresh()
+        if light and lazy_linking:
+            codegen = target_context.codegen()
+            try:
+                fndesc = data[1]
+                names = (fndesc.llvm_func_name, fndesc.llvm_cpython_wrapper_name,
+                         fndesc.llvm_cfunc_wrapper_name)
+            except (AttributeError, IndexError, TypeError):
+                names = None
+
+            def unserialize(libdata):
+                lazy = _unserialize_lazily(codegen, libdata, names) if names else None
+                return lazy if lazy is not None else type(codegen).unserialize_library(codegen, libdata)
+
+            # (numba's global compiler lock is held here: no other load sees the swap)
+            codegen.unserialize_library = unserialize
+            try:
+                return cache._impl.rebuild(target_context, data)
+            finally:
+                del codegen.unserialize_library
         return cache._impl.rebuild(target_context, data)
 
     cache.load_overload = load_overload
@@ -614,7 +732,7 @@ def method_entry(method_module, method_name, helpers=(), estimate="about 1-3 min
     signature = method_signature()
     entry = module.entry_at
     if tuple(signature.args) not in entry.overloads:  # (else: another copy of cosim loaded it)
-        _loads_without_compiler(entry)
+        _loads_without_compiler(entry, lazy_linking=True)
         with compiling(f"method {method_name}", estimate, cached=_has_cache_index(entry)):
             entry.compile(signature)
         entry.disable_compile()  # other argument types are a bug, not a new compilation
@@ -683,7 +801,7 @@ def pasted_dispatchers(functions, kind, label):
     module = _generated_module(kind, label, text)
     compiled = [getattr(module, fn.__name__) for fn in functions]
     for dispatcher in compiled:
-        _loads_without_compiler(dispatcher)
+        _loads_without_compiler(dispatcher, lazy_linking=True)
     return compiled
 
 

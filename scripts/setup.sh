@@ -106,6 +106,8 @@ if .venv/bin/python -c "import numba" >/dev/null 2>&1; then
   say "compiling the integration methods once for this machine (first set-up: a few minutes; later: seconds)"
   # two methods at a time where there are two cores (each is its own cache file)
   jobs=$(.venv/bin/python -c "import os; print(max(1, min(2, os.cpu_count() or 1)))")
-  .venv/bin/cosim warmup --methods -j "$jobs" | sed 's/^/[setup]   /'
+  # each line passed on as it comes (sed would hold them in its buffer when the output
+  # is not a terminal: a log, a pipe)
+  .venv/bin/cosim warmup --methods -j "$jobs" | while IFS= read -r line; do printf '[setup]   %s\n' "$line"; done
 fi
 say "set-up finished"

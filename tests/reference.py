@@ -25,7 +25,25 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.integrate import solve_ivp
 
-from cosim.models import load_model
+from cosim.models import MultibodyModel, Parameter, load_model
+
+
+class Oscillator(MultibodyModel):
+    """q'' = −ω² q (M = 1, ω = 2) from q = 1 at rest: the closed-form flow
+    q = q0 cos ωt + v0/ω sin ωt (tests/test_fixed_step.py, benchmarks/fixed_step_accuracy.py)."""
+
+    name = "oscillator"
+    coordinates = ("x",)
+    parameters = (Parameter("omega", 2.0, "rad/s"),)
+
+    def mass(self, q, t):
+        return np.eye(1)
+
+    def forces(self, q, v, t, u):
+        return np.array([-self.params["omega"] ** 2 * q[0]])
+
+    def initial_state(self):
+        return np.array([1.0]), np.array([0.0])
 
 
 def index1_rhs(model, u):

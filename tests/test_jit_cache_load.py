@@ -74,3 +74,85 @@ def test_cache_hit_loads_without_the_compiler_and_gives_the_compiled_numbers(tmp
         assert run["out"] == pytest.approx(expected, rel=0, abs=1e-15)
         assert run["y"] == 1.25
     assert second["out"] == first["out"]   # bit-identical: the same machine code
+
+
+def test_relative_imports_scanned_as_the_syntax_tree_finds_them():
+    """The generated method modules drop the pasted modules' relative imports; the line
+    scanner that finds them (no parse on a warm start) gives the syntax tree's lines on
+    every module of cosim (so every generated module, and its cache entry, is unchanged),
+    and defers to the tree where such a line may be inside a string."""
+    import importlib
+    import pkgutil
+
+    from cosim import jit
+    checked = 0
+    for package in ("cosim", "cosim.integrators", "cosim.models"):
+        for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+            if info.name == "__main__":
+                continue
+            try:
+                module = importlib.import_module(f"{package}.{info.name}")
+            except ImportError:   # an optional extra
+                continue
+            source = jit._safe_source(module)
+            assert jit._relative_import_lines_scanned(source.splitlines()) == \
+                jit._relative_import_lines(source), module.__name__
+            checked += 1
+    assert checked > 80
+    text = ('"""doc\nfrom .x import y\n"""\nfrom .a import (b,  # (c\n    d)\nfrom .e import \\\n  f\n'
+            'x = 1\n')
+    assert jit._relative_import_lines_scanned(text.splitlines()) is None
+    body = text.split('"""\n', 2)[-1]
+    assert jit._relative_import_lines_scanned(body.splitlines()) == jit._relative_import_lines(body) \
+        == {1, 2, 3, 4}
+
+
+LAZY_CHILD = '''
+import json, sys
+import numba
+import cosim
+from cosim import jit
+if sys.argv[1] == "eager":     # numba's own load of the method's entry
+    loads = jit._loads_without_compiler
+    jit._loads_without_compiler = lambda d, lazy_linking=False: loads(d)
+sim = cosim.Simulation(model="andrews", method="bdf")
+ig = sim.integrator
+entry = ig._entry
+library = entry.overloads[next(iter(entry.overloads))].library
+unparsed = library._shared_module is None
+K = ig._kernel
+
+def args():
+    return (ig._fns, K.WHOLE_INTERVAL, ig._S.copy(), ig._I.copy(), ig._LU.copy(), ig._u_c,
+            ig._parameters(), 0.002, 100000, ig._y_out.copy())
+
+direct = args()
+status = entry(*direct)
+linked = None
+if sys.argv[1] == "lazy":      # a new function calling the entry: links its bitcode
+    caller = numba.njit(lambda *a: entry(*a))
+    again = args()
+    linked = [int(caller(*again)), again[2].tobytes().hex()]
+sim.do_step(0.0, 0.01)
+print(json.dumps({"unparsed": unparsed, "status": int(status), "S": direct[2].tobytes().hex(),
+                  "linked": linked, "y": sim.y.tobytes().hex()}))
+'''
+
+
+def test_method_entry_bitcode_parsed_only_when_linked(tmp_path):
+    """A method's entry loads without parsing its bitcode (kept for linking): the
+    numbers are those of numba's own load bit for bit, and a new function calling the
+    entry (which links that bitcode) compiles and gives them too."""
+    env = dict(os.environ, PYTHONPATH=REPO)
+
+    def child(mode):
+        proc = subprocess.run([sys.executable, "-c", LAZY_CHILD, mode], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    lazy, eager = child("lazy"), child("eager")
+    assert lazy["unparsed"] and not eager["unparsed"]
+    assert lazy["status"] == eager["status"] == 0
+    assert lazy["S"] == eager["S"] and lazy["y"] == eager["y"]
+    assert lazy["linked"] == [0, eager["S"]]

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from cosim.integrators import kernel_common as KC
+from cosim.integrators.dense_lu import lu_solve_inplace, pivot_ratio
 
 
 @pytest.mark.parametrize("sigma, h_new, reuse", [
@@ -112,6 +113,45 @@ def test_factor_matrix_refuses_non_finite_and_singular_matrices():
     assert status == KC.MATRIX_SINGULAR and ratio <= KC.PIVOT_RATIO_MIN
     status, ratio = KC.factor_matrix(np.array([[4.0, 0.0], [0.0, 2.0]]), LU, piv, 2)
     assert status == KC.FACTORED and ratio == 0.5
+
+
+def _refactored_ratio(A):
+    """The pivot ratio of A equilibrated by an independent route: Ruiz's scaling in
+    numpy, then LAPACK's LU of the scaled matrix."""
+    import scipy.linalg
+    dr, dc = np.ones(len(A)), np.ones(len(A))
+    for _ in range(60):
+        S = np.abs(dr[:, None] * A * dc[None, :])
+        dr /= np.sqrt(S.max(axis=1))
+        dc /= np.sqrt(S.max(axis=0))
+    d = np.abs(np.diag(scipy.linalg.lu_factor(dr[:, None] * A * dc[None, :])[0]))
+    return d.min() / d.max()
+
+
+@pytest.mark.parametrize("mass", [3e7, 1e12, 1e-12])  # (1e-12: the unscaled test passes)
+def test_a_heavy_or_light_body_is_not_a_singular_matrix(mass):
+    # [[M, C_qᵀ], [C_q, 0]] of a pendulum bob at (1, -1): the unscaled pivots are m and
+    # |C_q|²/m (ratio ~4/m²: 4e-15 at m = 3e7), a change of units, not a singularity
+    C = np.array([[2.0, -2.0]])
+    A = np.block([[mass * np.eye(2), C.T], [C, np.zeros((1, 1))]])
+    LU, piv = np.zeros((3, 3)), np.zeros(3, dtype=np.int64)
+    status, ratio = KC.factor_matrix(A, LU, piv, 3)
+    assert status == KC.FACTORED
+    if pivot_ratio(LU) <= KC.PIVOT_RATIO_MIN:  # re-judged equilibrated (the two routes
+        # may pivot differently; both see a well-conditioned matrix)
+        assert ratio > 0.1 and 0.1 < ratio / _refactored_ratio(A) < 10
+    x = np.array([0.0, -9.81 * mass, 0.0])
+    lu_solve_inplace(LU, piv, x)
+    assert np.allclose(A @ x, [0.0, -9.81 * mass, 0.0], rtol=0, atol=1e-12 * 9.81 * mass)
+
+
+def test_equilibration_does_not_hide_a_singular_matrix():
+    # rank-deficient to rounding (two equal constraint rows) and a heavy body: still refused
+    C = np.array([[2.0, -2.0], [2.0, -2.0 * (1 + 2e-16)]])
+    A = np.block([[1e6 * np.eye(2), C.T], [C, np.zeros((2, 2))]])
+    LU, piv = np.zeros((4, 4)), np.zeros(4, dtype=np.int64)
+    status, ratio = KC.factor_matrix(A, LU, piv, 4)
+    assert status == KC.MATRIX_SINGULAR and ratio <= KC.PIVOT_RATIO_MIN
 
 
 @pytest.mark.parametrize("t, h, fixed, limit, expected", [

@@ -5,18 +5,92 @@ seconds) and caches them on disk; warming up does that once, e.g. in a
 container build or before a real-time session, and prints what it did.
 """
 import sys
+import threading
 import time
 
 from .._version import install_hint
 from ..errors import ConvergenceError, CosimError
 
+HEARTBEAT_S = 8.0   # the longest the command is quiet: under 10 s with room for a busy machine
 
-def warm_up(model_names=None, workers=1):
+
+class Heartbeat:
+    """A line on stderr whenever the warmup has been quiet for ``every`` seconds, naming
+    what runs (:attr:`doing`, or the methods the worker processes have under way), from
+    this process's own timer: worker processes print what they start and finish, but
+    before that a spawned worker imports cosim and numba and generates the method's
+    module, silent for a long while on a loaded machine.  Every notice of this process
+    (:func:`cosim.jit.say`) and every row it prints (:meth:`note`) restarts the count.
+    ``clock`` and ``out`` are for tests; :meth:`poll` decides, the thread only calls it."""
+
+    def __init__(self, every=HEARTBEAT_S, clock=time.monotonic, out=None):
+        from .. import jit  # noqa: PLC0415
+        self.every, self.clock = every, clock
+        self.out = out or jit.say
+        self.t0 = self.last = clock()
+        self.doing = ""            # what this process does now
+        self.futures = {}          # future -> what a worker does with it (in submission order)
+        self.workers = 1           # how many worker processes take them
+        self._stop = threading.Event()
+        self._thread = None
+
+    @staticmethod
+    def worker_initializer():
+        """(worker process initializer) No periodic "still compiling" lines there: this
+        heartbeat says what the workers do; their start and end lines remain."""
+        from .. import jit  # noqa: PLC0415
+        jit.compiling.periodic = False
+
+    def note(self, *_):
+        """A line was printed: the quiet time starts again."""
+        self.last = self.clock()
+
+    def running(self):
+        """What is under way: the workers' jobs that have started (the pool marks one
+        more than it has workers as running: the first ``workers`` of them, in the order
+        submitted, are the ones a worker has), else :attr:`doing`."""
+        busy = [what for future, what in list(self.futures.items()) if future.running()]
+        return ", ".join(busy[:self.workers]) or self.doing
+
+    def poll(self):
+        """Print a line if quiet for ``every`` s; the seconds until the next check."""
+        now = self.clock()
+        if now - self.last >= self.every:
+            what = self.running()
+            self.out(f"warmup still busy{' with ' + what if what else ''} "
+                     f"({now - self.t0:.0f} s in all)")
+            self.last = now
+        return max(self.last + self.every - now, 0.0)
+
+    def __enter__(self):
+        from .. import jit  # noqa: PLC0415
+        jit.listeners.append(self.note)
+
+        def beat():
+            while not self._stop.wait(min(self.poll(), self.every)):
+                pass
+
+        self._thread = threading.Thread(target=beat, name="cosim-warmup-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        from .. import jit  # noqa: PLC0415
+        self._stop.set()
+        self._thread.join()
+        if self.note in jit.listeners:
+            jit.listeners.remove(self.note)
+        return False
+
+
+def warm_up(model_names=None, workers=1, heartbeat=None):
     """Compile (or load from the disk cache) every compiled method for the
     given library models (default: all with kernels).  Returns rows of
     (model, method, seconds, backend).  ``workers`` > 1 compiles that many
     entries at once in worker processes (each entry is its own cache file);
-    this process then only loads them, and the seconds are the workers'."""
+    this process then only loads them, and the seconds are the workers'.
+    ``heartbeat``: a running :class:`Heartbeat` told what is under way."""
+    heartbeat = heartbeat or _NoHeartbeat()
     from ..integrators import COMPILED_REGISTRY, resolve_backend
     from ..models import available_models, load_model
     names = list(model_names) if model_names else available_models()
@@ -39,6 +113,7 @@ def warm_up(model_names=None, workers=1):
     from ..integrators import ONE_IMPLEMENTATION, compile_method  # noqa: PLC0415
     done = set()
     for method in dict.fromkeys(m for _, _, m in jobs if m in ONE_IMPLEMENTATION):
+        heartbeat.doing = f"method {method}"
         t0 = time.perf_counter()
         module = compile_method(method)
         if module not in done:
@@ -52,12 +127,17 @@ def warm_up(model_names=None, workers=1):
         for name, _, method in jobs:
             first.setdefault((name, COMPILED_REGISTRY[method].split(":")[0]), method)
         with concurrent.futures.ProcessPoolExecutor(
-                workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+                workers, mp_context=multiprocessing.get_context("spawn"),
+                initializer=heartbeat.worker_initializer) as pool:
             futures = {pool.submit(_warm_by_name, name, method): (name, method)
                        for (name, _), method in first.items()}
+            heartbeat.workers = workers
+            heartbeat.futures.update({f: f"{name} {method}" for f, (name, method) in futures.items()})
             for future in concurrent.futures.as_completed(futures):
                 compiled[futures[future]] = future.result()
+            heartbeat.futures.clear()
     for name, model, method in jobs:
+        heartbeat.doing = f"{name} {method}"
         seconds = _warm(model, method)
         rows.append((name, method, compiled.get((name, method), seconds), "numba"))
     return rows
@@ -129,11 +209,13 @@ def _cmd(args):
     if not numba_available():
         raise CosimError(f"numba is not importable ({unavailable_reason()}); "
                          f"install the extra: {install_hint('fast')}")
-    if args.methods:
-        return _compile_methods(args.jobs)
-    for model, method, seconds, backend in warm_up(args.models, workers=args.jobs):
-        print(f"{model:>24s}  {method:<20s} {backend:<20s} {seconds:7.2f} s")
-    sys.stdout.flush()
+    with Heartbeat() as heartbeat:
+        if args.methods:
+            return _compile_methods(args.jobs, heartbeat)
+        for model, method, seconds, backend in warm_up(args.models, workers=args.jobs,
+                                                       heartbeat=heartbeat):
+            print(f"{model:>24s}  {method:<20s} {backend:<20s} {seconds:7.2f} s")
+        sys.stdout.flush()
     return 0
 
 
@@ -141,11 +223,18 @@ def _cmd(args):
 _SLOWEST = ["generalized-alpha", "local-index1", "spark", "bdf", "block-lstable", "rkc-penalty"]
 
 
-def _compile_methods(jobs=1):
+def _compile_methods(jobs=1, heartbeat=None):
     """Compile every method once per machine (independent of the model): one line per
     method with its time (scripts/setup.sh).  ``jobs`` > 1 compiles that many methods
-    at once in worker processes (each method is its own cache file)."""
+    at once in worker processes (each method is its own cache file).  ``heartbeat``: a
+    running :class:`Heartbeat` told what is under way and of every line printed."""
     from ..integrators import METHOD_REGISTRY, compile_method  # noqa: PLC0415
+    heartbeat = heartbeat or _NoHeartbeat()
+    heartbeat.doing = "the methods"
+
+    def row(text):
+        print(text, flush=True)
+        heartbeat.note()
     first = {}   # compiled entry (module) -> the first method that uses it
     for method in sorted(METHOD_REGISTRY):
         first.setdefault(METHOD_REGISTRY[method].split(":")[0], method)
@@ -153,38 +242,57 @@ def _compile_methods(jobs=1):
         import concurrent.futures  # noqa: PLC0415
         import multiprocessing  # noqa: PLC0415
         with concurrent.futures.ProcessPoolExecutor(
-                min(jobs, len(first)), mp_context=multiprocessing.get_context("spawn")) as pool:
+                min(jobs, len(first)), mp_context=multiprocessing.get_context("spawn"),
+                initializer=heartbeat.worker_initializer) as pool:
             longest_first = sorted(first.values(), key=lambda m: (m not in _SLOWEST, _SLOWEST.index(m)
                                                                    if m in _SLOWEST else 0))
             futures = {pool.submit(_compile_one, method): method for method in longest_first}
+            heartbeat.workers = min(jobs, len(first))
+            heartbeat.futures.update(futures)
             for future in concurrent.futures.as_completed(futures):
-                print(f"{futures[future]:>24s}  {'compiled (or loaded)':<28s} {future.result():7.2f} s",
-                      flush=True)
+                row(f"{futures[future]:>24s}  {'compiled (or loaded)':<28s} {future.result():7.2f} s")
+            heartbeat.futures.clear()
         for method in sorted(METHOD_REGISTRY):
             if method not in first.values():
-                print(f"{method:>24s}  {'shares that compiled entry':<28s} {0.0:7.2f} s", flush=True)
+                row(f"{method:>24s}  {'shares that compiled entry':<28s} {0.0:7.2f} s")
     else:
         for method in sorted(METHOD_REGISTRY):
+            heartbeat.doing = f"method {method}"
             t0 = time.perf_counter()
             compile_method(method)
             what = "compiled (or loaded)" if method in first.values() else "shares that compiled entry"
-            print(f"{method:>24s}  {what:<28s} {time.perf_counter() - t0:7.2f} s", flush=True)
+            row(f"{method:>24s}  {what:<28s} {time.perf_counter() - t0:7.2f} s")
     # the kernel set every URDF robot shares (the robot is in its parameters): compiled
     # now, a new robot then starts without compiling anything
     from ..integrators.model_functions import compiled_functions, compiled_unsupported  # noqa: PLC0415
+    heartbeat.doing = "the URDF robots' kernels (reading a robot)"
     for name, model in _urdf_robots():
+        heartbeat.doing = "the URDF robots' kernels"
         t0 = time.perf_counter()
         compiled_unsupported(model, nonholonomic=True)   # the check a first run makes (markers kept)
         compiled_functions(model)
-        print(f"{name:>24s}  {'kernels compiled (or loaded)':<28s} {time.perf_counter() - t0:7.2f} s",
-              flush=True)
+        row(f"{name:>24s}  {'kernels compiled (or loaded)':<28s} {time.perf_counter() - t0:7.2f} s")
         # the position-limit stops' switching functions (every robot with limits)
         from ..models.urdf import compiled_stop_functions  # noqa: PLC0415
+        heartbeat.doing = "the URDF position-limit stops"
         t0 = time.perf_counter()
         compiled_stop_functions()
-        print(f"{'urdf stops':>24s}  {'compiled (or loaded)':<28s} {time.perf_counter() - t0:7.2f} s",
-              flush=True)
+        row(f"{'urdf stops':>24s}  {'compiled (or loaded)':<28s} {time.perf_counter() - t0:7.2f} s")
     return 0
+
+
+class _NoHeartbeat:
+    """Stands in for a :class:`Heartbeat` where none runs (``warm_up`` called from Python)."""
+
+    worker_initializer = None
+    doing = ""
+    workers = 1
+
+    def __init__(self):
+        self.futures = {}
+
+    def note(self, *_):
+        pass
 
 
 def register(sub):

@@ -7,15 +7,16 @@ import numpy as np
 
 from .. import derivatives
 from ..errors import SingularMatrixError
+from .dense_lu import scaled_pivot_ratio
 
 EPS = np.finfo(float).eps
-_LAPACK = []   # [dgetrf, dgetrs] once the first LU needs them (scipy.linalg: ~0.1-0.2 s to import)
+_LAPACK = []   # [dgetrf, dgetrs] once the first LU needs them (cosim.lapack: without scipy.linalg)
 
 
 def _lapack():
     if not _LAPACK:
-        from scipy.linalg.lapack import dgetrf, dgetrs  # noqa: PLC0415
-        _LAPACK[:] = (dgetrf, dgetrs)
+        from ..lapack import function  # noqa: PLC0415
+        _LAPACK[:] = (function("dgetrf"), function("dgetrs"))
     return _LAPACK
 
 
@@ -88,12 +89,16 @@ def lu_factor(matrix, what="iteration matrix", t=None, h=None):
                                   cause="non-finite matrix")
     # LAPACK getrf directly: the numbers of scipy.linalg.lu_factor without its
     # ~25 µs wrapper overhead (and without its LinAlgWarning: checked below)
-    lu, piv, _info = _lapack()[0](matrix)
+    lu, piv, info = _lapack()[0](matrix)
     d = np.abs(np.diagonal(lu))
     if d.size and (d.min() <= 1e-14 * max(d.max(), 1e-300)):
-        raise SingularMatrixError(
-            f"{what} is numerically singular at t={t}, h={h} "
-            f"(pivot ratio {d.min() / max(d.max(), 1e-300):.1e})", t=t, h=h, cause="singular matrix")
+        ratio = d.min() / max(d.max(), 1e-300)
+        if info == 0:  # the same factors judged scale-free (a heavy body is not singular)
+            ratio = scaled_pivot_ratio(np.asarray(matrix, dtype=float), lu, piv)
+        if ratio <= 1e-14:
+            raise SingularMatrixError(
+                f"{what} is numerically singular at t={t}, h={h} "
+                f"(pivot ratio {ratio:.1e})", t=t, h=h, cause="singular matrix")
     return lu, piv
 
 

@@ -83,6 +83,62 @@ def pivot_ratio(LU):
     return dmin / max(dmax, 1e-300)
 
 
+def scaled_pivot_ratio(A, LU, piv):
+    """:func:`pivot_ratio` of the same factorisation seen on the equilibrated
+    matrix D_r A D_c: a singularity test that a change of units cannot fool.
+
+    The unscaled ratio mixes units: on [[M, C_qᵀ], [C_q, 0]] the pivots are M's
+    (~m) and those of its Schur complement C_q M⁻¹ C_qᵀ (~|C_q|²/m), so a regular
+    pendulum of mass 3e7 kg reads 4e-15.  D_r, D_c come from Ruiz's iteration
+    (every row and column scaled by 1/sqrt of its largest entry until all are ~1);
+    with the row order P of the factors (``piv``), P D_r A D_c = L' U' has
+    u'_kk = d_r[perm k] u_kk d_c[k] (perm: the rows of P A), so the ratio needs no
+    second factorisation.  Only called when the unscaled ratio fails: a matrix the
+    unscaled test accepts is never re-judged."""
+    n = A.shape[0]
+    if n == 0:
+        return 1.0
+    dr = [1.0] * n
+    dc = [1.0] * n
+    for _sweep in range(40):
+        done = True
+        rmax = [0.0] * n
+        cmax = [0.0] * n
+        for i in range(n):
+            for j in range(n):
+                a = abs(dr[i] * A[i, j] * dc[j])
+                if a > rmax[i]:
+                    rmax[i] = a
+                if a > cmax[j]:
+                    cmax[j] = a
+        for i in range(n):
+            if rmax[i] > 0.0:
+                if abs(rmax[i] - 1.0) > 0.5:
+                    done = False
+                dr[i] /= math.sqrt(rmax[i])
+            if cmax[i] > 0.0:
+                if abs(cmax[i] - 1.0) > 0.5:
+                    done = False
+                dc[i] /= math.sqrt(cmax[i])
+        if done:
+            break
+    perm = list(range(n))
+    for k in range(n):
+        p = piv[k]
+        tmp = perm[k]
+        perm[k] = perm[p]
+        perm[p] = tmp
+    dmin = math.inf
+    dmax = 0.0
+    for k in range(n):
+        d = abs(dr[perm[k]] * LU[k, k] * dc[k])
+        if d < dmin:
+            dmin = d
+        if d > dmax:
+            dmax = d
+    return dmin / max(dmax, 1e-300)
+
+
 def pivots_valid(piv, n):
     """True when ``piv`` is a legal interchange sequence for n rows (k ≤ piv[k] < n):
     what a restored state must satisfy before a compiled solve indexes with it."""

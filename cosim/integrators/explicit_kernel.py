@@ -44,15 +44,17 @@ from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_JACO
 
 # the record: every name, so that explicit_kernel is the method's one namespace
 from .explicit_record import (  # noqa: F401
-    ATOL, CAUSE, C_NONE, C_NONFINITE_MATRIX, C_NONFINITE_SOLUTION, C_POSITION, C_RHS,
-    C_SINGULAR, C_VELOCITY, DENSE_H, DOPRI5, DP_A, DP_B, DP_C, DP_E, DP_P, EPS, FAILURE_SLOTS,
-    FIRST_ORDER, FIXED_ERR, FIXED_SLOTS, FIXED_UNRESOLVED, F_CINFO, F_CT, F_ERR, F_H, F_T, HAS_DENSE, HAS_F,
-    H_FIXED, H_NEXT, I_M, I_N, I_NG, I_NY, MAX_FACTOR, MAX_REJECTIONS, MAX_STEP, METHOD, MIN_FACTOR, NONFINITE_DERIVATIVE,
-    NONFINITE_MATRIX, N_SCALARS, N_STATS, OK, ONE_STEP, ORDER, PIV, PROJECTION_MAX_ITER,
-    PROJECTION_TOL, PROJ_ITERS, REJECTION_CONTROL, REJECTION_SLOTS, RESTART,
-    RESTART_THEN_ADVANCE, RK4, RTOL, SAFETY, SINGULAR, STATS, STEP_BUDGET, STEP_FAILED, ST_JAC,
-    ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW,
-    WHOLE_INTERVAL, int_length, offsets, workspace)
+    ATOL, CAUSE, C_NONE, C_NONFINITE_MATRIX, C_NONFINITE_SOLUTION, C_POSITION, C_RHS, C_SINGULAR,
+    C_VELOCITY, DENSE_H, DOPRI5, DP_A, DP_B, DP_C, DP_E, DP_FSAL, DP_P, EPS, FAILURE_SLOTS,
+    FIRST_ORDER, FIXED_ERR, FIXED_SLOTS, FIXED_UNRESOLVED, F_CINFO, F_CT, F_ERR, F_H, F_T,
+    HAS_DENSE, HAS_F, H_FIXED, H_NEXT, I_M, I_N, I_NG, I_NY, MAX_FACTOR, MAX_REJECTIONS, MAX_STEP,
+    METHOD, MIN_FACTOR, NONFINITE_DERIVATIVE, NONFINITE_MATRIX, N_SCALARS, N_STATS, OK, ONE_STEP,
+    ORDER, PIV, PROJECTION_MAX_ITER, PROJECTION_TOL, PROJ_ITERS, REJECTION_CONTROL, REJECTION_SLOTS,
+    RESTART, RESTART_THEN_ADVANCE, RK4, RTOL, SAFETY, SINGULAR, STATS, STEP_BUDGET, STEP_FAILED,
+    ST_JAC, ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW,
+    WHOLE_INTERVAL, W_C, W_CQ, W_CT, W_ERR, W_F, W_F_HALF, W_K, W_K2, W_K3, W_K4, W_LAM, W_M, W_Q,
+    W_RHS, W_V, W_Y0, W_Y_FULL, W_Y_HALF, W_Y_NEW, W_Y_PROJ, W_Y_STAGE, int_length, offsets,
+    workspace)
 # the index-1 form (J, y' = [v; q'']), shared with rkc_kernel
 from .index1_kernel import (_evaluate, _factorize,  # noqa: F401
                             _nh_offset, _nh_rows, keep_current_derivative, n_nonholonomic)
@@ -86,7 +88,7 @@ def _project(fns, S, I, LU, p, n, m, t, y_new, y_proj, w):
         y_proj[i] = y_new[i]
     if m == 0:
         return C_NONE
-    q, v = w[0], w[1]
+    q, v = w[W_Q], w[W_V]
     for i in range(n):
         q[i] = y_new[i]
         v[i] = y_new[n + i]
@@ -107,10 +109,11 @@ def _project(fns, S, I, LU, p, n, m, t, y_new, y_proj, w):
 
 def _project_stage(fns, S, I, LU, p, n, m, t, y_new, w, stage, its):
     """One stage of the projection: C(q) = 0 moving q (stage 0), then
-    C_q v + C_t = 0 moving v (stage 1), simplified Newton with the factor in
-    LU and one refactorisation at the current q.  Returns (its, cause)."""
-    M, Cq, rhs, C, Ct = w[2], w[3], w[6], w[7], w[8]
-    q, v = w[0], w[1]
+    C_q v + C_t = 0 moving v (stage 1) — seed 000 §6, the position and velocity
+    corrections M Δ + C_qᵀ μ = 0 that follow eq. 89 —, simplified Newton with J's
+    factor in LU and one refactorisation at the current q.  Returns (its, cause)."""
+    M, Cq, rhs, C, Ct = w[W_M], w[W_CQ], w[W_RHS], w[W_C], w[W_CT]
+    q, v = w[W_Q], w[W_V]
     x = q if stage == 0 else v
     off = 0 if stage == 0 else n
     piv = I[PIV:PIV + n + m]
@@ -169,8 +172,8 @@ def _project_stage(fns, S, I, LU, p, n, m, t, y_new, w, stage, its):
 # ---------------------------------------------------------------------------------
 def _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
     """DormandPrince._attempt: stages in K (K[0] = f0 given), y_new, the FSAL
-    stage K[6] (its factor stays for the projection); returns (cause, err)."""
-    K, y_new, ys, e, lam = w[9], w[11], w[12], w[14], w[15]
+    stage K[DP_FSAL] (its factor stays for the projection); returns (cause, err)."""
+    K, y_new, ys, e, lam = w[W_K], w[W_Y_NEW], w[W_Y_STAGE], w[W_ERR], w[W_LAM]
     n2 = y.shape[0]
     for s in range(1, 6):
         for i in range(n2):
@@ -186,7 +189,7 @@ def _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
         for j in range(6):
             acc += DP_B[j] * K[j, i]
         y_new[i] = y[i] + h * acc
-    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + h, y_new, K[6], lam, w)
+    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + h, y_new, K[DP_FSAL], lam, w)
     if cause != C_NONE or fixed:
         return cause, 0.0
     for i in range(n2):
@@ -199,7 +202,7 @@ def _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
 
 def _rk4(fns, S, I, LU, p, u, n, m, t, y, h, k1, out, w):
     """One classical RK4 step from (t, y) with first stage k1 into out."""
-    ys, lam, k2, k3, k4 = w[12], w[15], w[16], w[17], w[18]
+    ys, lam, k2, k3, k4 = w[W_Y_STAGE], w[W_LAM], w[W_K2], w[W_K3], w[W_K4]
     n2 = y.shape[0]
     for i in range(n2):
         ys[i] = y[i] + (0.5 * h) * k1[i]
@@ -224,8 +227,9 @@ def _rk4(fns, S, I, LU, p, u, n, m, t, y, h, k1, out, w):
 
 def _attempt_rk4(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
     """RK4._attempt: one step (fixed) or step doubling with the Richardson
-    estimate (y_{h/2,h/2} − y_h)/15; returns (cause, err), y_new in w[11]."""
-    K, y_new, e, y_full, y_half, f_half = w[9], w[11], w[14], w[19], w[20], w[21]
+    estimate (y_{h/2,h/2} − y_h)/15; returns (cause, err), y_new in w[W_Y_NEW]."""
+    K, y_new, e, lam = w[W_K], w[W_Y_NEW], w[W_ERR], w[W_LAM]
+    y_full, y_half, f_half = w[W_Y_FULL], w[W_Y_HALF], w[W_F_HALF]
     f0 = K[0]
     if fixed:
         return _rk4(fns, S, I, LU, p, u, n, m, t, y, h, f0, y_new, w), 0.0
@@ -235,7 +239,7 @@ def _attempt_rk4(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
     cause = _rk4(fns, S, I, LU, p, u, n, m, t, y, 0.5 * h, f0, y_half, w)
     if cause != C_NONE:
         return cause, 0.0
-    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + 0.5 * h, y_half, f_half, w[15], w)
+    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + 0.5 * h, y_half, f_half, lam, w)
     if cause != C_NONE:
         return cause, 0.0
     cause = _rk4(fns, S, I, LU, p, u, n, m, t + 0.5 * h, y_half, 0.5 * h, f_half, y_new, w)
@@ -247,15 +251,15 @@ def _attempt_rk4(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
 
 
 def _fixed_estimate(S, I, n, n2, dopri, y, h, w):
-    """A fixed step's local error estimate (y_new in w[11]) in the weights RTOL|y| + ATOL:
+    """A fixed step's local error estimate (y_new in w[W_Y_NEW]) in the weights RTOL|y| + ATOL:
     dopri5 its embedded estimate's ratio (as the error test); rk4 the positions' part of
     the embedded third-order estimate h/6·(k4 − f(y_new)), i.e. h/6·(v4 − v_new) with
-    v4 the velocities of stage 4's point y + h·k3 (still in w[12]) — no evaluation, no
-    input (first-order models: none, 0)."""
-    y_new = w[11]
+    v4 the velocities of stage 4's point y + h·k3 (still in w[W_Y_STAGE]) — no evaluation,
+    no input (first-order models: none, 0)."""
+    y_new = w[W_Y_NEW]
     rtol, atol = S[RTOL], S[ATOL]
     if dopri:
-        K, e = w[9], w[14]
+        K, e = w[W_K], w[W_ERR]
         for i in range(n2):
             acc = 0.0
             for j in range(7):
@@ -264,7 +268,7 @@ def _fixed_estimate(S, I, n, n2, dopri, y, h, w):
         return error_ratio(y, y_new, e, rtol, atol)
     if I[FIRST_ORDER] == 1:
         return 0.0
-    ys = w[12]
+    ys = w[W_Y_STAGE]
     c = h / 6.0
     em = 0.0
     for i in range(n):
@@ -288,7 +292,8 @@ def step(fns, S, I, LU, u, p, t_limit, w, lazy_end):
     n2 = I[I_NY]
     first_order = I[FIRST_ORDER] == 1
     o_y, o_yp, o_qdd, o_lam, o_f, o_d, _ = offsets(n, m, n2)
-    K, y, y_new, y_proj, lam, f = w[9], w[10], w[11], w[13], w[15], w[22]
+    K, y, y_new, lam, f = w[W_K], w[W_Y0], w[W_Y_NEW], w[W_LAM], w[W_F]
+    y_proj = w[W_Y_PROJ]
     dopri = I[METHOD] == DOPRI5
     t = S[T]
     for i in range(n2):
@@ -358,7 +363,8 @@ def _accept(S, I, n, m, n2, t, t_new, h, dopri, first_order, w, deferred):
     Q = Kᵀ P and the projection's shift; rk4: f at both ends, cubic Hermite).
     ``deferred`` (rk4): f at the end is not evaluated yet (END_PENDING)."""
     o_y, o_yp, o_qdd, o_lam, o_f, o_d, _ = offsets(n, m, n2)
-    K, y, y_new, y_proj, lam, f = w[9], w[10], w[11], w[13], w[15], w[22]
+    K, y, y_new, lam, f = w[W_K], w[W_Y0], w[W_Y_NEW], w[W_LAM], w[W_F]
+    y_proj = w[W_Y_PROJ]
     S[T_PREV] = t
     S[o_yp:o_yp + n2] = y
     S[T] = t_new
@@ -367,11 +373,11 @@ def _accept(S, I, n, m, n2, t, t_new, h, dopri, first_order, w, deferred):
         # FSAL: f(ŷ) with q' = v of the projected point; dense Q = Kᵀ P, shift = y_proj − ŷ
         if first_order:
             for i in range(n2):
-                S[o_f + i] = K[6, i]
+                S[o_f + i] = K[DP_FSAL, i]
         for i in range(n):
             S[o_f + i] = y_proj[n + i]
-            S[o_f + n + i] = K[6, n + i]
-            S[o_qdd + i] = K[6, n + i]
+            S[o_f + n + i] = K[DP_FSAL, n + i]
+            S[o_qdd + i] = K[DP_FSAL, n + i]
         for i in range(n2):
             for j in range(4):
                 acc = 0.0
@@ -412,7 +418,7 @@ def complete_step(fns, S, I, LU, u, p):
     n, m, n2 = I[I_N], I[I_M], I[I_NY]
     o_y, o_yp, o_qdd, o_lam, o_f, o_d, _ = offsets(n, m, n2)
     w = workspace(n, m, n2)
-    y, lam, f = w[10], w[15], w[22]
+    y, lam, f = w[W_Y0], w[W_LAM], w[W_F]
     for i in range(n2):
         y[i] = S[o_y + i]
     cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, S[T], y, f, lam, w)

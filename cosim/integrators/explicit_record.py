@@ -130,9 +130,22 @@ FIXED_SLOTS = (RTOL, F_H, F_ERR, FIXED_ERR)
 REJECTION_CONTROL = (MIN_FACTOR, SAFETY, 1.0 / (ORDER + 1), MAX_REJECTIONS)
 
 
+# -- the work arrays of one advance() call: their index in workspace()'s tuple -----------
+# the index-1 form's (index1_kernel; rkc_record.rkc_workspace starts with the same):
+# q, v, M, C_q, Q, γ, the right-hand side [Q; γ; γ_G] of eq. 88 (then its solution
+# [q''; λ]), C, C_t
+W_Q, W_V, W_M, W_CQ, W_FORCES, W_GAMMA, W_RHS, W_C, W_CT = range(9)
+# dopri5/rk4's: the stages K (7 × n_y: K[0] = f at the step start, K[DP_FSAL] = f at
+# its end), y at the step start, y_new, a stage point, the projected y_new, the error
+# estimate, λ of an evaluation; rk4's stages k2, k3, k4, step doubling's y_h, y_{h/2}
+# and f(y_{h/2}); f at the current point
+(W_K, W_Y0, W_Y_NEW, W_Y_STAGE, W_Y_PROJ, W_ERR, W_LAM, W_K2, W_K3, W_K4, W_Y_FULL, W_Y_HALF,
+ W_F_HALF, W_F) = range(9, 23)
+DP_FSAL = 6               # the stage of K that is f at the step's end (first same as last)
+
+
 def workspace(n, m, n2):
-    """Work arrays of one advance() call: (q, v, M, C_q, Q, γ, rhs, C, C_t, stages K (7 × n_y),
-    y0, y_new, y_stage, y_proj, err/tmp, λ, k2, k3, k4, y_full, y_half, f_half, f): views
+    """Work arrays of one advance() call, in the order of the W_ names above: views
     into ONE zeroed buffer (in numba each allocation costs about what a small model
     evaluation costs; 23 of them were most of a call's fixed cost)."""
     buf = np.zeros(3 * n + n * n + m * n + 4 * m + (n + m) + 7 * n2 + 12 * n2)

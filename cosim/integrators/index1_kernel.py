@@ -9,13 +9,12 @@ of J); pasted into both compiled methods (``helpers`` of
 codes these functions use — rkc_record shares them; the pivots of J, which follow
 each method's own slots of I, start where the argument ``piv`` says).
 """
-
 from .dense_lu import lu_solve_inplace
 from .kernel_common import (FACTORED, FN_FORCES, FN_NH_MATRIX, FN_NH_OFFSET, MATRIX_NONFINITE, all_finite,
     augmented_factor, augmented_rhs)
 from .explicit_record import (C_NONE, C_NONFINITE_MATRIX, C_SINGULAR, F_CINFO, F_CT, F_H, FIRST_ORDER,
                               HAS_F, I_NG, NONFINITE_DERIVATIVE, NONFINITE_MATRIX, OK, SINGULAR,
-                              ST_LU, ST_RES)
+                              ST_LU, ST_RES, W_CQ, W_FORCES, W_GAMMA, W_M, W_Q, W_RHS, W_V)
 
 
 # ---------------------------------------------------------------------------------
@@ -47,7 +46,7 @@ def _factorize(fns, S, I, LU, piv, p, n, m, q, t, M, Cq):
     [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]]: :func:`.kernel_common.augmented_factor`) into
     LU and its pivots into I from ``piv`` (the record's PIV); returns a cause code."""
     ng = n_nonholonomic(I)
-    status, ratio = augmented_factor(fns, p, n, m - ng, ng, q, t, M, Cq, LU, I[piv:piv + n + m])
+    status, ratio = augmented_factor(fns, p, n, m - ng, ng, q, t, M, Cq, LU, LU, I[piv:piv + n + m])
     if status == MATRIX_NONFINITE:
         S[F_CT] = t
         return C_NONFINITE_MATRIX
@@ -60,11 +59,12 @@ def _factorize(fns, S, I, LU, piv, p, n, m, q, t, M, Cq):
 
 
 def _factor_and_rhs(fns, S, I, LU, piv, p, u, n, m, t, y, w):
-    """q, v of y = [q; v] into w[0], w[1], J of eq. 89 at (q, t) factored into LU (its
-    pivots in I from ``piv``; M, C_q in w[2], w[3]) and its right-hand side [Q; γ; γ_G]
-    in w[6] (Q, γ: w[4], w[5]; :func:`.kernel_common.augmented_rhs`).  Returns a cause
+    """q, v of y = [q; v] into w[W_Q], w[W_V], J of eq. 89 at (q, t) factored into LU
+    (its pivots in I from ``piv``; M, C_q in w[W_M], w[W_CQ]) and its right-hand side
+    [Q; γ; γ_G] of eq. 88 in w[W_RHS] (Q, γ: w[W_FORCES], w[W_GAMMA];
+    :func:`.kernel_common.augmented_rhs`).  Returns a cause
     code (C_NONE on success)."""
-    q, v, M, Cq, Q, g, rhs = w[0], w[1], w[2], w[3], w[4], w[5], w[6]
+    q, v, M, Cq, Q, g, rhs = w[W_Q], w[W_V], w[W_M], w[W_CQ], w[W_FORCES], w[W_GAMMA], w[W_RHS]
     for i in range(n):
         q[i] = y[i]
         v[i] = y[n + i]
@@ -80,7 +80,7 @@ def _evaluate(fns, S, I, LU, piv, p, u, n, m, t, y, f, lam, w):
     """f = y' = [v; q''] at (t, y) (eq. 88) and λ (with the
     rows B q'' = γ_G, λ = [λ; μ]); the factor of J stays in LU.  Returns a cause
     code (C_NONE on success)."""
-    v, rhs = w[1], w[6]
+    v, rhs = w[W_V], w[W_RHS]
     I[ST_RES] += 1
     if I[FIRST_ORDER] == 1:              # x' = f(t, x, u): the forces slot
         f[:] = 0.0

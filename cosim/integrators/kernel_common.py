@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio
+from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio, scaled_pivot_ratio
 
 EPS = 2.220446049250313e-16
 
@@ -140,7 +140,8 @@ def factor_matrix(J, LU, piv, N):
     """LU ← the LU factors of the leading N×N block of ``J`` (:mod:`.dense_lu`, pivots
     in ``piv``).  Returns (status, pivot ratio): :data:`MATRIX_NONFINITE` when J has
     a NaN or inf (LU untouched), :data:`MATRIX_SINGULAR` when min/max |pivot| ≤
-    :data:`PIVOT_RATIO_MIN`, else :data:`FACTORED`."""
+    :data:`PIVOT_RATIO_MIN` on J and on J equilibrated (:func:`.dense_lu.scaled_pivot_ratio`:
+    a heavy body is not a singular matrix), else :data:`FACTORED`."""
     for i in range(N):
         for j in range(N):
             if not math.isfinite(J[i, j]):
@@ -150,6 +151,8 @@ def factor_matrix(J, LU, piv, N):
             LU[i, j] = J[i, j]
     info = lu_factor_inplace(LU, piv)
     ratio = 0.0 if info != 0 else pivot_ratio(LU)
+    if ratio <= PIVOT_RATIO_MIN and info == 0:  # the same factors, judged scale-free
+        ratio = scaled_pivot_ratio(J[:N, :N], LU, piv)
     if ratio <= PIVOT_RATIO_MIN:
         return MATRIX_SINGULAR, ratio
     return FACTORED, ratio
@@ -161,10 +164,12 @@ def factor_matrix(J, LU, piv, N):
 # solves it here: at a restart (local-index1, generalized-α, block-lstable), at the end of
 # a step (spark), as the index-1 form's y' (eq. 88-89: dopri5/rk4, rkc-penalty) and as
 # local-index1's ψ(q, v).
-def augmented_factor(fns, p, n, m, g, q, t, M, Cq, K, piv):
-    """K (N×N, N = n + m + g) ← the LU factors of [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]] at
-    (q, t), pivots in ``piv``; M and [C_q; B] are left in ``M`` and ``Cq`` ((m + g)×n).
-    Returns :func:`factor_matrix`'s (status, pivot ratio)."""
+def augmented_factor(fns, p, n, m, g, q, t, M, Cq, K, LU, piv):
+    """K (N×N, N = n + m + g) ← [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]] at (q, t), LU ← its
+    LU factors, pivots in ``piv`` (``LU`` may be ``K``: factored in place, but then a
+    matrix the unscaled pivot test refuses is re-judged on its factors, not on K); M and
+    [C_q; B] are left in ``M`` and ``Cq`` ((m + g)×n).  Returns :func:`factor_matrix`'s
+    (status, pivot ratio)."""
     N = n + m + g
     M[:, :] = 0.0
     fns[FN_MASS](q, t, p, M)
@@ -183,7 +188,7 @@ def augmented_factor(fns, p, n, m, g, q, t, M, Cq, K, piv):
         for i in range(n):
             K[i, n + k] = Cq[k, i]
             K[n + k, i] = Cq[k, i]
-    return factor_matrix(K, K, piv, N)
+    return factor_matrix(K, LU, piv, N)
 
 
 def augmented_rhs(fns, p, u, n, m, g, q, v, t, Q, gam, rhs):
@@ -202,16 +207,16 @@ def augmented_rhs(fns, p, u, n, m, g, q, v, t, Q, gam, rhs):
         rhs[n + k] = gam[k]
 
 
-def consistent_accelerations(fns, p, u, n, m, g, t, q, v, M, Cq, K, piv, Q, gam, rhs):
+def consistent_accelerations(fns, p, u, n, m, g, t, q, v, M, Cq, K, LU, piv, Q, gam, rhs):
     """The consistent accelerations at (q, v, t) (seed 000 eq. 10): q'' into rhs[:n],
-    [λ; μ] into rhs[n:n + m + g]; the factors stay in K, ``piv`` (:func:`augmented_factor`,
+    [λ; μ] into rhs[n:n + m + g]; the factors stay in LU, ``piv`` (:func:`augmented_factor`,
     :func:`augmented_rhs`: the work arrays).  Returns :func:`factor_matrix`'s (status,
     pivot ratio); on a failure rhs is not written."""
-    status, ratio = augmented_factor(fns, p, n, m, g, q, t, M, Cq, K, piv)
+    status, ratio = augmented_factor(fns, p, n, m, g, q, t, M, Cq, K, LU, piv)
     if status != FACTORED:
         return status, ratio
     augmented_rhs(fns, p, u, n, m, g, q, v, t, Q, gam, rhs)
-    lu_solve_inplace(K, piv, rhs)
+    lu_solve_inplace(LU, piv, rhs)
     return FACTORED, ratio
 
 
@@ -227,8 +232,8 @@ def restart_accelerations(fns, S, u, p, n, m, g, o_y, o_qdd, o_lam, slots):
     v = S[o_y + n:o_y + 2 * n].copy()
     rhs = np.zeros(N)
     status, ratio = consistent_accelerations(fns, p, u, n, m, g, t, q, v, np.zeros((n, n)), np.zeros((m + g, n)),
-                                             np.zeros((N, N)), np.zeros(N, dtype=np.int64), np.zeros(n),
-                                             np.zeros(m + g), rhs)
+                                             np.zeros((N, N)), np.zeros((N, N)), np.zeros(N, dtype=np.int64),
+                                             np.zeros(n), np.zeros(m + g), rhs)
     if status != FACTORED:
         S[slots[1]] = t
         S[slots[2]] = ratio

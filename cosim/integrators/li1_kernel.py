@@ -44,13 +44,17 @@ from .li1_nullspace import nullspace_gauss, nullspace_qr
 from .li1_record import (  # noqa: F401  (FIXED_ERR: record.py reads it through the kernel)
     ACC_NONFINITE, ACC_SINGULAR, ATOL, CAUSE, C_ACC_NONFINITE, C_ACC_SINGULAR, C_ITER_NONFINITE,
     C_ITER_SINGULAR, C_NONE, C_NO_CONVERGENCE, C_RANK_GAUSS, C_RANK_QR, C_RESIDUAL, C_UPDATE,
-    FAILURE_SLOTS, FIXED_ERR, FIXED_SLOTS, FIXED_UNRESOLVED, F_CH, F_CINFO, F_CT, F_H, F_T,
+    FAILURE_SLOTS, FIXED_ERR, FIXED_RTOL, FIXED_SLOTS, FIXED_UNRESOLVED, F_CH, F_CINFO, F_CT, F_H, F_T,
     HAS_DENSE, HAS_FACTOR, H_FIXED, H_JAC, H_NEXT,
     ITERATION, ITERATION_SEED, I_M, I_N, I_NG, MATRIX_FLOATS, MATRIX_INTS, MAX_FACTOR, MAX_STEP,
     NEED_JAC, NEWTON_ERR_TOL, NEWTON_MAX_ITER, NEWTON_TOL, NULLSPACE, NULLSPACE_GAUSS,
-    N_SCALARS, OK, ONE_STEP, PIV, REJECTION_CONTROL, REJECTION_SLOTS, RELAX, RESTART, RTOL,
+    N_SCALARS, OK, ONE_STEP, PIV, REFUSAL, REJECTION_CONTROL, REJECTION_SLOTS, RELAX, RESTART, RTOL,
     SAFETY, SIGMA, STATS, STEP_BUDGET, STEP_FAILED, ST_JAC, ST_LU, ST_NEWTON, ST_RES, ST_STEPS,
-    T, TOO_SMALL, T_PREV, UNDERFLOW, WHOLE_INTERVAL, offsets, workspace)
+    T, TOO_SMALL, T_PREV, UNDERFLOW, WHOLE_INTERVAL, W_A, W_A0, W_AE, W_AK, W_AQ, W_AV, W_C,
+    W_AUG, W_AUG_PIV, W_AUG_RHS, W_CQ, W_CT, W_DELTA, W_DPSI_DQ, W_DPSI_DV, W_DVC_DQ, W_EST, W_FD0, W_FD1,
+    W_FORCES, W_J, W_LAM, W_M,
+    W_NS_A, W_NS_COLS, W_NS_TAU, W_NS_V, W_Q, W_QE, W_QK, W_RESIDUAL, W_V, W_VE, W_VK, W_WEIGHTS,
+    W_X_PRED, offsets, workspace)
 
 # what RecordIntegrator reads from a method's kernel module (besides ``entry``, the
 # step options and the Newton state's slots the functions below use); the integrator
@@ -106,12 +110,12 @@ def _accelerations(fns, S, I, p, u, n, m, g, t, q, v, a, lam, count, w):
     B q'' = γ_G: :func:`kernel_common.consistent_accelerations`).
     ``count``: one residual evaluation and one LU in the statistics.  Returns a cause
     code (the matrix's t in S[F_CT], its pivot ratio in S[F_CINFO])."""
-    rhs = w[6]
+    rhs = w[W_AUG_RHS]
     if count:
         I[ST_RES] += 1
         I[ST_LU] += 1
-    status, ratio = consistent_accelerations(fns, p, u, n, m, g, t, q, v, w[3], w[4], w[5], w[7], w[2],
-                                             w[8], rhs)
+    status, ratio = consistent_accelerations(fns, p, u, n, m, g, t, q, v, w[W_M], w[W_CQ], w[W_AUG], w[W_AUG],
+                                             w[W_AUG_PIV], w[W_FORCES], w[W_C], rhs)
     if status != FACTORED:
         S[F_CT] = t
         S[F_CINFO] = ratio
@@ -132,7 +136,7 @@ def _fd_step(x, j):
 
 def _velocity_jacobian(fns, p, m, g, q, v, t, xp, D, w):
     """D[:m + g] ← ∂[C_q v + C_t; B v + b]/∂q at (q, v, t) by forward differences."""
-    Cq, Ct, f0, f1 = w[4], w[9], w[29], w[30]
+    Cq, Ct, f0, f1 = w[W_CQ], w[W_CT], w[W_FD0], w[W_FD1]
     n = q.shape[0]
     _velocity_constraints(fns, p, m, g, q, v, t, Cq, Ct, f0)
     for i in range(n):
@@ -149,7 +153,7 @@ def _velocity_jacobian(fns, p, m, g, q, v, t, xp, D, w):
 def _acceleration_jacobian(fns, S, I, p, u, n, m, g, t, q, v, wrt_v, xp, D, w):
     """D ← ∂ψ/∂q (``wrt_v`` False) or ∂ψ/∂v at (q, v, t) by forward differences;
     every evaluation of ψ counts.  Returns a cause code."""
-    a0, a1, lam = w[31], w[22], w[34]
+    a0, a1, lam = w[W_A0], w[W_A], w[W_LAM]    # ψ at the shifted points in w[W_A]
     x = v if wrt_v else q
     cause = _accelerations(fns, S, I, p, u, n, m, g, t, q, v, a0, lam, True, w)
     if cause != C_NONE:
@@ -183,9 +187,9 @@ def _unpack(n, x_pred, delta, q, v):
 def _residual(fns, S, I, p, u, n, m, g, t1, h, pq, pv, w):
     """F ← [A_qᵀ(q − q_k − h/2 (v + v_k)); A_vᵀ(v − v_k − h/2 (a + a_k)); f(x)] at
     x = x_pred + δ (eq. 3.7).  Returns a cause code."""
-    q, v, Cq, C, Ct, Aq, Av = w[0], w[1], w[4], w[8], w[9], w[14], w[15]
-    qk, vk, ak, tmp, a = w[16], w[17], w[18], w[19], w[22]
-    x_pred, delta, F, lam = w[23], w[24], w[25], w[34]
+    q, v, Cq, C, Ct, Aq, Av = w[W_Q], w[W_V], w[W_CQ], w[W_C], w[W_CT], w[W_AQ], w[W_AV]
+    qk, vk, ak, tmp, a = w[W_QK], w[W_VK], w[W_AK], w[W_QE], w[W_A]     # tmp: q_e is free
+    x_pred, delta, F, lam, fv = w[W_X_PRED], w[W_DELTA], w[W_RESIDUAL], w[W_LAM], w[W_FD0]
     _unpack(n, x_pred, delta, q, v)
     cause = _accelerations(fns, S, I, p, u, n, m, g, t1, q, v, a, lam, True, w)
     if cause != C_NONE:
@@ -211,9 +215,9 @@ def _residual(fns, S, I, p, u, n, m, g, t1, h, pq, pv, w):
         fns[FN_CONSTRAINTS](q, t1, p, C)
     for k in range(m):
         F[r + k] = C[k]
-    _velocity_constraints(fns, p, m, g, q, v, t1, Cq, Ct, w[29])
+    _velocity_constraints(fns, p, m, g, q, v, t1, Cq, Ct, fv)
     for k in range(m + g):
-        F[r + m + k] = w[29][k]
+        F[r + m + k] = fv[k]
     return C_NONE
 
 
@@ -221,8 +225,9 @@ def _jacobian(fns, S, I, p, u, n, m, g, t1, h, pq, pv, w):
     """J ← the iteration matrix at x_pred + δ: eq. 4.5
     [[VᵀM, 0], [0, VᵀM], [C_q, 0], [(C_q q')_q, C_q]] (+ B rows) for "seed", with
     −h/2·A_kᵀ ∂g/∂x (forward differences) for "newton".  Returns a cause code."""
-    q, v, Cq, Aq, Av, xp = w[0], w[1], w[4], w[14], w[15], w[20]
-    x_pred, delta, J, Dq, Dv, Dg = w[23], w[24], w[28], w[32], w[33], w[35]
+    q, v, Cq, Aq, Av, xp = w[W_Q], w[W_V], w[W_CQ], w[W_AQ], w[W_AV], w[W_VE]   # xp: v_e is free
+    x_pred, delta, J = w[W_X_PRED], w[W_DELTA], w[W_J]
+    Dq, Dv, Dg = w[W_DPSI_DQ], w[W_DPSI_DV], w[W_DVC_DQ]
     _unpack(n, x_pred, delta, q, v)
     N = 2 * n
     r = pq + pv
@@ -273,8 +278,8 @@ def _jacobian(fns, S, I, p, u, n, m, g, t1, h, pq, pv, w):
 def _newton(fns, S, I, LU, p, u, n, m, g, t0, t1, h, pq, pv, w):
     """Seed 000 Algorithm 2 (kernel_common's decisions, 25 iterations, plain: no prior
     rate), the max norm in the error weights of
-    the predictor.  δ in w[24]; returns a cause code (C_NONE: converged)."""
-    delta, F, w_inv = w[24], w[25], w[27]
+    the predictor.  δ in w[W_DELTA]; returns a cause code (C_NONE: converged)."""
+    delta, F, w_inv = w[W_DELTA], w[W_RESIDUAL], w[W_WEIGHTS]
     N = 2 * n
     piv = I[PIV:PIV + N]
     old_norm, n_j, err, sigma = newton_start(delta, N, S[SIGMA])
@@ -284,7 +289,7 @@ def _newton(fns, S, I, LU, p, u, n, m, g, t0, t1, h, pq, pv, w):
             if cause != C_NONE:
                 return cause
             I[ST_JAC] += 1
-            status, ratio = factor_matrix(w[28], LU, piv, N)
+            status, ratio = factor_matrix(w[W_J], LU, piv, N)
             if status != FACTORED:
                 I[HAS_FACTOR] = 0
                 S[F_CT], S[F_CH], S[F_CINFO] = t0, h, ratio
@@ -324,12 +329,13 @@ def _attempt(fns, S, I, LU, p, u, t0, t1, h, w):
     """One trapezoidal step from (t0, x_k) to t1 (LocalEquivalentIndex1._attempt):
     A_k, Heun's predictor, the Newton solve, ψ and λ at the result.  Returns (cause,
     err), err the local error estimate (x_trap − x_Heun)/3 in the weights; the result
-    in q = w[0], v = w[1], a = w[22], λ = w[34]."""
+    in q = w[W_Q], v = w[W_V], a = w[W_A], λ = w[W_LAM]."""
     n, m, g = I[I_N], I[I_M], I[I_NG]
     o_y, o_yp, o_qdd, o_lam, o_g, _ = offsets(n, m, g)
-    q, v, M, Cq, A, V, tau, cols, Aq, Av = w[0], w[1], w[3], w[4], w[10], w[11], w[12], w[13], w[14], w[15]
-    qk, vk, ak, qe, ve, ae, a = w[16], w[17], w[18], w[19], w[20], w[21], w[22]
-    x_pred, w_inv, lam = w[23], w[27], w[34]
+    q, v, M, Cq, Aq, Av = w[W_Q], w[W_V], w[W_M], w[W_CQ], w[W_AQ], w[W_AV]
+    A, V, tau, cols = w[W_NS_A], w[W_NS_V], w[W_NS_TAU], w[W_NS_COLS]
+    qk, vk, ak, qe, ve, ae, a = w[W_QK], w[W_VK], w[W_AK], w[W_QE], w[W_VE], w[W_AE], w[W_A]
+    x_pred, delta, w_inv, lam = w[W_X_PRED], w[W_DELTA], w[W_WEIGHTS], w[W_LAM]
     for i in range(n):
         qk[i] = S[o_y + i]
         vk[i] = S[o_y + n + i]
@@ -349,7 +355,7 @@ def _attempt(fns, S, I, LU, p, u, t0, t1, h, w):
         for i in range(pq):
             for j in range(n):
                 Av[i, j] = Aq[i, j]
-    # Heun predictor
+    # Heun's predictor x_e = x_k + h g(x_k); x_pred = x_k + h/2 (g(x_k) + g(x_e))
     for i in range(n):
         qe[i] = qk[i] + h * vk[i]
         ve[i] = vk[i] + h * ak[i]
@@ -368,12 +374,12 @@ def _attempt(fns, S, I, LU, p, u, t0, t1, h, w):
     cause = _newton(fns, S, I, LU, p, u, n, m, g, t0, t1, h, pq, pv, w)
     if cause != C_NONE:
         return cause, 0.0
-    _unpack(n, x_pred, w[24], q, v)
+    _unpack(n, x_pred, delta, q, v)
     cause = _accelerations(fns, S, I, p, u, n, m, g, t1, q, v, a, lam, True, w)
     if cause != C_NONE:
         return cause, 0.0
     # (x_trap − x_Heun)/3 in the weights rtol·max(|x_k|, |x_pred|) + atol, RMS
-    e = w[26]
+    e = w[W_EST]
     for i in range(2 * n):
         e[i] = ((q[i] if i < n else v[i - n]) - x_pred[i]) / 3.0
     return C_NONE, error_ratio(S[o_y:o_y + 2 * n], x_pred, e, rtol, atol)
@@ -388,7 +394,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     is the step size, I[CAUSE] / S[F_ERR] what made it fail."""
     n, m, g = I[I_N], I[I_M], I[I_NG]
     o_y, o_yp, o_qdd, o_lam, o_g, _ = offsets(n, m, g)
-    q, v, a, lam = w[0], w[1], w[22], w[34]
+    q, v, a, lam = w[W_Q], w[W_V], w[W_A], w[W_LAM]
     t = S[T]
     fixed = S[H_FIXED] > 0.0
     h_prop = S[H_NEXT]
@@ -405,6 +411,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         t1 = t_limit if lands else t + h
         cause, err = _attempt(fns, S, I, LU, p, u, t, t1, h, w)
         if cause == C_NONE and fixed:   # no error test: the estimate is judged
+            S[FIXED_RTOL] = REFUSAL * S[RTOL]   # (li1_record.REFUSAL: a tenth of the state)
             if not fixed_step_resolved(S, err, h, FIXED_SLOTS):
                 return FIXED_UNRESOLVED
             break
@@ -447,7 +454,7 @@ def restart(fns, S, I, u, p, w):
     y_prev = y.  Returns OK, ACC_SINGULAR or ACC_NONFINITE (record unchanged)."""
     n, m, g = I[I_N], I[I_M], I[I_NG]
     o_y, o_yp, o_qdd, o_lam, o_g, _ = offsets(n, m, g)
-    q, v, a, lam = w[16], w[17], w[22], w[34]
+    q, v, a, lam = w[W_QK], w[W_VK], w[W_A], w[W_LAM]
     for i in range(n):
         q[i] = S[o_y + i]
         v[i] = S[o_y + n + i]

@@ -64,7 +64,8 @@ F_CT = 13  # t of a failed matrix
 F_CH = 14  # h of a failed iteration matrix
 F_CINFO = 15  # pivot ratio of a singular matrix
 FIXED_ERR = 16  # fixed step: the largest local error estimate so far (user's weights)
-N_SCALARS = 17
+FIXED_RTOL = 17  # fixed step: REFUSAL·rtol, the scale of the verdict (fixed_step_resolved)
+N_SCALARS = 18
 # slots of I
 I_N = 0  # n coordinates
 I_M = 1  # m holonomic constraints
@@ -106,19 +107,40 @@ MATRIX_INTS, MATRIX_FLOATS = (HAS_FACTOR, ST_LU, NEED_JAC), (H_JAC, RELAX)   # m
 REJECTION_SLOTS = (CAUSE, F_ERR, F_H, ST_REJ)   # rejected_attempt's
 REJECTION_CONTROL = (MIN_FACTOR, SAFETY, 1.0 / 3.0, MAX_REJECTIONS)
 # a fixed step's estimate ((x_trap − x_Heun)/3, the error test's RMS ratio) judged by
-# kernel_common.fixed_step_resolved with these slots
-FIXED_SLOTS = (RTOL, F_H, F_ERR, FIXED_ERR)
+# kernel_common.fixed_step_resolved with these slots, its rtol slot FIXED_RTOL =
+# REFUSAL·rtol: refused above UNRESOLVED/(REFUSAL·rtol), an error of a tenth of the
+# state.  Measured (benchmarks/fixed_step_accuracy.py): this estimate is 0.1-20 × the
+# true local error (median ~1-2 on Andrews), generalized-α's 9-110 ×, so at 1/rtol
+# local-index1 refused only an error ~10 × larger than generalized-α did (Andrews at
+# 1 ms: steps of 1e4-7e4 × the weights, warned, 0.51 off at t = 0.03)
+REFUSAL = 10.0
+FIXED_SLOTS = (FIXED_RTOL, F_H, F_ERR, FIXED_ERR)
+
+
+# -- the work arrays of one advance() call: their index in workspace()'s tuple -----------
+# q, v (n; the step's result); Q (n), M (n×n), [C_q; B] ((m+g)×n), the augmented matrix
+# [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]] (n+m+g square) of eq. 2.5, its right-hand side
+# [Q; γ; γ_G] (then [ψ; λ]) and pivots (int), C or [γ; γ_G] (m+g), C_t or b (m+g)
+W_Q, W_V, W_FORCES, W_M, W_CQ, W_AUG, W_AUG_RHS, W_AUG_PIV, W_C, W_CT = range(10)
+# the null-space basis (eq. 4.4): work A (n×n), the basis V (n×n), τ (n), the columns
+# (int, n); A_qᵀ = VᵀM and A_vᵀ (n×n, V ⊥ [C_q; B] with nonholonomic rows)
+W_NS_A, W_NS_V, W_NS_TAU, W_NS_COLS, W_AQ, W_AV = range(10, 16)
+# x_k = [q_k; v_k] and a_k = ψ(x_k); Heun's predictor point q_e, v_e and ψ there (q_e,
+# v_e are free after the predictor: the residual's and the Jacobian's scratch); ψ at
+# the Newton iterate (n)
+W_QK, W_VK, W_AK, W_QE, W_VE, W_AE, W_A = range(16, 23)
+# the Newton solve of eq. 3.7 (2n): x_pred, δ, the residual F, the error estimate
+# (x_trap − x_Heun)/3, the inverse error weights
+W_X_PRED, W_DELTA, W_RESIDUAL, W_EST, W_WEIGHTS = range(23, 28)
+# the iteration matrix J of eq. 4.5 (2n×2n); forward differences: [C_q v + C_t; B v + b]
+# at the point and shifted (m+g), ψ at the point (n), ∂ψ/∂q, ∂ψ/∂v (n×n)
+W_J, W_FD0, W_FD1, W_A0, W_DPSI_DQ, W_DPSI_DV = range(28, 34)
+# λ (m+g), ∂[C_q v + C_t; B v + b]/∂q ((m+g)×n)
+W_LAM, W_DVC_DQ = range(34, 36)
 
 
 def workspace(n, m, g):
-    """Work arrays of one advance() call:
-    0-5:   q, v, Q (n), M (n×n), Cq ((m+g)×n: C_q then B), K ([[M, C_qᵀ, Bᵀ], ...], n+m+g square),
-    6-9:   rhs (n+m+g), kpiv (int, n+m+g), C / γ (m+g), C_t / b (m+g),
-    10-15: null-space work: A (n×n), V (n×n), τ (n), cols (int, n); A_qᵀ = VᵀM, A_vᵀ (n×n),
-    16-22: qk, vk, ak, qe, ve, ae, a (n),
-    23-27: x_pred, δ, F, the error estimate, inverse error weights (2n),
-    28-33: J (2n×2n), fd: f0, f1 (m+g), a0 (n), ∂ψ/∂q, ∂ψ/∂v (n×n),
-    34-35: λ (m+g), ∂[C_q v + C_t; B v + b]/∂q ((m+g)×n)."""
+    """Work arrays of one advance() call, in the order of the W_ names above."""
     k = n + m + g
     r = m + g
     return (np.zeros(n), np.zeros(n), np.zeros(n), np.zeros((n, n)), np.zeros((r, n)),

@@ -15,6 +15,7 @@ RECORD = Record("cosim.integrators.li1_state", [
     scalar("F_CT", "t of a failed matrix"), scalar("F_CH", "h of a failed iteration matrix"),
     scalar("F_CINFO", "pivot ratio of a singular matrix"),
     scalar("FIXED_ERR", "fixed step: the largest local error estimate so far (user's weights)"),
+    scalar("FIXED_RTOL", "fixed step: REFUSAL·rtol, the scale of the verdict (fixed_step_resolved)"),
     array("y", "2 * n", key="y"),
     array("yp", "2 * n", key="y_prev"),
     array("qdd", "n", key="qdd"),

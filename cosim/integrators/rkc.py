@@ -81,7 +81,7 @@ def rkc_coefficients(s, damping=2.0 / 13.0):
     (the kernel's :func:`rkc_kernel.rkc_coefficients_into`) as a list of tuples:
     Y_j = (1−μ−ν) y_n + μ Y_{j−1} + ν Y_{j−2} + h μ̃ (F(Y_{j−1}) − a_{j−1} F_n)
     (for j = 1: Y_1 = y_n + h μ̃_1 F_n).  Follows rkc.f (Sommeijer et al. 1997)."""
-    C = np.zeros((s, 5))
+    C = np.zeros((s, K.N_CF))
     K.rkc_coefficients_into(int(s), float(damping), C)
     return [tuple(float(x) for x in row) for row in C]
 
@@ -92,7 +92,7 @@ def stability_polynomial(s, z, damping=2.0 / 13.0):
     z = np.asarray(z, dtype=complex)
     y0 = np.ones_like(z)
     yjm2 = y0
-    yjm1 = y0 + coeffs[0][2] * z * y0
+    yjm1 = y0 + coeffs[0][K.CF_MU_TILDE] * z * y0   # Y_1 = y_n + h μ̃_1 F_n
     for mu, nu, mus, ajm1, _ in coeffs[1:]:
         yj = (1 - mu - nu) * y0 + mu * yjm1 + nu * yjm2 + mus * z * (yjm1 - ajm1 * y0)
         yjm2, yjm1 = yjm1, yj

@@ -35,15 +35,17 @@ from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONST
 
 # the record: every name, so that rkc_kernel is the method's one namespace
 from .rkc_record import (  # noqa: F401
-    ALPHA, ATOL, CAUSE, CHI, C_NONE, C_NONFINITE_MATRIX, C_NONFINITE_SOLUTION, C_SINGULAR, DAMPING,
-    DENSE_H, EPS, ERR_LAST, FIXED_ERR, FIXED_SLOTS, FIXED_UNRESOLVED, F_CINFO, F_CT, F_ERR, F_H,
-    F_HRHO, F_T, HAS_DENSE, HAS_EIGVEC, HAS_F,
-    H_FIXED, H_LAST, H_NEXT, I_M, I_N, I_NG, I_NY, LAST_STAGES, MAX_REJECTIONS, MAX_STAGES,
-    MAX_STAGES_USED, MAX_STEP, NONFINITE_DERIVATIVE, NONFINITE_MATRIX, N_STATS, OK, ONE_STEP,
-    RESTART, RESTART_THEN_ADVANCE, RHO, RHO_FAILED, RHO_INTERVAL, RHO_MAX_ITER, RHO_SAFETY,
+    ALPHA, ATOL, CAUSE, CF_A, CF_C, CF_MU, CF_MU_TILDE, CF_NU, CHI, C_NONE, C_NONFINITE_MATRIX,
+    C_NONFINITE_SOLUTION, C_SINGULAR, DAMPING, DENSE_H, EPS, ERR_LAST, FIXED_ERR, FIXED_SLOTS,
+    FIXED_UNRESOLVED, F_CINFO, F_CT, F_ERR, F_H, F_HRHO, F_T, HAS_DENSE, HAS_EIGVEC, HAS_F, H_FIXED,
+    H_LAST, H_NEXT, I_M, I_N, I_NG, I_NY, LAST_STAGES, MAX_REJECTIONS, MAX_STAGES, MAX_STAGES_USED,
+    MAX_STEP, NONFINITE_DERIVATIVE, NONFINITE_MATRIX, N_CF, N_STATS, OK, ONE_STEP, RESTART,
+    RESTART_THEN_ADVANCE, RHO, RHO_FAILED, RHO_INTERVAL, RHO_MAX_ITER, RHO_SAFETY,
     RKC_FAILURE_SLOTS, RKC_PIV, RKC_SCALARS, RTOL, SINGULAR, STAGES_EXCEEDED, STAGE_FACTOR, STATS,
     STEPS_SINCE_RHO, STEP_BUDGET, STEP_FAILED, ST_LU, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL,
-    T_PREV, UNDERFLOW, WHOLE_INTERVAL, XI, rkc_int_length, rkc_offsets, rkc_workspace)
+    T_PREV, UNDERFLOW, WHOLE_INTERVAL, W_BAYO, W_BAYO_LU, W_BAYO_PIV, W_C, W_COEF, W_CQ, W_CT,
+    W_EST, W_FORCES, W_F_END, W_F_START, W_F_TRIAL, W_GAMMA, W_LAM_END, W_LAM_TRIAL, W_M, W_PROBE,
+    W_Q, W_RHS, W_RHS91, W_STAGES, W_V, W_Y_START, XI, rkc_int_length, rkc_offsets, rkc_workspace)
 
 
 def restart(S, I):
@@ -83,11 +85,11 @@ def rkc_coefficients_into(s, damping, C):
     bjm1 = 1.0 / (2.0 * w0) ** 2
     bjm2 = bjm1
     mus = w1 * bjm1
-    C[0, 0] = 0.0
-    C[0, 1] = 0.0
-    C[0, 2] = mus
-    C[0, 3] = 0.0
-    C[0, 4] = mus
+    C[0, CF_MU] = 0.0
+    C[0, CF_NU] = 0.0
+    C[0, CF_MU_TILDE] = mus
+    C[0, CF_A] = 0.0
+    C[0, CF_C] = mus
     thjm2, thjm1 = 0.0, mus
     zjm1, zjm2 = w0, 1.0
     dzjm1, dzjm2 = 1.0, 0.0
@@ -102,11 +104,11 @@ def rkc_coefficients_into(s, damping, C):
         nu = -bj / bjm2
         mus = mu * w1 / w0
         thj = mu * thjm1 + nu * thjm2 + mus * (1.0 - ajm1)
-        C[j, 0] = mu
-        C[j, 1] = nu
-        C[j, 2] = mus
-        C[j, 3] = ajm1
-        C[j, 4] = thj
+        C[j, CF_MU] = mu
+        C[j, CF_NU] = nu
+        C[j, CF_MU_TILDE] = mus
+        C[j, CF_A] = ajm1
+        C[j, CF_C] = thj
         thjm2, thjm1 = thjm1, thj
         bjm2, bjm1 = bjm1, bj
         zjm2, zjm1 = zjm1, zj
@@ -138,7 +140,8 @@ def _penalty_evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
     Returns a cause code (C_NONE on success)."""
     if S[ALPHA] >= 0.0:
         return _bayo_evaluate(fns, S, I, p, u, n, m, t, y, f, lam, w)
-    q, v, M, Cq, rhs, C, Ct, rhs0 = w[0], w[1], w[2], w[3], w[6], w[7], w[8], w[9]
+    q, v, M, Cq, rhs, C, Ct = w[W_Q], w[W_V], w[W_M], w[W_CQ], w[W_RHS], w[W_C], w[W_CT]
+    rhs0 = w[W_RHS91]
     I[ST_RES] += 1
     cause = _factor_and_rhs(fns, S, I, LU, RKC_PIV, p, u, n, m, t, y, w)      # J factored, [Q; γ; γ_G]
     if cause != C_NONE:
@@ -181,8 +184,9 @@ def _bayo_evaluate(fns, S, I, p, u, n, m, t, y, f, lam, w):
     − ω² C), λ = α (C_q v' − (γ − 2ξω Ċ − ω² C)) over the holonomic rows (the
     nonholonomic ones are not part of this form: their λ is 0).  Returns a cause
     code; the matrix's LU stays in the work arrays."""
-    q, v, M, Cq, Q, g, rhs, C, Ct = w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8]
-    A, LUb, pivb = w[18], w[19], w[20]
+    q, v, M, Cq, Q, g = w[W_Q], w[W_V], w[W_M], w[W_CQ], w[W_FORCES], w[W_GAMMA]
+    rhs, C, Ct = w[W_RHS], w[W_C], w[W_CT]
+    A, LUb, pivb = w[W_BAYO], w[W_BAYO_LU], w[W_BAYO_PIV]
     I[ST_RES] += 1
     mh = m - n_nonholonomic(I)
     alpha = S[ALPHA]
@@ -252,8 +256,8 @@ def estimate_rho(fns, S, I, LU, p, u, n, m, y, f0, w):
     eigenvector, and sets the steps since the estimate to 0.  Returns a cause code
     (an evaluation failed: nothing written)."""
     ny = y.shape[0]
-    fv, v, lam = w[14], w[15], w[16]
-    o_e = rkc_offsets(n, m, ny)[6]
+    fv, v, lam = w[W_F_TRIAL], w[W_PROBE], w[W_LAM_TRIAL]
+    _, _, _, _, _, _, o_e, _ = rkc_offsets(n, m, ny)
     t = S[T]
     ynrm = _norm2(y)
     warm = False
@@ -324,18 +328,18 @@ def _refresh_rho(fns, S, I, LU, p, u, n, m, y, f0, w):
 # ---------------------------------------------------------------------------------
 def _rkc_stages(fns, S, I, LU, p, u, n, m, t, y, h, f0, s, w):
     """The s-stage RKC step from (t, y) with F_n = f0: the stages rotate through the
-    rows of w[12]; returns (cause, row of Y_s)."""
-    Y, Cf, fj, lam = w[12], w[17], w[14], w[16]
+    rows of w[W_STAGES]; returns (cause, row of Y_s)."""
+    Y, Cf, fj, lam = w[W_STAGES], w[W_COEF], w[W_F_TRIAL], w[W_LAM_TRIAL]
     ny = y.shape[0]
     rkc_coefficients_into(s, S[DAMPING], Cf)
     i2, i1, i0 = 0, 1, 2        # rows of Y_{j−2}, Y_{j−1}, Y_j
-    c = h * Cf[0, 2]
+    c = h * Cf[0, CF_MU_TILDE]
     for i in range(ny):
-        Y[0, i] = y[i]
-        Y[1, i] = y[i] + c * f0[i]
-    thjm1 = Cf[0, 4]
+        Y[i2, i] = y[i]              # Y_0 = y_n
+        Y[i1, i] = y[i] + c * f0[i]  # Y_1 = y_n + h μ̃_1 F_n
+    thjm1 = Cf[0, CF_C]
     for j in range(1, s):
-        mu, nu, mus, ajm1 = Cf[j, 0], Cf[j, 1], Cf[j, 2], Cf[j, 3]
+        mu, nu, mus, ajm1 = Cf[j, CF_MU], Cf[j, CF_NU], Cf[j, CF_MU_TILDE], Cf[j, CF_A]
         cause = _penalty_evaluate(fns, S, I, LU, p, u, n, m, t + h * thjm1, Y[i1], fj, lam, w)
         if cause != C_NONE:
             return cause, i1
@@ -344,7 +348,7 @@ def _rkc_stages(fns, S, I, LU, p, u, n, m, t, y, h, f0, s, w):
         for i in range(ny):
             Y[i0, i] = a0 * y[i] + mu * Y[i1, i] + nu * Y[i2, i] + hm * (fj[i] - ajm1 * f0[i])
         i2, i1, i0 = i1, i0, i2
-        thjm1 = Cf[j, 4]
+        thjm1 = Cf[j, CF_C]
     return C_NONE, i1
 
 
@@ -353,7 +357,8 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     the reference).  Returns a status code; on failure S[F_H] is the step size,
     I[CAUSE] / S[F_ERR] / S[F_HRHO] what made it fail."""
     n, m, ny = I[I_N], I[I_M], I[I_NY]
-    Y, f_new, lam_new, est, f0, y = w[12], w[10], w[11], w[13], w[21], w[22]
+    Y, f_new, lam_new, est = w[W_STAGES], w[W_F_END], w[W_LAM_END], w[W_EST]
+    f0, y = w[W_F_START], w[W_Y_START]
     t = S[T]
     status = _start_point(fns, S, I, LU, u, p, y, f0, f_new, lam_new, w)
     if status != OK:

@@ -20,12 +20,16 @@ from .explicit_record import (  # noqa: F401
     I_NY, MAX_REJECTIONS, MAX_STEP, METHOD, NONFINITE_DERIVATIVE, NONFINITE_MATRIX, N_STATS, OK,
     ONE_STEP, PROJ_ITERS, RESTART, RESTART_THEN_ADVANCE, RTOL, SINGULAR, STATS, STEP_BUDGET,
     STEP_FAILED, ST_JAC, ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV,
-    UNDERFLOW, WHOLE_INTERVAL)
+    UNDERFLOW, WHOLE_INTERVAL, W_C, W_CQ, W_CT, W_FORCES, W_GAMMA, W_M, W_Q, W_RHS, W_V)
 
 # -- algorithm constants (rkc.f, Sommeijer, Shampine & Verwer 1997) ---------------
 RHO_MAX_ITER = 50        # power-method iterations of one spectral-radius estimate
 RHO_SAFETY = 1.2         # ρ = 1.2 σ
 STAGE_FACTOR = 1.54      # s = 1 + ⌊√(1 + 1.54 h ρ)⌋
+# the columns of the coefficient table (rkc_kernel.rkc_coefficients_into): row j − 1
+# holds μ_j, ν_j, μ̃_j, a_{j−1} and c_j (the stage's time fraction)
+CF_MU, CF_NU, CF_MU_TILDE, CF_A, CF_C = range(5)
+N_CF = 5
 # -- rkc-penalty's own status codes (after explicit_record's) ------------------------
 STAGES_EXCEEDED = 8      # fixed step: h ρ needs more than max_stages stages (h ρ in S[F_HRHO])
 RHO_FAILED = 9           # the spectral-radius estimate is not finite
@@ -72,13 +76,21 @@ def rkc_int_length(n, m):
 RKC_FAILURE_SLOTS = (T, F_T, F_H, F_ERR, F_CT, F_CINFO, F_HRHO)   # advance failed: F_T ← t, these and I[CAUSE] kept
 
 
+# -- the work arrays of one advance() call: their index in rkc_workspace()'s tuple ------
+# the first nine are the index-1 form's (explicit_record's W_Q … W_CT, imported above);
+# then the right-hand side [M v; −C_t − χ C] of eq. 91 (then its solution [q'; ·]), f and
+# λ at the step's end, the stages Y (3 rows that rotate), the error estimate, f at a
+# stage or at the power method's probe point, the probe point, λ at a stage or probe,
+# the RKC coefficients (s_max × N_CF), the Bayo form's matrix, its LU and pivots, f and
+# y at the step start (names unlike explicit_record's: both modules are pasted into one)
+(W_RHS91, W_F_END, W_LAM_END, W_STAGES, W_EST, W_F_TRIAL, W_PROBE, W_LAM_TRIAL, W_COEF,
+ W_BAYO, W_BAYO_LU, W_BAYO_PIV, W_F_START, W_Y_START) = range(9, 23)
+
+
 def rkc_workspace(n, m, ny, s_max):
-    """Work arrays of one advance() call: (q, v, M, C_q, Q, γ, rhs, C, C_t — the
-    index-1 form's, as explicit_record.workspace —, rhs of eq. 91, f_new, λ_new,
-    stages Y (3 × n_y), estimate, f of the power method, its probe point, λ scratch,
-    RKC coefficients (s_max × 5), Bayo matrix, its LU, its pivots, f0, y)."""
+    """Work arrays of one advance() call, in the order of the W_ names above."""
     return (np.zeros(n), np.zeros(n), np.zeros((n, n)), np.zeros((m, n)), np.zeros(n), np.zeros(m),
             np.zeros(n + m), np.zeros(m), np.zeros(m), np.zeros(n + m), np.zeros(ny), np.zeros(m),
             np.zeros((3, ny)), np.zeros(ny), np.zeros(ny), np.zeros(ny), np.zeros(m),
-            np.zeros((s_max, 5)), np.zeros((n, n)), np.zeros((n, n)), np.zeros(n, dtype=np.int64),
+            np.zeros((s_max, N_CF)), np.zeros((n, n)), np.zeros((n, n)), np.zeros(n, dtype=np.int64),
             np.zeros(ny), np.zeros(ny))

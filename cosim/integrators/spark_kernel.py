@@ -42,7 +42,7 @@ from .spark_record import (  # noqa: F401
     HAS_FACTOR, H_JAC, H_LAST, I_M, I_N, I_NB, I_NV, I_S, LOBATTO, MATRIX_FLOATS, MATRIX_INTS, MAX_STEP, NEED_JAC, NEWTON_ERR_TOL,
     NEWTON_FAILED, NEWTON_MAX_ITER, NEWTON_REL, NEWTON_TOL, N_SCALARS, N_STATS, OK, ONE_STEP,
     PIV, REASON, RELAX, RESTART, RTOL, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SCHEME, SIGMA,
-    STAGE_MATRIX, STATS, STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU, ST_NEWTON, ST_RES, ST_STEPS, T, T_PREV,
+    STAGE_MATRIX, STATS, STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU, ST_NEWTON, ST_RES, ST_STEPS, T, T_PREV, TWO_STEP_STAGES,
     WHOLE_INTERVAL, matrix_size, offsets, workspace)
 
 
@@ -363,6 +363,10 @@ def step(fns, S, I, LU, u, p, t_limit, w):
             return status
         if not fixed_step_resolved(S, err, h, FIXED_SLOTS):
             return FIXED_UNRESOLVED
+    elif s <= TWO_STEP_STAGES and S[T_PREV] < t0:   # orders 4 and 6, after a step of these inputs
+        judged, err = _two_step_estimate(S, I, n, s, t0, h, w)
+        if judged and not fixed_step_resolved(S, err, h, FIXED_SLOTS):
+            return FIXED_UNRESOLVED
     # accept
     q1, v1, qdd1, lam1 = w[32], w[34], w[35], w[36]
     S[T_PREV] = t0
@@ -439,8 +443,8 @@ def _accelerations(fns, S, I, p, u, n, m, t, h, q, v, qdd, lam, w):
     """The consistent accelerations q'', λ at (q, v, t) (seed 000 eq. 10:
     :func:`kernel_common.consistent_accelerations`).  Returns OK or ACCEL_MATRIX (S[F_CT] = t)."""
     rhs = w[30]
-    fstat, ratio = consistent_accelerations(fns, p, u, n, m, 0, t, q, v, w[15], w[16], w[29], w[31], w[20],
-                                            w[17], rhs)
+    fstat, ratio = consistent_accelerations(fns, p, u, n, m, 0, t, q, v, w[15], w[16], w[28], w[29], w[31],
+                                            w[20], w[17], rhs)
     if fstat != FACTORED:
         S[F_H], S[F_CT], S[F_INFO] = h, t, ratio
         I[REASON] = fstat
@@ -459,7 +463,7 @@ def _estimate(fns, S, I, p, u, n, m, t0, h, w):
     rtol·|q_{n+1}| + atol: for a second-order method (stages = 1) the positions' local
     error to leading order (the h·δv and h²·δq'' terms are O(h⁴)).  Not for stages ≥ 2:
     there the method's own leading error cancels the defect's (measured: an estimate
-    ~1e-7 of the true local error), so those steps are not judged.  q''_n is the
+    ~1e-7 of the true local error; stages 2 and 3 take :func:`_two_step_estimate`).  q''_n is the
     record's (the last step's end, the same inputs) except after a restart (new inputs,
     parameters or a jump: t_prev = t), where it is solved afresh at (q_n, v_n) into
     w[40].  Returns (status, estimate); the end point q_{n+1}, v_{n+1}, q''_{n+1} in
@@ -480,6 +484,74 @@ def _estimate(fns, S, I, p, u, n, m, t0, h, w):
         wk = rtol * abs(q1[k]) + atol
         s += (e / wk) ** 2
     return OK, math.sqrt(s / n) if n > 0 else 0.0
+
+
+def _two_step_weights(r):
+    """The weights of q(1) − q(−r) = Σ_j β_j q'(x_j) + γ_j q''(x_j) at the nodes x = −r,
+    0, 1 (units of the step h), exact for polynomials of degree 6: the integrals over
+    [−r, 1] of the Hermite basis functions of the three nodes, by 3-point Gauss-Legendre
+    (exact for their degree 5).  Returns (β_−1, β_0, β_1, γ_−1, γ_0, γ_1); r = 1:
+    (7, 16, 7)/15 and (1, 0, −1)/15."""
+    mid, half = 0.5 * (1.0 - r), 0.5 * (1.0 + r)
+    g = math.sqrt(0.6)
+    b0 = b1 = b2 = c0 = c1 = c2 = 0.0
+    for i in range(3):
+        tau = mid + half * g * (i - 1)
+        wq = half * (8.0 / 9.0 if i == 1 else 5.0 / 9.0)
+        for j in range(3):
+            xj = -r if j == 0 else (0.0 if j == 1 else 1.0)
+            ell, dl = 1.0, 0.0
+            for k in range(3):
+                if k != j:
+                    xk = -r if k == 0 else (0.0 if k == 1 else 1.0)
+                    ell *= (tau - xk) / (xj - xk)
+                    dl += 1.0 / (xj - xk)
+            hb = wq * (1.0 - 2.0 * dl * (tau - xj)) * ell * ell
+            hc = wq * (tau - xj) * ell * ell
+            if j == 0:
+                b0 += hb
+                c0 += hc
+            elif j == 1:
+                b1 += hb
+                c1 += hc
+            else:
+                b2 += hb
+                c2 += hc
+    return b0, b1, b2, c0, c1, c2
+
+
+def _two_step_estimate(S, I, n, s, t0, h, w):
+    """The local error estimate of a step of order 2s = 4 or 6 (stages 2, 3), where the
+    Hermite defect of one step cancels the method's own error (the step is a collocation
+    polynomial of that degree): the two-step defect of the positions over the last step
+    (t_−1 = t_prev, from the record: y_prev, q''_prev) and this one,
+    D = q_{n+1} − q_{n−1} − h Σ β_j v_j − h² Σ γ_j q''_j (:func:`_two_step_weights`,
+    O(h⁷) for the exact solution), which the two steps' local errors enter as
+    ≈ e_n + e_{n+1}; this step's share, D/(1 + r^(2s+1)) with r = h_prev/h (D/2 at equal
+    steps), as an RMS norm in the weights rtol·|q_{n+1}| + atol.  Measured against the
+    true local error (benchmarks/fixed_step_accuracy.py): 0.23-6.8 × at stages = 2,
+    3-570 × at stages = 3 (there D's own h⁷ term leads).  Not judged (False) after a
+    step more than 10 × longer (D's own term, over the long step, would lead) or 100 ×
+    shorter (the weights grow as r⁻³: rounding).  Returns (judged, estimate)."""
+    hp = S[T] - S[T_PREV]
+    r = hp / h
+    if not (0.01 <= r <= 10.0):
+        return False, 0.0
+    o = _layout(I)
+    o_yp, o_qddp, o_y, o_qdd = o[1], o[3], o[0], o[2]
+    q1, v1, a1 = w[32], w[34], w[35]
+    bm, b0, b1, cm, c0, c1 = _two_step_weights(r)
+    share = 1.0 / (1.0 + r ** (2 * s + 1))
+    rtol, atol = S[RTOL], S[ATOL]
+    hh = h * h
+    acc = 0.0
+    for k in range(n):
+        d = (q1[k] - S[o_yp + k]
+             - h * (bm * S[o_yp + n + k] + b0 * S[o_y + n + k] + b1 * v1[k])
+             - hh * (cm * S[o_qddp + k] + c0 * S[o_qdd + k] + c1 * a1[k]))
+        e = share * d / (rtol * abs(q1[k]) + atol)
+        acc += e * e
+    return True, math.sqrt(acc / n) if n > 0 else 0.0
 
 
 def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):

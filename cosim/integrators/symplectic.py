@@ -271,13 +271,19 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
         self._construct(model, backend, supports, K.N_SCALARS, kwargs)
 
     # the accuracy rule (cosim.fixed_step) judges every step of this fixed-step method with
-    # stages = 1, h given or not: its estimate is the positions' Hermite defect
-    # (spark_kernel._estimate, ∝ h³); stages ≥ 2 have none
+    # stages ≤ K.TWO_STEP_STAGES, h given or not: with stages = 1 the positions' Hermite
+    # defect (spark_kernel._estimate, ∝ h³), with stages 2, 3 the two-step defect
+    # (spark_kernel._two_step_estimate, ∝ h^(2s+1)); stages = 4 has none
     fixed_step_alternative = fixed_step.FIXED_ONLY
 
     @property
     def fixed_step_size(self):
-        return self._h0 if self.stages == 1 else None
+        return self._h0 if self.stages <= K.TWO_STEP_STAGES else None
+
+    @property
+    def fixed_error_order(self):
+        """The estimate ∝ h^this (the local error of an order-2s step)."""
+        return 2 * self.stages + 1
 
     def check_options(self):
         s = self.opts["stages"]
