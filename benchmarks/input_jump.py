@@ -9,33 +9,23 @@ The methods' default options.
     PYTHONPATH=$PWD python benchmarks/input_jump.py --backend numba
 """
 import argparse
+import os
+import sys
 
 import numpy as np
 from scipy.integrate import solve_ivp
 
 from cosim.integrators import make_integrator
-from cosim.models import MultibodyModel, Signal, load_model
+from cosim.models import load_model
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from reference import ForcedOscillator  # noqa: E402  (x'' = −40 x − 0.5 x' + u)
 
 H, T_JUMP, T_END = 0.01, 0.5, 1.0
 
 
-class Oscillator(MultibodyModel):
-    name = "forced_oscillator"
-    coordinates = ("x",)
-    inputs = (Signal("force", "N"),)
-
-    def mass(self, q, t):
-        return np.array([[1.0]])
-
-    def forces(self, q, v, t, u):
-        return np.array([-40.0 * q[0] - 0.5 * v[0] + u[0]])
-
-    def initial_state(self):
-        return np.array([0.1]), np.array([0.0])
-
-
 CASES = {   # model, the new input, the ODE of the coordinate compared (s: 0 before, 1 after), y0, coordinate
-    "oscillator": (Oscillator, [50.0], lambda y, s: [y[1], -40.0 * y[0] - 0.5 * y[1] + 50.0 * s], [0.1, 0.0],
+    "oscillator": (ForcedOscillator, [50.0], lambda y, s: [y[1], -40.0 * y[0] - 0.5 * y[1] + 50.0 * s], [0.1, 0.0],
                    lambda y: y[0]),
     "pendulum": (lambda: load_model("pendulum"), [5.0, 0.0, 0.0],
                  lambda y, s: [y[1], -9.81 * np.sin(y[0]) + 5.0 * s], [np.pi / 4, 0.0],

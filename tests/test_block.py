@@ -7,7 +7,8 @@ from cosim.integrators import make_integrator
 from cosim.integrators.block import (NODE_FAMILIES, block_coefficients, block_nodes, check_l_stability,
                                      classical_order, default_pade_k, pade_coefficients,
                                      stability_function)
-from cosim.models import MultibodyModel, Signal, load_model
+from cosim.models import load_model
+from reference import ForcedOscillator
 
 
 @pytest.mark.parametrize("family", NODE_FAMILIES)
@@ -175,22 +176,6 @@ def test_serialized_state_continues_bit_identically_in_a_fresh_simulation(backen
     assert fresh.time == sim.time and np.array_equal(fresh.y, sim.y)
 
 
-class _ForcedOscillator(MultibodyModel):
-    """x'' = −40 x − 0.5 x' + u (M and Q only: a plain-Python user model)."""
-    name = "forced_oscillator"
-    coordinates = ("x",)
-    inputs = (Signal("force", "N"),)
-
-    def mass(self, q, t):
-        return np.array([[1.0]])
-
-    def forces(self, q, v, t, u):
-        return np.array([-40.0 * q[0] - 0.5 * v[0] + u[0]])
-
-    def initial_state(self):
-        return np.array([0.1]), np.array([0.0])
-
-
 def _jump_reference(rhs, y0, t_jump, times):
     """The angle/position of an ODE whose input jumps at t_jump (solve_ivp at rtol 1e-12)."""
     from scipy.integrate import solve_ivp
@@ -212,7 +197,7 @@ def test_input_jump_starts_from_accelerations_of_the_new_input(case, backend):
     if case == "oscillator":
         if backend == "numba":
             pytest.skip("a plain-Python user model runs on the python backend")
-        model, u = _ForcedOscillator(), np.array([50.0])
+        model, u = ForcedOscillator(), np.array([50.0])
         rhs, y0, angle = (lambda y, s: [y[1], -40.0 * y[0] - 0.5 * y[1] + 50.0 * s]), [0.1, 0.0], \
             (lambda y: y[0])
     else:
