@@ -25,7 +25,7 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.integrate import solve_ivp
 
-from cosim.models import MultibodyModel, Parameter, load_model
+from cosim.models import MultibodyModel, Parameter, Signal, load_model
 
 
 class Oscillator(MultibodyModel):
@@ -44,6 +44,24 @@ class Oscillator(MultibodyModel):
 
     def initial_state(self):
         return np.array([1.0]), np.array([0.0])
+
+
+class ForcedOscillator(MultibodyModel):
+    """x'' = −40 x − 0.5 x' + u from x = 0.1 at rest, M and Q only, one input (an input
+    jump: tests/test_block.py, benchmarks/input_jump.py)."""
+
+    name = "forced_oscillator"
+    coordinates = ("x",)
+    inputs = (Signal("force", "N"),)
+
+    def mass(self, q, t):
+        return np.eye(1)
+
+    def forces(self, q, v, t, u):
+        return np.array([-40.0 * q[0] - 0.5 * v[0] + u[0]])
+
+    def initial_state(self):
+        return np.array([0.1]), np.array([0.0])
 
 
 def index1_rhs(model, u):

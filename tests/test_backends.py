@@ -1402,14 +1402,17 @@ def test_pasted_method_modules_define_each_name_once():
     the explicit and rkc records are imported, not defined again."""
     import ast
     import inspect
-    from cosim.integrators import (block_kernel, block_record, dense_lu, explicit_kernel, explicit_record,
-                                   index1_kernel, kernel_common, li1_kernel, li1_nullspace, li1_record,
-                                   rkc_kernel, rkc_record, spark_kernel, spark_record, spark_terms)
+    from cosim.integrators import (bdf_corrector, bdf_kernel, bdf_record, block_kernel, block_record, dense_lu,
+                                   explicit_kernel, explicit_record, ga_corrector, ga_kernel, ga_record,
+                                   ga_terms, index1_kernel, kernel_common, li1_kernel, li1_nullspace,
+                                   li1_record, rkc_kernel, rkc_record, spark_kernel, spark_record, spark_terms)
     for modules in ((dense_lu, kernel_common, explicit_record, index1_kernel, explicit_kernel),
                     (dense_lu, kernel_common, explicit_record, index1_kernel, rkc_record, rkc_kernel),
                     (dense_lu, kernel_common, li1_record, li1_nullspace, li1_kernel),
                     (dense_lu, kernel_common, spark_record, spark_terms, spark_kernel),
-                    (dense_lu, kernel_common, block_record, block_kernel)):
+                    (dense_lu, kernel_common, block_record, block_kernel),
+                    (dense_lu, kernel_common, ga_record, ga_terms, ga_corrector, ga_kernel),
+                    (dense_lu, kernel_common, bdf_record, bdf_corrector, bdf_kernel)):
         seen = {}
         for module in modules:
             for node in ast.parse(inspect.getsource(module)).body:

@@ -287,13 +287,20 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
         self._I[K.NEED_JAC] = 1
 
     def _restart(self):
-        """After a discontinuity: q'' and λ from eq. 10, order 1 again."""
-        q, v = self.model.split(self.y)
-        qdd, lam = consistent_accelerations(self.model, self.t, q, v, self.u)
-        self._write(_QDD, qdd)
-        self._write(_LAM, lam)
+        """After a discontinuity: q'' and λ from eq. 10 (the kernel's ``restart``), order 1
+        again."""
+        status = self._call(K.RESTART, 0.0, 0)
+        if status != K.OK:
+            # the shared IC helper names the cause (common.consistent_accelerations raises)
+            q, v = self.model.split(self.y)
+            consistent_accelerations(self.model, self.t, q, v, self.u)
+            raise SingularMatrixError(f"{self.name}: consistent accelerations (eq. 10) failed at t={self.t!r}",
+                                      t=self.t, h=None, cause="singular matrix")
         self._start(min(self._initial_step(), self.h_next))
         self._outputs_fresh = False
+
+    def _reset_point(self):
+        """(q'' and λ at the new point: the restart that follows solves them.)"""
 
     @property
     def fixed_error_order(self):

@@ -54,7 +54,8 @@ from .bdf_record import (  # noqa: F401
     WS_QX, WS_RHS, WS_TAU, WS_TQ, WS_V, WS_VX, WS_W2, WS_WINV, WS_YDPRED, WS_YPRED, WS_ZPRED,
     int_length, offsets, system_size, workspace, wslots)
 from .bdf_corrector import _newton
-from .kernel_common import clamp_step, end_advance, fixed_step_resolved, keeps_matrix, model_outputs
+from .kernel_common import (FACTORED, MATRIX_NONFINITE, clamp_step, end_advance, fixed_step_resolved, keeps_matrix,
+    model_outputs, restart_accelerations)
 
 
 # ---------------------------------------------------------------------------------
@@ -522,15 +523,30 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     return status
 
 
+def restart(fns, S, I, u, p):
+    """The restart's consistent accelerations: q'', λ at the current point with what is
+    held now (seed 000 eq. 10, :func:`kernel_common.restart_accelerations`) into the
+    record; the integrator object then starts again at order 1 (bdf.py ``_restart``).
+    Returns OK, or SINGULAR / NONFINITE_MATRIX (S[F_T] = t, the pivot ratio in
+    S[F_INFO]) with the rest of the record unchanged."""
+    n, m = I[I_N], I[I_M]
+    o_y, _, o_qdd, o_lam = offsets(n, m, I[I_NS])[:4]
+    status = restart_accelerations(fns, S, u, p, n, m, 0, o_y, o_qdd, o_lam, (T, F_T, F_INFO))
+    if status != FACTORED:
+        return NONFINITE_MATRIX if status == MATRIX_NONFINITE else SINGULAR
+    return OK
+
+
 def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     """The method's one entry point, compiled once per machine (cosim.jit.method_entry)
     or run as plain Python.  Modes: WHOLE_INTERVAL advances to ``t_target`` within
     ``max_steps`` (else STEP_BUDGET, record unchanged); ONE_STEP takes at most
-    ``max_steps`` steps.  The restart modes are not in the kernel (the integrator
-    object restarts).  After a successful advance the model's outputs at the new
+    ``max_steps`` steps; RESTART solves q'', λ at the current point (:func:`restart`;
+    the integrator object does the rest of the restart, and RESTART_THEN_ADVANCE is
+    not in the kernel).  After a successful advance the model's outputs at the new
     state go into ``y_out`` (the outputs kernel, fns[FN_OUTPUTS]) unless it is empty."""
     if mode == RESTART:
-        return NOT_IN_KERNEL
+        return restart(fns, S, I, u, p)
     if mode == RESTART_THEN_ADVANCE:
         return RESTART_STATUS + NOT_IN_KERNEL
     status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)

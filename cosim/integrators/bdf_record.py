@@ -41,14 +41,14 @@ STEP_BUDGET = 6          # max_steps steps without reaching the target (record r
                          # the t reached in S[F_T])
 MIN_STEP = 7             # "step size below the minimum"
 UNDERFLOW = 8            # "step size underflow" (h no longer moves t)
-NOT_IN_KERNEL = 9        # restart: done by the wrapper (Python reference)
+NOT_IN_KERNEL = 9        # RESTART_THEN_ADVANCE: the restart is the wrapper's (bdf.py _restart)
 FIXED_UNRESOLVED = 10    # a fixed step whose local error estimate (S[F_INFO]) is beyond the
                          # state (kernel_common.fixed_step_resolved; its order in I[F_K])
 # entry modes (cosim.jit's generated entry)
 WHOLE_INTERVAL = 0       # advance to the target within max_steps, else STEP_BUDGET
-RESTART = 1              # (done by the integrator object: NOT_IN_KERNEL)
+RESTART = 1              # q'', λ at the current point (eq. 10); the integrator object does the rest
 ONE_STEP = 2             # at most max_steps steps towards the target
-RESTART_THEN_ADVANCE = 3  # (as RESTART: RESTART_STATUS + NOT_IN_KERNEL, nothing changed)
+RESTART_THEN_ADVANCE = 3  # (not in the kernel: RESTART_STATUS + NOT_IN_KERNEL, nothing changed)
 RESTART_STATUS = 100
 # Newton failure reasons
 R_RESIDUAL = 1           # "residual is not finite"

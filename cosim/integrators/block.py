@@ -393,10 +393,25 @@ class LStableBlock(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam")), R
 
     # -- restart / state -------------------------------------------------------------------------
     def restart(self):
-        """Forget the stage data at the current point: t_prev = t, y_prev = y (the
-        kernel's ``restart``; the Newton matrix and q'', λ are kept)."""
+        """At the current point (new inputs or parameters, an event's new point): the
+        consistent accelerations q'', λ solved with what is held now, which the next step
+        starts from; the stage data forgotten, t_prev = t, y_prev = y (the kernel's
+        ``restart``; the Newton matrix is kept)."""
         self._outputs_fresh = False
-        K.restart(self._S, self._I)
+        if not self._has_state:
+            return
+        status = self._call(K.RESTART, 0.0, 0)
+        if status != K.OK:
+            t, info = float(self._S[K.F_T]), float(self._S[K.F_INFO])
+            what = f"{self.name}: the matrix [[M, C_q^T], [C_q, 0]] of the consistent accelerations"
+            if status == K.NONFINITE_MATRIX:
+                raise SingularMatrixError(f"{what} contains NaN/inf at t={t}", t=t, h=None,
+                                          cause="non-finite matrix")
+            raise SingularMatrixError(f"{what} is numerically singular at t={t} (pivot ratio {info:.1e})",
+                                      t=t, h=None, cause="singular matrix")
+
+    def _reset_point(self):
+        """(q'' and λ at the new point: the restart that follows solves them.)"""
 
     # -- failures ----------------------------------------------------------------------------
     def _failed(self, status):

@@ -48,17 +48,26 @@ from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
     FN_GAMMA, FN_MASS, FN_MASS_JACOBIAN_TERM, MATRIX_NONFINITE, NEWTON_CONVERGED,
     NEWTON_LAST_CHANCE, NEWTON_REFRESH, NEWTON_SLOW, all_finite, clamp_step, end_advance, factor_matrix,
     fixed_step_resolved, forget_step, keeps_matrix, matrix_formed, model_outputs, newton_start,
-    newton_verdict, relaxation, relaxed_update, snapshot_in, weighted_max, weighted_rms)
+    newton_verdict, relaxation, relaxed_update, restart_accelerations, snapshot_in, weighted_max, weighted_rms)
 
 # the record's names the integrator object reads through this module (RecordIntegrator:
 # ``_kernel.STATS``, the modes) besides the ones the functions below use
 __all__ = ["N_STATS", "STATS", "ST_REJ", "WHOLE_INTERVAL", "int_length", "entry", "restart"]
 
 
-def restart(S, I):
-    """Integrator.restart: no stage data (dense output), t_prev = t, y_prev = y."""
-    n = I[I_N]
-    o_y, o_yp = N_SCALARS, N_SCALARS + 2 * n
+def restart(fns, S, I, u, p):
+    """Integrator.restart (new inputs or parameters, an event's new point): the
+    consistent accelerations q'', λ at the current point with what is held now (seed
+    000 eq. 10, :func:`kernel_common.restart_accelerations`), which the next step
+    starts from (a_k enters every stage: the last step's A_r, Λ_r belong to the old
+    inputs); no stage data (dense output), t_prev = t, y_prev = y.  Returns OK, or
+    SINGULAR / NONFINITE_MATRIX (S[F_T] = t, the pivot ratio in S[F_INFO]) with the
+    rest of the record unchanged."""
+    n, m = I[I_N], I[I_M]
+    o_y, o_yp, o_qdd, o_lam = offsets(n, m, I[I_R])[:4]
+    status = restart_accelerations(fns, S, u, p, n, m, 0, o_y, o_qdd, o_lam, (T, F_T, F_INFO))
+    if status != FACTORED:
+        return NONFINITE_MATRIX if status == MATRIX_NONFINITE else SINGULAR
     S[STAGE_T0] = math.nan
     forget_step(S, T, T_PREV, o_y, o_yp, 2 * n)
     return OK
@@ -495,12 +504,13 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
 
 def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     """The method's one entry point, compiled once per machine (cosim.jit.method_entry)
-    or run as plain Python.  Modes: RESTART (forget the stage data: new inputs or a
-    new point); WHOLE_INTERVAL advances to ``t_target`` within ``max_steps`` (else
-    STEP_BUDGET, record unchanged); ONE_STEP takes at most ``max_steps`` steps.
-    After a successful advance the model's outputs at the new state go into
-    ``y_out`` (the outputs kernel, fns[FN_OUTPUTS]) unless it is empty."""
+    or run as plain Python.  Modes: RESTART (q'', λ solved at the current point, the
+    stage data forgotten: new inputs, parameters or a new point); WHOLE_INTERVAL
+    advances to ``t_target`` within ``max_steps`` (else STEP_BUDGET, record unchanged);
+    ONE_STEP takes at most ``max_steps`` steps.  After a successful advance the model's
+    outputs at the new state go into ``y_out`` (the outputs kernel, fns[FN_OUTPUTS])
+    unless it is empty."""
     if mode == RESTART:
-        return restart(S, I)
+        return restart(fns, S, I, u, p)
     status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)
     return model_outputs(fns, status, S, N_SCALARS, I[I_N], S[T], u, p, y_out)

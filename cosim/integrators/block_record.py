@@ -26,7 +26,7 @@ FIXED_UNRESOLVED = 6     # a step whose local error estimate (S[F_INFO]) is beyo
                          # (kernel_common.fixed_step_resolved)
 # entry modes (block_kernel.entry)
 WHOLE_INTERVAL = 0       # advance to the target within max_steps, else STEP_BUDGET
-RESTART = 1              # forget the stage data (dense output): t_prev = t, y_prev = y
+RESTART = 1              # q'', λ at the current point (eq. 10), no stage data, t_prev = t, y_prev = y
 ONE_STEP = 2             # at most max_steps steps towards the target
 # Newton failure reasons
 R_RESIDUAL = 1           # "residual is not finite"

@@ -53,8 +53,8 @@ from .ga_record import (  # noqa: F401
     W_S_MU, W_SCALE, W_SCALE_R, W_SPARE, W_SY, W_V, W_V0, W_V1, W_V_START, W_WEIGHTS, W_WV, W_X,
     W_X_HAT, W_X_RATE, W_Y_HAT)
 from .ga_terms import (  # noqa: F401
-    _abt_into, _all_finite, _diag_mass_inverse, _gesv, _inv_mass_diag, _nh_gamma, _nh_jacobian,
-    _nh_residual, _nh_rows, consistent_accelerations, n_nonholonomic, restart)
+    _abt_into, _all_finite, _diag_mass_inverse, _gesv, _inv_mass_diag, _nh_jacobian,
+    _nh_residual, _nh_rows, n_nonholonomic, restart)
 from .ga_corrector import (  # noqa: F401
     _amax, _cqv, _jacobian, _jacobian_ggl, _newton, _norm, _norm_ggl, _pymax, _residual,
     _residual_ggl, _rows_norm)

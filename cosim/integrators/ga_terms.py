@@ -1,15 +1,16 @@
 """Model terms of generalized-α (:mod:`cosim.integrators.ga_kernel`): the
-nonholonomic rows, the diagonal-mass shortcut, consistent accelerations (eq. 10) and
-the restart."""
+nonholonomic rows, the diagonal-mass shortcut and the restart (consistent
+accelerations, eq. 10: :func:`.kernel_common.restart_accelerations`)."""
 import math
 
 import numpy as np
 
-from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio, scaled_pivot_ratio
+from .dense_lu import lu_factor_inplace, lu_solve_inplace
 from .ga_record import (CONST_MASS, GGL, H_LAST, I_M, I_N, I_NG, MINV_DIAG, MINV_EXACT, OK,
-    RESTART_FAILED, T, T_PREV, _cut, offsets, workspace)
-from .kernel_common import (FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS,
-    FN_NH_FORCE_JACOBIAN, FN_NH_GAMMA, FN_NH_MATRIX, FN_NH_OFFSET, FN_NH_VELOCITY_JACOBIAN)
+    RESTART_FAILED, F_INFO, F_T, T, T_PREV, offsets, workspace)
+from .kernel_common import (FACTORED, FN_MASS,
+    FN_NH_FORCE_JACOBIAN, FN_NH_MATRIX, FN_NH_OFFSET, FN_NH_VELOCITY_JACOBIAN,
+    restart_accelerations)
 
 
 # ---------------------------------------------------------------------------------
@@ -30,13 +31,6 @@ def _nh_rows(fns, p, m, q, t, Cq):
     if Cq.shape[0] == m:
         return
     fns[FN_NH_MATRIX](q, t, p, Cq[m:])
-
-
-def _nh_gamma(fns, p, m, q, v, t, g):
-    """γ_G into g[m:] (zero-filled by the caller)."""
-    if g.shape[0] == m:
-        return
-    fns[FN_NH_GAMMA](q, v, t, p, g[m:])
 
 
 def _nh_residual(fns, p, n, m, t1, q, v, lam_hat, delta, c_nu, r_force, gh, F):
@@ -166,102 +160,22 @@ def _all_finite(x):
     return True
 
 
-def consistent_accelerations(fns, S, I, q, v, t, u, p, qdd_out, lam_out):
-    """Eq. 10: [[M, C_qᵀ], [C_q, 0]] [q''; λ] = [Q; γ]; for a constant diagonal
-    M the m×m system C_q M⁻¹ C_qᵀ λ = C_q M⁻¹ Q − γ.
-    Returns OK or RESTART_FAILED."""
-    n, m = I[I_N], I[I_M]
-    mz = m + n_nonholonomic(I)
-    o_mix = offsets(n, mz)[9]
-    buf = np.zeros(n + 2 * mz * n + 2 * mz + mz * mz)   # one allocation (workspace())
-    Q, o = _cut(buf, 0, n)
-    fns[FN_FORCES](q, v, t, u, p, Q)
-    if mz > 0 and _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
-        minv = S[o_mix:o_mix + n]
-        Cq_flat, o = _cut(buf, o, mz * n)
-        CM_flat, o = _cut(buf, o, mz * n)
-        A_flat, o = _cut(buf, o, mz * mz)
-        gam, o = _cut(buf, o, mz)
-        rhs, o = _cut(buf, o, mz)
-        Cq, CM, A = Cq_flat.reshape((mz, n)), CM_flat.reshape((mz, n)), A_flat.reshape((mz, mz))
-        fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
-        _nh_rows(fns, p, m, q, t, Cq)
-        fns[FN_GAMMA](q, v, t, p, gam)
-        _nh_gamma(fns, p, m, q, v, t, gam)
-        for k in range(mz):
-            for j in range(n):
-                CM[k, j] = Cq[k, j] * minv[j]
-        _abt_into(CM, Cq, A)
-        for k in range(mz):
-            s = 0.0
-            for j in range(n):
-                s += CM[k, j] * Q[j]
-            rhs[k] = s - gam[k]
-        piv = np.empty(mz, dtype=np.int64)
-        info = _gesv(A, rhs, piv)
-        if info == 0 and _all_finite(rhs):
-            for i in range(n):
-                s = Q[i]
-                for k in range(mz):
-                    s -= rhs[k] * Cq[k, i]
-                qdd_out[i] = minv[i] * s
-            lam_out[:] = rhs
-            return OK
-    # general case: the augmented system with the singularity test of common.lu_factor
-    K = np.zeros((n + mz, n + mz))
-    M = np.zeros((n, n))
-    fns[FN_MASS](q, t, p, M)
-    K[:n, :n] = M
-    rhs = np.zeros(n + mz)
-    rhs[:n] = Q
-    if mz > 0:
-        Cq = np.zeros((mz, n))
-        fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
-        _nh_rows(fns, p, m, q, t, Cq)
-        gam = np.zeros(mz)
-        fns[FN_GAMMA](q, v, t, p, gam)
-        _nh_gamma(fns, p, m, q, v, t, gam)
-        K[:n, n:] = Cq.T
-        K[n:, :n] = Cq
-        rhs[n:] = gam
-    for i in range(n + mz):
-        for j in range(n + mz):
-            if not math.isfinite(K[i, j]):
-                return RESTART_FAILED
-    piv = np.empty(n + mz, dtype=np.int64)
-    K0 = K.copy()
-    info = lu_factor_inplace(K, piv)
-    if info != 0 or (pivot_ratio(K) <= 1e-14 and scaled_pivot_ratio(K0, K, piv) <= 1e-14):
-        return RESTART_FAILED
-    lu_solve_inplace(K, piv, rhs)
-    qdd_out[:] = rhs[:n]
-    lam_out[:] = rhs[n:]
-    return OK
-
-
 def restart(fns, S, I, u, p):
     """Forget the step history at the current point (inputs changed, event
-    jump): q'' and λ from eq. 10, a = q'', h_last = 0, λ_rate = 0; the
-    innovation rate x_rate is kept (a fair Newton start).  Also t_prev = t,
-    y_prev = y (Integrator.restart)."""
-    n, m = I[I_N], I[I_M] + n_nonholonomic(I)   # all multipliers [λ; ν]
+    jump): q'' and λ from eq. 10 (kernel_common.restart_accelerations), a = q'',
+    h_last = 0, λ_rate = 0; the innovation rate x_rate is kept (a fair Newton start).
+    Also t_prev = t, y_prev = y (Integrator.restart).  Returns OK or RESTART_FAILED
+    (the record unchanged but its failure slots F_T, F_INFO)."""
+    n, mh, ng = I[I_N], I[I_M], n_nonholonomic(I)
+    m = mh + ng                                 # all multipliers [λ; ν]
     o_y, o_yp, o_qdd, o_qddp, o_lam, o_a, o_xr, o_lr, o_mid, o_mix, _ = offsets(n, m)
-    buf = np.empty(3 * n + m)   # one allocation
-    q, o = _cut(buf, 0, n)
-    v, o = _cut(buf, o, n)
-    qdd, o = _cut(buf, o, n)
-    lam, o = _cut(buf, o, m)
-    q[:] = S[o_y:o_y + n]
-    v[:] = S[o_y + n:o_y + 2 * n]
-    status = consistent_accelerations(fns, S, I, q, v, S[T], u, p, qdd, lam)
-    if status != OK:
-        return status
-    S[o_qdd:o_qdd + n] = qdd
-    S[o_lam:o_lam + m] = lam
-    S[o_a:o_a + n] = qdd
+    status = restart_accelerations(fns, S, u, p, n, mh, ng, o_y, o_qdd, o_lam, (T, F_T, F_INFO))
+    if status != FACTORED:
+        return RESTART_FAILED
+    S[o_a:o_a + n] = S[o_qdd:o_qdd + n]
     S[H_LAST] = 0.0
     S[o_lr:o_lr + m] = 0.0
-    S[o_qddp:o_qddp + n] = qdd
+    S[o_qddp:o_qddp + n] = S[o_qdd:o_qdd + n]
     S[T_PREV] = S[T]
     S[o_yp:o_yp + 2 * n] = S[o_y:o_y + 2 * n]
     return OK

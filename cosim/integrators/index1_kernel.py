@@ -10,8 +10,8 @@ codes these functions use — rkc_record shares them; the pivots of J, which fol
 each method's own slots of I, start where the argument ``piv`` says).
 """
 from .dense_lu import lu_solve_inplace
-from .kernel_common import (FACTORED, FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS,
-    FN_NH_GAMMA, FN_NH_MATRIX, FN_NH_OFFSET, MATRIX_NONFINITE, all_finite, factor_matrix)
+from .kernel_common import (FACTORED, FN_FORCES, FN_NH_MATRIX, FN_NH_OFFSET, MATRIX_NONFINITE, all_finite,
+    augmented_factor, augmented_rhs)
 from .explicit_record import (C_NONE, C_NONFINITE_MATRIX, C_SINGULAR, F_CINFO, F_CT, F_H, FIRST_ORDER,
                               HAS_F, I_NG, NONFINITE_DERIVATIVE, NONFINITE_MATRIX, OK, SINGULAR,
                               ST_LU, ST_RES, W_CQ, W_FORCES, W_GAMMA, W_M, W_Q, W_RHS, W_V)
@@ -38,39 +38,15 @@ def _nh_offset(fns, p, mh, q, t, Ct):
         fns[FN_NH_OFFSET](q, t, p, Ct[mh:])
 
 
-def _nh_gamma(fns, p, mh, q, v, t, g):
-    """γ_G (B q'' = γ_G) into g[mh:] (zero-filled by the caller)."""
-    if g.shape[0] > mh:
-        fns[FN_NH_GAMMA](q, v, t, p, g[mh:])
-
-
 # ---------------------------------------------------------------------------------
 # J (eq. 89), the right-hand side and y' = [v; q''] (eq. 88)
 # ---------------------------------------------------------------------------------
 def _factorize(fns, S, I, LU, piv, p, n, m, q, t, M, Cq):
     """LU of J(q, t) = [[M, C_qᵀ], [C_q, 0]] (eq. 89; with nonholonomic rows
-    [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]]) into LU and its pivots into I from
-    ``piv`` (the record's PIV), with :func:`.kernel_common.factor_matrix`'s
-    finiteness and singularity tests; returns a cause code."""
-    N = n + m
-    mh = m - n_nonholonomic(I)
-    for i in range(N):
-        for j in range(N):
-            LU[i, j] = 0.0
-    M[:, :] = 0.0
-    fns[FN_MASS](q, t, p, M)
-    for i in range(n):
-        for j in range(n):
-            LU[i, j] = M[i, j]
-    if m > 0:
-        Cq[:, :] = 0.0
-        fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
-        _nh_rows(fns, p, mh, q, t, Cq)
-        for k in range(m):
-            for i in range(n):
-                LU[i, n + k] = Cq[k, i]
-                LU[n + k, i] = Cq[k, i]
-    status, ratio = factor_matrix(LU, LU, I[piv:piv + N], N)
+    [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]]: :func:`.kernel_common.augmented_factor`) into
+    LU and its pivots into I from ``piv`` (the record's PIV); returns a cause code."""
+    ng = n_nonholonomic(I)
+    status, ratio = augmented_factor(fns, p, n, m - ng, ng, q, t, M, Cq, LU, LU, I[piv:piv + n + m])
     if status == MATRIX_NONFINITE:
         S[F_CT] = t
         return C_NONFINITE_MATRIX
@@ -82,26 +58,11 @@ def _factorize(fns, S, I, LU, piv, p, n, m, q, t, M, Cq):
     return C_NONE
 
 
-def _index1_rhs(fns, I, p, u, n, m, q, v, t, Q, g, rhs):
-    """rhs[:n + m] = [Q; γ] of eq. 88 at (q, v, t) (with nonholonomic rows
-    [Q; γ; γ_G]); Q and g are filled on the way."""
-    mh = m - n_nonholonomic(I)
-    Q[:] = 0.0
-    fns[FN_FORCES](q, v, t, u, p, Q)
-    for i in range(n):
-        rhs[i] = Q[i]
-    if m > 0:
-        g[:] = 0.0
-        fns[FN_GAMMA](q, v, t, p, g)
-        _nh_gamma(fns, p, mh, q, v, t, g)
-        for k in range(m):
-            rhs[n + k] = g[k]
-
-
 def _factor_and_rhs(fns, S, I, LU, piv, p, u, n, m, t, y, w):
     """q, v of y = [q; v] into w[W_Q], w[W_V], J of eq. 89 at (q, t) factored into LU
     (its pivots in I from ``piv``; M, C_q in w[W_M], w[W_CQ]) and its right-hand side
-    [Q; γ; γ_G] of eq. 88 in w[W_RHS] (Q, γ: w[W_FORCES], w[W_GAMMA]).  Returns a cause
+    [Q; γ; γ_G] of eq. 88 in w[W_RHS] (Q, γ: w[W_FORCES], w[W_GAMMA];
+    :func:`.kernel_common.augmented_rhs`).  Returns a cause
     code (C_NONE on success)."""
     q, v, M, Cq, Q, g, rhs = w[W_Q], w[W_V], w[W_M], w[W_CQ], w[W_FORCES], w[W_GAMMA], w[W_RHS]
     for i in range(n):
@@ -110,7 +71,8 @@ def _factor_and_rhs(fns, S, I, LU, piv, p, u, n, m, t, y, w):
     cause = _factorize(fns, S, I, LU, piv, p, n, m, q, t, M, Cq)
     if cause != C_NONE:
         return cause
-    _index1_rhs(fns, I, p, u, n, m, q, v, t, Q, g, rhs)      # [Q; γ; γ_G]
+    ng = n_nonholonomic(I)
+    augmented_rhs(fns, p, u, n, m - ng, ng, q, v, t, Q, g, rhs)      # [Q; γ; γ_G]
     return C_NONE
 
 

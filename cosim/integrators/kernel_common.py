@@ -1,6 +1,7 @@
 """What every method's kernel shares, written once: the quasi-Newton decisions
 (seed 000 §5.1, Algorithm 2), the reuse test of the iteration matrix
 (Algorithm 3 g), forming its LU with the singularity and finiteness checks, the
+consistent accelerations (eq. 10: every kernel's solve of [[M, C_qᵀ], [C_q, 0]]), the
 step clamp towards a target time, the weighted norms (eq. 35) and the one-step
 methods' error ratio, the step-size control after an attempt, and the verdict on a
 fixed step's local error estimate.
@@ -22,6 +23,8 @@ called as plain Python by the python backend (and ``clamp_step`` by the
 :class:`~cosim.integrators.base.Integrator` base class).
 """
 import math
+
+import numpy as np
 
 from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio, scaled_pivot_ratio
 
@@ -153,6 +156,93 @@ def factor_matrix(J, LU, piv, N):
     if ratio <= PIVOT_RATIO_MIN:
         return MATRIX_SINGULAR, ratio
     return FACTORED, ratio
+
+
+# -- the consistent accelerations (seed 000 eq. 10) -------------------------------------
+# [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]] [q''; λ; μ] = [Q; γ; γ_G] at (q, v, t): m
+# holonomic rows C_q, g nonholonomic rows B (seed 000 §7; none for g = 0).  Every method
+# solves it here: at a restart (local-index1, generalized-α, block-lstable), at the end of
+# a step (spark), as the index-1 form's y' (eq. 88-89: dopri5/rk4, rkc-penalty) and as
+# local-index1's ψ(q, v).
+def augmented_factor(fns, p, n, m, g, q, t, M, Cq, K, LU, piv):
+    """K (N×N, N = n + m + g) ← [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]] at (q, t), LU ← its
+    LU factors, pivots in ``piv`` (``LU`` may be ``K``: factored in place, but then a
+    matrix the unscaled pivot test refuses is re-judged on its factors, not on K); M and
+    [C_q; B] are left in ``M`` and ``Cq`` ((m + g)×n).  Returns :func:`factor_matrix`'s
+    (status, pivot ratio)."""
+    N = n + m + g
+    M[:, :] = 0.0
+    fns[FN_MASS](q, t, p, M)
+    Cq[:, :] = 0.0
+    if m > 0:
+        fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
+    if g > 0:
+        fns[FN_NH_MATRIX](q, t, p, Cq[m:])
+    for i in range(N):
+        for j in range(N):
+            K[i, j] = 0.0
+    for i in range(n):
+        for j in range(n):
+            K[i, j] = M[i, j]
+    for k in range(m + g):
+        for i in range(n):
+            K[i, n + k] = Cq[k, i]
+            K[n + k, i] = Cq[k, i]
+    return factor_matrix(K, LU, piv, N)
+
+
+def augmented_rhs(fns, p, u, n, m, g, q, v, t, Q, gam, rhs):
+    """rhs[:n + m + g] ← [Q; γ; γ_G] at (q, v, t); Q and [γ; γ_G] are left in ``Q`` (n)
+    and ``gam`` (m + g)."""
+    Q[:] = 0.0
+    fns[FN_FORCES](q, v, t, u, p, Q)
+    gam[:] = 0.0
+    if m > 0:
+        fns[FN_GAMMA](q, v, t, p, gam)
+    if g > 0:
+        fns[FN_NH_GAMMA](q, v, t, p, gam[m:])
+    for i in range(n):
+        rhs[i] = Q[i]
+    for k in range(m + g):
+        rhs[n + k] = gam[k]
+
+
+def consistent_accelerations(fns, p, u, n, m, g, t, q, v, M, Cq, K, LU, piv, Q, gam, rhs):
+    """The consistent accelerations at (q, v, t) (seed 000 eq. 10): q'' into rhs[:n],
+    [λ; μ] into rhs[n:n + m + g]; the factors stay in LU, ``piv`` (:func:`augmented_factor`,
+    :func:`augmented_rhs`: the work arrays).  Returns :func:`factor_matrix`'s (status,
+    pivot ratio); on a failure rhs is not written."""
+    status, ratio = augmented_factor(fns, p, n, m, g, q, t, M, Cq, K, LU, piv)
+    if status != FACTORED:
+        return status, ratio
+    augmented_rhs(fns, p, u, n, m, g, q, v, t, Q, gam, rhs)
+    lu_solve_inplace(LU, piv, rhs)
+    return FACTORED, ratio
+
+
+def restart_accelerations(fns, S, u, p, n, m, g, o_y, o_qdd, o_lam, slots):
+    """A restart's :func:`consistent_accelerations` on a record: at (q, v) = S[o_y:o_y + 2n]
+    and t = S[slots[0]], q'' into S[o_qdd:o_qdd + n] and [λ; μ] into S[o_lam:o_lam + m + g]
+    (work arrays allocated here).  Returns :func:`factor_matrix`'s status; on a failure
+    only t and the pivot ratio are written, into S[slots[1]] and S[slots[2]] (``slots`` =
+    (T, F_T, F_INFO) of the record)."""
+    t = S[slots[0]]
+    N = n + m + g
+    q = S[o_y:o_y + n].copy()
+    v = S[o_y + n:o_y + 2 * n].copy()
+    rhs = np.zeros(N)
+    status, ratio = consistent_accelerations(fns, p, u, n, m, g, t, q, v, np.zeros((n, n)), np.zeros((m + g, n)),
+                                             np.zeros((N, N)), np.zeros((N, N)), np.zeros(N, dtype=np.int64),
+                                             np.zeros(n), np.zeros(m + g), rhs)
+    if status != FACTORED:
+        S[slots[1]] = t
+        S[slots[2]] = ratio
+        return status
+    for i in range(n):
+        S[o_qdd + i] = rhs[i]
+    for k in range(m + g):
+        S[o_lam + k] = rhs[n + k]
+    return status
 
 
 # -- step clamp ------------------------------------------------------------------

@@ -32,11 +32,11 @@ as ``fns[k](…)`` (:func:`cosim.jit.kernel_fields` order).
 """
 import math
 
-from .dense_lu import lu_solve_inplace
 from .kernel_common import (EPS, FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
-    FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS, FN_NH_GAMMA, FN_NH_MATRIX,
+    FN_CONSTRAINT_JACOBIAN, FN_MASS, FN_NH_MATRIX,
     FN_NH_OFFSET, MATRIX_NONFINITE, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
-    NEWTON_REFRESH, NEWTON_SLOW, all_finite, clamp_step, end_advance, factor_matrix, forget_step,
+    NEWTON_REFRESH, NEWTON_SLOW, all_finite, clamp_step, consistent_accelerations, end_advance,
+    factor_matrix, forget_step,
     error_ratio, fixed_step_resolved, matrix_formed, model_outputs, newton_start, newton_verdict, next_step,
     rejected_attempt, relaxed_update, weighted_max)
 from .li1_nullspace import nullspace_gauss, nullspace_qr
@@ -51,7 +51,8 @@ from .li1_record import (  # noqa: F401  (FIXED_ERR: record.py reads it through 
     N_SCALARS, OK, ONE_STEP, PIV, REFUSAL, REJECTION_CONTROL, REJECTION_SLOTS, RELAX, RESTART, RTOL,
     SAFETY, SIGMA, STATS, STEP_BUDGET, STEP_FAILED, ST_JAC, ST_LU, ST_NEWTON, ST_RES, ST_STEPS,
     T, TOO_SMALL, T_PREV, UNDERFLOW, WHOLE_INTERVAL, W_A, W_A0, W_AE, W_AK, W_AQ, W_AV, W_C,
-    W_CQ, W_CT, W_DELTA, W_DPSI_DQ, W_DPSI_DV, W_DVC_DQ, W_EST, W_FD0, W_FD1, W_J, W_LAM, W_M,
+    W_AUG, W_AUG_PIV, W_AUG_RHS, W_CQ, W_CT, W_DELTA, W_DPSI_DQ, W_DPSI_DV, W_DVC_DQ, W_EST, W_FD0, W_FD1,
+    W_FORCES, W_J, W_LAM, W_M,
     W_NS_A, W_NS_COLS, W_NS_TAU, W_NS_V, W_Q, W_QE, W_QK, W_RESIDUAL, W_V, W_VE, W_VK, W_WEIGHTS,
     W_X_PRED, offsets, workspace)
 
@@ -106,44 +107,19 @@ def _velocity_constraints(fns, p, m, g, q, v, t, Cq, Ct, out):
 
 def _accelerations(fns, S, I, p, u, n, m, g, t, q, v, a, lam, count, w):
     """ψ(q, v) and λ (seed 002 eq. 2.5 = seed 000 eq. 10; with nonholonomic rows
-    B q'' = γ_G): [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]] [a; λ] = [Q; γ; γ_G].
+    B q'' = γ_G: :func:`kernel_common.consistent_accelerations`).
     ``count``: one residual evaluation and one LU in the statistics.  Returns a cause
     code (the matrix's t in S[F_CT], its pivot ratio in S[F_CINFO])."""
-    Q, M, Cq, K, rhs, kpiv, gam = w[2], w[3], w[4], w[5], w[6], w[7], w[8]
+    rhs = w[W_AUG_RHS]
     if count:
         I[ST_RES] += 1
         I[ST_LU] += 1
-    N = n + m + g
-    M[:, :] = 0.0
-    fns[FN_MASS](q, t, p, M)
-    _constraint_rows(fns, p, m, g, q, t, Cq)
-    for i in range(N):
-        for j in range(N):
-            K[i, j] = 0.0
-    for i in range(n):
-        for j in range(n):
-            K[i, j] = M[i, j]
-    for k in range(m + g):
-        for i in range(n):
-            K[i, n + k] = Cq[k, i]
-            K[n + k, i] = Cq[k, i]
-    status, ratio = factor_matrix(K, K, kpiv, N)
+    status, ratio = consistent_accelerations(fns, p, u, n, m, g, t, q, v, w[W_M], w[W_CQ], w[W_AUG], w[W_AUG],
+                                             w[W_AUG_PIV], w[W_FORCES], w[W_C], rhs)
     if status != FACTORED:
         S[F_CT] = t
         S[F_CINFO] = ratio
         return C_ACC_NONFINITE if status == MATRIX_NONFINITE else C_ACC_SINGULAR
-    Q[:] = 0.0
-    fns[FN_FORCES](q, v, t, u, p, Q)
-    gam[:] = 0.0
-    if m > 0:
-        fns[FN_GAMMA](q, v, t, p, gam)
-    if g > 0:
-        fns[FN_NH_GAMMA](q, v, t, p, gam[m:])
-    for i in range(n):
-        rhs[i] = Q[i]
-    for k in range(m + g):
-        rhs[n + k] = gam[k]
-    lu_solve_inplace(K, kpiv, rhs)
     for i in range(n):
         a[i] = rhs[i]
     for k in range(m + g):

@@ -30,9 +30,9 @@ import math
 
 from .dense_lu import lu_solve_inplace
 from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
-    FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_GAMMA, FN_MASS, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
+    FN_CONSTRAINT_JACOBIAN, FN_FORCES, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
     NEWTON_REFRESH, NEWTON_SLOW, clamp_step, end_advance, factor_matrix, fixed_step_resolved,
-    forget_step, keeps_matrix,
+    consistent_accelerations, forget_step, keeps_matrix,
     matrix_formed, model_outputs, newton_start, newton_verdict, relaxation, relaxed_update, snapshot_in)
 # the record: every name, so that spark_kernel is the method's one namespace
 from .spark_terms import _kinetic_gradient, _layout, _mass_gamma  # noqa: F401
@@ -440,28 +440,15 @@ def _end_point(fns, S, I, p, u, n, m, t1, h, w):
 
 
 def _accelerations(fns, S, I, p, u, n, m, t, h, q, v, qdd, lam, w):
-    """The consistent accelerations q'', λ at (q, v, t) (seed 000 eq. 10), C_q(q) in w[16]:
-    [[M, C_qᵀ], [C_q, 0]] [q''; λ] = [Q; γ].  Returns OK or ACCEL_MATRIX (S[F_CT] = t)."""
-    M, Cq, C, Qf = w[15], w[16], w[17], w[20]
-    K, KLU, rhs = w[28], w[29], w[30]
-    piv = w[31]
-    M[:, :] = 0.0
-    fns[FN_MASS](q, t, p, M)
-    _augmented(M, Cq, n, m, K)
-    fstat, ratio = factor_matrix(K, KLU, piv, n + m)
+    """The consistent accelerations q'', λ at (q, v, t) (seed 000 eq. 10:
+    :func:`kernel_common.consistent_accelerations`).  Returns OK or ACCEL_MATRIX (S[F_CT] = t)."""
+    rhs = w[30]
+    fstat, ratio = consistent_accelerations(fns, p, u, n, m, 0, t, q, v, w[15], w[16], w[28], w[29], w[31],
+                                            w[20], w[17], rhs)
     if fstat != FACTORED:
         S[F_H], S[F_CT], S[F_INFO] = h, t, ratio
         I[REASON] = fstat
         return ACCEL_MATRIX
-    Qf[:] = 0.0
-    fns[FN_FORCES](q, v, t, u, p, Qf)
-    C[:] = 0.0
-    fns[FN_GAMMA](q, v, t, p, C)
-    for i in range(n):
-        rhs[i] = Qf[i]
-    for k in range(m):
-        rhs[n + k] = C[k]
-    lu_solve_inplace(KLU, piv, rhs)
     for i in range(n):
         qdd[i] = rhs[i]
     for k in range(m):
@@ -481,10 +468,8 @@ def _estimate(fns, S, I, p, u, n, m, t0, h, w):
     parameters or a jump: t_prev = t), where it is solved afresh at (q_n, v_n) into
     w[40].  Returns (status, estimate); the end point q_{n+1}, v_{n+1}, q''_{n+1} in
     w[32], w[34], w[35]."""
-    q0, v0, q1, v1, qdd1, a0, Cq = w[8], w[9], w[32], w[34], w[35], w[40], w[16]
+    q0, v0, q1, v1, qdd1, a0 = w[8], w[9], w[32], w[34], w[35], w[40]
     if S[T_PREV] == S[T]:
-        Cq[:, :] = 0.0
-        fns[FN_CONSTRAINT_JACOBIAN](q0, t0, p, Cq)
         status = _accelerations(fns, S, I, p, u, n, m, t0, h, q0, v0, a0, w[41], w)
         if status != OK:
             return status, 0.0
