@@ -187,6 +187,9 @@ def check_lu(path, lu, piv, n=None):
         _fail(f"{path}.lu[{i}, {j}]", f"an LU multiplier of partial pivoting is at most 1 in size, "
                                       f"got {float(lu[i, j])!r}")
     ratio = pivot_ratio(lu)
+    if not ratio > PIVOT_RATIO_MIN:  # judged again scale-free, as factor_matrix does
+        from .integrators.dense_lu import scaled_pivot_ratio  # noqa: PLC0415
+        ratio = scaled_pivot_ratio(lu, piv)
     if not ratio > PIVOT_RATIO_MIN:
         _fail(f"{path}.lu", f"LU factor is numerically singular: pivots min/max {ratio:.3g} "
                             f"(a factor is kept only above {PIVOT_RATIO_MIN:g})")

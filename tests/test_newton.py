@@ -140,6 +140,8 @@ def test_a_heavy_or_light_body_is_not_a_singular_matrix(mass):
     if pivot_ratio(LU) <= KC.PIVOT_RATIO_MIN:  # re-judged equilibrated (the two routes
         # may pivot differently; both see a well-conditioned matrix)
         assert ratio > 0.1 and 0.1 < ratio / _refactored_ratio(A) < 10
+    K = A.copy()   # factored in place (the index-1 form does): judged on the factors alone
+    assert KC.factor_matrix(K, K, np.zeros(3, dtype=np.int64), 3)[0] == KC.FACTORED
     x = np.array([0.0, -9.81 * mass, 0.0])
     lu_solve_inplace(LU, piv, x)
     assert np.allclose(A @ x, [0.0, -9.81 * mass, 0.0], rtol=0, atol=1e-12 * 9.81 * mass)
@@ -152,6 +154,9 @@ def test_equilibration_does_not_hide_a_singular_matrix():
     LU, piv = np.zeros((4, 4)), np.zeros(4, dtype=np.int64)
     status, ratio = KC.factor_matrix(A, LU, piv, 4)
     assert status == KC.MATRIX_SINGULAR and ratio <= KC.PIVOT_RATIO_MIN
+    assert KC.factor_matrix(A.copy(), A.copy(), piv, 4)[0] == KC.MATRIX_SINGULAR
+    K = A.copy()
+    assert KC.factor_matrix(K, K, piv, 4)[0] == KC.MATRIX_SINGULAR  # in place
 
 
 @pytest.mark.parametrize("t, h, fixed, limit, expected", [

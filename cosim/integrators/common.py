@@ -94,7 +94,7 @@ def lu_factor(matrix, what="iteration matrix", t=None, h=None):
     if d.size and (d.min() <= 1e-14 * max(d.max(), 1e-300)):
         ratio = d.min() / max(d.max(), 1e-300)
         if info == 0:  # the same factors judged scale-free (a heavy body is not singular)
-            ratio = scaled_pivot_ratio(np.asarray(matrix, dtype=float), lu, piv)
+            ratio = scaled_pivot_ratio(lu, piv)
         if ratio <= 1e-14:
             raise SingularMatrixError(
                 f"{what} is numerically singular at t={t}, h={h} "

@@ -11,6 +11,8 @@ These functions are jitted by :mod:`cosim.jit`; they also run as plain Python
 """
 import math
 
+import numpy as np
+
 
 def lu_factor_inplace(A, piv):
     """Overwrite the n×n matrix ``A`` with L (unit lower, below the diagonal)
@@ -83,21 +85,38 @@ def pivot_ratio(LU):
     return dmin / max(dmax, 1e-300)
 
 
-def scaled_pivot_ratio(A, LU, piv):
+def scaled_pivot_ratio(LU, piv):
     """:func:`pivot_ratio` of the same factorisation seen on the equilibrated
     matrix D_r A D_c: a singularity test that a change of units cannot fool.
 
     The unscaled ratio mixes units: on [[M, C_qᵀ], [C_q, 0]] the pivots are M's
     (~m) and those of its Schur complement C_q M⁻¹ C_qᵀ (~|C_q|²/m), so a regular
-    pendulum of mass 3e7 kg reads 4e-15.  D_r, D_c come from Ruiz's iteration
-    (every row and column scaled by 1/sqrt of its largest entry until all are ~1);
-    with the row order P of the factors (``piv``), P D_r A D_c = L' U' has
-    u'_kk = d_r[perm k] u_kk d_c[k] (perm: the rows of P A), so the ratio needs no
-    second factorisation.  Only called when the unscaled ratio fails: a matrix the
-    unscaled test accepts is never re-judged."""
-    n = A.shape[0]
+    pendulum of mass 3e7 kg reads 4e-15.  A is multiplied back from the factors
+    (row perm[k] of A is row k of P A = L U, perm from the interchanges ``piv``),
+    so a matrix factored in place can be judged, and a stored factor too (equal to
+    the factored matrix to rounding, which leaves the scales as they are).  D_r,
+    D_c come from Ruiz's iteration (every row and column scaled by 1/sqrt of its
+    largest entry until all are ~1); P D_r A D_c = L' U' has u'_kk = d_r[perm k]
+    u_kk d_c[k], so the ratio needs no second factorisation.  Called only when the
+    unscaled ratio fails: a matrix the unscaled test accepts is never re-judged."""
+    n = LU.shape[0]
     if n == 0:
         return 1.0
+    perm = [0] * n
+    for k in range(n):
+        perm[k] = k
+    for k in range(n):
+        p = piv[k]
+        tmp = perm[k]
+        perm[k] = perm[p]
+        perm[p] = tmp
+    A = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            s = LU[i, j] if i <= j else 0.0   # L[i, i] = 1
+            for k in range(min(i, j + 1)):
+                s += LU[i, k] * LU[k, j]
+            A[perm[i], j] = s
     dr = [1.0] * n
     dc = [1.0] * n
     for _sweep in range(40):
@@ -122,12 +141,6 @@ def scaled_pivot_ratio(A, LU, piv):
                 dc[i] /= math.sqrt(cmax[i])
         if done:
             break
-    perm = list(range(n))
-    for k in range(n):
-        p = piv[k]
-        tmp = perm[k]
-        perm[k] = perm[p]
-        perm[p] = tmp
     dmin = math.inf
     dmax = 0.0
     for k in range(n):

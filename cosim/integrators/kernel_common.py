@@ -152,7 +152,7 @@ def factor_matrix(J, LU, piv, N):
     info = lu_factor_inplace(LU, piv)
     ratio = 0.0 if info != 0 else pivot_ratio(LU)
     if ratio <= PIVOT_RATIO_MIN and info == 0:  # the same factors, judged scale-free
-        ratio = scaled_pivot_ratio(J[:N, :N], LU, piv)
+        ratio = scaled_pivot_ratio(LU, piv)
     if ratio <= PIVOT_RATIO_MIN:
         return MATRIX_SINGULAR, ratio
     return FACTORED, ratio
@@ -166,8 +166,7 @@ def factor_matrix(J, LU, piv, N):
 # local-index1's ψ(q, v).
 def augmented_factor(fns, p, n, m, g, q, t, M, Cq, K, LU, piv):
     """K (N×N, N = n + m + g) ← [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]] at (q, t), LU ← its
-    LU factors, pivots in ``piv`` (``LU`` may be ``K``: factored in place, but then a
-    matrix the unscaled pivot test refuses is re-judged on its factors, not on K); M and
+    LU factors, pivots in ``piv`` (``LU`` may be ``K``: factored in place); M and
     [C_q; B] are left in ``M`` and ``Cq`` ((m + g)×n).  Returns :func:`factor_matrix`'s
     (status, pivot ratio)."""
     N = n + m + g
