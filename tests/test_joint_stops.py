@@ -448,6 +448,28 @@ def test_the_compiled_stop_functions_are_cached_on_every_helper_they_call():
         assert f"\ndef {helper.__name__}(" in text, helper.__name__
 
 
+def test_the_compiled_stop_functions_load_from_the_cache_in_the_next_process(tmp_path):
+    """What the set-up compiles is what a run loads: stop_values is compiled under its
+    signature before stop_screen (whose compilation would otherwise cache it under its
+    argument types only, which the next process's compile(signature) misses)."""
+    import os
+    import subprocess
+    import sys
+
+    from cosim import jit
+
+    if not jit.numba_available():
+        pytest.skip("numba not installed")
+    env = dict(os.environ, COSIM_CACHE_DIR=str(tmp_path / "cache"))
+    code = "from cosim.models.urdf import compiled_stop_functions; compiled_stop_functions()"
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=600) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[1].stderr
+    entries = list((tmp_path / "cache").rglob("*stop_values*.nbc"))
+    assert len(entries) == 1, entries   # one machine code, not one per process
+    assert "compiled" not in runs[1].stderr
+
+
 def test_position_limits_opt_out_in_the_cli_spec_and_fmu_builder(tmp_path, capsys):
     """--no-position-limits (cosim models/simulate), the spec key position_limits: false,
     and fmu build --no-position-limits give a robot without stops; the default has them."""

@@ -562,8 +562,11 @@ def compiled_stop_functions():
                 "urdf_stops")[:2]
             a = "float64[::1]"
             with jit.compiling("the position-limit stops of URDF robots", "about a minute"):
-                screen.compile(f"boolean({a}, {a}, int64, float64, {a}, {a}, {a}, {a}, {a})")
+                # values first: compiled as stop_screen's callee it would be cached under
+                # its argument types only, and missed by this compile(signature) in the
+                # next process (2.5 s of compiling on every first run after the set-up)
                 values.compile(f"void({a}, {a}, {a}, {a}, {a}, {a})")
+                screen.compile(f"boolean({a}, {a}, int64, float64, {a}, {a}, {a}, {a}, {a})")
             _compiled_stops["fns"] = (values, screen)
     return _compiled_stops["fns"]
 
