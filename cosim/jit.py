@@ -249,8 +249,48 @@ def _function_source(fn):
     share ~20 helpers, and tokenising each helper again for every kernel (the compile
     check's digest, the pasted kernels) cost a URDF robot's set-up about 0.2 s."""
     if fn not in _sources:
-        _sources[fn] = inspect.getsource(fn)
+        _sources[fn] = _module_level_source(fn) or inspect.getsource(fn)
     return _sources[fn]
+
+
+def _last_line(code):
+    """The last source line an instruction of ``code`` (nested code included) starts on."""
+    last = max((line for _, _, line in code.co_lines() if line is not None),
+               default=code.co_firstlineno)
+    for const in code.co_consts:
+        if isinstance(const, type(code)):
+            last = max(last, _last_line(const))
+    return last
+
+
+def _module_level_source(fn):
+    """The source of a module-level function without tokenising its file (inspect's
+    block finder tokenised a whole module per function: ~1 ms each, ~40 functions on
+    a robot's warm start): its lines from the first decorator to the last line an
+    instruction starts on, then on while lines are blank or indented (the rest of a
+    statement, a trailing ``pass``), trailing blank lines dropped.  That is
+    ``inspect.getsource``'s text for every function of cosim
+    (``tests/test_jit_cache_load.py``), so generated modules and their cache entries
+    are unchanged.  None (ask inspect) for a nested function, an unreadable file, or
+    an odd number of triple quotes (a string running on at column 0 past the last
+    instruction)."""
+    import linecache  # noqa: PLC0415
+    code = getattr(fn, "__code__", None)
+    if code is None or "." in fn.__qualname__:
+        return None
+    lines = linecache.getlines(code.co_filename, fn.__globals__)
+    first = code.co_firstlineno - 1
+    if not lines or first >= len(lines) or not lines[first].startswith(("def ", "@")):
+        return None
+    end = _last_line(code)           # 1-based: lines[:end] holds the last instruction
+    while end < len(lines) and (not lines[end].strip() or lines[end][0] in " \t"):
+        end += 1
+    while end > first + 1 and not lines[end - 1].strip():
+        end -= 1
+    text = "".join(lines[first:end])
+    if (text.count('"""') + text.count("'''")) % 2:  # a docstring running on at column 0
+        return None
+    return text
 
 
 def _kernel_check(numba, fn, letters):

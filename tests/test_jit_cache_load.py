@@ -107,6 +107,83 @@ def test_relative_imports_scanned_as_the_syntax_tree_finds_them():
         == {1, 2, 3, 4}
 
 
+def test_function_source_without_tokenising_is_inspects_text(tmp_path):
+    """The pasted kernels' text (and with it every generated module and its cache
+    entry) read by instruction positions instead of inspect's tokeniser: the same
+    text as ``inspect.getsource`` for every module-level function of cosim, and for
+    the shapes a user's kernel file may take (decorators, a trailing ``pass``, a
+    closing bracket alone on its line, comments and blank lines after the body)."""
+    import importlib
+    import inspect
+    import pkgutil
+    import types
+
+    from cosim import jit
+    checked = 0
+    for package in ("cosim", "cosim.integrators", "cosim.models"):
+        for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+            if info.name == "__main__":
+                continue
+            try:
+                module = importlib.import_module(f"{package}.{info.name}")
+            except ImportError:   # an optional extra
+                continue
+            for fn in vars(module).values():
+                fn = getattr(fn, "py_func", fn)
+                if isinstance(fn, types.FunctionType) and fn.__module__ == module.__name__:
+                    text = jit._module_level_source(fn)
+                    if text is not None:
+                        assert text == inspect.getsource(fn), fn.__qualname__
+                        checked += 1
+    assert checked > 500
+    shapes = textwrap.dedent('''
+        import numba
+
+
+        @numba.njit(
+            cache=False)
+        def decorated(x):
+            return (x +
+                    1.0
+                    )
+
+
+        def empty_loop(n):
+            for i in range(n):
+                pass
+            else:
+                pass
+            # a trailing comment in the body
+
+        # a comment at column 0
+        def docstring_only():
+            """Only
+        a docstring."""
+
+
+        def nested(x):
+            def inner(y):
+                return [y,
+                        2]
+            return inner(x)
+        X = 1
+        ''')
+    (tmp_path / "source_shapes.py").write_text(shapes)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = importlib.import_module("source_shapes")
+    finally:
+        sys.path.remove(str(tmp_path))
+    for name in ("empty_loop", "docstring_only", "nested"):
+        fn = getattr(module, name)
+        assert jit._function_source(fn) == inspect.getsource(fn), name
+    fn = module.decorated.py_func
+    assert jit._module_level_source(fn) == inspect.getsource(fn)
+    assert jit._module_level_source(module.empty_loop) == inspect.getsource(module.empty_loop)
+    # the docstring runs on at column 0 past the last instruction: inspect decides
+    assert jit._module_level_source(module.docstring_only) is None
+
+
 LAZY_CHILD = '''
 import json, sys
 import numba
