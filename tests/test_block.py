@@ -220,3 +220,53 @@ def test_input_jump_starts_from_accelerations_of_the_new_input(case, backend):
     it.advance(t_jump + h)
     it.advance(1.0)
     assert np.array_equal(it.y, y1) and it.stats == stats1
+
+
+def test_workspace_names_follow_its_tuple_order():
+    """Each W_ name of block_record indexes the array its declaration describes: every
+    index of workspace()'s tuple named once, each with its declared shape (sizes chosen
+    so that n, m, N = r (n + m), 2n and ``extra`` differ), no two arrays overlapping."""
+    from cosim.integrators import block_record as R
+    n, m, r, extra = 3, 2, 5, 7
+    N = r * (n + m)
+    declared = {  # the shapes the comments next to the W_ names give
+        "W_Q0": (n,), "W_V0": (n,), "W_A0": (n,), "W_LAM0": (m,), "W_NEWTON_WEIGHTS": (N,),
+        "W_DELTA": (N,), "W_RESIDUAL": (N,), "W_J": (N, N),
+        "W_STAGE_A": (r, n), "W_STAGE_V": (r, n), "W_STAGE_Q": (r, n), "W_M": (n, n), "W_CQ": (m, n),
+        "W_FORCES": (n,), "W_C": (m,), "W_CT": (m,), "W_GAMMA": (m,),
+        "W_DFORCES_DQ": (n, n), "W_DFORCES_DV": (n, n), "W_DCQT_LAM_DQ": (n, n), "W_DMA_DQ": (n, n),
+        "W_KQ": (n, n), "W_DROWS_DQ": (m, n), "W_DROWS_DV": (m, n),
+        "W_ROWS0": (m,), "W_ROWS1": (m,), "W_SHIFTED": (n,),
+        "W_FD_RESIDUAL0": (N,), "W_FD_RESIDUAL1": (N,), "W_FD_DELTA": (N,),
+        "W_EST": (2 * n,), "W_EST_WEIGHTS": (2 * n,), "W_Y_NEW": (2 * n,), "W_SNAPSHOT": (extra,)}
+    w = R.workspace(n, m, r, extra)
+    names = {k: getattr(R, k) for k in dir(R) if k.startswith("W_")}
+    assert set(names) == set(declared)
+    assert sorted(names.values()) == list(range(len(w)))
+    for name, k in names.items():
+        assert w[k].shape == declared[name], name
+    for k, a in enumerate(w):
+        a[...] = k + 1.0
+    assert all(np.all(a == k + 1.0) for k, a in enumerate(w))   # no array overwrote another
+
+
+def test_workspace_names_hold_what_they_say_after_a_step():
+    """One step of the (uncompiled) kernel on the two-link arm with a workspace of the
+    caller's: the step start, the stages and y_{k+1} are where their names say."""
+    from cosim.integrators import block_kernel as K
+    it = make_integrator(load_model("two_link"), "block-lstable", backend="python", h=0.01, r=3, index=2)
+    it.initialize(0.0)
+    S, I, LU = it._S.copy(), it._I.copy(), it._LU.copy()
+    n, m, r = I[K.I_N], I[K.I_M], I[K.I_R]
+    o_y, o_yp, o_qdd, o_lam = K.offsets(n, m, r)[:4]
+    y0, a0, lam0 = S[o_y:o_y + 2 * n].copy(), S[o_qdd:o_qdd + n].copy(), S[o_lam:o_lam + m].copy()
+    w = K.workspace(n, m, r)
+    assert K.step(it._fns, S, I, LU, it._u_c, it._parameters(), 1.0, w) == K.OK
+    y1, a1 = S[o_y:o_y + 2 * n], S[o_qdd:o_qdd + n]
+    assert np.array_equal(w[K.W_Q0], y0[:n]) and np.array_equal(w[K.W_V0], y0[n:])
+    assert np.array_equal(w[K.W_A0], a0) and np.array_equal(w[K.W_LAM0], lam0)
+    assert np.array_equal(S[o_yp:o_yp + 2 * n], y0) and not np.array_equal(y1, y0)
+    assert np.array_equal(w[K.W_Y_NEW], y1)
+    assert np.array_equal(w[K.W_STAGE_Q][r - 1], y1[:n]) and np.array_equal(w[K.W_STAGE_V][r - 1], y1[n:])
+    assert np.array_equal(w[K.W_STAGE_A][r - 1], a1)
+    assert np.array_equal(w[K.W_STAGE_A][0], a0 + w[K.W_DELTA][:n])   # A_i = a_k + δ_i

@@ -250,3 +250,38 @@ def test_serialized_state_continues_bit_identically_in_a_fresh_simulation(backen
     for _ in range(5):
         fresh.do_step(fresh.time, 0.02)
     assert fresh.time == sim.time and np.array_equal(fresh.y, sim.y)
+
+
+# the work arrays as spark_record's comments above workspace() declare them, written out
+# here (not read from the module): N stage unknowns, nl Lobatto stages, k = n + m
+_N, _M, _S, _NV, _EXTRA = 5, 2, 3, 6, 11          # every size below distinct
+_NU, _NL, _K = _NV * _N + _S * _M, _S + 1, _N + _M
+_DECLARED_WORK = {
+    "W_Z": (_NU,), "W_Z0": (_NU,), "W_DELTA": (_NU,), "W_RESIDUAL": (_NU,), "W_Z_SHIFTED": (_NU,),
+    "W_FD0": (_NU,), "W_FD1": (_NU,), "W_STAGE_MATRIX": (_NU, _NU),
+    "W_Q0": (_N,), "W_V0": (_N,), "W_P0": (_N,),
+    "W_STAGE_Q": (_NV, _N), "W_LOBATTO_Q": (_NL, _N), "W_STAGE_FORCES": (_NV, _N), "W_IMPULSES": (_S, _N),
+    "W_M": (_N, _N), "W_CQ": (_M, _N), "W_C": (_M,), "W_CT": (_M,), "W_KINETIC_GRADIENT": (_N,),
+    "W_FORCES": (_N,), "W_MV_Q": (_N, _N),
+    "W_CCT": (_M, _M), "W_CCT_INV_CQ": (_M, _N), "W_CCT_PIV": (_M,), "W_PROJ_W": (_M,),
+    "W_CONSTRAINT_FORCE_JAC": (_N, _N), "W_V_TANGENT": (_N,),
+    "W_AUG": (_K, _K), "W_AUG_LU": (_K, _K), "W_AUG_RHS": (_K,), "W_AUG_PIV": (_K,),
+    "W_Q1": (_N,), "W_P1": (_N,), "W_V1": (_N,), "W_QDD1": (_N,), "W_LAM1": (_M,),
+    "W_CQ_COLUMN": (_M,), "W_LAST_FORCE": (_N,), "W_SNAPSHOT": (_EXTRA,), "W_QDD0": (_N,), "W_LAM0": (_M,),
+}
+
+
+def test_work_array_names_follow_workspace_order():
+    """spark_record's W_ names index workspace()'s tuple: each index 0 … len − 1 named
+    once, and each name's array of the shape (and int/float dtype) its declaration
+    states.  With every size distinct, an array moved or inserted without renaming shows
+    (a swap of two arrays of one shape, e.g. two n-vectors, does not)."""
+    from cosim.integrators import spark_record
+    names = {k: v for k, v in vars(spark_record).items() if k.startswith("W_")}
+    work = spark_record.workspace(_N, _M, _S, _NV, _EXTRA)
+    assert sorted(names.values()) == list(range(len(work)))
+    assert set(names) == set(_DECLARED_WORK)
+    for name, shape in _DECLARED_WORK.items():
+        array = work[names[name]]
+        assert array.shape == shape, name
+        assert array.dtype == (np.int64 if name.endswith("_PIV") else np.float64), name

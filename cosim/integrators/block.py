@@ -120,9 +120,9 @@ def block_coefficients(c, k):
     for m in range(1, r + 1):
         rhs0[m - 1] = c ** m / f(m)
     X0 = np.linalg.solve(G, rhs0)          # columns: rows i of [d | B] with μ = 0
-    w = np.linalg.solve(G, np.eye(r + 1)[:, r])
+    X_mu = np.linalg.solve(G, np.eye(r + 1)[:, r])   # [d_i | B_i] per unit μ_i
     d0, B0 = X0[0], X0[1:].T
-    wd, wB = w[0], w[1:]
+    wd, wB = X_mu[0], X_mu[1:]
     D0 = _det_coefficients(B0)
     E = np.empty((r + 1, r))
     for i in range(r):

@@ -42,7 +42,11 @@ from .block_record import (  # noqa: F401
     NONFINITE_MATRIX, N_SCALARS, N_STATS, OK, ONE_STEP, PIV, REASON, RELAX, RESTART,
     ROUND_OFF_FLOOR, RTOL, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SIGMA, SINGULAR, STAGE_T0,
     STATS, STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T,
-    T_PREV, WHOLE_INTERVAL, int_length, matrix_size, offsets, workspace)
+    T_PREV, WHOLE_INTERVAL, W_A0, W_C, W_CQ, W_CT, W_DCQT_LAM_DQ, W_DELTA, W_DFORCES_DQ,
+    W_DFORCES_DV, W_DMA_DQ, W_DROWS_DQ, W_DROWS_DV, W_EST, W_EST_WEIGHTS, W_FD_DELTA,
+    W_FD_RESIDUAL0, W_FD_RESIDUAL1, W_FORCES, W_GAMMA, W_J, W_KQ, W_LAM0, W_M, W_NEWTON_WEIGHTS,
+    W_Q0, W_RESIDUAL, W_ROWS0, W_ROWS1, W_SHIFTED, W_SNAPSHOT, W_STAGE_A, W_STAGE_Q, W_STAGE_V,
+    W_V0, W_Y_NEW, int_length, matrix_size, offsets, workspace)
 from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
     FN_CONSTRAINT_FORCE_JACOBIAN, FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_FORCE_JACOBIANS,
     FN_GAMMA, FN_MASS, FN_MASS_JACOBIAN_TERM, MATRIX_NONFINITE, NEWTON_CONVERGED,
@@ -100,7 +104,8 @@ def _stages(S, n, m, r, h, q0, v0, a0, delta, A, V, Q):
 def _residual(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, delta, F, w):
     """The stage residual at the unknowns (a_k, λ_k) + δ into F:
     [M(Q_i) A_i + C_qᵀ Λ_i − Q(Q_i, V_i, t_i) (i = 1..r) ; the r constraint rows]."""
-    A, V, Q, M, Cq, Qf, C, Ct, g = w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16]
+    A, V, Q, M, Cq = w[W_STAGE_A], w[W_STAGE_V], w[W_STAGE_Q], w[W_M], w[W_CQ]
+    Qf, C, Ct, g = w[W_FORCES], w[W_C], w[W_CT], w[W_GAMMA]
     index = I[INDEX]
     o_c = offsets(n, m, r)[4]
     rn = r * n
@@ -170,7 +175,8 @@ def _difference_columns(fns, p, n, m, index, t0, q0, v0, a0, wrt_v, G, w):
     """Forward differences (common.fd_jacobian's steps) of the index-2 / index-1
     constraint rows: with respect to q (``wrt_v`` False; index 1: C_q a − γ), or,
     index 1, of −γ with respect to v, into G (m×n)."""
-    Cq, Ct, g, g0, g1, x = w[12], w[15], w[16], w[24], w[25], w[26]
+    Cq, Ct, g = w[W_CQ], w[W_CT], w[W_GAMMA]
+    g0, g1, x = w[W_ROWS0], w[W_ROWS1], w[W_SHIFTED]
     sq = math.sqrt(EPS)
     if wrt_v:
         g[:] = 0.0
@@ -203,7 +209,8 @@ def _iteration_matrix(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, J, w):
     K_q = (C_qᵀλ)_q − Q_q + (M a)_q, K_v = −Q_v; constraint rows index 3: B²⊗C_q;
     index 2: B⊗C_q + h B²⊗(C_q v + C_t)_q; index 1: I⊗C_q + h² B²⊗(C_q a − γ)_q
     + h B⊗(−γ_v)."""
-    M, Cq, Qq, Qv, Hm, Mq, Kq, Gq, Gv = w[11], w[12], w[17], w[18], w[19], w[20], w[21], w[22], w[23]
+    M, Cq, Qq, Qv = w[W_M], w[W_CQ], w[W_DFORCES_DQ], w[W_DFORCES_DV]
+    Hm, Mq, Kq, Gq, Gv = w[W_DCQT_LAM_DQ], w[W_DMA_DQ], w[W_KQ], w[W_DROWS_DQ], w[W_DROWS_DV]
     index = I[INDEX]
     o_B, o_B2 = offsets(n, m, r)[6:8]
     rn = r * n
@@ -274,7 +281,7 @@ def _iteration_matrix(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, J, w):
 def _difference_matrix(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, delta, J, w):
     """The last resort: the forward-difference Jacobian of the whole stage residual
     at the unknowns + δ (common.fd_jacobian's steps)."""
-    F0, F1, dx = w[27], w[28], w[29]
+    F0, F1, dx = w[W_FD_RESIDUAL0], w[W_FD_RESIDUAL1], w[W_FD_DELTA]
     N = r * (n + m)
     sq = math.sqrt(EPS)
     _residual(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, delta, F0, w)
@@ -297,8 +304,8 @@ def _solve(fns, S, I, LU, p, u, n, m, r, t0, h, q0, v0, a0, lam0, differences, w
     NEWTON_MAX_ITER updates; the matrix formed when I[NEED_JAC] says so or none is
     kept: the analytic one, or with ``differences`` the difference Jacobian).
     Returns (converged, status, reason): status SINGULAR / NONFINITE_MATRIX when
-    the matrix cannot be factored (pivot ratio in S[F_INFO]), else OK; δ in w[5]."""
-    winv, delta, F, J = w[4], w[5], w[6], w[7]
+    the matrix cannot be factored (pivot ratio in S[F_INFO]), else OK; δ in w[W_DELTA]."""
+    winv, delta, F, J = w[W_NEWTON_WEIGHTS], w[W_DELTA], w[W_RESIDUAL], w[W_J]
     N = r * (n + m)
     piv = I[PIV:PIV + N]
     old_norm, n_j, err, sigma = newton_start(delta, N, S[SIGMA])
@@ -352,7 +359,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     failure S[F_H] is the step size, I[REASON] why the stage solve failed (the
     caller restores the record)."""
     n, m, r = I[I_N], I[I_M], I[I_R]
-    q0, v0, a0, lam0 = w[0], w[1], w[2], w[3]
+    q0, v0, a0, lam0 = w[W_Q0], w[W_V0], w[W_A0], w[W_LAM0]
     t0 = S[T]
     h, lands, moves = clamp_step(t0, S[H], S[MAX_STEP], I[FIXED] == 1, t_limit)
     if not moves:
@@ -392,7 +399,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         I[REASON] = reason
         S[F_H] = h
         return NEWTON_FAILED
-    _stages(S, n, m, r, h, q0, v0, a0, w[5], w[8], w[9], w[10])
+    _stages(S, n, m, r, h, q0, v0, a0, w[W_DELTA], w[W_STAGE_A], w[W_STAGE_V], w[W_STAGE_Q])
     err_q, err = _estimate(S, n, m, r, h, w)
     if not fixed_step_resolved(S, err_q, h, FIXED_SLOTS):   # no error test decides the step
         return FIXED_UNRESOLVED
@@ -409,7 +416,8 @@ def _step_start(fns, S, I, p, n, m, r, t0, h, w):
     largest mass entry), relative to 1 + |v|.  The index-3 multipliers carry an
     O(eps/h²) round-off floor that a test on Λ itself would never pass."""
     o_y, _, o_qdd, o_lam = offsets(n, m, r)[:4]
-    q0, v0, a0, lam0, winv, M = w[0], w[1], w[2], w[3], w[4], w[11]
+    q0, v0, a0, lam0 = w[W_Q0], w[W_V0], w[W_A0], w[W_LAM0]
+    winv, M = w[W_NEWTON_WEIGHTS], w[W_M]
     rn = r * n
     N = r * (n + m)
     vmax = 0.0
@@ -437,15 +445,15 @@ def _step_start(fns, S, I, p, n, m, r, t0, h, w):
 
 
 def _estimate(S, n, m, r, h, w):
-    """The local error estimate of the step whose stages are in w[8], w[9]: y_{k+1}
-    minus the quadrature of order r on the nodes 0, c_1..c_{r−1} (weights b̂) of the
+    """The local error estimate of the step whose stages are in w[W_STAGE_A], w[W_STAGE_V]:
+    y_{k+1} minus the quadrature of order r on the nodes 0, c_1..c_{r−1} (weights b̂) of the
     stage velocities and accelerations, in the eq. 35 weights rtol·|y_{k+1}| + atol.
     Returns (the RMS norm of its positions' part: the fixed-step verdict's, the RMS
     norm over q and v: the option error_estimate's)."""
     o_bh = offsets(n, m, r)[9]
-    q0, v0, a0 = w[0], w[1], w[2]
-    A, V, Q = w[8], w[9], w[10]
-    e, w2, y1 = w[30], w[31], w[32]
+    q0, v0, a0 = w[W_Q0], w[W_V0], w[W_A0]
+    A, V, Q = w[W_STAGE_A], w[W_STAGE_V], w[W_STAGE_Q]
+    e, w2, y1 = w[W_EST], w[W_EST_WEIGHTS], w[W_Y_NEW]
     rtol, atol = S[RTOL], S[ATOL]
     for k in range(n):
         sq = S[o_bh] * v0[k]
@@ -468,8 +476,8 @@ def _accept(S, I, n, m, r, t0, h, t_new, w):
     A_r, λ_{k+1} = Λ_r into the record with the previous point and the stages (dense
     output)."""
     o_y, o_yp, o_qdd, o_lam, _, _, _, _, _, _, o_sq, o_sv, _ = offsets(n, m, r)
-    lam0, delta = w[3], w[5]
-    A, V, Q = w[8], w[9], w[10]
+    lam0, delta = w[W_LAM0], w[W_DELTA]
+    A, V, Q = w[W_STAGE_A], w[W_STAGE_V], w[W_STAGE_Q]
     rn = r * n
     S[T_PREV] = t0
     for k in range(2 * n):
@@ -496,7 +504,7 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     Returns a status code; on failure S, I and LU are as they were on entry
     (all or nothing) except the failure slots F_T, F_H, F_INFO and I[REASON]."""
     w, status = workspace(I[I_N], I[I_M], I[I_R], S.shape[0] + LU.size), OK
-    S0, I0, LU0 = snapshot_in(w[33], S, I, LU)
+    S0, I0, LU0 = snapshot_in(w[W_SNAPSHOT], S, I, LU)
     while status == OK and S[T] < t_target and max_steps > 0:
         status, max_steps = step(fns, S, I, LU, u, p, t_target, w), max_steps - 1
     return end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS, REASON)

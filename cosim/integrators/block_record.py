@@ -115,16 +115,35 @@ def _block(buf, o, rows, cols):
     return buf[o:o + rows * cols].reshape((rows, cols)), o + rows * cols
 
 
+# -- the work arrays of one advance() call: their index in workspace()'s tuple -----------
+# the step start y_k = (q_k, v_k) with a_k, λ_k (n, n, n, m), which every stage of the block
+# formula (seed 004 eq. 5) starts from; the Newton solve of the stage equations (seed 004
+# eqs. 1-3 at the r nodes, seed 000 Algorithm 2; N = r (n + m) unknowns): the inverse
+# weights of its norm, δ, the stage residual F (N), the iteration matrix J (N×N)
+W_Q0, W_V0, W_A0, W_LAM0, W_NEWTON_WEIGHTS, W_DELTA, W_RESIDUAL, W_J = range(8)
+# the stages A_i, V_i, Q_i of eq. 5 (r×n: row i the node c_i) and the model at one node:
+# M (n×n), C_q (m×n), the forces Q (n), C, C_t, γ (m)
+W_STAGE_A, W_STAGE_V, W_STAGE_Q, W_M, W_CQ, W_FORCES, W_C, W_CT, W_GAMMA = range(8, 17)
+# the iteration matrix's blocks at the step start (n×n): Q_q, Q_v, (C_qᵀλ)_q, (M a)_q and
+# K_q = (C_qᵀλ)_q − Q_q + (M a)_q; the constraint rows' derivatives (m×n): with respect
+# to q (index 2: (C_q v + C_t)_q, index 1: (C_q a − γ)_q) and, index 1, to v (−γ_v)
+W_DFORCES_DQ, W_DFORCES_DV, W_DCQT_LAM_DQ, W_DMA_DQ, W_KQ, W_DROWS_DQ, W_DROWS_DV = range(17, 24)
+# the forward differences of those rows: the rows at the point and at the shifted point
+# (m), the shifted q or v (n)
+W_ROWS0, W_ROWS1, W_SHIFTED = range(24, 27)
+# the last resort's difference Jacobian of the whole stage residual: F at δ, F at the
+# shifted δ, the shifted δ (N)
+W_FD_RESIDUAL0, W_FD_RESIDUAL1, W_FD_DELTA = range(27, 30)
+# the local error estimate (2n): y_{k+1} minus the order-r quadrature of the stages, the
+# squared inverse weights, y_{k+1}
+W_EST, W_EST_WEIGHTS, W_Y_NEW = range(30, 33)
+# the ``extra`` floats (advance(): room for the snapshot of S and LU)
+W_SNAPSHOT = 33
+
+
 def workspace(n, m, r, extra=0):
-    """Work arrays of one advance() call (views into one zeroed buffer, so the step
-    loop allocates nothing): 0-3 q0, v0, a0, λ0 (the step start), 4 the inverse
-    Newton weights, 5 δ, 6 F, 7 the iteration matrix, 8-10 the stages A, V, Q
-    (r×n), 11 M, 12 C_q, 13 Q, 14 C, 15 C_t, 16 γ, 17 Q_q, 18 Q_v, 19 (C_qᵀλ)_q,
-    20 (M a)_q, 21 K_q, 22 the constraint rows' q-derivative (index 2: (C_q v +
-    C_t)_q, index 1: (C_q a − γ)_q), 23 index 1: −γ_v, 24-25 two m-vectors, 26 a
-    shifted q or v, 27-29 the difference Jacobian's F0, F1 and shifted δ, 30-32 the
-    error estimate's difference, squared inverse weights and y_{k+1}, 33 ``extra``
-    floats (advance(): room for the snapshot of S and LU)."""
+    """Work arrays of one advance() call, in the order of the W_ names above: views
+    into one zeroed buffer, so the step loop allocates nothing."""
     N = matrix_size(n, m, r)
     nv = 5 * n + 3 * N + 6 * n
     buf = np.zeros(nv + 3 * N + 6 * m + N * N + 3 * r * n + 6 * n * n + 3 * m * n + extra)

@@ -43,17 +43,22 @@ from .spark_record import (  # noqa: F401
     NEWTON_FAILED, NEWTON_MAX_ITER, NEWTON_REL, NEWTON_TOL, N_SCALARS, N_STATS, OK, ONE_STEP,
     PIV, REASON, RELAX, RESTART, RTOL, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SCHEME, SIGMA,
     STAGE_MATRIX, STATS, STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU, ST_NEWTON, ST_RES, ST_STEPS, T, T_PREV, TWO_STEP_STAGES,
-    WHOLE_INTERVAL, matrix_size, offsets, workspace)
+    WHOLE_INTERVAL, matrix_size, offsets, workspace,
+    W_AUG, W_AUG_LU, W_AUG_PIV, W_AUG_RHS, W_C, W_CQ, W_CT, W_DELTA, W_FD0, W_FD1, W_FORCES,
+    W_IMPULSES, W_KINETIC_GRADIENT, W_LAM0, W_LAM1, W_LAST_FORCE, W_LOBATTO_Q, W_M, W_P0, W_P1,
+    W_Q0, W_Q1, W_QDD0, W_QDD1, W_RESIDUAL, W_SNAPSHOT, W_STAGE_FORCES, W_STAGE_MATRIX, W_STAGE_Q,
+    W_V0, W_V1, W_Z, W_Z0, W_Z_SHIFTED,
+    W_CCT, W_CCT_INV_CQ, W_CCT_PIV, W_CONSTRAINT_FORCE_JAC, W_CQ_COLUMN, W_MV_Q, W_PROJ_W, W_V_TANGENT)
 
 
 def restart(S, I):
     """Integrator.restart: t_prev = t, y_prev = y, q''_prev = q'' (the dense output of
     the last step is forgotten; q'' and λ stay the predictor's)."""
     n = I[I_N]
-    o = _layout(I)
-    forget_step(S, T, T_PREV, o[0], o[1], 2 * n)
+    o_y, o_yp, o_qdd, o_qddp = _layout(I)[:4]
+    forget_step(S, T, T_PREV, o_y, o_yp, 2 * n)
     for i in range(n):
-        S[o[3] + i] = S[o[2] + i]
+        S[o_qddp + i] = S[o_qdd + i]
     return OK
 
 
@@ -72,7 +77,7 @@ def _amax_abs(x, k):
 def _force(fns, S, I, p, u, q, v, t, out, w):
     """f(q, v) = ∂T_γ/∂q + Q (seed 003 eq. 9, the protocol's Q) into ``out``."""
     n = I[I_N]
-    g, Qf = w[19], w[20]
+    g, Qf = w[W_KINETIC_GRADIENT], w[W_FORCES]
     _kinetic_gradient(fns, S, I, p, q, v, t, g, w)
     Qf[:] = 0.0
     fns[FN_FORCES](q, v, t, u, p, Qf)
@@ -85,11 +90,11 @@ def _force(fns, S, I, p, u, q, v, t, out, w):
 # ---------------------------------------------------------------------------------
 def _stages(fns, S, I, p, u, z, q0, p0, t0, h, res, final, w):
     """The stage residual at z = [V (nv × n); h·Λ (s × m)] into ``res``; with ``final``
-    instead the end point q_{n+1} (w[32]) and p_{n+1} without the last constraint
-    impulse (w[33]), which the velocity-constraint solve adds."""
+    instead the end point q_{n+1} (W_Q1) and p_{n+1} without the last constraint
+    impulse (W_P1), which the velocity-constraint solve adds."""
     n, nv = I[I_N], I[I_NV]
     A = _tableau(S, I)[1]
-    Q = w[11]
+    Q = w[W_STAGE_Q]
     for i in range(nv):   # Q = q_n + h A V
         for k in range(n):
             acc = 0.0
@@ -108,18 +113,18 @@ def _tableau(S, I):
     s + 1 constraint stages."""
     s, nv = I[I_S], I[I_NV]
     nl = s + 1
-    o = _layout(I)
-    return (S[o[5]:o[5] + nv], S[o[6]:o[6] + nv * nv].reshape((nv, nv)), S[o[7]:o[7] + nv],
-            S[o[8]:o[8] + nl * nv].reshape((nl, nv)), S[o[9]:o[9] + s * nl].reshape((s, nl)),
-            S[o[10]:o[10] + nl], S[o[11]:o[11] + nl])
+    (_, _, _, _, _, o_c, o_a, o_b, o_ah, o_at, o_cl, o_bl, _, _, _, _) = _layout(I)
+    return (S[o_c:o_c + nv], S[o_a:o_a + nv * nv].reshape((nv, nv)), S[o_b:o_b + nv],
+            S[o_ah:o_ah + nl * nv].reshape((nl, nv)), S[o_at:o_at + s * nl].reshape((s, nl)),
+            S[o_cl:o_cl + nl], S[o_bl:o_bl + nl])
 
 
 def _lobatto_stages(fns, S, I, p, u, z, q0, p0, t0, h, res, final, w):
     """_stages for Lobatto IIIA-IIIB: nv = s + 1 stages at the Lobatto points (Q formed)."""
     n, m, nv = I[I_N], I[I_M], I[I_NV]
     c, A, b, Ah, At, cl, bl = _tableau(S, I)
-    Q, Fs = w[11], w[13]
-    M, Cq, C, fo = w[15], w[16], w[17], w[38]
+    Q, Fs = w[W_STAGE_Q], w[W_STAGE_FORCES]
+    M, Cq, C, fo = w[W_M], w[W_CQ], w[W_C], w[W_LAST_FORCE]
     oh = nv * n   # start of the impulses h·Λ_j in z
     for k in range(n):
         Q[0, k] = q0[k]
@@ -134,7 +139,7 @@ def _lobatto_stages(fns, S, I, p, u, z, q0, p0, t0, h, res, final, w):
                 acc += Cq[r, k] * z[oh + j * m + r]
             Fs[j, k] = h * Fs[j, k] - acc
     if final:
-        q1, pt = w[32], w[33]
+        q1, pt = w[W_Q1], w[W_P1]
         for k in range(n):
             q1[k] = Q[nv - 1, k]
         _force(fns, S, I, p, u, Q[nv - 1], z[(nv - 1) * n:nv * n], t0 + h, fo, w)
@@ -169,8 +174,8 @@ def _gauss_lobatto_stages(fns, S, I, p, u, z, q0, p0, t0, h, res, final, w):
     n, m, s, nv = I[I_N], I[I_M], I[I_S], I[I_NV]
     nl = s + 1
     c, A, b, Ah, At, cl, bl = _tableau(S, I)
-    Q, Qt, Fs, GL = w[11], w[12], w[13], w[14]
-    M, Cq, C = w[15], w[16], w[17]
+    Q, Qt, Fs, GL = w[W_STAGE_Q], w[W_LOBATTO_Q], w[W_STAGE_FORCES], w[W_IMPULSES]
+    M, Cq, C = w[W_M], w[W_CQ], w[W_C]
     oh = nv * n   # start of the impulses h·Λ_j in z
     for i in range(nl):   # Q̃ = q_n + h Â V
         for k in range(n):
@@ -193,7 +198,7 @@ def _gauss_lobatto_stages(fns, S, I, p, u, z, q0, p0, t0, h, res, final, w):
         for k in range(n):
             Fs[i, k] = h * Fs[i, k]
     if final:
-        q1, pt = w[32], w[33]
+        q1, pt = w[W_Q1], w[W_P1]
         for k in range(n):
             q1[k] = Qt[nl - 1, k]
             acc = 0.0
@@ -229,7 +234,7 @@ def _stage_matrix(fns, S, I, p, u, x, q0, p0, t0, h, J, w):
     """The stage matrix at x by forward differences (common.fd_jacobian with the
     scale FD_SCALE·(1 + ‖x‖∞)) into J."""
     N = matrix_size(I[I_N], I[I_M], I[I_S], I[I_NV])
-    xp, f0, f1 = w[4], w[5], w[6]
+    xp, f0, f1 = w[W_Z_SHIFTED], w[W_FD0], w[W_FD1]
     _stages(fns, S, I, p, u, x, q0, p0, t0, h, f0, False, w)
     scale = FD_SCALE * (1.0 + _amax_abs(x, N))
     sq = math.sqrt(EPS)
@@ -248,13 +253,13 @@ def _stage_matrix(fns, S, I, p, u, x, q0, p0, t0, h, J, w):
 
 
 def _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w):
-    """One quasi-Newton solve of the stage equations from z0 (w[1]) (seed 000
+    """One quasi-Newton solve of the stage equations from z0 (W_Z0) (seed 000
     Algorithm 2 with kernel_common's verdict; the norm max|Δz| / (newton_tol·(1 + ‖z0‖∞))).
     Returns OK, NEWTON_FAILED (I[REASON]) or STAGE_MATRIX (I[REASON] the factor
-    status, S[F_INFO] the pivot ratio); z − z0 in w[2]."""
+    status, S[F_INFO] the pivot ratio); z − z0 in W_DELTA."""
     N = matrix_size(I[I_N], I[I_M], I[I_S], I[I_NV])
     piv = I[PIV:PIV + N]
-    z, z0, delta, F, Jw = w[0], w[1], w[2], w[3], w[7]
+    z, z0, delta, F, Jw = w[W_Z], w[W_Z0], w[W_DELTA], w[W_RESIDUAL], w[W_STAGE_MATRIX]
     wt = S[NEWTON_REL] * (1.0 + _amax_abs(z0, N))
     old_norm, n_j, err, sigma = newton_start(delta, N, S[SIGMA])
     for it in range(1, NEWTON_MAX_ITER + 1):
@@ -324,14 +329,13 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     """One step ending at or before ``t_limit``.  Returns a status code; on failure
     S[F_H] is the step tried (S[F_CT] the time of a failed end matrix)."""
     n, m, s, nv = I[I_N], I[I_M], I[I_S], I[I_NV]
-    o = _layout(I)
-    o_y, o_yp, o_qdd, o_qddp, o_lam = o[0], o[1], o[2], o[3], o[4]
+    o_y, o_yp, o_qdd, o_qddp, o_lam = _layout(I)[:5]
     t0 = S[T]
     h, lands, moves = clamp_step(t0, S[H], S[MAX_STEP], I[FIXED] == 1, t_limit)
     if not moves:
         S[F_H] = h
         return STEP_UNDERFLOW
-    q0, p0 = w[8], w[10]
+    q0, p0 = w[W_Q0], w[W_P0]
     _predict(fns, S, I, p, n, m, s, nv, t0, h, w)
     # Algorithm 3 g: keep the matrix for this h?
     if I[HAS_FACTOR] == 1 and keeps_matrix(S[SIGMA], h, S[H_JAC]):
@@ -349,11 +353,11 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         S[F_H] = h
         return status
     N = matrix_size(n, m, s, nv)
-    z, z0, delta = w[0], w[1], w[2]
+    z, z0, delta = w[W_Z], w[W_Z0], w[W_DELTA]
     for i in range(N):
         z[i] = z0[i] + delta[i]
     t1 = t0 + h
-    _stages(fns, S, I, p, u, z, q0, p0, t0, h, w[3], True, w)
+    _stages(fns, S, I, p, u, z, q0, p0, t0, h, w[W_RESIDUAL], True, w)
     status = _end_point(fns, S, I, p, u, n, m, t1, h, w)
     if status != OK:
         return status
@@ -368,7 +372,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         if judged and not fixed_step_resolved(S, err, h, FIXED_SLOTS):
             return FIXED_UNRESOLVED
     # accept
-    q1, v1, qdd1, lam1 = w[32], w[34], w[35], w[36]
+    q1, v1, qdd1, lam1 = w[W_Q1], w[W_V1], w[W_QDD1], w[W_LAM1]
     S[T_PREV] = t0
     for i in range(2 * n):
         S[o_yp + i] = S[o_y + i]
@@ -388,10 +392,9 @@ def step(fns, S, I, LU, u, p, t_limit, w):
 def _predict(fns, S, I, p, n, m, s, nv, t0, h, w):
     """The step start: q0, v0, the momentum p0 = M_γ v0, and the Newton start
     V_i ≈ v_n + c_i h q''_n, h Λ_j ≈ h λ_n."""
-    o = _layout(I)
-    o_y, o_qdd, o_lam = o[0], o[2], o[4]
-    c = S[o[5]:o[5] + nv]
-    q0, v0, p0, M, z0 = w[8], w[9], w[10], w[15], w[1]
+    o_y, _, o_qdd, _, o_lam, o_c = _layout(I)[:6]
+    c = S[o_c:o_c + nv]
+    q0, v0, p0, M, z0 = w[W_Q0], w[W_V0], w[W_P0], w[W_M], w[W_Z0]
     for k in range(n):
         q0[k] = S[o_y + k]
         v0[k] = S[o_y + n + k]
@@ -414,10 +417,10 @@ def _end_point(fns, S, I, p, u, n, m, t1, h, w):
     """At the new point q1 (momentum p̃ from the stages): v1 from the velocity
     constraint (linear) [[M_γ, C_qᵀ], [C_q, 0]] [v; h λ_last] = [p̃; −C_t], then the
     consistent accelerations q''1, λ1 (seed 000 eq. 10).  Returns a status code."""
-    q1, pt, v1, qdd1, lam1 = w[32], w[33], w[34], w[35], w[36]
-    M, Cq, Ct = w[15], w[16], w[18]
-    K, KLU, rhs = w[28], w[29], w[30]
-    piv = w[31]
+    q1, pt, v1, qdd1, lam1 = w[W_Q1], w[W_P1], w[W_V1], w[W_QDD1], w[W_LAM1]
+    M, Cq, Ct = w[W_M], w[W_CQ], w[W_CT]
+    K, KLU, rhs = w[W_AUG], w[W_AUG_LU], w[W_AUG_RHS]
+    piv = w[W_AUG_PIV]
     _mass_gamma(fns, S, I, p, q1, t1, M, w)
     Cq[:, :] = 0.0
     fns[FN_CONSTRAINT_JACOBIAN](q1, t1, p, Cq)
@@ -442,9 +445,9 @@ def _end_point(fns, S, I, p, u, n, m, t1, h, w):
 def _accelerations(fns, S, I, p, u, n, m, t, h, q, v, qdd, lam, w):
     """The consistent accelerations q'', λ at (q, v, t) (seed 000 eq. 10:
     :func:`kernel_common.consistent_accelerations`).  Returns OK or ACCEL_MATRIX (S[F_CT] = t)."""
-    rhs = w[30]
-    fstat, ratio = consistent_accelerations(fns, p, u, n, m, 0, t, q, v, w[15], w[16], w[28], w[29], w[31],
-                                            w[20], w[17], rhs)
+    rhs = w[W_AUG_RHS]
+    fstat, ratio = consistent_accelerations(fns, p, u, n, m, 0, t, q, v, w[W_M], w[W_CQ], w[W_AUG],
+                                            w[W_AUG_LU], w[W_AUG_PIV], w[W_FORCES], w[W_C], rhs)
     if fstat != FACTORED:
         S[F_H], S[F_CT], S[F_INFO] = h, t, ratio
         I[REASON] = fstat
@@ -466,15 +469,15 @@ def _estimate(fns, S, I, p, u, n, m, t0, h, w):
     ~1e-7 of the true local error; stages 2 and 3 take :func:`_two_step_estimate`).  q''_n is the
     record's (the last step's end, the same inputs) except after a restart (new inputs,
     parameters or a jump: t_prev = t), where it is solved afresh at (q_n, v_n) into
-    w[40].  Returns (status, estimate); the end point q_{n+1}, v_{n+1}, q''_{n+1} in
-    w[32], w[34], w[35]."""
-    q0, v0, q1, v1, qdd1, a0 = w[8], w[9], w[32], w[34], w[35], w[40]
+    W_QDD0.  Returns (status, estimate); the end point q_{n+1}, v_{n+1}, q''_{n+1} in
+    W_Q1, W_V1, W_QDD1."""
+    q0, v0, q1, v1, qdd1, a0 = w[W_Q0], w[W_V0], w[W_Q1], w[W_V1], w[W_QDD1], w[W_QDD0]
     if S[T_PREV] == S[T]:
-        status = _accelerations(fns, S, I, p, u, n, m, t0, h, q0, v0, a0, w[41], w)
+        status = _accelerations(fns, S, I, p, u, n, m, t0, h, q0, v0, a0, w[W_LAM0], w)
         if status != OK:
             return status, 0.0
     else:
-        o_qdd = _layout(I)[2]
+        _, _, o_qdd = _layout(I)[:3]
         for k in range(n):
             a0[k] = S[o_qdd + k]
     rtol, atol = S[RTOL], S[ATOL]
@@ -537,9 +540,8 @@ def _two_step_estimate(S, I, n, s, t0, h, w):
     r = hp / h
     if not (0.01 <= r <= 10.0):
         return False, 0.0
-    o = _layout(I)
-    o_yp, o_qddp, o_y, o_qdd = o[1], o[3], o[0], o[2]
-    q1, v1, a1 = w[32], w[34], w[35]
+    o_y, o_yp, o_qdd, o_qddp = _layout(I)[:4]
+    q1, v1, a1 = w[W_Q1], w[W_V1], w[W_QDD1]
     bm, b0, b1, cm, c0, c1 = _two_step_weights(r)
     share = 1.0 / (1.0 + r ** (2 * s + 1))
     rtol, atol = S[RTOL], S[ATOL]
@@ -560,7 +562,7 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     code; on failure S, I and LU are as they were on entry (all or nothing) except
     the failure slots F_T, F_H, F_INFO, F_CT and I[REASON]."""
     w, status = workspace(I[I_N], I[I_M], I[I_S], I[I_NV], S.shape[0] + LU.size), OK
-    S0, I0, LU0 = snapshot_in(w[39], S, I, LU)
+    S0, I0, LU0 = snapshot_in(w[W_SNAPSHOT], S, I, LU)
     while status == OK and S[T] < t_target and max_steps > 0:
         status, max_steps = step(fns, S, I, LU, u, p, t_target, w), max_steps - 1
     return end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS, REASON)

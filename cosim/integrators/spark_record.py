@@ -129,16 +129,43 @@ def matrix_size(n, m, s, nv):
     return nv * n + s * m
 
 
+# -- the work arrays of one advance() call: their index in workspace()'s tuple -----------
+# (N = matrix_size(n, m, s, nv) unknowns, nl = s + 1 constraint stages, k = n + m)
+# the stage solve (seed 000 Algorithm 2 on the stage equations of eq. 9 with eq. 2):
+# z = [V (nv × n); h·Λ (s × m)], its Newton start z0, the update δ = z − z0 and the
+# residual F (N); the forward differences of the stage matrix: z + h_j e_j, F(z),
+# F(z + h_j e_j) (N); the stage matrix (N × N)
+W_Z, W_Z0, W_DELTA, W_RESIDUAL, W_Z_SHIFTED, W_FD0, W_FD1, W_STAGE_MATRIX = range(8)
+# the step start: q_n, v_n and the momentum p_n = M_γ v_n (eq. 10) (n)
+W_Q0, W_V0, W_P0 = range(8, 11)
+# the stages: positions Q of the nv dynamics stages (nv × n), Q̃ of the nl Lobatto
+# constraint stages (nl × n), the stage forces h·f(Q_i, V_i) (f of eq. 9, nv × n), the
+# constraint impulses C_q(Q̃_j)ᵀ h·Λ_j (s × n)
+W_STAGE_Q, W_LOBATTO_Q, W_STAGE_FORCES, W_IMPULSES = range(11, 15)
+# the model's terms at one point: M_γ (eq. 7, n × n), C_q (m × n), C and C_t (m; C also
+# the consistent accelerations' γ), ∂T_γ/∂q (eq. 9, n), the model's forces Q (n), the mass
+# term (M(q) q')_q (n × n: times q' it is Ṁq')
+W_M, W_CQ, W_C, W_CT, W_KINETIC_GRADIENT, W_FORCES, W_MV_Q = range(15, 22)
+# γ's projector I − S = C_qᵀ(C_q C_qᵀ)⁻¹C_q (eq. 7) and its ∂/∂q in ∂T_γ/∂q (eq. 9):
+# C_q C_qᵀ (m × m, then its LU), (C_q C_qᵀ)⁻¹C_q (m × n), the LU's pivots (int, m),
+# w = (C_q C_qᵀ)⁻¹C_q v (m), K(w) = (C_qᵀ w)_q (n × n), S v = v − C_qᵀ w (n)
+W_CCT, W_CCT_INV_CQ, W_CCT_PIV, W_PROJ_W, W_CONSTRAINT_FORCE_JAC, W_V_TANGENT = range(22, 28)
+# the velocity constraint at the end point: [[M_γ, C_qᵀ], [C_q, 0]] (k × k), its LU,
+# the right-hand side [p̃; −C_t] (then [v; h·λ]) and pivots (int, k); the same arrays
+# for the consistent accelerations (seed 000 eq. 10)
+W_AUG, W_AUG_LU, W_AUG_RHS, W_AUG_PIV = range(28, 32)
+# the end point: q_{n+1}, p̃_{n+1} (the momentum before the last constraint impulse),
+# v_{n+1}, q''_{n+1} (n), λ_{n+1} (m)
+W_Q1, W_P1, W_V1, W_QDD1, W_LAM1 = range(32, 37)
+# a column of C_q solved with C_q C_qᵀ (m); f at the last Lobatto stage (n); the
+# ``extra`` floats (advance(): the snapshot of S and LU); q''_n (n), λ_n (m) solved
+# afresh after a restart (the estimate's start accelerations)
+W_CQ_COLUMN, W_LAST_FORCE, W_SNAPSHOT, W_QDD0, W_LAM0 = range(37, 42)
+
+
 def workspace(n, m, s, nv, extra=0):
-    """Work arrays of one advance() call, so the step loop allocates nothing:
-    0-7 the stage solve's z, z0, δ, F, z + h e_j, F(z), F(z + h e_j), its matrix;
-    8-10 q_n, v_n, p_n; 11 Q (nv × n), 12 Q̃ (nl × n), 13 stage forces (nv × n),
-    14 C_qᵀ h Λ (s × n); 15 M, 16 C_q, 17 C, 18 C_t, 19 g (∂T_γ/∂q), 20 Q (forces),
-    21 (M v)_q, 22 C_q C_qᵀ, 23 (C_q C_qᵀ)⁻¹ C_q, 24 its pivots, 25 w, 26 (C_qᵀ w)_q,
-    27 n-scratch, 28 the (n+m)² end matrix, 29 its LU, 30 right-hand side, 31 pivots,
-    32-36 q_{n+1}, p̃_{n+1}, v_{n+1}, q''_{n+1}, λ_{n+1}; 37 m-scratch; 38 the last
-    stage's force; 39 ``extra`` floats (advance(): room for the snapshot of S and LU);
-    40-41 q''_n, λ_n after a restart (the estimate's start accelerations)."""
+    """Work arrays of one advance() call, so the step loop allocates nothing, in the
+    order of the W_ names above."""
     nl = s + 1
     N = matrix_size(n, m, s, nv)
     k = n + m

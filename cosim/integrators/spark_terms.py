@@ -9,7 +9,9 @@ import math
 from .dense_lu import lu_factor_inplace, lu_solve_inplace
 from .kernel_common import (FN_CONSTRAINT_FORCE_JACOBIAN, FN_CONSTRAINT_JACOBIAN, FN_MASS,
     FN_MASS_JACOBIAN_TERM)
-from .spark_record import CHAIN, CONST_MASS, GAMMA, I_M, I_N, I_NB, I_NV, I_S, offsets
+from .spark_record import (CHAIN, CONST_MASS, GAMMA, I_M, I_N, I_NB, I_NV, I_S, W_CCT,
+    W_CCT_INV_CQ, W_CCT_PIV, W_CONSTRAINT_FORCE_JAC, W_CQ, W_CQ_COLUMN, W_MV_Q, W_PROJ_W,
+    W_V_TANGENT, offsets)
 
 
 def _layout(I):
@@ -20,7 +22,8 @@ def _layout(I):
 def _body(S, I, o, gamma, bdy):
     """Body ``bdy`` of a natural-coordinate chain: the start of its previous point
     (−1: fixed) and of its next point in q, its length and γ − J_i."""
-    return int(S[o[14] + 2 * bdy]), int(S[o[14] + 2 * bdy + 1]), S[o[12] + bdy], gamma - S[o[13] + bdy]
+    (_, _, _, _, _, _, _, _, _, _, _, _, o_l, o_j, o_pts, _) = o
+    return int(S[o_pts + 2 * bdy]), int(S[o_pts + 2 * bdy + 1]), S[o_l + bdy], gamma - S[o_j + bdy]
 
 
 def _difference(x, ip, ix):
@@ -78,7 +81,7 @@ def _mass_gamma(fns, S, I, p, q, t, M, w):
         return
     if gamma == 0.0 or m == 0:
         return
-    Cq, AAt, X, piv, tm = w[16], w[22], w[23], w[24], w[37]
+    Cq, AAt, X, piv, tm = w[W_CQ], w[W_CCT], w[W_CCT_INV_CQ], w[W_CCT_PIV], w[W_CQ_COLUMN]
     if not _projector_factor(fns, p, n, m, q, t, Cq, AAt, piv):
         M[:, :] = math.nan
         return
@@ -106,7 +109,7 @@ def _kinetic_gradient(fns, S, I, p, q, v, t, g, w):
     for i in range(n):
         g[i] = 0.0
     if I[CONST_MASS] == 0:
-        Mq = w[21]
+        Mq = w[W_MV_Q]
         Mq[:, :] = 0.0
         fns[FN_MASS_JACOBIAN_TERM](q, v, t, p, Mq)
         for i in range(n):
@@ -138,7 +141,8 @@ def _kinetic_gradient(fns, S, I, p, q, v, t, g, w):
         return
     if gamma == 0.0 or m == 0:
         return
-    Cq, AAt, piv, wv, K, r = w[16], w[22], w[24], w[25], w[26], w[27]
+    Cq, AAt, piv, wv = w[W_CQ], w[W_CCT], w[W_CCT_PIV], w[W_PROJ_W]
+    K, r = w[W_CONSTRAINT_FORCE_JAC], w[W_V_TANGENT]
     if not _projector_factor(fns, p, n, m, q, t, Cq, AAt, piv):
         for i in range(n):
             g[i] = math.nan

@@ -350,9 +350,10 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
         chain = natural_chain(model) or []
         nb = len(chain)
         self._N = K.matrix_size(n, m, s, nv)
-        o = K.offsets(n, m, s, nv, nb)
-        self._slices = [(o[0], 2 * n), (o[1], 2 * n), (o[2], n), (o[3], n), (o[4], m)]
-        S = np.zeros(o[-1])
+        (o_y, o_yp, o_qdd, o_qddp, o_lam, o_c, o_a, o_b, o_ah, o_at, o_cl, o_bl, o_l, o_j, o_pts,
+         length_S) = K.offsets(n, m, s, nv, nb)
+        self._slices = [(o_y, 2 * n), (o_yp, 2 * n), (o_qdd, n), (o_qddp, n), (o_lam, m)]
+        S = np.zeros(length_S)
         S[K.T] = S[K.T_PREV] = math.nan
         S[K.H_LAST] = S[K.H_JAC] = -1.0
         S[K.RELAX] = 1.0
@@ -360,8 +361,8 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
         S[K.MAX_STEP] = self.max_step
         S[K.RTOL], S[K.ATOL] = self.rtol, self.atol   # the weights of the local error estimate
         S[K.NEWTON_REL] = self.opts["newton_tol"]
-        for start, values in ((o[5], self.c), (o[6], self.A), (o[7], self.b), (o[8], self.Ahat),
-                              (o[9], self.Atilde), (o[10], self.c_lob), (o[11], self.b_lob)):
+        for start, values in ((o_c, self.c), (o_a, self.A), (o_b, self.b), (o_ah, self.Ahat),
+                              (o_at, self.Atilde), (o_cl, self.c_lob), (o_bl, self.b_lob)):
             flat = np.asarray(values, dtype=float).reshape(-1)
             S[start:start + flat.size] = flat
         I = np.zeros(spark_record.int_length(n, m, s, nv), dtype=np.int64)
@@ -373,9 +374,9 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
         I[K.CHAIN] = 1 if natural_chain(model) is not None else 0
         I[K.I_NB] = nb
         for k, (ip, inx, length, J) in enumerate(chain):
-            S[o[12] + k], S[o[13] + k] = length, J
-            S[o[14] + 2 * k] = -1 if ip is None else ip.start
-            S[o[14] + 2 * k + 1] = inx.start
+            S[o_l + k], S[o_j + k] = length, J
+            S[o_pts + 2 * k] = -1 if ip is None else ip.start
+            S[o_pts + 2 * k + 1] = inx.start
         self._set_record(S, I, self._N)
 
     # -- set-up --------------------------------------------------------------------
