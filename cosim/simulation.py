@@ -496,7 +496,10 @@ class Simulation:
             self.integrator = make_integrator(self.model, self.method, rtol=self.rtol, atol=self.atol,
                                               h=self.h, backend=self.backend, **self.method_options)
         self._plain_set_inputs = type(self.integrator).set_inputs is Integrator.set_inputs
-        self._budget_span = self.integrator.budget_free_span()  # do_step skips the budget check below
+        # an adaptive run's tolerance is judged once per longer communication step
+        # (cosim.step_budget; cosim.run and the FMU judge the whole run up front)
+        self._tolerance_span = 0.0 if self.h is None and self.method != "state-transition" else math.inf
+        self._set_budget_span()
         for b in self.blocks:
             b.reset()
         start = exact_time(self.start_time, "start_time", positive=False)
@@ -964,7 +967,7 @@ class Simulation:
         report.warnings.append(note)
         integ.ic_report = report
         self.integrator = integ
-        self._budget_span = integ.budget_free_span()
+        self._set_budget_span()
         self._integrator_lead = (t0, float(integ.t))
         self._start_y = np.concatenate([q0, v0])
 
@@ -1121,6 +1124,32 @@ class Simulation:
             w["velocity"], w["velocity_time"] = vel, t
 
     # -- stepping -----------------------------------------------------------------------------
+    def _set_budget_span(self):
+        """do_step's threshold: a longer communication step is checked first (the
+        fixed step's count, and the tolerance once per new longest step)."""
+        self._budget_span = min(self.integrator.budget_free_span(), self._tolerance_span)
+
+    def tolerance_judged(self, dt, steps=None):
+        """:func:`cosim.step_budget.check` judged communication steps up to ``dt``
+        (``steps``: its estimate for one of them): do_step does not judge them again,
+        nor steps up to where half of ``max_steps`` would be spent."""
+        span = dt
+        if steps is not None and 0.0 < steps < math.inf:
+            span = dt * max(1.0, 0.5 * self.integrator.max_steps / steps)
+        self._tolerance_span = max(self._tolerance_span, span)
+        self._set_budget_span()
+
+    def _check_step_budget(self, t_end, h):
+        """A communication step longer than any judged so far: refused at once when the
+        fixed step needs more than ``max_steps`` steps for it, or when the method's
+        estimate at this tolerance does (:func:`cosim.step_budget.check`, with the
+        estimate and a cheaper method) — for a loop of do_step, an FMU without a stopTime
+        and a ROS node without an end time, whose end is not known up front."""
+        self.integrator.check_step_budget(t_end)
+        if h > self._tolerance_span:
+            from . import step_budget  # noqa: PLC0415
+            step_budget.check(self, t_end, h, driven=bool(self.blocks or self.model.n_inputs))
+
     def do_step(self, t, h, observer=None):
         """Advance from ``t`` (= ``self.time``) to ``t + h``, landing exactly there.
 
@@ -1144,7 +1173,7 @@ class Simulation:
             self._n_comm += 1
             return t_end
         if h > self._budget_span:
-            self.integrator.check_step_budget(t_end)
+            self._check_step_budget(t_end, h)
         if self._early and self.integrator.stats.get("steps", 0) > 20:
             self._early = False
         if self._screen is not None and observer is None and not self._guard \

@@ -199,7 +199,17 @@ def check(sim, t_end, dt, intervals=1, driven=False):
     """Refuse (raise :class:`UnreachableToleranceError`) or warn once before ``sim`` runs
     to ``t_end`` in ``intervals`` communication steps of at most ``dt`` (``driven``: with
     inputs changing at every one, :data:`DRIVEN_CANDIDATES`); returns the estimated
-    steps, or None where nothing was checked (fixed step, exact method, nothing to run)."""
+    steps, or None where nothing was checked (fixed step, exact method, nothing to run).
+    Unless it refused, ``sim`` is told that communication steps up to ``dt`` are judged
+    (:meth:`~cosim.Simulation.tolerance_judged`: its do_step does not probe them again)."""
+    total = _check(sim, t_end, dt, intervals, driven)
+    span = min(dt, t_end - sim.time)
+    per_interval = total * span / (t_end - sim.time) if total is not None and span > 0 else None
+    sim.tolerance_judged(dt, per_interval)
+    return total
+
+
+def _check(sim, t_end, dt, intervals, driven):
     integ = sim.integrator
     if getattr(integ, "h_fixed", None) is not None or not t_end > sim.time \
             or sim.method == "state-transition":

@@ -356,11 +356,21 @@ def test_tolerances_below_the_floor_are_refused(method):
 
 @pytest.mark.parametrize("method", ["rkc-penalty", "dopri5", "bdf"])
 def test_step_budget_ends_an_adaptive_run_that_cannot_finish_state_unchanged(method):
-    """rkc-penalty at a tight tolerance needed > 30 s per step: an adaptive run that
-    exceeds max_steps steps in one communication step raises ConvergenceError."""
+    """rkc-penalty at a tight tolerance needed > 30 s per step: a communication step
+    the method's estimate says needs more than max_steps steps is refused before it
+    starts (cosim.step_budget, the estimate in the message); where the estimate let it
+    pass, the run that exceeds max_steps steps in one communication step raises
+    ConvergenceError. Both leave the state as it was."""
+    from cosim.step_budget import UnreachableToleranceError
     sim = cosim.Simulation("pendulum", method, rtol=1e-12, atol=1e-12,
                            method_options={"max_steps": 20})
     before = sim.serialize_state()
+    with pytest.raises(UnreachableToleranceError,
+                       match=rf"{method} .* at rtol 1e-12, atol 1e-12: about .* steps .*per "
+                             r"communication step of 1, more than max_steps=20"):
+        sim.do_step(0.0, 1.0)
+    assert sim.serialize_state() == before
+    sim.tolerance_judged(1.0)   # as if judged up front (cosim.run): the run's own guard
     with pytest.raises(ConvergenceError, match="more than max_steps=20 steps"):
         sim.do_step(0.0, 1.0)
     assert sim.serialize_state() == before

@@ -3,6 +3,7 @@ tolerance the method cannot reach within its step budget is refused before the r
 the measured estimate and a cheaper method; a run far dearer than another method's gets
 one warning; a run accepted without either finishes within its budget; the probe leaves
 the run bit-identical."""
+import math
 import warnings
 
 import numpy as np
@@ -78,6 +79,32 @@ def test_probe_leaves_the_run_bit_identical():
         b.do_step(0.1 * k, 0.1)
     assert np.array_equal(a.y, b.y)
     assert a.integrator.stats == b.integrator.stats
+
+
+def test_a_do_step_loop_is_judged_at_its_first_communication_step(monkeypatch):
+    """A loop of do_step has no end time up front (an FMU without a stopTime, a ROS node
+    without an end_time): its first communication step, and each longer one, is judged
+    as a run of that one step, refused before it starts (the state as it was) with the
+    estimate and a cheaper method, where it used to spend max_steps steps first."""
+    sim = Simulation("andrews", method="generalized-alpha", rtol=1e-9, atol=1e-11)
+    before = sim.serialize_state()
+    with pytest.raises(UnreachableToleranceError,
+                       match=r"per communication step of 0\.03, more than max_steps=100000; "
+                             r"suggested: method 'dopri5'"):
+        sim.do_step(0.0, 0.03)
+    assert sim.serialize_state() == before and sim.time == 0.0
+    judged = []
+    check = step_budget._check
+    monkeypatch.setattr(step_budget, "_check", lambda *a: judged.append(a[2]) or check(*a))
+    sim = Simulation("pendulum", method="dopri5", rtol=1e-6, atol=1e-8)
+    unjudged = Simulation("pendulum", method="dopri5", rtol=1e-6, atol=1e-8)
+    unjudged.tolerance_judged(math.inf)
+    for k, dt in enumerate([0.01, 0.01, 0.005, 0.01]):
+        for s in (sim, unjudged):
+            s.do_step(s.time, dt)
+    assert judged == [0.01]           # once: the later steps are no longer
+    assert np.array_equal(sim.y, unjudged.y)      # the probe undone: bit-identical
+    assert sim.integrator.stats == unjudged.integrator.stats
 
 
 def test_fixed_step_is_not_probed():
