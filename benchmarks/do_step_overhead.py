@@ -16,7 +16,13 @@ blocks of N steps from the same state, the rows interleaved block by block:
   step (RESTART_THEN_ADVANCE), and the model evaluations per step of each row.
 
 The overhead lines are the median over the repetitions of (row − entry) in the
-same repetition.
+same repetition.  The kernel's time varies from block to block by more than
+``do_step`` adds on a busy machine; the last table takes the kernel out: the
+method's entry replaced by a no-op of the same signature (it sets t to the
+target), so that ``do_step`` runs exactly its warm path around a call that costs
+numba's dispatch only.  Its rows: the no-op entry called directly (through
+numba's dispatcher, as the ``entry`` row), ``do_step`` and ``set_inputs +
+do_step`` (the Python share of a step, and of a new input).
 
     python benchmarks/do_step_overhead.py [--steps N] [--repeat R]
 """
@@ -95,6 +101,66 @@ def case(label, sim, u0, n, repeat):
               f"{evals[name]:4.1f} evaluations/step", flush=True)
 
 
+def noop_entry(integ):
+    """Replace ``integ``'s compiled entry by a no-op of its signature (t := target)."""
+    import numba
+
+    T = integ._kernel.T
+
+    @numba.njit
+    def noop(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
+        S[T] = t_target
+        return 0
+    noop.compile(integ._entry.signatures[0])
+    integ._entry = noop
+    if getattr(integ, "_direct", None) is not None:   # the warm path's direct call
+        from cosim.integrators.record import direct_entry
+        integ._direct = direct_entry(noop)
+
+
+def python_share(label, sim, u0, n, repeat):
+    integ = sim.integrator
+    K = integ._kernel
+    sim.set_inputs(u0)
+    for _ in range(20):
+        sim.do_step(sim.time, H)
+    noop_entry(integ)
+    values = [np.asarray(u0) * (1.0 + 1e-3 * k) for k in range(2)]
+
+    def entry():
+        S, I, LU, fns, u, y = integ._S, integ._I, integ._LU, integ._fns, integ._u_c, integ._y_out
+        p, run, t0 = integ._parameters(), integ._entry, float(S[K.T])
+        for k in range(1, n + 1):
+            run(fns, K.WHOLE_INTERVAL, S, I, LU, u, p, t0 + k * H, 1_000_000, y)
+        sim._time = float(integ.t)
+
+    def do_step():
+        t = sim.time
+        for _ in range(n):
+            t = sim.do_step(t, H)
+
+    def new_input():
+        t = sim.time
+        for k in range(n):
+            sim.set_inputs(values[k & 1])
+            t = sim.do_step(t, H)
+
+    rows = {"no-op entry": entry, "do_step": do_step, "set_inputs + do_step": new_input}
+    times = {name: [] for name in rows}
+    for _ in range(repeat):
+        for name, run in rows.items():
+            tic = time.process_time()
+            run()
+            times[name].append((time.process_time() - tic) / n * 1e6)
+    print(f"{label}, the entry a no-op")
+    for name, t in times.items():
+        extra = ""
+        if name != "no-op entry":
+            d = statistics.median(a - b for a, b in zip(t, times["no-op entry"]))
+            extra = f"   over the entry {d:+6.2f}"
+        print(f"  {name:36s} {statistics.median(t):7.2f} µs (min {min(t):6.2f}){extra}", flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=1000)
@@ -109,6 +175,13 @@ def main(argv=None):
                                h=H, backend="numba")
         case(f"Panda (9 joints), rk4, h = 1 ms, {what}", sim, np.full(sim.model.n_inputs, 0.1),
              args.steps, args.repeat)
+    print("The Python share: the same steps with the method's entry a no-op of its signature")
+    sim = cosim.Simulation(model="two_link", method="generalized-alpha", h=H, backend="numba")
+    python_share("two_link, generalized-alpha", sim, [0.1, -0.05], args.steps, args.repeat)
+    sim = cosim.Simulation(load_urdf(example_robot_path(), position_limits=False), method="rk4",
+                           h=H, backend="numba")
+    python_share("Panda (9 joints), rk4, position_limits=False", sim,
+                 np.full(sim.model.n_inputs, 0.1), args.steps, args.repeat)
 
 
 if __name__ == "__main__":
