@@ -20,9 +20,9 @@ same repetition.  The kernel's time varies from block to block by more than
 ``do_step`` adds on a busy machine; the last table takes the kernel out: the
 method's entry replaced by a no-op of the same signature (it sets t to the
 target), so that ``do_step`` runs exactly its warm path around a call that costs
-numba's dispatch only.  Its rows: the no-op entry called directly (through
-numba's dispatcher, as the ``entry`` row), ``do_step`` and ``set_inputs +
-do_step`` (the Python share of a step, and of a new input).
+numba's dispatch only.  Its rows: ``entry`` (the no-op called through numba's
+dispatcher), ``do_step`` and ``set_inputs + do_step`` (the Python share of a
+step, and of a new input).
 
     python benchmarks/do_step_overhead.py [--steps N] [--repeat R]
 """
@@ -41,13 +41,16 @@ import cosim  # noqa: E402
 H = 1e-3
 
 
-def case(label, sim, u0, n, repeat):
+def case(label, sim, u0, n, repeat, noop=False):
+    """The rows of the module docstring (``noop``: the entry a no-op, three rows)."""
     integ = sim.integrator
     K = integ._kernel
     sim.set_inputs(u0)
     for _ in range(20):
         sim.do_step(sim.time, H)
     start = sim.get_state()
+    if noop:
+        noop_entry(integ)
     values = [np.asarray(u0) * (1.0 + 1e-3 * k) for k in range(2)]
 
     def entry(mode):
@@ -79,7 +82,9 @@ def case(label, sim, u0, n, repeat):
 
     rows = {"entry": entry(K.WHOLE_INTERVAL), "do_step": do_step,
             "do_step + get_outputs": with_outputs, "set_inputs + do_step": new_input}
-    if hasattr(K, "RESTART_THEN_ADVANCE") and sim.method in ("rk4", "dopri5"):
+    if noop:   # (the no-op computes no outputs)
+        del rows["do_step + get_outputs"]
+    elif hasattr(K, "RESTART_THEN_ADVANCE") and sim.method in ("rk4", "dopri5"):
         rows["entry, mode 3 (restart, advance)"] = entry(K.RESTART_THEN_ADVANCE)
     times = {name: [] for name in rows}
     evals = {}
@@ -97,8 +102,8 @@ def case(label, sim, u0, n, repeat):
         if name != "entry":
             d = statistics.median(a - b for a, b in zip(t, times["entry"]))
             extra = f"   over the entry {d:+6.2f}"
-        print(f"  {name:36s} {statistics.median(t):7.2f} µs (min {min(t):6.2f}){extra}   "
-              f"{evals[name]:4.1f} evaluations/step", flush=True)
+        extra += "" if noop else f"   {evals[name]:4.1f} evaluations/step"
+        print(f"  {name:36s} {statistics.median(t):7.2f} µs (min {min(t):6.2f}){extra}", flush=True)
 
 
 def noop_entry(integ):
@@ -118,49 +123,6 @@ def noop_entry(integ):
         integ._direct = direct_entry(noop)
 
 
-def python_share(label, sim, u0, n, repeat):
-    integ = sim.integrator
-    K = integ._kernel
-    sim.set_inputs(u0)
-    for _ in range(20):
-        sim.do_step(sim.time, H)
-    noop_entry(integ)
-    values = [np.asarray(u0) * (1.0 + 1e-3 * k) for k in range(2)]
-
-    def entry():
-        S, I, LU, fns, u, y = integ._S, integ._I, integ._LU, integ._fns, integ._u_c, integ._y_out
-        p, run, t0 = integ._parameters(), integ._entry, float(S[K.T])
-        for k in range(1, n + 1):
-            run(fns, K.WHOLE_INTERVAL, S, I, LU, u, p, t0 + k * H, 1_000_000, y)
-        sim._time = float(integ.t)
-
-    def do_step():
-        t = sim.time
-        for _ in range(n):
-            t = sim.do_step(t, H)
-
-    def new_input():
-        t = sim.time
-        for k in range(n):
-            sim.set_inputs(values[k & 1])
-            t = sim.do_step(t, H)
-
-    rows = {"no-op entry": entry, "do_step": do_step, "set_inputs + do_step": new_input}
-    times = {name: [] for name in rows}
-    for _ in range(repeat):
-        for name, run in rows.items():
-            tic = time.process_time()
-            run()
-            times[name].append((time.process_time() - tic) / n * 1e6)
-    print(f"{label}, the entry a no-op")
-    for name, t in times.items():
-        extra = ""
-        if name != "no-op entry":
-            d = statistics.median(a - b for a, b in zip(t, times["no-op entry"]))
-            extra = f"   over the entry {d:+6.2f}"
-        print(f"  {name:36s} {statistics.median(t):7.2f} µs (min {min(t):6.2f}){extra}", flush=True)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=1000)
@@ -177,11 +139,12 @@ def main(argv=None):
              args.steps, args.repeat)
     print("The Python share: the same steps with the method's entry a no-op of its signature")
     sim = cosim.Simulation(model="two_link", method="generalized-alpha", h=H, backend="numba")
-    python_share("two_link, generalized-alpha", sim, [0.1, -0.05], args.steps, args.repeat)
+    case("two_link, generalized-alpha, the entry a no-op", sim, [0.1, -0.05], args.steps,
+         args.repeat, noop=True)
     sim = cosim.Simulation(load_urdf(example_robot_path(), position_limits=False), method="rk4",
                            h=H, backend="numba")
-    python_share("Panda (9 joints), rk4, position_limits=False", sim,
-                 np.full(sim.model.n_inputs, 0.1), args.steps, args.repeat)
+    case("Panda (9 joints), rk4, position_limits=False, the entry a no-op", sim,
+         np.full(sim.model.n_inputs, 0.1), args.steps, args.repeat, noop=True)
 
 
 if __name__ == "__main__":
