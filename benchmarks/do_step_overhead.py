@@ -16,7 +16,13 @@ blocks of N steps from the same state, the rows interleaved block by block:
   step (RESTART_THEN_ADVANCE), and the model evaluations per step of each row.
 
 The overhead lines are the median over the repetitions of (row − entry) in the
-same repetition.
+same repetition.  The kernel's time varies from block to block by more than
+``do_step`` adds on a busy machine; the last table takes the kernel out: the
+method's entry replaced by a no-op of the same signature (it sets t to the
+target), so that ``do_step`` runs exactly its warm path around a call that costs
+numba's dispatch only.  Its rows: ``entry`` (the no-op called through numba's
+dispatcher), ``do_step`` and ``set_inputs + do_step`` (the Python share of a
+step, and of a new input).
 
     python benchmarks/do_step_overhead.py [--steps N] [--repeat R]
 """
@@ -35,13 +41,16 @@ import cosim  # noqa: E402
 H = 1e-3
 
 
-def case(label, sim, u0, n, repeat):
+def case(label, sim, u0, n, repeat, noop=False):
+    """The rows of the module docstring (``noop``: the entry a no-op, three rows)."""
     integ = sim.integrator
     K = integ._kernel
     sim.set_inputs(u0)
     for _ in range(20):
         sim.do_step(sim.time, H)
     start = sim.get_state()
+    if noop:
+        noop_entry(integ)
     values = [np.asarray(u0) * (1.0 + 1e-3 * k) for k in range(2)]
 
     def entry(mode):
@@ -73,7 +82,9 @@ def case(label, sim, u0, n, repeat):
 
     rows = {"entry": entry(K.WHOLE_INTERVAL), "do_step": do_step,
             "do_step + get_outputs": with_outputs, "set_inputs + do_step": new_input}
-    if hasattr(K, "RESTART_THEN_ADVANCE") and sim.method in ("rk4", "dopri5"):
+    if noop:   # (the no-op computes no outputs)
+        del rows["do_step + get_outputs"]
+    elif hasattr(K, "RESTART_THEN_ADVANCE") and sim.method in ("rk4", "dopri5"):
         rows["entry, mode 3 (restart, advance)"] = entry(K.RESTART_THEN_ADVANCE)
     times = {name: [] for name in rows}
     evals = {}
@@ -91,8 +102,25 @@ def case(label, sim, u0, n, repeat):
         if name != "entry":
             d = statistics.median(a - b for a, b in zip(t, times["entry"]))
             extra = f"   over the entry {d:+6.2f}"
-        print(f"  {name:36s} {statistics.median(t):7.2f} µs (min {min(t):6.2f}){extra}   "
-              f"{evals[name]:4.1f} evaluations/step", flush=True)
+        extra += "" if noop else f"   {evals[name]:4.1f} evaluations/step"
+        print(f"  {name:36s} {statistics.median(t):7.2f} µs (min {min(t):6.2f}){extra}", flush=True)
+
+
+def noop_entry(integ):
+    """Replace ``integ``'s compiled entry by a no-op of its signature (t := target)."""
+    import numba
+
+    T = integ._kernel.T
+
+    @numba.njit
+    def noop(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
+        S[T] = t_target
+        return 0
+    noop.compile(integ._entry.signatures[0])
+    integ._entry = noop
+    if getattr(integ, "_direct", None) is not None:   # the warm path's direct call
+        from cosim.integrators.record import direct_entry
+        integ._direct = direct_entry(noop)
 
 
 def main(argv=None):
@@ -109,6 +137,14 @@ def main(argv=None):
                                h=H, backend="numba")
         case(f"Panda (9 joints), rk4, h = 1 ms, {what}", sim, np.full(sim.model.n_inputs, 0.1),
              args.steps, args.repeat)
+    print("The Python share: the same steps with the method's entry a no-op of its signature")
+    sim = cosim.Simulation(model="two_link", method="generalized-alpha", h=H, backend="numba")
+    case("two_link, generalized-alpha, the entry a no-op", sim, [0.1, -0.05], args.steps,
+         args.repeat, noop=True)
+    sim = cosim.Simulation(load_urdf(example_robot_path(), position_limits=False), method="rk4",
+                           h=H, backend="numba")
+    case("Panda (9 joints), rk4, position_limits=False, the entry a no-op", sim,
+         np.full(sim.model.n_inputs, 0.1), args.steps, args.repeat, noop=True)
 
 
 if __name__ == "__main__":

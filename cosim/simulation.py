@@ -82,6 +82,9 @@ from .validation import finite_float, finite_vector
 
 _EPS = np.finfo(float).eps
 _isfinite = math.isfinite
+_INF = math.inf
+_hypot = math.hypot
+_F64 = np.dtype(np.float64)   # (numpy's one float64 dtype: other arrays take the long way)
 
 
 def _real_finite(x):
@@ -650,7 +653,7 @@ class Simulation:
     def set_inputs(self, values):
         """Hold new external input values (a mapping name -> value, or a sequence in
         ``input_names`` order) from the current time on (ZOH)."""
-        if type(values) is np.ndarray and self._inputs_identity and values.dtype == np.float64 \
+        if type(values) is np.ndarray and self._inputs_identity and values.dtype is _F64 \
                 and values.ndim == 1:
             # hot path (an FMU/ROS step): a float vector, the model's inputs are the external
             # ones; the same checks as below in one pass over a list, one copy, shared by
@@ -723,8 +726,8 @@ class Simulation:
         if self._limit_pairs:  # an input beyond the smallest limit: look closer
             if values is None:
                 values = u.tolist()
-            floor = self._limit_floor
-            if max(values) > floor or min(values) < -floor:
+            floor = self._limit_floor   # (the norm bounds every value: one C call for most steps)
+            if _hypot(*values) > floor and (max(values) > floor or min(values) < -floor):
                 self._note_clipped_inputs(values)
 
     def _refresh_input_limits(self):
@@ -737,13 +740,16 @@ class Simulation:
     def _note_clipped_inputs(self, values):
         """Say once per input that the model clips it (the model's ``input_limits()``:
         (input index, limit, what the limit is) for each limited input)."""
+        said = False   # (else nothing changed: values beyond the smallest limit only)
         for i, limit, what in self._limit_pairs:
             x = values[i]
             if x > limit or x < -limit:
+                said = True
                 self._clipped_inputs.add(i)
                 self.notice(f"input {self.model.input_names[i]!r} = {x!r} is clipped to "
                             f"{math.copysign(limit, x)!r} by {what} (said once per input)")
-        self._refresh_input_limits()
+        if said:
+            self._refresh_input_limits()
 
     def notice(self, message):
         """Tell the user something once (an input clipped): ``on_notice(message)`` when an
@@ -1160,13 +1166,14 @@ class Simulation:
         [t_prev, t] with the inputs of that step held: :mod:`cosim.run` records
         from it without making the integrator land on output points.
         """
-        if not (type(h) is float and type(t) is float and 0.0 < h < math.inf and math.isfinite(t)):
+        if not (type(h) is float and type(t) is float and 0.0 < h < _INF and -_INF < t < _INF):
             h = finite_float("communication step h", h, positive=True, strict=True)
             t = finite_float("communication time t", t, strict=True)
-        if t != self._time and abs(t - self._time) > _TIME_MATCH * max(1.0, abs(self._time)):
-            raise InvalidInputError(f"do_step at t={t!r} but the simulation is at t={self._time!r}")
+        now = self._time
+        if t != now and abs(t - now) > _TIME_MATCH * max(1.0, abs(now)):
+            raise InvalidInputError(f"do_step at t={t!r} but the simulation is at t={now!r}")
         t_end = t + h
-        if not t_end > self._time:
+        if not t_end > now:
             raise InvalidInputError(f"communication step h={h!r} is too small at t={t!r}")
         if self._stopped:  # terminal event happened: state frozen, time moves on
             self._time = t_end
@@ -1184,13 +1191,15 @@ class Simulation:
                 self._warn_fixed_step()
             return t_end
         if self._fast and observer is None and not self._early:
+            integ = self.integrator
             saved = self._snapshot_integrator() if self._guard or self._gross else None
             try:
-                self.integrator._advance_checked(t_end)  # t_end and the budget checked above; restores itself on failure
-                if self._guard:
-                    self._check_constraints(t, h)
-                elif saved is not None:
-                    self._check_gross(t, h)
+                integ._advance_checked(t_end)  # t_end and the budget checked above; restores itself on failure
+                if saved is not None:
+                    if self._guard:
+                        self._check_constraints(t, h)
+                    else:
+                        self._check_gross(t, h)
             except BaseException as exc:
                 if saved is not None:
                     self._rollback_integrator(saved)
@@ -1204,7 +1213,7 @@ class Simulation:
                                        cause=exc) from exc
             self._time = t_end
             self._n_comm += 1
-            if self._fixed_slot is not None and self.integrator._S[self._fixed_slot] > self._fixed_warn_at:
+            if self._fixed_slot is not None and integ._S[self._fixed_slot] > self._fixed_warn_at:
                 self._warn_fixed_step()
             return t_end
         snapshot = self.get_state()

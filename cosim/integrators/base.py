@@ -187,7 +187,7 @@ class Integrator:
         return None
 
     def hold_inputs(self, u):
-        """Hold ``u`` from now on, already checked and changed (a C-contiguous
+        """Hold ``u`` from now on, already checked and changed (a 1-D C-contiguous
         float vector the caller gives away): :meth:`set_inputs` minus its checks
         (Simulation's per-step path; the compiled wrappers skip the ``u``
         property's conversions too)."""

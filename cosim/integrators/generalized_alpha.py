@@ -383,7 +383,7 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
 
     # -- inputs, restart, outputs ---------------------------------------------------------------
     def hold_inputs(self, u):
-        # Integrator.hold_inputs: u is already a C-contiguous float vector
+        # Integrator.hold_inputs: u is already a 1-D C-contiguous float vector
         self._u_c = u
         self.restart()
 

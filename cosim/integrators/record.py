@@ -104,6 +104,24 @@ def kernel_model_reason(model, nonholonomic):
     return compiled_unsupported(model, nonholonomic=nonholonomic)
 
 
+def direct_entry(dispatcher):
+    """The machine code of a compiled entry of one signature (numba's ``entry_point``
+    of its one overload), called without the dispatcher's typing of the ten
+    arguments (about 0.3 µs a call), or None where numba does not expose it."""
+    overloads = getattr(dispatcher, "overloads", None)
+    if not overloads or len(overloads) != 1:
+        return None
+    code = getattr(next(iter(overloads.values())), "entry_point", None)
+    return code if callable(code) else None
+
+
+def _direct_array(a):
+    """``a`` as the compiled entry's signature takes u and p: a 1-D, C-contiguous,
+    aligned, writeable float64 array."""
+    return (type(a) is np.ndarray and a.dtype == np.float64 and a.ndim == 1
+            and a.flags.c_contiguous and a.flags.aligned and a.flags.writeable)
+
+
 class RecordIntegrator:
     """Mixin (before the integrator base class) for a method run by one kernel entry.
 
@@ -116,6 +134,8 @@ class RecordIntegrator:
     _hot = False
     _restart_pending = False
     _p_seen = _p_arg = None   # do_step's warm path: the model's parameters as last passed
+    _direct = None            # ... and the entry's machine code (direct_entry), called
+    _direct_ok = False        # while u and p are arrays of its signature (_check_direct)
     _has_state = False
     _outputs_fresh = False
     _kernel_outputs = False
@@ -187,7 +207,13 @@ class RecordIntegrator:
         self._kernel_outputs = self.backend == "numba" and bool(probe is not None and probe())
         # do_step's warm path calls the compiled entry itself (_advance_checked): where the
         # method's _call does more (BDF's order history), it goes through _run
-        self._hot = self.backend == "numba" and type(self)._call is RecordIntegrator._call
+        # (with the slot and codes it writes as numbers: t in slot 0, modes 0 and 3, OK 0)
+        K = self._kernel
+        self._hot = (self.backend == "numba" and type(self)._call is RecordIntegrator._call
+                     and K.T == 0 and K.OK == 0 and K.WHOLE_INTERVAL == 0
+                     and getattr(K, "RESTART_THEN_ADVANCE", 3) == 3)
+        self._direct = direct_entry(self._entry) if self._hot else None
+        self._check_direct()
         self._restart_failed = getattr(self._kernel, "RESTART_STATUS", math.inf)
 
     def _analyse_start(self, t0, y0, **ic_options):
@@ -293,6 +319,17 @@ class RecordIntegrator:
         if not (type(value) is np.ndarray and value.dtype == np.float64 and value.flags.c_contiguous):
             value = np.ascontiguousarray(value, dtype=float)
         self._u_c = value   # (a new value comes with a restart, which marks the outputs stale)
+        self._check_direct()
+
+    def _check_direct(self):
+        """Whether the warm path may call the entry's machine code directly: S, I, LU,
+        y_out and the model's function addresses are the record's own arrays of its
+        signature; the held inputs (from the ``u`` setter or :meth:`hold_inputs`,
+        whose caller gives a 1-D C-contiguous float vector) and the parameters are
+        checked here when they are replaced (else the dispatcher, which refuses
+        other types)."""
+        self._direct_ok = (self._direct is not None and _direct_array(getattr(self, "_u_c", None))
+                           and _direct_array(self._p_arg))
 
     # -- stepping ----------------------------------------------------------------------------
     def advance(self, t_target):
@@ -313,9 +350,10 @@ class RecordIntegrator:
         (:meth:`_bind_model` sets ``_hot``) — is one call of the entry: with held
         inputs WHOLE_INTERVAL, after new ones (a deferred restart) RESTART_THEN_ADVANCE,
         exactly the calls :meth:`_run` makes."""
-        K = self._kernel
-        if not (self._hot and t_target > self._S[K.T]):
-            if not t_target > self._S[K.T]:
+        S = self._S
+        if not (self._hot and t_target > S[0]):   # (slot 0: every kernel's T)
+            K = self._kernel
+            if not t_target > S[K.T]:
                 return self.advance(t_target)
             self._run(t_target, self._call_budget, K.WHOLE_INTERVAL)
             return t_target
@@ -324,17 +362,20 @@ class RecordIntegrator:
         p = getattr(self.model, "_p", None)
         if p is not self._p_seen:   # (a model's new parameters are a new array)
             self._p_seen, self._p_arg = p, self._parameters()
+            self._check_direct()
         budget = self.max_steps
-        status = self._entry(self._fns, K.RESTART_THEN_ADVANCE if pending else K.WHOLE_INTERVAL,
-                             self._S, self._I, self._LU, self._u_c, self._p_arg, t_target,
+        entry = self._direct if self._direct_ok else self._entry
+        status = entry(self._fns, 3 if pending else 0,   # RESTART_THEN_ADVANCE, WHOLE_INTERVAL
+                             S, self._I, self._LU, self._u_c, self._p_arg, t_target,
                              budget if budget < MAX_STEPS_PER_CALL else MAX_STEPS_PER_CALL, self._y_out)
         if status == 0:   # every kernel's OK
-            self._restart_pending = False
+            if pending:
+                self._restart_pending = False
             self._outputs_fresh = self._kernel_outputs
             return t_target
         if pending and status >= self._restart_failed:
             # generalized-α: the restart itself failed and changed nothing: its own path says why
-            self._run(t_target, self._call_budget, K.WHOLE_INTERVAL)
+            self._run(t_target, self._call_budget, self._kernel.WHOLE_INTERVAL)
             return t_target
         self._restart_pending = False
         self._finish(status, t_target)   # raises the method's error (the record is as before)
@@ -457,7 +498,7 @@ class DeferredRestart:
     _restart_pending = False
 
     def hold_inputs(self, u):
-        # Integrator.hold_inputs: u is already a C-contiguous float vector
+        # Integrator.hold_inputs: u is already a 1-D C-contiguous float vector
         self._u_c = u
         self.restart()
 
