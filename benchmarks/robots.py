@@ -127,7 +127,7 @@ class Robot:
         mj_names = [self.mj.joint(i).name for i in range(self.mj.njnt)]
         if mj_names != list(self.cls.coordinates):
             raise SystemExit(f"{name}: MuJoCo joints {mj_names} != cosim's {self.cls.coordinates}")
-        self.pm = pin.Model(self.cls._pin_model)
+        self.pm = pin.buildModelFromXML(self.cls.robot.normalized)
         self.pd = self.pm.createData()
         self.pin = pin
         diag = np.diag(self.mass(self.q0))

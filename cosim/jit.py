@@ -845,6 +845,16 @@ def pasted_dispatchers(functions, kind, label):
     return compiled
 
 
+def compiled_kernels(kernel_functions, *names):
+    """The compiled functions (callable from Python) of the fields ``names`` of a kernel
+    set :func:`model_functions` has compiled in this process, or None if it has not."""
+    entry = _models.get(tuple(kernel_functions))
+    if entry is None:
+        return None
+    fields = kernel_fields()
+    return tuple(entry[0][fields.index(name)] for name in names)
+
+
 def model_functions(kernel_functions, model_name):
     """The model's kernels (all of :func:`kernel_fields`, stubs for missing ones)
     compiled alone with the protocol's signatures (seconds; cached on disk; models

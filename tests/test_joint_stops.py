@@ -129,7 +129,7 @@ def test_release_inside_a_step_matches_the_locked_system_reference():
         sim.do_step(sim.time, 0.01)
     names = [e["name"] for e in sim.event_log]
     assert names == ["joint2_upper_limit", "joint2_stop_release"]
-    pm = pin.Model(cls._pin_model)
+    pm = pin.buildModelFromXML(cls.robot.normalized)
     pd = pm.createData()
 
     def mq(q, v):

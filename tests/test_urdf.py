@@ -109,7 +109,7 @@ def test_rigid_body_kernels_match_pinocchio(relative):
     gravity = {"gravity_x": 0.3, "gravity_y": -0.2, "gravity_z": -9.81}
     joints = {f"{j}.{k}": 0.0 for j in cls.coordinates for k in ("damping", "friction")}
     p = cls(**gravity, **joints)._p  # the rigid-body terms alone (joint terms: shared code)
-    pm = pin.Model(cls._pin_model)
+    pm = pin.buildModelFromXML(cls.robot.normalized)
     pd = pm.createData()
     pm.gravity.linear = np.array(list(gravity.values()))
     rng = np.random.default_rng(18)
@@ -567,3 +567,68 @@ def test_the_first_check_of_a_robots_kernels_says_what_it_compiles(tmp_path):
         assert "one by one (a check that they compile)" in runs[0].stderr, runs[0].stderr
     assert "a check that they compile" not in runs[1].stderr, runs[1].stderr
     assert os.listdir(tmp_path / "cache" / "kernel_checks")
+
+
+# -- the structure pinocchio builds, kept per URDF text (a warm start imports no pinocchio) --
+def test_structure_read_back_is_pinocchios_and_a_bad_file_is_built_again(tmp_path, monkeypatch):
+    """The structure stored in the private cache folder reads back equal to what
+    pinocchio builds; a file that is not one this module wrote for the robot (garbage,
+    another shape, NaN) is built again from pinocchio and replaced, never used."""
+    import pinocchio as pin
+
+    from cosim import jit
+    from cosim.models import urdf_parse, urdf_structure
+    monkeypatch.setattr(jit, "cache_dir", lambda: str(tmp_path))
+    robot = urdf_parse.parse(urdf_parse.read_file(example_robot_path()))
+    built = []
+
+    def build():
+        built.append(1)
+        return urdf_structure.from_pinocchio(pin, pin.buildModelFromXML(robot.normalized), robot.name)
+
+    first = urdf_structure.structure(robot, build)
+    again = urdf_structure.structure(robot, build)
+    assert len(built) == 1 and again.joint_names == first.joint_names == tuple(
+        pin.buildModelFromXML(robot.normalized).names[1:])
+    assert again.frame_names == first.frame_names
+    assert np.array_equal(again.joints, first.joints) and np.array_equal(again.frames, first.frames)
+    path = urdf_structure._path(robot)
+    good = Path(path).read_bytes()
+    bad_joints = first.joints.copy()
+    bad_joints[0, 5] = np.nan
+    for planted in (b"not an npz", dict(joints=first.joints[:, :-1]), dict(joints=bad_joints),
+                    dict(joint_names=np.array(["no_such_joint"] * len(first.joint_names)))):
+        if isinstance(planted, bytes):
+            Path(path).write_bytes(planted)
+        else:
+            fields = dict(joint_names=np.array(first.joint_names), joints=first.joints,
+                          frame_names=np.array(first.frame_names), frames=first.frames)
+            fields.update(planted)
+            with open(path, "wb") as fh:
+                np.savez(fh, **fields)
+        built.clear()
+        st = urdf_structure.structure(robot, build)
+        assert built == [1] and np.array_equal(st.joints, first.joints)
+        assert Path(path).read_bytes() == good   # replaced by the built one
+
+
+def test_a_compiled_robot_run_on_a_warm_cache_imports_no_pinocchio():
+    """A second process on the same cache builds the Panda, analyses its start and steps
+    it on the compiled backend without importing pinocchio (M and Q of the Python
+    equations are the compiled kernels there), to the same numbers as the first."""
+    import json
+    import subprocess
+    import sys
+    pytest.importorskip("numba")
+    code = ("import json, sys, cosim\n"
+            "from cosim.models.urdf import example_robot_path\n"
+            "sim = cosim.Simulation(model=str(example_robot_path()), method='dopri5')\n"
+            "sim.do_step(0.0, 0.05)\n"
+            "print(json.dumps({'pinocchio': 'pinocchio' in sys.modules, 'backend': sim.backend,\n"
+            "                  'y': sim.y.tobytes().hex()}))\n")
+    repo = str(Path(__file__).resolve().parents[1])
+    runs = [json.loads(subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True,
+                                      text=True, timeout=600, check=True).stdout.splitlines()[-1])
+            for _ in range(2)]
+    assert runs[1]["backend"] == "numba" and not runs[1]["pinocchio"]
+    assert runs[0]["y"] == runs[1]["y"]

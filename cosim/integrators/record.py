@@ -203,6 +203,11 @@ class RecordIntegrator:
         else:
             self._entry = self._kernel.entry
             self._fns = python_functions(self.model)
+        # a model whose Python equations have a reference implementation of their own (a
+        # URDF robot: pinocchio) computes them with the compiled kernels the method runs
+        use_kernels = getattr(self.model, "use_compiled_kernels", None)
+        if use_kernels is not None:
+            use_kernels(self.backend == "numba")
         probe = getattr(self.model, "kernel_outputs", None)  # KernelModel; a URDF robot has none
         self._kernel_outputs = self.backend == "numba" and bool(probe is not None and probe())
         # do_step's warm path calls the compiled entry itself (_advance_checked): where the

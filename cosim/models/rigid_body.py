@@ -24,8 +24,8 @@ the velocity of the body point at the world origin, forces (n_O, f)):
   (F: forces summed over subtrees); for q'_j: ∂v_k = S_j,
   ∂a_k = S_j × (v_k − v_j) + v_j × S_j.  The joint terms' slopes analytically.
 
-Parameter vector ``p`` (flat floats, :func:`tree_parameters` packs it from a
-pinocchio model, whose URDF parser merges the links of fixed joints):
+Parameter vector ``p`` (flat floats, :func:`tree_parameters` packs it from the joint
+table pinocchio's URDF parser builds, which merges the links of fixed joints):
 ``p[0:HEAD] = (n, g_x, g_y, g_z, v_s)``, then per joint (parents before
 children) a block of ``BLOCK`` numbers: parent index (−1 = the fixed base),
 type (0 revolute, 1 prismatic), unit axis in the joint frame, placement in
@@ -68,7 +68,6 @@ import math
 
 import numpy as np
 
-from ..errors import InvalidInputError
 from ..jit import kernel_helper
 
 HEAD = 5
@@ -635,23 +634,22 @@ def tree_kernels():
 
 
 # -- packing ------------------------------------------------------------------------------------
-def tree_parameters(pin_model, gravity, velocity_scale, damping, friction, effort, mimics=(),
-                    held=(), frames=()):
-    """The flat ``p`` of a pinocchio model of a fixed-base tree with one-dof revolute
-    and prismatic joints (URDF continuous joints arrive as revolute); ``mimics``: the
-    mimic constraints as (mimic joint index, followed joint index, multiplier, offset);
-    ``held``: the indices of the joints a position stop holds; ``frames``: the output
-    frames' ids in the pinocchio model.  The kinematics cache starts empty."""
-    n = pin_model.njoints - 1
+def tree_parameters(joints, frames, gravity, velocity_scale, damping, friction, effort, mimics=(),
+                    held=()):
+    """The flat ``p`` of a fixed-base tree with one-dof revolute and prismatic joints
+    (URDF continuous joints arrive as revolute) from its joint table ``joints``
+    (:mod:`cosim.models.urdf_structure`: per joint parent, type, axis, placement, mass,
+    centre of mass, inertia, as pinocchio builds them); ``frames``: the output frames'
+    rows of that module's frame table (parent joint, placement); ``mimics``: the mimic
+    constraints as (mimic joint index, followed joint index, multiplier, offset);
+    ``held``: the indices of the joints a position stop holds.  The kinematics cache
+    starts empty."""
+    n = len(joints)
     c = HEAD + BLOCK * n + 1 + MIMIC * len(mimics) + n + cache_length(n)
     p = np.zeros(c + 1 + FRAME * len(frames))
     p[c] = len(frames)
-    for r, fid in enumerate(frames):
-        frame = pin_model.frames[int(fid)]
-        b = c + 1 + FRAME * r
-        p[b] = frame.parentJoint - 1
-        p[b + 1:b + 10] = np.asarray(frame.placement.rotation).reshape(9)
-        p[b + 10:b + 13] = frame.placement.translation
+    for r, row in enumerate(frames):
+        p[c + 1 + FRAME * r:c + 1 + FRAME * (r + 1)] = row
     b = HEAD + BLOCK * n
     p[b] = len(mimics)
     for r, (i, j, k, o) in enumerate(mimics):
@@ -661,33 +659,9 @@ def tree_parameters(pin_model, gravity, velocity_scale, damping, friction, effor
     p[0] = n
     p[1:4] = gravity
     p[4] = velocity_scale
-    q0 = np.zeros(pin_model.nq)
     for i in range(n):
-        joint = pin_model.joints[i + 1]
-        if joint.nq != 1 or joint.nv != 1:
-            raise InvalidInputError(f"joint {pin_model.names[i + 1]!r} ({joint.shortname()}) is not a "
-                             f"one-dof revolute or prismatic joint")
-        data = joint.createData()
-        joint.calc(data, q0)
-        S = np.array(data.S).reshape(6)  # (linear, angular) in the joint frame
-        lin, ang = S[:3], S[3:]
-        revolute = bool(np.any(ang))
-        axis = ang if revolute else lin
-        if (revolute and np.any(lin)) or abs(np.linalg.norm(axis) - 1.0) > 1e-12:
-            raise InvalidInputError(f"joint {pin_model.names[i + 1]!r} ({joint.shortname()}): "
-                             f"motion subspace {S} is not a unit rotation or translation")
-        if not pin_model.parents[i + 1] <= i:  # the kernels' recursions need parents first
-            raise InvalidInputError(f"joint {pin_model.names[i + 1]!r} comes before its parent")
-        placement, inertia = pin_model.jointPlacements[i + 1], pin_model.inertias[i + 1]
         b = HEAD + BLOCK * i
-        p[b + PARENT] = pin_model.parents[i + 1] - 1
-        p[b + TYPE] = 0.0 if revolute else 1.0
-        p[b + AXIS:b + AXIS + 3] = axis
-        p[b + ROT:b + ROT + 9] = np.asarray(placement.rotation).reshape(9)
-        p[b + POS:b + POS + 3] = placement.translation
-        p[b + MASS] = inertia.mass
-        p[b + COM:b + COM + 3] = inertia.lever
-        p[b + INERTIA:b + INERTIA + 9] = np.asarray(inertia.inertia).reshape(9)
+        p[b:b + DAMPING] = joints[i]    # PARENT … INERTIA: the table's columns, in order
         p[b + DAMPING] = damping[i]
         p[b + FRICTION] = friction[i]
         p[b + EFFORT] = effort[i]

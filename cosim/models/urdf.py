@@ -79,9 +79,14 @@ Two implementations of the rigid-body terms, checked against each other
 from Python, and the field's reference), the compiled backend runs the
 kernels of :mod:`cosim.models.rigid_body` (CRBA/RNEA in numba, complex-step
 derivatives; pinocchio cannot be called from compiled code).  Both read one
-parameter vector ``_p`` (:func:`rigid_body.tree_parameters`, packed from
-pinocchio's model) and share the joint terms (:func:`rigid_body.joint_forces`
-and its slopes), so saturation, damping and friction are written once.
+parameter vector ``_p`` (:func:`rigid_body.tree_parameters`, packed from the
+joint table pinocchio builds from the URDF, kept per URDF text by
+:mod:`cosim.models.urdf_structure`) and share the joint terms
+(:func:`rigid_body.joint_forces` and its slopes), so saturation, damping and
+friction are written once.  While a compiled method runs the robot, M and Q of
+the Python methods (the initial-condition analysis, the stops' events) are the
+compiled kernels too (:meth:`URDFModel.use_compiled_kernels`): on a warm cache
+such a run never imports pinocchio, which is made on first use for the rest.
 Every robot runs the same compiled entry (``kernel_name``): one compilation
 per machine for all URDFs.
 """
@@ -95,12 +100,15 @@ from .._version import install_hint
 from .. import jit
 from ..integrators.dense_lu import lu_factor_inplace, lu_solve_inplace
 from ..errors import InvalidInputError, UnknownModelError
-from . import rigid_body, urdf_parse
+from . import rigid_body, urdf_parse, urdf_structure
 from .rigid_body import _crba, _rnea, _tree_work, held_flags, joint_forces
 from .base import Event, MultibodyModel, Parameter, Signal
 from .ranges import NONNEGATIVE, POSITIVE, UNIT_INTERVAL, Range
 
 STOP_MODE = Range(values=(-1.0, 0.0, 1.0))
+# made by URDFModel._pinocchio_objects on first use
+_PINOCCHIO_ATTRIBUTES = frozenset(("_pm", "_pd", "_pm0", "_pd0", "_joint_frames", "_pin", "_crba",
+                                   "_rnea", "_rnea_derivatives", "_symmetrize"))
 
 KERNELS = rigid_body.tree_kernels()
 
@@ -129,7 +137,8 @@ class URDFModel(MultibodyModel):
     position_limits = False
     source_digest = None    # sha256 of the URDF text (in the state header)
     efforts_by_joint = True  # the ROS node maps JointState efforts to the inputs by joint name
-    _pin_model = None
+    _structure = None       # urdf_structure.RobotStructure
+    _compiled_terms = None  # (mass, forces) compiled, while a compiled method runs the robot
     _limited = ()           # indices of joints with position limits
     _held = ()              # indices of the joints held by a stop (their mimic groups)
     _mimics = ()            # (mimic joint, followed joint, multiplier, offset) per constraint
@@ -156,21 +165,17 @@ class URDFModel(MultibodyModel):
 
     # -- parameters --------------------------------------------------------------------
     def setup(self):
-        pin = pinocchio()
         p, names = self.params, self.coordinates
         n = len(names)
-        self._pm = pin.Model(type(self)._pin_model)
-        self._pd = self._pm.createData()
-        self._pm.gravity.linear = np.array([p["gravity_x"], p["gravity_y"], p["gravity_z"]])
-        self._pm0 = pin.Model(self._pm)          # zero gravity: (M a)_q
-        self._pm0.gravity.linear = np.zeros(3)
-        self._pd0 = self._pm0.createData()
-        self._frame_ids = [self._pm.getFrameId(f) for f in self.frames]
+        for name in _PINOCCHIO_ATTRIBUTES:   # made again with these parameters when asked
+            self.__dict__.pop(name, None)
+        st = type(self)._structure
+        self._frame_ids = [st.frame_names.index(f) for f in self.frames]  # pinocchio's frame ids
         self._p = rigid_body.tree_parameters(
-            self._pm, [p["gravity_x"], p["gravity_y"], p["gravity_z"]], p["friction_velocity_scale"],
-            [p[f"{j}.damping"] for j in names], [p[f"{j}.friction"] for j in names],
-            [p[f"{j}.effort_limit"] for j in names], self._mimics, self._held_joints(),
-            self._frame_ids)
+            st.joints, st.frames[self._frame_ids], [p["gravity_x"], p["gravity_y"], p["gravity_z"]],
+            p["friction_velocity_scale"], [p[f"{j}.damping"] for j in names],
+            [p[f"{j}.friction"] for j in names], [p[f"{j}.effort_limit"] for j in names],
+            self._mimics, self._held_joints())
         m = len(self._mimics)
         self._Cq = np.zeros((m, n))
         rigid_body.tree_constraint_jacobian(np.zeros(n), 0.0, self._p, self._Cq)
@@ -201,16 +206,32 @@ class URDFModel(MultibodyModel):
             [len(lim), len(self._mimics)], lim, self._lower[lim], self._upper[lim], self._modes,
             self._Cq.reshape(-1)]).astype(float)
         self._z_buffers = (np.zeros(3 * len(lim)), np.zeros(3 * len(lim)))
+
+    def __getattr__(self, name):
+        """pinocchio's model and data of this robot, made on first use (the Python
+        equations, /tf): a compiled run that needs none of them never imports pinocchio."""
+        if name not in _PINOCCHIO_ATTRIBUTES or "_p" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.__dict__.update(self._pinocchio_objects())
+        return self.__dict__[name]
+
+    def _pinocchio_objects(self):
+        pin, p, n = pinocchio(), self.params, self.n_q
+        pm = pin.buildModelFromXML(self.robot.normalized)
+        pm.gravity.linear = np.array([p["gravity_x"], p["gravity_y"], p["gravity_z"]])
+        pm0 = pin.Model(pm)          # zero gravity: (M a)_q
+        pm0.gravity.linear = np.zeros(3)
+        pd = pm.createData()
         body = pin.FrameType.BODY
-        self._joint_frames = tuple(
-            (j.parent, j.child, self._pm.getFrameId(j.parent, body),
-             self._pm.getFrameId(j.child, body)) for j in self.robot.joints)
-        self._pin, self._crba, self._rnea = pin, pin.crba, pin.rnea
-        self._rnea_derivatives = pin.computeRNEADerivatives
         # pinocchio's C++ CRBA fills the upper triangle; its Python binding (pin 3.x/4.x)
         # returns the symmetric matrix: symmetrize only where it does not
-        M = pin.crba(self._pm, self._pd, pin.randomConfiguration(self._pm, -np.ones(n), np.ones(n)))
-        self._symmetrize = not np.array_equal(M, M.T)
+        M = pin.crba(pm, pd, pin.randomConfiguration(pm, -np.ones(n), np.ones(n)))
+        return {"_pm": pm, "_pd": pd, "_pm0": pm0, "_pd0": pm0.createData(),
+                "_joint_frames": tuple((j.parent, j.child, pm.getFrameId(j.parent, body),
+                                        pm.getFrameId(j.child, body)) for j in self.robot.joints),
+                "_pin": pin, "_crba": pin.crba, "_rnea": pin.rnea,
+                "_rnea_derivatives": pin.computeRNEADerivatives,
+                "_symmetrize": not np.array_equal(M, M.T)}
 
     def _held_joints(self):
         """The joints the stops hold now (a stop holds its joint's whole mimic group);
@@ -254,7 +275,20 @@ class URDFModel(MultibodyModel):
         return self._effort_limits
 
     # -- equations of motion (pinocchio + the kernels' joint terms) -------------------------
+    def use_compiled_kernels(self, on):
+        """While a compiled method runs this robot (``on``), M and Q of the Python equations
+        (the initial-condition analysis, the stops' events) are the compiled kernels it
+        runs (:func:`rigid_body.tree_mass`, :func:`rigid_body.tree_forces`, the same
+        numbers as pinocchio's to ~1e-15), so such a run never imports pinocchio;
+        otherwise pinocchio's."""
+        self._compiled_terms = jit.compiled_kernels(KERNELS.all_functions(), "mass", "forces") \
+            if on else None
+
     def mass(self, q, t):
+        if self._compiled_terms is not None:
+            M = np.zeros((self.n_q, self.n_q))
+            self._compiled_terms[0](np.ascontiguousarray(q, dtype=float), float(t), self._p, M)
+            return M
         M = self._crba(self._pm, self._pd, np.asarray(q, dtype=float))
         if self._symmetrize:
             M = np.triu(M) + np.triu(M, 1).T
@@ -273,6 +307,12 @@ class URDFModel(MultibodyModel):
         return Q
 
     def forces(self, q, v, t, u):
+        if self._compiled_terms is not None:
+            Q = np.zeros(self.n_q)
+            self._compiled_terms[1](np.ascontiguousarray(q, dtype=float),
+                                    np.ascontiguousarray(v, dtype=float), float(t),
+                                    np.ascontiguousarray(u, dtype=float), self._p, Q)
+            return Q
         Q = self._free_forces(q, v, u)
         Q[self._held] = 0.0
         return Q
@@ -602,6 +642,20 @@ def _unique(names, robot):
         seen.add(n)
 
 
+def _build_structure(robot):
+    """:func:`urdf_structure.from_pinocchio` of ``robot``'s URDF text (imports pinocchio)."""
+    pin = pinocchio()
+    try:
+        pm = pin.buildModelFromXML(robot.normalized)
+    except Exception as exc:  # noqa: BLE001 - urdfdom/pinocchio's message names the element
+        raise InvalidInputError(f"malformed URDF {robot.name!r}: {exc}") from None
+    st = urdf_structure.from_pinocchio(pin, pm, robot.name)
+    if set(st.joint_names) - {j.name for j in robot.joints}:
+        raise InvalidInputError(f"URDF robot {robot.name!r}: pinocchio built {pm.nq} coordinates "
+                                f"for joints {list(st.joint_names)} (expected one per movable joint)")
+    return st
+
+
 def urdf_model_class(text, frames=(), position_limits=True):
     """The :class:`URDFModel` subclass of the robot described by ``text`` (cached)."""
     robot = urdf_parse.parse(text)
@@ -610,30 +664,13 @@ def urdf_model_class(text, frames=(), position_limits=True):
     cls = _classes.get(key)
     if cls is not None:
         return cls
-    pin = pinocchio()
-    try:
-        pm = pin.buildModelFromXML(robot.normalized)
-    except Exception as exc:  # noqa: BLE001 - urdfdom/pinocchio's message names the element
-        raise InvalidInputError(f"malformed URDF {robot.name!r}: {exc}") from None
+    st = urdf_structure.structure(robot, lambda: _build_structure(robot))
+    names = st.joint_names
     joints = {j.name: j for j in robot.joints}
-    names = tuple(pm.names[1:])
-    if pm.nq != len(names) or pm.nv != len(names) or set(names) - set(joints):
-        raise InvalidInputError(f"URDF robot {robot.name!r}: pinocchio built {pm.nq} coordinates "
-                                f"for joints {list(names)} (expected one per movable joint)")
-    M = pin.crba(pm, pm.createData(), pin.neutral(pm))
-    M = np.triu(M) + np.triu(M, 1).T
-    try:
-        np.linalg.cholesky(M)
-    except np.linalg.LinAlgError:
-        worst = names[int(np.argmin(np.diag(M)))]
-        raise InvalidInputError(
-            f"URDF robot {robot.name!r}: the mass matrix is singular (joint {worst!r} moves "
-            f"no mass or inertia about its axis)") from None
     for f in frames:
-        if not pm.existFrame(f):
-            known = [fr.name for fr in pm.frames][1:]
+        if f not in st.frame_names:
             raise InvalidInputError(f"URDF robot {robot.name!r} has no frame {f!r} "
-                                    f"(links and joints: {', '.join(known)})")
+                                    f"(links and joints: {', '.join(st.frame_names[1:])})")
     unit = {"revolute": ("rad", "N.m"), "continuous": ("rad", "N.m"), "prismatic": ("m", "N")}
     index = {j: i for i, j in enumerate(names)}
     mimics = tuple((index[j], index[joints[j].mimic], joints[j].multiplier, joints[j].offset)
@@ -701,7 +738,7 @@ def urdf_model_class(text, frames=(), position_limits=True):
             **{f"{names[i]}.stop": STOP_MODE for i in limited},
             "restitution": UNIT_INTERVAL, "friction_velocity_scale": POSITIVE,
             "stop_hold_velocity": NONNEGATIVE},
-        "_pin_model": pm, "_limited": np.array(limited, dtype=int), "_joint": joints,
+        "_structure": st, "_limited": np.array(limited, dtype=int), "_joint": joints,
         "coordinate_scale": 1.0,
     }
     ident = "".join(c if c.isalnum() or c == "_" else "_" for c in robot.name) or "robot"
@@ -744,10 +781,13 @@ def model_from_spec(spec):
 def example_robot_path(relative="panda_description/urdf/panda.urdf"):
     """Path of a URDF shipped by PyPI ``example-robot-data`` (installed into pinocchio's
     cmeel prefix, ``share/example-robot-data/robots/``)."""
+    from importlib.util import find_spec
     from pathlib import Path
 
-    pin = pinocchio()
-    for parent in Path(pin.__file__).resolve().parents:
+    spec = find_spec("pinocchio")   # where it is installed, without importing it
+    if spec is None or not spec.origin:
+        pinocchio()                 # the error naming the extra
+    for parent in Path(spec.origin).resolve().parents:
         path = parent / "share" / "example-robot-data" / "robots" / relative
         if path.is_file():
             return path
