@@ -258,7 +258,8 @@ def test_workspace_names_hold_what_they_say_after_a_step():
     it.initialize(0.0)
     S, I, LU = it._S.copy(), it._I.copy(), it._LU.copy()
     n, m, r = I[K.I_N], I[K.I_M], I[K.I_R]
-    o_y, o_yp, o_qdd, o_lam = K.offsets(n, m, r)[:4]
+    o = K.offsets(n, m, r)
+    o_y, o_yp, o_qdd, o_lam = o[K.O_Y], o[K.O_YP], o[K.O_QDD], o[K.O_LAM]
     y0, a0, lam0 = S[o_y:o_y + 2 * n].copy(), S[o_qdd:o_qdd + n].copy(), S[o_lam:o_lam + m].copy()
     w = K.workspace(n, m, r)
     assert K.step(it._fns, S, I, LU, it._u_c, it._parameters(), 1.0, w) == K.OK

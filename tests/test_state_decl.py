@@ -43,7 +43,8 @@ def test_record_module_layout_is_what_the_declaration_generates(decl, filename):
                                             ("rkc_record", "rkc_kernel")])
 def test_generated_constants_are_the_kernel_record_slots(record, kernel):
     """The slots as the kernel sees them (the record module imported) and the offsets
-    of a nonholonomic model agree with the declaration."""
+    of a nonholonomic model agree with the declaration, each picked by its generated
+    name (O_Y … O_END; rkc_offsets': RKC_O_Y …)."""
     import importlib
     R = importlib.import_module(f"cosim.integrators.{record}")
     K = importlib.import_module(f"cosim.integrators.{kernel}")
@@ -56,6 +57,11 @@ def test_generated_constants_are_the_kernel_record_slots(record, kernel):
     args = [sizes[a.strip()] for a in inspect.signature(offsets).parameters]
     assert offsets(*args) == tuple(o for o, _ in starts.values()) + (
         sum(length for _, length in starts.values()) + getattr(R, decl.names["N_SCALARS"]),)
+    prefix = "RKC_O_" if record == "rkc_record" else "O_"
+    for name, (start, length) in starts.items():
+        position = getattr(R, prefix + name.upper())
+        assert offsets(*args)[position] == start and getattr(K, prefix + name.upper(), position) == position
+    assert offsets(*args)[getattr(R, prefix + "END")] == start + length
 
 
 @pytest.mark.parametrize("ggl", [0, 1])

@@ -92,6 +92,7 @@ from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
 from . import bdf_corrector, bdf_record, dense_lu, kernel_common
 from . import bdf_kernel as K
 from .base import MultibodyIntegrator
+from .bdf_record import O_D, O_DZ, O_END, O_HK, O_HT, O_LAM, O_QDD, O_TAU, O_Y, O_YP
 from .bdf_state import RECORD
 from .common import consistent_accelerations, error_weights, initial_step
 from .model_functions import compiled_unsupported
@@ -103,7 +104,6 @@ TIGHT_RTOL = 1e-9   # below it a collapsed step is most likely the rounding leve
 
 _NEWTON_REASONS = {K.R_RESIDUAL: "residual is not finite", K.R_UPDATE: "Newton update is not finite",
                    K.R_NO_CONVERGENCE: f"no convergence in {K.NEWTON_MAX_ITER} iterations"}
-_Y, _YP, _QDD, _LAM, _D, _DZ, _TAU = range(7)   # positions in bdf_kernel.offsets() (_slices)
 
 
 def tolerance_hint(name, rtol, atol):
@@ -166,10 +166,10 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
     t_prev = record_time(K.T_PREV)
     h_next = RECORD.view("method_state.h_next")
     h = RECORD.view("method_state.h")
-    y = record_array(_Y, writable=True)
-    y_prev = record_array(_YP, writable=True)
-    qdd = record_array(_QDD, writable=True)
-    lam = record_array(_LAM, writable=True)
+    y = record_array(O_Y, writable=True)   # (_slices: the arrays of S in offsets() order)
+    y_prev = record_array(O_YP, writable=True)
+    qdd = record_array(O_QDD, writable=True)
+    lam = record_array(O_LAM, writable=True)
     _k = RECORD.view("method_state.k")
     order = RECORD.view("method_state.order")
     order_counts = RECORD.view("method_state.order_counts")
@@ -213,7 +213,7 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
     def _allocate(self, n, m):
         ns = K.system_size(self._variant, n, m)
         self._n, self._offsets = n, K.offsets(n, m, ns)
-        S = np.zeros(self._offsets[-1])
+        S = np.zeros(self._offsets[O_END])
         S[K.T] = S[K.T_PREV] = math.nan
         S[K.H_JAC] = -1.0
         S[K.RELAX] = 1.0
@@ -246,10 +246,10 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
         self._allocate(self.model.n_q, self.model.n_c)
         self.t = t0
         y = np.concatenate([report.q, report.v])
-        self._write(_Y, y)
-        self._write(_YP, y)
-        self._write(_QDD, report.qdd)
-        self._write(_LAM, report.lam)
+        self._write(O_Y, y)
+        self._write(O_YP, y)
+        self._write(O_QDD, report.qdd)
+        self._write(O_LAM, report.lam)
         self._has_state = True
         self.order_history = deque(maxlen=ORDER_HISTORY_MAX)
         self._start(self._initial_step())
@@ -270,12 +270,12 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
         """Order 1 from the current point: D_1 = h ẏ_0, τ = (h, 2h) (Algorithm 4 step 3)."""
         S, I = self._S, self._I
         n = self._n
-        for index in (_D, _DZ, _TAU):
+        for index in (O_D, O_DZ, O_TAU):
             start, length = self._slices[index]
             S[start:start + length] = 0.0
-        start = self._slices[_D][0] + 2 * n     # row 1 of D
+        start = self._slices[O_D][0] + 2 * n     # row 1 of D
         S[start:start + 2 * n] = h * np.concatenate([self.v, self.qdd])
-        tau = self._slices[_TAU][0]
+        tau = self._slices[O_TAU][0]
         S[tau], S[tau + 1] = h, 2.0 * h
         I[K.K_NEXT] = I[K.ORDER] = I[K.K_USED] = I[K.VALID] = 1
         I[K.N_STEPS] = 0
@@ -317,7 +317,7 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
         out = self.y
         fac = 1.0
         S, n2 = self._S, 2 * self._n
-        o_D, o_tau = self._offsets[4], self._offsets[6]   # rows of D (2n each), τ
+        o_D, o_tau = self._offsets[O_D], self._offsets[O_TAU]   # rows of D (2n each), τ
         for j in range(1, int(self._I[K.K_USED]) + 1):
             fac *= (s + (S[o_tau + j - 2] if j > 1 else 0.0)) / S[o_tau + j - 1]
             out += fac * S[o_D + j * n2:o_D + (j + 1) * n2]
@@ -346,7 +346,7 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
         count = int(self._I[K.HIST_COUNT])
         new = count - self._hist_seen
         if new > 0:
-            o_ht, o_hk = self._offsets[8:10]
+            o_ht, o_hk = self._offsets[O_HT], self._offsets[O_HK]
             S = self._S
             for i in range(count - min(new, K.HIST), count):
                 slot = i % K.HIST

@@ -13,7 +13,7 @@ from .bdf_record import (CONST_MASS, EPS, F_INFO, HAS_FACTOR, HAS_J, H_JAC, INDE
     NEED_JAC, NEWTON_ERR_TOL, NEWTON_MAX_ITER, NEWTON_TOL, NONFINITE_MATRIX, OK, PIV, REASON,
     RELAX, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SIGMA, SINGULAR, ST_JAC, ST_LU, ST_NEWTON,
     ST_RES, VARIANT, WS_A, WS_A0, WS_CT, WS_DELTA, WS_F, WS_G0, WS_G1, WS_LAM, WS_LHAT, WS_MU,
-    WS_Q, WS_QF, WS_QX, WS_TQ, WS_V, WS_VX, WS_W2, WS_YDPRED, WS_YPRED, WS_ZPRED, offsets)
+    WS_Q, WS_QF, WS_QX, WS_TQ, WS_V, WS_VX, WS_W2, WS_YDPRED, WS_YPRED, WS_ZPRED, O_J, offsets)
 
 
 # ---------------------------------------------------------------------------------
@@ -426,7 +426,7 @@ def _form_matrix(fns, S, I, LU, piv, N, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, 
     else:
         _jacobian1(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw)
     I[ST_JAC] += 1
-    o_J = offsets(n, m, N)[7]
+    o_J = offsets(n, m, N)[O_J]
     for i in range(N):
         for j in range(N):
             S[o_J + i * N + j] = Jw[i, j]

@@ -52,7 +52,8 @@ from .bdf_record import (  # noqa: F401
     VE_SCALED, WEIGHT_FLOOR, WHOLE_INTERVAL, WS_A, WS_A0, WS_CC, WS_CE, WS_COL, WS_CT, WS_DELTA,
     WS_DY, WS_F, WS_G0, WS_G1, WS_LAM, WS_LAM1, WS_LHAT, WS_MU, WS_OMEGA, WS_Q, WS_QDD1, WS_QF,
     WS_QX, WS_RHS, WS_TAU, WS_TQ, WS_V, WS_VX, WS_W2, WS_WINV, WS_YDPRED, WS_YPRED, WS_ZPRED,
-    int_length, offsets, system_size, workspace, wslots)
+    O_D, O_DZ, O_HK, O_HT, O_J, O_LAM, O_QDD, O_TAU, O_Y, O_YP, int_length, offsets, system_size,
+    workspace, wslots)
 from .bdf_corrector import _newton
 from .kernel_common import (FACTORED, MATRIX_NONFINITE, clamp_step, end_advance, fixed_step_resolved, keeps_matrix,
     model_outputs, restart_accelerations)
@@ -144,7 +145,8 @@ def step(fns, S, I, LU, u, p, t_limit, work):
     W, M, Qq, Qv, Hm, Mq, Cq, Jw = work
     ws = wslots(n, m, ns)
     ce = ws[WS_CE]
-    o_y, o_J = offsets(n, m, ns)[0], offsets(n, m, ns)[7]
+    o = offsets(n, m, ns)
+    o_y, o_J = o[O_Y], o[O_J]
     Jm = S[o_J:o_J + ns * ns]
     fixed = S[H_FIXED] > 0.0
     velocity_error = I[VEL_ERROR] != VE_OFF
@@ -309,7 +311,8 @@ def _predict(S, I, n, m, ns, k, h, W, ws):
     n2, N = 2 * n, n + m
     tau, omega, c = ws[WS_TAU], ws[WS_OMEGA], ws[WS_CC]
     ypred, ydpred, zpred = ws[WS_YPRED], ws[WS_YDPRED], ws[WS_ZPRED]
-    o_y, _, o_qdd, o_lam, o_D, o_Dz, o_tau = offsets(n, m, ns)[:7]
+    o = offsets(n, m, ns)
+    o_y, o_qdd, o_lam, o_D, o_Dz, o_tau = o[O_Y], o[O_QDD], o[O_LAM], o[O_D], o[O_DZ], o[O_TAU]
     W[tau] = h
     for j in range(1, ROWS):
         W[tau + j] = h + S[o_tau + j - 1]
@@ -412,7 +415,7 @@ def _difference_columns(S, I, n, m, ns, k, h, W, ws):
     ∇^{k+2} of y_{n+1}."""
     n2 = 2 * n
     tau, omega, ce, col, dy = ws[WS_TAU], ws[WS_OMEGA], ws[WS_CE], ws[WS_COL], ws[WS_DY]
-    o_D = offsets(n, m, ns)[4]
+    o_D = offsets(n, m, ns)[O_D]
     for j in range(ROWS):
         W[ce + j] = h / W[tau + j]
     c0, c1, c2 = col, col + n2, col + 2 * n2
@@ -449,7 +452,9 @@ def _accept(S, I, n, m, W, ws, h, h_base, lands, t_limit, k, e_k, s_k, s_dn, e_u
     n2 = 2 * n
     ypred, zpred, dy, qdd1, lam1 = ws[WS_YPRED], ws[WS_ZPRED], ws[WS_DY], ws[WS_QDD1], ws[WS_LAM1]
     tau, omega, ce = ws[WS_TAU], ws[WS_OMEGA], ws[WS_CE]
-    o_y, o_yp, o_qdd, o_lam, o_D, o_Dz, o_tau, o_J, o_ht, o_hk, _ = offsets(n, m, I[I_NS])
+    o = offsets(n, m, I[I_NS])
+    o_y, o_yp, o_qdd, o_lam, o_D = o[O_Y], o[O_YP], o[O_QDD], o[O_LAM], o[O_D]
+    o_Dz, o_tau, o_ht, o_hk = o[O_DZ], o[O_TAU], o[O_HT], o[O_HK]
     valid_old = I[VALID]
     for i in range(n2):
         _push_difference(S, o_D, n2, i, W[dy + i], k, valid_old, W, omega)
@@ -530,7 +535,8 @@ def restart(fns, S, I, u, p):
     Returns OK, or SINGULAR / NONFINITE_MATRIX (S[F_T] = t, the pivot ratio in
     S[F_INFO]) with the rest of the record unchanged."""
     n, m = I[I_N], I[I_M]
-    o_y, _, o_qdd, o_lam = offsets(n, m, I[I_NS])[:4]
+    o = offsets(n, m, I[I_NS])
+    o_y, o_qdd, o_lam = o[O_Y], o[O_QDD], o[O_LAM]
     status = restart_accelerations(fns, S, u, p, n, m, 0, o_y, o_qdd, o_lam, (T, F_T, F_INFO))
     if status != FACTORED:
         return NONFINITE_MATRIX if status == MATRIX_NONFINITE else SINGULAR

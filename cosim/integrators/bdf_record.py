@@ -113,6 +113,8 @@ ST_LU = 28
 N_STATS = 6
 ORDER_COUNTS = 29  # steps taken at each order; state: method_state.order_counts
 PIV = 35  # the LU pivots
+# positions in offsets()'s tuple: the start of each array of S, then the length of S
+O_Y, O_YP, O_QDD, O_LAM, O_D, O_DZ, O_TAU, O_J, O_HT, O_HK, O_END = range(11)
 
 
 def offsets(n, m, ns):

@@ -323,18 +323,19 @@ class LStableBlock(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam")), R
     # -- the record ----------------------------------------------------------------------------
     def _allocate(self):
         n, m, r = self.model.n_q, self.model.n_c, self.r
-        offs = K.offsets(n, m, r)
-        lengths = (2 * n, 2 * n, n, m, r * n, r * n)
-        self._slices = [(offs[i], lengths[i]) for i in (0, 1, 2, 3)] + \
-            [(offs[10], lengths[4]), (offs[11], lengths[5])]
+        R, offs = block_record, K.offsets(n, m, r)   # (R.O_*: the positions in offs)
+        # y, y_prev, qdd, lam (record_point's), then the stages' q and v (_first_point's)
+        self._slices = [(offs[R.O_Y], 2 * n), (offs[R.O_YP], 2 * n), (offs[R.O_QDD], n), (offs[R.O_LAM], m),
+                        (offs[R.O_SQ], r * n), (offs[R.O_SV], r * n)]
         self._n, self._m = n, m
         self._N = K.matrix_size(n, m, r)
-        S = np.zeros(offs[-1])
+        S = np.zeros(offs[R.O_END])
         S[K.T] = S[K.T_PREV] = S[K.STAGE_T0] = math.nan
         S[K.H] = self._h_step
         S[K.H_LAST] = S[K.H_JAC] = -1.0
         S[K.RELAX] = 1.0
-        o_c, o_d, o_B, o_B2, o_Bd, o_bh = offs[4:10]
+        o_c, o_d, o_B, o_B2, o_Bd, o_bh = (offs[R.O_C], offs[R.O_D], offs[R.O_B], offs[R.O_B2], offs[R.O_BD],
+                                           offs[R.O_BH])
         S[o_c:o_c + r] = self.c
         S[o_d:o_d + r] = self.d
         S[o_B:o_B + r * r] = self.B.ravel()

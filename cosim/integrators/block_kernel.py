@@ -46,7 +46,8 @@ from .block_record import (  # noqa: F401
     W_DFORCES_DV, W_DMA_DQ, W_DROWS_DQ, W_DROWS_DV, W_EST, W_EST_WEIGHTS, W_FD_DELTA,
     W_FD_RESIDUAL0, W_FD_RESIDUAL1, W_FORCES, W_GAMMA, W_J, W_KQ, W_LAM0, W_M, W_NEWTON_WEIGHTS,
     W_Q0, W_RESIDUAL, W_ROWS0, W_ROWS1, W_SHIFTED, W_SNAPSHOT, W_STAGE_A, W_STAGE_Q, W_STAGE_V,
-    W_V0, W_Y_NEW, int_length, matrix_size, offsets, workspace)
+    W_V0, W_Y_NEW, O_B, O_B2, O_BD, O_BH, O_C, O_D, O_LAM, O_QDD, O_SQ, O_SV, O_Y, O_YP,
+    int_length, matrix_size, offsets, workspace)
 from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
     FN_CONSTRAINT_FORCE_JACOBIAN, FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_FORCE_JACOBIANS,
     FN_GAMMA, FN_MASS, FN_MASS_JACOBIAN_TERM, MATRIX_NONFINITE, NEWTON_CONVERGED,
@@ -68,7 +69,8 @@ def restart(fns, S, I, u, p):
     SINGULAR / NONFINITE_MATRIX (S[F_T] = t, the pivot ratio in S[F_INFO]) with the
     rest of the record unchanged."""
     n, m = I[I_N], I[I_M]
-    o_y, o_yp, o_qdd, o_lam = offsets(n, m, I[I_R])[:4]
+    o = offsets(n, m, I[I_R])
+    o_y, o_yp, o_qdd, o_lam = o[O_Y], o[O_YP], o[O_QDD], o[O_LAM]
     status = restart_accelerations(fns, S, u, p, n, m, 0, o_y, o_qdd, o_lam, (T, F_T, F_INFO))
     if status != FACTORED:
         return NONFINITE_MATRIX if status == MATRIX_NONFINITE else SINGULAR
@@ -82,7 +84,8 @@ def restart(fns, S, I, u, p):
 # ---------------------------------------------------------------------------------
 def _stages(S, n, m, r, h, q0, v0, a0, delta, A, V, Q):
     """A_i = a_k + δ_i, V_i, Q_i (module docstring) of the unknowns a_k + δ."""
-    o_c, o_d, o_B, o_B2, o_Bd = offsets(n, m, r)[4:9]
+    o = offsets(n, m, r)
+    o_c, o_d, o_B, o_B2, o_Bd = o[O_C], o[O_D], o[O_B], o[O_B2], o[O_BD]
     hh = h * h
     for i in range(r):
         for k in range(n):
@@ -107,7 +110,7 @@ def _residual(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, delta, F, w):
     A, V, Q, M, Cq = w[W_STAGE_A], w[W_STAGE_V], w[W_STAGE_Q], w[W_M], w[W_CQ]
     Qf, C, Ct, g = w[W_FORCES], w[W_C], w[W_CT], w[W_GAMMA]
     index = I[INDEX]
-    o_c = offsets(n, m, r)[4]
+    o_c = offsets(n, m, r)[O_C]
     rn = r * n
     _stages(S, n, m, r, h, q0, v0, a0, delta, A, V, Q)
     for i in range(r):
@@ -212,7 +215,8 @@ def _iteration_matrix(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, J, w):
     M, Cq, Qq, Qv = w[W_M], w[W_CQ], w[W_DFORCES_DQ], w[W_DFORCES_DV]
     Hm, Mq, Kq, Gq, Gv = w[W_DCQT_LAM_DQ], w[W_DMA_DQ], w[W_KQ], w[W_DROWS_DQ], w[W_DROWS_DV]
     index = I[INDEX]
-    o_B, o_B2 = offsets(n, m, r)[6:8]
+    o = offsets(n, m, r)
+    o_B, o_B2 = o[O_B], o[O_B2]
     rn = r * n
     N = r * (n + m)
     hh = h * h
@@ -415,7 +419,8 @@ def _step_start(fns, S, I, p, n, m, r, t0, h, w):
     the step, h·ΔA for the accelerations and h·ΔΛ/m for the multipliers (m: the
     largest mass entry), relative to 1 + |v|.  The index-3 multipliers carry an
     O(eps/h²) round-off floor that a test on Λ itself would never pass."""
-    o_y, _, o_qdd, o_lam = offsets(n, m, r)[:4]
+    o = offsets(n, m, r)
+    o_y, o_qdd, o_lam = o[O_Y], o[O_QDD], o[O_LAM]
     q0, v0, a0, lam0 = w[W_Q0], w[W_V0], w[W_A0], w[W_LAM0]
     winv, M = w[W_NEWTON_WEIGHTS], w[W_M]
     rn = r * n
@@ -450,7 +455,7 @@ def _estimate(S, n, m, r, h, w):
     stage velocities and accelerations, in the eq. 35 weights rtol·|y_{k+1}| + atol.
     Returns (the RMS norm of its positions' part: the fixed-step verdict's, the RMS
     norm over q and v: the option error_estimate's)."""
-    o_bh = offsets(n, m, r)[9]
+    o_bh = offsets(n, m, r)[O_BH]
     q0, v0, a0 = w[W_Q0], w[W_V0], w[W_A0]
     A, V, Q = w[W_STAGE_A], w[W_STAGE_V], w[W_STAGE_Q]
     e, w2, y1 = w[W_EST], w[W_EST_WEIGHTS], w[W_Y_NEW]
@@ -475,7 +480,8 @@ def _accept(S, I, n, m, r, t0, h, t_new, w):
     """The accepted step (stages formed by _stages): y_{k+1} = (Q_r, V_r), a_{k+1} =
     A_r, λ_{k+1} = Λ_r into the record with the previous point and the stages (dense
     output)."""
-    o_y, o_yp, o_qdd, o_lam, _, _, _, _, _, _, o_sq, o_sv, _ = offsets(n, m, r)
+    o = offsets(n, m, r)
+    o_y, o_yp, o_qdd, o_lam, o_sq, o_sv = o[O_Y], o[O_YP], o[O_QDD], o[O_LAM], o[O_SQ], o[O_SV]
     lam0, delta = w[W_LAM0], w[W_DELTA]
     A, V, Q = w[W_STAGE_A], w[W_STAGE_V], w[W_STAGE_Q]
     rn = r * n

@@ -74,6 +74,8 @@ ST_JAC = 14
 ST_LU = 15
 N_STATS = 6
 PIV = 16  # the LU pivots (r accelerations and r multiplier vectors)
+# positions in offsets()'s tuple: the start of each array of S, then the length of S
+O_Y, O_YP, O_QDD, O_LAM, O_C, O_D, O_B, O_B2, O_BD, O_BH, O_SQ, O_SV, O_END = range(13)
 
 
 def offsets(n, m, r):

@@ -42,12 +42,12 @@ from ..errors import ConvergenceError, SingularMatrixError
 from . import dense_lu, explicit_record, index1_kernel, kernel_common
 from . import explicit_kernel as K
 from .base import MultibodyIntegrator
+from .explicit_record import O_END, O_LAM, O_QDD, O_Y, O_YP
 from .explicit_state import RECORD
 from .common import error_weights, last_step_dense_output, weighted_rms_norm
 from .model_functions import n_nonholonomic, python_functions
 from .record import DeferredRestart, RecordIntegrator, kernel_model_reason, record_point
 
-_Y, _YP, _QDD, _LAM = range(4)   # positions in explicit_kernel.offsets()
 _J_TEXT = "[[M, C_q^T], [C_q, 0]] (seed 000 eq. 89)"   # the matrix J of eq. 89 in messages
 
 
@@ -129,9 +129,9 @@ class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyInt
             ny = model.n_y
         self.n = n
         offs = K.offsets(n, m, ny)
-        self._slices = [(offs[i], length) for i, length in enumerate((ny, ny, n, m))]
+        self._slices = [(offs[O_Y], ny), (offs[O_YP], ny), (offs[O_QDD], n), (offs[O_LAM], m)]
         self._n, self._m, self._ny = n, m, ny
-        S = np.zeros(offs[-1])
+        S = np.zeros(offs[O_END])
         S[K.T] = S[K.T_PREV] = math.nan
         I = np.zeros(K.int_length(n, m), dtype=np.int64)
         I[K.I_N], I[K.I_M], I[K.I_NY], I[K.I_NG] = n, m, ny, g
@@ -188,8 +188,8 @@ class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyInt
                 self._fail("right-hand side is not finite", 0.0, "non-finite derivative")
             self.f_cur = f
             if self.multibody:
-                self._write(_QDD, f[self._n:])
-                self._write(_LAM, lam)
+                self._write(O_QDD, f[self._n:])
+                self._write(O_LAM, lam)
         return f
 
     def _initial_step(self, f0):

@@ -53,8 +53,8 @@ from .explicit_record import (  # noqa: F401
     REJECTION_CONTROL, REJECTION_SLOTS, RESTART, RESTART_THEN_ADVANCE, RK4, RTOL, SAFETY, SINGULAR, STATS, STEP_BUDGET, STEP_FAILED,
     ST_JAC, ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW,
     WHOLE_INTERVAL, W_C, W_CQ, W_CT, W_ERR, W_F, W_F_HALF, W_K, W_K2, W_K3, W_K4, W_LAM, W_M, W_Q,
-    W_RHS, W_V, W_Y0, W_Y_FULL, W_Y_HALF, W_Y_NEW, W_Y_PROJ, W_Y_STAGE, int_length, offsets,
-    workspace)
+    W_RHS, W_V, W_Y0, W_Y_FULL, W_Y_HALF, W_Y_NEW, W_Y_PROJ, W_Y_STAGE, O_D, O_F, O_LAM, O_QDD, O_Y,
+    O_YP, int_length, offsets, workspace)
 # the index-1 form (J, y' = [v; q'']), shared with rkc_kernel
 from .index1_kernel import (_evaluate, _factorize,  # noqa: F401
                             _nh_offset, _nh_rows, keep_current_derivative, n_nonholonomic)
@@ -291,7 +291,8 @@ def step(fns, S, I, LU, u, p, t_limit, w, lazy_end):
     n, m = I[I_N], I[I_M]
     n2 = I[I_NY]
     first_order = I[FIRST_ORDER] == 1
-    o_y, o_yp, o_qdd, o_lam, o_f, o_d, _ = offsets(n, m, n2)
+    o = offsets(n, m, n2)
+    o_y, o_qdd, o_lam, o_f = o[O_Y], o[O_QDD], o[O_LAM], o[O_F]
     K, y, y_new, lam, f = w[W_K], w[W_Y0], w[W_Y_NEW], w[W_LAM], w[W_F]
     y_proj = w[W_Y_PROJ]
     dopri = I[METHOD] == DOPRI5
@@ -363,7 +364,8 @@ def _accept(S, I, n, m, n2, t, t_new, h, dopri, first_order, w, deferred):
     projected point, the next k1) with q'' and λ, and the dense-output data (dopri5:
     Q = Kᵀ P and the projection's shift; rk4: f at both ends, cubic Hermite).
     ``deferred`` (rk4): f at the end is not evaluated yet (END_PENDING)."""
-    o_y, o_yp, o_qdd, o_lam, o_f, o_d, _ = offsets(n, m, n2)
+    o = offsets(n, m, n2)
+    o_y, o_yp, o_qdd, o_lam, o_f, o_d = o[O_Y], o[O_YP], o[O_QDD], o[O_LAM], o[O_F], o[O_D]
     K, y, y_new, lam, f = w[W_K], w[W_Y0], w[W_Y_NEW], w[W_LAM], w[W_F]
     y_proj = w[W_Y_PROJ]
     S[T_PREV] = t
@@ -417,7 +419,8 @@ def complete_step(fns, S, I, LU, u, p):
     if I[HAS_DENSE] != END_PENDING:
         return OK
     n, m, n2 = I[I_N], I[I_M], I[I_NY]
-    o_y, o_yp, o_qdd, o_lam, o_f, o_d, _ = offsets(n, m, n2)
+    o = offsets(n, m, n2)
+    o_y, o_qdd, o_lam, o_f, o_d = o[O_Y], o[O_QDD], o[O_LAM], o[O_F], o[O_D]
     w = workspace(n, m, n2)
     y, lam, f = w[W_Y0], w[W_LAM], w[W_F]
     for i in range(n2):

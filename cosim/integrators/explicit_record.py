@@ -104,6 +104,8 @@ I_NY = 13  # length of y: 2n, or the states of a first-order model
 I_NG = 14  # nonholonomic rows n_g (the last n_g of the I[I_M] multiplier rows)
 FIRST_ORDER = 15  # 1: x' = f(t, x, u) (n = m = 0)
 PIV = 16  # the pivots of J's LU
+# positions in offsets()'s tuple: the start of each array of S, then the length of S
+O_Y, O_YP, O_QDD, O_LAM, O_F, O_D, O_END = range(7)
 
 
 def offsets(n, m, ny):

@@ -47,6 +47,7 @@ from .ga_record import (  # noqa: F401
     ROUNDOFF, RTOL, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SAFETY, SIGMA, SINGULAR, STATS,
     STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TINY_STEP,
     T_PREV, WHOLE_INTERVAL, _block, _cut, int_length, matrix_size, offsets, workspace,
+    O_A, O_LAM, O_LR, O_MID, O_MIX, O_QDD, O_QDDP, O_XR, O_Y, O_YP,
     W_A_START, W_C, W_CM, W_CMC, W_CQ, W_CQ_START, W_CQT, W_CT, W_FORCES, W_G0, W_G1, W_LAM,
     W_LAM1, W_LAM_HAT, W_LAM_RATE, W_LAM_SCALE, W_LAM_SCALE_R, W_LAM_START, W_M, W_MINV_DIAG, W_MU,
     W_Q, W_Q0, W_Q1, W_QD, W_QD0, W_QDD, W_QDD0, W_QDD1, W_QDD_START, W_QX, W_Q_START, W_REST,
@@ -71,7 +72,7 @@ def _m_correct(fns, S, I, p, n, q, t, Cq, r, y, CM, A, tmp):
     configuration.  r is overwritten; CM (rows × n), A (rows × rows), tmp (n)
     are scratch.  Used by the velocity projection and the tangent part of eq. 34."""
     mz = Cq.shape[0]
-    o_mix = offsets(n, I[I_M] + n_nonholonomic(I))[9]
+    o_mix = offsets(n, I[I_M] + n_nonholonomic(I))[O_MIX]
     if _diag_mass_inverse(fns, S, I, q, t, p, o_mix, n):
         minv = S[o_mix:o_mix + n]
         for k in range(mz):
@@ -260,7 +261,8 @@ def _plan_matrix(S, I, h):
 def _landing_sliver(S, I, n, t, t_limit):
     """A step onto ``t_limit`` much shorter than the proposed one: a second-order
     Taylor step, the method memory (a, rates, H_NEXT) kept."""
-    o_y, o_yp, o_qdd, o_qddp = offsets(n, I[I_M] + n_nonholonomic(I))[:4]
+    o = offsets(n, I[I_M] + n_nonholonomic(I))
+    o_y, o_yp, o_qdd, o_qddp = o[O_Y], o[O_YP], o[O_QDD], o[O_QDDP]
     h = t_limit - t
     S[o_yp:o_yp + 2 * n] = S[o_y:o_y + 2 * n]
     S[o_qddp:o_qddp + n] = S[o_qdd:o_qdd + n]
@@ -278,7 +280,9 @@ def _step_start(fns, S, I, p, n, m, mz, t, work):
     """The record at the step start copied into the work arrays, the error weights
     w = RTOL|q| + ATOL (eq. 35), C_qᵀ (with the nonholonomic rows) and 1/|diag M| for
     the multipliers' Newton scales; returns max(1, ‖q‖∞)."""
-    o_y, _, o_qdd, _, o_lam, o_a, o_xr, o_lr, o_mid = offsets(n, mz)[:9]
+    o = offsets(n, mz)
+    o_y, o_qdd, o_lam, o_a = o[O_Y], o[O_QDD], o[O_LAM], o[O_A]
+    o_xr, o_lr, o_mid = o[O_XR], o[O_LR], o[O_MID]
     q, v, qdd = work[W_Q_START], work[W_V_START], work[W_QDD_START]
     q[:] = S[o_y:o_y + n]
     v[:] = S[o_y + n:o_y + 2 * n]
@@ -444,7 +448,9 @@ def _accept(fns, S, I, p, n, m, mz, ggl, t, h, t_new, delta, work):
     solution (eq. 32 / GGL eq. 38), the previous point (dense output), the
     acceleration-like a = q'' + x and the rates x/h, λ change/h that predict the next
     step, t; the velocity projection (option) last."""
-    o_y, o_yp, o_qdd, o_qddp, o_lam, o_a, o_xr, o_lr = offsets(n, mz)[:8]
+    o = offsets(n, mz)
+    o_y, o_yp, o_qdd, o_qddp = o[O_Y], o[O_YP], o[O_QDD], o[O_QDDP]
+    o_lam, o_a, o_xr, o_lr = o[O_LAM], o[O_A], o[O_XR], o[O_LR]
     b, g, eta = S[BETA], S[GAMMA], S[ETA]
     q0, v0, qdd0, lam_hat = work[W_Q0], work[W_V0], work[W_QDD0], work[W_LAM_HAT]
     q1, v1, qdd1, lam1 = work[W_Q1], work[W_V1], work[W_QDD1], work[W_LAM1]

@@ -97,6 +97,8 @@ ST_JAC = 16
 ST_LU = 17
 N_STATS = 6
 PIV = 18  # the LU pivots (matrix_size(n, m, ggl, ng) of them)
+# positions in offsets()'s tuple: the start of each array of S, then the length of S
+O_Y, O_YP, O_QDD, O_QDDP, O_LAM, O_A, O_XR, O_LR, O_MID, O_MIX, O_END = range(11)
 
 
 def offsets(n, mz):

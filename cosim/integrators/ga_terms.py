@@ -7,7 +7,8 @@ import numpy as np
 
 from .dense_lu import lu_factor_inplace, lu_solve_inplace
 from .ga_record import (CONST_MASS, GGL, H_LAST, I_M, I_N, I_NG, MINV_DIAG, MINV_EXACT, OK,
-    RESTART_FAILED, F_INFO, F_T, T, T_PREV, offsets, workspace)
+    RESTART_FAILED, F_INFO, F_T, T, T_PREV, O_A, O_LAM, O_LR, O_QDD, O_QDDP, O_Y, O_YP, offsets,
+    workspace)
 from .kernel_common import (FACTORED, FN_MASS,
     FN_NH_FORCE_JACOBIAN, FN_NH_MATRIX, FN_NH_OFFSET, FN_NH_VELOCITY_JACOBIAN,
     restart_accelerations)
@@ -168,7 +169,9 @@ def restart(fns, S, I, u, p):
     (the record unchanged but its failure slots F_T, F_INFO)."""
     n, mh, ng = I[I_N], I[I_M], n_nonholonomic(I)
     m = mh + ng                                 # all multipliers [λ; ν]
-    o_y, o_yp, o_qdd, o_qddp, o_lam, o_a, o_xr, o_lr, o_mid, o_mix, _ = offsets(n, m)
+    o = offsets(n, m)
+    o_y, o_yp, o_qdd, o_qddp, o_lam = o[O_Y], o[O_YP], o[O_QDD], o[O_QDDP], o[O_LAM]
+    o_a, o_lr = o[O_A], o[O_LR]
     status = restart_accelerations(fns, S, u, p, n, mh, ng, o_y, o_qdd, o_lam, (T, F_T, F_INFO))
     if status != FACTORED:
         return RESTART_FAILED

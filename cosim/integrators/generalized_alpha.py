@@ -41,6 +41,7 @@ from . import dense_lu, ga_corrector, ga_record, ga_terms, kernel_common
 from . import ga_kernel as K
 from .base import EPS, MultibodyIntegrator
 from .common import consistent_accelerations, error_weights, hermite_interpolate, initial_step
+from .ga_record import O_A, O_END, O_LAM, O_LR, O_QDD, O_QDDP, O_XR, O_Y, O_YP
 from .ga_state import RECORD
 from .model_functions import compiled_unsupported, n_nonholonomic, python_functions
 from .record import RecordIntegrator, record_array, record_scalar, record_time
@@ -196,14 +197,14 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
     t_prev = record_time(K.T_PREV, settle=True)
     h_next = record_scalar(K.H_NEXT)
     h_last = record_scalar(K.H_LAST)
-    y = record_array(0, writable=True)
-    y_prev = record_array(1, writable=True)
-    qdd = record_array(2)
-    qdd_prev = record_array(3)
-    lam = record_array(4)
-    a = record_array(5)
-    x_rate = record_array(6)
-    lam_rate = record_array(7)
+    y = record_array(O_Y, writable=True)   # (_slices[O_Y]: see _allocate)
+    y_prev = record_array(O_YP, writable=True)
+    qdd = record_array(O_QDD)
+    qdd_prev = record_array(O_QDDP)
+    lam = record_array(O_LAM)
+    a = record_array(O_A)
+    x_rate = record_array(O_XR)
+    lam_rate = record_array(O_LR)
 
     def __init__(self, model, backend="python", **kwargs):
         self._choose_backend(model, backend, supports)
@@ -240,11 +241,11 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
     def _allocate(self, n, m):
         g = n_nonholonomic(self.model)
         offsets = K.offsets(n, m + g)   # multipliers [λ; ν]
-        lengths = (2 * n, 2 * n, n, n, m + g, n, n, m + g)
-        self._slices = [(offsets[i], lengths[i]) for i in range(8)]
+        self._slices = [(offsets[O_Y], 2 * n), (offsets[O_YP], 2 * n), (offsets[O_QDD], n), (offsets[O_QDDP], n),
+                        (offsets[O_LAM], m + g), (offsets[O_A], n), (offsets[O_XR], n), (offsets[O_LR], m + g)]
         self._N = K.matrix_size(n, m, self._ggl, g)
         stats = self._I[K.STATS:K.STATS + K.N_STATS].copy() if hasattr(self, "_I") else None
-        self._S = np.zeros(offsets[-1])
+        self._S = np.zeros(offsets[O_END])
         self._S[K.T] = self._S[K.T_PREV] = math.nan
         self._S[K.H_JAC] = -1.0
         self._S[K.RELAX] = 1.0
@@ -282,12 +283,12 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
         S = self._S
         S[K.T] = S[K.T_PREV] = t0
         qdd = report.qdd
-        self._write(0, np.concatenate([report.q, report.v]))
-        self._write(1, np.concatenate([report.q, report.v]))
-        self._write(2, qdd)
-        self._write(3, qdd)
-        self._write(4, report.lam)
-        self._write(5, qdd)             # Algorithm 3 step 1: a_0 = q''_0
+        self._write(O_Y, np.concatenate([report.q, report.v]))
+        self._write(O_YP, np.concatenate([report.q, report.v]))
+        self._write(O_QDD, qdd)
+        self._write(O_QDDP, qdd)
+        self._write(O_LAM, report.lam)
+        self._write(O_A, qdd)           # Algorithm 3 step 1: a_0 = q''_0
         S[K.H_LAST] = 0.0               # step size a belongs to (0: a = q'')
         self._has_state = True
         S[K.H_NEXT] = self._initial_step() if self.h_fixed is None else self.h_fixed
@@ -330,7 +331,7 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
         """Continue from (t, y) — e.g. after an event's jump map — and restart."""
         self._settle()
         self._S[K.T] = float(t)
-        self._write(0, y)
+        self._write(O_Y, y)
         self._outputs_fresh = False
         self._restart_now()
 

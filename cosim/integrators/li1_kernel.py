@@ -54,7 +54,7 @@ from .li1_record import (  # noqa: F401  (FIXED_ERR: record.py reads it through 
     W_AUG, W_AUG_PIV, W_AUG_RHS, W_CQ, W_CT, W_DELTA, W_DPSI_DQ, W_DPSI_DV, W_DVC_DQ, W_EST, W_FD0, W_FD1,
     W_FORCES, W_J, W_LAM, W_M,
     W_NS_A, W_NS_COLS, W_NS_TAU, W_NS_V, W_Q, W_QE, W_QK, W_RESIDUAL, W_V, W_VE, W_VK, W_WEIGHTS,
-    W_X_PRED, offsets, workspace)
+    W_X_PRED, O_G, O_LAM, O_QDD, O_Y, O_YP, offsets, workspace)
 
 # what RecordIntegrator reads from a method's kernel module (besides ``entry``, the
 # step options and the Newton state's slots the functions below use); the integrator
@@ -331,7 +331,8 @@ def _attempt(fns, S, I, LU, p, u, t0, t1, h, w):
     err), err the local error estimate (x_trap − x_Heun)/3 in the weights; the result
     in q = w[W_Q], v = w[W_V], a = w[W_A], λ = w[W_LAM]."""
     n, m, g = I[I_N], I[I_M], I[I_NG]
-    o_y, o_yp, o_qdd, o_lam, o_g, _ = offsets(n, m, g)
+    o = offsets(n, m, g)
+    o_y, o_qdd = o[O_Y], o[O_QDD]
     q, v, M, Cq, Aq, Av = w[W_Q], w[W_V], w[W_M], w[W_CQ], w[W_AQ], w[W_AV]
     A, V, tau, cols = w[W_NS_A], w[W_NS_V], w[W_NS_TAU], w[W_NS_COLS]
     qk, vk, ak, qe, ve, ae, a = w[W_QK], w[W_VK], w[W_AK], w[W_QE], w[W_VE], w[W_AE], w[W_A]
@@ -393,7 +394,8 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     (LocalEquivalentIndex1._step_inner).  Returns a status code; on failure S[F_H]
     is the step size, I[CAUSE] / S[F_ERR] what made it fail."""
     n, m, g = I[I_N], I[I_M], I[I_NG]
-    o_y, o_yp, o_qdd, o_lam, o_g, _ = offsets(n, m, g)
+    o = offsets(n, m, g)
+    o_y, o_yp, o_qdd, o_lam, o_g = o[O_Y], o[O_YP], o[O_QDD], o[O_LAM], o[O_G]
     q, v, a, lam = w[W_Q], w[W_V], w[W_A], w[W_LAM]
     t = S[T]
     fixed = S[H_FIXED] > 0.0
@@ -453,7 +455,8 @@ def restart(fns, S, I, u, p, w):
     the statistics, as consistent_accelerations), no dense output, t_prev = t,
     y_prev = y.  Returns OK, ACC_SINGULAR or ACC_NONFINITE (record unchanged)."""
     n, m, g = I[I_N], I[I_M], I[I_NG]
-    o_y, o_yp, o_qdd, o_lam, o_g, _ = offsets(n, m, g)
+    o = offsets(n, m, g)
+    o_y, o_yp, o_qdd, o_lam = o[O_Y], o[O_YP], o[O_QDD], o[O_LAM]
     q, v, a, lam = w[W_QK], w[W_VK], w[W_A], w[W_LAM]
     for i in range(n):
         q[i] = S[o_y + i]

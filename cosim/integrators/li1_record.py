@@ -85,6 +85,8 @@ ST_JAC = 13
 ST_LU = 14
 N_STATS = 6
 PIV = 15  # the pivots of the iteration matrix's LU (eq. 4.5, 2n)
+# positions in offsets()'s tuple: the start of each array of S, then the length of S
+O_Y, O_YP, O_QDD, O_LAM, O_G, O_END = range(6)
 
 
 def offsets(n, m, g):

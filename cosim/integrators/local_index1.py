@@ -137,9 +137,9 @@ class LocalEquivalentIndex1(record_point(R.T, R.T_PREV, ("y", "y_prev", "qdd", "
         model = self.model
         n, m, g = model.n_q, model.n_c, n_nonholonomic(model)
         offs = R.offsets(n, m, g)
-        self._slices = [(offs[i], length) for i, length in enumerate((2 * n, 2 * n, n, m + g))]
+        self._slices = [(offs[R.O_Y], 2 * n), (offs[R.O_YP], 2 * n), (offs[R.O_QDD], n), (offs[R.O_LAM], m + g)]
         self._n = n
-        S = np.zeros(offs[-1])
+        S = np.zeros(offs[R.O_END])
         S[R.T] = S[R.T_PREV] = math.nan
         S[R.H_JAC] = -1.0        # no iteration matrix yet
         S[R.RELAX] = 1.0

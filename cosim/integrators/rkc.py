@@ -69,10 +69,10 @@ from .base import MultibodyIntegrator
 from .common import error_weights, last_step_dense_output, weighted_rms_norm
 from .model_functions import n_nonholonomic, python_functions
 from .record import DeferredRestart, RecordIntegrator, kernel_model_reason, record_point
+from .rkc_record import RKC_O_END, RKC_O_LAM, RKC_O_QDD, RKC_O_Y, RKC_O_YP
 from .rkc_state import RECORD
 
 MAX_REJECTIONS = K.MAX_REJECTIONS
-_Y, _YP, _QDD, _LAM = range(4)   # positions in _slices (rkc_kernel.rkc_offsets())
 _J_TEXT = "[[M, C_q^T], [C_q, 0]] (seed 000 eq. 89)"        # the matrix of eqs. 91-92
 _BAYO_TEXT = "M + alpha C_q^T C_q (Bayo penalty form)"
 
@@ -214,9 +214,9 @@ class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "q
         m, ny = model.n_c + g, 2 * model.n_q   # multiplier rows: C and B
         self.n = n
         offs = K.rkc_offsets(n, m, ny)
-        self._slices = [(offs[i], length) for i, length in enumerate((ny, ny, n, m))]
+        self._slices = [(offs[RKC_O_Y], ny), (offs[RKC_O_YP], ny), (offs[RKC_O_QDD], n), (offs[RKC_O_LAM], m)]
         self._n, self._m, self._ny = n, m, ny
-        S = np.zeros(offs[-1])
+        S = np.zeros(offs[RKC_O_END])
         S[K.T] = S[K.T_PREV] = math.nan
         I = np.zeros(K.rkc_int_length(n, m), dtype=np.int64)
         I[K.I_N], I[K.I_M], I[K.I_NY], I[K.I_NG] = n, m, ny, g
@@ -297,8 +297,8 @@ class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "q
             if not np.all(np.isfinite(f)):
                 self._fail("right-hand side is not finite", 0.0, "non-finite derivative")
             self.f_cur = f
-            self._write(_QDD, f[self._n:])
-            self._write(_LAM, lam)
+            self._write(RKC_O_QDD, f[self._n:])
+            self._write(RKC_O_LAM, lam)
         return f
 
     def _estimate_rho(self, f0):

@@ -41,7 +41,8 @@ from .rkc_record import (  # noqa: F401
     HAS_EIGVEC, HAS_F, H_FIXED, H_LAST, H_NEXT, I_M, I_N, I_NG, I_NY, LAST_STAGES,
     MAX_REJECTIONS, MAX_STAGES, MAX_STAGES_USED, MAX_STEP, NONFINITE_DERIVATIVE,
     NONFINITE_MATRIX, N_CF, N_STATS, OK, ONE_STEP, RESTART, RESTART_THEN_ADVANCE, RHO,
-    RHO_FAILED, RHO_INTERVAL, RHO_MAX_ITER, RHO_SAFETY, RKC_FAILURE_SLOTS, RKC_PIV, RKC_REFUSAL,
+    RHO_FAILED, RHO_INTERVAL, RHO_MAX_ITER, RHO_SAFETY, RKC_FAILURE_SLOTS, RKC_O_D, RKC_O_E,
+    RKC_O_END, RKC_O_F, RKC_O_LAM, RKC_O_QDD, RKC_O_Y, RKC_O_YP, RKC_PIV, RKC_REFUSAL,
     RKC_SCALARS, RTOL, SINGULAR, STAGES_EXCEEDED, STAGE_FACTOR, STATS, STEPS_SINCE_RHO,
     STEP_BUDGET, STEP_FAILED, ST_LU, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW,
     WHOLE_INTERVAL, W_BAYO, W_BAYO_LU, W_BAYO_PIV, W_C, W_COEF, W_CQ, W_CT, W_EST, W_FORCES,
@@ -258,7 +259,7 @@ def estimate_rho(fns, S, I, LU, p, u, n, m, y, f0, w):
     (an evaluation failed: nothing written)."""
     ny = y.shape[0]
     fv, v, lam = w[W_F_TRIAL], w[W_PROBE], w[W_LAM_TRIAL]
-    _, _, _, _, _, _, o_e, _ = rkc_offsets(n, m, ny)
+    o_e = rkc_offsets(n, m, ny)[RKC_O_E]
     t = S[T]
     ynrm = _norm2(y)
     warm = False
@@ -437,7 +438,8 @@ def _start_point(fns, S, I, LU, u, p, y, f0, f_new, lam_new, w):
     """y and f0 ← the current point and f there (evaluated unless kept:
     _derivative_at_current), and the spectral radius ρ refreshed when due."""
     n, m, ny = I[I_N], I[I_M], I[I_NY]
-    o_y, o_yp, o_qdd, o_lam, o_f, o_d, _, _ = rkc_offsets(n, m, ny)
+    o = rkc_offsets(n, m, ny)
+    o_y, o_qdd, o_lam, o_f = o[RKC_O_Y], o[RKC_O_QDD], o[RKC_O_LAM], o[RKC_O_F]
     for i in range(ny):
         y[i] = S[o_y + i]
     if I[HAS_F] == 0:
@@ -456,7 +458,9 @@ def _accept(S, I, n, m, ny, t, t_new, h, s, y, y_new, f0, f_new, lam_new):
     """The accepted step into the record: the new point, the previous one, f at both
     ends (cubic Hermite dense output; f at the new point is the next step's first
     stage), q'' and λ there, and the stage statistics."""
-    o_y, o_yp, o_qdd, o_lam, o_f, o_d, _, _ = rkc_offsets(n, m, ny)
+    o = rkc_offsets(n, m, ny)
+    o_y, o_yp, o_qdd, o_lam = o[RKC_O_Y], o[RKC_O_YP], o[RKC_O_QDD], o[RKC_O_LAM]
+    o_f, o_d = o[RKC_O_F], o[RKC_O_D]
     S[T_PREV] = t
     S[o_yp:o_yp + ny] = y
     S[T] = t_new

@@ -57,6 +57,8 @@ MAX_STAGES_USED = 19  # the largest stage count so far; state: method_state.max_
 MAX_STAGES = 20  # option max_stages
 RHO_INTERVAL = 21  # option rho_interval
 RKC_PIV = 22  # the pivots of J's LU
+# positions in rkc_offsets()'s tuple: the start of each array of S, then the length of S
+RKC_O_Y, RKC_O_YP, RKC_O_QDD, RKC_O_LAM, RKC_O_F, RKC_O_D, RKC_O_E, RKC_O_END = range(8)
 
 
 def rkc_offsets(n, m, ny):

@@ -44,6 +44,7 @@ from .spark_record import (  # noqa: F401
     PIV, REASON, RELAX, RESTART, RTOL, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SCHEME, SIGMA,
     STAGE_MATRIX, STATS, STEP_BUDGET, STEP_UNDERFLOW, ST_JAC, ST_LU, ST_NEWTON, ST_RES, ST_STEPS, T, T_PREV, TWO_STEP_STAGES,
     WHOLE_INTERVAL, matrix_size, offsets, workspace,
+    O_A, O_AH, O_AT, O_B, O_BL, O_C, O_CL, O_LAM, O_QDD, O_QDDP, O_Y, O_YP,
     W_AUG, W_AUG_LU, W_AUG_PIV, W_AUG_RHS, W_C, W_CQ, W_CT, W_DELTA, W_FD0, W_FD1, W_FORCES,
     W_IMPULSES, W_KINETIC_GRADIENT, W_LAM0, W_LAM1, W_LAST_FORCE, W_LOBATTO_Q, W_M, W_P0, W_P1,
     W_Q0, W_Q1, W_QDD0, W_QDD1, W_RESIDUAL, W_SNAPSHOT, W_STAGE_FORCES, W_STAGE_MATRIX, W_STAGE_Q,
@@ -55,7 +56,8 @@ def restart(S, I):
     """Integrator.restart: t_prev = t, y_prev = y, q''_prev = q'' (the dense output of
     the last step is forgotten; q'' and λ stay the predictor's)."""
     n = I[I_N]
-    o_y, o_yp, o_qdd, o_qddp = _layout(I)[:4]
+    o = _layout(I)
+    o_y, o_yp, o_qdd, o_qddp = o[O_Y], o[O_YP], o[O_QDD], o[O_QDDP]
     forget_step(S, T, T_PREV, o_y, o_yp, 2 * n)
     for i in range(n):
         S[o_qddp + i] = S[o_qdd + i]
@@ -113,7 +115,8 @@ def _tableau(S, I):
     s + 1 constraint stages."""
     s, nv = I[I_S], I[I_NV]
     nl = s + 1
-    (_, _, _, _, _, o_c, o_a, o_b, o_ah, o_at, o_cl, o_bl, _, _, _, _) = _layout(I)
+    o = _layout(I)
+    o_c, o_a, o_b, o_ah, o_at, o_cl, o_bl = o[O_C], o[O_A], o[O_B], o[O_AH], o[O_AT], o[O_CL], o[O_BL]
     return (S[o_c:o_c + nv], S[o_a:o_a + nv * nv].reshape((nv, nv)), S[o_b:o_b + nv],
             S[o_ah:o_ah + nl * nv].reshape((nl, nv)), S[o_at:o_at + s * nl].reshape((s, nl)),
             S[o_cl:o_cl + nl], S[o_bl:o_bl + nl])
@@ -329,7 +332,8 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     """One step ending at or before ``t_limit``.  Returns a status code; on failure
     S[F_H] is the step tried (S[F_CT] the time of a failed end matrix)."""
     n, m, s, nv = I[I_N], I[I_M], I[I_S], I[I_NV]
-    o_y, o_yp, o_qdd, o_qddp, o_lam = _layout(I)[:5]
+    o = _layout(I)
+    o_y, o_yp, o_qdd, o_qddp, o_lam = o[O_Y], o[O_YP], o[O_QDD], o[O_QDDP], o[O_LAM]
     t0 = S[T]
     h, lands, moves = clamp_step(t0, S[H], S[MAX_STEP], I[FIXED] == 1, t_limit)
     if not moves:
@@ -392,7 +396,8 @@ def step(fns, S, I, LU, u, p, t_limit, w):
 def _predict(fns, S, I, p, n, m, s, nv, t0, h, w):
     """The step start: q0, v0, the momentum p0 = M_γ v0, and the Newton start
     V_i ≈ v_n + c_i h q''_n, h Λ_j ≈ h λ_n."""
-    o_y, _, o_qdd, _, o_lam, o_c = _layout(I)[:6]
+    o = _layout(I)
+    o_y, o_qdd, o_lam, o_c = o[O_Y], o[O_QDD], o[O_LAM], o[O_C]
     c = S[o_c:o_c + nv]
     q0, v0, p0, M, z0 = w[W_Q0], w[W_V0], w[W_P0], w[W_M], w[W_Z0]
     for k in range(n):
@@ -477,7 +482,7 @@ def _estimate(fns, S, I, p, u, n, m, t0, h, w):
         if status != OK:
             return status, 0.0
     else:
-        _, _, o_qdd = _layout(I)[:3]
+        o_qdd = _layout(I)[O_QDD]
         for k in range(n):
             a0[k] = S[o_qdd + k]
     rtol, atol = S[RTOL], S[ATOL]
@@ -540,7 +545,8 @@ def _two_step_estimate(S, I, n, s, t0, h, w):
     r = hp / h
     if not (0.01 <= r <= 10.0):
         return False, 0.0
-    o_y, o_yp, o_qdd, o_qddp = _layout(I)[:4]
+    o = _layout(I)
+    o_y, o_yp, o_qdd, o_qddp = o[O_Y], o[O_YP], o[O_QDD], o[O_QDDP]
     q1, v1, a1 = w[W_Q1], w[W_V1], w[W_QDD1]
     bm, b0, b1, cm, c0, c1 = _two_step_weights(r)
     share = 1.0 / (1.0 + r ** (2 * s + 1))

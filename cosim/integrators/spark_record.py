@@ -78,6 +78,9 @@ ST_JAC = 16
 ST_LU = 17
 N_STATS = 6
 PIV = 18  # the pivots of the stage matrix's LU (matrix_size(n, m, s, nv))
+# positions in offsets()'s tuple: the start of each array of S, then the length of S
+(O_Y, O_YP, O_QDD, O_QDDP, O_LAM, O_C, O_A, O_B, O_AH, O_AT, O_CL, O_BL, O_L, O_J, O_PTS,
+ O_END) = range(16)
 
 
 def offsets(n, m, s, nv, nb):

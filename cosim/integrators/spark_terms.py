@@ -11,7 +11,7 @@ from .kernel_common import (FN_CONSTRAINT_FORCE_JACOBIAN, FN_CONSTRAINT_JACOBIAN
     FN_MASS_JACOBIAN_TERM)
 from .spark_record import (CHAIN, CONST_MASS, GAMMA, I_M, I_N, I_NB, I_NV, I_S, W_CCT,
     W_CCT_INV_CQ, W_CCT_PIV, W_CONSTRAINT_FORCE_JAC, W_CQ, W_CQ_COLUMN, W_MV_Q, W_PROJ_W,
-    W_V_TANGENT, offsets)
+    W_V_TANGENT, O_J, O_L, O_PTS, offsets)
 
 
 def _layout(I):
@@ -22,7 +22,7 @@ def _layout(I):
 def _body(S, I, o, gamma, bdy):
     """Body ``bdy`` of a natural-coordinate chain: the start of its previous point
     (−1: fixed) and of its next point in q, its length and γ − J_i."""
-    (_, _, _, _, _, _, _, _, _, _, _, _, o_l, o_j, o_pts, _) = o
+    o_l, o_j, o_pts = o[O_L], o[O_J], o[O_PTS]
     return int(S[o_pts + 2 * bdy]), int(S[o_pts + 2 * bdy + 1]), S[o_l + bdy], gamma - S[o_j + bdy]
 
 

@@ -152,7 +152,9 @@ class Record(RecordChecks):
     def layout_source(self):
         """The record module's layout block (marker lines included): plain integer
         constants, ``offsets(n, m, ny)`` (start of each array of S, then the length
-        of S) and ``int_length(n, m)`` (the length of I)."""
+        of S), the positions in its tuple by name (``O_Y, O_YP, … O_END = range(k)``,
+        the arrays' names in capitals: kernels pick ``offsets(…)[O_QDD]``, not ``[2]``)
+        and ``int_length(n, m)`` (the length of I)."""
         own = self._inherited.isdisjoint
         after = "" if self.base is None else f" (after the ones of {self.base.module})"
         lines = [BEGIN.format(where=self.module)] + _constant_lines(self.fields) + ["# scalar slots of S" + after]
@@ -173,6 +175,14 @@ class Record(RecordChecks):
                 lines.append(_constant("N_" + f.name, len(f.names), ""))
         first = self.i_arrays[0] if self.i_arrays else None
         lines.append(_constant(first.name if first else "N_INTS", self.n_ints, first.doc if first else ""))
+        # the positions in offsets()'s tuple, named after the arrays: O_Y … O_END (the
+        # length of S); rkc_offsets' RKC_O_Y …, as both are pasted into one module
+        prefix = self.names["offsets"][:-len("offsets")].upper() + "O_"
+        positions = [prefix + f.name.upper() for f in self.s_arrays] + [prefix + "END"]
+        taken = {*self.slots, *self.constants}
+        assert len(set(positions)) == len(positions) and taken.isdisjoint(positions), positions
+        lines += [f"# positions in {self.names['offsets']}()'s tuple: the start of each array of S, "
+                  "then the length of S"] + _tuple_lines(positions, f"range({len(positions)})")
         names = ", ".join(f"o_{f.name}" for f in self.s_arrays)
         body = [f"def {self.names['offsets']}({self._arguments(self.s_arrays)}):",
                 f'    """Start of {", ".join(f.name for f in self.s_arrays)} in S, and the length of S."""']
@@ -421,6 +431,21 @@ class Record(RecordChecks):
 def _constant(name, value, doc, key=None):
     doc = "; ".join(x for x in (doc, key and f"state: {key}") if x)
     return f"{name} = {value}" + (f"  # {doc}" if doc else "")
+
+
+def _tuple_lines(names, value, width=100):
+    """``A, B, … = value``, in parentheses over lines of at most ``width`` when longer."""
+    line = f"{', '.join(names)} = {value}"
+    if len(line) <= width:
+        return [line]
+    lines, current = [], "("
+    for name in names:
+        item = f"{name}, " if name != names[-1] else f"{name}) = {value}"
+        if len(current) + len(item.rstrip()) > width:
+            lines.append(current.rstrip())
+            current = " "
+        current += item
+    return lines + [current]
 
 
 def _names(expr):

@@ -350,10 +350,9 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
         chain = natural_chain(model) or []
         nb = len(chain)
         self._N = K.matrix_size(n, m, s, nv)
-        (o_y, o_yp, o_qdd, o_qddp, o_lam, o_c, o_a, o_b, o_ah, o_at, o_cl, o_bl, o_l, o_j, o_pts,
-         length_S) = K.offsets(n, m, s, nv, nb)
-        self._slices = [(o_y, 2 * n), (o_yp, 2 * n), (o_qdd, n), (o_qddp, n), (o_lam, m)]
-        S = np.zeros(length_S)
+        R, o = spark_record, K.offsets(n, m, s, nv, nb)   # (R.O_*: the positions in o)
+        self._slices = [(o[R.O_Y], 2 * n), (o[R.O_YP], 2 * n), (o[R.O_QDD], n), (o[R.O_QDDP], n), (o[R.O_LAM], m)]
+        S = np.zeros(o[R.O_END])
         S[K.T] = S[K.T_PREV] = math.nan
         S[K.H_LAST] = S[K.H_JAC] = -1.0
         S[K.RELAX] = 1.0
@@ -361,8 +360,8 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
         S[K.MAX_STEP] = self.max_step
         S[K.RTOL], S[K.ATOL] = self.rtol, self.atol   # the weights of the local error estimate
         S[K.NEWTON_REL] = self.opts["newton_tol"]
-        for start, values in ((o_c, self.c), (o_a, self.A), (o_b, self.b), (o_ah, self.Ahat),
-                              (o_at, self.Atilde), (o_cl, self.c_lob), (o_bl, self.b_lob)):
+        for start, values in ((o[R.O_C], self.c), (o[R.O_A], self.A), (o[R.O_B], self.b), (o[R.O_AH], self.Ahat),
+                              (o[R.O_AT], self.Atilde), (o[R.O_CL], self.c_lob), (o[R.O_BL], self.b_lob)):
             flat = np.asarray(values, dtype=float).reshape(-1)
             S[start:start + flat.size] = flat
         I = np.zeros(spark_record.int_length(n, m, s, nv), dtype=np.int64)
@@ -374,9 +373,9 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
         I[K.CHAIN] = 1 if natural_chain(model) is not None else 0
         I[K.I_NB] = nb
         for k, (ip, inx, length, J) in enumerate(chain):
-            S[o_l + k], S[o_j + k] = length, J
-            S[o_pts + 2 * k] = -1 if ip is None else ip.start
-            S[o_pts + 2 * k + 1] = inx.start
+            S[o[R.O_L] + k], S[o[R.O_J] + k] = length, J
+            S[o[R.O_PTS] + 2 * k] = -1 if ip is None else ip.start
+            S[o[R.O_PTS] + 2 * k + 1] = inx.start
         self._set_record(S, I, self._N)
 
     # -- set-up --------------------------------------------------------------------
