@@ -28,10 +28,13 @@ Parameter vector ``p`` (flat floats, :func:`tree_parameters` packs it from the j
 table pinocchio's URDF parser builds, which merges the links of fixed joints):
 ``p[0:HEAD] = (n, g_x, g_y, g_z, v_s)``, then per joint (parents before
 children) a block of ``BLOCK`` numbers: parent index (−1 = the fixed base),
-type (0 revolute, 1 prismatic), unit axis in the joint frame, placement in
-the parent joint's frame (rotation row-major, translation), the link's mass,
-centre of mass and rotational inertia about it (joint frame, row-major),
-damping d, Coulomb friction f and effort limit (0 = none).  After the joint
+type (0 revolute, 1 prismatic), placement in the parent joint's frame
+(rotation row-major, translation), the link's mass, centre of mass and
+rotational inertia about it (joint frame, row-major), damping d, Coulomb
+friction f and effort limit (0 = none).  Every joint frame is turned about its
+origin so that its z axis is the joint axis (pinocchio's joint frame times the
+rotation F of :func:`_axis_frame`): a joint then rotates about, or slides
+along, its own z axis.  After the joint
 blocks: the number m of mimic constraints, then per constraint (mimic joint i,
 followed joint j, multiplier k, offset o), the holonomic constraint
 
@@ -71,99 +74,99 @@ import numpy as np
 from ..jit import kernel_helper
 
 HEAD = 5
-BLOCK = 33
-PARENT, TYPE, AXIS, ROT, POS, MASS, COM, INERTIA, DAMPING, FRICTION, EFFORT = \
-    0, 1, 2, 5, 14, 17, 18, 21, 30, 31, 32
-# columns of the per-joint work array W: pose, axis, motion subspace, velocity,
+BLOCK = 30
+PARENT, TYPE, ROT, POS, MASS, COM, INERTIA, DAMPING, FRICTION, EFFORT = \
+    0, 1, 2, 11, 14, 15, 18, 27, 28, 29
+# columns of the per-joint work array W: pose (R, o), motion subspace, velocity,
 # acceleration, force; inertia array B: mass, first moment, inertia about O
-NW = 48
-W_R, W_O, W_Z, W_S, W_V, W_A, W_F, W_T = 0, 9, 12, 15, 21, 27, 33, 39
+NW = 36
+W_R, W_O, W_S, W_V, W_A, W_F = 0, 9, 12, 18, 24, 30
 NB = 13
 MIMIC = 4  # numbers per mimic constraint: mimic joint, followed joint, multiplier, offset
 
 
 @kernel_helper
+def _mul33(a, b):
+    """The 3×3 product a b of two row-major 9-tuples, each entry summed left to right."""
+    return (a[0] * b[0] + a[1] * b[3] + a[2] * b[6], a[0] * b[1] + a[1] * b[4] + a[2] * b[7],
+            a[0] * b[2] + a[1] * b[5] + a[2] * b[8], a[3] * b[0] + a[4] * b[3] + a[5] * b[6],
+            a[3] * b[1] + a[4] * b[4] + a[5] * b[7], a[3] * b[2] + a[4] * b[5] + a[5] * b[8],
+            a[6] * b[0] + a[7] * b[3] + a[8] * b[6], a[6] * b[1] + a[7] * b[4] + a[8] * b[7],
+            a[6] * b[2] + a[7] * b[5] + a[8] * b[8])
+
+
+@kernel_helper
+def _nine(x, k):
+    """x[k:k + 9] as a tuple (a rotation, row-major)."""
+    return (x[k], x[k + 1], x[k + 2], x[k + 3], x[k + 4], x[k + 5], x[k + 6], x[k + 7], x[k + 8])
+
+
+@kernel_helper
 def _kinematics(q, p, n, W, B):
-    """World pose R, origin o, axis z, motion subspace S = (z, o × z) or (0, z)
+    """World pose R, origin o and motion subspace S = (z, o × z) or (0, z) (z: the axis)
     of every joint frame, and the link's spatial inertia about the world origin
-    (mass, first moment h = m c, I_O = R I_c Rᵀ + m(|c|² 1 − c cᵀ))."""
+    (mass, first moment h = m c, I_O = R I_c Rᵀ + m(|c|² 1 − c cᵀ)).  The joint
+    axis is the frame's z axis (module docstring): R = A Rot_z(q) turns the first
+    two columns of A = R_parent E only.  Computed in local variables and written
+    once (W and B are views of p: a store into them would make every later read
+    of p a load)."""
     for i in range(n):
         b = HEAD + BLOCK * i
         k = int(p[b + PARENT])
-        # A = R_parent E (scratch W_T), o = o_parent + R_parent t
-        for r in range(3):
-            for c in range(3):
-                if k < 0:
-                    W[i, W_T + 3 * r + c] = p[b + ROT + 3 * r + c]
-                else:
-                    W[i, W_T + 3 * r + c] = (W[k, 3 * r] * p[b + ROT + c]
-                                             + W[k, 3 * r + 1] * p[b + ROT + 3 + c]
-                                             + W[k, 3 * r + 2] * p[b + ROT + 6 + c])
-            if k < 0:
-                W[i, W_O + r] = p[b + POS + r]
-            else:
-                W[i, W_O + r] = (W[k, W_O + r] + W[k, 3 * r] * p[b + POS]
-                                 + W[k, 3 * r + 1] * p[b + POS + 1] + W[k, 3 * r + 2] * p[b + POS + 2])
-        ax, ay, az = p[b + AXIS], p[b + AXIS + 1], p[b + AXIS + 2]
-        for r in range(3):
-            W[i, W_Z + r] = W[i, W_T + 3 * r] * ax + W[i, W_T + 3 * r + 1] * ay + W[i, W_T + 3 * r + 2] * az
-        zx, zy, zz = W[i, W_Z], W[i, W_Z + 1], W[i, W_Z + 2]
-        if p[b + TYPE] == 0.0:
-            # R = A Rot(a, q), Rot = c 1 + s [a]x + (1 - c) a aᵀ (Rodrigues)
-            co, si = math.cos(q[i]), math.sin(q[i])
-            cc = 1.0 - co
-            r00, r01, r02 = co + cc * ax * ax, cc * ax * ay - si * az, cc * ax * az + si * ay
-            r10, r11, r12 = cc * ay * ax + si * az, co + cc * ay * ay, cc * ay * az - si * ax
-            r20, r21, r22 = cc * az * ax - si * ay, cc * az * ay + si * ax, co + cc * az * az
-            for r in range(3):
-                a0, a1, a2 = W[i, W_T + 3 * r], W[i, W_T + 3 * r + 1], W[i, W_T + 3 * r + 2]
-                W[i, 3 * r] = a0 * r00 + a1 * r10 + a2 * r20
-                W[i, 3 * r + 1] = a0 * r01 + a1 * r11 + a2 * r21
-                W[i, 3 * r + 2] = a0 * r02 + a1 * r12 + a2 * r22
-            ox, oy, oz = W[i, W_O], W[i, W_O + 1], W[i, W_O + 2]
-            W[i, W_S], W[i, W_S + 1], W[i, W_S + 2] = zx, zy, zz
-            W[i, W_S + 3] = oy * zz - oz * zy
-            W[i, W_S + 4] = oz * zx - ox * zz
-            W[i, W_S + 5] = ox * zy - oy * zx
+        t0, t1, t2 = p[b + POS], p[b + POS + 1], p[b + POS + 2]
+        # A = R_parent E, o = o_parent + R_parent t
+        if k < 0:
+            A = _nine(p, b + ROT)
+            ox, oy, oz = t0, t1, t2
         else:
-            for r in range(9):
-                W[i, r] = W[i, W_T + r]
-            W[i, W_O] += zx * q[i]
-            W[i, W_O + 1] += zy * q[i]
-            W[i, W_O + 2] += zz * q[i]
-            W[i, W_S], W[i, W_S + 1], W[i, W_S + 2] = 0.0, 0.0, 0.0
-            W[i, W_S + 3], W[i, W_S + 4], W[i, W_S + 5] = zx, zy, zz
-        # the link's inertia in world coordinates about the origin
+            P = (W[k, 0], W[k, 1], W[k, 2], W[k, 3], W[k, 4], W[k, 5], W[k, 6], W[k, 7], W[k, 8])
+            A = _mul33(P, _nine(p, b + ROT))
+            ox = W[k, W_O] + P[0] * t0 + P[1] * t1 + P[2] * t2
+            oy = W[k, W_O + 1] + P[3] * t0 + P[4] * t1 + P[5] * t2
+            oz = W[k, W_O + 2] + P[6] * t0 + P[7] * t1 + P[8] * t2
+        zx, zy, zz = A[2], A[5], A[8]
+        if p[b + TYPE] == 0.0:
+            # R = A Rot_z(q): columns (c a_x + s a_y, c a_y − s a_x, a_z)
+            co, si = math.cos(q[i]), math.sin(q[i])
+            R = (co * A[0] + si * A[1], co * A[1] - si * A[0], zx,
+                 co * A[3] + si * A[4], co * A[4] - si * A[3], zy,
+                 co * A[6] + si * A[7], co * A[7] - si * A[6], zz)
+            S = (zx, zy, zz, oy * zz - oz * zy, oz * zx - ox * zz, ox * zy - oy * zx)
+        else:
+            R = A
+            ox += zx * q[i]
+            oy += zy * q[i]
+            oz += zz * q[i]
+            S = (0.0, 0.0, 0.0, zx, zy, zz)
+        for r in range(9):
+            W[i, r] = R[r]
+        W[i, W_O], W[i, W_O + 1], W[i, W_O + 2] = ox, oy, oz
+        for r in range(6):
+            W[i, W_S + r] = S[r]
+        # the link's inertia in world coordinates about the origin: R I_c Rᵀ (symmetric:
+        # T = R I_c, then the upper triangle of T Rᵀ), then m(|c|² 1 − c cᵀ)
         m = p[b + MASS]
         lx, ly, lz = p[b + COM], p[b + COM + 1], p[b + COM + 2]
-        cx = W[i, W_O] + W[i, 0] * lx + W[i, 1] * ly + W[i, 2] * lz
-        cy = W[i, W_O + 1] + W[i, 3] * lx + W[i, 4] * ly + W[i, 5] * lz
-        cz = W[i, W_O + 2] + W[i, 6] * lx + W[i, 7] * ly + W[i, 8] * lz
-        B[i, 0] = m
-        B[i, 1], B[i, 2], B[i, 3] = m * cx, m * cy, m * cz
+        cx = ox + R[0] * lx + R[1] * ly + R[2] * lz
+        cy = oy + R[3] * lx + R[4] * ly + R[5] * lz
+        cz = oz + R[6] * lx + R[7] * ly + R[8] * lz
         c2 = cx * cx + cy * cy + cz * cz
-        # R I_c Rᵀ: T = I_c Rᵀ first (into the scratch W_T; A is used up), then R T
-        for j in range(3):
-            for c in range(3):
-                t = 0.0
-                for l in range(3):
-                    t += p[b + INERTIA + 3 * j + l] * W[i, 3 * c + l]
-                W[i, W_T + 3 * j + c] = t
-        for r in range(3):
-            for c in range(3):
-                s = 0.0
-                for j in range(3):
-                    s += W[i, 3 * r + j] * W[i, W_T + 3 * j + c]
-                B[i, 4 + 3 * r + c] = s
-        B[i, 4] += m * (c2 - cx * cx)
-        B[i, 8] += m * (c2 - cy * cy)
-        B[i, 12] += m * (c2 - cz * cz)
-        B[i, 5] -= m * cx * cy
-        B[i, 7] -= m * cx * cy
-        B[i, 6] -= m * cx * cz
-        B[i, 10] -= m * cx * cz
-        B[i, 9] -= m * cy * cz
-        B[i, 11] -= m * cy * cz
+        T = _mul33(R, _nine(p, b + INERTIA))
+        mx, my = m * cx, m * cy
+        ixy = T[0] * R[3] + T[1] * R[4] + T[2] * R[5] - mx * cy
+        ixz = T[0] * R[6] + T[1] * R[7] + T[2] * R[8] - mx * cz
+        iyz = T[3] * R[6] + T[4] * R[7] + T[5] * R[8] - my * cz
+        B[i, 0] = m
+        B[i, 1], B[i, 2], B[i, 3] = mx, my, m * cz
+        B[i, 4] = T[0] * R[0] + T[1] * R[1] + T[2] * R[2] + m * (c2 - cx * cx)
+        B[i, 5] = ixy
+        B[i, 6] = ixz
+        B[i, 7] = ixy
+        B[i, 8] = T[3] * R[3] + T[4] * R[4] + T[5] * R[5] + m * (c2 - cy * cy)
+        B[i, 9] = iyz
+        B[i, 10] = ixz
+        B[i, 11] = iyz
+        B[i, 12] = T[6] * R[6] + T[7] * R[7] + T[8] * R[8] + m * (c2 - cz * cz)
 
 
 @kernel_helper
@@ -189,7 +192,7 @@ def _rows(x, k, rows, cols):
 @kernel_helper
 def _tree_work(q, p, n):
     """(W, B, C, z): the work arrays in the kinematics cache at the end of p (module
-    docstring), W's kinematic columns (pose, origin, axis, motion subspace) and B
+    docstring), W's kinematic columns (pose, origin, motion subspace) and B
     those of q — computed there unless the cache holds this q already; C scratch, z
     n zeros.  In a fresh buffer for a p without the cache."""
     c = kinematics_cache(p, n)
@@ -276,72 +279,91 @@ def _cross(ax, ay, az, bx, by, bz):
 
 
 @kernel_helper
-def _inertia_times(B, i, w0, w1, w2, v0, v1, v2):
-    """(n_O, f) = I (ω, v_O): n_O = I_O ω + h × v_O, f = m v_O + ω × h."""
-    hx, hy, hz = B[i, 1], B[i, 2], B[i, 3]
+def _inertia_row(B, i):
+    """Row i of an inertia array as a tuple: mass, first moment h, I_O (row-major)."""
+    return (B[i, 0], B[i, 1], B[i, 2], B[i, 3], B[i, 4], B[i, 5], B[i, 6], B[i, 7], B[i, 8],
+            B[i, 9], B[i, 10], B[i, 11], B[i, 12])
+
+
+@kernel_helper
+def _inertia_apply(b, w0, w1, w2, v0, v1, v2):
+    """(n_O, f) = I (ω, v_O) for the inertia b (:func:`_inertia_row`):
+    n_O = I_O ω + h × v_O, f = m v_O + ω × h."""
+    hx, hy, hz = b[1], b[2], b[3]
     c0, c1, c2 = _cross(hx, hy, hz, v0, v1, v2)
-    n0 = B[i, 4] * w0 + B[i, 5] * w1 + B[i, 6] * w2 + c0
-    n1 = B[i, 7] * w0 + B[i, 8] * w1 + B[i, 9] * w2 + c1
-    n2 = B[i, 10] * w0 + B[i, 11] * w1 + B[i, 12] * w2 + c2
+    n0 = b[4] * w0 + b[5] * w1 + b[6] * w2 + c0
+    n1 = b[7] * w0 + b[8] * w1 + b[9] * w2 + c1
+    n2 = b[10] * w0 + b[11] * w1 + b[12] * w2 + c2
     d0, d1, d2 = _cross(w0, w1, w2, hx, hy, hz)
-    m = B[i, 0]
+    m = b[0]
     return n0, n1, n2, m * v0 + d0, m * v1 + d1, m * v2 + d2
+
+
+@kernel_helper
+def _inertia_times(B, i, w0, w1, w2, v0, v1, v2):
+    """(n_O, f) = I (ω, v_O) for the inertia in row i of B (:func:`_inertia_apply`)."""
+    return _inertia_apply(_inertia_row(B, i), w0, w1, w2, v0, v1, v2)
 
 
 @kernel_helper
 def _rnea(p, n, W, B, qd, qdd, gx, gy, gz, tau):
     """τ = rnea(q, q', q'') (Featherstone Table 5.1 in world coordinates) for the
-    poses in W; the base accelerates at −g."""
+    poses in W; the base accelerates at −g.  Each body's terms in local variables,
+    its v, a and f written once (W is a view of p, as in :func:`_kinematics`)."""
     for i in range(n):
         k = int(p[HEAD + BLOCK * i + PARENT])
-        for r in range(6):
-            s = W[i, W_S + r]
-            if k < 0:
-                W[i, W_V + r] = s * qd[i]
-                W[i, W_A + r] = s * qdd[i]
-            else:
-                W[i, W_V + r] = W[k, W_V + r] + s * qd[i]
-                W[i, W_A + r] = W[k, W_A + r] + s * qdd[i]
+        S = (W[i, W_S], W[i, W_S + 1], W[i, W_S + 2], W[i, W_S + 3], W[i, W_S + 4], W[i, W_S + 5])
+        qi, ai = qd[i], qdd[i]
+        s0, s1, s2, u0, u1, u2 = S[0] * qi, S[1] * qi, S[2] * qi, S[3] * qi, S[4] * qi, S[5] * qi
         if k < 0:
-            W[i, W_A + 3] -= gx
-            W[i, W_A + 4] -= gy
-            W[i, W_A + 5] -= gz
+            w0, w1, w2, v0, v1, v2 = s0, s1, s2, u0, u1, u2
+            a0, a1, a2 = S[0] * ai, S[1] * ai, S[2] * ai
+            a3, a4, a5 = S[3] * ai - gx, S[4] * ai - gy, S[5] * ai - gz
+        else:
+            w0, w1, w2 = W[k, W_V] + s0, W[k, W_V + 1] + s1, W[k, W_V + 2] + s2
+            v0, v1, v2 = W[k, W_V + 3] + u0, W[k, W_V + 4] + u1, W[k, W_V + 5] + u2
+            a0, a1, a2 = W[k, W_A] + S[0] * ai, W[k, W_A + 1] + S[1] * ai, W[k, W_A + 2] + S[2] * ai
+            a3, a4, a5 = W[k, W_A + 3] + S[3] * ai, W[k, W_A + 4] + S[4] * ai, W[k, W_A + 5] + S[5] * ai
         # a += v × (S q'): (ω1, v1) × (ω2, v2) = (ω1 × ω2, ω1 × v2 + v1 × ω2)
-        w0, w1, w2 = W[i, W_V], W[i, W_V + 1], W[i, W_V + 2]
-        v0, v1, v2 = W[i, W_V + 3], W[i, W_V + 4], W[i, W_V + 5]
-        s0, s1, s2 = W[i, W_S] * qd[i], W[i, W_S + 1] * qd[i], W[i, W_S + 2] * qd[i]
-        u0, u1, u2 = W[i, W_S + 3] * qd[i], W[i, W_S + 4] * qd[i], W[i, W_S + 5] * qd[i]
         c0, c1, c2 = _cross(w0, w1, w2, s0, s1, s2)
-        W[i, W_A] += c0
-        W[i, W_A + 1] += c1
-        W[i, W_A + 2] += c2
+        a0 += c0
+        a1 += c1
+        a2 += c2
         c0, c1, c2 = _cross(w0, w1, w2, u0, u1, u2)
         d0, d1, d2 = _cross(v0, v1, v2, s0, s1, s2)
-        W[i, W_A + 3] += c0 + d0
-        W[i, W_A + 4] += c1 + d1
-        W[i, W_A + 5] += c2 + d2
+        a3 += c0 + d0
+        a4 += c1 + d1
+        a5 += c2 + d2
         # f = I a + v ×* I v, (ω, v) ×* (n, f) = (ω × n + v × f, ω × f)
-        a = _inertia_times(B, i, W[i, W_A], W[i, W_A + 1], W[i, W_A + 2],
-                           W[i, W_A + 3], W[i, W_A + 4], W[i, W_A + 5])
-        m = _inertia_times(B, i, w0, w1, w2, v0, v1, v2)
+        bi = _inertia_row(B, i)
+        fa = _inertia_apply(bi, a0, a1, a2, a3, a4, a5)
+        m = _inertia_apply(bi, w0, w1, w2, v0, v1, v2)
         c0, c1, c2 = _cross(w0, w1, w2, m[0], m[1], m[2])
         d0, d1, d2 = _cross(v0, v1, v2, m[3], m[4], m[5])
         e0, e1, e2 = _cross(w0, w1, w2, m[3], m[4], m[5])
-        W[i, W_F] = a[0] + c0 + d0
-        W[i, W_F + 1] = a[1] + c1 + d1
-        W[i, W_F + 2] = a[2] + c2 + d2
-        W[i, W_F + 3] = a[3] + e0
-        W[i, W_F + 4] = a[4] + e1
-        W[i, W_F + 5] = a[5] + e2
+        W[i, W_V], W[i, W_V + 1], W[i, W_V + 2] = w0, w1, w2
+        W[i, W_V + 3], W[i, W_V + 4], W[i, W_V + 5] = v0, v1, v2
+        W[i, W_A], W[i, W_A + 1], W[i, W_A + 2] = a0, a1, a2
+        W[i, W_A + 3], W[i, W_A + 4], W[i, W_A + 5] = a3, a4, a5
+        W[i, W_F] = fa[0] + c0 + d0
+        W[i, W_F + 1] = fa[1] + c1 + d1
+        W[i, W_F + 2] = fa[2] + c2 + d2
+        W[i, W_F + 3] = fa[3] + e0
+        W[i, W_F + 4] = fa[4] + e1
+        W[i, W_F + 5] = fa[5] + e2
     for i in range(n - 1, -1, -1):
-        s = W[i, W_S] * W[i, W_F]
-        for r in range(1, 6):
-            s += W[i, W_S + r] * W[i, W_F + r]
-        tau[i] = s
+        f0, f1, f2, f3, f4, f5 = (W[i, W_F], W[i, W_F + 1], W[i, W_F + 2], W[i, W_F + 3],
+                                  W[i, W_F + 4], W[i, W_F + 5])
+        tau[i] = (W[i, W_S] * f0 + W[i, W_S + 1] * f1 + W[i, W_S + 2] * f2 + W[i, W_S + 3] * f3
+                  + W[i, W_S + 4] * f4 + W[i, W_S + 5] * f5)
         k = int(p[HEAD + BLOCK * i + PARENT])
         if k >= 0:
-            for r in range(6):
-                W[k, W_F + r] += W[i, W_F + r]
+            W[k, W_F] += f0
+            W[k, W_F + 1] += f1
+            W[k, W_F + 2] += f2
+            W[k, W_F + 3] += f3
+            W[k, W_F + 4] += f4
+            W[k, W_F + 5] += f5
 
 
 @kernel_helper
@@ -479,7 +501,11 @@ def joint_forces(v, u, p, n, Q):
         lim = p[b + EFFORT]
         if lim > 0.0:
             x = min(max(x, -lim), lim)
-        Q[i] += x - p[b + DAMPING] * v[i] - p[b + FRICTION] * math.tanh(v[i] / vs)
+        x = x - p[b + DAMPING] * v[i]
+        fr = p[b + FRICTION]
+        if fr != 0.0:  # (a joint without friction: no tanh)
+            x = x - fr * math.tanh(v[i] / vs)
+        Q[i] += x
 
 
 @kernel_helper
@@ -634,6 +660,19 @@ def tree_kernels():
 
 
 # -- packing ------------------------------------------------------------------------------------
+def _axis_frame(axis):
+    """The rotation F (3×3) whose z column is the unit ``axis``: columns f_x, f_y = z × f_x,
+    z, f_x from the unit vector least aligned with the axis (Gram-Schmidt).  A joint
+    frame times F has the joint axis as its z axis; for an axis along ±e_x, ±e_y or
+    ±e_z, F is a signed permutation (exact: the packed numbers are the table's, moved)."""
+    z = np.asarray(axis, dtype=float) / np.linalg.norm(axis)
+    e = np.zeros(3)
+    e[int(np.argmin(np.abs(z)))] = 1.0
+    x = e - (e @ z) * z
+    x /= np.linalg.norm(x)
+    return np.column_stack([x, np.cross(z, x), z])
+
+
 def tree_parameters(joints, frames, gravity, velocity_scale, damping, friction, effort, mimics=(),
                     held=()):
     """The flat ``p`` of a fixed-base tree with one-dof revolute and prismatic joints
@@ -643,13 +682,12 @@ def tree_parameters(joints, frames, gravity, velocity_scale, damping, friction, 
     rows of that module's frame table (parent joint, placement); ``mimics``: the mimic
     constraints as (mimic joint index, followed joint index, multiplier, offset);
     ``held``: the indices of the joints a position stop holds.  The kinematics cache
-    starts empty."""
+    starts empty.  Every joint frame is the table's times F = :func:`_axis_frame` of
+    its axis (module docstring): placements, centres of mass, inertias and output
+    frames are packed in the turned frames."""
     n = len(joints)
     c = HEAD + BLOCK * n + 1 + MIMIC * len(mimics) + n + cache_length(n)
     p = np.zeros(c + 1 + FRAME * len(frames))
-    p[c] = len(frames)
-    for r, row in enumerate(frames):
-        p[c + 1 + FRAME * r:c + 1 + FRAME * (r + 1)] = row
     b = HEAD + BLOCK * n
     p[b] = len(mimics)
     for r, (i, j, k, o) in enumerate(mimics):
@@ -659,10 +697,31 @@ def tree_parameters(joints, frames, gravity, velocity_scale, damping, friction, 
     p[0] = n
     p[1:4] = gravity
     p[4] = velocity_scale
+    turns = [np.eye(3)] * n  # F per joint (parents first)
     for i in range(n):
+        row = np.asarray(joints[i], dtype=float)  # the table's columns (urdf_structure)
+        k = int(row[0])
+        F, Fk = _axis_frame(row[2:5]), turns[k] if k >= 0 else np.eye(3)
+        turns[i] = F
+        I_c = F.T @ row[21:30].reshape(3, 3) @ F
         b = HEAD + BLOCK * i
-        p[b:b + DAMPING] = joints[i]    # PARENT … INERTIA: the table's columns, in order
+        p[b + PARENT] = k
+        p[b + TYPE] = row[1]
+        p[b + ROT:b + ROT + 9] = (Fk.T @ row[5:14].reshape(3, 3) @ F).reshape(9)
+        p[b + POS:b + POS + 3] = Fk.T @ row[14:17]
+        p[b + MASS] = row[17]
+        p[b + COM:b + COM + 3] = F.T @ row[18:21]
+        p[b + INERTIA:b + INERTIA + 9] = (0.5 * (I_c + I_c.T)).reshape(9)
         p[b + DAMPING] = damping[i]
         p[b + FRICTION] = friction[i]
         p[b + EFFORT] = effort[i]
+    p[c] = len(frames)
+    for r, row in enumerate(frames):
+        row = np.asarray(row, dtype=float)
+        j = int(row[0])
+        Fj = turns[j] if j >= 0 else np.eye(3)
+        f = c + 1 + FRAME * r
+        p[f] = j
+        p[f + 1:f + 10] = (Fj.T @ row[1:10].reshape(3, 3)).reshape(9)
+        p[f + 10:f + 13] = Fj.T @ row[10:13]
     return p
