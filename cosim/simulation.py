@@ -1178,7 +1178,7 @@ class Simulation:
             if self._fixed_slot is not None and self.integrator._S[self._fixed_slot] > self._fixed_warn_at:
                 self._warn_fixed_step()
             return t_end
-        snapshot = self.get_state()
+        snapshot = self._rollback_point()
         self._steps_left = self.integrator.max_steps
         self._observer = observer
         try:
@@ -1424,8 +1424,10 @@ class Simulation:
             t_a, t_b = integ.t_prev, integ.t
             tol = max(self.event_tolerance, 4.0 * _EPS * max(1.0, abs(t_b)))
 
+            dense = integ.step_interpolant()   # (the step's dense output, its record read once)
+
             def z_at(tt, i):
-                return event_values(model, tt, integ.dense_output(tt), u)[i]
+                return event_values(model, tt, dense(tt), u)[i]
 
             starts = {i: (t_a, z_old[i]) for i in hits}
             immediate = []
@@ -1528,9 +1530,18 @@ class Simulation:
     # -- state --------------------------------------------------------------------------------
     def get_state(self):
         """In-memory snapshot (independent of later changes; cheap)."""
+        return self._snapshot(self.integrator.state())
+
+    def _rollback_point(self):
+        """:meth:`get_state` for going back within this process (do_step's failure
+        path, :meth:`_apply_state`): the integrator's point as :meth:`_save_point`
+        keeps it (copies of its record, cheaper than its state dictionary)."""
+        return self._snapshot(self._save_point())
+
+    def _snapshot(self, integrator_state):
         return {
             "time": self._time,
-            "integrator": self.integrator.state(),
+            "integrator": integrator_state,
             "u_ext": self._u_ext.copy(),
             "u": self._u.copy(),
             "blocks": [b.state() for b in self.blocks],
@@ -1632,7 +1643,7 @@ class Simulation:
         rows = s.get("constraint_rows")
         if rows is not None and list(rows) != self._rows_state()["constraint_rows"]:
             self.integrator.model.select(rows)
-        self.integrator.restore(s["integrator"])
+        self._back_to(s["integrator"])   # (a state dictionary, or a _rollback_point's point)
         self._time = float(s["time"])
         self._u_ext = np.array(s["u_ext"], dtype=float)
         self._u = np.array(s["u"], dtype=float)
