@@ -284,6 +284,7 @@ class Simulation:
         self._screen_kind = None
         self._screen_span = math.inf  # longer communication steps: the event path at once
         self._screen_retry = 0
+        self._taken = None  # a step _screened_step took and handed to the event path
         self._block_out_slices = []
         self._observer = None
         self._config = self._describe_config()
@@ -1178,7 +1179,8 @@ class Simulation:
             if self._fixed_slot is not None and self.integrator._S[self._fixed_slot] > self._fixed_warn_at:
                 self._warn_fixed_step()
             return t_end
-        snapshot = self._rollback_point()
+        taken = self._taken   # (the point before it: the rollback point's integrator)
+        snapshot = self._rollback_point() if taken is None else self._snapshot(taken[0])
         self._steps_left = self.integrator.max_steps
         self._observer = observer
         try:
@@ -1188,7 +1190,7 @@ class Simulation:
             elif self._gross and not self._stopped:
                 self._check_gross(t, h)
         except BaseException as exc:
-            self._observer = None
+            self._observer = self._taken = None
             steps = self.integrator.stats.get("steps", 0)
             self._apply_state(snapshot)
             if isinstance(exc, ConvergenceError):
@@ -1227,7 +1229,10 @@ class Simulation:
         advance took more than one integrator step (the check covers one; longer
         communication steps then go to the event path at once) or it failed:
         do_step then takes the step on the event path, which checks every
-        integrator step and locates the event (or raises as it does)."""
+        integrator step and locates the event (or raises as it does).  A single
+        step whose check found a sign change is kept for the event path
+        (``_taken``: the point before it and the switching functions at its end),
+        which locates the event on it instead of taking it again."""
         t0 = self._time
         if t_end - t0 > self._screen_span:
             self._screen_retry -= 1
@@ -1245,6 +1250,7 @@ class Simulation:
             return False
         else:
             saved = integ.state()
+        single, z = False, None
         try:
             integ._advance_checked(t_end)  # the step budget checked by do_step
             if record:
@@ -1261,10 +1267,13 @@ class Simulation:
                 self._screen_retry = 100
                 quiet = False
         except Exception:  # noqa: BLE001 - the event path repeats the step and reports it
-            quiet = False
+            quiet, z = False, None
         if quiet:
             self._z = z
             return True
+        if single and z is not None:
+            self._taken = (saved, z.copy())   # (the model reuses its buffer)
+            return False
         self._back_to(saved)
         return False
 
@@ -1397,12 +1406,16 @@ class Simulation:
             return
         model, u = self.model, self._u
         screen = self._screen
-        while integ.t < target and not self._stopped:
+        while (integ.t < target or self._taken is not None) and not self._stopped:
             self._count_step(target)
-            saved = self._save_point() if screen is not None else integ.state()
-            integ.step(target)
-            z_old = self._z
-            if screen is not None:  # the model's check rules most steps out at once
+            z_old, taken = self._z, self._taken
+            if taken is not None:  # the step do_step's screen took and did not clear
+                self._taken = None
+                saved, z_new = taken
+            else:
+                saved = self._save_point() if screen is not None else integ.state()
+                integ.step(target)
+            if taken is None and screen is not None:  # the model's check rules most steps out at once
                 if type(saved) is tuple:
                     x1, x0, start = integ._S, saved[0], self._screen_kind[3]
                 else:
@@ -1413,7 +1426,7 @@ class Simulation:
                     self._observe(integ)
                     continue
                 z_new = z_new.copy()  # (the model reuses its buffer)
-            else:
+            elif taken is None:
                 z_new = event_values(model, integ.t, integ.y, u)
             hits = crossings(z_old, z_new, self._event_directions)
             starting_at_zero = not hits and bool((z_old == 0.0).any())
