@@ -1485,6 +1485,7 @@ class Simulation:
         terminal (the simulation stops)."""
         integ, model, u = self.integrator, self.model, self._u
         y = integ.y.copy()
+        n_y = y.size   # (the model's n_y, which builds its state names)
         terminal = False
         for i, iters in firing:
             y = np.asarray(model.apply_event(i, t_ev, y, u), dtype=float)
@@ -1495,7 +1496,7 @@ class Simulation:
             terminal = terminal or bool(ev.terminal)
             if self._chatter.add(t_ev):
                 self._chattering(t_ev, ev.name)
-        if y.shape != (model.n_y,) or not np.all(np.isfinite(y)):
+        if y.shape != (n_y,) or not np.all(np.isfinite(y)):
             raise InvalidInputError(f"jump map of event {model.events[firing[0][0]].name!r} "
                                     f"returned an invalid state {y!r}")
         integ.reset_point(t_ev, y)

@@ -212,6 +212,13 @@ class URDFModel(MultibodyModel):
         M = pin.crba(self._pm, self._pd, pin.randomConfiguration(self._pm, -np.ones(n), np.ones(n)))
         self._symmetrize = not np.array_equal(M, M.T)
 
+    def _group(self, i):
+        """Joint i's mimic group: the joints that move with it (an index array)."""
+        groups = self.__dict__.get("_groups")
+        if groups is None:
+            groups = self._groups = [np.flatnonzero(self._root == r) for r in self._root]
+        return groups[i]
+
     def _held_joints(self):
         """The joints the stops hold now (a stop holds its joint's whole mimic group);
         also sets ``_modes`` (per limited joint) and ``_held``."""
@@ -220,7 +227,7 @@ class URDFModel(MultibodyModel):
         held = set()
         for r, i in enumerate(self._limited):
             if self._modes[r] != 0.0:
-                held.update(np.flatnonzero(self._root == self._root[i]).tolist())
+                held.update(self._group(i).tolist())
         self._held = np.array(sorted(held), dtype=int)
         table = getattr(self, "_stop_table", None)
         if table is not None:  # the modes in the compiled functions' table
@@ -415,7 +422,7 @@ class URDFModel(MultibodyModel):
 
     def _onto_limit(self, y, i, limit):
         """q_i onto the limit, its mimic group kept consistent."""
-        group = np.flatnonzero(self._root == self._root[i])
+        group = self._group(i)
         if self._coef[i] != 0.0 and len(group) > 1:
             r = self._root[i]
             y[r] = (limit - self._offs[i]) / self._coef[i]
@@ -460,8 +467,7 @@ class URDFModel(MultibodyModel):
         y[n:] = v + w * impulse
         if e == 0.0:
             y[n + i] = 0.0  # exactly at rest (the group follows within roundoff)
-            group = np.flatnonzero(self._root == self._root[i])
-            y[n + group] = 0.0
+            y[n + self._group(i)] = 0.0
             self._set_stop(r, side)
             if -side * self.stop_reactions(y[:n], y[n:], t, u)[r] <= 0.0:
                 self._set_stop(r, 0.0)  # the load pulls away: the joint leaves at once
