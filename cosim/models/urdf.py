@@ -201,6 +201,7 @@ class URDFModel(MultibodyModel):
             [len(lim), len(self._mimics)], lim, self._lower[lim], self._upper[lim], self._modes,
             self._Cq.reshape(-1)]).astype(float)
         self._z_buffers = (np.zeros(3 * len(lim)), np.zeros(3 * len(lim)))
+        self._n_stop_values = n, 3 * len(lim)   # (event_functions' sizes)
         body = pin.FrameType.BODY
         self._joint_frames = tuple(
             (j.parent, j.child, self._pm.getFrameId(j.parent, body),
@@ -382,9 +383,9 @@ class URDFModel(MultibodyModel):
 
     def event_functions(self, t, y, u):
         if self._stop_fns is not None and self._stop_fns[0] is not stop_values:
-            z = np.empty(3 * len(self._limited))
+            n, k3 = self._n_stop_values
+            z = np.empty(k3)
             y = np.ascontiguousarray(y, dtype=float)
-            n = self.n_q
             self._stop_fns[0](y[:n], y[n:], np.ascontiguousarray(u, dtype=float), self._p,
                               self._stop_table, z)
             return z
