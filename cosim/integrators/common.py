@@ -168,10 +168,17 @@ def last_step_interpolant(integ, slope0, slope1):
     the step evaluates it many times)."""
     t0, t1 = integ.t_prev, integ.t
     d = integ._dense   # (read once: a record view builds it)
-    y1 = integ.y
     if t1 == t0 or d is None:
+        return step_interpolant(t0, t1, None, integ.y, None)
+    y0, y1, f0, f1 = integ.y_prev, integ.y, d[slope0], d[slope1]
+    return step_interpolant(t0, t1, y0, y1, lambda t: hermite_interpolate(t, t0, t1, y0, f0, y1, f1))
+
+
+def step_interpolant(t0, t1, y0, y1, inner):
+    """A step's dense output as a function of t: y0 and y1 (copies) at its ends t0 and
+    t1, ``inner(t)`` (t a float) between; ``inner`` None: y1 everywhere (no step)."""
+    if inner is None:
         return lambda t: y1.copy()
-    y0, f0, f1 = integ.y_prev, d[slope0], d[slope1]
 
     def at(t):
         t = float(t)
@@ -179,5 +186,5 @@ def last_step_interpolant(integ, slope0, slope1):
             return y1.copy()
         if t == t0:
             return y0.copy()
-        return hermite_interpolate(t, t0, t1, y0, f0, y1, f1)
+        return inner(t)
     return at

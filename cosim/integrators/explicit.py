@@ -43,7 +43,8 @@ from . import dense_lu, explicit_record, index1_kernel, kernel_common
 from . import explicit_kernel as K
 from .base import MultibodyIntegrator
 from .explicit_state import RECORD
-from .common import error_weights, last_step_dense_output, last_step_interpolant, weighted_rms_norm
+from .common import (error_weights, last_step_dense_output, last_step_interpolant, step_interpolant,
+                     weighted_rms_norm)
 from .model_functions import n_nonholonomic, python_functions
 from .record import DeferredRestart, RecordIntegrator, kernel_model_reason, record_point
 
@@ -313,21 +314,15 @@ class DormandPrince(ExplicitRungeKutta):
     def step_interpolant(self):
         t0, t1 = self.t_prev, self.t
         d = self._dense
-        y1 = self.y
         if t1 == t0 or d is None:
-            return lambda t: y1.copy()
+            return step_interpolant(t0, t1, None, self.y, None)
         y0, h, Q, shift = self.y_prev, float(d["h"]), d["Q"], d["shift"]
 
-        def at(t):
-            t = float(t)
-            if t == t1:
-                return y1.copy()
-            if t == t0:
-                return y0.copy()
+        def inner(t):
             theta = (t - t0) / (t1 - t0)
             p = np.array([theta, theta ** 2, theta ** 3, theta ** 4])
             return y0 + h * (Q @ p) + theta * shift
-        return at
+        return step_interpolant(t0, t1, y0, self.y, inner)
 
 
 class RK4(ExplicitRungeKutta):
