@@ -1547,9 +1547,13 @@ class Simulation:
         return self._snapshot(self.integrator.state())
 
     def _rollback_point(self):
-        """:meth:`get_state` for going back within this process (do_step's failure
-        path, :meth:`_apply_state`): the integrator's point as :meth:`_save_point`
-        keeps it (copies of its record, cheaper than its state dictionary)."""
+        """:meth:`get_state` for do_step's failure path (:meth:`_apply_state`); for a
+        screened model (no blocks: nothing changes the integrator's inputs within a
+        step, which its point does not keep) the integrator's point as
+        :meth:`_save_point` keeps it (copies of its record, cheaper than its state
+        dictionary)."""
+        if self._screen is None:
+            return self.get_state()
         return self._snapshot(self._save_point())
 
     def _snapshot(self, integrator_state):
