@@ -25,7 +25,12 @@ time of this thread per ``do_step`` (median of 9 blocks of N/4 steps, each from
 the same state), in three cases: at rest away from every limit (efforts equal
 to the gravity torques, held), a PD loop about that pose (a new effort every
 step), and the fingers resting on their stops (a closing effort on them: the
-stops hold, their reactions checked after every step).
+stops hold, their reactions checked after every step).  Then the event steps: every
+joint driven by 0.1 N·m held for 3 s from rest (the arm and the fingers arrive at
+their stops: bounces, holds, a sequence of ever shorter bounces), the 3 s run 5 times
+from the same state: per communication step the least CPU time of the 5, and the
+median over the steps with an event and over those without (with the stops off, the
+same run has no event).
 
     python benchmarks/robot_overhead.py [--method rk4] [--steps N] [--stops]
 """
@@ -109,6 +114,39 @@ def stops_cost(method, steps):
         events = sims[True][0].stats["events"]
         print(f"  {name:52s} off {off:6.2f}  on {on:6.2f} µs  on/off {on / off:5.3f}  "
               f"(events with stops: {events})", flush=True)
+    event_steps(opts)
+
+
+def event_steps(opts, seconds=3.0, rounds=5):
+    """The event-step rows of --stops (module docstring)."""
+    n = int(round(seconds / H))
+    cost = {}
+    for limits in (False, True):
+        sim = Simulation(load_urdf(example_robot_path(), position_limits=limits), **opts)
+        sim.set_inputs(np.full(sim.model.n_inputs, 0.1))
+        sim.do_step(0.0, H)
+        start = sim.get_state()
+        best, events = np.full(n, np.inf), np.zeros(n, dtype=int)
+        for _ in range(rounds):
+            sim.set_state(start)
+            t = sim.time
+            for k in range(n):
+                before = sim.stats["events"]
+                t0 = time.thread_time()
+                t = sim.do_step(t, H)
+                best[k] = min(best[k], time.thread_time() - t0)
+                events[k] = sim.stats["events"] - before
+        cost[limits] = (best * 1e6, events)
+    off, _ = cost[False]
+    on, events = cost[True]
+    plain, hit = np.median(on[events == 0]), on[events > 0]
+    name = f"0.1 N·m held on every joint, {seconds:g} s, mean per step"
+    print(f"  {name:52s} off {off.mean():6.2f}  on {on.mean():6.2f} µs  on/off "
+          f"{on.mean() / off.mean():5.3f}  (events with stops: {events.sum()})", flush=True)
+    if len(hit):
+        print(f"    with stops: a step without an event {plain:.1f} µs; the {len(hit)} steps with "
+              f"events: median {np.median(hit):.0f} µs (min {hit.min():.0f}, max {hit.max():.0f}), "
+              f"{np.median(hit) / plain:.1f} × a step without", flush=True)
 
 
 def main(argv=None):

@@ -39,8 +39,12 @@ def crossed(z_a, z_b, direction):
 
 
 def crossings(z_a, z_b, directions):
-    """Indices of the switching functions that crossed zero between two points."""
-    return [i for i in range(len(z_b)) if crossed(z_a[i], z_b[i], directions[i])]
+    """Indices of the switching functions that crossed zero between two points
+    (:func:`crossed` of each, written out: on Python floats)."""
+    z_a = z_a.tolist() if isinstance(z_a, np.ndarray) else z_a
+    z_b = z_b.tolist() if isinstance(z_b, np.ndarray) else z_b
+    return [i for i, (a, b, d) in enumerate(zip(z_a, z_b, directions))
+            if (d >= 0 and a < 0.0 <= b) or (d <= 0 and a > 0.0 >= b)]
 
 
 def locate(fun, t_a, z_a, t_b, z_b, tol, max_iter=200):

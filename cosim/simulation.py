@@ -287,6 +287,7 @@ class Simulation:
         self._screen_kind = None
         self._screen_span = math.inf  # longer communication steps: the event path at once
         self._screen_retry = 0
+        self._taken = None  # a step _screened_step took and handed to the event path
         self._block_out_slices = []
         self._observer = None
         self._config = self._describe_config()
@@ -1216,7 +1217,8 @@ class Simulation:
             if self._fixed_slot is not None and integ._S[self._fixed_slot] > self._fixed_warn_at:
                 self._warn_fixed_step()
             return t_end
-        snapshot = self.get_state()
+        taken = self._taken   # (the point before it: the rollback point's integrator)
+        snapshot = self._rollback_point() if taken is None else self._snapshot(taken[0])
         self._steps_left = self.integrator.max_steps
         self._observer = observer
         try:
@@ -1226,7 +1228,7 @@ class Simulation:
             elif self._gross and not self._stopped:
                 self._check_gross(t, h)
         except BaseException as exc:
-            self._observer = None
+            self._observer = self._taken = None
             steps = self.integrator.stats.get("steps", 0)
             self._apply_state(snapshot)
             if isinstance(exc, ConvergenceError):
@@ -1265,7 +1267,10 @@ class Simulation:
         advance took more than one integrator step (the check covers one; longer
         communication steps then go to the event path at once) or it failed:
         do_step then takes the step on the event path, which checks every
-        integrator step and locates the event (or raises as it does)."""
+        integrator step and locates the event (or raises as it does).  A single
+        step whose check found a sign change is kept for the event path
+        (``_taken``: the point before it and the switching functions at its end),
+        which locates the event on it instead of taking it again."""
         t0 = self._time
         if t_end - t0 > self._screen_span:
             self._screen_retry -= 1
@@ -1283,6 +1288,7 @@ class Simulation:
             return False
         else:
             saved = integ.state()
+        single, z = False, None
         try:
             integ._advance_checked(t_end)  # the step budget checked by do_step
             if record:
@@ -1299,10 +1305,13 @@ class Simulation:
                 self._screen_retry = 100
                 quiet = False
         except Exception:  # noqa: BLE001 - the event path repeats the step and reports it
-            quiet = False
+            quiet, z = False, None
         if quiet:
             self._z = z
             return True
+        if single and z is not None:
+            self._taken = (saved, z.copy())   # (the model reuses its buffer)
+            return False
         self._back_to(saved)
         return False
 
@@ -1435,12 +1444,16 @@ class Simulation:
             return
         model, u = self.model, self._u
         screen = self._screen
-        while integ.t < target and not self._stopped:
+        while (integ.t < target or self._taken is not None) and not self._stopped:
             self._count_step(target)
-            saved = self._save_point() if screen is not None else integ.state()
-            integ.step(target)
-            z_old = self._z
-            if screen is not None:  # the model's check rules most steps out at once
+            z_old, taken = self._z, self._taken
+            if taken is not None:  # the step do_step's screen took and did not clear
+                self._taken = None
+                saved, z_new = taken
+            else:
+                saved = self._save_point() if screen is not None else integ.state()
+                integ.step(target)
+            if taken is None and screen is not None:  # the model's check rules most steps out at once
                 if type(saved) is tuple:
                     x1, x0, start = integ._S, saved[0], self._screen_kind[3]
                 else:
@@ -1451,7 +1464,7 @@ class Simulation:
                     self._observe(integ)
                     continue
                 z_new = z_new.copy()  # (the model reuses its buffer)
-            else:
+            elif taken is None:
                 z_new = event_values(model, integ.t, integ.y, u)
             hits = crossings(z_old, z_new, self._event_directions)
             starting_at_zero = not hits and bool((z_old == 0.0).any())
@@ -1462,8 +1475,10 @@ class Simulation:
             t_a, t_b = integ.t_prev, integ.t
             tol = max(self.event_tolerance, 4.0 * _EPS * max(1.0, abs(t_b)))
 
+            dense = integ.step_interpolant()   # (the step's dense output, its record read once)
+
             def z_at(tt, i):
-                return event_values(model, tt, integ.dense_output(tt), u)[i]
+                return event_values(model, tt, dense(tt), u)[i]
 
             starts = {i: (t_a, z_old[i]) for i in hits}
             immediate = []
@@ -1508,6 +1523,7 @@ class Simulation:
         terminal (the simulation stops)."""
         integ, model, u = self.integrator, self.model, self._u
         y = integ.y.copy()
+        n_y = y.size   # (the model's n_y, which builds its state names)
         terminal = False
         for i, iters in firing:
             y = np.asarray(model.apply_event(i, t_ev, y, u), dtype=float)
@@ -1518,7 +1534,7 @@ class Simulation:
             terminal = terminal or bool(ev.terminal)
             if self._chatter.add(t_ev):
                 self._chattering(t_ev, ev.name)
-        if y.shape != (model.n_y,) or not np.all(np.isfinite(y)):
+        if y.shape != (n_y,) or not np.all(np.isfinite(y)):
             raise InvalidInputError(f"jump map of event {model.events[firing[0][0]].name!r} "
                                     f"returned an invalid state {y!r}")
         integ.reset_point(t_ev, y)
@@ -1566,9 +1582,22 @@ class Simulation:
     # -- state --------------------------------------------------------------------------------
     def get_state(self):
         """In-memory snapshot (independent of later changes; cheap)."""
+        return self._snapshot(self.integrator.state())
+
+    def _rollback_point(self):
+        """:meth:`get_state` for do_step's failure path (:meth:`_apply_state`); for a
+        screened model (no blocks: nothing changes the integrator's inputs within a
+        step, which its point does not keep) the integrator's point as
+        :meth:`_save_point` keeps it (copies of its record, cheaper than its state
+        dictionary)."""
+        if self._screen is None:
+            return self.get_state()
+        return self._snapshot(self._save_point())
+
+    def _snapshot(self, integrator_state):
         return {
             "time": self._time,
-            "integrator": self.integrator.state(),
+            "integrator": integrator_state,
             "u_ext": self._u_ext.copy(),
             "u": self._u.copy(),
             "blocks": [b.state() for b in self.blocks],
@@ -1670,7 +1699,7 @@ class Simulation:
         rows = s.get("constraint_rows")
         if rows is not None and list(rows) != self._rows_state()["constraint_rows"]:
             self.integrator.model.select(rows)
-        self.integrator.restore(s["integrator"])
+        self._back_to(s["integrator"])   # (a state dictionary, or a _rollback_point's point)
         self._time = float(s["time"])
         self._u_ext = np.array(s["u_ext"], dtype=float)
         self._u = np.array(s["u"], dtype=float)

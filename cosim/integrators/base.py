@@ -218,6 +218,12 @@ class Integrator:
     def dense_output(self, t):
         raise NotImplementedError
 
+    def step_interpolant(self):
+        """:meth:`dense_output` as a function of t over the last step as it is now (until
+        the integrator next changes); a method whose dense output reads its record
+        on every call reads it once here (the event locator calls it many times)."""
+        return self.dense_output
+
     # -- state -----------------------------------------------------------------
     def state(self) -> dict:
         """Complete integrator state as plain data (arrays, numbers, strings)."""

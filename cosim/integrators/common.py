@@ -159,11 +159,32 @@ def last_step_dense_output(integ, t, slope0, slope1):
     """Dense output over an integrator's last step [t_prev, t]: its end values
     at the ends, else the cubic Hermite from the slopes ``integ._dense[slope0]``
     and ``integ._dense[slope1]`` stored by the step."""
+    return last_step_interpolant(integ, slope0, slope1)(t)
+
+
+def last_step_interpolant(integ, slope0, slope1):
+    """:func:`last_step_dense_output` as a function of t over the last step as it is
+    now, the record read once (``Integrator.step_interpolant``: an event located on
+    the step evaluates it many times)."""
     t0, t1 = integ.t_prev, integ.t
-    t = float(t)
     d = integ._dense   # (read once: a record view builds it)
-    if t1 == t0 or d is None or t == t1:
-        return integ.y.copy()
-    if t == t0:
-        return integ.y_prev.copy()
-    return hermite_interpolate(t, t0, t1, integ.y_prev, d[slope0], integ.y, d[slope1])
+    if t1 == t0 or d is None:
+        return step_interpolant(t0, t1, None, integ.y, None)
+    y0, y1, f0, f1 = integ.y_prev, integ.y, d[slope0], d[slope1]
+    return step_interpolant(t0, t1, y0, y1, lambda t: hermite_interpolate(t, t0, t1, y0, f0, y1, f1))
+
+
+def step_interpolant(t0, t1, y0, y1, inner):
+    """A step's dense output as a function of t: y0 and y1 (copies) at its ends t0 and
+    t1, ``inner(t)`` (t a float) between; ``inner`` None: y1 everywhere (no step)."""
+    if inner is None:
+        return lambda t: y1.copy()
+
+    def at(t):
+        t = float(t)
+        if t == t1:
+            return y1.copy()
+        if t == t0:
+            return y0.copy()
+        return inner(t)
+    return at

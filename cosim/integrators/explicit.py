@@ -44,7 +44,8 @@ from . import explicit_kernel as K
 from .base import MultibodyIntegrator
 from .explicit_record import O_END, O_LAM, O_QDD, O_Y, O_YP
 from .explicit_state import RECORD
-from .common import error_weights, last_step_dense_output, weighted_rms_norm
+from .common import (error_weights, last_step_dense_output, last_step_interpolant, step_interpolant,
+                     weighted_rms_norm)
 from .model_functions import n_nonholonomic, python_functions
 from .record import DeferredRestart, RecordIntegrator, kernel_model_reason, record_point
 
@@ -230,8 +231,24 @@ class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyInt
 
     def _reset_point(self):
         self._restart()
-        if self.multibody:
+        if not self.multibody:
+            return
+        if self.backend != "numba":
             self._derivative_at_current()
+            return
+        # f, q'' and λ at the new point (an event's jump) by the compiled kernel: the
+        # point's end marked pending and completed (explicit_kernel.complete_step), as
+        # after a step that left it; the kernel's _evaluate, as _evaluate runs it
+        # uncompiled, without its ~1 ms in Python
+        I = self._I
+        I[K.HAS_DENSE] = K.END_PENDING
+        status = self._call(K.COMPLETE, 0.0, 0)
+        I[K.HAS_DENSE] = 0
+        if status in (K.SINGULAR, K.NONFINITE_MATRIX):
+            raise SingularMatrixError(_singular_text(status, self.t, float(self._S[K.F_CINFO])), t=self.t,
+                                      h=None, cause="singular matrix")   # (as _evaluate's)
+        if status != K.OK:
+            self._fail("right-hand side is not finite", 0.0, "non-finite derivative")
 
     def state(self):
         self._complete_end()
@@ -292,16 +309,20 @@ class DormandPrince(ExplicitRungeKutta):
     _method_code = K.DOPRI5
 
     def dense_output(self, t):
+        return self.step_interpolant()(t)
+
+    def step_interpolant(self):
         t0, t1 = self.t_prev, self.t
-        t = float(t)
         d = self._dense
-        if t1 == t0 or d is None or t == t1:
-            return self.y
-        if t == t0:
-            return self.y_prev
-        theta = (float(t) - t0) / (t1 - t0)
-        p = np.array([theta, theta ** 2, theta ** 3, theta ** 4])
-        return self.y_prev + float(d["h"]) * (d["Q"] @ p) + theta * d["shift"]
+        if t1 == t0 or d is None:
+            return step_interpolant(t0, t1, None, self.y, None)
+        y0, h, Q, shift = self.y_prev, float(d["h"]), d["Q"], d["shift"]
+
+        def inner(t):
+            theta = (t - t0) / (t1 - t0)
+            p = np.array([theta, theta ** 2, theta ** 3, theta ** 4])
+            return y0 + h * (Q @ p) + theta * shift
+        return step_interpolant(t0, t1, y0, self.y, inner)
 
 
 class RK4(ExplicitRungeKutta):
@@ -321,3 +342,6 @@ class RK4(ExplicitRungeKutta):
 
     def dense_output(self, t):
         return last_step_dense_output(self, t, "f0", "f1")
+
+    def step_interpolant(self):
+        return last_step_interpolant(self, "f0", "f1")

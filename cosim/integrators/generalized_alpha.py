@@ -317,14 +317,18 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
     # -- dense output --------------------------------------------------------------------------
     def dense_output(self, t):
         """Cubic Hermite: q from (q, q') and q' from (q', q'') at both ends."""
+        return self.step_interpolant()(t)
+
+    def step_interpolant(self):
         t0, t1 = self.t_prev, self.t
-        n = self.model.n_q
-        y0, y1 = self.y_prev, self.y
+        y1 = self.y
         if t1 == t0:
-            return y1
+            return lambda t: y1.copy()
+        n = self.model.n_q
+        y0, a0, a1 = self.y_prev, self.qdd_prev, self.qdd
         q0, v0, q1, v1 = y0[:n], y0[n:], y1[:n], y1[n:]
-        return np.concatenate([hermite_interpolate(t, t0, t1, q0, v0, q1, v1),
-                               hermite_interpolate(t, t0, t1, v0, self.qdd_prev, v1, self.qdd)])
+        return lambda t: np.concatenate([hermite_interpolate(t, t0, t1, q0, v0, q1, v1),
+                                         hermite_interpolate(t, t0, t1, v0, a0, v1, a1)])
 
     # -- state -------------------------------------------------------------------------------
     def reset_point(self, t, y):

@@ -52,7 +52,7 @@ from . import dense_lu, kernel_common, li1_nullspace, li1_record
 from . import li1_kernel as K
 from . import li1_record as R
 from .base import MultibodyIntegrator
-from .common import error_weights, initial_step, last_step_dense_output
+from .common import error_weights, initial_step, last_step_dense_output, last_step_interpolant
 from .li1_state import RECORD
 from .model_functions import n_nonholonomic
 from .record import RecordIntegrator, kernel_model_reason, record_point
@@ -172,6 +172,9 @@ class LocalEquivalentIndex1(record_point(R.T, R.T_PREV, ("y", "y_prev", "qdd", "
     # -- dense output ----------------------------------------------------------------------
     def dense_output(self, t):
         return last_step_dense_output(self, t, "g0", "g1")
+
+    def step_interpolant(self):
+        return last_step_interpolant(self, "g0", "g1")
 
     # -- restart / state -------------------------------------------------------------------
     def _restart(self):

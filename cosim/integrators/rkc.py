@@ -66,7 +66,7 @@ from ..models.ranges import POSITIVE
 from . import dense_lu, explicit_record, index1_kernel, kernel_common, rkc_record
 from . import rkc_kernel as K
 from .base import MultibodyIntegrator
-from .common import error_weights, last_step_dense_output, weighted_rms_norm
+from .common import error_weights, last_step_dense_output, last_step_interpolant, weighted_rms_norm
 from .model_functions import n_nonholonomic, python_functions
 from .record import DeferredRestart, RecordIntegrator, kernel_model_reason, record_point
 from .rkc_record import RKC_O_END, RKC_O_LAM, RKC_O_QDD, RKC_O_Y, RKC_O_YP
@@ -331,6 +331,9 @@ class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "q
     def dense_output(self, t):
         """Cubic Hermite from y and f at both ends of the last step."""
         return last_step_dense_output(self, t, "f0", "f1")
+
+    def step_interpolant(self):
+        return last_step_interpolant(self, "f0", "f1")
 
     def _restart(self):
         self._restart_pending = False

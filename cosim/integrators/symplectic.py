@@ -426,14 +426,18 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
 
     # -- dense output (cubic Hermite in q and in v) ----------------------------------------
     def dense_output(self, t):
-        n = self.model.n_q
+        return self.step_interpolant()(t)
+
+    def step_interpolant(self):
         t0, t1 = self.t_prev, self.t
+        y1 = self.y
         if t1 == t0:
-            return self.y
-        y0, y1 = self.y_prev, self.y
+            return lambda t: y1.copy()
+        n = self.model.n_q
+        y0, a0, a1 = self.y_prev, self.qdd_prev, self.qdd
         q0, v0, q1, v1 = y0[:n], y0[n:], y1[:n], y1[n:]
-        return np.concatenate([hermite_interpolate(t, t0, t1, q0, v0, q1, v1),
-                               hermite_interpolate(t, t0, t1, v0, self.qdd_prev, v1, self.qdd)])
+        return lambda t: np.concatenate([hermite_interpolate(t, t0, t1, q0, v0, q1, v1),
+                                         hermite_interpolate(t, t0, t1, v0, a0, v1, a1)])
 
     # -- restart / state ----------------------------------------------------------------------
     def restart(self):

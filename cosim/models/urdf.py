@@ -206,6 +206,7 @@ class URDFModel(MultibodyModel):
             [len(lim), len(self._mimics)], lim, self._lower[lim], self._upper[lim], self._modes,
             self._Cq.reshape(-1)]).astype(float)
         self._z_buffers = (np.zeros(3 * len(lim)), np.zeros(3 * len(lim)))
+        self._n_stop_values = n, 3 * len(lim)   # (event_functions' sizes)
 
     def __getattr__(self, name):
         """pinocchio's model and data of this robot, made on first use (the Python
@@ -233,6 +234,13 @@ class URDFModel(MultibodyModel):
                 "_rnea_derivatives": pin.computeRNEADerivatives,
                 "_symmetrize": not np.array_equal(M, M.T)}
 
+    def _group(self, i):
+        """Joint i's mimic group: the joints that move with it (an index array)."""
+        groups = self.__dict__.get("_groups")
+        if groups is None:
+            groups = self._groups = [np.flatnonzero(self._root == r) for r in self._root]
+        return groups[i]
+
     def _held_joints(self):
         """The joints the stops hold now (a stop holds its joint's whole mimic group);
         also sets ``_modes`` (per limited joint) and ``_held``."""
@@ -241,7 +249,7 @@ class URDFModel(MultibodyModel):
         held = set()
         for r, i in enumerate(self._limited):
             if self._modes[r] != 0.0:
-                held.update(np.flatnonzero(self._root == self._root[i]).tolist())
+                held.update(self._group(i).tolist())
         self._held = np.array(sorted(held), dtype=int)
         table = getattr(self, "_stop_table", None)
         if table is not None:  # the modes in the compiled functions' table
@@ -415,9 +423,9 @@ class URDFModel(MultibodyModel):
 
     def event_functions(self, t, y, u):
         if self._stop_fns is not None and self._stop_fns[0] is not stop_values:
-            z = np.empty(3 * len(self._limited))
+            n, k3 = self._n_stop_values
+            z = np.empty(k3)
             y = np.ascontiguousarray(y, dtype=float)
-            n = self.n_q
             self._stop_fns[0](y[:n], y[n:], np.ascontiguousarray(u, dtype=float), self._p,
                               self._stop_table, z)
             return z
@@ -455,7 +463,7 @@ class URDFModel(MultibodyModel):
 
     def _onto_limit(self, y, i, limit):
         """q_i onto the limit, its mimic group kept consistent."""
-        group = np.flatnonzero(self._root == self._root[i])
+        group = self._group(i)
         if self._coef[i] != 0.0 and len(group) > 1:
             r = self._root[i]
             y[r] = (limit - self._offs[i]) / self._coef[i]
@@ -500,8 +508,7 @@ class URDFModel(MultibodyModel):
         y[n:] = v + w * impulse
         if e == 0.0:
             y[n + i] = 0.0  # exactly at rest (the group follows within roundoff)
-            group = np.flatnonzero(self._root == self._root[i])
-            y[n + group] = 0.0
+            y[n + self._group(i)] = 0.0
             self._set_stop(r, side)
             if -side * self.stop_reactions(y[:n], y[n:], t, u)[r] <= 0.0:
                 self._set_stop(r, 0.0)  # the load pulls away: the joint leaves at once
