@@ -330,6 +330,7 @@ def check_simulation_state(sim, s):
         _like(key, s[key], template[key])
     if not np.array_equal(np.asarray(s["u"]), np.asarray(integ["u"])):
         _fail("u", "differs from the integrator's inputs integrator.u")
+    _check_external_inputs(sim, s["u_ext"], s["u"])
     stopped = s["stopped"]
     if not isinstance(stopped, (bool, np.bool_)):
         _fail("stopped", f"must be a bool, got {stopped!r:.40}")
@@ -355,6 +356,19 @@ def check_simulation_state(sim, s):
     _check_params(sim, s["params"], template["params"])
     if "constraint_rows" in template:
         _check_rows(sim, s["constraint_rows"], template["constraint_rows"])
+
+
+def _check_external_inputs(sim, u_ext, u):
+    """The plant inputs an external input feeds hold its value (set_inputs composes them
+    at once; blocks write only the others): else the next block sample or input change
+    would hand the plant a value the state does not hold."""
+    m_ext, e_ext = sim._m_ext, sim._e_ext
+    u_ext, u = np.asarray(u_ext, dtype=float), np.asarray(u, dtype=float)
+    bad = np.flatnonzero(u[m_ext] != u_ext[e_ext])
+    if bad.size:
+        i, e = int(m_ext[bad[0]]), int(e_ext[bad[0]])
+        _fail(f"u_ext[{e}]", f"must equal the plant input u[{i}] ({sim.model.input_names[i]!r}) it "
+                             f"feeds, {float(u[i])!r}, got {float(u_ext[e])!r}")
 
 
 def _check_rows(sim, rows, template):

@@ -476,3 +476,66 @@ def test_a_point_at_rest_without_forces_restores(method):
     sim.deserialize_state(blob)
     assert sim.serialize_state() == blob
     sim.do_step(sim.time, 0.01)
+
+
+# spark's (y, q'', λ): after a step, its end point's consistent accelerations with the
+# state's inputs (measured ≤ 2.1e-15 of the terms: pendulum, two_link, andrews,
+# crank_slider, double_pendulum_natural, heavy_top, stages 1-3, inputs changing); the
+# fuzzer's accepted blobs whose stage matrix was then singular held these values
+@pytest.mark.parametrize("key, value", [("lam", 1.210744526374561e+39), ("qdd", -1.5431825640495923e+92),
+                                        ("qdd", -122685.01001570934)])
+def test_spark_point_off_the_equations_of_motion_is_refused_with_the_field(key, value):
+    sim = _stepped_pendulum("spark", h=1e-3)
+    blob = sim.serialize_state()
+    meta, data = serialization.loads(blob)
+    data["integrator"][key][0] = value
+    with pytest.raises(StateError, match=r"state field integrator.qdd, integrator.lam: q'' and λ do "
+                                         r"not satisfy the equations of motion"):
+        sim.deserialize_state(serialization.dumps(data, meta))
+    assert sim.serialize_state() == blob
+    sim.do_step(sim.time, 0.01)
+
+
+def test_spark_restart_point_with_stale_accelerations_restores_bit_identically():
+    """After an input change spark keeps the last step's q'' and λ as Newton's start
+    (t_prev = t): they solve the old inputs' equations, not the new ones', and the state
+    restores and continues as the run does."""
+    from cosim.state_schema import EOM_TOLERANCE
+    sim = _stepped_pendulum("spark", h=1e-3)
+    sim.set_inputs([50.0, 0.0, 0.0])
+    state = sim.get_state()["integrator"]
+    assert state["t_prev"] == state["t"]
+    model = sim.integrator.model
+    q, v = model.split(state["y"])
+    terms = (model.mass(q, state["t"]) @ state["qdd"], model.constraint_jacobian(q, state["t"]).T @ state["lam"],
+             model.forces(q, v, state["t"], state["u"]))
+    scale = max(np.abs(x).max() for x in terms)
+    assert np.abs(terms[0] + terms[1] - terms[2]).max() > EOM_TOLERANCE * scale   # stale
+    blob = sim.serialize_state()
+    sim.do_step(sim.time, 0.01)
+    after = sim.serialize_state()
+    sim.deserialize_state(blob)
+    sim.do_step(sim.time, 0.01)
+    assert sim.serialize_state() == after
+
+
+@pytest.mark.parametrize("config, index", [("pendulum_pd", 0), ("pendulum_pd", 1), ("generalized-alpha", 2)])
+def test_external_input_that_is_not_the_plant_input_it_feeds_is_refused_with_the_field(config, index):
+    """u_ext feeds the plant inputs (set_inputs composes them at once); the fuzzer's
+    accepted pendulum_pd blob with u_ext[0] = 7.5e168 failed the next step."""
+    if config == "pendulum_pd":
+        from cosim.scenario import load_scenario
+        sim = load_scenario(ROOT / "scenarios" / "pendulum_pd.yaml").build()
+        for _ in range(5):
+            sim.do_step(sim.time, 0.01)
+    else:
+        sim = _stepped_pendulum(config)
+    blob = sim.serialize_state()
+    meta, data = serialization.loads(blob)
+    data["u_ext"][index] = 7.547924849643083e+168
+    with pytest.raises(StateError, match=rf"state field u_ext\[{index}\]: must equal the plant input "
+                                         rf"u\[\d\] \('f[xy]'\) it feeds, 0.0, got 7.547924849643083e\+168"):
+        sim.deserialize_state(serialization.dumps(data, meta))
+    assert sim.serialize_state() == blob
+    sim.do_step(sim.time, 0.01)
+

@@ -180,6 +180,8 @@ class RecordChecks:
             return []
         y, qdd, lam = (np.asarray(_get(state, k), dtype=float) for k in self.solved)
         t = float(state["t"])
+        if self.solved_after_step and not float(state["t_prev"]) < t:
+            return []
         points = [(0, t, y, qdd, lam)]
         h = self._last_step(state)
         if h is not None:   # the point before the last step, λ from its rate
