@@ -78,10 +78,10 @@ from .models import load_model
 from .model_probe import probe_model, probe_parameters
 from .multirate import SampleClock, base_step, exact_time
 from .state_schema import MAX_EVENT_LOG, check_simulation_state, check_solved_points
-from .validation import finite_float, finite_vector
+from .validation import MAX_INPUT, finite_float, finite_vector, oversized_input
 
 _EPS = np.finfo(float).eps
-_isfinite = math.isfinite
+_hypot = math.hypot
 
 
 def _real_finite(x):
@@ -652,10 +652,10 @@ class Simulation:
             # hot path (an FMU/ROS step): a float vector, the model's inputs are the external
             # ones; the same checks as below in one pass over a list, one copy, shared by
             # _u_ext and _u (both are replaced, never written in place)
-            # (a finite sum means every value is finite; an overflowing one, or a NaN/inf,
-            # goes the long way below, which names the value)
+            # (a Euclidean norm within MAX_INPUT means every value is finite and within it;
+            # a larger one, or a NaN/inf, goes the long way below, which names the value)
             lst = values.tolist()
-            if len(lst) == len(self._u_ext) and _isfinite(sum(lst)):
+            if len(lst) == len(self._u_ext) and _hypot(*lst) <= MAX_INPUT:
                 new = values.copy()
                 if self._u_seen is not self._u:  # (the held inputs as a list, made once)
                     self._u_seen, self._u_list = self._u, self._u.tolist()
@@ -689,6 +689,11 @@ class Simulation:
                 ok = False
             if not ok:
                 new = finite_vector("inputs", values, len(self.input_names))
+        if not _hypot(*new.tolist()) <= MAX_INPUT:
+            i = oversized_input(new.tolist())
+            if i is not None:
+                raise InvalidInputError(f"input {self.input_names[i]!r} must be at most "
+                                        f"{MAX_INPUT:g} in size, got {float(new[i])!r}")
         u = self._compose_inputs(new)
         if u.tolist() != self._u.tolist():
             self._hold_plant_inputs(u)

@@ -5,6 +5,7 @@ Crafted blobs are deserialized in a subprocess (scripts/fuzz_state.py), so a
 segfault of the kind the issue measured fails the test instead of the suite."""
 import json
 import math
+import re
 import subprocess
 import sys
 import warnings
@@ -522,7 +523,8 @@ def test_spark_restart_point_with_stale_accelerations_restores_bit_identically()
 @pytest.mark.parametrize("config, index", [("pendulum_pd", 0), ("pendulum_pd", 1), ("generalized-alpha", 2)])
 def test_external_input_that_is_not_the_plant_input_it_feeds_is_refused_with_the_field(config, index):
     """u_ext feeds the plant inputs (set_inputs composes them at once); the fuzzer's
-    accepted pendulum_pd blob with u_ext[0] = 7.5e168 failed the next step."""
+    accepted pendulum_pd blob with u_ext[0] = 7.5e168 failed the next step (now refused by
+    the inputs' size bound too: a value within it here)."""
     if config == "pendulum_pd":
         from cosim.scenario import load_scenario
         sim = load_scenario(ROOT / "scenarios" / "pendulum_pd.yaml").build()
@@ -532,10 +534,50 @@ def test_external_input_that_is_not_the_plant_input_it_feeds_is_refused_with_the
         sim = _stepped_pendulum(config)
     blob = sim.serialize_state()
     meta, data = serialization.loads(blob)
-    data["u_ext"][index] = 7.547924849643083e+168
+    data["u_ext"][index] = 7.5e8
     with pytest.raises(StateError, match=rf"state field u_ext\[{index}\]: must equal the plant input "
-                                         rf"u\[\d\] \('f[xy]'\) it feeds, 0.0, got 7.547924849643083e\+168"):
+                                         rf"u\[\d\] \('f[xy]'\) it feeds, 0.0, got 750000000.0"):
         sim.deserialize_state(serialization.dumps(data, meta))
     assert sim.serialize_state() == blob
     sim.do_step(sim.time, 0.01)
 
+
+
+# inputs are bounded as parameters are (cosim.validation.MAX_INPUT = 1e12): a state that
+# set_inputs(1e151) left was refused at restore (integrator.u above 1e150: every method and
+# configuration of fuzz_state; generalized-α's restart accelerations a ~ 7e199 after 1e200)
+@pytest.mark.parametrize("values, name, got", [
+    (np.array([0.0, 2e12, 0.0]), "fx", "2000000000000.0"), ([0.0, 0.0, -1e300], "fy", "-1e+300"),
+    ((1e13, 0.0, 0.0), "torque", "10000000000000.0"), ({"fx": -2e12}, "fx", "-2000000000000.0")])
+def test_inputs_above_the_bound_are_refused_with_the_name_state_unchanged(values, name, got):
+    sim = _stepped_pendulum("generalized-alpha")
+    before = sim.serialize_state()
+    with pytest.raises(InvalidInputError, match=rf"^input '{name}' must be at most 1e\+12 in size, "
+                                                rf"got {re.escape(got)}$"):
+        sim.set_inputs(values)
+    assert sim.serialize_state() == before
+
+
+@pytest.mark.parametrize("method", ["generalized-alpha", "bdf", "dopri5"])
+def test_inputs_at_the_bound_are_taken_and_their_state_restores(method):
+    sim = _stepped_pendulum(method)
+    sim.set_inputs(np.array([1e12, -1e12, 1e12]))   # (a norm above the bound: each value within)
+    assert sim.get_inputs().tolist() == [1e12, -1e12, 1e12]
+    blob = sim.serialize_state()
+    sim.deserialize_state(blob)
+    assert sim.serialize_state() == blob
+
+
+def test_blob_inputs_above_the_bound_are_refused_with_the_field():
+    """u_ext, u and integrator.u agree, at a size set_inputs refuses (the fuzzer's accepted
+    pendulum_pd blob whose next step failed held u_ext[0] = 7.5e168)."""
+    sim = _stepped_pendulum("generalized-alpha")
+    blob = sim.serialize_state()
+    meta, data = serialization.loads(blob)
+    for inputs in (data["u_ext"], data["u"], data["integrator"]["u"]):
+        inputs[0] = 1e13
+    with pytest.raises(StateError, match=r"state field u_ext\[0\]: must be at most 1e\+12 in size "
+                                         r"\(as set_inputs takes an input\), got 10000000000000.0"):
+        sim.deserialize_state(serialization.dumps(data, meta))
+    assert sim.serialize_state() == blob
+    sim.do_step(sim.time, 0.01)
