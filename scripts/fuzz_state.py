@@ -13,9 +13,8 @@ Prints the cases tried, rejected and accepted per configuration, every failure,
 and every accepted blob whose next step then failed (cleanly, state unchanged):
 the blob checks and the integrator disagree there.  What is left of those is
 algorithm memory the checks cannot verify without redoing the steps (the upper factor
-of a kept LU without its matrix, spark's q'' and λ at a restart point, a BDF history's
-earlier velocities: finite and below 1e150 but absurd, where no check against the model
-covers it) and inputs within the bound ``set_inputs`` takes (1e12) that make the
+of a kept LU without its matrix, spark's q'' and λ at a restart point: finite and below
+1e150 but absurd, where no check against the model covers it) and inputs within the bound ``set_inputs`` takes (1e12) that make the
 dynamics too fast for the step budget (the
 long mode's figures are in docs/known-gaps.md); ``--short`` finds 0 of 1500 (it found 4
 before parameter values were refused where they enter, as ``set_parameter`` refuses

@@ -581,3 +581,24 @@ def test_blob_inputs_above_the_bound_are_refused_with_the_field():
         sim.deserialize_state(serialization.dumps(data, meta))
     assert sim.serialize_state() == blob
     sim.do_step(sim.time, 0.01)
+
+
+# the earlier points a BDF history implies were accepted points, on the constraints as
+# the current one (measured ≤ 0.17 of the bounds: bdf, bdf-i2, bdf-i1 on pendulum,
+# two_link, andrews, crank_slider, double_pendulum_natural, heavy_top, rtol 1e-3 to 1e-9);
+# the fuzzer's accepted bdf-i2 blob whose iteration matrix was then singular held a
+# difference of the velocities of 2.3e132 (D[4, 3])
+@pytest.mark.parametrize("method", ["bdf", "bdf-i2", "bdf-i1"])
+@pytest.mark.parametrize("row", [1, 4])
+def test_bdf_history_velocity_off_the_constraints_is_refused_with_the_field(method, row):
+    sim = _stepped_pendulum(method)
+    blob = sim.serialize_state()
+    meta, data = serialization.loads(blob)
+    assert data["integrator"]["method_state"]["valid"] >= row
+    data["integrator"]["method_state"]["D"][row, 3] = -2.3415248012472728e+132
+    with pytest.raises(StateError, match=rf"state field integrator.method_state.D: the velocity "
+                                         rf"constraint of 'length' is violated at the point {row} "
+                                         rf"steps? back it implies, t=.*: \|C_q v \+ C_t\| = "):
+        sim.deserialize_state(serialization.dumps(data, meta))
+    assert sim.serialize_state() == blob
+    sim.do_step(sim.time, 0.01)

@@ -97,6 +97,10 @@ class RecordChecks:
         lam_key = next(k for k, (x, _) in self.last_step[1].items() if x == self.solved[2])
         return f"{path}.y_prev, {path}.{self.last_step[2]}, {path}.{lam_key}"
 
+    def history_key(self):
+        """The key of the difference arrays of y whose rows imply the earlier points."""
+        return next(f.key for f in self.fields if isinstance(f.kind, Matrix) and f.kind.of == self.solved[:1])
+
     def check_rates(self, state, path):
         """Each rate r of the last step's memory moved its value by h r (``last_step``), to
         round-off: a = q''_prev + x and x_rate = x/h as the step wrote them (measured ≤ 6e-17
