@@ -196,6 +196,17 @@ def _stepped_pendulum(method, **kw):
     return sim
 
 
+def _restores_and_continues_bit_identically(sim):
+    """The state ``sim`` is at, serialized, restored and stepped, gives the bits of the step
+    taken without the round trip."""
+    blob = sim.serialize_state()
+    sim.do_step(sim.time, 0.01)
+    after = sim.serialize_state()
+    sim.deserialize_state(blob)
+    sim.do_step(sim.time, 0.01)
+    assert sim.serialize_state() == after
+
+
 @pytest.mark.parametrize("method, shift, bound", [
     # generalized-α's first step fails from 1e-7 off the constraint (fuzz_state); bdf's does not
     ("generalized-alpha", 1e-7, "1.010e-08"), ("local-index1", 1e-4, "1.010e-06"),
@@ -242,13 +253,7 @@ def test_integrator_entries_above_1e150_are_refused_with_the_field():
                                          r"at most 1e\+150 in size, got 5e\+157"):
         sim.set_state(state)
     assert sim.serialize_state() == before
-    # a state of the run itself restores and continues bit-identically
-    blob = sim.serialize_state()
-    sim.do_step(sim.time, 0.01)
-    after = sim.serialize_state()
-    sim.deserialize_state(blob)
-    sim.do_step(sim.time, 0.01)
-    assert sim.serialize_state() == after
+    _restores_and_continues_bit_identically(sim)   # a state of the run itself
 
 
 # -- the schema's model-dependent sizes match what the methods factorise ----------------------
@@ -420,14 +425,22 @@ def test_blob_of_a_scenario_with_blocks_restores_into_a_fresh_simulation():
 @pytest.mark.parametrize("method", ["bdf", "bdf-i2", "bdf-i1"])
 @pytest.mark.parametrize("row", [1, 2, 4])
 def test_bdf_history_off_the_equations_of_motion_is_refused_with_the_field(method, row):
+    _history_entry_is_refused(method, ("Dz", row, 2), 2.7751549522527896e+113,   # λ's column
+                              rf"state field integrator.method_state.Dz: q'' and λ at the point {row} "
+                              rf"steps? back it implies, t=.* do not satisfy the equations of motion "
+                              rf"M q'' \+ C_qᵀ λ = Q: residual ")
+
+
+def _history_entry_is_refused(method, where, value, match):
+    """A blob of a stepped pendulum whose difference array ``where`` = (key, row, column)
+    holds ``value`` is refused (``match``), the simulation unchanged and continuing."""
+    key, row, col = where
     sim = _stepped_pendulum(method)
     blob = sim.serialize_state()
     meta, data = serialization.loads(blob)
     assert data["integrator"]["method_state"]["valid"] >= row
-    data["integrator"]["method_state"]["Dz"][row, 2] = 2.7751549522527896e+113   # λ's column
-    with pytest.raises(StateError, match=rf"state field integrator.method_state.Dz: q'' and λ at "
-                                         rf"the point {row} steps? back it implies, t=.* do not satisfy "
-                                         rf"the equations of motion M q'' \+ C_qᵀ λ = Q: residual "):
+    data["integrator"]["method_state"][key][row, col] = value
+    with pytest.raises(StateError, match=match):
         sim.deserialize_state(serialization.dumps(data, meta))
     assert sim.serialize_state() == blob
     sim.do_step(sim.time, 0.01)
@@ -512,12 +525,7 @@ def test_spark_restart_point_with_stale_accelerations_restores_bit_identically()
              model.forces(q, v, state["t"], state["u"]))
     scale = max(np.abs(x).max() for x in terms)
     assert np.abs(terms[0] + terms[1] - terms[2]).max() > EOM_TOLERANCE * scale   # stale
-    blob = sim.serialize_state()
-    sim.do_step(sim.time, 0.01)
-    after = sim.serialize_state()
-    sim.deserialize_state(blob)
-    sim.do_step(sim.time, 0.01)
-    assert sim.serialize_state() == after
+    _restores_and_continues_bit_identically(sim)
 
 
 @pytest.mark.parametrize("config, index", [("pendulum_pd", 0), ("pendulum_pd", 1), ("generalized-alpha", 2)])
@@ -591,14 +599,7 @@ def test_blob_inputs_above_the_bound_are_refused_with_the_field():
 @pytest.mark.parametrize("method", ["bdf", "bdf-i2", "bdf-i1"])
 @pytest.mark.parametrize("row", [1, 4])
 def test_bdf_history_velocity_off_the_constraints_is_refused_with_the_field(method, row):
-    sim = _stepped_pendulum(method)
-    blob = sim.serialize_state()
-    meta, data = serialization.loads(blob)
-    assert data["integrator"]["method_state"]["valid"] >= row
-    data["integrator"]["method_state"]["D"][row, 3] = -2.3415248012472728e+132
-    with pytest.raises(StateError, match=rf"state field integrator.method_state.D: the velocity "
-                                         rf"constraint of 'length' is violated at the point {row} "
-                                         rf"steps? back it implies, t=.*: \|C_q v \+ C_t\| = "):
-        sim.deserialize_state(serialization.dumps(data, meta))
-    assert sim.serialize_state() == blob
-    sim.do_step(sim.time, 0.01)
+    _history_entry_is_refused(method, ("D", row, 3), -2.3415248012472728e+132,
+                              rf"state field integrator.method_state.D: the velocity constraint of "
+                              rf"'length' is violated at the point {row} steps? back it implies, "
+                              rf"t=.*: \|C_q v \+ C_t\| = ")
