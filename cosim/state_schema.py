@@ -14,7 +14,9 @@ anything is applied, so a rejected state leaves the simulation untouched:
 * ranges and cross-field invariants: step sizes > 0, BDF order in 1..5,
   counters >= 0, integrator entries at most MAX_MAGNITUDE in size, stored
   time = integrator time, t_prev <= t, plant inputs
-  equal to the integrator's inputs, sample clocks at the stored time, the LU
+  equal to the integrator's inputs, external inputs at most MAX_INPUT in size (as
+  set_inputs takes them) and equal to the plant inputs they feed, sample clocks at the
+  stored time, the LU
   factorisation finite and of the size the method's iteration matrix has for
   this model, its pivots a valid interchange sequence k <= piv[k] < n;
 * after the state is applied (its parameters in place; undone on failure): the
@@ -38,6 +40,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .errors import InvalidInputError, StateError
+from .validation import MAX_INPUT, oversized_input
 
 MAX_EVENT_LOG = 10_000       # entries an event log keeps (the oldest are dropped)
 MAX_COUNT = 2 ** 62          # counters (steps, statistics, clock indices)
@@ -330,6 +333,7 @@ def check_simulation_state(sim, s):
         _like(key, s[key], template[key])
     if not np.array_equal(np.asarray(s["u"]), np.asarray(integ["u"])):
         _fail("u", "differs from the integrator's inputs integrator.u")
+    _check_external_inputs(sim, s["u_ext"], s["u"])
     stopped = s["stopped"]
     if not isinstance(stopped, (bool, np.bool_)):
         _fail("stopped", f"must be a bool, got {stopped!r:.40}")
@@ -355,6 +359,24 @@ def check_simulation_state(sim, s):
     _check_params(sim, s["params"], template["params"])
     if "constraint_rows" in template:
         _check_rows(sim, s["constraint_rows"], template["constraint_rows"])
+
+
+def _check_external_inputs(sim, u_ext, u):
+    """The external inputs are of a size set_inputs takes (at most MAX_INPUT), and the
+    plant inputs they feed hold their values (set_inputs composes them at once; blocks
+    write only the others): else the next block sample or input change would hand the
+    plant a value the state does not hold."""
+    i = oversized_input(np.asarray(u_ext, dtype=float).tolist())
+    if i is not None:
+        _fail(f"u_ext[{i}]", f"must be at most {MAX_INPUT:g} in size (as set_inputs takes an input), "
+                             f"got {float(u_ext[i])!r}")
+    m_ext, e_ext = sim._m_ext, sim._e_ext
+    u_ext, u = np.asarray(u_ext, dtype=float), np.asarray(u, dtype=float)
+    bad = np.flatnonzero(u[m_ext] != u_ext[e_ext])
+    if bad.size:
+        i, e = int(m_ext[bad[0]]), int(e_ext[bad[0]])
+        _fail(f"u_ext[{e}]", f"must equal the plant input u[{i}] ({sim.model.input_names[i]!r}) it "
+                             f"feeds, {float(u[i])!r}, got {float(u_ext[e])!r}")
 
 
 def _check_rows(sim, rows, template):

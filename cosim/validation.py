@@ -21,6 +21,19 @@ MIN_RTOL = 1e-14
 MIN_ATOL = 1e-30
 DEFAULT_MAX_STEPS = 100_000   # integrator steps per communication step / advance()
 MAX_COMMUNICATION_STEPS = 10_000_000  # recorded communication steps of one run (CLI, scenario)
+# the size bound of an input value (Simulation.set_inputs, a restored state's u_ext, the FMU
+# binary's own steps): as a parameter's (cosim.models.ranges.MAX_PARAMETER, SI units).  Above
+# it the accelerations a restart solves leave the range a restored state may hold (1e150)
+MAX_INPUT = 1e12
+
+
+def oversized_input(values):
+    """The index of the first of ``values`` (finite floats) larger than :data:`MAX_INPUT`
+    in size, else None."""
+    for i, x in enumerate(values):
+        if not -MAX_INPUT <= x <= MAX_INPUT:
+            return i
+    return None
 
 
 def communication_step_count(span, dt):

@@ -80,7 +80,7 @@ from xml.etree.ElementTree import Element, SubElement
 import numpy as np
 from cosim import serialization
 from cosim.errors import CosimError, InvalidInputError, StateError
-from cosim.validation import finite_float
+from cosim.validation import MAX_INPUT, finite_float
 from pythonfmu.fmi2slave import Fmi2Slave
 from pythonfmu.default_experiment import DefaultExperiment
 from pythonfmu.enums import Fmi2Causality, Fmi2Initial, Fmi2Status, Fmi2Variability
@@ -694,7 +694,7 @@ class CosimSlave(Fmi2Slave):
                 LU.shape[0], LU.shape[1], u.ctypes.data, u.size, p.ctypes.data, p.size,
                 y_out.ctypes.data, y_out.size, int(budget), int(t_slot), functions.ctypes.data,
                 functions.shape[0])
-        return arrays, tuple(int(i) for i in ints), (float(budget_span), float(time_match))
+        return arrays, tuple(int(i) for i in ints), (float(budget_span), float(time_match), MAX_INPUT)
 
     def _native_sync(self, n_steps):
         """The binary took ``n_steps`` fmi2DoStep calls itself since :meth:`_native_arm`:

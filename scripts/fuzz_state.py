@@ -5,6 +5,7 @@ leaving the simulation byte-for-byte unchanged, or accepted and then steps
 exception, a hang or a dead process.
 
     python scripts/fuzz_state.py --seconds 600 --seed 1     # long run
+    python scripts/fuzz_state.py --cases 2613 --seed 1      # the same cases on every machine
     python scripts/fuzz_state.py --short                    # CI: 100 cases per configuration
     python scripts/fuzz_state.py --reproducers              # the crafted blobs (JSON)
 
@@ -12,9 +13,9 @@ Prints the cases tried, rejected and accepted per configuration, every failure,
 and every accepted blob whose next step then failed (cleanly, state unchanged):
 the blob checks and the integrator disagree there.  What is left of those is
 algorithm memory the checks cannot verify without redoing the steps (the upper factor
-of a kept LU without its matrix, spark's q'' and λ, a BDF history's earlier
-velocities: finite and below 1e150 but absurd, where no check against the model covers
-it) and plant inputs of a size ``set_inputs`` takes too (the
+of a kept LU without its matrix, spark's q'' and λ at a restart point: finite and below
+1e150 but absurd, where no check against the model covers it) and inputs within the bound ``set_inputs`` takes (1e12) that make the
+dynamics too fast for the step budget (the
 long mode's figures are in docs/known-gaps.md); ``--short`` finds 0 of 1500 (it found 4
 before parameter values were refused where they enter, as ``set_parameter`` refuses
 them -- cosim.models.ranges: at most 1e12 in size, a positive quantity at least 1e-12;
@@ -396,6 +397,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--cases", type=int, default=None,
+                   help="cases per configuration (the same cases on every machine; no time limit)")
     p.add_argument("--short", action="store_true",
                    help="the CI mode: 100 cases per configuration, seed 14, at most 50 s")
     p.add_argument("--reproducers", action="store_true", help="print the crafted cases as JSON")
@@ -407,6 +410,8 @@ def main(argv=None):
         print(f"fuzz_state --short: {len(CONFIGS)} configurations x 100 cases (seed 14); "
               f"preparing the simulations ...", flush=True)
         _, failures = fuzz(50.0, 14, cases=100)
+    elif args.cases is not None:
+        _, failures = fuzz(math.inf, args.seed, cases=args.cases)
     else:
         _, failures = fuzz(args.seconds, args.seed)
     return 1 if failures else 0

@@ -205,8 +205,11 @@ def test_steps_the_binary_refuses_are_taken_by_python_with_status_and_state_unch
         pair.step(torque(pair.t))
     cases = [  # (inputs, t, h, status, message): each one right after native steps
         ([float("nan"), 0.0], None, H, fmi2Discard, "must be finite"),
-        # (a force of 1e300: the fixed step resolves nothing of it)
-        ([1e300, 0.0], None, H, fmi2Discard, "an error larger than the state itself"),
+        # an input above the bound of every input (cosim.validation.MAX_INPUT), as Python's
+        ([1e300, 0.0], None, H, fmi2Discard, "must be at most 1e+12 in size, got 1e+300"),
+        ([0.0, -1.5e12], None, H, fmi2Discard, "must be at most 1e+12 in size, got -1500000000000.0"),
+        # (a force of 1e12: the fixed step resolves nothing of it)
+        ([1e12, 0.0], None, H, fmi2Discard, "an error larger than the state itself"),
         (None, 0.5, H, FMI2_ERROR, "but the FMU is at"),
         (None, None, -H, FMI2_ERROR, "must be > 0"),
     ]

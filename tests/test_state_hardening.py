@@ -5,6 +5,7 @@ Crafted blobs are deserialized in a subprocess (scripts/fuzz_state.py), so a
 segfault of the kind the issue measured fails the test instead of the suite."""
 import json
 import math
+import re
 import subprocess
 import sys
 import warnings
@@ -195,6 +196,17 @@ def _stepped_pendulum(method, **kw):
     return sim
 
 
+def _restores_and_continues_bit_identically(sim):
+    """The state ``sim`` is at, serialized, restored and stepped, gives the bits of the step
+    taken without the round trip."""
+    blob = sim.serialize_state()
+    sim.do_step(sim.time, 0.01)
+    after = sim.serialize_state()
+    sim.deserialize_state(blob)
+    sim.do_step(sim.time, 0.01)
+    assert sim.serialize_state() == after
+
+
 @pytest.mark.parametrize("method, shift, bound", [
     # generalized-α's first step fails from 1e-7 off the constraint (fuzz_state); bdf's does not
     ("generalized-alpha", 1e-7, "1.010e-08"), ("local-index1", 1e-4, "1.010e-06"),
@@ -241,13 +253,7 @@ def test_integrator_entries_above_1e150_are_refused_with_the_field():
                                          r"at most 1e\+150 in size, got 5e\+157"):
         sim.set_state(state)
     assert sim.serialize_state() == before
-    # a state of the run itself restores and continues bit-identically
-    blob = sim.serialize_state()
-    sim.do_step(sim.time, 0.01)
-    after = sim.serialize_state()
-    sim.deserialize_state(blob)
-    sim.do_step(sim.time, 0.01)
-    assert sim.serialize_state() == after
+    _restores_and_continues_bit_identically(sim)   # a state of the run itself
 
 
 # -- the schema's model-dependent sizes match what the methods factorise ----------------------
@@ -429,14 +435,22 @@ def test_blob_of_a_scenario_with_blocks_restores_into_a_fresh_simulation():
 @pytest.mark.parametrize("method", ["bdf", "bdf-i2", "bdf-i1"])
 @pytest.mark.parametrize("row", [1, 2, 4])
 def test_bdf_history_off_the_equations_of_motion_is_refused_with_the_field(method, row):
+    _history_entry_is_refused(method, ("Dz", row, 2), 2.7751549522527896e+113,   # λ's column
+                              rf"state field integrator.method_state.Dz: q'' and λ at the point {row} "
+                              rf"steps? back it implies, t=.* do not satisfy the equations of motion "
+                              rf"M q'' \+ C_qᵀ λ = Q: residual ")
+
+
+def _history_entry_is_refused(method, where, value, match):
+    """A blob of a stepped pendulum whose difference array ``where`` = (key, row, column)
+    holds ``value`` is refused (``match``), the simulation unchanged and continuing."""
+    key, row, col = where
     sim = _stepped_pendulum(method)
     blob = sim.serialize_state()
     meta, data = serialization.loads(blob)
     assert data["integrator"]["method_state"]["valid"] >= row
-    data["integrator"]["method_state"]["Dz"][row, 2] = 2.7751549522527896e+113   # λ's column
-    with pytest.raises(StateError, match=rf"state field integrator.method_state.Dz: q'' and λ at "
-                                         rf"the point {row} steps? back it implies, t=.* do not satisfy "
-                                         rf"the equations of motion M q'' \+ C_qᵀ λ = Q: residual "):
+    data["integrator"]["method_state"][key][row, col] = value
+    with pytest.raises(StateError, match=match):
         sim.deserialize_state(serialization.dumps(data, meta))
     assert sim.serialize_state() == blob
     sim.do_step(sim.time, 0.01)
@@ -486,3 +500,116 @@ def test_a_point_at_rest_without_forces_restores(method):
     sim.deserialize_state(blob)
     assert sim.serialize_state() == blob
     sim.do_step(sim.time, 0.01)
+
+
+# spark's (y, q'', λ): after a step, its end point's consistent accelerations with the
+# state's inputs (measured ≤ 2.1e-15 of the terms: pendulum, two_link, andrews,
+# crank_slider, double_pendulum_natural, heavy_top, stages 1-3, inputs changing); the
+# fuzzer's accepted blobs whose stage matrix was then singular held these values
+@pytest.mark.parametrize("key, value", [("lam", 1.210744526374561e+39), ("qdd", -1.5431825640495923e+92),
+                                        ("qdd", -122685.01001570934)])
+def test_spark_point_off_the_equations_of_motion_is_refused_with_the_field(key, value):
+    sim = _stepped_pendulum("spark", h=1e-3)
+    blob = sim.serialize_state()
+    meta, data = serialization.loads(blob)
+    data["integrator"][key][0] = value
+    with pytest.raises(StateError, match=r"state field integrator.qdd, integrator.lam: q'' and λ do "
+                                         r"not satisfy the equations of motion"):
+        sim.deserialize_state(serialization.dumps(data, meta))
+    assert sim.serialize_state() == blob
+    sim.do_step(sim.time, 0.01)
+
+
+def test_spark_restart_point_with_stale_accelerations_restores_bit_identically():
+    """After an input change spark keeps the last step's q'' and λ as Newton's start
+    (t_prev = t): they solve the old inputs' equations, not the new ones', and the state
+    restores and continues as the run does."""
+    from cosim.state_schema import EOM_TOLERANCE
+    sim = _stepped_pendulum("spark", h=1e-3)
+    sim.set_inputs([50.0, 0.0, 0.0])
+    state = sim.get_state()["integrator"]
+    assert state["t_prev"] == state["t"]
+    model = sim.integrator.model
+    q, v = model.split(state["y"])
+    terms = (model.mass(q, state["t"]) @ state["qdd"], model.constraint_jacobian(q, state["t"]).T @ state["lam"],
+             model.forces(q, v, state["t"], state["u"]))
+    scale = max(np.abs(x).max() for x in terms)
+    assert np.abs(terms[0] + terms[1] - terms[2]).max() > EOM_TOLERANCE * scale   # stale
+    _restores_and_continues_bit_identically(sim)
+
+
+@pytest.mark.parametrize("config, index", [("pendulum_pd", 0), ("pendulum_pd", 1), ("generalized-alpha", 2)])
+def test_external_input_that_is_not_the_plant_input_it_feeds_is_refused_with_the_field(config, index):
+    """u_ext feeds the plant inputs (set_inputs composes them at once); the fuzzer's
+    accepted pendulum_pd blob with u_ext[0] = 7.5e168 failed the next step (now refused by
+    the inputs' size bound too: a value within it here)."""
+    if config == "pendulum_pd":
+        from cosim.scenario import load_scenario
+        sim = load_scenario(ROOT / "scenarios" / "pendulum_pd.yaml").build()
+        for _ in range(5):
+            sim.do_step(sim.time, 0.01)
+    else:
+        sim = _stepped_pendulum(config)
+    blob = sim.serialize_state()
+    meta, data = serialization.loads(blob)
+    data["u_ext"][index] = 7.5e8
+    with pytest.raises(StateError, match=rf"state field u_ext\[{index}\]: must equal the plant input "
+                                         rf"u\[\d\] \('f[xy]'\) it feeds, 0.0, got 750000000.0"):
+        sim.deserialize_state(serialization.dumps(data, meta))
+    assert sim.serialize_state() == blob
+    sim.do_step(sim.time, 0.01)
+
+
+
+# inputs are bounded as parameters are (cosim.validation.MAX_INPUT = 1e12): a state that
+# set_inputs(1e151) left was refused at restore (integrator.u above 1e150: every method and
+# configuration of fuzz_state; generalized-α's restart accelerations a ~ 7e199 after 1e200)
+@pytest.mark.parametrize("values, name, got", [
+    (np.array([0.0, 2e12, 0.0]), "fx", "2000000000000.0"), ([0.0, 0.0, -1e300], "fy", "-1e+300"),
+    ((1e13, 0.0, 0.0), "torque", "10000000000000.0"), ({"fx": -2e12}, "fx", "-2000000000000.0")])
+def test_inputs_above_the_bound_are_refused_with_the_name_state_unchanged(values, name, got):
+    sim = _stepped_pendulum("generalized-alpha")
+    before = sim.serialize_state()
+    with pytest.raises(InvalidInputError, match=rf"^input '{name}' must be at most 1e\+12 in size, "
+                                                rf"got {re.escape(got)}$"):
+        sim.set_inputs(values)
+    assert sim.serialize_state() == before
+
+
+@pytest.mark.parametrize("method", ["generalized-alpha", "bdf", "dopri5"])
+def test_inputs_at_the_bound_are_taken_and_their_state_restores(method):
+    sim = _stepped_pendulum(method)
+    sim.set_inputs(np.array([1e12, -1e12, 1e12]))   # (a norm above the bound: each value within)
+    assert sim.get_inputs().tolist() == [1e12, -1e12, 1e12]
+    blob = sim.serialize_state()
+    sim.deserialize_state(blob)
+    assert sim.serialize_state() == blob
+
+
+def test_blob_inputs_above_the_bound_are_refused_with_the_field():
+    """u_ext, u and integrator.u agree, at a size set_inputs refuses (the fuzzer's accepted
+    pendulum_pd blob whose next step failed held u_ext[0] = 7.5e168)."""
+    sim = _stepped_pendulum("generalized-alpha")
+    blob = sim.serialize_state()
+    meta, data = serialization.loads(blob)
+    for inputs in (data["u_ext"], data["u"], data["integrator"]["u"]):
+        inputs[0] = 1e13
+    with pytest.raises(StateError, match=r"state field u_ext\[0\]: must be at most 1e\+12 in size "
+                                         r"\(as set_inputs takes an input\), got 10000000000000.0"):
+        sim.deserialize_state(serialization.dumps(data, meta))
+    assert sim.serialize_state() == blob
+    sim.do_step(sim.time, 0.01)
+
+
+# the earlier points a BDF history implies were accepted points, on the constraints as
+# the current one (measured ≤ 0.17 of the bounds: bdf, bdf-i2, bdf-i1 on pendulum,
+# two_link, andrews, crank_slider, double_pendulum_natural, heavy_top, rtol 1e-3 to 1e-9);
+# the fuzzer's accepted bdf-i2 blob whose iteration matrix was then singular held a
+# difference of the velocities of 2.3e132 (D[4, 3])
+@pytest.mark.parametrize("method", ["bdf", "bdf-i2", "bdf-i1"])
+@pytest.mark.parametrize("row", [1, 4])
+def test_bdf_history_velocity_off_the_constraints_is_refused_with_the_field(method, row):
+    _history_entry_is_refused(method, ("D", row, 3), -2.3415248012472728e+132,
+                              rf"state field integrator.method_state.D: the velocity constraint of "
+                              rf"'length' is violated at the point {row} steps? back it implies, "
+                              rf"t=.*: \|C_q v \+ C_t\| = ")

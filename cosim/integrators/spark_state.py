@@ -48,4 +48,7 @@ RECORD = Record("cosim.integrators.spark_state", [
     int_array("PIV", "nv * n + s * m", "the pivots of the stage matrix's LU (matrix_size(n, m, s, nv))"),
     newton("method_state.newton", "PIV"),
 ], sizes={"n": "I_N", "m": "I_M", "s": "I_S", "nv": "I_NV", "nb": "I_NB"},
-    order={"method_state": ("h", "gamma", "h_last", "qdd_prev", "newton")})
+    order={"method_state": ("h", "gamma", "h_last", "qdd_prev", "newton")},
+    # after a step, (y, q'', λ) are its end point's consistent accelerations (seed 000 eq. 10)
+    # with the state's inputs; after a restart (t_prev = t) they are only Newton's start
+    solved=("y", "qdd", "lam"), solved_after_step=True)

@@ -97,6 +97,10 @@ class RecordChecks:
         lam_key = next(k for k, (x, _) in self.last_step[1].items() if x == self.solved[2])
         return f"{path}.y_prev, {path}.{self.last_step[2]}, {path}.{lam_key}"
 
+    def history_key(self):
+        """The key of the difference arrays of y whose rows imply the earlier points."""
+        return next(f.key for f in self.fields if isinstance(f.kind, Matrix) and f.kind.of == self.solved[:1])
+
     def check_rates(self, state, path):
         """Each rate r of the last step's memory moved its value by h r (``last_step``), to
         round-off: a = q''_prev + x and x_rate = x/h as the step wrote them (measured ≤ 6e-17
@@ -180,6 +184,8 @@ class RecordChecks:
             return []
         y, qdd, lam = (np.asarray(_get(state, k), dtype=float) for k in self.solved)
         t = float(state["t"])
+        if self.solved_after_step and not float(state["t_prev"]) < t:
+            return []
         points = [(0, t, y, qdd, lam)]
         h = self._last_step(state)
         if h is not None:   # the point before the last step, λ from its rate

@@ -76,7 +76,7 @@ class Record(RecordChecks):
     ({"N_SCALARS": …, "offsets": …, "int_length": …})."""
 
     def __init__(self, module, fields, sizes, order=None, base=None, names=None, solved=None,
-                 steps=None, derivative=None, last_step=None):
+                 steps=None, derivative=None, last_step=None, solved_after_step=False):
         self.module = module
         # generalized-α's memory of its last step (else None): (key of that step's h,
         # {key of a rate r: (key of the value x it moved, key of x before the step)} with
@@ -93,6 +93,11 @@ class Record(RecordChecks):
         # the model's equations of motion at t (else None), and of the step sums and the
         # count of valid rows of its difference arrays (else None)
         self.solved, self.steps = (None if solved is None else tuple(solved)), steps
+        # True: the solved point is the last step's end, solved with the inputs and
+        # parameters of the state only when a step followed the last restart (t_prev < t);
+        # at a restart point (t_prev = t) q'' and λ are the predictor's start, stale after
+        # an input change (spark), and not checked
+        self.solved_after_step = solved_after_step
         self.fields = tuple(fields)
         self.sizes = dict(sizes)
         self.order = dict(order or {})

@@ -234,6 +234,7 @@ struct Native
     std::int64_t nFunctions = 0;
     double budgetSpan = 0.0;      // longer steps go through Python (step-budget check)
     double timeMatch = 0.0;       // relative match of currentCommunicationPoint
+    double maxInput = 0.0;        // the size bound of an input (cosim.validation.MAX_INPUT)
     std::int64_t steps = 0;       // fmi2DoStep calls taken here, not yet reported
     std::vector<double> uOld;
 
@@ -321,24 +322,24 @@ struct Component
             return;
         }
         std::int64_t v[18];
-        double f[2];
+        double f[3];
         bool ok = PyTuple_Check(rec) && PyTuple_Size(rec) == 3;
         PyObject* ints = ok ? PyTuple_GetItem(rec, 1) : nullptr;
         PyObject* floats = ok ? PyTuple_GetItem(rec, 2) : nullptr;
         ok = ok && PyTuple_Check(ints) && PyTuple_Size(ints) == 18 && PyTuple_Check(floats)
-            && PyTuple_Size(floats) == 2;
+            && PyTuple_Size(floats) == 3;
         for (Py_ssize_t i = 0; ok && i < 18; ++i) {
             v[i] = static_cast<std::int64_t>(PyLong_AsLongLong(PyTuple_GetItem(ints, i)));
             ok = !PyErr_Occurred();
         }
-        for (Py_ssize_t i = 0; ok && i < 2; ++i) {
+        for (Py_ssize_t i = 0; ok && i < 3; ++i) {
             f[i] = PyFloat_AsDouble(PyTuple_GetItem(floats, i));
             ok = !PyErr_Occurred();
         }
         // sizes as the buffer's (the slave checked; a mismatch here: no native step)
         ok = ok && v[0] != 0 && v[1] != 0 && v[3] != 0 && v[5] != 0 && v[8] != 0 && v[10] != 0
             && v[12] != 0 && v[9] == static_cast<std::int64_t>(nIn) && v[13] == static_cast<std::int64_t>(nOut)
-            && v[14] > 0 && v[15] >= 0 && v[15] < v[2] && v[6] > 0 && v[6] == v[7] && f[0] > 0.0
+            && v[14] > 0 && v[15] >= 0 && v[15] < v[2] && v[6] > 0 && v[6] == v[7] && f[0] > 0.0 && f[2] > 0.0
             && v[16] != 0 && v[17] > 0;
         if (ok) {
             Native& n = native;
@@ -362,6 +363,7 @@ struct Component
             n.nFunctions = v[17];
             n.budgetSpan = f[0];
             n.timeMatch = f[1];
+            n.maxInput = f[2];
             n.keep = PyTuple_GetItem(rec, 0);
             Py_INCREF(n.keep);
             n.uOld.resize(static_cast<size_t>(n.nu));
@@ -383,10 +385,10 @@ struct Component
         if (!(tEnd > now)) return false;
         std::int64_t mode = Native::ADVANCE;
         bool changed = false;
-        if (buf[PENDING] != 0.0) {  // Simulation.set_inputs: finite, restart only if changed
+        if (buf[PENDING] != 0.0) {  // Simulation.set_inputs: finite and bounded, restart only if changed
             for (std::uint32_t i = 0; i < nIn; ++i) {
                 const double x = buf[FIRST + i];
-                if (!std::isfinite(x)) return false;  // Python discards it, with the message
+                if (!(std::fabs(x) <= n.maxInput)) return false;  // Python discards it, with the message
                 changed = changed || x != n.u[i];
             }
             if (changed) {
