@@ -52,7 +52,7 @@ from .explicit_record import (  # noqa: F401
     ORDER, PIV, PROJECTION_MAX_ITER, PROJECTION_TOL, PROJ_ITERS, REFUSAL_DOPRI5, REFUSAL_RK4,
     REJECTION_CONTROL, REJECTION_SLOTS, RESTART, RESTART_THEN_ADVANCE, RK4, RTOL, SAFETY, SINGULAR, STATS, STEP_BUDGET, STEP_FAILED,
     ST_JAC, ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV, UNDERFLOW,
-    WHOLE_INTERVAL, W_C, W_CQ, W_CT, W_ERR, W_F, W_F_HALF, W_K, W_K2, W_K3, W_K4, W_LAM, W_M, W_Q,
+    WHOLE_INTERVAL, W_C, W_CQ, W_CT, W_ERR, W_F, W_FORCES, W_F_HALF, W_GAMMA, W_K, W_K2, W_K3, W_K4, W_LAM, W_M, W_Q,
     W_RHS, W_V, W_Y0, W_Y_FULL, W_Y_HALF, W_Y_NEW, W_Y_PROJ, W_Y_STAGE, O_D, O_F, O_LAM, O_QDD, O_Y,
     O_YP, int_length, offsets, workspace)
 # the index-1 form (J, y' = [v; q'']), shared with rkc_kernel
@@ -76,9 +76,24 @@ def restart(S, I):
 
 
 # ---------------------------------------------------------------------------------
+# the work arrays a helper is given: only those it uses (numba increfs and decrefs
+# every array of a tuple argument on each call; the whole workspace is 23)
+# ---------------------------------------------------------------------------------
+def _index1_work(w):
+    """The index-1 form's work arrays w[W_Q] .. w[W_CT], at the same W_ indices
+    (for _evaluate, _project)."""
+    return (w[W_Q], w[W_V], w[W_M], w[W_CQ], w[W_FORCES], w[W_GAMMA], w[W_RHS], w[W_C], w[W_CT])
+
+
+def _rk4_work(w):
+    """:func:`_rk4`'s work arrays: the stage point, λ of an evaluation, k2, k3, k4."""
+    return (w[W_Y_STAGE], w[W_LAM], w[W_K2], w[W_K3], w[W_K4])
+
+
+# ---------------------------------------------------------------------------------
 # the projection (seed 000 §6)
 # ---------------------------------------------------------------------------------
-def _project(fns, S, I, LU, p, n, m, t, y_new, y_proj, w):
+def _project(fns, S, I, LU, p, n, m, t, y_new, y_proj, wi):
     """Position then velocity projection (seed 000 §6) of y_new into
     y_proj with the factor in LU (one refactorisation at the current q per
     stage if the simplified iteration is slow).  Returns a cause code.
@@ -88,16 +103,16 @@ def _project(fns, S, I, LU, p, n, m, t, y_new, y_proj, w):
         y_proj[i] = y_new[i]
     if m == 0:
         return C_NONE
-    q, v = w[W_Q], w[W_V]
+    q, v = wi[W_Q], wi[W_V]
     for i in range(n):
         q[i] = y_new[i]
         v[i] = y_new[n + i]
     its, cause = 0, C_NONE
     if m > n_nonholonomic(I):
-        its, cause = _project_stage(fns, S, I, LU, p, n, m, t, y_new, w, 0, 0)
+        its, cause = _project_stage(fns, S, I, LU, p, n, m, t, y_new, wi, 0, 0)
     if cause != C_NONE:
         return cause
-    its, cause = _project_stage(fns, S, I, LU, p, n, m, t, y_new, w, 1, its)
+    its, cause = _project_stage(fns, S, I, LU, p, n, m, t, y_new, wi, 1, its)
     if cause != C_NONE:
         return cause
     for i in range(n):
@@ -107,13 +122,13 @@ def _project(fns, S, I, LU, p, n, m, t, y_new, y_proj, w):
     return C_NONE
 
 
-def _project_stage(fns, S, I, LU, p, n, m, t, y_new, w, stage, its):
+def _project_stage(fns, S, I, LU, p, n, m, t, y_new, wi, stage, its):
     """One stage of the projection: C(q) = 0 moving q (stage 0), then
     C_q v + C_t = 0 moving v (stage 1) — seed 000 §6, the position and velocity
     corrections M Δ + C_qᵀ μ = 0 that follow eq. 89 —, simplified Newton with J's
     factor in LU and one refactorisation at the current q.  Returns (its, cause)."""
-    M, Cq, rhs, C, Ct = w[W_M], w[W_CQ], w[W_RHS], w[W_C], w[W_CT]
-    q, v = w[W_Q], w[W_V]
+    M, Cq, rhs, C, Ct = wi[W_M], wi[W_CQ], wi[W_RHS], wi[W_C], wi[W_CT]
+    q, v = wi[W_Q], wi[W_V]
     x = q if stage == 0 else v
     off = 0 if stage == 0 else n
     piv = I[PIV:PIV + n + m]
@@ -170,7 +185,7 @@ def _project_stage(fns, S, I, LU, p, n, m, t, y_new, w, stage, its):
 # ---------------------------------------------------------------------------------
 # trial steps
 # ---------------------------------------------------------------------------------
-def _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
+def _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w, wi):
     """DormandPrince._attempt: stages in K (K[0] = f0 given), y_new, the FSAL
     stage K[DP_FSAL] (its factor stays for the projection); returns (cause, err)."""
     K, y_new, ys, e, lam = w[W_K], w[W_Y_NEW], w[W_Y_STAGE], w[W_ERR], w[W_LAM]
@@ -181,7 +196,7 @@ def _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
             for j in range(s):
                 acc += DP_A[s, j] * K[j, i]
             ys[i] = y[i] + h * acc
-        cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + DP_C[s] * h, ys, K[s], lam, w)
+        cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + DP_C[s] * h, ys, K[s], lam, wi)
         if cause != C_NONE:
             return cause, 0.0
     for i in range(n2):
@@ -189,7 +204,7 @@ def _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
         for j in range(6):
             acc += DP_B[j] * K[j, i]
         y_new[i] = y[i] + h * acc
-    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + h, y_new, K[DP_FSAL], lam, w)
+    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + h, y_new, K[DP_FSAL], lam, wi)
     if cause != C_NONE or fixed:
         return cause, 0.0
     for i in range(n2):
@@ -200,23 +215,24 @@ def _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
     return C_NONE, error_ratio(y, y_new, e, S[RTOL], S[ATOL])
 
 
-def _rk4(fns, S, I, LU, p, u, n, m, t, y, h, k1, out, w):
-    """One classical RK4 step from (t, y) with first stage k1 into out."""
-    ys, lam, k2, k3, k4 = w[W_Y_STAGE], w[W_LAM], w[W_K2], w[W_K3], w[W_K4]
+def _rk4(fns, S, I, LU, p, u, n, m, t, y, h, k1, out, wr, wi):
+    """One classical RK4 step from (t, y) with first stage k1 into out (wr: its
+    work arrays, :func:`_rk4_work`)."""
+    ys, lam, k2, k3, k4 = wr
     n2 = y.shape[0]
     for i in range(n2):
         ys[i] = y[i] + (0.5 * h) * k1[i]
-    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + 0.5 * h, ys, k2, lam, w)
+    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + 0.5 * h, ys, k2, lam, wi)
     if cause != C_NONE:
         return cause
     for i in range(n2):
         ys[i] = y[i] + (0.5 * h) * k2[i]
-    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + 0.5 * h, ys, k3, lam, w)
+    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + 0.5 * h, ys, k3, lam, wi)
     if cause != C_NONE:
         return cause
     for i in range(n2):
         ys[i] = y[i] + h * k3[i]
-    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + h, ys, k4, lam, w)
+    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + h, ys, k4, lam, wi)
     if cause != C_NONE:
         return cause
     c = h / 6.0
@@ -225,24 +241,23 @@ def _rk4(fns, S, I, LU, p, u, n, m, t, y, h, k1, out, w):
     return C_NONE
 
 
-def _attempt_rk4(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
-    """RK4._attempt: one step (fixed) or step doubling with the Richardson
-    estimate (y_{h/2,h/2} − y_h)/15; returns (cause, err), y_new in w[W_Y_NEW]."""
+def _attempt_rk4(fns, S, I, LU, p, u, n, m, t, y, h, w, wr, wi):
+    """RK4._attempt of an adaptive step (a fixed step is :func:`_rk4` alone): step
+    doubling with the Richardson estimate (y_{h/2,h/2} − y_h)/15; returns (cause, err),
+    y_new in w[W_Y_NEW]."""
     K, y_new, e, lam = w[W_K], w[W_Y_NEW], w[W_ERR], w[W_LAM]
     y_full, y_half, f_half = w[W_Y_FULL], w[W_Y_HALF], w[W_F_HALF]
     f0 = K[0]
-    if fixed:
-        return _rk4(fns, S, I, LU, p, u, n, m, t, y, h, f0, y_new, w), 0.0
-    cause = _rk4(fns, S, I, LU, p, u, n, m, t, y, h, f0, y_full, w)
+    cause = _rk4(fns, S, I, LU, p, u, n, m, t, y, h, f0, y_full, wr, wi)
     if cause != C_NONE:
         return cause, 0.0
-    cause = _rk4(fns, S, I, LU, p, u, n, m, t, y, 0.5 * h, f0, y_half, w)
+    cause = _rk4(fns, S, I, LU, p, u, n, m, t, y, 0.5 * h, f0, y_half, wr, wi)
     if cause != C_NONE:
         return cause, 0.0
-    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + 0.5 * h, y_half, f_half, lam, w)
+    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t + 0.5 * h, y_half, f_half, lam, wi)
     if cause != C_NONE:
         return cause, 0.0
-    cause = _rk4(fns, S, I, LU, p, u, n, m, t + 0.5 * h, y_half, 0.5 * h, f_half, y_new, w)
+    cause = _rk4(fns, S, I, LU, p, u, n, m, t + 0.5 * h, y_half, 0.5 * h, f_half, y_new, wr, wi)
     if cause != C_NONE:
         return cause, 0.0
     for i in range(y.shape[0]):
@@ -250,25 +265,22 @@ def _attempt_rk4(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w):
     return C_NONE, error_ratio(y, y_new, e, S[RTOL], S[ATOL])
 
 
-def _fixed_estimate(S, I, n, n2, dopri, y, h, w):
-    """A fixed step's local error estimate (y_new in w[W_Y_NEW]) in the weights RTOL|y| + ATOL:
+def _fixed_estimate(S, I, n, n2, dopri, y, h, y_new, K, ev, ys):
+    """A fixed step's local error estimate (K, ev: w[W_K], w[W_ERR]) in the weights RTOL|y| + ATOL:
     dopri5 its embedded estimate's ratio (as the error test); rk4 the positions' part of
     the embedded third-order estimate h/6·(k4 − f(y_new)), i.e. h/6·(v4 − v_new) with
-    v4 the velocities of stage 4's point y + h·k3 (still in w[W_Y_STAGE]) — no evaluation,
-    no input (first-order models: none, 0)."""
-    y_new = w[W_Y_NEW]
+    v4 the velocities of stage 4's point y + h·k3 (still in ys = w[W_Y_STAGE]) — no
+    evaluation, no input (first-order models: none, 0)."""
     rtol, atol = S[RTOL], S[ATOL]
     if dopri:
-        K, e = w[W_K], w[W_ERR]
         for i in range(n2):
             acc = 0.0
             for j in range(7):
                 acc += DP_E[j] * K[j, i]
-            e[i] = h * acc
-        return error_ratio(y, y_new, e, rtol, atol)
+            ev[i] = h * acc
+        return error_ratio(y, y_new, ev, rtol, atol)
     if I[FIRST_ORDER] == 1:
         return 0.0
-    ys = w[W_Y_STAGE]
     c = h / 6.0
     em = 0.0
     for i in range(n):
@@ -295,13 +307,14 @@ def step(fns, S, I, LU, u, p, t_limit, w, lazy_end):
     o_y, o_qdd, o_lam, o_f = o[O_Y], o[O_QDD], o[O_LAM], o[O_F]
     K, y, y_new, lam, f = w[W_K], w[W_Y0], w[W_Y_NEW], w[W_LAM], w[W_F]
     y_proj = w[W_Y_PROJ]
+    wi, wr = _index1_work(w), _rk4_work(w)
     dopri = I[METHOD] == DOPRI5
     t = S[T]
     for i in range(n2):
         y[i] = S[o_y + i]
     # f at the current point (FSAL stage when available): _derivative_at_current
     if I[HAS_F] == 0:
-        cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t, y, f, lam, w)
+        cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t, y, f, lam, wi)
         status = keep_current_derivative(S, I, cause, f, lam, n, m, n2, o_f, o_qdd, o_lam)
         if status != OK:
             return status
@@ -323,23 +336,26 @@ def step(fns, S, I, LU, u, p, t_limit, w, lazy_end):
             h = (t + h) - t   # t + h exact: t = Σh (time rounding drift; ExplicitRungeKutta._step_inner)
         t_new = t_limit if lands else t + h
         if dopri:
-            cause, err = _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w)
+            cause, err = _attempt_dopri5(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w, wi)
+        elif fixed:
+            cause, err = _rk4(fns, S, I, LU, p, u, n, m, t, y, h, K[0], y_new, wr, wi), 0.0
         else:
-            cause, err = _attempt_rk4(fns, S, I, LU, p, u, n, m, t, y, h, fixed, w)
+            cause, err = _attempt_rk4(fns, S, I, LU, p, u, n, m, t, y, h, w, wr, wi)
         if cause == C_NONE and not (all_finite(y_new) and math.isfinite(err)):
             cause = C_NONFINITE_SOLUTION
         if cause == C_NONE and fixed:
             # no error test: the local error estimate in the user's weights is kept
             # (largest so far); one beyond 1/(REFUSAL·rtol) fails the advance
             S[FIXED_RTOL] = (REFUSAL_DOPRI5 if dopri else REFUSAL_RK4) * S[RTOL]
-            if not fixed_step_resolved(S, _fixed_estimate(S, I, n, n2, dopri, y, h, w), h, FIXED_SLOTS):
+            est = _fixed_estimate(S, I, n, n2, dopri, y, h, y_new, K, w[W_ERR], wr[0])
+            if not fixed_step_resolved(S, est, h, FIXED_SLOTS):
                 return FIXED_UNRESOLVED
         if cause == C_NONE and err <= 1.0:
-            cause = _project(fns, S, I, LU, p, n, m, t_new, y_new, y_proj, w)
+            cause = _project(fns, S, I, LU, p, n, m, t_new, y_new, y_proj, wi)
             deferred = lazy_end and fixed and lands and not dopri
             if cause == C_NONE and not dopri and not deferred:
                 # RK4._after_projection: f at the projected point, the next k1
-                cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t_new, y_proj, f, lam, w)
+                cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, t_new, y_proj, f, lam, wi)
                 if cause == C_NONE and not all_finite(f):
                     cause = C_RHS
         if cause == C_NONE and err <= 1.0:
@@ -350,7 +366,7 @@ def step(fns, S, I, LU, u, p, t_limit, w, lazy_end):
         if failed:
             return STEP_FAILED if fixed else TOO_SMALL
         lands, rejected = False, True
-    _accept(S, I, n, m, n2, t, t_new, h, dopri, first_order, w, deferred)
+    _accept(S, I, n, m, n2, t, t_new, h, dopri, first_order, (K, y, y_new, lam, f, y_proj), deferred)
     if fixed:
         S[H_NEXT] = S[H_FIXED]
         return OK
@@ -358,16 +374,16 @@ def step(fns, S, I, LU, u, p, t_limit, w, lazy_end):
     return OK
 
 
-def _accept(S, I, n, m, n2, t, t_new, h, dopri, first_order, w, deferred):
+def _accept(S, I, n, m, n2, t, t_new, h, dopri, first_order, wa, deferred):
     """The accepted step into the record: the projected point, the previous one, f
     there (dopri5: the FSAL stage with q' = v of the projected point; rk4: f at the
     projected point, the next k1) with q'' and λ, and the dense-output data (dopri5:
     Q = Kᵀ P and the projection's shift; rk4: f at both ends, cubic Hermite).
-    ``deferred`` (rk4): f at the end is not evaluated yet (END_PENDING)."""
+    ``deferred`` (rk4): f at the end is not evaluated yet (END_PENDING).  ``wa``: the
+    work arrays w[W_K], w[W_Y0], w[W_Y_NEW], w[W_LAM], w[W_F], w[W_Y_PROJ]."""
     o = offsets(n, m, n2)
     o_y, o_yp, o_qdd, o_lam, o_f, o_d = o[O_Y], o[O_YP], o[O_QDD], o[O_LAM], o[O_F], o[O_D]
-    K, y, y_new, lam, f = w[W_K], w[W_Y0], w[W_Y_NEW], w[W_LAM], w[W_F]
-    y_proj = w[W_Y_PROJ]
+    K, y, y_new, lam, f, y_proj = wa
     S[T_PREV] = t
     S[o_yp:o_yp + n2] = y
     S[T] = t_new
@@ -422,10 +438,10 @@ def complete_step(fns, S, I, LU, u, p):
     o = offsets(n, m, n2)
     o_y, o_qdd, o_lam, o_f, o_d = o[O_Y], o[O_QDD], o[O_LAM], o[O_F], o[O_D]
     w = workspace(n, m, n2)
-    y, lam, f = w[W_Y0], w[W_LAM], w[W_F]
+    y, lam, f, wi = w[W_Y0], w[W_LAM], w[W_F], _index1_work(w)
     for i in range(n2):
         y[i] = S[o_y + i]
-    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, S[T], y, f, lam, w)
+    cause = _evaluate(fns, S, I, LU, PIV, p, u, n, m, S[T], y, f, lam, wi)
     status = keep_current_derivative(S, I, cause, f, lam, n, m, n2, o_f, o_qdd, o_lam)
     if status == OK:
         _keep_end(S, f, n, n2, o_f, o_qdd, o_d)
