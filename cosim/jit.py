@@ -520,9 +520,9 @@ def native_step(mode, S, n_S, I, n_I, LU, N, u, n_u, p, n_p, t_target, max_steps
 # method's top three levels, entry -> advance -> step, are each called from one place
 # and each reach nearly the whole method: they are inlined by numba into the compiled
 # entry_at (inline="always": not compiled on their own; the same operations, so the
-# same numbers — benchmarks/kernel_bits.py), which saved 18-31 % of each method's
-# compile.  A function inlined this way that gained a second caller would be compiled
-# into both: correct, only slower to compile.
+# same numbers — benchmarks/kernel_bits.py), which saved about 15-30 % of each
+# method's compile (CPU).  A function inlined this way that gained a second caller
+# would be compiled into both: correct, only slower to compile.
 _METHOD_FOOTER = '''
 
 # error_model="numpy": x / 0.0 is inf/nan, which the kernels' finiteness checks turn
