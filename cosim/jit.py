@@ -553,6 +553,16 @@ def native_step(mode, S, n_S, I, n_I, LU, N, u, n_u, p, n_p, t_target, max_steps
                     _numba.carray(p, (n_p,)), t_target, max_steps, _numba.carray(y_out, (n_y,)))
 '''
 
+# The njit options of a generated method module.  numba compiles every function as its
+# own library and links into it, optimises and generates again the code of everything
+# it calls, so compiling a method costs about the sum, over its functions, of all the
+# code each one reaches (the .nbc cache files show it: benchmarks/compile_time.py).  The
+# method's top three levels, entry -> advance -> step, are each called from one place
+# and each reach nearly the whole method: they are inlined by numba into the compiled
+# entry_at (inline="always": not compiled on their own; the same operations, so the
+# same numbers — benchmarks/kernel_bits.py), which saved about 15-30 % of each
+# method's compile (CPU).  A function inlined this way that gained a second caller
+# would be compiled into both: correct, only slower to compile.
 _METHOD_FOOTER = '''
 
 # error_model="numpy": x / 0.0 is inf/nan, which the kernels' finiteness checks turn
@@ -561,7 +571,8 @@ _METHOD_FOOTER = '''
 for _name, _obj in list(globals().items()):
     if isinstance(_obj, _types.FunctionType) and _obj.__module__ == __name__ \
             and _name != "native_step":   # a cfunc, made on demand (cosim.jit.native_step_address)
-        globals()[_name] = _numba.njit(cache=True, nogil=True, error_model="numpy")(_obj)
+        globals()[_name] = _numba.njit(cache=True, nogil=True, error_model="numpy",
+                                       inline="always" if _name in ("entry", "advance", "step") else "never")(_obj)
 '''
 
 
