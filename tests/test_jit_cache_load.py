@@ -76,28 +76,32 @@ def test_cache_hit_loads_without_the_compiler_and_gives_the_compiled_numbers(tmp
     assert second["out"] == first["out"]   # bit-identical: the same machine code
 
 
-def test_relative_imports_scanned_as_the_syntax_tree_finds_them():
-    """The generated method modules drop the pasted modules' relative imports; the line
-    scanner that finds them (no parse on a warm start) gives the syntax tree's lines on
-    every module of cosim (so every generated module, and its cache entry, is unchanged),
-    and defers to the tree where such a line may be inside a string."""
+def _cosim_modules():
+    """Every module of cosim, cosim.integrators and cosim.models (but optional extras)."""
     import importlib
     import pkgutil
-
-    from cosim import jit
-    checked = 0
     for package in ("cosim", "cosim.integrators", "cosim.models"):
         for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
             if info.name == "__main__":
                 continue
             try:
-                module = importlib.import_module(f"{package}.{info.name}")
+                yield importlib.import_module(f"{package}.{info.name}")
             except ImportError:   # an optional extra
                 continue
-            source = jit._safe_source(module)
-            assert jit._relative_import_lines_scanned(source.splitlines()) == \
-                jit._relative_import_lines(source), module.__name__
-            checked += 1
+
+
+def test_relative_imports_scanned_as_the_syntax_tree_finds_them():
+    """The generated method modules drop the pasted modules' relative imports; the line
+    scanner that finds them (no parse on a warm start) gives the syntax tree's lines on
+    every module of cosim (so every generated module, and its cache entry, is unchanged),
+    and defers to the tree where such a line may be inside a string."""
+    from cosim import jit
+    checked = 0
+    for module in _cosim_modules():
+        source = jit._safe_source(module)
+        assert jit._relative_import_lines_scanned(source.splitlines()) == \
+            jit._relative_import_lines(source), module.__name__
+        checked += 1
     assert checked > 80
     text = ('"""doc\nfrom .x import y\n"""\nfrom .a import (b,  # (c\n    d)\nfrom .e import \\\n  f\n'
             'x = 1\n')
@@ -115,26 +119,18 @@ def test_function_source_without_tokenising_is_inspects_text(tmp_path):
     closing bracket alone on its line, comments and blank lines after the body)."""
     import importlib
     import inspect
-    import pkgutil
     import types
 
     from cosim import jit
     checked = 0
-    for package in ("cosim", "cosim.integrators", "cosim.models"):
-        for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
-            if info.name == "__main__":
-                continue
-            try:
-                module = importlib.import_module(f"{package}.{info.name}")
-            except ImportError:   # an optional extra
-                continue
-            for fn in vars(module).values():
-                fn = getattr(fn, "py_func", fn)
-                if isinstance(fn, types.FunctionType) and fn.__module__ == module.__name__:
-                    text = jit._module_level_source(fn)
-                    if text is not None:
-                        assert text == inspect.getsource(fn), fn.__qualname__
-                        checked += 1
+    for module in _cosim_modules():
+        for fn in vars(module).values():
+            fn = getattr(fn, "py_func", fn)
+            if isinstance(fn, types.FunctionType) and fn.__module__ == module.__name__:
+                text = jit._module_level_source(fn)
+                if text is not None:
+                    assert text == inspect.getsource(fn), fn.__qualname__
+                    checked += 1
     assert checked > 500
     shapes = textwrap.dedent('''
         import numba
