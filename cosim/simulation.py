@@ -1157,7 +1157,9 @@ class Simulation:
         estimate and a cheaper method) — for a loop of do_step, an FMU without a stopTime
         and a ROS node without an end time, whose end is not known up front."""
         self.integrator.check_step_budget(t_end)
-        if h > self._tolerance_span:
+        # (a user model's first steps go the checked way, whose failure names what is wrong
+        # with the model: judged after them, not from a probe of a broken model)
+        if h > self._tolerance_span and not self._early:
             from . import step_budget  # noqa: PLC0415
             step_budget.check(self, t_end, h, driven=bool(self.blocks or self.model.n_inputs))
 
