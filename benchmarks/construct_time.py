@@ -14,11 +14,12 @@ first step shows up there.  Child processes may write Python's bytecode cache
                                         [--source DIR]
 
 ``--breakdown`` adds a table that splits the construct's CPU time into ``import numba``
-(imported by the first compiled ``Simulation``), ``import pinocchio`` (a URDF robot: it
-parses the file), loading the method's and the model's machine code from numba's cache,
+(imported by the first compiled ``Simulation``), loading the method's and the model's
+machine code from numba's cache,
 the first call of the loaded code (numba types its arguments: ~25 ms of it is numba
 importing ``numpy.ma`` to rule out a masked array) and the rest (the initial-condition
-analysis, generating and importing the cached modules, setting the model up); ``--source``
+analysis, generating and importing the cached modules, setting the model up), and says
+whether the construct imported pinocchio (a URDF robot on a warm cache does not); ``--source``
 times another checkout of cosim, e.g. to compare two versions.
 
 Run it once before measuring: the first run of a case may compile and fill the cache.
@@ -56,8 +57,6 @@ import cosim
 c0 = C()
 import numba
 c1 = C()
-{robot}
-c2 = C()
 from numba.core.dispatcher import Dispatcher
 from cosim.integrators.record import RecordIntegrator
 spent = {{"load": 0.0, "call": 0.0}}
@@ -74,7 +73,9 @@ RecordIntegrator._load_machine_code = timed(RecordIntegrator._load_machine_code,
 c3 = C()
 s = cosim.Simulation({args})
 c4 = C()
-print("TIMES", c1 - c0, c2 - c1, spent["load"], spent["call"], c4 - c3 - spent["load"] - spent["call"])
+import sys
+print("TIMES", c1 - c0, spent["load"], spent["call"], c4 - c3 - spent["load"] - spent["call"],
+      float("pinocchio" in sys.modules))
 """
 
 CASES = {
@@ -101,11 +102,11 @@ def panda_path(env):
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def run_case(args, env, child=CHILD, robot=False):
+def run_case(args, env, child=CHILD):
     # from an empty folder: ``python -c`` puts the working directory first on sys.path,
     # which would shadow the PYTHONPATH checkout when run from another checkout
     with tempfile.TemporaryDirectory(prefix="cosim-construct-") as cwd:
-        code = child.format(args=args, robot="import pinocchio" if robot else "")
+        code = child.format(args=args)
         out = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd,
                              capture_output=True, text=True)
     if out.returncode != 0:
@@ -157,17 +158,19 @@ def main():
         parts = {c: [] for c in names}
         for _ in range(args.repeat):
             for c in names:
-                parts[c].append(run_case(calls[c], env, CHILD_BREAKDOWN, robot=c == "panda_rk4"))
-        print(f"\nconstruct, CPU s, median of {args.repeat}: what it imports first (pinocchio: "
-              f"URDF robots), loading the method's and the model's machine code from the cache, "
-              f"its first call, the rest (IC analysis, generated modules, the model)")
-        head = (f"{'case':<48s} {'import numba':>14s} {'pinocchio':>14s} {'load code':>14s} "
-                f"{'first call':>14s} {'the rest':>14s}")
+                parts[c].append(run_case(calls[c], env, CHILD_BREAKDOWN))
+        print(f"\nconstruct, CPU s, median of {args.repeat}: importing numba, loading the "
+              f"method's and the model's machine code from the cache, its first call, the rest "
+              f"(IC analysis, generated modules, the model); whether it imported pinocchio")
+        head = (f"{'case':<48s} {'import numba':>14s} {'load code':>14s} {'first call':>14s} "
+                f"{'the rest':>14s} {'pinocchio':>10s}")
         print(head)
         print("-" * len(head))
         for c in names:
-            med = [statistics.median(r[k] for r in parts[c]) for k in range(5)]
-            print(f"{CASES[c][0]:<48s} " + " ".join(f"{x:>14.2f}" for x in med), flush=True)
+            med = [statistics.median(r[k] for r in parts[c]) for k in range(4)]
+            pin = "yes" if any(r[4] for r in parts[c]) else "no"
+            print(f"{CASES[c][0]:<48s} " + " ".join(f"{x:>14.2f}" for x in med) + f" {pin:>10s}",
+                  flush=True)
 
 
 if __name__ == "__main__":
