@@ -348,12 +348,16 @@ class Simulation:
         near_start = exc.t is not None and exc.t - self.start_time <= 1e-4 * scale
         if not (steps <= 20 or near_start):
             return exc
-        cls = type(self.model)
         where = f"after {steps} steps" + (f", at t={exc.t!r}" if exc.t is not None else "") + \
             (f", last step size {exc.h!r}" if exc.h is not None else "")
         return type(exc)(f"{exc} — a failure at the start of a user model's run ({where}) often "
-                         f"means a wrong derivative: run `cosim check {cls.__module__}:{cls.__qualname__}`",
+                         f"means a wrong derivative: {self.check_hint()}",
                          t=exc.t, h=exc.h, cause=exc.cause)
+
+    def check_hint(self):
+        """What a failure of a user model at its start tells the user to run."""
+        cls = type(self.model)
+        return f"run `cosim check {cls.__module__}:{cls.__qualname__}`"
 
     @classmethod
     def from_spec(cls, spec, allow_files=False, check=None, model=None):

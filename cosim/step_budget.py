@@ -258,10 +258,14 @@ def _check(sim, t_end, dt, intervals, driven):
     else:
         cheaper = "; no other adaptive method was measured cheaper"
     if over_budget:
+        # a user model whose steps collapse from its start may be wrong, not stiff (a sign
+        # error in a derivative fails Newton or shrinks the step, depending on roundoff)
+        hint = (f" (a new user model whose step shrinks from its start often has a wrong "
+                f"derivative: {sim.check_hint()})" if sim.user_model else "")
         raise UnreachableToleranceError(
             f"{what}, {_steps_text(per_interval)} per communication step of {dt:g}, more than "
             f"max_steps={integ.max_steps}{cheaper}: loosen rtol, choose that method, or raise "
-            f"max_steps")
+            f"max_steps{hint}")
     if better and better[0][0] * WARN_RATIO <= total:
         warnings.warn(f"{what}{cheaper}; or a looser rtol, or a fixed step h for real-time use",
                       TightToleranceWarning, stacklevel=3)

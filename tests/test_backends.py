@@ -1158,7 +1158,9 @@ BLOCK_CASES = {
     "heavy_top-index3": dict(model="heavy_top", n_steps=25, dt=4e-3, kw=dict(h=2e-3, r=4, index=3), dy=2.3e-12),
     "andrews-index1-short": dict(model="andrews", n_steps=5, dt=1e-3, kw=dict(h=1e-3, index=1), dy=3.4e-13),
     "double_pendulum_natural-r3": dict(model="double_pendulum_natural", n_steps=50, dt=2e-3,
-                                       kw=dict(h=1e-3, r=3), dy=2.1e-11),
+                                       kw=dict(h=1e-3, r=3), dy=2.1e-11,
+                                       # q'' and λ (|λ| ~ 700): 1.2e-7 over five 1e-15 starts (AMD EPYC)
+                                       dacc=1.2e-7),
 }
 
 
@@ -1184,7 +1186,8 @@ def test_block_numba_and_python_same_counts_and_within_the_roundoff_spread(case)
     assert ip.stats["steps"] >= c["n_steps"]
     bound = 5.0 * c["dy"]
     assert np.max(np.abs(yp - yn)) <= bound
-    assert np.max(np.abs(ip.qdd - inn.qdd)) <= 1e3 * bound and np.max(np.abs(ip.lam - inn.lam)) <= 1e3 * bound
+    acc_bound = 5.0 * c.get("dacc", 1e3 * c["dy"])   # q'' and λ: their own spread where measured
+    assert np.max(np.abs(ip.qdd - inn.qdd)) <= acc_bound and np.max(np.abs(ip.lam - inn.lam)) <= acc_bound
     h = ip.t - ip.t_prev
     for t in (ip.t - 0.3 * h, ip.t - 0.9 * h):  # dense output of the last step (its stage data)
         assert np.max(np.abs(ip.dense_output(t) - inn.dense_output(t))) <= bound

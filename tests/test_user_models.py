@@ -378,11 +378,14 @@ def test_early_newton_failure_of_a_user_model_points_to_the_checker(tmp_path, ca
     assert main(["simulate", f"{path}:BadSign", "--t-end", "1"]) == 2
     err = capsys.readouterr().err
     assert "fails the set-up check" in err and "C_q vs dC/dq" in err and "cosim check" in err
-    # without it the Newton iteration fails in the first steps, and the message points to the checker
+    # without it the Newton iteration fails in the first steps, or (with another roundoff:
+    # the CPU decides) the step shrinks until the set-up check refuses the run: either
+    # message points to the checker
     assert main(["simulate", f"{path}:BadSign", "--t-end", "1", "--check", "off",
                  "--method", "generalized-alpha"]) == 2
     err = capsys.readouterr().err
-    assert "Newton iteration failed" in err and f"run `cosim check {path}:BadSign`" in err
+    assert ("Newton iteration failed" in err or "more than max_steps=" in err) \
+        and f"run `cosim check {path}:BadSign`" in err
     # the default method (dopri5) fails there too, pointing to the checker
     assert main(["simulate", f"{path}:BadSign", "--t-end", "1", "--check", "off"]) == 2
     assert f"run `cosim check {path}:BadSign`" in capsys.readouterr().err
