@@ -141,6 +141,12 @@ class RecordIntegrator:
     _kernel_outputs = False
     _lu_is_state = True       # False where LU is only work space (the explicit methods)
 
+    @property
+    def y_start(self):
+        """The slot of S where y starts (the record's first array): a reader of y in
+        place (the stepper's gross check, its screened points) slices S from here."""
+        return self._slices[0][0]
+
     def save_point(self):
         """The integrator's point as copies of its record (S, I, the kept Newton factor,
         the restart flag, the outputs, BDF's order history length): a few µs less than
