@@ -466,11 +466,12 @@ class RecordIntegrator:
     def native_step_record(self):
         """What a caller without Python (the FMU binary) needs to take the step
         :meth:`_advance_checked` takes as long as nothing else touches this
-        integrator: (address of the method's C entry, cosim.jit.native_step_address;
-        an object to keep alive; S, I, LU, u, p, y_out; the model's function
-        addresses; the step budget; the slot of t in S), or None when the next
-        advance is not that one compiled call (no C entry, python backend, no state
-        yet, a deferred restart, outputs computed in Python).  The caller writes new
+        integrator: (address of the C entry, cosim.jit.native_step_address; an
+        object to keep alive; S, I, LU, u, p, y_out; the model's function addresses
+        and the compiled entry's, cosim.jit.native_addresses; the step budget; the
+        slot of t in S), or None when the next advance is not that one compiled call
+        (no C entry, python backend, no state yet, a deferred restart, outputs
+        computed in Python).  The caller writes new
         inputs into ``u`` in place and then runs mode RESTART_THEN_ADVANCE (3):
         restart in the kernel, then advance (WHOLE_INTERVAL, 0)."""
         K = self._kernel
@@ -484,7 +485,8 @@ class RecordIntegrator:
         if not all(a.flags.c_contiguous and a.flags.writeable for a in arrays):
             return None
         address = self.compiled_native_step()
-        return (address, self._entry, *arrays, self._fns, self._call_budget, K.T)
+        functions = jit.native_addresses(self._entry, self._fns)
+        return (address, self._entry, *arrays, functions, self._call_budget, K.T)
 
     # -- outputs -----------------------------------------------------------------------------
     def fresh_outputs(self):
