@@ -1078,7 +1078,7 @@ class Simulation:
         self._gross_fn = None
         if self._gross:
             if (getattr(integ, "backend", None) == "numba" and integ.model is self.model
-                    and self._record_snapshot and getattr(integ, "_slices", None)):
+                    and self._record_snapshot):
                 self._gross_fn = constraint_guard.compiled_constraints(self.model)
             self._gross_C = np.zeros(self.model.n_c)
             self._gross_floor = constraint_guard.gross_bound(self.rtol, self.atol, np.zeros(1))
@@ -1090,7 +1090,7 @@ class Simulation:
         fn = self._gross_fn
         if fn is not None:  # a compiled record method: its y and t read in place
             S = integ._S
-            start = integ._slices[0][0]
+            start = integ.y_start
             C = self._gross_C
             fn(S[start:start + self.model.n_q], S[integ._kernel.T], self.model._p, C)
             values = C.tolist()
@@ -1333,10 +1333,10 @@ class Simulation:
         not screened)."""
         from .integrators.record import RecordIntegrator  # noqa: PLC0415
         integ = self.integrator
-        record = isinstance(integ, RecordIntegrator) and hasattr(integ, "_slices")
+        record = isinstance(integ, RecordIntegrator)
         self._screen_kind = (
             integ, "rows" if hasattr(integ.model, "rows") else "record" if record else "state",
-            integ._kernel.T_PREV if record else -1, integ._slices[0][0] if record else 0)
+            integ._kernel.T_PREV if record else -1, integ.y_start if record else 0)
         return self._screen_kind
 
     def _save_point(self):

@@ -141,6 +141,12 @@ class RecordIntegrator:
     _kernel_outputs = False
     _lu_is_state = True       # False where LU is only work space (the explicit methods)
 
+    @property
+    def y_start(self):
+        """The slot of S where y starts (the record's first array): a reader of y in
+        place (the stepper's gross check, its screened points) slices S from here."""
+        return self._slices[0][0]
+
     def save_point(self):
         """The integrator's point as copies of its record (S, I, the kept Newton factor,
         the restart flag, the outputs, BDF's order history length): a few µs less than
@@ -460,11 +466,12 @@ class RecordIntegrator:
     def native_step_record(self):
         """What a caller without Python (the FMU binary) needs to take the step
         :meth:`_advance_checked` takes as long as nothing else touches this
-        integrator: (address of the method's C entry, cosim.jit.native_step_address;
-        an object to keep alive; S, I, LU, u, p, y_out; the model's function
-        addresses; the step budget; the slot of t in S), or None when the next
-        advance is not that one compiled call (no C entry, python backend, no state
-        yet, a deferred restart, outputs computed in Python).  The caller writes new
+        integrator: (address of the C entry, cosim.jit.native_step_address; an
+        object to keep alive; S, I, LU, u, p, y_out; the model's function addresses
+        and the compiled entry's, cosim.jit.native_addresses; the step budget; the
+        slot of t in S), or None when the next advance is not that one compiled call
+        (no C entry, python backend, no state yet, a deferred restart, outputs
+        computed in Python).  The caller writes new
         inputs into ``u`` in place and then runs mode RESTART_THEN_ADVANCE (3):
         restart in the kernel, then advance (WHOLE_INTERVAL, 0)."""
         K = self._kernel
@@ -478,7 +485,8 @@ class RecordIntegrator:
         if not all(a.flags.c_contiguous and a.flags.writeable for a in arrays):
             return None
         address = self.compiled_native_step()
-        return (address, self._entry, *arrays, self._fns, self._call_budget, K.T)
+        functions = jit.native_addresses(self._entry, self._fns)
+        return (address, self._entry, *arrays, functions, self._call_budget, K.T)
 
     # -- outputs -----------------------------------------------------------------------------
     def fresh_outputs(self):

@@ -264,12 +264,13 @@ class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "q
         self._load_machine_code(K.ONE_STEP)
 
     def _run_kernel(self, function, *args):
-        """A kernel function run uncompiled on the record (set-up and event points);
-        its evaluations count in the statistics as the compiled step's do."""
+        """A kernel function (an evaluation or the power method) run uncompiled on the
+        record (set-up and event points), given the evaluation's work arrays; its
+        evaluations count in the statistics as the compiled step's do."""
         n, m, ny = self._n, self._m, self._ny
         work = K.rkc_workspace(n, m, ny, self.opts["max_stages"])
         return function(python_functions(self.model), self._S, self._I, self._LU, self._parameters(),
-                        self._u_c, n, m, *args, work)
+                        self._u_c, n, m, *args, K._penalty_work(work), K._bayo_work(work))
 
     def _raise_singular(self, cause):
         ct = float(self._S[K.F_CT])
@@ -304,7 +305,8 @@ class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "q
     def _estimate_rho(self, f0):
         """ρ at the current point by the kernel's power method (``estimate_rho``, run
         uncompiled); also kept in the record with its eigenvector."""
-        cause = self._run_kernel(K.estimate_rho, self.y, np.ascontiguousarray(f0, dtype=float))
+        cause = self._run_kernel(K.estimate_rho, self.y, np.ascontiguousarray(f0, dtype=float),
+                                 np.zeros(self._ny), np.zeros(self._ny), np.zeros(self._m))
         if cause != K.C_NONE:
             self._raise_singular(cause)
         rho = float(self._S[K.RHO])

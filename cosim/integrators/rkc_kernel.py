@@ -133,19 +133,35 @@ def _norm2(x):
 
 
 # ---------------------------------------------------------------------------------
+# the work arrays a helper is given: only those it uses (numba increfs and decrefs
+# every array of a tuple argument on each call; the whole workspace is 23)
+# ---------------------------------------------------------------------------------
+def _penalty_work(w):
+    """An evaluation's work arrays: the index-1 form's w[W_Q] .. w[W_CT] and
+    w[W_RHS91], at the same W_ indices (for :func:`_penalty_evaluate`)."""
+    return (w[W_Q], w[W_V], w[W_M], w[W_CQ], w[W_FORCES], w[W_GAMMA], w[W_RHS], w[W_C], w[W_CT],
+            w[W_RHS91])
+
+
+def _bayo_work(w):
+    """The Bayo form's matrix, its LU and pivots (for :func:`_bayo_evaluate`)."""
+    return (w[W_BAYO], w[W_BAYO_LU], w[W_BAYO_PIV])
+
+
+# ---------------------------------------------------------------------------------
 # the right-hand side: eqs. 91-92 (seed form) or the Bayo form
 # ---------------------------------------------------------------------------------
-def _penalty_evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
+def _penalty_evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, wp, wb):
     """f = y' at (t, y) and λ: eqs. 91-92 with one LU of J (eq. 89) for both
     right-hand sides, [M v; −C_t − χ C] and [Q; γ − χ (C_q v + C_t)] (nonholonomic
-    rows: [0] and [γ_G − χ (B v + b)]); the Bayo form when S[ALPHA] ≥ 0.
-    Returns a cause code (C_NONE on success)."""
+    rows: [0] and [γ_G − χ (B v + b)]); the Bayo form when S[ALPHA] ≥ 0 (wp, wb:
+    :func:`_penalty_work`, :func:`_bayo_work`).  Returns a cause code (C_NONE on success)."""
     if S[ALPHA] >= 0.0:
-        return _bayo_evaluate(fns, S, I, p, u, n, m, t, y, f, lam, w)
-    q, v, M, Cq, rhs, C, Ct = w[W_Q], w[W_V], w[W_M], w[W_CQ], w[W_RHS], w[W_C], w[W_CT]
-    rhs0 = w[W_RHS91]
+        return _bayo_evaluate(fns, S, I, p, u, n, m, t, y, f, lam, wp, wb)
+    q, v, M, Cq, rhs, C, Ct = wp[W_Q], wp[W_V], wp[W_M], wp[W_CQ], wp[W_RHS], wp[W_C], wp[W_CT]
+    rhs0 = wp[W_RHS91]
     I[ST_RES] += 1
-    cause = _factor_and_rhs(fns, S, I, LU, RKC_PIV, p, u, n, m, t, y, w)      # J factored, [Q; γ; γ_G]
+    cause = _factor_and_rhs(fns, S, I, LU, RKC_PIV, p, u, n, m, t, y, wp)      # J factored, [Q; γ; γ_G]
     if cause != C_NONE:
         return cause
     for i in range(n):
@@ -181,14 +197,14 @@ def _penalty_evaluate(fns, S, I, LU, p, u, n, m, t, y, f, lam, w):
     return C_NONE
 
 
-def _bayo_evaluate(fns, S, I, p, u, n, m, t, y, f, lam, w):
+def _bayo_evaluate(fns, S, I, p, u, n, m, t, y, f, lam, wp, wb):
     """The Bayo form: q' = v, (M + α C_qᵀC_q) v' = Q + α C_qᵀ (γ − 2ξω (C_q v + C_t)
     − ω² C), λ = α (C_q v' − (γ − 2ξω Ċ − ω² C)) over the holonomic rows (the
     nonholonomic ones are not part of this form: their λ is 0).  Returns a cause
     code; the matrix's LU stays in the work arrays."""
-    q, v, M, Cq, Q, g = w[W_Q], w[W_V], w[W_M], w[W_CQ], w[W_FORCES], w[W_GAMMA]
-    rhs, C, Ct = w[W_RHS], w[W_C], w[W_CT]
-    A, LUb, pivb = w[W_BAYO], w[W_BAYO_LU], w[W_BAYO_PIV]
+    q, v, M, Cq, Q, g = wp[W_Q], wp[W_V], wp[W_M], wp[W_CQ], wp[W_FORCES], wp[W_GAMMA]
+    rhs, C, Ct = wp[W_RHS], wp[W_C], wp[W_CT]
+    A, LUb, pivb = wb
     I[ST_RES] += 1
     mh = m - n_nonholonomic(I)
     alpha = S[ALPHA]
@@ -251,14 +267,14 @@ def _bayo_evaluate(fns, S, I, p, u, n, m, t, y, f, lam, w):
 # ---------------------------------------------------------------------------------
 # the spectral radius (rkc.f RKCRHO)
 # ---------------------------------------------------------------------------------
-def estimate_rho(fns, S, I, LU, p, u, n, m, y, f0, w):
+def estimate_rho(fns, S, I, LU, p, u, n, m, y, f0, fv, v, lam, wp, wb):
     """ρ ≈ 1.2 σ, σ the spectral radius of ∂f/∂y at (S[T], y) (f(y) = f0) by the
     nonlinear power method on finite differences of f, warm-started from the last
     eigenvector (else f0 plus a deterministic symmetry breaker); writes S[RHO], the
-    eigenvector, and sets the steps since the estimate to 0.  Returns a cause code
+    eigenvector, and sets the steps since the estimate to 0 (fv, v, lam: f, the point
+    and λ of a probe, w[W_F_TRIAL], w[W_PROBE], w[W_LAM_TRIAL]).  Returns a cause code
     (an evaluation failed: nothing written)."""
     ny = y.shape[0]
-    fv, v, lam = w[W_F_TRIAL], w[W_PROBE], w[W_LAM_TRIAL]
     o_e = rkc_offsets(n, m, ny)[RKC_O_E]
     t = S[T]
     ynrm = _norm2(y)
@@ -287,7 +303,7 @@ def estimate_rho(fns, S, I, LU, p, u, n, m, y, f0, w):
         v[i] = y[i] + v[i] * c
     sigma = 0.0
     for it in range(RHO_MAX_ITER):
-        cause = _penalty_evaluate(fns, S, I, LU, p, u, n, m, t, v, fv, lam, w)
+        cause = _penalty_evaluate(fns, S, I, LU, p, u, n, m, t, v, fv, lam, wp, wb)
         if cause != C_NONE:
             return cause
         for i in range(ny):
@@ -312,9 +328,9 @@ def estimate_rho(fns, S, I, LU, p, u, n, m, y, f0, w):
     return C_NONE
 
 
-def _refresh_rho(fns, S, I, LU, p, u, n, m, y, f0, w):
+def _refresh_rho(fns, S, I, LU, p, u, n, m, y, f0, fv, v, lam, wp, wb):
     """estimate_rho as a step status (OK, SINGULAR, NONFINITE_MATRIX, RHO_FAILED)."""
-    cause = estimate_rho(fns, S, I, LU, p, u, n, m, y, f0, w)
+    cause = estimate_rho(fns, S, I, LU, p, u, n, m, y, f0, fv, v, lam, wp, wb)
     if cause == C_SINGULAR:
         return SINGULAR
     if cause == C_NONFINITE_MATRIX:
@@ -328,10 +344,10 @@ def _refresh_rho(fns, S, I, LU, p, u, n, m, y, f0, w):
 # ---------------------------------------------------------------------------------
 # one step
 # ---------------------------------------------------------------------------------
-def _rkc_stages(fns, S, I, LU, p, u, n, m, t, y, h, f0, s, w):
+def _rkc_stages(fns, S, I, LU, p, u, n, m, t, y, h, f0, s, Y, Cf, fj, lam, wp, wb):
     """The s-stage RKC step from (t, y) with F_n = f0: the stages rotate through the
-    rows of w[W_STAGES]; returns (cause, row of Y_s)."""
-    Y, Cf, fj, lam = w[W_STAGES], w[W_COEF], w[W_F_TRIAL], w[W_LAM_TRIAL]
+    rows of Y = w[W_STAGES] (Cf, fj, lam: w[W_COEF], w[W_F_TRIAL], w[W_LAM_TRIAL]);
+    returns (cause, row of Y_s)."""
     ny = y.shape[0]
     rkc_coefficients_into(s, S[DAMPING], Cf)
     i2, i1, i0 = 0, 1, 2        # rows of Y_{j−2}, Y_{j−1}, Y_j
@@ -342,7 +358,7 @@ def _rkc_stages(fns, S, I, LU, p, u, n, m, t, y, h, f0, s, w):
     thjm1 = Cf[0, CF_C]
     for j in range(1, s):
         mu, nu, mus, ajm1 = Cf[j, CF_MU], Cf[j, CF_NU], Cf[j, CF_MU_TILDE], Cf[j, CF_A]
-        cause = _penalty_evaluate(fns, S, I, LU, p, u, n, m, t + h * thjm1, Y[i1], fj, lam, w)
+        cause = _penalty_evaluate(fns, S, I, LU, p, u, n, m, t + h * thjm1, Y[i1], fj, lam, wp, wb)
         if cause != C_NONE:
             return cause, i1
         a0 = 1.0 - mu - nu
@@ -361,8 +377,10 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     n, m, ny = I[I_N], I[I_M], I[I_NY]
     Y, f_new, lam_new, est = w[W_STAGES], w[W_F_END], w[W_LAM_END], w[W_EST]
     f0, y = w[W_F_START], w[W_Y_START]
+    fv, probe, lam = w[W_F_TRIAL], w[W_PROBE], w[W_LAM_TRIAL]
+    wp, wb = _penalty_work(w), _bayo_work(w)
     t = S[T]
-    status = _start_point(fns, S, I, LU, u, p, y, f0, f_new, lam_new, w)
+    status = _start_point(fns, S, I, LU, u, p, y, f0, f_new, lam_new, fv, probe, lam, wp, wb)
     if status != OK:
         return status
     fixed = S[H_FIXED] > 0.0
@@ -392,9 +410,9 @@ def step(fns, S, I, LU, u, p, t_limit, w):
             S[F_HRHO] = h * rho
             return STAGES_EXCEEDED
         err = 0.0
-        cause, last = _rkc_stages(fns, S, I, LU, p, u, n, m, t, y, h, f0, s, w)
+        cause, last = _rkc_stages(fns, S, I, LU, p, u, n, m, t, y, h, f0, s, Y, w[W_COEF], fv, lam, wp, wb)
         if cause == C_NONE:
-            cause = _penalty_evaluate(fns, S, I, LU, p, u, n, m, t_new, Y[last], f_new, lam_new, w)
+            cause = _penalty_evaluate(fns, S, I, LU, p, u, n, m, t_new, Y[last], f_new, lam_new, wp, wb)
             if cause == C_NONE and not (all_finite(Y[last]) and all_finite(f_new)):
                 cause = C_NONFINITE_SOLUTION
         if cause == C_NONE:
@@ -419,7 +437,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         h = reduced_step(h, cause, err, 0.1, 0.8, 1.0 / 3.0)
         lands = False
         rejected = True
-        status = _refresh_rho(fns, S, I, LU, p, u, n, m, y, f0, w)
+        status = _refresh_rho(fns, S, I, LU, p, u, n, m, y, f0, fv, probe, lam, wp, wb)
         if status != OK:
             return status
         rho = S[RHO]
@@ -434,23 +452,24 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     return OK
 
 
-def _start_point(fns, S, I, LU, u, p, y, f0, f_new, lam_new, w):
+def _start_point(fns, S, I, LU, u, p, y, f0, f_new, lam_new, fv, probe, lam, wp, wb):
     """y and f0 ← the current point and f there (evaluated unless kept:
-    _derivative_at_current), and the spectral radius ρ refreshed when due."""
+    _derivative_at_current), and the spectral radius ρ refreshed when due (fv, probe,
+    lam: the power method's, :func:`estimate_rho`)."""
     n, m, ny = I[I_N], I[I_M], I[I_NY]
     o = rkc_offsets(n, m, ny)
     o_y, o_qdd, o_lam, o_f = o[RKC_O_Y], o[RKC_O_QDD], o[RKC_O_LAM], o[RKC_O_F]
     for i in range(ny):
         y[i] = S[o_y + i]
     if I[HAS_F] == 0:
-        cause = _penalty_evaluate(fns, S, I, LU, p, u, n, m, S[T], y, f_new, lam_new, w)
+        cause = _penalty_evaluate(fns, S, I, LU, p, u, n, m, S[T], y, f_new, lam_new, wp, wb)
         status = keep_current_derivative(S, I, cause, f_new, lam_new, n, m, ny, o_f, o_qdd, o_lam)
         if status != OK:
             return status
     for i in range(ny):
         f0[i] = S[o_f + i]
     if I[STEPS_SINCE_RHO] >= I[RHO_INTERVAL]:
-        return _refresh_rho(fns, S, I, LU, p, u, n, m, y, f0, w)
+        return _refresh_rho(fns, S, I, LU, p, u, n, m, y, f0, fv, probe, lam, wp, wb)
     return OK
 
 

@@ -41,8 +41,8 @@
 //    Any other reference or state takes the full Python path (same checks).
 //  * Native step: after a completed fmi2DoStep the slave may hand over the
 //    compiled record of its integrator (CosimSlave._native_arm: the address of the
-//    method's C entry, cosim.jit.native_step_address / native_step.h, the record's
-//    arrays and the model's function addresses); fmi2DoStep then runs the plain case itself, without
+//    C entry, cosim.jit.native_step_address / native_step.h, the record's arrays
+//    and the model's and method's function addresses); fmi2DoStep then runs the plain case itself, without
 //    Python or the GIL -- the slave's checks (time match, step budget, finite
 //    inputs), new inputs written into the record in place, restart-then-advance
 //    (entry mode 3) or advance (mode 0), outputs copied into the shared buffer.

@@ -1,9 +1,10 @@
 // The compiled method a cosim FMU steps without Python (cosim.jit.native_step_address):
-// a numba cfunc with a plain C signature, compiled once per machine for every model.
-// Arrays are C-contiguous: the method's record S (n_S doubles), I (n_I int64), the
-// kept iteration-matrix factors LU (N x N), the held inputs u, the model's parameters
-// p, the outputs y_out it writes after a successful advance, and the model's compiled
-// functions as n_functions x 2 addresses (cosim.jit.model_functions).  Modes as the
+// a numba cfunc with a plain C signature, compiled once per machine for every method
+// and model.  Arrays are C-contiguous: the method's record S (n_S doubles), I (n_I
+// int64), the kept iteration-matrix factors LU (N x N), the held inputs u, the model's
+// parameters p, the outputs y_out it writes after a successful advance, and
+// n_functions x 2 addresses: the model's compiled functions (cosim.jit.model_functions),
+// then the method's compiled entry (cosim.jit.native_addresses).  Modes as the
 // method kernel's entry(): 0 advance to t_target within max_steps, 3 restart (new
 // inputs held) then advance.  Returns the kernel's status: 0 done; anything else
 // means the record is as it was (all or nothing) and Python must take the step.
