@@ -550,6 +550,34 @@ def test_one_impact_of_the_fingers_of_the_falling_arm_keeps_the_energy(panda_lim
     assert abs(kinetic[1] - kinetic[0]) <= 1e-12 * kinetic[0]
 
 
+def test_two_coupled_stops_at_one_instant_act_in_turn(panda_limits):
+    """Joints 2 and 4 of the Panda (coupled through M) on their upper limits at one
+    instant, restitution 1: the jump map of the pair applies joint 2's impact law, then
+    joint 4's on the velocity that left — its own impulse when joint 4 still approaches
+    its limit, none when joint 2's impulse already sent it away; each step keeps the
+    kinetic energy ½ vᵀ M v (to 1e-12 relative)."""
+    model = panda_limits(restitution=1.0)
+    k, n = len(model._limited), 9
+    q, v = model.initial_state()
+    q[1], q[3] = model._upper[1], model._upper[3]
+    u = np.zeros(n)
+
+    def kinetic(y):
+        return 0.5 * y[n:] @ model.mass(y[:n], 0.0) @ y[n:]
+
+    for v4, own in ((3.0, True), (0.01, False)):
+        y = np.r_[q, v]
+        y[n + 1], y[n + 3] = 0.5, v4
+        pair = model.apply_events([k + 1, k + 3], 0.0, y, u)
+        first = model.apply_event(k + 1, 0.0, y, u)
+        assert first[n + 1] == pytest.approx(-0.5, rel=1e-12)
+        assert bool(first[n + 3] > 0.0) is own  # still approaching its limit after joint 2's impulse
+        expected = model.apply_event(k + 3, 0.0, first, u) if own else first
+        assert np.abs(pair - expected).max() <= 1e-12
+        assert pair[n + 3] < 0.0  # joint 4 leaves its limit
+        assert abs(kinetic(pair) - kinetic(y)) <= 1e-12 * kinetic(y)
+
+
 def test_the_compiled_stop_functions_match_the_pinocchio_ones(panda_limits):
     """The switching functions from the compiled rigid-body kernels (what the stepper
     uses) against the pinocchio reference, with stops holding (joint 2 and the fingers:

@@ -42,7 +42,9 @@ and its blobs carry it; 0 at the start), and three switching functions (seed
   onto the limit and an impulse along the joint makes its velocity
   −restitution × its velocity before (Newton's impact law through M and the
   mimic constraints: the other joints react; restitution 1 keeps the kinetic
-  energy).  When the rebound speed ``restitution·|v|`` is at most
+  energy; stops arriving at one instant act in turn, and one of a mimic group
+  whose impulse of that instant already struck it, or a joint already sent away,
+  takes none: :meth:`URDFModel.apply_events`).  When the rebound speed ``restitution·|v|`` is at most
   ``stop_hold_velocity`` the impact is plastic (v = 0) and, if the load
   pushes the joint into the stop, the stop **holds** it: the mode becomes ±1;
 * release, the stop's reaction r (falling): while held, the joint and its
