@@ -438,12 +438,19 @@ def _raise(*args):
 def _finger_sim(cls, method, restitution, **params):
     """The Panda without gravity, the arm at rest, its finger damping off: 3 N and 1 N on
     the fingers (the mimic constraint shares them) drive the pair from 0.02 m into their
-    upper limits (0.04 m) at the constant acceleration a = 4 N / (finger masses).  Every
-    call of the jump map is recorded: (indices, t, y before, y after)."""
+    upper limits (0.04 m) at the constant acceleration a = 4 N / (finger masses); the
+    jump map's calls recorded (:func:`_record_jumps`)."""
     params = {"restitution": restitution, "gravity_z": 0.0, "panda_finger_joint1.damping": 0.0,
               "panda_finger_joint2.damping": 0.0, **params}
     kw = {"h": 1e-4} if method == "rk4" else {"rtol": 1e-9, "atol": 1e-9}
     sim = Simulation(cls, method=method, params=params, backend="python", **kw)
+    sim.set_inputs({"panda_finger_joint1": 3.0, "panda_finger_joint2": 1.0})
+    return sim, _record_jumps(sim)
+
+
+def _record_jumps(sim):
+    """The list that every later call of the simulation's jump map appends to:
+    (indices, t, y before, y after)."""
     jumps, apply = [], sim.model.apply_events
 
     def recorded(indices, t, y, u):
@@ -452,8 +459,7 @@ def _finger_sim(cls, method, restitution, **params):
         return y_after
 
     sim.model.apply_events = recorded
-    sim.set_inputs({"panda_finger_joint1": 3.0, "panda_finger_joint2": 1.0})
-    return sim, jumps
+    return jumps
 
 
 FINGER_METHODS = ["rk4", "dopri5", "bdf", "generalized-alpha"]
@@ -530,14 +536,7 @@ def test_one_impact_of_the_fingers_of_the_falling_arm_keeps_the_energy(panda_lim
     so the arm's velocities are unchanged (to 1e-12)."""
     sim = Simulation(panda_limits, method="dopri5", params={"restitution": 1.0}, rtol=1e-9,
                      atol=1e-9, backend="python")
-    jumps, apply = [], sim.model.apply_events
-
-    def recorded(indices, t, y, u):
-        y_after = apply(indices, t, y, u)
-        jumps.append((list(indices), t, np.array(y), np.array(y_after)))
-        return y_after
-
-    sim.model.apply_events = recorded
+    jumps = _record_jumps(sim)
     sim.set_inputs({"panda_finger_joint1": 2.0, "panda_finger_joint2": 2.0})
     while not jumps:
         sim.do_step(sim.time, 1e-3)
