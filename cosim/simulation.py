@@ -30,7 +30,8 @@ Semantics (DESIGN.md "Stepper"; seed 001 §3.5, §3.7; seed 000 §5.3, §7):
   ``event_tolerance`` seconds; the integrator is rolled back to the start of
   that step and advanced exactly to the event time (no step crosses an
   event), the jump map ``model.apply_event`` is applied (several events
-  located at the same time: in index order), and the integrator restarts
+  located at the same time: ``model.apply_events`` of them all, by default each
+  one's jump map in index order), and the integrator restarts
   (``reset_point``).  A switching function that a new held input moves across
   zero (``set_inputs``, or a block's output at its sample instant), or a new
   tunable parameter value, fires its event at that instant the same way.  Every event is appended to
@@ -1535,9 +1536,9 @@ class Simulation:
         y = integ.y.copy()
         n_y = y.size   # (the model's n_y, which builds its state names)
         terminal = False
+        y = np.asarray(model.apply_events([i for i, _ in firing], t_ev, y, u), dtype=float)
+        derivatives.forget(model)  # a jump map may switch the constraints (same q, t)
         for i, iters in firing:
-            y = np.asarray(model.apply_event(i, t_ev, y, u), dtype=float)
-            derivatives.forget(model)  # a jump map may switch the constraints (same q, t)
             ev = model.events[i]
             self._log({"time": t_ev, "name": ev.name, "kind": "state", "index": i,
                        "terminal": bool(ev.terminal), "iterations": int(iters)})

@@ -416,10 +416,10 @@ def test_a_failing_event_step_after_the_screen_leaves_the_simulation_as_before(m
         while sim.stats["events"] == 0:
             if k == k_event:  # the step of the first arrival
                 before = (sim.serialize_state(), sim.time, sim.stats["events"])
-                sim.model.apply_event = _raise
+                sim.model.apply_events = _raise
                 with pytest.raises(Exception, match="jump map fails"):
                     sim.do_step(sim.time, 1e-3)
-                del sim.model.apply_event
+                del sim.model.apply_events
                 assert (sim.serialize_state(), sim.time, sim.stats["events"]) == before
             sim.do_step(sim.time, 1e-3)
             k += 1
@@ -433,6 +433,150 @@ def test_a_failing_event_step_after_the_screen_leaves_the_simulation_as_before(m
 
 def _raise(*args):
     raise RuntimeError("jump map fails")
+
+
+def _finger_sim(cls, method, restitution, **params):
+    """The Panda without gravity, the arm at rest, its finger damping off: 3 N and 1 N on
+    the fingers (the mimic constraint shares them) drive the pair from 0.02 m into their
+    upper limits (0.04 m) at the constant acceleration a = 4 N / (finger masses); the
+    jump map's calls recorded (:func:`_record_jumps`)."""
+    params = {"restitution": restitution, "gravity_z": 0.0, "panda_finger_joint1.damping": 0.0,
+              "panda_finger_joint2.damping": 0.0, **params}
+    tol = 1e-11 if method == "bdf" else 1e-9  # (bdf at 1e-9: event times off by 5.7e-8 s)
+    kw = {"h": 1e-4} if method == "rk4" else {"rtol": tol, "atol": tol}
+    sim = Simulation(cls, method=method, params=params, backend="python", **kw)
+    sim.set_inputs({"panda_finger_joint1": 3.0, "panda_finger_joint2": 1.0})
+    return sim, _record_jumps(sim)
+
+
+def _record_jumps(sim):
+    """The list that every later call of the simulation's jump map appends to:
+    (indices, t, y before, y after)."""
+    jumps, apply = [], sim.model.apply_events
+
+    def recorded(indices, t, y, u):
+        y_after = apply(indices, t, y, u)
+        jumps.append((list(indices), t, np.array(y), np.array(y_after)))
+        return y_after
+
+    sim.model.apply_events = recorded
+    return jumps
+
+
+FINGER_METHODS = ["rk4", "dopri5", "bdf", "generalized-alpha"]
+
+
+@pytest.mark.parametrize("method", FINGER_METHODS)
+def test_the_two_fingers_arriving_together_take_one_impact_and_bounce(panda_limits, method):
+    """The fingers (one mimic group, two stops) reach their upper limits at one instant:
+    one impact, finger rebound = −0.5 × approach velocity (restitution 0.5; to 1e-12
+    relative), each stop logged once at that instant, and they bounce: impacts at
+    t_{k+1} = t_k + 2 e^k t_1 (the flight of a rebound e^k v_1 under the constant
+    acceleration a = v_1 / t_1) — the first four within 1e-8 s (measured ≤ 3.3e-10) — and
+    q(t) = 0.04 − e v_1 (t − t_1) + a (t − t_1)² / 2 between the first two, within 1e-9 m
+    (measured ≤ 6.3e-11),
+    until the rebound e|v| is at most stop_hold_velocity: then the stop holds.  The mimic
+    constraint q_2 = q_1 holds to 1e-9 throughout; no ChatteringError."""
+    sim, jumps = _finger_sim(panda_limits, method, 0.5)
+    upper, e, ys = 0.04, 0.5, []
+    while sim.time < 0.06 - 1e-12:
+        sim.do_step(sim.time, 1e-3)
+        ys.append(np.r_[sim.time, sim.y])
+    ys = np.array(ys)
+    pairs = [e["index"] for e in sim.event_log]
+    assert pairs == [16, 17] * (len(pairs) // 2)  # each instant: both stops, once each
+    times = [e["time"] for e in sim.event_log]
+    assert times[::2] == times[1::2]
+    t1 = times[0]
+    v1 = 2.0 * (upper - 0.02) / t1
+    a = v1 / t1
+    expected, t, v = [], t1, v1
+    for k in range(4):
+        expected.append(t)
+        t += 2.0 * e * v / a
+        v *= e
+    assert np.abs(np.array(times[::2][:4]) - expected).max() <= 1e-8
+    for indices, t, before, after in jumps[:4]:
+        assert indices == [16, 17] and np.all(before[16:18] > 0.0)
+        assert np.abs(after[16:18] + e * before[16:18]).max() <= 1e-12 * before[16]
+    first = (ys[:, 0] > t1) & (ys[:, 0] < expected[1])  # the first rebound, in flight
+    assert first.sum() >= 10
+    dt = ys[first, 0] - t1
+    flight = upper - e * v1 * dt + 0.5 * a * dt ** 2
+    assert np.abs(ys[first, 1 + 7] - flight).max() <= 1e-9
+    assert np.abs(ys[:, 1 + 7] - ys[:, 1 + 8]).max() <= 1e-9
+    assert np.abs(ys[:, 1 + 16] - ys[:, 1 + 17]).max() <= 1e-9
+    assert len(pairs) // 2 >= 8  # rebounds down to stop_hold_velocity (v1 ≈ 2.2 m/s)
+    assert sim.model.params["panda_finger_joint1.stop"] == 1.0
+    assert np.all(sim.y[7:9] == upper) and np.abs(sim.y[16:18]).max() <= 1e-12
+
+
+@pytest.mark.parametrize("method", FINGER_METHODS)
+def test_the_fingers_bounce_without_loss_at_restitution_one(panda_limits, method):
+    """Restitution 1: the one impact of the two fingers keeps the kinetic energy ½ vᵀ M v
+    (to 1e-12 relative) and reverses their velocity; the fingers swing between 0.02 m and
+    the limit, impacts at t_1, 3 t_1, 5 t_1 within 1e-7 s."""
+    sim, jumps = _finger_sim(panda_limits, method, 1.0)
+    while sim.time < 0.1 - 1e-12:
+        sim.do_step(sim.time, 1e-3)
+    times = [e["time"] for e in sim.event_log]
+    assert [e["index"] for e in sim.event_log] == [16, 17] * 3 and times[::2] == times[1::2]
+    t1 = times[0]
+    assert np.abs(np.array(times[::2]) - [t1, 3.0 * t1, 5.0 * t1]).max() <= 1e-7
+    M = sim.model.mass
+    for _, t, before, after in jumps:
+        kinetic = [0.5 * y[9:] @ M(y[:9], t) @ y[9:] for y in (before, after)]
+        assert abs(kinetic[1] - kinetic[0]) <= 1e-12 * kinetic[0]
+        assert np.abs(after[16:18] + before[16:18]).max() <= 1e-12 * before[16]
+
+
+def test_one_impact_of_the_fingers_of_the_falling_arm_keeps_the_energy(panda_limits):
+    """The Panda falling under gravity with the fingers driven open (2 N each), restitution
+    1: one impact at the fingers' arrival (both stops logged once at that instant) reverses
+    their velocity (to 1e-12 relative) and keeps the kinetic energy ½ vᵀ M v of the moving
+    robot (to 1e-12 relative); the two mirrored fingers take equal and opposite impulses,
+    so the arm's velocities are unchanged (to 1e-12)."""
+    sim = Simulation(panda_limits, method="dopri5", params={"restitution": 1.0}, rtol=1e-9,
+                     atol=1e-9, backend="python")
+    jumps = _record_jumps(sim)
+    sim.set_inputs({"panda_finger_joint1": 2.0, "panda_finger_joint2": 2.0})
+    while not jumps:
+        sim.do_step(sim.time, 1e-3)
+    (indices, t, before, after), = jumps
+    assert indices == [16, 17] and [e["index"] for e in sim.event_log] == [16, 17]
+    assert np.abs(before[9:16]).max() > 0.1 and np.abs(after[9:16] - before[9:16]).max() <= 1e-12
+    assert np.abs(after[16:18] + before[16:18]).max() <= 1e-12 * abs(before[16])
+    M = sim.model.mass
+    kinetic = [0.5 * y[9:] @ M(y[:9], t) @ y[9:] for y in (before, after)]
+    assert abs(kinetic[1] - kinetic[0]) <= 1e-12 * kinetic[0]
+
+
+def test_two_coupled_stops_at_one_instant_act_in_turn(panda_limits):
+    """Joints 2 and 4 of the Panda (coupled through M) on their upper limits at one
+    instant, restitution 1: the jump map of the pair applies joint 2's impact law, then
+    joint 4's on the velocity that left — its own impulse when joint 4 still approaches
+    its limit, none when joint 2's impulse already sent it away; each step keeps the
+    kinetic energy ½ vᵀ M v (to 1e-12 relative)."""
+    model = panda_limits(restitution=1.0)
+    k, n = len(model._limited), 9
+    q, v = model.initial_state()
+    q[1], q[3] = model._upper[1], model._upper[3]
+    u = np.zeros(n)
+
+    def kinetic(y):
+        return 0.5 * y[n:] @ model.mass(y[:n], 0.0) @ y[n:]
+
+    for v4, own in ((3.0, True), (0.01, False)):
+        y = np.r_[q, v]
+        y[n + 1], y[n + 3] = 0.5, v4
+        pair = model.apply_events([k + 1, k + 3], 0.0, y, u)
+        first = model.apply_event(k + 1, 0.0, y, u)
+        assert first[n + 1] == pytest.approx(-0.5, rel=1e-12)
+        assert bool(first[n + 3] > 0.0) is own  # still approaching its limit after joint 2's impulse
+        expected = model.apply_event(k + 3, 0.0, first, u) if own else first
+        assert np.abs(pair - expected).max() <= 1e-12
+        assert pair[n + 3] < 0.0  # joint 4 leaves its limit
+        assert abs(kinetic(pair) - kinetic(y)) <= 1e-12 * kinetic(y)
 
 
 def test_the_compiled_stop_functions_match_the_pinocchio_ones(panda_limits):

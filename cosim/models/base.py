@@ -169,6 +169,15 @@ class Model:
         """Jump map of event ``index`` at its located time; returns new y."""
         return y
 
+    def apply_events(self, indices, t, y, u) -> np.ndarray:
+        """Jump map of the events ``indices`` located at one instant (index order);
+        returns new y.  By default each event's :meth:`apply_event` in turn, on the
+        state the previous one left; a model whose events act together (the stops of
+        one URDF mimic group) overrides it."""
+        for i in indices:
+            y = self.apply_event(i, t, y, u)
+        return y
+
     def energy(self, t, y, u=None):
         """Total mechanical energy where meaningful, else None."""
         return None

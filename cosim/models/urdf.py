@@ -42,7 +42,9 @@ and its blobs carry it; 0 at the start), and three switching functions (seed
   onto the limit and an impulse along the joint makes its velocity
   −restitution × its velocity before (Newton's impact law through M and the
   mimic constraints: the other joints react; restitution 1 keeps the kinetic
-  energy).  When the rebound speed ``restitution·|v|`` is at most
+  energy; stops arriving at one instant act in turn, and one of a mimic group
+  whose impulse of that instant already struck it, or a joint already sent away,
+  takes none: :meth:`URDFModel.apply_events`).  When the rebound speed ``restitution·|v|`` is at most
   ``stop_hold_velocity`` the impact is plastic (v = 0) and, if the load
   pushes the joint into the stop, the stop **holds** it: the mode becomes ±1;
 * release, the stop's reaction r (falling): while held, the joint and its
@@ -471,17 +473,34 @@ class URDFModel(MultibodyModel):
         y[i] = limit
 
     def apply_event(self, index, t, y, u):
-        """Arrival (index < 2k): q onto the limit and the impulse Λ along the joint that
+        """:meth:`apply_events` of the one event ``index``."""
+        return self.apply_events((index,), t, y, u)
+
+    def apply_events(self, indices, t, y, u):
+        """The events ``indices`` located at one instant, in index order, each on the
+        state the previous ones left.
+
+        Arrival (index < 2k): q onto the limit and the impulse Λ along the joint that
         makes its velocity −e × its velocity before (Newton's law): v⁺ = v⁻ + w Λ with w
         the response to a unit impulse, [M C_qᵀ; C_q 0] [w; μ] = [e_i; 0],
         Λ = −(1 + e) v⁻_i / w_i, so the other joints react through M and the
         constraints, and restitution 1 keeps the kinetic energy; e = 0 and the stop
-        holds when e|v⁻_i| <= stop_hold_velocity and the load pushes into it.
+        holds when e|v⁻_i| <= stop_hold_velocity and the load pushes into it.  An
+        arrival after an impulse of this instant is satisfied by it (no impulse of its
+        own) when that impulse struck its mimic group (the group moves as one: the
+        Panda's two fingers at their upper limits take one impact) or left its joint
+        moving away from the limit.
         Release (index >= 2k): the stop lets go (mode 0); q stays on the limit."""
+        y = np.array(y, dtype=float)
+        struck = []  # the mimic groups (roots) an impulse of this instant struck
+        for index in indices:
+            y = self._jump(index, t, y, u, struck)
+        return y
+
+    def _jump(self, index, t, y, u, struck):
         k = len(self._limited)
         r = index % k
         i = self._limited[r]
-        y = np.array(y, dtype=float)
         n = self.n_q
         if index >= 2 * k:
             mode = self._modes[r]
@@ -494,6 +513,8 @@ class URDFModel(MultibodyModel):
         side = -1.0 if index < k else 1.0
         self._onto_limit(y, i, self._lower[i] if side < 0 else self._upper[i])
         q, v = y[:n], y[n:]
+        if struck and (self._root[i] in struck or side * v[i] < 0.0):
+            return y  # satisfied by this instant's impulse
         m = len(self._mimics)
         K = np.zeros((n + m, n + m))
         K[:n, :n] = self.mass(q, t)
@@ -506,6 +527,7 @@ class URDFModel(MultibodyModel):
             e = 0.0
         impulse = -(1.0 + e) * v[i] / w[i]
         y[n:] = v + w * impulse
+        struck.append(self._root[i])
         if e == 0.0:
             y[n + i] = 0.0  # exactly at rest (the group follows within roundoff)
             y[n + self._group(i)] = 0.0
