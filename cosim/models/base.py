@@ -176,6 +176,7 @@ class Model:
         one URDF mimic group) overrides it."""
         for i in indices:
             y = self.apply_event(i, t, y, u)
+            derivatives.forget(self)  # a jump map may switch the constraints (same q, t)
         return y
 
     def energy(self, t, y, u=None):
