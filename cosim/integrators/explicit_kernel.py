@@ -351,7 +351,10 @@ def step(fns, S, I, LU, u, p, t_limit, w, lazy_end):
             if not fixed_step_resolved(S, est, h, FIXED_SLOTS):
                 return FIXED_UNRESOLVED
         if cause == C_NONE and err <= 1.0:
-            cause = _project(fns, S, I, LU, p, n, m, t_new, y_new, y_proj, wi)
+            if m > 0:
+                cause = _project(fns, S, I, LU, p, n, m, t_new, y_new, y_proj, wi)
+            else:   # nothing to project (the call alone costs ~30 reference counts)
+                y_proj[:] = y_new
             deferred = lazy_end and fixed and lands and not dopri
             if cause == C_NONE and not dopri and not deferred:
                 # RK4._after_projection: f at the projected point, the next k1

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio, scaled_pivot_ratio
+from .dense_lu import ldl_factor_inplace, lu_factor_inplace, lu_solve_inplace, pivot_ratio, scaled_pivot_ratio
 
 EPS = 2.220446049250313e-16
 
@@ -142,6 +142,19 @@ def factor_matrix(J, LU, piv, N):
     a NaN or inf (LU untouched), :data:`MATRIX_SINGULAR` when min/max |pivot| ≤
     :data:`PIVOT_RATIO_MIN` on J and on J equilibrated (:func:`.dense_lu.scaled_pivot_ratio`:
     a heavy body is not a singular matrix), else :data:`FACTORED`."""
+    return _factor_judged(J, LU, piv, N, False)
+
+
+def factor_mass_matrix(M, LU, piv, n):
+    """:func:`factor_matrix` of a mass matrix M (n×n, not ``LU`` itself): by
+    :func:`.dense_lu.ldl_factor_inplace` (L D Lᵀ, stored as LU factors with piv[k] = k)
+    when M is symmetric positive definite, else by partial pivoting as any matrix;
+    the same statuses and singularity test (min/max d_k)."""
+    return _factor_judged(M, LU, piv, n, True)
+
+
+def _factor_judged(J, LU, piv, N, spd):
+    """:func:`factor_matrix`, first trying L D Lᵀ when ``spd`` (J is not LU)."""
     for i in range(N):
         for j in range(N):
             if not math.isfinite(J[i, j]):
@@ -149,7 +162,13 @@ def factor_matrix(J, LU, piv, N):
     for i in range(N):
         for j in range(N):
             LU[i, j] = J[i, j]
-    info = lu_factor_inplace(LU, piv)
+    info = ldl_factor_inplace(LU, piv) if spd else 1
+    if info != 0:
+        if spd:   # not symmetric positive definite: partial pivoting from J again
+            for i in range(N):
+                for j in range(N):
+                    LU[i, j] = J[i, j]
+        info = lu_factor_inplace(LU, piv)
     ratio = 0.0 if info != 0 else pivot_ratio(LU)
     if ratio <= PIVOT_RATIO_MIN and info == 0:  # the same factors, judged scale-free
         ratio = scaled_pivot_ratio(LU, piv)
@@ -167,11 +186,14 @@ def factor_matrix(J, LU, piv, N):
 def augmented_factor(fns, p, n, m, g, q, t, M, Cq, K, LU, piv):
     """K (N×N, N = n + m + g) ← [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]] at (q, t), LU ← its
     LU factors, pivots in ``piv`` (``LU`` may be ``K``: factored in place); M and
-    [C_q; B] are left in ``M`` and ``Cq`` ((m + g)×n).  Returns :func:`factor_matrix`'s
-    (status, pivot ratio)."""
+    [C_q; B] are left in ``M`` and ``Cq`` ((m + g)×n).  Without constraint rows K is
+    M, not copied: LU ← :func:`factor_mass_matrix` of M (L D Lᵀ).  Returns
+    :func:`factor_matrix`'s (status, pivot ratio)."""
     N = n + m + g
     M[:, :] = 0.0
     fns[FN_MASS](q, t, p, M)
+    if N == n:   # no constraint rows: K = M, symmetric positive definite (L D Lᵀ)
+        return factor_mass_matrix(M, LU, piv, n)
     Cq[:, :] = 0.0
     if m > 0:
         fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
