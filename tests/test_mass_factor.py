@@ -1,4 +1,4 @@
-"""The factorisation of an unconstrained model's mass matrix (kernel_common.factor_mass_matrix,
+"""The factorisation of an unconstrained model's mass matrix (kernel_common.factor_matrix with spd,
 dense_lu.ldl_factor_inplace): L D Lᵀ of a symmetric positive definite M stored as LU
 factors, partial pivoting for any other matrix, the same singularity test and the same
 refusal of a singular M as every other matrix of the kernels."""
@@ -8,16 +8,16 @@ import pytest
 import cosim
 from cosim.errors import ConvergenceError
 from cosim.integrators import dense_lu
-from cosim.integrators.kernel_common import FACTORED, MATRIX_SINGULAR, factor_mass_matrix
+from cosim.integrators.kernel_common import FACTORED, MATRIX_SINGULAR, factor_matrix
 from cosim.models import MultibodyModel, Parameter
 
 
 def _solve(A):
-    """factor_mass_matrix then dense_lu.lu_solve_inplace of A x = b for a random b:
+    """factor_matrix(…, spd=True) then dense_lu.lu_solve_inplace of A x = b for a random b:
     (status, pivots, x, b)."""
     n = A.shape[0]
     LU, piv = np.zeros((n, n)), np.zeros(n, dtype=np.int64)
-    status, _ = factor_mass_matrix(A, LU, piv, n)
+    status, _ = factor_matrix(A, LU, piv, n, True)
     b = np.random.default_rng(n).standard_normal(n)
     x = b.copy()
     if status == FACTORED:
@@ -91,3 +91,23 @@ def test_a_singular_mass_matrix_in_a_step_is_refused_with_the_matrix_named():
                                                   r"at t=1\.0, h=None \(pivot ratio 0\.0e\+00\)"):
         for _ in range(8):
             sim.do_step(sim.time, 0.25)
+
+
+def test_compiled_ldl_is_bit_identical_to_the_python_backend():
+    """The one implementation compiled (numba, as the methods paste it) and run as plain
+    Python: the same factors and solution bits on random SPD matrices."""
+    numba = pytest.importorskip("numba")
+    ldl = numba.njit(error_model="numpy")(dense_lu.ldl_factor_inplace)
+    solve = numba.njit(error_model="numpy")(dense_lu.lu_solve_inplace)
+    rng = np.random.default_rng(3)
+    for n in range(1, 10):
+        B = rng.standard_normal((n, n))
+        A = B @ B.T + np.eye(n)
+        b = rng.standard_normal(n)
+        out = []
+        for factor, sol in ((ldl, solve), (dense_lu.ldl_factor_inplace, dense_lu.lu_solve_inplace)):
+            LU, piv, x = A.copy(), np.zeros(n, dtype=np.int64), b.copy()
+            assert factor(LU, piv) == 0
+            sol(LU, piv, x)
+            out.append((LU.tobytes(), x.tobytes()))
+        assert out[0] == out[1]

@@ -1,4 +1,5 @@
-"""Small dense LU with partial pivoting for compiled kernels.
+"""Small dense LU with partial pivoting for compiled kernels (and L D Lᵀ of a
+symmetric positive definite matrix, a mass matrix, in the same storage).
 
 Same pivot choice (first largest |a_ik| of the column) and pivot format as
 LAPACK ``dgetrf`` through scipy (0-based row interchanges, applied in order),

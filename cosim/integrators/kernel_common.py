@@ -136,25 +136,15 @@ MATRIX_NONFINITE = 1
 MATRIX_SINGULAR = 2
 
 
-def factor_matrix(J, LU, piv, N):
+def factor_matrix(J, LU, piv, N, spd=False):
     """LU ← the LU factors of the leading N×N block of ``J`` (:mod:`.dense_lu`, pivots
     in ``piv``).  Returns (status, pivot ratio): :data:`MATRIX_NONFINITE` when J has
     a NaN or inf (LU untouched), :data:`MATRIX_SINGULAR` when min/max |pivot| ≤
     :data:`PIVOT_RATIO_MIN` on J and on J equilibrated (:func:`.dense_lu.scaled_pivot_ratio`:
-    a heavy body is not a singular matrix), else :data:`FACTORED`."""
-    return _factor_judged(J, LU, piv, N, False)
-
-
-def factor_mass_matrix(M, LU, piv, n):
-    """:func:`factor_matrix` of a mass matrix M (n×n, not ``LU`` itself): by
-    :func:`.dense_lu.ldl_factor_inplace` (L D Lᵀ, stored as LU factors with piv[k] = k)
-    when M is symmetric positive definite, else by partial pivoting as any matrix;
-    the same statuses and singularity test (min/max d_k)."""
-    return _factor_judged(M, LU, piv, n, True)
-
-
-def _factor_judged(J, LU, piv, N, spd):
-    """:func:`factor_matrix`, first trying L D Lᵀ when ``spd`` (J is not LU)."""
+    a heavy body is not a singular matrix), else :data:`FACTORED`.  ``spd`` (a mass
+    matrix; J is not LU): by :func:`.dense_lu.ldl_factor_inplace` (L D Lᵀ stored as LU
+    factors, piv[k] = k; min/max d_k judged) when J is symmetric positive definite, else
+    by partial pivoting as any matrix."""
     for i in range(N):
         for j in range(N):
             if not math.isfinite(J[i, j]):
@@ -187,13 +177,13 @@ def augmented_factor(fns, p, n, m, g, q, t, M, Cq, K, LU, piv):
     """K (N×N, N = n + m + g) ← [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]] at (q, t), LU ← its
     LU factors, pivots in ``piv`` (``LU`` may be ``K``: factored in place); M and
     [C_q; B] are left in ``M`` and ``Cq`` ((m + g)×n).  Without constraint rows K is
-    M, not copied: LU ← :func:`factor_mass_matrix` of M (L D Lᵀ).  Returns
+    M, not copied: LU ← the L D Lᵀ factors of M (:func:`factor_matrix` ``spd``).  Returns
     :func:`factor_matrix`'s (status, pivot ratio)."""
     N = n + m + g
     M[:, :] = 0.0
     fns[FN_MASS](q, t, p, M)
     if N == n:   # no constraint rows: K = M, symmetric positive definite (L D Lᵀ)
-        return factor_mass_matrix(M, LU, piv, n)
+        return factor_matrix(M, LU, piv, n, True)
     Cq[:, :] = 0.0
     if m > 0:
         fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
