@@ -1,4 +1,5 @@
-"""Small dense LU with partial pivoting for compiled kernels.
+"""Small dense LU with partial pivoting for compiled kernels (and L D Lᵀ of a
+symmetric positive definite matrix, a mass matrix, in the same storage).
 
 Same pivot choice (first largest |a_ik| of the column) and pivot format as
 LAPACK ``dgetrf`` through scipy (0-based row interchanges, applied in order),
@@ -69,6 +70,37 @@ def lu_solve_inplace(LU, piv, b):
         b[i] = s / LU[i, i]
 
 
+def ldl_factor_inplace(A, piv):
+    """A symmetric positive definite n×n ``A`` = L D Lᵀ, factored without pivoting
+    (half the flops of :func:`lu_factor_inplace`, no pivot search) and stored as
+    its LU factors: L (unit lower, below the diagonal) and U = D Lᵀ, ``piv[k]`` = k,
+    so :func:`lu_solve_inplace` and :func:`pivot_ratio` (min/max d_k: the squared
+    diagonal of the Cholesky factor) take it as they are.  Returns 0, or k+1 when
+    column k shows A is not symmetric (a_ik ≠ a_ki exactly) or not positive definite
+    (d_k ≤ 0, or NaN); A is then partly overwritten and the caller factors the
+    matrix again with :func:`lu_factor_inplace`."""
+    n = A.shape[0]
+    for k in range(n):
+        piv[k] = k
+    for k in range(n):
+        d = A[k, k]
+        for j in range(k):
+            d -= A[k, j] * A[j, k]    # l_kj u_jk = l_kj² d_j
+        if not d > 0.0:
+            return k + 1
+        A[k, k] = d
+        inv = 1.0 / d
+        for i in range(k + 1, n):
+            s = A[i, k]
+            if s != A[k, i]:          # a_ik: still the matrix's own entry here
+                return k + 1
+            for j in range(k):
+                s -= A[i, j] * A[j, k]
+            A[k, i] = s               # u_ki = d_k l_ik
+            A[i, k] = s * inv         # l_ik
+    return 0
+
+
 def pivot_ratio(LU):
     """min |u_kk| / max |u_kk| (the singularity test of common.lu_factor)."""
     n = LU.shape[0]
@@ -102,7 +134,7 @@ def scaled_pivot_ratio(LU, piv):
     n = LU.shape[0]
     if n == 0:
         return 1.0
-    perm = [0] * n
+    perm = np.empty(n, dtype=np.int64)
     for k in range(n):
         perm[k] = k
     for k in range(n):
@@ -117,12 +149,15 @@ def scaled_pivot_ratio(LU, piv):
             for k in range(min(i, j + 1)):
                 s += LU[i, k] * LU[k, j]
             A[perm[i], j] = s
-    dr = [1.0] * n
-    dc = [1.0] * n
+    dr = np.ones(n)
+    dc = np.ones(n)
+    rmax = np.empty(n)
+    cmax = np.empty(n)
     for _sweep in range(40):
         done = True
-        rmax = [0.0] * n
-        cmax = [0.0] * n
+        for i in range(n):
+            rmax[i] = 0.0
+            cmax[i] = 0.0
         for i in range(n):
             for j in range(n):
                 a = abs(dr[i] * A[i, j] * dc[j])

@@ -293,9 +293,10 @@ def _fixed_estimate(S, I, n, n2, dopri, y, h, y_new, K, ev, ys):
 # ---------------------------------------------------------------------------------
 # one step
 # ---------------------------------------------------------------------------------
-def step(fns, S, I, LU, u, p, t_limit, w, lazy_end):
-    """One accepted step ending at or before ``t_limit``
-    (ExplicitRungeKutta._step_inner).  Returns a status code; on failure
+def step(fns, S, I, LU, u, p, t_limit, w, wi, wr, lazy_end):
+    """One accepted step ending at or before ``t_limit`` (ExplicitRungeKutta._step_inner;
+    w the workspace, wi, wr its :func:`_index1_work`, :func:`_rk4_work`, made once per
+    advance: a tuple of arrays costs a reference count per array).  Returns a status code; on failure
     S[F_H] is the step size, I[CAUSE] / S[F_ERR] what made it fail.
     ``lazy_end``: a fixed rk4 step that lands on ``t_limit`` leaves f at its end
     to the next step or :func:`complete_step` (I[HAS_DENSE] = END_PENDING): new
@@ -307,7 +308,6 @@ def step(fns, S, I, LU, u, p, t_limit, w, lazy_end):
     o_y, o_qdd, o_lam, o_f = o[O_Y], o[O_QDD], o[O_LAM], o[O_F]
     K, y, y_new, lam, f = w[W_K], w[W_Y0], w[W_Y_NEW], w[W_LAM], w[W_F]
     y_proj = w[W_Y_PROJ]
-    wi, wr = _index1_work(w), _rk4_work(w)
     dopri = I[METHOD] == DOPRI5
     t = S[T]
     for i in range(n2):
@@ -351,7 +351,10 @@ def step(fns, S, I, LU, u, p, t_limit, w, lazy_end):
             if not fixed_step_resolved(S, est, h, FIXED_SLOTS):
                 return FIXED_UNRESOLVED
         if cause == C_NONE and err <= 1.0:
-            cause = _project(fns, S, I, LU, p, n, m, t_new, y_new, y_proj, wi)
+            if m > 0:
+                cause = _project(fns, S, I, LU, p, n, m, t_new, y_new, y_proj, wi)
+            else:   # nothing to project (and no call: it counts a reference per array)
+                y_proj[:] = y_new
             deferred = lazy_end and fixed and lands and not dopri
             if cause == C_NONE and not dopri and not deferred:
                 # RK4._after_projection: f at the projected point, the next k1
@@ -458,9 +461,10 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole, lazy_end=False):
     On failure S and I are as on entry (all or nothing) except the failure
     slots F_T (t of the failing step), F_H, F_ERR, F_CT, F_CINFO, I[CAUSE]."""
     w, status = workspace(I[I_N], I[I_M], I[I_NY]), OK
+    wi, wr = _index1_work(w), _rk4_work(w)
     S0, I0, LU0 = S.copy(), I.copy(), LU.copy()
     while status == OK and S[T] < t_target and max_steps > 0:
-        status, max_steps = step(fns, S, I, LU, u, p, t_target, w, lazy_end), max_steps - 1
+        status, max_steps = step(fns, S, I, LU, u, p, t_target, w, wi, wr, lazy_end), max_steps - 1
     return end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS, CAUSE)
 
 

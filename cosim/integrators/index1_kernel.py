@@ -9,9 +9,8 @@ of J); pasted into both compiled methods (``helpers`` of
 codes these functions use — rkc_record shares them; the pivots of J, which follow
 each method's own slots of I, start where the argument ``piv`` says).
 """
-from .dense_lu import lu_solve_inplace
 from .kernel_common import (FACTORED, FN_FORCES, FN_NH_MATRIX, FN_NH_OFFSET, MATRIX_NONFINITE, all_finite,
-    augmented_factor, augmented_rhs)
+    augmented_factor, augmented_rhs, consistent_accelerations)
 from .explicit_record import (C_NONE, C_NONFINITE_MATRIX, C_SINGULAR, F_CINFO, F_CT, F_H, FIRST_ORDER,
                               HAS_F, I_NG, NONFINITE_DERIVATIVE, NONFINITE_MATRIX, OK, SINGULAR,
                               ST_LU, ST_RES, W_CQ, W_FORCES, W_GAMMA, W_M, W_Q, W_RHS, W_V)
@@ -47,6 +46,13 @@ def _factorize(fns, S, I, LU, piv, p, n, m, q, t, M, Cq):
     LU and its pivots into I from ``piv`` (the record's PIV); returns a cause code."""
     ng = n_nonholonomic(I)
     status, ratio = augmented_factor(fns, p, n, m - ng, ng, q, t, M, Cq, LU, LU, I[piv:piv + n + m])
+    return _factor_cause(S, I, status, ratio, t)
+
+
+def _factor_cause(S, I, status, ratio, t):
+    """The cause code of a factorisation of J at t (:func:`.kernel_common.factor_matrix`'s
+    status, pivot ratio): a failure's t and ratio into S[F_CT], S[F_CINFO]; a success
+    counted in I[ST_LU]."""
     if status == MATRIX_NONFINITE:
         S[F_CT] = t
         return C_NONFINITE_MATRIX
@@ -78,18 +84,24 @@ def _factor_and_rhs(fns, S, I, LU, piv, p, u, n, m, t, y, w):
 
 def _evaluate(fns, S, I, LU, piv, p, u, n, m, t, y, f, lam, w):
     """f = y' = [v; q''] at (t, y) (eq. 88) and λ (with the
-    rows B q'' = γ_G, λ = [λ; μ]); the factor of J stays in LU.  Returns a cause
-    code (C_NONE on success)."""
-    v, rhs = w[W_V], w[W_RHS]
+    rows B q'' = γ_G, λ = [λ; μ]): :func:`.kernel_common.consistent_accelerations` at
+    (q, v) of y (eq. 88's solve is eq. 10's); the factor of J stays in LU.  Returns a
+    cause code (C_NONE on success)."""
+    q, v, rhs = w[W_Q], w[W_V], w[W_RHS]
     I[ST_RES] += 1
     if I[FIRST_ORDER] == 1:              # x' = f(t, x, u): the forces slot
         f[:] = 0.0
         fns[FN_FORCES](y, y, t, u, p, f)
         return C_NONE
-    cause = _factor_and_rhs(fns, S, I, LU, piv, p, u, n, m, t, y, w)
+    for i in range(n):
+        q[i] = y[i]
+        v[i] = y[n + i]
+    ng = n_nonholonomic(I)
+    status, ratio = consistent_accelerations(fns, p, u, n, m - ng, ng, t, q, v, w[W_M], w[W_CQ], LU, LU,
+                                             I[piv:piv + n + m], w[W_FORCES], w[W_GAMMA], rhs)
+    cause = _factor_cause(S, I, status, ratio, t)
     if cause != C_NONE:
         return cause
-    lu_solve_inplace(LU, I[piv:piv + n + m], rhs)
     for i in range(n):
         f[i] = v[i]
         f[n + i] = rhs[i]

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from .dense_lu import lu_factor_inplace, lu_solve_inplace, pivot_ratio, scaled_pivot_ratio
+from .dense_lu import ldl_factor_inplace, lu_factor_inplace, lu_solve_inplace, pivot_ratio, scaled_pivot_ratio
 
 EPS = 2.220446049250313e-16
 
@@ -136,12 +136,15 @@ MATRIX_NONFINITE = 1
 MATRIX_SINGULAR = 2
 
 
-def factor_matrix(J, LU, piv, N):
+def factor_matrix(J, LU, piv, N, spd=False):
     """LU ← the LU factors of the leading N×N block of ``J`` (:mod:`.dense_lu`, pivots
     in ``piv``).  Returns (status, pivot ratio): :data:`MATRIX_NONFINITE` when J has
     a NaN or inf (LU untouched), :data:`MATRIX_SINGULAR` when min/max |pivot| ≤
     :data:`PIVOT_RATIO_MIN` on J and on J equilibrated (:func:`.dense_lu.scaled_pivot_ratio`:
-    a heavy body is not a singular matrix), else :data:`FACTORED`."""
+    a heavy body is not a singular matrix), else :data:`FACTORED`.  ``spd`` (a mass
+    matrix; J is not LU): by :func:`.dense_lu.ldl_factor_inplace` (L D Lᵀ stored as LU
+    factors, piv[k] = k; min/max d_k judged) when J is symmetric positive definite, else
+    by partial pivoting as any matrix."""
     for i in range(N):
         for j in range(N):
             if not math.isfinite(J[i, j]):
@@ -149,7 +152,13 @@ def factor_matrix(J, LU, piv, N):
     for i in range(N):
         for j in range(N):
             LU[i, j] = J[i, j]
-    info = lu_factor_inplace(LU, piv)
+    info = ldl_factor_inplace(LU, piv) if spd else 1
+    if info != 0:
+        if spd:   # not symmetric positive definite: partial pivoting from J again
+            for i in range(N):
+                for j in range(N):
+                    LU[i, j] = J[i, j]
+        info = lu_factor_inplace(LU, piv)
     ratio = 0.0 if info != 0 else pivot_ratio(LU)
     if ratio <= PIVOT_RATIO_MIN and info == 0:  # the same factors, judged scale-free
         ratio = scaled_pivot_ratio(LU, piv)
@@ -167,11 +176,14 @@ def factor_matrix(J, LU, piv, N):
 def augmented_factor(fns, p, n, m, g, q, t, M, Cq, K, LU, piv):
     """K (N×N, N = n + m + g) ← [[M, C_qᵀ, Bᵀ], [C_q, 0, 0], [B, 0, 0]] at (q, t), LU ← its
     LU factors, pivots in ``piv`` (``LU`` may be ``K``: factored in place); M and
-    [C_q; B] are left in ``M`` and ``Cq`` ((m + g)×n).  Returns :func:`factor_matrix`'s
-    (status, pivot ratio)."""
+    [C_q; B] are left in ``M`` and ``Cq`` ((m + g)×n).  Without constraint rows K is
+    M, not copied: LU ← the L D Lᵀ factors of M (:func:`factor_matrix` ``spd``).  Returns
+    :func:`factor_matrix`'s (status, pivot ratio)."""
     N = n + m + g
     M[:, :] = 0.0
     fns[FN_MASS](q, t, p, M)
+    if N == n:   # no constraint rows: K = M, symmetric positive definite (L D Lᵀ)
+        return factor_matrix(M, LU, piv, n, True)
     Cq[:, :] = 0.0
     if m > 0:
         fns[FN_CONSTRAINT_JACOBIAN](q, t, p, Cq)
