@@ -96,7 +96,8 @@ def solve_circle(x0, LU, piv, S, I):
         if job == KC.JOB_MATRIX:
             answer = float(KC.factor_matrix(np.array([[2 * x[0], 2 * x[1]], [1.0, -1.0]]), LU, piv, 2)[0])
         elif job == KC.JOB_RESIDUAL:
-            F[:] = [x[0] ** 2 + x[1] ** 2 - 4.0, x[0] - x[1]]
+            with np.errstate(over="ignore", invalid="ignore"):   # (a diverged x: inf)
+                F[:] = [x[0] ** 2 + x[1] ** 2 - 4.0, x[0] - x[1]]
             answer = 0.0
         else:
             assert job == KC.JOB_NORM   # (no stall test in RULE)
@@ -217,3 +218,28 @@ def test_weighted_norms():
     assert KC.weighted_rms(x, w * w, 2) == pytest.approx(math.sqrt((9.0 + 4.0) / 2))
     assert KC.weighted_rms(x, w, 0) == 0.0
     assert math.isnan(KC.weighted_max(np.array([np.nan, 1.0]), w, 2))
+
+
+def test_a_failure_with_a_kept_factor_is_retried_with_a_fresh_matrix():
+    """Algorithm 2: a failure with an old matrix is not a failure of the step.  A kept
+    factor with a pivot 1e-200 times too small sends the first update to ~1e200 and the
+    residual to inf: the loop starts again from δ = 0 with the matrix formed there and
+    converges to the root within 1e-10; a solve that failed with a matrix it formed
+    itself is not retried."""
+    x0 = np.array([1.2, 1.5])
+    LU, piv = np.zeros((2, 2)), np.zeros(2, dtype=np.int64)
+    KC.factor_matrix(np.array([[2 * x0[0], 2 * x0[1]], [1.0, -1.0]]), LU, piv, 2)
+    LU[0, 0] *= 1e-200
+    S, I = np.array([1.0, 1.0, 0.0]), np.array([1, 0, 0, 0, 0])   # a factor kept, not asked anew
+    reason, x, jobs = solve_circle(x0, LU, piv, S, I)
+    assert reason == KC.QN_SOLVED and np.max(np.abs(x - ROOT)) < 1e-10
+    assert jobs[:3] == [KC.JOB_RESIDUAL, KC.JOB_NORM, KC.JOB_RESIDUAL] and KC.JOB_MATRIX in jobs
+    # a matrix formed in this solve whose residual is not finite: the solve fails
+    delta, F = np.zeros(2), np.zeros(2)
+    I[2] = 1
+    job, state = KC.newton_begin(S, I, delta, 2, RULE)
+    assert job == KC.JOB_MATRIX
+    job, state = KC.quasi_newton(job, 0.0, state, S, I, LU, piv, F, delta, 2, 1.0, 1e-4, 1e-3, False, RULE)
+    F[:] = [np.inf, 0.0]
+    job, state = KC.quasi_newton(job, 0.0, state, S, I, LU, piv, F, delta, 2, 1.0, 1e-4, 1e-3, False, RULE)
+    assert job == KC.NEWTON_END + KC.QN_RESIDUAL

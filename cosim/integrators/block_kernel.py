@@ -14,10 +14,10 @@ A_i = q''(t_k + c_i h) and Λ_i, with
     index 3: C(Q_i)/h² = 0;  index 2: (C_q V_i + C_t)/h = 0;  index 1: C_q A_i − γ(Q_i, V_i) = 0,
 
 solved by the quasi-Newton iteration of seed 000 Algorithm 2
-(:func:`kernel_common.newton_verdict`) with the iteration matrix at the step
+(:func:`kernel_common.quasi_newton`) with the iteration matrix at the step
 start, kept across steps by the reuse test (:func:`kernel_common.keeps_matrix`);
-a solve that fails is retried with a fresh matrix, then with the difference
-Jacobian of the whole stage residual.  y_{k+1} = (Q_r, V_r), a_{k+1} = A_r,
+a solve that fails with a kept matrix is retried with a fresh one (there), one that
+still fails with the difference Jacobian of the whole stage residual.  y_{k+1} = (Q_r, V_r), a_{k+1} = A_r,
 λ_{k+1} = Λ_r; the stage values Q_i, V_i are kept for the dense output.
 
 The record (everything the method remembers; a snapshot is three array copies):
@@ -374,12 +374,8 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     else:
         I[NEED_JAC] = 1
         S[RELAX] = 1.0
+    # (a failure with a kept matrix is retried with a fresh one there)
     converged, status, reason = _solve(fns, S, I, LU, p, u, n, m, r, t0, h, q0, v0, a0, lam0, False, w)
-    if status == OK and not converged:   # again with a fresh matrix
-        I[NEED_JAC] = 1
-        S[RELAX] = 1.0
-        converged, status, reason = _solve(fns, S, I, LU, p, u, n, m, r, t0, h, q0, v0, a0, lam0,
-                                           False, w)
     if status != OK:
         S[F_H] = h
         return status

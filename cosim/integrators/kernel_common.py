@@ -155,8 +155,20 @@ def newton_begin(S, I, delta, N, rule):
     ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX, SIGMA): the method's Newton
     options and the slots of its record (I: the first five, S: the last three)."""
     old_norm, n_j, err, sigma = newton_start(delta, N, S[rule[10]])
-    job = JOB_MATRIX if I[rule[5]] == 1 or I[rule[3]] == 0 else JOB_RESIDUAL
-    return job, (1, n_j, old_norm, err, sigma, 0.0, 0)
+    kept = 0 if I[rule[5]] == 1 or I[rule[3]] == 0 else 1
+    return (JOB_RESIDUAL if kept == 1 else JOB_MATRIX), (1, n_j, old_norm, err, sigma, 0.0, 0, kept)
+
+
+def newton_end(reason, state, S, I, delta, N, rule):
+    """The end of a solve for ``reason``, or (Algorithm 2: a failure with an old matrix
+    is not a failure of the step) when a solve that started with a factor kept from an
+    earlier step failed, its one retry: δ = 0 again and the matrix re-formed there.
+    Returns (job, state) for :func:`quasi_newton`."""
+    if reason == QN_SOLVED or state[7] == 0:
+        return NEWTON_END + reason, state
+    I[rule[5]] = 1
+    old_norm, n_j, err, sigma = newton_start(delta, N, S[rule[10]])
+    return JOB_MATRIX, (1, n_j, old_norm, err, sigma, 0.0, 0, 0)
 
 
 def quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, tol, err_tol, rate_only, rule):
@@ -169,34 +181,35 @@ def quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, tol, err_tol, rat
     ``tol``, ``err_tol``; ``rule``: see :func:`newton_begin`) — a slow update asks
     the method's stall test when ``rule[2]``, else re-forms the matrix — and after
     ``max_iter`` updates accepts on :data:`NEWTON_LAST_CHANCE`.  S[SIGMA] keeps the
-    rate.  ``state`` = (update number, n_j, ‖Δδ_old‖, err, σ, ‖Δδ‖, whether a matrix
-    was formed in this solve)."""
-    it, n_j, old_norm, err, sigma, dnorm, fresh = state
+    rate.  A failed solve that started with a kept factor is retried once
+    (:func:`newton_end`).  ``state`` = (update number, n_j, ‖Δδ_old‖, err, σ, ‖Δδ‖,
+    whether a matrix was formed in this solve, whether a failure is retried)."""
+    it, n_j, old_norm, err, sigma, dnorm, fresh, kept = state
     if job == JOB_MATRIX:
         if x != 0.0:
-            return NEWTON_END + QN_ABORTED, state
+            return newton_end(QN_ABORTED, state, S, I, delta, N, rule)
         n_j, old_norm = matrix_formed(S, I, h, (rule[3], rule[4], rule[5]), (rule[8], rule[9]))
-        return JOB_RESIDUAL, (it, n_j, old_norm, err, sigma, dnorm, 1)
+        return JOB_RESIDUAL, (it, n_j, old_norm, err, sigma, dnorm, 1, kept)
     if job == JOB_RESIDUAL:
         if x != 0.0:
-            return NEWTON_END + QN_ABORTED, state
+            return newton_end(QN_ABORTED, state, S, I, delta, N, rule)
         I[rule[6]] += 1
         I[rule[7]] += 1
         if not all_finite(F):
             I[rule[5]] = 1
             S[rule[10]] = sigma
-            return NEWTON_END + QN_RESIDUAL, state
+            return newton_end(QN_RESIDUAL, state, S, I, delta, N, rule)
         relaxed_update(LU, piv, F, delta, N, S[rule[9]])
-        return JOB_NORM, (it, n_j + 1, old_norm, err, sigma, dnorm, fresh)
+        return JOB_NORM, (it, n_j + 1, old_norm, err, sigma, dnorm, fresh, kept)
     if job == JOB_NORM:
         dnorm = x
         if not math.isfinite(dnorm):
             I[rule[5]] = 1
-            return NEWTON_END + QN_UPDATE, state
+            return newton_end(QN_UPDATE, state, S, I, delta, N, rule)
         verdict, sigma, err = newton_verdict(it, n_j, dnorm, old_norm, sigma, err, tol, err_tol,
                                              rule[1] == 1, rate_only)
         if verdict == NEWTON_SLOW and rule[2] == 1:
-            return JOB_STALL, (it, n_j, old_norm, err, sigma, dnorm, fresh)
+            return JOB_STALL, (it, n_j, old_norm, err, sigma, dnorm, fresh, kept)
     else:   # JOB_STALL
         verdict = NEWTON_CONVERGED if x != 0.0 else NEWTON_REFRESH
     if verdict == NEWTON_CONVERGED:
@@ -207,9 +220,10 @@ def quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, tol, err_tol, rat
     if it == rule[0]:
         S[rule[10]] = sigma
         I[rule[5]] = 1
-        return NEWTON_END + (QN_SOLVED if err <= NEWTON_LAST_CHANCE else QN_NO_CONVERGENCE), state
+        return newton_end(QN_SOLVED if err <= NEWTON_LAST_CHANCE else QN_NO_CONVERGENCE, state, S, I,
+                          delta, N, rule)
     job = JOB_MATRIX if I[rule[5]] == 1 or I[rule[3]] == 0 else JOB_RESIDUAL
-    return job, (it + 1, n_j, dnorm, err, sigma, dnorm, fresh)
+    return job, (it + 1, n_j, dnorm, err, sigma, dnorm, fresh, kept)
 
 
 # factor_matrix statuses

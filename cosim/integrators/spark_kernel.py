@@ -338,11 +338,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     else:
         I[NEED_JAC] = 1
         S[RELAX] = 1.0
-    status = _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w)
-    if status == NEWTON_FAILED:   # once more with a fresh matrix
-        I[NEED_JAC] = 1
-        S[RELAX] = 1.0
-        status = _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w)
+    status = _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w)   # (retried with a fresh matrix there)
     if status != OK:
         S[F_H] = h
         return status
