@@ -558,7 +558,10 @@ def entry_at(addresses, mode, S, I, LU, u, p, t_target, max_steps, y_out):
 # entry_at (inline="always": not compiled on their own; the same operations, so the
 # same numbers — benchmarks/kernel_bits.py), which saved about 15-30 % of each
 # method's compile (CPU).  A function inlined this way that gained a second caller
-# would be compiled into both: correct, only slower to compile.
+# would be compiled into both: correct, only slower to compile.  The quasi-Newton loop
+# (kernel_common.quasi_newton, one caller in each method, called once per job of a solve)
+# is inlined too: called on its own it cost generalized-α ~0.3 µs more of a two_link
+# step (benchmarks/do_step_overhead.py).
 _METHOD_FOOTER = '''
 
 # error_model="numpy": x / 0.0 is inf/nan, which the kernels' finiteness checks turn
@@ -567,7 +570,8 @@ _METHOD_FOOTER = '''
 for _name, _obj in list(globals().items()):
     if isinstance(_obj, _types.FunctionType) and _obj.__module__ == __name__:
         globals()[_name] = _numba.njit(cache=True, nogil=True, error_model="numpy",
-                                       inline="always" if _name in ("entry", "advance", "step") else "never")(_obj)
+                                       inline="always" if _name in ("entry", "advance", "step", "quasi_newton")
+                                       else "never")(_obj)
 '''
 
 

@@ -1,6 +1,7 @@
 """The quasi-Newton decisions every method's kernel shares (seed 000 §5.1, Algorithm 2
 and the reuse test of Algorithm 3 g; cosim.integrators.kernel_common), checked on
-their own; the methods' Newton loops around them are checked by each method's tests."""
+their own, and the one quasi-Newton loop every implicit method runs (quasi_newton) on a
+small system; the methods' jobs in it are checked by each method's tests."""
 import math
 
 import numpy as np
@@ -76,33 +77,73 @@ def test_slow_contraction_refreshes_the_matrix_and_a_growing_update_is_slow():
         == (KC.NEWTON_SLOW, 0.2, 7.0)
 
 
-def test_verdicts_solve_a_small_system():
-    """A quasi-Newton loop around the verdicts (as in each kernel: a matrix kept until
-    the verdict asks for a new one): converges on a circle and a line."""
-    from cosim.integrators.dense_lu import lu_solve_inplace
-    root = np.array([np.sqrt(2.0), np.sqrt(2.0)])
-    x = np.array([1.2, 1.5])
+# a record for kernel_common.quasi_newton: I = [HAS_FACTOR, ST_LU, NEED_JAC, ST_RES,
+# ST_NEWTON], S = [H_JAC, RELAX, SIGMA]; 25 updates, no prior rate, no stall test
+RULE = (25, 0, 0, 0, 1, 2, 3, 4, 0, 1, 2)
+ROOT = np.array([np.sqrt(2.0), np.sqrt(2.0)])
+
+
+def solve_circle(x0, LU, piv, S, I):
+    """quasi_newton driven as each kernel drives it, on a circle and a line
+    (x² + y² = 4, x = y; root (√2, √2)) from x0, the norm max|Δδ| / 1e-8.  Returns
+    (reason, x0 + δ, the jobs asked)."""
+    delta, F = np.zeros(2), np.zeros(2)
+    job, state = KC.newton_begin(S, I, delta, 2, RULE)
+    jobs = []
+    while job < KC.NEWTON_END:
+        jobs.append(job)
+        x = x0 + delta
+        if job == KC.JOB_MATRIX:
+            answer = float(KC.factor_matrix(np.array([[2 * x[0], 2 * x[1]], [1.0, -1.0]]), LU, piv, 2)[0])
+        elif job == KC.JOB_RESIDUAL:
+            with np.errstate(over="ignore", invalid="ignore"):   # (a diverged x: inf)
+                F[:] = [x[0] ** 2 + x[1] ** 2 - 4.0, x[0] - x[1]]
+            answer = 0.0
+        else:
+            assert job == KC.JOB_NORM   # (no stall test in RULE)
+            answer = float(np.max(np.abs(F))) / 1e-8
+        job, state = KC.quasi_newton(job, answer, state, S, I, LU, piv, F, delta, 2, 1.0, 1e-4, 1e-3,
+                                     False, RULE)
+    return job - KC.NEWTON_END, x0 + delta, jobs
+
+
+def test_the_loop_solves_a_small_system():
+    """kernel_common.quasi_newton (every implicit method's loop) from no kept factor:
+    forms the matrix first, keeps it until the verdict asks for a new one, counts
+    every residual, converges to the root within 1e-10."""
     LU, piv = np.zeros((2, 2)), np.zeros(2, dtype=np.int64)
-    old, sigma, err, n_j, refreshes = -1.0, 0.0, math.inf, 0, -1
-    verdict = KC.NEWTON_REFRESH
-    for it in range(1, 26):
-        if verdict == KC.NEWTON_REFRESH:
-            J = np.array([[2 * x[0], 2 * x[1]], [1.0, -1.0]])
-            assert KC.factor_matrix(J, LU, piv, 2)[0] == KC.FACTORED
-            old, n_j, refreshes = -1.0, 0, refreshes + 1
-        F = np.array([x[0] ** 2 + x[1] ** 2 - 4.0, x[0] - x[1]])
-        lu_solve_inplace(LU, piv, F)
-        x -= F
-        n_j += 1
-        dnorm = float(np.max(np.abs(F))) / 1e-8
-        verdict, sigma, err = KC.newton_verdict(it, n_j, dnorm, old, sigma, err, 1e-4, 1e-3,
-                                                False, False)
-        if verdict == KC.NEWTON_CONVERGED:
-            break
-        assert verdict != KC.NEWTON_SLOW
-        old = dnorm
-    assert verdict == KC.NEWTON_CONVERGED and 3 <= it <= 15 and refreshes <= 3
-    assert np.max(np.abs(x - root)) < 1e-10
+    S, I = np.array([-1.0, 1.0, 0.0]), np.zeros(5, dtype=np.int64)
+    reason, x, jobs = solve_circle(np.array([1.2, 1.5]), LU, piv, S, I)
+    assert reason == KC.QN_SOLVED and np.max(np.abs(x - ROOT)) < 1e-10
+    assert jobs[0] == KC.JOB_MATRIX and 1 <= jobs.count(KC.JOB_MATRIX) == I[1] <= 4
+    assert I[3] == I[4] == jobs.count(KC.JOB_RESIDUAL) <= 15
+    assert I[0] == 1 and S[0] == 1.0 and S[1] == 1.0   # a factor kept, formed with h = 1, unrelaxed
+
+
+def test_the_loop_reports_a_failed_job_and_a_nonfinite_residual():
+    """A job's failure ends the solve with QN_ABORTED (the method's code is its
+    answer); a residual that is not finite with QN_RESIDUAL and a new matrix asked."""
+    LU, piv = np.zeros((2, 2)), np.zeros(2, dtype=np.int64)
+    S, I = np.array([-1.0, 1.0, 0.0]), np.zeros(5, dtype=np.int64)
+    delta, F = np.zeros(2), np.zeros(2)
+    job, state = KC.newton_begin(S, I, delta, 2, RULE)
+    assert KC.quasi_newton(job, 7.0, state, S, I, LU, piv, F, delta, 2, 1.0, 1e-4, 1e-3, False,
+                           RULE)[0] == KC.NEWTON_END + KC.QN_ABORTED
+    job, state = KC.quasi_newton(job, 0.0, state, S, I, LU, piv, F, delta, 2, 1.0, 1e-4, 1e-3, False, RULE)
+    assert job == KC.JOB_RESIDUAL
+    F[:] = [np.nan, 0.0]
+    job, state = KC.quasi_newton(job, 0.0, state, S, I, LU, piv, F, delta, 2, 1.0, 1e-4, 1e-3, False, RULE)
+    assert job == KC.NEWTON_END + KC.QN_RESIDUAL and I[2] == 1
+
+
+def test_every_method_reports_the_loop_reasons_as_its_own():
+    """quasi_newton's failure reasons are every implicit method's reason codes."""
+    from cosim.integrators import bdf_record, block_record, ga_record, li1_record, spark_record
+    for rec in (bdf_record, block_record, ga_record, spark_record):
+        assert (rec.R_RESIDUAL, rec.R_UPDATE, rec.R_NO_CONVERGENCE) == (KC.QN_RESIDUAL, KC.QN_UPDATE,
+                                                                        KC.QN_NO_CONVERGENCE)
+    assert (li1_record.C_NONE, li1_record.C_RESIDUAL, li1_record.C_UPDATE, li1_record.C_NO_CONVERGENCE) \
+        == (KC.QN_SOLVED, KC.QN_RESIDUAL, KC.QN_UPDATE, KC.QN_NO_CONVERGENCE)
 
 
 def test_factor_matrix_refuses_non_finite_and_singular_matrices():
@@ -177,3 +218,28 @@ def test_weighted_norms():
     assert KC.weighted_rms(x, w * w, 2) == pytest.approx(math.sqrt((9.0 + 4.0) / 2))
     assert KC.weighted_rms(x, w, 0) == 0.0
     assert math.isnan(KC.weighted_max(np.array([np.nan, 1.0]), w, 2))
+
+
+def test_a_failure_with_a_kept_factor_is_retried_with_a_fresh_matrix():
+    """Algorithm 2: a failure with an old matrix is not a failure of the step.  A kept
+    factor with a pivot 1e-200 times too small sends the first update to ~1e200 and the
+    residual to inf: the loop starts again from δ = 0 with the matrix formed there and
+    converges to the root within 1e-10; a solve that failed with a matrix it formed
+    itself is not retried."""
+    x0 = np.array([1.2, 1.5])
+    LU, piv = np.zeros((2, 2)), np.zeros(2, dtype=np.int64)
+    KC.factor_matrix(np.array([[2 * x0[0], 2 * x0[1]], [1.0, -1.0]]), LU, piv, 2)
+    LU[0, 0] *= 1e-200
+    S, I = np.array([1.0, 1.0, 0.0]), np.array([1, 0, 0, 0, 0])   # a factor kept, not asked anew
+    reason, x, jobs = solve_circle(x0, LU, piv, S, I)
+    assert reason == KC.QN_SOLVED and np.max(np.abs(x - ROOT)) < 1e-10
+    assert jobs[:3] == [KC.JOB_RESIDUAL, KC.JOB_NORM, KC.JOB_RESIDUAL] and KC.JOB_MATRIX in jobs
+    # a matrix formed in this solve whose residual is not finite: the solve fails
+    delta, F = np.zeros(2), np.zeros(2)
+    I[2] = 1
+    job, state = KC.newton_begin(S, I, delta, 2, RULE)
+    assert job == KC.JOB_MATRIX
+    job, state = KC.quasi_newton(job, 0.0, state, S, I, LU, piv, F, delta, 2, 1.0, 1e-4, 1e-3, False, RULE)
+    F[:] = [np.inf, 0.0]
+    job, state = KC.quasi_newton(job, 0.0, state, S, I, LU, piv, F, delta, 2, 1.0, 1e-4, 1e-3, False, RULE)
+    assert job == KC.NEWTON_END + KC.QN_RESIDUAL

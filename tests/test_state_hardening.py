@@ -613,3 +613,27 @@ def test_bdf_history_velocity_off_the_constraints_is_refused_with_the_field(meth
                               rf"state field integrator.method_state.D: the velocity constraint of "
                               rf"'length' is violated at the point {row} steps? back it implies, "
                               rf"t=.*: \|C_q v \+ C_t\| = ")
+
+
+@pytest.mark.parametrize("method, entry", [("spark", (0, 1)), ("generalized-alpha", (1, 2))])
+def test_a_wrong_kept_factor_is_replaced_and_the_run_continues(method, entry, backend):
+    """A blob whose kept LU has one upper-factor entry 1e40 times too large (finite, in
+    bounds: no check can tell a wrong upper factor without its matrix) is accepted; the
+    first solve with it diverges into a point where the iteration matrix is singular,
+    and the Newton loop starts that solve again with a fresh matrix (a failure with an
+    old matrix is not a failure of the step): three steps later the state is the one
+    the intact blob reaches, within 1e-9 (the Newton tolerance's scale)."""
+    kw = dict(h=1e-3) if method == "spark" else {}
+    sim = _stepped_pendulum(method, backend=backend, **kw)
+    blob = sim.serialize_state()
+    meta, data = serialization.loads(blob)
+    newton = data["integrator"]["method_state"]["newton"]
+    newton["lu"] = np.array(newton["lu"])
+    newton["lu"][entry] *= 1e40
+    sim.deserialize_state(serialization.dumps(data, meta))
+    twin = _stepped_pendulum(method, backend=backend, **kw)
+    twin.deserialize_state(blob)
+    for _ in range(3):
+        sim.do_step(sim.time, 0.01)
+        twin.do_step(twin.time, 0.01)
+    assert np.max(np.abs(sim.y - twin.y)) < 1e-9

@@ -6,14 +6,16 @@ import math
 
 from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_FORCE_JACOBIAN,
     FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_FORCE_JACOBIANS, FN_GAMMA, FN_MASS,
-    FN_MASS_JACOBIAN_TERM, MATRIX_NONFINITE, MATRIX_SINGULAR, NEWTON_CONVERGED,
-    NEWTON_LAST_CHANCE, NEWTON_REFRESH, NEWTON_SLOW, all_finite, factor_matrix, matrix_formed,
-    newton_start, newton_verdict, relaxed_update)
+    FN_MASS_JACOBIAN_TERM, JOB_MATRIX, JOB_NORM, MATRIX_NONFINITE, MATRIX_SINGULAR, NEWTON_END,
+    QN_ABORTED, QN_SOLVED, factor_matrix, newton_begin, quasi_newton)
 from .bdf_record import (CONST_MASS, EPS, F_INFO, HAS_FACTOR, HAS_J, H_JAC, INDEX2, INDEX3, I_NS,
     NEED_JAC, NEWTON_ERR_TOL, NEWTON_MAX_ITER, NEWTON_TOL, NONFINITE_MATRIX, OK, PIV, REASON,
-    RELAX, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SIGMA, SINGULAR, ST_JAC, ST_LU, ST_NEWTON,
+    RELAX, SIGMA, SINGULAR, ST_JAC, ST_LU, ST_NEWTON,
     ST_RES, VARIANT, WS_A, WS_A0, WS_CT, WS_DELTA, WS_F, WS_G0, WS_G1, WS_LAM, WS_LHAT, WS_MU,
     WS_Q, WS_QF, WS_QX, WS_TQ, WS_V, WS_VX, WS_W2, WS_YDPRED, WS_YPRED, WS_ZPRED, O_J, offsets)
+
+# kernel_common.newton_begin's rule: Algorithm 2 with the prior-rate test, no stall test
+NEWTON_RULE = (NEWTON_MAX_ITER, 1, 0, HAS_FACTOR, ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX, SIGMA)
 
 
 # ---------------------------------------------------------------------------------
@@ -357,60 +359,50 @@ def _jacobian1(fns, p, u, n, m, t1, hhat, h2, const_mass, W, ws, M, Qq, Qv, Hm, 
         _fd_block(G_GAMMA, fns, p, n, m, t1, W, ws, Cq, Jw, i_m, n, -hhat)
 
 
-def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
-    """Algorithm 2 (kernel_common's decisions, the prior-rate test on) in the RMS
-    norm of the weights in W[w2] over the entries the formulation weighs.  Returns
-    (converged, status); δ in W[delta]."""
-    N = I[I_NS]
+def _newton_job(job, fns, S, I, LU, piv, N, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
+    """A job of kernel_common.quasi_newton: ‖Δδ‖ (the RMS norm of the weights in W[w2]
+    over the entries the formulation weighs: q; q, v; q, v, a), the residual of the
+    variant, or the matrix formed and factored (:func:`_form_matrix`).  Returns the
+    answer (a failure: the status)."""
     variant = I[VARIANT]
-    nw = (variant + 1) * n                # entries of the update the norm weighs (q; q, v; q, v, a)
-    delta, F, w2 = W[ws[WS_DELTA]:ws[WS_DELTA] + N], W[ws[WS_F]:ws[WS_F] + N], W[ws[WS_W2]:]
-    piv = I[PIV:PIV + N]
-    old_norm, n_j, err, sigma = newton_start(delta, N, S[SIGMA])
-    for it in range(1, NEWTON_MAX_ITER + 1):
-        if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
-            status = _form_matrix(fns, S, I, LU, piv, N, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv,
-                                  Hm, Mq, Cq, Jw)
-            if status != OK:
-                return False, status
-            n_j, old_norm = matrix_formed(S, I, hhat, (HAS_FACTOR, ST_LU, NEED_JAC), (H_JAC, RELAX))
-        if variant == INDEX3:
-            _residual(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq)
-        elif variant == INDEX2:
-            _residual2(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq)
-        else:
-            _residual1(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq)
-        I[ST_RES] += 1
-        I[ST_NEWTON] += 1
-        if not all_finite(F):
-            I[NEED_JAC] = 1
-            S[SIGMA] = sigma
-            I[REASON] = R_RESIDUAL
-            return False, OK
-        relaxed_update(LU, piv, F, delta, N, S[RELAX])
-        n_j += 1
+    if job == JOB_NORM:
+        F, w2 = W[ws[WS_F]:], W[ws[WS_W2]:]
         s2 = 0.0
-        for i in range(nw):               # ‖Δδ‖ (eq. 35; W[w2]: squared weights over their count)
+        for i in range((variant + 1) * n):   # ‖Δδ‖ (eq. 35; W[w2]: squared weights over their count)
             s2 += F[i] * F[i] * w2[i]
-        dnorm = math.sqrt(s2)
-        if not math.isfinite(dnorm):
-            I[NEED_JAC] = 1
-            I[REASON] = R_UPDATE
-            return False, OK
-        verdict, sigma, err = newton_verdict(it, n_j, dnorm, old_norm, sigma, err, NEWTON_TOL,
-                                             NEWTON_ERR_TOL, True, False)
-        if verdict == NEWTON_CONVERGED:
-            S[SIGMA] = sigma
-            return True, OK
-        if verdict == NEWTON_REFRESH or verdict == NEWTON_SLOW:   # (no stall test here)
-            I[NEED_JAC] = 1
-        old_norm = dnorm
-    S[SIGMA] = sigma
-    I[NEED_JAC] = 1
-    if err <= NEWTON_LAST_CHANCE:
-        return True, OK
-    I[REASON] = R_NO_CONVERGENCE
-    return False, OK
+        return math.sqrt(s2)
+    if job == JOB_MATRIX:
+        return float(_form_matrix(fns, S, I, LU, piv, N, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv,
+                                  Hm, Mq, Cq, Jw))
+    if variant == INDEX3:
+        _residual(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq)
+    elif variant == INDEX2:
+        _residual2(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq)
+    else:
+        _residual1(fns, p, u, n, m, t1, hhat, h2, W, ws, M, Cq)
+    return 0.0
+
+
+def _newton(fns, S, I, LU, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):
+    """Algorithm 2 (kernel_common.quasi_newton, the prior-rate test on) in the norm of
+    :func:`_newton_job`.  Returns (converged, status); δ in W[delta], on a failure of
+    the iteration the reason (quasi_newton's: R_RESIDUAL, R_UPDATE, R_NO_CONVERGENCE)
+    in I[REASON]."""
+    N = I[I_NS]
+    delta, F, piv = W[ws[WS_DELTA]:ws[WS_DELTA] + N], W[ws[WS_F]:ws[WS_F] + N], I[PIV:PIV + N]
+    job, state = newton_begin(S, I, delta, N, NEWTON_RULE)
+    x = 0.0
+    while job < NEWTON_END:
+        x = _newton_job(job, fns, S, I, LU, piv, N, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq,
+                        Cq, Jw)
+        job, state = quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, hhat, NEWTON_TOL,
+                                  NEWTON_ERR_TOL, False, NEWTON_RULE)
+    reason = job - NEWTON_END
+    if reason == QN_ABORTED:
+        return False, int(x)
+    if reason != QN_SOLVED:
+        I[REASON] = reason
+    return reason == QN_SOLVED, OK
 
 
 def _form_matrix(fns, S, I, LU, piv, N, p, u, n, m, t1, hhat, h2, W, ws, M, Qq, Qv, Hm, Mq, Cq, Jw):

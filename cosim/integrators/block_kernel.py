@@ -14,10 +14,10 @@ A_i = q''(t_k + c_i h) and Λ_i, with
     index 3: C(Q_i)/h² = 0;  index 2: (C_q V_i + C_t)/h = 0;  index 1: C_q A_i − γ(Q_i, V_i) = 0,
 
 solved by the quasi-Newton iteration of seed 000 Algorithm 2
-(:func:`kernel_common.newton_verdict`) with the iteration matrix at the step
+(:func:`kernel_common.quasi_newton`) with the iteration matrix at the step
 start, kept across steps by the reuse test (:func:`kernel_common.keeps_matrix`);
-a solve that fails is retried with a fresh matrix, then with the difference
-Jacobian of the whole stage residual.  y_{k+1} = (Q_r, V_r), a_{k+1} = A_r,
+a solve that fails with a kept matrix is retried with a fresh one (there), one that
+still fails with the difference Jacobian of the whole stage residual.  y_{k+1} = (Q_r, V_r), a_{k+1} = A_r,
 λ_{k+1} = Λ_r; the stage values Q_i, V_i are kept for the dense output.
 
 The record (everything the method remembers; a snapshot is three array copies):
@@ -50,14 +50,16 @@ from .block_record import (  # noqa: F401
     int_length, matrix_size, offsets, workspace)
 from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
     FN_CONSTRAINT_FORCE_JACOBIAN, FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_FORCE_JACOBIANS,
-    FN_GAMMA, FN_MASS, FN_MASS_JACOBIAN_TERM, MATRIX_NONFINITE, NEWTON_CONVERGED,
-    NEWTON_LAST_CHANCE, NEWTON_REFRESH, NEWTON_SLOW, all_finite, clamp_step, end_advance, factor_matrix,
-    fixed_step_resolved, forget_step, keeps_matrix, matrix_formed, model_outputs, newton_start,
-    newton_verdict, relaxation, relaxed_update, restart_accelerations, snapshot_in, weighted_max, weighted_rms)
+    FN_GAMMA, FN_MASS, FN_MASS_JACOBIAN_TERM, JOB_NORM, JOB_RESIDUAL, MATRIX_NONFINITE, NEWTON_END,
+    QN_ABORTED, QN_SOLVED, clamp_step, end_advance, factor_matrix, fixed_step_resolved,
+    forget_step, keeps_matrix, model_outputs, newton_begin, quasi_newton, relaxation,
+    restart_accelerations, snapshot_in, weighted_max, weighted_rms)
 
 # the record's names the integrator object reads through this module (RecordIntegrator:
 # ``_kernel.STATS``, the modes) besides the ones the functions below use
 __all__ = ["N_STATS", "STATS", "ST_REJ", "WHOLE_INTERVAL", "int_length", "entry", "restart"]
+# kernel_common.newton_begin's rule: plain Algorithm 2 (no prior rate, no stall test)
+NEWTON_RULE = (NEWTON_MAX_ITER, 0, 0, HAS_FACTOR, ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX, SIGMA)
 
 
 def restart(fns, S, I, u, p):
@@ -303,56 +305,50 @@ def _difference_matrix(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, delta,
 # ---------------------------------------------------------------------------------
 # one stage solve (seed 000 Algorithm 2)
 # ---------------------------------------------------------------------------------
-def _solve(fns, S, I, LU, p, u, n, m, r, t0, h, q0, v0, a0, lam0, differences, w):
-    """One quasi-Newton solve of the stage equations from δ = 0 (up to
-    NEWTON_MAX_ITER updates; the matrix formed when I[NEED_JAC] says so or none is
-    kept: the analytic one, or with ``differences`` the difference Jacobian).
-    Returns (converged, status, reason): status SINGULAR / NONFINITE_MATRIX when
-    the matrix cannot be factored (pivot ratio in S[F_INFO]), else OK; δ in w[W_DELTA]."""
+def _newton_job(job, fns, S, I, LU, p, u, n, m, r, t0, h, q0, v0, a0, lam0, differences, w):
+    """A job of kernel_common.quasi_newton: ‖Δδ‖ (max norm in the Newton weights), the
+    stage residual, or the matrix (the analytic one, or with ``differences`` the
+    difference Jacobian) formed and factored.  Returns the answer (a failure:
+    SINGULAR / NONFINITE_MATRIX, the pivot ratio in S[F_INFO])."""
     winv, delta, F, J = w[W_NEWTON_WEIGHTS], w[W_DELTA], w[W_RESIDUAL], w[W_J]
     N = r * (n + m)
-    piv = I[PIV:PIV + N]
-    old_norm, n_j, err, sigma = newton_start(delta, N, S[SIGMA])
-    for it in range(1, NEWTON_MAX_ITER + 1):
-        if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
-            if differences:
-                _difference_matrix(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, delta, J, w)
-            else:
-                _iteration_matrix(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, J, w)
-            I[ST_JAC] += 1
-            status, ratio = factor_matrix(J, LU, piv, N)
-            if status != FACTORED:
-                if status != MATRIX_NONFINITE:
-                    I[HAS_FACTOR] = 0   # LU partly overwritten
-                S[F_INFO] = ratio
-                return False, (NONFINITE_MATRIX if status == MATRIX_NONFINITE else SINGULAR), 0
-            n_j, old_norm = matrix_formed(S, I, h, MATRIX_INTS, MATRIX_FLOATS)
+    if job == JOB_NORM:
+        return weighted_max(F, winv, N)
+    if job == JOB_RESIDUAL:
         _residual(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, delta, F, w)
-        I[ST_RES] += 1
-        I[ST_NEWTON] += 1
-        if not all_finite(F):
-            I[NEED_JAC] = 1
-            S[SIGMA] = sigma
-            return False, OK, R_RESIDUAL
-        relaxed_update(LU, piv, F, delta, N, S[RELAX])
-        n_j += 1
-        dnorm = weighted_max(F, winv, N)
-        if not math.isfinite(dnorm):
-            I[NEED_JAC] = 1
-            return False, OK, R_UPDATE
-        verdict, sigma, err = newton_verdict(it, n_j, dnorm, old_norm, sigma, err, NEWTON_TOL,
-                                             NEWTON_ERR_TOL, False, False)
-        if verdict == NEWTON_CONVERGED:
-            S[SIGMA] = sigma
-            return True, OK, 0
-        if verdict == NEWTON_SLOW or verdict == NEWTON_REFRESH:
-            I[NEED_JAC] = 1   # diverging, stalling or too slow: re-form the matrix
-        old_norm = dnorm
-    S[SIGMA] = sigma
-    I[NEED_JAC] = 1
-    if err <= NEWTON_LAST_CHANCE:
-        return True, OK, 0
-    return False, OK, R_NO_CONVERGENCE
+        return 0.0
+    if differences:
+        _difference_matrix(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, delta, J, w)
+    else:
+        _iteration_matrix(fns, S, I, p, u, n, m, r, t0, h, q0, v0, a0, lam0, J, w)
+    I[ST_JAC] += 1
+    status, ratio = factor_matrix(J, LU, I[PIV:PIV + N], N)
+    if status != FACTORED:
+        if status != MATRIX_NONFINITE:
+            I[HAS_FACTOR] = 0   # LU partly overwritten
+        S[F_INFO] = ratio
+        return float(NONFINITE_MATRIX if status == MATRIX_NONFINITE else SINGULAR)
+    return 0.0
+
+
+def _solve(fns, S, I, LU, p, u, n, m, r, t0, h, q0, v0, a0, lam0, differences, w):
+    """One quasi-Newton solve of the stage equations from δ = 0 (kernel_common.quasi_newton,
+    up to NEWTON_MAX_ITER updates; the matrix: see :func:`_newton_job`).
+    Returns (converged, status, reason): status SINGULAR / NONFINITE_MATRIX when
+    the matrix cannot be factored (pivot ratio in S[F_INFO]), else OK; reason
+    quasi_newton's (R_RESIDUAL, R_UPDATE, R_NO_CONVERGENCE; 0: converged); δ in w[W_DELTA]."""
+    N = r * (n + m)
+    piv, F, delta = I[PIV:PIV + N], w[W_RESIDUAL], w[W_DELTA]
+    job, state = newton_begin(S, I, delta, N, NEWTON_RULE)
+    x = 0.0
+    while job < NEWTON_END:
+        x = _newton_job(job, fns, S, I, LU, p, u, n, m, r, t0, h, q0, v0, a0, lam0, differences, w)
+        job, state = quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, NEWTON_TOL,
+                                  NEWTON_ERR_TOL, False, NEWTON_RULE)
+    reason = job - NEWTON_END
+    if reason == QN_ABORTED:
+        return False, int(x), 0
+    return reason == QN_SOLVED, OK, reason
 
 
 # ---------------------------------------------------------------------------------
@@ -378,12 +374,8 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     else:
         I[NEED_JAC] = 1
         S[RELAX] = 1.0
+    # (a failure with a kept matrix is retried with a fresh one there)
     converged, status, reason = _solve(fns, S, I, LU, p, u, n, m, r, t0, h, q0, v0, a0, lam0, False, w)
-    if status == OK and not converged:   # again with a fresh matrix
-        I[NEED_JAC] = 1
-        S[RELAX] = 1.0
-        converged, status, reason = _solve(fns, S, I, LU, p, u, n, m, r, t0, h, q0, v0, a0, lam0,
-                                           False, w)
     if status != OK:
         S[F_H] = h
         return status

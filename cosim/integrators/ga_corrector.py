@@ -7,14 +7,17 @@ import numpy as np
 
 from .ga_record import (CONST_MASS, EPS, FIXED_NEWTON_REL, F_INFO, GGL, GGL_RATE_TOL, HAS_FACTOR,
     H_FIXED, H_JAC, NEED_JAC, NEWTON_ERR_TOL, NEWTON_FAILED, NEWTON_MAX_ITER, NEWTON_TOL,
-    NONFINITE_MATRIX, OK, PIV, REASON, RELAX, ROUNDOFF, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE,
+    NONFINITE_MATRIX, OK, PIV, REASON, RELAX, ROUNDOFF,
     SIGMA, SINGULAR, ST_JAC, ST_LU, ST_NEWTON, ST_RES, W_C, W_CQ, W_CT, W_FORCES, W_G0, W_G1, W_LAM,
     W_M, W_MU, W_Q, W_QD, W_QDD, W_QX, W_V, W_X_HAT, matrix_size)
-from .ga_terms import (_all_finite, _nh_jacobian, _nh_residual, n_nonholonomic)
+from .ga_terms import (_nh_jacobian, _nh_residual, n_nonholonomic)
 from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_FORCE_JACOBIAN,
     FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_FORCE_JACOBIANS, FN_MASS, FN_MASS_JACOBIAN_TERM,
-    MATRIX_NONFINITE, MATRIX_SINGULAR, NEWTON_CONVERGED, NEWTON_LAST_CHANCE, NEWTON_REFRESH,
-    NEWTON_SLOW, factor_matrix, matrix_formed, newton_start, newton_verdict, relaxed_update)
+    JOB_MATRIX, JOB_NORM, JOB_RESIDUAL, MATRIX_NONFINITE, MATRIX_SINGULAR, NEWTON_END, QN_ABORTED,
+    QN_SOLVED, factor_matrix, newton_begin, quasi_newton)
+
+# kernel_common.newton_begin's rule: Algorithm 2 with the prior-rate test and the stall test
+NEWTON_RULE = (NEWTON_MAX_ITER, 1, 1, HAS_FACTOR, ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX, SIGMA)
 
 
 # ---------------------------------------------------------------------------------
@@ -290,68 +293,46 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
     mz = m + n_nonholonomic(I)
     N = matrix_size(n, m, ggl, mz - m)
     piv = I[PIV:PIV + N]
-    old_norm, n_j, err, sigma = newton_start(delta, N, S[SIGMA])
-    refreshed = False
     # fixed step, index 3: tolerances relative to the step's innovation (FIXED_NEWTON_REL)
     rel = S[H_FIXED] > 0.0 and not ggl
     rnd, rnd_q = _rounding_floors(n, q0, v0, scale, bh2, gh) if rel else (0.0, 0.0)
     tol = NEWTON_TOL
     err_tol = GGL_RATE_TOL if ggl else NEWTON_ERR_TOL
-    for it in range(1, NEWTON_MAX_ITER + 1):
-        if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
-            status = _form_matrix(fns, S, I, LU, piv, N, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat,
-                                  bh2, gh, eta, delta, Jw, work, ggl, b, g)
-            if status != OK:
-                return False, it, status
-            n_j, old_norm = matrix_formed(S, I, h, (HAS_FACTOR, ST_LU, NEED_JAC), (H_JAC, RELAX))
-            refreshed = True
-        if ggl:
-            _residual_ggl(fns, p, u, n, m, t1, q0, qd0, v0, qdd0, lam_hat, bh2, g, gh, eta, delta, F, work)
-        else:
-            _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F, work)
-        I[ST_RES] += 1
-        I[ST_NEWTON] += 1
-        if not _all_finite(F):
-            I[NEED_JAC] = 1
-            S[SIGMA] = sigma
-            I[REASON] = R_RESIDUAL
-            return False, it, NEWTON_FAILED
-        relaxed_update(LU, piv, F, delta, N, S[RELAX])
-        n_j += 1
-        if ggl:
-            dnorm = _norm_ggl(F, n, m, mz, scale, sy, CqT, lam_scale, s_mu, work[W_QX])  # (q + h e_j: scratch)
-        else:
-            dnorm = _norm(F, n, mz, scale, CqT, lam_scale)
-        if not math.isfinite(dnorm):
-            I[NEED_JAC] = 1
-            I[REASON] = R_UPDATE
-            return False, it, NEWTON_FAILED
-        if rel:
-            tol = _pymax(min(NEWTON_TOL, FIXED_NEWTON_REL * _innovation(n, work[W_X_HAT], delta, scale)), rnd)
-            err_tol = tol * (NEWTON_ERR_TOL / NEWTON_TOL)
-        verdict, sigma, err = newton_verdict(it, n_j, dnorm, old_norm, sigma, err, tol, err_tol,
-                                             True, ggl)
-        if verdict == NEWTON_SLOW:
-            # stalled at the rounding level: converged; else re-form the matrix
+    job, state = newton_begin(S, I, delta, N, NEWTON_RULE)
+    x = 0.0
+    while job < NEWTON_END:   # kernel_common.quasi_newton's jobs
+        if job == JOB_MATRIX:
+            x = float(_form_matrix(fns, S, I, LU, piv, N, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat,
+                                   bh2, gh, eta, delta, Jw, work, ggl, b, g))
+        elif job == JOB_RESIDUAL:
+            x = 0.0
             if ggl:
-                stalled = dnorm < NEWTON_TOL and refreshed
+                _residual_ggl(fns, p, u, n, m, t1, q0, qd0, v0, qdd0, lam_hat, bh2, g, gh, eta, delta, F, work)
+            else:
+                _residual(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, delta, F, work)
+        elif job == JOB_NORM:
+            if ggl:
+                x = _norm_ggl(F, n, m, mz, scale, sy, CqT, lam_scale, s_mu, work[W_QX])  # (q + h e_j: scratch)
+            else:
+                x = _norm(F, n, mz, scale, CqT, lam_scale)
+            if rel:
+                tol = _pymax(min(NEWTON_TOL, FIXED_NEWTON_REL * _innovation(n, work[W_X_HAT], delta, scale)), rnd)
+                err_tol = tol * (NEWTON_ERR_TOL / NEWTON_TOL)
+        else:   # JOB_STALL: stalled at the rounding level is converged
+            if ggl:
+                stalled = state[5] < NEWTON_TOL and state[6] == 1   # with a matrix formed in this solve
             elif rel:   # fixed step: a stall at the rounding of q
-                stalled = dnorm < _pymax(tol, rnd_q)
+                stalled = state[5] < _pymax(tol, rnd_q)
             else:
                 stalled = _norm(F, n, mz, scale_r, CqT, lam_scale_r) < NEWTON_TOL
-            verdict = NEWTON_CONVERGED if stalled else NEWTON_REFRESH
-        if verdict == NEWTON_CONVERGED:
-            S[SIGMA] = sigma
-            return True, it, OK
-        if verdict == NEWTON_REFRESH:
-            I[NEED_JAC] = 1
-        old_norm = dnorm
-    S[SIGMA] = sigma
-    I[NEED_JAC] = 1
-    if err <= NEWTON_LAST_CHANCE:
-        return True, NEWTON_MAX_ITER, OK
-    I[REASON] = R_NO_CONVERGENCE
-    return False, NEWTON_MAX_ITER, NEWTON_FAILED
+            x = 1.0 if stalled else 0.0
+        job, state = quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, tol, err_tol, ggl,
+                                  NEWTON_RULE)
+    reason = job - NEWTON_END
+    if reason == QN_SOLVED or reason == QN_ABORTED:
+        return reason == QN_SOLVED, state[0], (OK if reason == QN_SOLVED else int(x))
+    I[REASON] = reason   # quasi_newton's reasons are R_RESIDUAL, R_UPDATE, R_NO_CONVERGENCE
+    return False, state[0], NEWTON_FAILED
 
 
 def _form_matrix(fns, S, I, LU, piv, N, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, eta,

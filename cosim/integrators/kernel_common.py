@@ -1,5 +1,8 @@
-"""What every method's kernel shares, written once: the quasi-Newton decisions
-(seed 000 §5.1, Algorithm 2), the reuse test of the iteration matrix
+"""What every method's kernel shares, written once: the quasi-Newton loop with its
+decisions (seed 000 §5.1, Algorithm 2: :func:`quasi_newton`, run by every implicit
+method — generalized-α, the BDF family, local-index1, spark, block-lstable — which
+supplies only its iteration matrix, its residual, the norm of an update and, for
+generalized-α, a stall test), the reuse test of the iteration matrix
 (Algorithm 3 g), forming its LU with the singularity and finiteness checks, the
 consistent accelerations (eq. 10: every kernel's solve of [[M, C_qᵀ], [C_q, 0]]), the
 step clamp towards a target time, the weighted norms (eq. 35) and the one-step
@@ -128,6 +131,99 @@ def relaxed_update(LU, piv, F, delta, N, relax):
     for i in range(N):
         F[i] *= -relax
         delta[i] += F[i]
+
+
+# -- the quasi-Newton loop (Algorithm 2), one implementation for every implicit method ----
+# The loop below asks its method for what only the method knows: it returns the next
+# job, the method does it and calls again with the answer ``x`` ("reverse
+# communication": numba cannot cache a function that is given another as argument).
+JOB_MATRIX = 0     # form and factor the iteration matrix at δ: x = 0, or ≠ 0: the method's failure code
+JOB_RESIDUAL = 1   # F ← the residual at δ: x = 0, or ≠ 0: the method's failure code
+JOB_NORM = 2       # F holds the update Δδ: x = ‖Δδ‖ in the method's norm
+JOB_STALL = 3      # a slow update (NEWTON_SLOW): x = 1 when it is a stall at rounding (converged)
+NEWTON_END = 4     # jobs ≥ this: the solve ended with reason job − NEWTON_END, one of
+QN_SOLVED = 0
+QN_RESIDUAL = 1    # the residual is not finite        (every record's R_RESIDUAL / C_RESIDUAL)
+QN_UPDATE = 2      # the update is not finite           (R_UPDATE / C_UPDATE)
+QN_NO_CONVERGENCE = 3   # no convergence in max_iter updates (R_NO_CONVERGENCE / C_NO_CONVERGENCE)
+QN_ABORTED = 4     # a job failed: its answer x is the method's code
+
+
+def newton_begin(S, I, delta, N, rule):
+    """The start of a solve (δ = 0 over N entries): returns (first job, loop state) for
+    :func:`quasi_newton`, ``rule`` = (max_iter, prior_rate, stall_test, HAS_FACTOR,
+    ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX, SIGMA): the method's Newton
+    options and the slots of its record (I: the first five, S: the last three)."""
+    old_norm, n_j, err, sigma = newton_start(delta, N, S[rule[10]])
+    kept = 0 if I[rule[5]] == 1 or I[rule[3]] == 0 else 1
+    return (JOB_RESIDUAL if kept == 1 else JOB_MATRIX), (1, n_j, old_norm, err, sigma, 0.0, 0, kept)
+
+
+def newton_end(reason, state, S, I, delta, N, rule):
+    """The end of a solve for ``reason``, or (Algorithm 2: a failure with an old matrix
+    is not a failure of the step) when a solve that started with a factor kept from an
+    earlier step failed, its one retry: δ = 0 again and the matrix re-formed there.
+    Returns (job, state) for :func:`quasi_newton`."""
+    if reason == QN_SOLVED or state[7] == 0:
+        return NEWTON_END + reason, state
+    I[rule[5]] = 1
+    old_norm, n_j, err, sigma = newton_start(delta, N, S[rule[10]])
+    return JOB_MATRIX, (1, n_j, old_norm, err, sigma, 0.0, 0, 0)
+
+
+def quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, tol, err_tol, rate_only, rule):
+    """Seed 000 Algorithm 2 with LU reuse and relaxation, one job at a time: called
+    with the ``job`` :func:`newton_begin` or the last call returned, done by the
+    method with answer ``x``; returns (next job, state).  Forms the matrix when
+    I[NEED_JAC] asks or no factor is kept (:func:`matrix_formed` after it), counts
+    the residual, fails on a non-finite residual or update, takes the
+    :func:`relaxed_update`, judges it with :func:`newton_verdict` (tolerances
+    ``tol``, ``err_tol``; ``rule``: see :func:`newton_begin`) — a slow update asks
+    the method's stall test when ``rule[2]``, else re-forms the matrix — and after
+    ``max_iter`` updates accepts on :data:`NEWTON_LAST_CHANCE`.  S[SIGMA] keeps the
+    rate.  A failed solve that started with a kept factor is retried once
+    (:func:`newton_end`).  ``state`` = (update number, n_j, ‖Δδ_old‖, err, σ, ‖Δδ‖,
+    whether a matrix was formed in this solve, whether a failure is retried)."""
+    it, n_j, old_norm, err, sigma, dnorm, fresh, kept = state
+    if job == JOB_MATRIX:
+        if x != 0.0:
+            return newton_end(QN_ABORTED, state, S, I, delta, N, rule)
+        n_j, old_norm = matrix_formed(S, I, h, (rule[3], rule[4], rule[5]), (rule[8], rule[9]))
+        return JOB_RESIDUAL, (it, n_j, old_norm, err, sigma, dnorm, 1, kept)
+    if job == JOB_RESIDUAL:
+        if x != 0.0:
+            return newton_end(QN_ABORTED, state, S, I, delta, N, rule)
+        I[rule[6]] += 1
+        I[rule[7]] += 1
+        if not all_finite(F):
+            I[rule[5]] = 1
+            S[rule[10]] = sigma
+            return newton_end(QN_RESIDUAL, state, S, I, delta, N, rule)
+        relaxed_update(LU, piv, F, delta, N, S[rule[9]])
+        return JOB_NORM, (it, n_j + 1, old_norm, err, sigma, dnorm, fresh, kept)
+    if job == JOB_NORM:
+        dnorm = x
+        if not math.isfinite(dnorm):
+            I[rule[5]] = 1
+            return newton_end(QN_UPDATE, state, S, I, delta, N, rule)
+        verdict, sigma, err = newton_verdict(it, n_j, dnorm, old_norm, sigma, err, tol, err_tol,
+                                             rule[1] == 1, rate_only)
+        if verdict == NEWTON_SLOW and rule[2] == 1:
+            return JOB_STALL, (it, n_j, old_norm, err, sigma, dnorm, fresh, kept)
+    else:   # JOB_STALL
+        verdict = NEWTON_CONVERGED if x != 0.0 else NEWTON_REFRESH
+    if verdict == NEWTON_CONVERGED:
+        S[rule[10]] = sigma
+        return NEWTON_END + QN_SOLVED, state
+    if verdict != NEWTON_CONTINUE:   # diverging, stalling or too slow: re-form the matrix
+        I[rule[5]] = 1
+    if it == rule[0]:
+        S[rule[10]] = sigma
+        I[rule[5]] = 1
+        return newton_end(QN_SOLVED if err <= NEWTON_LAST_CHANCE else QN_NO_CONVERGENCE, state, S, I,
+                          delta, N, rule)
+    job = JOB_MATRIX if I[rule[5]] == 1 or I[rule[3]] == 0 else JOB_RESIDUAL
+    return job, (it + 1, n_j, dnorm, err, sigma, dnorm, fresh, kept)
 
 
 # factor_matrix statuses

@@ -34,11 +34,10 @@ import math
 
 from .kernel_common import (EPS, FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
     FN_CONSTRAINT_JACOBIAN, FN_MASS, FN_NH_MATRIX,
-    FN_NH_OFFSET, MATRIX_NONFINITE, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
-    NEWTON_REFRESH, NEWTON_SLOW, all_finite, clamp_step, consistent_accelerations, end_advance,
-    factor_matrix, forget_step,
-    error_ratio, fixed_step_resolved, matrix_formed, model_outputs, newton_start, newton_verdict, next_step,
-    rejected_attempt, relaxed_update, weighted_max)
+    FN_NH_OFFSET, JOB_NORM, JOB_RESIDUAL, MATRIX_NONFINITE, NEWTON_END, QN_ABORTED,
+    clamp_step, consistent_accelerations, end_advance, factor_matrix, forget_step,
+    error_ratio, fixed_step_resolved, model_outputs, newton_begin, next_step, quasi_newton,
+    rejected_attempt, weighted_max)
 from .li1_nullspace import nullspace_gauss, nullspace_qr
 
 from .li1_record import (  # noqa: F401  (FIXED_ERR: record.py reads it through the kernel)
@@ -60,6 +59,8 @@ from .li1_record import (  # noqa: F401  (FIXED_ERR: record.py reads it through 
 # step options and the Newton state's slots the functions below use); the integrator
 # object takes the rest of the record from li1_record
 RECORD_INTERFACE = (T, STATS, WHOLE_INTERVAL, ONE_STEP, F_T, H_JAC)
+# kernel_common.newton_begin's rule: plain Algorithm 2 (no prior rate, no stall test)
+NEWTON_RULE = (NEWTON_MAX_ITER, 0, 0, HAS_FACTOR, ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX, SIGMA)
 
 
 def _basis_times_mass(I, C, r, n, M, out, A, V, tau, cols):
@@ -275,54 +276,41 @@ def _jacobian(fns, S, I, p, u, n, m, g, t1, h, pq, pv, w):
     return C_NONE
 
 
-def _newton(fns, S, I, LU, p, u, n, m, g, t0, t1, h, pq, pv, w):
-    """Seed 000 Algorithm 2 (kernel_common's decisions, 25 iterations, plain: no prior
-    rate), the max norm in the error weights of
-    the predictor.  δ in w[W_DELTA]; returns a cause code (C_NONE: converged)."""
-    delta, F, w_inv = w[W_DELTA], w[W_RESIDUAL], w[W_WEIGHTS]
+def _newton_job(job, fns, S, I, LU, p, u, n, m, g, t0, t1, h, pq, pv, w):
+    """A job of kernel_common.quasi_newton: ‖Δδ‖ (the max norm in the error weights of
+    the predictor), the residual, or the iteration matrix formed and factored.
+    Returns the answer (a failure: its cause code)."""
     N = 2 * n
-    piv = I[PIV:PIV + N]
-    old_norm, n_j, err, sigma = newton_start(delta, N, S[SIGMA])
-    for it in range(1, NEWTON_MAX_ITER + 1):
-        if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
-            cause = _jacobian(fns, S, I, p, u, n, m, g, t1, h, pq, pv, w)
-            if cause != C_NONE:
-                return cause
-            I[ST_JAC] += 1
-            status, ratio = factor_matrix(w[W_J], LU, piv, N)
-            if status != FACTORED:
-                I[HAS_FACTOR] = 0
-                S[F_CT], S[F_CH], S[F_CINFO] = t0, h, ratio
-                return C_ITER_NONFINITE if status == MATRIX_NONFINITE else C_ITER_SINGULAR
-            n_j, old_norm = matrix_formed(S, I, h, MATRIX_INTS, MATRIX_FLOATS)
-        cause = _residual(fns, S, I, p, u, n, m, g, t1, h, pq, pv, w)
-        if cause != C_NONE:
-            return cause
-        I[ST_RES] += 1
-        I[ST_NEWTON] += 1
-        if not all_finite(F[:N]):
-            I[NEED_JAC] = 1
-            S[SIGMA] = sigma
-            return C_RESIDUAL
-        relaxed_update(LU, piv, F, delta, N, S[RELAX])
-        n_j += 1
-        dnorm = weighted_max(F, w_inv, N)
-        if not math.isfinite(dnorm):
-            I[NEED_JAC] = 1
-            return C_UPDATE
-        verdict, sigma, err = newton_verdict(it, n_j, dnorm, old_norm, sigma, err, NEWTON_TOL,
-                                             NEWTON_ERR_TOL, False, False)
-        if verdict == NEWTON_CONVERGED:
-            S[SIGMA] = sigma
-            return C_NONE
-        if verdict == NEWTON_SLOW or verdict == NEWTON_REFRESH:
-            I[NEED_JAC] = 1     # diverging, stalling or too slow: re-form J here
-        old_norm = dnorm
-    S[SIGMA] = sigma
-    I[NEED_JAC] = 1
-    if err <= NEWTON_LAST_CHANCE:
-        return C_NONE
-    return C_NO_CONVERGENCE
+    if job == JOB_NORM:
+        return weighted_max(w[W_RESIDUAL], w[W_WEIGHTS], N)
+    if job == JOB_RESIDUAL:
+        return float(_residual(fns, S, I, p, u, n, m, g, t1, h, pq, pv, w))
+    cause = _jacobian(fns, S, I, p, u, n, m, g, t1, h, pq, pv, w)
+    if cause != C_NONE:
+        return float(cause)
+    I[ST_JAC] += 1
+    status, ratio = factor_matrix(w[W_J], LU, I[PIV:PIV + N], N)
+    if status != FACTORED:
+        I[HAS_FACTOR] = 0
+        S[F_CT], S[F_CH], S[F_CINFO] = t0, h, ratio
+        return float(C_ITER_NONFINITE if status == MATRIX_NONFINITE else C_ITER_SINGULAR)
+    return 0.0
+
+
+def _newton(fns, S, I, LU, p, u, n, m, g, t0, t1, h, pq, pv, w):
+    """Seed 000 Algorithm 2 (kernel_common.quasi_newton, 25 iterations, plain: no prior
+    rate, no stall test).  δ in w[W_DELTA]; returns a cause code (C_NONE: converged;
+    quasi_newton's reasons are C_RESIDUAL, C_UPDATE, C_NO_CONVERGENCE)."""
+    N = 2 * n
+    piv, F, delta = I[PIV:PIV + N], w[W_RESIDUAL][:N], w[W_DELTA]
+    job, state = newton_begin(S, I, delta, N, NEWTON_RULE)
+    x = 0.0
+    while job < NEWTON_END:
+        x = _newton_job(job, fns, S, I, LU, p, u, n, m, g, t0, t1, h, pq, pv, w)
+        job, state = quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, NEWTON_TOL,
+                                  NEWTON_ERR_TOL, False, NEWTON_RULE)
+    reason = job - NEWTON_END
+    return int(x) if reason == QN_ABORTED else reason
 
 
 def _attempt(fns, S, I, LU, p, u, t0, t1, h, w):

@@ -30,10 +30,9 @@ import math
 
 from .dense_lu import lu_solve_inplace
 from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
-    FN_CONSTRAINT_JACOBIAN, FN_FORCES, NEWTON_CONVERGED, NEWTON_LAST_CHANCE,
-    NEWTON_REFRESH, NEWTON_SLOW, clamp_step, end_advance, factor_matrix, fixed_step_resolved,
-    consistent_accelerations, forget_step, keeps_matrix,
-    matrix_formed, model_outputs, newton_start, newton_verdict, relaxation, relaxed_update, snapshot_in)
+    FN_CONSTRAINT_JACOBIAN, FN_FORCES, JOB_NORM, JOB_RESIDUAL, NEWTON_END, QN_ABORTED, QN_SOLVED,
+    clamp_step, end_advance, factor_matrix, fixed_step_resolved, consistent_accelerations,
+    forget_step, keeps_matrix, model_outputs, newton_begin, quasi_newton, relaxation, snapshot_in)
 # the record: every name, so that spark_kernel is the method's one namespace
 from .spark_terms import _kinetic_gradient, _layout, _mass_gamma  # noqa: F401
 from .spark_record import (  # noqa: F401
@@ -50,6 +49,9 @@ from .spark_record import (  # noqa: F401
     W_Q0, W_Q1, W_QDD0, W_QDD1, W_RESIDUAL, W_SNAPSHOT, W_STAGE_FORCES, W_STAGE_MATRIX, W_STAGE_Q,
     W_V0, W_V1, W_Z, W_Z0, W_Z_SHIFTED,
     W_CCT, W_CCT_INV_CQ, W_CCT_PIV, W_CONSTRAINT_FORCE_JAC, W_CQ_COLUMN, W_MV_Q, W_PROJ_W, W_V_TANGENT)
+
+# kernel_common.newton_begin's rule: plain Algorithm 2 (no prior rate, no stall test)
+NEWTON_RULE = (NEWTON_MAX_ITER, 0, 0, HAS_FACTOR, ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX, SIGMA)
 
 
 def restart(S, I):
@@ -255,60 +257,48 @@ def _stage_matrix(fns, S, I, p, u, x, q0, p0, t0, h, J, w):
             J[i, j] = (f1[i] - f0[i]) / hj
 
 
+def _newton_job(job, fns, S, I, LU, p, u, q0, p0, t0, h, wt, w):
+    """A job of kernel_common.quasi_newton at z = z0 + δ: ‖Δz‖ = max|Δz| / ``wt``, the
+    stage residual, or the stage matrix formed and factored.  Returns the answer (a
+    failure: STAGE_MATRIX, I[REASON] the factor status, S[F_INFO] the pivot ratio)."""
+    N = matrix_size(I[I_N], I[I_M], I[I_S], I[I_NV])
+    z, z0, delta, F, Jw = w[W_Z], w[W_Z0], w[W_DELTA], w[W_RESIDUAL], w[W_STAGE_MATRIX]
+    if job == JOB_NORM:
+        return _amax_abs(F, N) / wt
+    for i in range(N):
+        z[i] = z0[i] + delta[i]
+    if job == JOB_RESIDUAL:
+        _stages(fns, S, I, p, u, z, q0, p0, t0, h, F, False, w)
+        return 0.0
+    _stage_matrix(fns, S, I, p, u, z, q0, p0, t0, h, Jw, w)
+    I[ST_JAC] += 1
+    status, ratio = factor_matrix(Jw, LU, I[PIV:PIV + N], N)
+    if status != FACTORED:
+        I[HAS_FACTOR] = 0
+        I[REASON] = status
+        S[F_INFO] = ratio
+        return float(STAGE_MATRIX)
+    return 0.0
+
+
 def _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w):
     """One quasi-Newton solve of the stage equations from z0 (W_Z0) (seed 000
-    Algorithm 2 with kernel_common's verdict; the norm max|Δz| / (newton_tol·(1 + ‖z0‖∞))).
+    Algorithm 2, kernel_common.quasi_newton; the norm max|Δz| / (newton_tol·(1 + ‖z0‖∞))).
     Returns OK, NEWTON_FAILED (I[REASON]) or STAGE_MATRIX (I[REASON] the factor
     status, S[F_INFO] the pivot ratio); z − z0 in W_DELTA."""
     N = matrix_size(I[I_N], I[I_M], I[I_S], I[I_NV])
-    piv = I[PIV:PIV + N]
-    z, z0, delta, F, Jw = w[W_Z], w[W_Z0], w[W_DELTA], w[W_RESIDUAL], w[W_STAGE_MATRIX]
-    wt = S[NEWTON_REL] * (1.0 + _amax_abs(z0, N))
-    old_norm, n_j, err, sigma = newton_start(delta, N, S[SIGMA])
-    for it in range(1, NEWTON_MAX_ITER + 1):
-        if I[NEED_JAC] == 1 or I[HAS_FACTOR] == 0:
-            for i in range(N):
-                z[i] = z0[i] + delta[i]
-            _stage_matrix(fns, S, I, p, u, z, q0, p0, t0, h, Jw, w)
-            I[ST_JAC] += 1
-            status, ratio = factor_matrix(Jw, LU, piv, N)
-            if status != FACTORED:
-                I[HAS_FACTOR] = 0
-                I[REASON] = status
-                S[F_INFO] = ratio
-                return STAGE_MATRIX
-            n_j, old_norm = matrix_formed(S, I, h, MATRIX_INTS, MATRIX_FLOATS)
-        for i in range(N):
-            z[i] = z0[i] + delta[i]
-        _stages(fns, S, I, p, u, z, q0, p0, t0, h, F, False, w)
-        I[ST_RES] += 1
-        I[ST_NEWTON] += 1
-        for i in range(N):
-            if not math.isfinite(F[i]):
-                I[NEED_JAC] = 1
-                S[SIGMA] = sigma
-                I[REASON] = R_RESIDUAL
-                return NEWTON_FAILED
-        relaxed_update(LU, piv, F, delta, N, S[RELAX])
-        n_j += 1
-        dnorm = _amax_abs(F, N) / wt
-        if not math.isfinite(dnorm):
-            I[NEED_JAC] = 1
-            I[REASON] = R_UPDATE
-            return NEWTON_FAILED
-        verdict, sigma, err = newton_verdict(it, n_j, dnorm, old_norm, sigma, err, NEWTON_TOL,
-                                             NEWTON_ERR_TOL, False, False)
-        if verdict == NEWTON_CONVERGED:
-            S[SIGMA] = sigma
-            return OK
-        if verdict == NEWTON_SLOW or verdict == NEWTON_REFRESH:
-            I[NEED_JAC] = 1   # diverging, stalling or contracting too slowly: re-form the matrix
-        old_norm = dnorm
-    S[SIGMA] = sigma
-    I[NEED_JAC] = 1
-    if err <= NEWTON_LAST_CHANCE:
-        return OK
-    I[REASON] = R_NO_CONVERGENCE
+    piv, F, delta = I[PIV:PIV + N], w[W_RESIDUAL][:N], w[W_DELTA]
+    wt = S[NEWTON_REL] * (1.0 + _amax_abs(w[W_Z0], N))
+    job, state = newton_begin(S, I, delta, N, NEWTON_RULE)
+    x = 0.0
+    while job < NEWTON_END:
+        x = _newton_job(job, fns, S, I, LU, p, u, q0, p0, t0, h, wt, w)
+        job, state = quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, NEWTON_TOL,
+                                  NEWTON_ERR_TOL, False, NEWTON_RULE)
+    reason = job - NEWTON_END
+    if reason == QN_SOLVED or reason == QN_ABORTED:
+        return OK if reason == QN_SOLVED else int(x)
+    I[REASON] = reason   # quasi_newton's reasons are R_RESIDUAL, R_UPDATE, R_NO_CONVERGENCE
     return NEWTON_FAILED
 
 
@@ -348,11 +338,7 @@ def step(fns, S, I, LU, u, p, t_limit, w):
     else:
         I[NEED_JAC] = 1
         S[RELAX] = 1.0
-    status = _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w)
-    if status == NEWTON_FAILED:   # once more with a fresh matrix
-        I[NEED_JAC] = 1
-        S[RELAX] = 1.0
-        status = _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w)
+    status = _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w)   # (retried with a fresh matrix there)
     if status != OK:
         S[F_H] = h
         return status
