@@ -147,6 +147,9 @@ QN_RESIDUAL = 1    # the residual is not finite        (every record's R_RESIDUA
 QN_UPDATE = 2      # the update is not finite           (R_UPDATE / C_UPDATE)
 QN_NO_CONVERGENCE = 3   # no convergence in max_iter updates (R_NO_CONVERGENCE / C_NO_CONVERGENCE)
 QN_ABORTED = 4     # a job failed: its answer x is the method's code
+# a method's NEWTON_RULE (newton_begin): its options, then the slots of its record
+(RULE_MAX_ITER, RULE_PRIOR_RATE, RULE_STALL_TEST, RULE_HAS_FACTOR, RULE_ST_LU, RULE_NEED_JAC,
+ RULE_ST_RES, RULE_ST_NEWTON, RULE_H_JAC, RULE_RELAX, RULE_SIGMA) = range(11)
 
 
 def newton_begin(S, I, delta, N, rule):
@@ -154,8 +157,8 @@ def newton_begin(S, I, delta, N, rule):
     :func:`quasi_newton`, ``rule`` = (max_iter, prior_rate, stall_test, HAS_FACTOR,
     ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX, SIGMA): the method's Newton
     options and the slots of its record (I: the first five, S: the last three)."""
-    old_norm, n_j, err, sigma = newton_start(delta, N, S[rule[10]])
-    kept = 0 if I[rule[5]] == 1 or I[rule[3]] == 0 else 1
+    old_norm, n_j, err, sigma = newton_start(delta, N, S[rule[RULE_SIGMA]])
+    kept = 0 if I[rule[RULE_NEED_JAC]] == 1 or I[rule[RULE_HAS_FACTOR]] == 0 else 1
     return (JOB_RESIDUAL if kept == 1 else JOB_MATRIX), (1, n_j, old_norm, err, sigma, 0.0, 0, kept)
 
 
@@ -164,10 +167,11 @@ def newton_end(reason, state, S, I, delta, N, rule):
     is not a failure of the step) when a solve that started with a factor kept from an
     earlier step failed, its one retry: δ = 0 again and the matrix re-formed there.
     Returns (job, state) for :func:`quasi_newton`."""
-    if reason == QN_SOLVED or state[7] == 0:
+    kept = state[-1]   # (the last field of quasi_newton's state)
+    if reason == QN_SOLVED or kept == 0:
         return NEWTON_END + reason, state
-    I[rule[5]] = 1
-    old_norm, n_j, err, sigma = newton_start(delta, N, S[rule[10]])
+    I[rule[RULE_NEED_JAC]] = 1
+    old_norm, n_j, err, sigma = newton_start(delta, N, S[rule[RULE_SIGMA]])
     return JOB_MATRIX, (1, n_j, old_norm, err, sigma, 0.0, 0, 0)
 
 
@@ -179,7 +183,7 @@ def quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, tol, err_tol, rat
     the residual, fails on a non-finite residual or update, takes the
     :func:`relaxed_update`, judges it with :func:`newton_verdict` (tolerances
     ``tol``, ``err_tol``; ``rule``: see :func:`newton_begin`) — a slow update asks
-    the method's stall test when ``rule[2]``, else re-forms the matrix — and after
+    the method's stall test when ``rule[RULE_STALL_TEST]``, else re-forms the matrix — and after
     ``max_iter`` updates accepts on :data:`NEWTON_LAST_CHANCE`.  S[SIGMA] keeps the
     rate.  A failed solve that started with a kept factor is retried once
     (:func:`newton_end`).  ``state`` = (update number, n_j, ‖Δδ_old‖, err, σ, ‖Δδ‖,
@@ -188,41 +192,41 @@ def quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, tol, err_tol, rat
     if job == JOB_MATRIX:
         if x != 0.0:
             return newton_end(QN_ABORTED, state, S, I, delta, N, rule)
-        n_j, old_norm = matrix_formed(S, I, h, (rule[3], rule[4], rule[5]), (rule[8], rule[9]))
+        n_j, old_norm = matrix_formed(S, I, h, (rule[RULE_HAS_FACTOR], rule[RULE_ST_LU], rule[RULE_NEED_JAC]), (rule[RULE_H_JAC], rule[RULE_RELAX]))
         return JOB_RESIDUAL, (it, n_j, old_norm, err, sigma, dnorm, 1, kept)
     if job == JOB_RESIDUAL:
         if x != 0.0:
             return newton_end(QN_ABORTED, state, S, I, delta, N, rule)
-        I[rule[6]] += 1
-        I[rule[7]] += 1
+        I[rule[RULE_ST_RES]] += 1
+        I[rule[RULE_ST_NEWTON]] += 1
         if not all_finite(F):
-            I[rule[5]] = 1
-            S[rule[10]] = sigma
+            I[rule[RULE_NEED_JAC]] = 1
+            S[rule[RULE_SIGMA]] = sigma
             return newton_end(QN_RESIDUAL, state, S, I, delta, N, rule)
-        relaxed_update(LU, piv, F, delta, N, S[rule[9]])
+        relaxed_update(LU, piv, F, delta, N, S[rule[RULE_RELAX]])
         return JOB_NORM, (it, n_j + 1, old_norm, err, sigma, dnorm, fresh, kept)
     if job == JOB_NORM:
         dnorm = x
         if not math.isfinite(dnorm):
-            I[rule[5]] = 1
+            I[rule[RULE_NEED_JAC]] = 1
             return newton_end(QN_UPDATE, state, S, I, delta, N, rule)
         verdict, sigma, err = newton_verdict(it, n_j, dnorm, old_norm, sigma, err, tol, err_tol,
-                                             rule[1] == 1, rate_only)
-        if verdict == NEWTON_SLOW and rule[2] == 1:
+                                             rule[RULE_PRIOR_RATE] == 1, rate_only)
+        if verdict == NEWTON_SLOW and rule[RULE_STALL_TEST] == 1:
             return JOB_STALL, (it, n_j, old_norm, err, sigma, dnorm, fresh, kept)
     else:   # JOB_STALL
         verdict = NEWTON_CONVERGED if x != 0.0 else NEWTON_REFRESH
     if verdict == NEWTON_CONVERGED:
-        S[rule[10]] = sigma
+        S[rule[RULE_SIGMA]] = sigma
         return NEWTON_END + QN_SOLVED, state
     if verdict != NEWTON_CONTINUE:   # diverging, stalling or too slow: re-form the matrix
-        I[rule[5]] = 1
-    if it == rule[0]:
-        S[rule[10]] = sigma
-        I[rule[5]] = 1
+        I[rule[RULE_NEED_JAC]] = 1
+    if it == rule[RULE_MAX_ITER]:
+        S[rule[RULE_SIGMA]] = sigma
+        I[rule[RULE_NEED_JAC]] = 1
         return newton_end(QN_SOLVED if err <= NEWTON_LAST_CHANCE else QN_NO_CONVERGENCE, state, S, I,
                           delta, N, rule)
-    job = JOB_MATRIX if I[rule[5]] == 1 or I[rule[3]] == 0 else JOB_RESIDUAL
+    job = JOB_MATRIX if I[rule[RULE_NEED_JAC]] == 1 or I[rule[RULE_HAS_FACTOR]] == 0 else JOB_RESIDUAL
     return job, (it + 1, n_j, dnorm, err, sigma, dnorm, fresh, kept)
 
 
