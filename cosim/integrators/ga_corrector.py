@@ -13,8 +13,8 @@ from .ga_record import (CONST_MASS, EPS, FIXED_NEWTON_REL, F_INFO, GGL, GGL_RATE
 from .ga_terms import (_nh_jacobian, _nh_residual, n_nonholonomic)
 from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_FORCE_JACOBIAN,
     FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_FORCE_JACOBIANS, FN_MASS, FN_MASS_JACOBIAN_TERM,
-    JOB_MATRIX, JOB_NORM, JOB_RESIDUAL, MATRIX_NONFINITE, MATRIX_SINGULAR, NEWTON_END, QN_ABORTED,
-    QN_SOLVED, factor_matrix, newton_begin, quasi_newton)
+    JOB_MATRIX, JOB_NORM, JOB_RESIDUAL, MATRIX_NONFINITE, MATRIX_SINGULAR, NEWTON_END, NS_DNORM, NS_FRESH,
+    NS_ITERATION, QN_ABORTED, QN_SOLVED, factor_matrix, newton_begin, quasi_newton)
 
 # kernel_common.newton_begin's rule: Algorithm 2 with the prior-rate test and the stall test
 NEWTON_RULE = (NEWTON_MAX_ITER, 1, 1, HAS_FACTOR, ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX, SIGMA)
@@ -320,9 +320,9 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
                 err_tol = tol * (NEWTON_ERR_TOL / NEWTON_TOL)
         else:   # JOB_STALL: stalled at the rounding level is converged
             if ggl:
-                stalled = state[5] < NEWTON_TOL and state[6] == 1   # with a matrix formed in this solve
+                stalled = state[NS_DNORM] < NEWTON_TOL and state[NS_FRESH] == 1   # with a matrix formed in this solve
             elif rel:   # fixed step: a stall at the rounding of q
-                stalled = state[5] < _pymax(tol, rnd_q)
+                stalled = state[NS_DNORM] < _pymax(tol, rnd_q)
             else:
                 stalled = _norm(F, n, mz, scale_r, CqT, lam_scale_r) < NEWTON_TOL
             x = 1.0 if stalled else 0.0
@@ -330,9 +330,9 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
                                   NEWTON_RULE)
     reason = job - NEWTON_END
     if reason == QN_SOLVED or reason == QN_ABORTED:
-        return reason == QN_SOLVED, state[0], (OK if reason == QN_SOLVED else int(x))
+        return reason == QN_SOLVED, state[NS_ITERATION], (OK if reason == QN_SOLVED else int(x))
     I[REASON] = reason   # quasi_newton's reasons are R_RESIDUAL, R_UPDATE, R_NO_CONVERGENCE
-    return False, state[0], NEWTON_FAILED
+    return False, state[NS_ITERATION], NEWTON_FAILED
 
 
 def _form_matrix(fns, S, I, LU, piv, N, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, eta,

@@ -147,6 +147,9 @@ QN_RESIDUAL = 1    # the residual is not finite        (every record's R_RESIDUA
 QN_UPDATE = 2      # the update is not finite           (R_UPDATE / C_UPDATE)
 QN_NO_CONVERGENCE = 3   # no convergence in max_iter updates (R_NO_CONVERGENCE / C_NO_CONVERGENCE)
 QN_ABORTED = 4     # a job failed: its answer x is the method's code
+# the fields of the loop's state (quasi_newton): the update number, n_j, ‖Δδ_old‖, err, σ,
+# ‖Δδ‖, whether a matrix was formed in this solve, whether a failure is retried
+(NS_ITERATION, NS_N_J, NS_OLD_NORM, NS_ERR, NS_SIGMA, NS_DNORM, NS_FRESH, NS_KEPT) = range(8)
 # a method's NEWTON_RULE (newton_begin): its options, then the slots of its record
 (RULE_MAX_ITER, RULE_PRIOR_RATE, RULE_STALL_TEST, RULE_HAS_FACTOR, RULE_ST_LU, RULE_NEED_JAC,
  RULE_ST_RES, RULE_ST_NEWTON, RULE_H_JAC, RULE_RELAX, RULE_SIGMA) = range(11)
@@ -167,8 +170,7 @@ def newton_end(reason, state, S, I, delta, N, rule):
     is not a failure of the step) when a solve that started with a factor kept from an
     earlier step failed, its one retry: δ = 0 again and the matrix re-formed there.
     Returns (job, state) for :func:`quasi_newton`."""
-    kept = state[-1]   # (the last field of quasi_newton's state)
-    if reason == QN_SOLVED or kept == 0:
+    if reason == QN_SOLVED or state[NS_KEPT] == 0:
         return NEWTON_END + reason, state
     I[rule[RULE_NEED_JAC]] = 1
     old_norm, n_j, err, sigma = newton_start(delta, N, S[rule[RULE_SIGMA]])
