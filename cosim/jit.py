@@ -181,11 +181,16 @@ def njit(*args, **kwargs):
 
 
 # -- model kernels ----------------------------------------------------------------------------
-def kernel_helper(fn):
+def kernel_helper(fn=None, *, inline=False):
     """Mark a module-level helper that model kernels call (e.g. a geometry
     function shared by several kernels): plain Python for the reference, made
-    callable from compiled kernels by :func:`model_functions`."""
+    callable from compiled kernels by :func:`model_functions`.
+    ``@kernel_helper(inline=True)``: inlined by numba into the compiled kernels that
+    call it (:data:`_KERNELS_FOOTER`) instead of compiled on its own."""
+    if fn is None:
+        return lambda f: kernel_helper(f, inline=inline)
     fn.__cosim_kernel_helper__ = True
+    fn.__cosim_inline__ = inline
     return fn
 
 
@@ -410,7 +415,7 @@ def _literal(value):
     return repr(value)
 
 
-def _pasted_kernels(kernel_functions, reserved, aliases=True):
+def _pasted_kernels(kernel_functions, reserved, aliases=True, inlined=None):
     """The kernels' own source, made self-contained: the module-level functions
     and marked helpers they call, the modules they use (``math``, ``numpy``) and
     the number constants they read.  Numba's cached code then refers to nothing
@@ -433,6 +438,8 @@ def _pasted_kernels(kernel_functions, reserved, aliases=True):
         if name in reserved:
             return None
         defined[name] = fn
+        if inlined is not None and getattr(fn, "__cosim_inline__", False):
+            inlined.add(name)
         try:
             src = _function_source(fn)
         except (OSError, TypeError):
@@ -875,18 +882,39 @@ import numba as _numba
 '''
 
 
-def pasted_dispatchers(functions, kind, label):
+# The njit options of a generated model-kernel module (:func:`model_functions`) with
+# helpers marked ``kernel_helper(inline=True)``: those are inlined by numba into the
+# kernels that call them (the same operations, so the same numbers —
+# benchmarks/kernel_bits.py).  A call to a helper compiled on its own increfs and
+# decrefs each of its array arguments (tuple members included); the kernels, called
+# by address from the methods, and the other helpers are compiled on their own.
+_KERNELS_FOOTER = """
+
+# error_model="numpy": as in the method modules
+for _name, _obj in list(globals().items()):
+    if isinstance(_obj, _types.FunctionType) and _obj.__module__ == __name__:
+        globals()[_name] = _numba.njit(cache=True, nogil=True, error_model="numpy",
+                                       inline="always" if _name in _INLINE else "never")(_obj)
+"""
+
+
+def pasted_dispatchers(functions, kind, label, inline_helpers=False):
     """numba dispatchers (cached on disk) of ``functions``, made from one generated
     module that holds their source and that of every helper they call
     (:func:`_pasted_kernels`), so that the cache is keyed on all of that source — a
     function compiled by reference is cached on its own file's stamp only, and a
-    changed helper in another file would load stale code.  None when the functions
-    cannot be pasted."""
-    pasted = _pasted_kernels(tuple(functions), {"_types", "_numba", "_name", "_obj"},
-                             aliases=False)
+    changed helper in another file would load stale code.  ``inline_helpers``: the
+    helpers marked ``kernel_helper(inline=True)`` inlined into their callers
+    (:data:`_KERNELS_FOOTER`).  None when the functions cannot be pasted."""
+    inlined = set()
+    pasted = _pasted_kernels(tuple(functions), {"_types", "_numba", "_name", "_obj", "_INLINE"},
+                             aliases=False, inlined=inlined)
     if pasted is None:
         return None
-    text = _KERNELS_HEADER.format(model=label, digest="{digest}") + pasted + _METHOD_FOOTER
+    footer = _METHOD_FOOTER
+    if inline_helpers and inlined:
+        footer = f"\n_INLINE = {tuple(sorted(inlined))!r}\n" + _KERNELS_FOOTER
+    text = _KERNELS_HEADER.format(model=label, digest="{digest}") + pasted + footer
     module = _generated_module(kind, label, text)
     compiled = [getattr(module, fn.__name__) for fn in functions]
     for dispatcher in compiled:
@@ -922,7 +950,7 @@ def model_functions(kernel_functions, model_name):
         if "<locals>" in fn.__qualname__ or fn.__name__ == "<lambda>":
             raise InvalidInputError(f"kernel {fn.__qualname__!r} of model {model_name!r} must be a "
                                     f"module-level function to be compiled")
-    compiled = pasted_dispatchers(key, "kernels", model_name)
+    compiled = pasted_dispatchers(key, "kernels", model_name, inline_helpers=True)
     if compiled is None:  # by reference: numba caches them by their own module
         _kernel_helpers(key)
         compiled = [njit(error_model="numpy")(fn) for fn in key]

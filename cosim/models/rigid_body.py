@@ -85,7 +85,7 @@ NB = 13
 MIMIC = 4  # numbers per mimic constraint: mimic joint, followed joint, multiplier, offset
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def _mul33(a, b):
     """The 3×3 product a b of two row-major 9-tuples, each entry summed left to right."""
     return (a[0] * b[0] + a[1] * b[3] + a[2] * b[6], a[0] * b[1] + a[1] * b[4] + a[2] * b[7],
@@ -95,13 +95,13 @@ def _mul33(a, b):
             a[6] * b[2] + a[7] * b[5] + a[8] * b[8])
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def _nine(x, k):
     """x[k:k + 9] as a tuple (a rotation, row-major)."""
     return (x[k], x[k + 1], x[k + 2], x[k + 3], x[k + 4], x[k + 5], x[k + 6], x[k + 7], x[k + 8])
 
 
-@kernel_helper
+@kernel_helper  # (large: compiled once, on its own, not inlined)
 def _kinematics(q, p, n, W, B):
     """World pose R, origin o and motion subspace S = (z, o × z) or (0, z) (z: the axis)
     of every joint frame, and the link's spatial inertia about the world origin
@@ -169,19 +169,19 @@ def _kinematics(q, p, n, W, B):
         B[i, 12] = T[6] * R[6] + T[7] * R[7] + T[8] * R[8] + m * (c2 - cz * cz)
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def kinematics_cache(p, n):
     """Index in p of the kinematics cache (after the held flags; module docstring)."""
     return held_flags(p, n) + n
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def cache_length(n):
     """Floats of the kinematics cache of an n-joint tree: valid flag, q, W, B, C, zeros."""
     return 1 + n + n * (NW + 2 * NB) + n
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def _rows(x, k, rows, cols):
     """x[k:k + rows·cols] as a (rows, cols) array, a view of x (any stride: numba's
     reshape takes contiguous arrays only, and a kernel's p is typed without layout)."""
@@ -189,7 +189,7 @@ def _rows(x, k, rows, cols):
     return np.lib.stride_tricks.as_strided(x[k:k + rows * cols], shape=(rows, cols), strides=(cols * st, st))
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def _tree_work(q, p, n):
     """(W, B, C, z): the work arrays in the kinematics cache at the end of p (module
     docstring), W's kinematic columns (pose, origin, motion subspace) and B
@@ -223,7 +223,7 @@ def _tree_work(q, p, n):
     return W, B, C, z
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def _kinematics_at(q, p, n, W, B):
     """:func:`_kinematics` through the cache (:func:`_tree_work`) into the caller's W
     (its kinematic columns) and B."""
@@ -235,7 +235,7 @@ def _kinematics_at(q, p, n, W, B):
             B[i, r] = Bc[i, r]
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def frame_table(p, n):
     """Index in p of the output frames' table (after the kinematics cache)."""
     return kinematics_cache(p, n) + cache_length(n)
@@ -244,7 +244,7 @@ def frame_table(p, n):
 FRAME = 13  # numbers per output frame: parent joint, rotation (9), translation (3)
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def _quaternion(R, y, o):
     """The unit quaternion (x, y, z, w) of the rotation matrix R (9 numbers, row-major)
     into y[o:o + 4], by Eigen's branches (what pinocchio's ``Quaternion(R)`` does)."""
@@ -273,19 +273,19 @@ def _quaternion(R, y, o):
     y[o + k] = (R[3 * k + i] + R[3 * i + k]) * t
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def _cross(ax, ay, az, bx, by, bz):
     return ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def _inertia_row(B, i):
     """Row i of an inertia array as a tuple: mass, first moment h, I_O (row-major)."""
     return (B[i, 0], B[i, 1], B[i, 2], B[i, 3], B[i, 4], B[i, 5], B[i, 6], B[i, 7], B[i, 8],
             B[i, 9], B[i, 10], B[i, 11], B[i, 12])
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def _inertia_apply(b, w0, w1, w2, v0, v1, v2):
     """(n_O, f) = I (ω, v_O) for the inertia b (:func:`_inertia_row`):
     n_O = I_O ω + h × v_O, f = m v_O + ω × h."""
@@ -299,13 +299,13 @@ def _inertia_apply(b, w0, w1, w2, v0, v1, v2):
     return n0, n1, n2, m * v0 + d0, m * v1 + d1, m * v2 + d2
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def _inertia_times(B, i, w0, w1, w2, v0, v1, v2):
     """(n_O, f) = I (ω, v_O) for the inertia in row i of B (:func:`_inertia_apply`)."""
     return _inertia_apply(_inertia_row(B, i), w0, w1, w2, v0, v1, v2)
 
 
-@kernel_helper
+@kernel_helper  # (large: compiled once, on its own, not inlined)
 def _rnea(p, n, W, B, qd, qdd, gx, gy, gz, tau):
     """τ = rnea(q, q', q'') (Featherstone Table 5.1 in world coordinates) for the
     poses in W; the base accelerates at −g.  Each body's terms in local variables,
@@ -366,7 +366,7 @@ def _rnea(p, n, W, B, qd, qdd, gx, gy, gz, tau):
             W[k, W_F + 5] += f5
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def _crba(p, n, W, B, C, M):
     """M by composite rigid bodies (Featherstone Table 6.2 in world coordinates)."""
     for i in range(n):
@@ -390,7 +390,7 @@ def _crba(p, n, W, B, C, M):
             k = int(p[HEAD + BLOCK * k + PARENT])
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def _sv_mcross(a, b):
     """Spatial motion cross product (ω1, v1) × (ω2, v2) = (ω1 × ω2, ω1 × v2 + v1 × ω2)."""
     c0, c1, c2 = _cross(a[0], a[1], a[2], b[0], b[1], b[2])
@@ -399,7 +399,7 @@ def _sv_mcross(a, b):
     return (c0, c1, c2, d0 + e0, d1 + e1, d2 + e2)
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def _sv_fcross(a, f):
     """Spatial force cross product (ω, v) ×* (n, f) = (ω × n + v × f, ω × f)."""
     c0, c1, c2 = _cross(a[0], a[1], a[2], f[0], f[1], f[2])
@@ -408,32 +408,32 @@ def _sv_fcross(a, f):
     return (c0 + d0, c1 + d1, c2 + d2, e0, e1, e2)
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def _sv_row(W, i, c):
     return (W[i, c], W[i, c + 1], W[i, c + 2], W[i, c + 3], W[i, c + 4], W[i, c + 5])
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def _sv_inertia(B, i, x):
     return _inertia_times(B, i, x[0], x[1], x[2], x[3], x[4], x[5])
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def _sv_add(a, b):
     return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3], a[4] + b[4], a[5] + b[5])
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def _sv_sub(a, b):
     return (a[0] - b[0], a[1] - b[1], a[2] - b[2], a[3] - b[3], a[4] - b[4], a[5] - b[5])
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def _sv_dot(a, b):
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5]
 
 
-@kernel_helper
+@kernel_helper  # (large: compiled once, on its own, not inlined)
 def _rnea_derivatives(p, n, W, B, gx, gy, gz, wrt_q, D, mark, dF):
     """D[i, j] = ∂τ_i/∂q_j (wrt_q) or ∂τ_i/∂q'_j after _rnea filled W (v, a per body,
     F summed over subtrees): a change of q_j turns the subtree of j about S_j."""
@@ -490,7 +490,7 @@ def _rnea_derivatives(p, n, W, B, gx, gy, gz, wrt_q, D, mark, dF):
             i = int(p[HEAD + BLOCK * i + PARENT])
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def joint_forces(v, u, p, n, Q):
     """Q_i += sat(u_i) − d_i v_i − f_i tanh(v_i / v_s): effort saturation, viscous
     damping and smoothed Coulomb friction (also the Python model's joint terms)."""
@@ -508,7 +508,7 @@ def joint_forces(v, u, p, n, Q):
         Q[i] += x
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def joint_force_slopes(v, p, n, Qv):
     """Qv_ii −= d_i + f_i / (v_s cosh²(v_i / v_s)): ∂/∂v of :func:`joint_forces`
     (1/cosh²x = 4e/(1 + e)², e = exp(−2|x|): no overflow)."""
@@ -519,7 +519,7 @@ def joint_force_slopes(v, p, n, Qv):
         Qv[i, i] -= p[b + DAMPING] + p[b + FRICTION] / vs * (4.0 * e / ((1.0 + e) * (1.0 + e)))
 
 
-@kernel_helper
+@kernel_helper(inline=True)
 def held_flags(p, n):
     """Index in p of the per-joint held flags (after the mimic constraints)."""
     b = HEAD + BLOCK * n
