@@ -34,6 +34,7 @@ parameter-variation example maps FMU runs over Dask the same way).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -393,13 +394,31 @@ def _under_main_guard(path, line):
     return False
 
 
+class _CancelRaceFilter(logging.Filter):
+    """Drops one log record of a Dask race: Ctrl-C reaching ``distributed.utils.sync``
+    before its call started makes its ``cancel`` callback read a future that does not
+    exist yet, and tornado logs that NameError with a traceback.  Nothing failed (the
+    call never ran); the sweep says "interrupted" itself.  Every other record passes."""
+
+    def filter(self, record):
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(exc, NameError) and "sync.<locals>.cancel" in record.getMessage())
+
+
+_CANCEL_RACE_FILTER = _CancelRaceFilter()
+
+
+def _drop_the_cancel_race_record():
+    logger = logging.getLogger("tornado.application")
+    if _CANCEL_RACE_FILTER not in logger.filters:
+        logger.addFilter(_CANCEL_RACE_FILTER)
+
+
 def connect(scheduler=None, workers=None, timeout=10.0):
     """(client, description, close): an existing cluster (``tls://`` / ``tcp://`` address
     or scheduler file), else an embedded LocalCluster on 127.0.0.1 with one
     single-threaded worker process per core (``workers`` to choose) and one BLAS/OpenMP
     thread each, all of its connections TLS with a per-run certificate."""
-    import logging
-
     require_sweep_extra("cosim.sweep.connect")
     import dask
     timeout = check_timeout(timeout)
@@ -463,6 +482,7 @@ def sweep(spec, variations=None, client=None, *, scheduler=None, workers=None, t
         variations = Variations(runs=tuple(() for _ in specs), names=(), kind="specs",
                                 description={"specs": list(labels or [s.name for s in specs])})
     from .progress import progress_callback
+    _drop_the_cancel_race_record()
     progress, close_progress = progress_callback(progress, 0, len(specs), unit="", label="runs")
     close = None
     if client is None:
