@@ -717,8 +717,7 @@ class Simulation:
         hits = ()
         moves = self._has_events and (self._inputs_move_events is None or self._inputs_move_events())
         if moves:  # a switching function the new input moves across zero
-            z_new = event_values(self.model, integ.t, integ.y, u)
-            hits = crossings(self._z, z_new, self._event_directions)
+            z_new, hits = self._input_crossings(u)
             snapshot = self.get_state() if hits else None
         if self._plain_set_inputs:  # Integrator.set_inputs minus re-validating checked values
             integ.hold_inputs(u)
@@ -739,6 +738,25 @@ class Simulation:
             floor = self._limit_floor   # (the norm bounds every value: one C call for most steps)
             if _hypot(*values) > floor and (max(values) > floor or min(values) < -floor):
                 self._note_clipped_inputs(values)
+
+    def _input_crossings(self, u):
+        """(the switching functions at the integrator's point under new inputs ``u``, the
+        indices of those the new inputs move across zero).  A model with a compiled
+        screen (``quiet_step``, the stops of a URDF robot) is asked first, in one call:
+        none is at or below zero, before or now, so none crossed (the holding stops'
+        reactions included); else the values are compared one by one."""
+        integ = self.integrator
+        if self._screen is not None:
+            kind = self._screen_kind
+            if kind is None or kind[0] is not integ:
+                kind = self._point_kind()
+            if kind[1] == "record":
+                S = integ._S
+                quiet, z = self._screen(S, S, kind[3], 0.0, u, self._z)
+                if quiet:
+                    return z, ()
+        z = event_values(self.model, integ.t, integ.y, u)
+        return z, crossings(self._z, z, self._event_directions)
 
     def _refresh_input_limits(self):
         """The inputs the model clips and has not yet been said of (after a parameter
