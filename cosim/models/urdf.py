@@ -534,7 +534,9 @@ class URDFModel(MultibodyModel):
             y[n + i] = 0.0  # exactly at rest (the group follows within roundoff)
             y[n + self._group(i)] = 0.0
             self._set_stop(r, side)
-            if -side * self.stop_reactions(y[:n], y[n:], t, u)[r] <= 0.0:
+            # its release function, −mode × the reaction (compiled where the model is:
+            # no pinocchio in a compiled run's event)
+            if self.event_functions(t, y, u)[2 * k + r] <= 0.0:
                 self._set_stop(r, 0.0)  # the load pulls away: the joint leaves at once
         return y
 
