@@ -22,7 +22,9 @@ tested against) at 20 random states.
    read after the step (u = K_p (q* − q) − K_d q', K_p = ω² M_ii(q0), K_d = 2ω M_ii(q0),
    ω = 20 rad/s: stable at 1 kHz on every joint); CPU µs per step of the whole
    loop (read, law, set the effort, step) and the error at T against DOP853
-   1e-12 on the same sampled-data loop (the effort held over each 1 ms).
+   1e-12 on the same sampled-data loop (the effort held over each 1 ms); then
+   the "PD ratio": cosim's cheapest method whose error is at or below MuJoCo
+   RK4's, its CPU per step ÷ MuJoCo RK4's.
 
 3. **Work-precision**: each method over a grid (MuJoCo's three and cosim's rk4 and
    generalized-α at h = 4 ms … 15.6 µs, halving; cosim's dopri5 and scipy's DOP853
@@ -396,6 +398,16 @@ def pd_table(robot, t_end, reps):
             for (tool, m), cpu in best.items()]
     say(f"  PD loop at 1 kHz (new effort every step), error at T = {t_end} s:")
     table(rows, ("h ms", "tool", "method", "CPU µs/step", "max|q - q_ref| rad"))
+    ref = ("MuJoCo", "RK4")
+    err = {key: np.abs(q - q_pd).max() for key, q in end.items()}
+    fit = [key for key in best if key[0] == "cosim" and err[key] <= err[ref]]
+    if fit:
+        key = min(fit, key=best.get)
+        say(f"  PD ratio: cosim {key[1]} (cheapest at or below MuJoCo RK4's error "
+            f"{err[ref]:.1e}) {best[key] * 1e6:.1f} µs / MuJoCo RK4 {best[ref] * 1e6:.1f} µs "
+            f"= {best[key] / best[ref]:.3f}")
+    else:
+        say(f"  PD ratio: no cosim method at or below MuJoCo RK4's error {err[ref]:.1e}")
 
 
 if __name__ == "__main__":
