@@ -84,6 +84,7 @@ from .validation import MAX_INPUT, finite_float, finite_vector, oversized_input
 _EPS = np.finfo(float).eps
 _INF = math.inf
 _hypot = math.hypot
+_NDARRAY = np.ndarray
 _F64 = np.dtype(np.float64)   # (numpy's one float64 dtype: other arrays take the long way)
 
 
@@ -705,8 +706,8 @@ class Simulation:
         size) raises an InvalidInputError naming it, the held inputs unchanged; an
         input beyond a limit the model applies (a URDF effort limit) is clipped by the
         model and said once (:meth:`notice`)."""
-        if type(values) is np.ndarray and self._inputs_identity and values.dtype is _F64 \
-                and values.ndim == 1:
+        if type(values) is _NDARRAY and values.dtype is _F64 and values.ndim == 1 \
+                and self._inputs_identity:
             # hot path (a control loop, an FMU/ROS step): a float vector, the model's inputs
             # are the external ones; the same checks as below in one pass over a list, one
             # copy, shared by _u_ext and _u (both are replaced, never written in place)
@@ -721,7 +722,13 @@ class Simulation:
                     if self._u_seen is not self._u:  # (the held inputs as a list, made once)
                         self._u_seen, self._u_list = self._u, self._u.tolist()
                     if lst != self._u_list:
-                        self._hold_plant_inputs(new, lst, norm)
+                        if self._has_events or not self._plain_set_inputs:
+                            self._hold_plant_inputs(new, lst, norm)
+                        else:   # _hold_plant_inputs without events to look at
+                            self.integrator.hold_inputs(new)
+                            self._u = new
+                            if self._limit_pairs and norm > self._limit_floor:
+                                self._note_clipped_inputs(lst, 4)
                         self._u_seen, self._u_list = new, lst
                     self._u_ext = new
                     return
@@ -794,8 +801,7 @@ class Simulation:
                 values = u.tolist()
             if norm is None:
                 norm = _hypot(*values)
-            floor = self._limit_floor   # (the norm bounds every value: most steps stop here)
-            if norm > floor and (max(values) > floor or min(values) < -floor):
+            if norm > self._limit_floor:   # (the norm bounds every value: most steps stop here)
                 self._note_clipped_inputs(values)
 
     def _input_crossings(self, u):
@@ -824,9 +830,13 @@ class Simulation:
         self._limit_pairs = [x for x in limits if x[0] not in self._clipped_inputs]
         self._limit_floor = min((x[1] for x in self._limit_pairs), default=math.inf)
 
-    def _note_clipped_inputs(self, values):
+    def _note_clipped_inputs(self, values, stacklevel=5):
         """Say once per input that the model clips it (the model's ``input_limits()``:
-        (input index, limit, what the limit is) for each limited input)."""
+        (input index, limit, what the limit is) for each limited input; ``stacklevel``:
+        the warning's, set_inputs' caller)."""
+        floor = self._limit_floor
+        if not (max(values) > floor or min(values) < -floor):
+            return   # (all within the smallest limit: most steps whose norm is not)
         said = False   # (else nothing changed: values beyond the smallest limit only)
         for i, limit, what in self._limit_pairs:
             x = values[i]
@@ -834,18 +844,20 @@ class Simulation:
                 said = True
                 self._clipped_inputs.add(i)
                 self.notice(f"input {self.model.input_names[i]!r} = {x!r} is clipped to "
-                            f"{math.copysign(limit, x)!r} by {what} (said once per input)")
+                            f"{math.copysign(limit, x)!r} by {what} (said once per input)",
+                            stacklevel)
         if said:
             self._refresh_input_limits()
 
-    def notice(self, message):
+    def notice(self, message, stacklevel=5):
         """Tell the user something once (an input clipped): ``on_notice(message)`` when an
         adapter set it (the ROS node's logger, the FMU's FMI logger), else an
-        :class:`~cosim.errors.InputLimitWarning`."""
+        :class:`~cosim.errors.InputLimitWarning` (``stacklevel``: warnings.warn's, from
+        here to the caller of set_inputs)."""
         if self.on_notice is not None:
             self.on_notice(message)
         else:
-            warnings.warn(message, InputLimitWarning, stacklevel=5)  # the caller of set_inputs
+            warnings.warn(message, InputLimitWarning, stacklevel=stacklevel)  # set_inputs' caller
 
     def get_inputs(self):
         """Current external input values in ``input_names`` order."""

@@ -175,3 +175,26 @@ def test_clipped_effort_vector_is_said_once_per_joint():
             ref.set_inputs(np.array(u))
             ref.do_step(ref.time, 0.01)
     assert sim.y.tobytes() == ref.y.tobytes()
+
+
+def test_clipped_effort_vector_on_a_robot_with_stops_is_said_once():
+    """The UR5 (stops: switching functions an input may move, effort limits 150 and
+    28 N·m): a wrist effort of 30 N·m in a vector is said once, pointing at the caller,
+    and the run equals one given 28 N·m."""
+    sim, ref = _sim("ur5", "generalized-alpha"), _sim("ur5", "generalized-alpha")
+    assert sim._has_events
+    u = np.array([20.0, -40.0, 10.0, 30.0, 1.0, -1.0])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k in range(3):
+            sim.set_inputs(u * (1.0 + 0.01 * k))
+            sim.do_step(sim.time, 1e-3)
+    said = [str(w.message) for w in caught if issubclass(w.category, InputLimitWarning)]
+    assert len(said) == 1 and said[0].startswith("input 'wrist_1_joint' = 30.0 is clipped to 28.0")
+    assert [w.filename for w in caught] == [__file__]
+    for k in range(3):
+        v = u * (1.0 + 0.01 * k)
+        v[3] = 28.0
+        ref.set_inputs(v)
+        ref.do_step(ref.time, 1e-3)
+    assert sim.y.tobytes() == ref.y.tobytes()
