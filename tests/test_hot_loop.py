@@ -198,3 +198,23 @@ def test_clipped_effort_vector_on_a_robot_with_stops_is_said_once():
         ref.set_inputs(v)
         ref.do_step(ref.time, 1e-3)
     assert sim.y.tobytes() == ref.y.tobytes()
+
+
+@pytest.mark.parametrize("method", ["generalized-alpha", "bdf", "block-lstable", "local-index1",
+                                    "spark", "rkc-penalty", "rk4", "dopri5"])
+def test_one_input_hold_for_every_record_method(method):
+    """RecordIntegrator.hold_inputs (the per-step hold of every record method) takes the
+    steps of the integrator's checked ``set_inputs`` (the ``u`` setter, then the restart),
+    bit for bit over a loop with a new effort every step."""
+    states = []
+    for checked in (False, True):
+        sim = Simulation(model="two_link", method=method, h=1e-3)
+        sim._plain_set_inputs = not checked   # (True: Simulation's per-step hold)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")    # (a fixed step's accuracy warning)
+            for k in range(30):
+                sim.set_inputs(np.array([0.3 * np.sin(0.3 * k), -0.2 * np.cos(0.2 * k)])
+                               - 0.5 * np.asarray(sim.v)[:2])
+                sim.do_step(sim.time, 1e-3)
+        states.append(sim.serialize_state())
+    assert states[0] == states[1]
