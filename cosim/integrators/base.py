@@ -186,6 +186,16 @@ class Integrator:
         them (the compiled backend, models with an outputs kernel), else None."""
         return None
 
+    @property
+    def y_view(self):
+        """y as a read-only view (no copy; None before the start), valid until the
+        integrator next moves (:attr:`cosim.Simulation.y_view`)."""
+        if self.y is None:
+            return None
+        view = self.y.view()
+        view.flags.writeable = False
+        return view
+
     def hold_inputs(self, u):
         """Hold ``u`` from now on, already checked and changed (a 1-D C-contiguous
         float vector the caller gives away): :meth:`set_inputs` minus its checks
