@@ -101,6 +101,8 @@ from .record import RecordIntegrator, record_array, record_int, record_time
 MAX_ORDER = K.MAX_ORDER
 ORDER_HISTORY_MAX = 10_000   # (t, k) entries kept in order_history
 TIGHT_RTOL = 1e-9   # below it a collapsed step is most likely the rounding level
+# a new held input whose history shift exceeds this × max(1, |q_i|) restarts instead
+SHIFT_MAX = 0.01
 
 _NEWTON_REASONS = {K.R_RESIDUAL: "residual is not finite", K.R_UPDATE: "Newton update is not finite",
                    K.R_NO_CONVERGENCE: f"no convergence in {K.NEWTON_MAX_ITER} iterations"}
@@ -301,6 +303,105 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
 
     def _reset_point(self):
         """(q'' and λ at the new point: the restart that follows solves them.)"""
+
+    # -- a new held input (zero-order hold) -------------------------------------------------
+    def _new_inputs(self, u_old, u_new):
+        """A new held input keeps the order and the step: the history is shifted onto
+        the solution's past under ``u_new`` (:meth:`_shift_history`); where it cannot be
+        (no step taken since the last start, eq. 10 singular, a shift over SHIFT_MAX)
+        the restart at order 1 of any discontinuity."""
+        if self._shift_history(u_old, u_new):
+            self.t_prev, self.y_prev = self.t, self.y   # (no dense output across the jump)
+        else:
+            self.restart()
+
+    def _accelerations(self, t, y, u):
+        """(q'', λ) at (t, y) under the held input ``u``: eq. 10 solved by the kernel's
+        restart on a scratch copy of the record; None where eq. 10 is singular."""
+        S = self._S.copy()
+        S[K.T] = t
+        start, length = self._slices[O_Y]
+        S[start:start + length] = y
+        status = self._entry(self._fns, K.RESTART, S, self._I, self._LU, u, self._parameters(),
+                             0.0, 0, self._y_out)
+        if status != K.OK:
+            return None
+        (o_qdd, n), (o_lam, m) = self._slices[O_QDD], self._slices[O_LAM]
+        return S[o_qdd:o_qdd + n], S[o_lam:o_lam + m]
+
+    def _shift_history(self, u_old, u_new):
+        """Carry the difference arrays across a jump of the held input at t_n (True), or
+        leave everything as it is (False: the caller restarts).
+
+        The solution under ``u_new`` through the current (q, v) differs from the one the
+        history follows by its acceleration jump: Δa = q''(u_new) − q''(u_old) at the
+        current state (eq. 10 twice; M, C_q and γ are the same, so Δa is M⁻¹ΔQ on the
+        constraints' tangent space, C_q Δa = 0).  So the history points s_i = t_{n−i} − t_n
+        are moved by the jump polynomial
+
+            Δq(s) = Δa s²/2 + Δa' s³/6,   Δv(s) = Δa s + Δa' s²/2,   Δq''(s) = Δa + Δa' s
+
+        (λ likewise with Δλ, Δλ'), zero at s = 0 for (q, v): y_n is unchanged.  Δa', the
+        jump of the third derivative, is a backward difference over the last step:
+        q''(u_new) at the previous point moved by the quadratic part, minus q''(u_old)
+        at the previous point, so that it also holds the forces' response to the
+        velocity change (∂Q/∂v Δa).  With Δa' = 0 (no step since the last jump: no
+        difference to take) the history is off by Δa' s³/6, which at order ≥ 3 the
+        first step's error estimate sees.  The difference arrays are linear in the
+        values: each row j gains the modified divided difference (eqs. 57-58) of the
+        polynomial over the history's grid τ, (∏_{i≤j} τ_i)·[p_0, …, p_j]; with s_0 = 0,
+        [s] = (1, 0, …), [s²] = (s_1, 1, 0, …), [s³] = (s_1², s_1 + s_2, 1, 0, …) in rows
+        1, 2, 3, …"""
+        S, I = self._S, self._I
+        if not self._has_state or I[K.N_STEPS] == 0:
+            return False    # the order-1 start's history is ẏ_0 alone: the restart renews it
+        t, y = float(S[K.T]), self.y
+        n = self._n
+        new, old = self._accelerations(t, y, u_new), self._accelerations(t, y, u_old)
+        if new is None or old is None:
+            return False
+        da, dl = new[0] - old[0], new[1] - old[1]
+        dj, dlj = np.zeros_like(da), np.zeros_like(dl)
+        t_prev = float(S[K.T_PREV])
+        if t_prev < t:   # Δa', Δλ' over the last step (taken under u_old)
+            hp = t - t_prev
+            y_prev = self.y_prev
+            moved = y_prev + np.concatenate([0.5 * hp * hp * da, -hp * da])
+            new_p = self._accelerations(t_prev, moved, u_new)
+            old_p = self._accelerations(t_prev, y_prev, u_old)
+            if new_p is not None and old_p is not None:
+                dj = ((new[0] - new_p[0]) - (old[0] - old_p[0])) / hp
+                dlj = ((new[1] - new_p[1]) - (old[1] - old_p[1])) / hp
+        o_D, o_Dz, o_tau = self._offsets[O_D], self._offsets[O_DZ], self._offsets[O_TAU]
+        rows = min(int(I[K.VALID]), K.ROWS - 1)
+        tau = S[o_tau:o_tau + rows].copy()
+        s = -tau
+        # the size test, over the history points the rows span
+        shift = np.outer(0.5 * s * s, da) + np.outer(s ** 3 / 6.0, dj)
+        if not np.all(np.abs(shift) <= SHIFT_MAX * np.maximum(1.0, np.abs(y[:n]))):
+            return False
+        s1 = s[0]
+        s2 = s[1] if rows > 1 else 0.0
+        dq = (0.5 * s1 * da + s1 * s1 / 6.0 * dj, 0.5 * da + (s1 + s2) / 6.0 * dj, dj / 6.0)
+        dv = (da + 0.5 * s1 * dj, 0.5 * dj)
+        n2, N = 2 * n, n + int(I[K.I_M])
+        scale = 1.0
+        for j in range(1, rows + 1):
+            scale *= tau[j - 1]   # ∇^j x_n = (∏_{i≤j} τ_i) [x_n, …, x_{n−j}]
+            row = o_D + j * n2
+            if j <= 3:
+                S[row:row + n] += scale * dq[j - 1]
+            if j <= 2:
+                S[row + n:row + n2] += scale * dv[j - 1]
+            if j == 1:
+                S[o_Dz + N:o_Dz + N + n] += scale * dj
+                S[o_Dz + N + n:o_Dz + 2 * N] += scale * dlj
+        (o_qdd, _), (o_lam, m) = self._slices[O_QDD], self._slices[O_LAM]
+        S[o_qdd:o_qdd + n] += da
+        S[o_lam:o_lam + m] += dl
+        self.invalidate_iteration_matrix()   # the forces' Jacobians may depend on u
+        self._outputs_fresh = False
+        return True
 
     @property
     def fixed_error_order(self):
