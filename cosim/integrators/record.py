@@ -351,9 +351,11 @@ class RecordIntegrator:
     def hold_inputs(self, u):
         """Integrator.hold_inputs for every record method: ``u`` is already a 1-D
         C-contiguous float vector (what the ``u`` setter converts to and
-        :meth:`_check_direct` accepts), then the method's restart."""
+        :meth:`_check_direct` accepts), then what the method does at a new held input
+        (:meth:`_new_inputs`: a restart, or BDF's shifted history)."""
+        u_old = self._u_c
         self._u_c = u
-        self.restart()
+        self._new_inputs(u_old, u)
 
     def _check_direct(self):
         """Whether the warm path may call the entry's machine code directly: S, I, LU,
