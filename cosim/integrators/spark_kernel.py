@@ -33,7 +33,8 @@ from .dense_lu import lu_solve_inplace
 from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
     FN_CONSTRAINT_JACOBIAN, FN_FORCES, JOB_NORM, JOB_RESIDUAL, NEWTON_END, NS_KEPT, QN_ABORTED, QN_SOLVED,
     clamp_step, end_advance, factor_matrix, fixed_step_resolved, consistent_accelerations,
-    forget_step, keeps_matrix, model_outputs, newton_begin, quasi_newton, relaxation, snapshot_in)
+    forget_step, keep_alive, keeps_matrix, model_outputs, newton_begin, quasi_newton, relaxation,
+    snapshot_in, unowned)
 # the record: every name, so that spark_kernel is the method's one namespace
 from .spark_terms import _kinetic_gradient, _layout, _mass_gamma  # noqa: F401
 from .spark_record import (  # noqa: F401
@@ -581,11 +582,14 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     ``whole``: not reaching the target is the failure STEP_BUDGET).  Returns a status
     code; on failure S, I and LU are as they were on entry (all or nothing) except
     the failure slots F_T, F_H, F_INFO, F_CT and I[REASON]."""
-    w, status = workspace(I[I_N], I[I_M], I[I_S], I[I_NV], S.shape[0] + LU.size), OK
+    owned, status = workspace(I[I_N], I[I_M], I[I_S], I[I_NV], S.shape[0] + LU.size), OK
+    w = unowned(owned)   # views without reference counts; owned is kept alive below
     S0, I0, LU0 = snapshot_in(w[W_SNAPSHOT], S, I, LU)
     while status == OK and S[T] < t_target and max_steps > 0:
         status, max_steps = step(fns, S, I, LU, u, p, t_target, w), max_steps - 1
-    return end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS, REASON)
+    status = end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS, REASON)
+    keep_alive(owned)
+    return status
 
 
 def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
