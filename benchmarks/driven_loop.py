@@ -2,9 +2,10 @@
 (an FMU host, the ROS node, a discrete controller), 0.5 s (Andrews: 0.03 s), per method.
 
 This is the measurement behind the default rule's driven choice (cosim.method_choice:
-dopri5).  bdf restarts at order 1 with a fresh step-size search on every new
-input; a one-step method restarts at no cost, and dopri5 (order 5, FSAL reset
-only) takes about one step per communication step where generalized-alpha
+dopri5).  bdf keeps its order and step across a new input (its history moved onto
+the new input's past: four solves of eq. 10, docs/methods/bdf.md); a one-step
+method restarts at no cost, and dopri5 (order 5, FSAL reset only) takes about one
+step per communication step where generalized-alpha
 (order 2, an error test on h^2) needs more, and far more on a model with fast
 components (Andrews).
 

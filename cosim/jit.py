@@ -553,7 +553,53 @@ _KINDS = {{"a": _nt.float64[:], "A": _nt.float64[:, :], "f": _nt.float64}}
 def entry_at(addresses, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     """entry() with the model's functions given by address."""
     fns = ({functions})
+    # the caller owns the arrays for the whole call: no reference counts on them inside
+    S, I, LU, u, p, y_out = _unowned((S, I, LU, u, p, y_out))
     return entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out)
+'''
+
+# Arrays without their owner in a compiled method (kernel_common.unowned, keep_alive).
+# numba counts references on every array it passes, slices, unpacks from a tuple or
+# drops, with atomic increments and decrements: they were about a third of a two_link
+# generalized-alpha step (benchmarks/do_step_overhead.py).  An array whose meminfo is
+# null costs none of that, only a test of the pointer.  ``_unowned`` returns such
+# copies of arrays (of a tuple of arrays, nested); the memory stays alive through an
+# owned reference: entry_at's caller owns its arguments, and each method's advance()
+# keeps its owned work arrays alive with ``keep_alive(owned)`` after end_advance —
+# a use numba must keep, so it releases them only after the last view is used.
+_UNOWNED = '''
+
+# ---- arrays without reference counting (kernel_common.unowned; cosim.jit) ----
+@_intrinsic
+def _unowned(typingctx, arrays):
+    # (nested: the footer compiles every plain function of this module)
+    def plain(ty):
+        return isinstance(ty, _nt.Array) or (isinstance(ty, _nt.BaseTuple) and all(plain(t) for t in ty))
+
+    def strip(context, builder, ty, value):
+        if isinstance(ty, _nt.Array):
+            array = context.make_array(ty)(context, builder, value)
+            array.meminfo = _cg.get_null_value(array.meminfo.type)
+            array.parent = _cg.get_null_value(array.parent.type)
+            return array._getvalue()
+        for k, member in enumerate(ty):
+            value = builder.insert_value(value, strip(context, builder, member,
+                                                      builder.extract_value(value, k)), k)
+        return value
+
+    def codegen(context, builder, signature, args):
+        return strip(context, builder, signature.args[0], args[0])
+    return (arrays(arrays), codegen) if plain(arrays) else None
+
+
+@_intrinsic
+def _keep_alive(typingctx, owned):
+    def codegen(context, builder, signature, args):
+        return context.get_dummy_value()
+    return _nt.none(owned), codegen
+
+
+unowned, keep_alive = _unowned, _keep_alive
 '''
 
 # The njit options of a generated method module.  numba compiles every function as its
@@ -784,7 +830,7 @@ def method_entry(method_module, method_name, helpers=(), estimate="about 1-3 min
     text = (_METHOD_HEADER.format(method=method_name, digest="{digest}", fmt=METHOD_FORMAT,
                                   sources=", ".join(m.__name__.rsplit(".", 1)[-1] for m in modules))
             + body + _METHOD_ENTRY_AT.format(function_types=types_text, functions=calls)
-            + _METHOD_FOOTER)
+            + _UNOWNED + _METHOD_FOOTER)
     module = _generated_module("method", method_name, text)
     signature = method_signature()
     entry = module.entry_at

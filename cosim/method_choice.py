@@ -16,11 +16,11 @@ docs/methods/index.md has the tables and commands):
   ``dopri5`` — the least steps and the least error of generalized-alpha, bdf and
   dopri5 on pendulum, two_link, crank_slider, andrews, ur5 and panda
   (``benchmarks/driven_loop.py --models … --backend auto``, rtol 1e-6: pendulum
-  500 steps against generalized-alpha's 707 and bdf's 3067; crank_slider
-  14 691 against 36 880 and 74 049; andrews (30 ms) 94 against 6150 and 1190;
-  ur5 501 against 3076 and 5129). A new input costs dopri5 one derivative (its
-  first stage, FSAL, is recomputed: 7 per step, not 6); bdf restarts at order 1
-  on every one;
+  500 steps against generalized-alpha's 707 and bdf's 505; crank_slider
+  14 691 against 36 880 and 63 449; andrews (30 ms) 94 against 6150 and 696;
+  ur5 501 against 3076 and 553). A new input costs dopri5 one derivative (its
+  first stage, FSAL, is recomputed: 7 per step, not 6); bdf solves eq. 10 four
+  times to carry its history across it;
 * multibody, adaptive, inputs held (``cosim simulate``, a spec without blocks or
   signals, ``Simulation`` without blocks): ``dopri5`` (with constraint
   projection) — the least wall time with err/rtol <= 10 in 14 of 15 rows (andrews,

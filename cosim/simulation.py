@@ -84,6 +84,7 @@ from .validation import MAX_INPUT, finite_float, finite_vector, oversized_input
 _EPS = np.finfo(float).eps
 _INF = math.inf
 _hypot = math.hypot
+_NDARRAY = np.ndarray
 _F64 = np.dtype(np.float64)   # (numpy's one float64 dtype: other arrays take the long way)
 
 
@@ -515,6 +516,7 @@ class Simulation:
         self._u_ext = self._ext_defaults.copy()
         self._u = self._compose_inputs(self._u_ext)
         self._u_seen = self._u_list = None   # set_inputs' list of the held inputs (and of which)
+        self._views = (None, None, None)      # y_view, q, v (_q_v)
         ic = {} if self.max_ic_repair is None or self.model.kind != "multibody" else \
             {"max_repair": self.max_ic_repair}
         # every model term once, overflow raised, shapes checked (issue 14)
@@ -589,10 +591,51 @@ class Simulation:
 
     @property
     def y(self):
+        """The current state (``state_names`` order), a copy of it to keep; :attr:`y_view`,
+        :attr:`q` and :attr:`v` read it without copying."""
         if self._integrator_lead is not None and self.integrator.t == self._integrator_lead[1]:
             return self._start_y.copy()  # left a singular start: the state at t0 itself
         y = self.integrator.y
         return y if self._y_copied else y.copy()
+
+    @property
+    def y_view(self):
+        """The current state (``state_names`` order) as a read-only numpy view, no copy
+        (``flags.writeable`` is False).  A view is valid until the simulation next
+        changes (``do_step``, ``set_inputs``, ``set_state``, ``reset``,
+        ``set_parameter``): read it again after each, or keep :attr:`y`, a copy."""
+        if self._integrator_lead is not None and self.integrator.t == self._integrator_lead[1]:
+            return self._start_view   # left a singular start: the state at t0 itself
+        return self.integrator.y_view
+
+    @property
+    def q(self):
+        """A multibody model's coordinates (``coordinate_names`` order): the first
+        ``len(coordinate_names)`` entries of :attr:`y_view`, a read-only view valid until
+        the simulation next changes (as :attr:`y_view`).  A first-order model has no
+        coordinates: an InvalidInputError (its state is :attr:`y_view`)."""
+        views = self._views
+        return (views if views[0] is self.y_view else self._q_v())[1]
+
+    @property
+    def v(self):
+        """A multibody model's velocities q' (``coordinate_names`` order): the entries
+        of :attr:`y_view` after :attr:`q`, a read-only view valid until the simulation
+        next changes.  A first-order model: an InvalidInputError, as :attr:`q`."""
+        views = self._views
+        return (views if views[0] is self.y_view else self._q_v())[2]
+
+    def _q_v(self):
+        """(y_view, q, v) made anew (y_view is a new view)."""
+        if self.model.kind != "multibody":
+            raise InvalidInputError(
+                f"q and v are a multibody model's coordinates and velocities; model "
+                f"{self.model.name!r} is first-order: read its state with y_view "
+                f"(names in state_names)")
+        y = self.y_view
+        n = self.model.n_q
+        self._views = (y, y[:n], y[n:2 * n])
+        return self._views
 
     @property
     def state_names(self):
@@ -656,25 +699,39 @@ class Simulation:
         return u
 
     def set_inputs(self, values):
-        """Hold new external input values (a mapping name -> value, or a sequence in
-        ``input_names`` order) from the current time on (ZOH)."""
-        if type(values) is np.ndarray and self._inputs_identity and values.dtype is _F64 \
-                and values.ndim == 1:
-            # hot path (an FMU/ROS step): a float vector, the model's inputs are the external
-            # ones; the same checks as below in one pass over a list, one copy, shared by
-            # _u_ext and _u (both are replaced, never written in place)
+        """Hold new external input values from the current time on (ZOH): a mapping
+        name -> value, or all of them as a sequence in ``input_names`` order.  A float
+        numpy vector is the cheapest form (one pass checks it: a control loop's
+        per-step call).  A rejected value (NaN/inf, the wrong length, beyond 1e12 in
+        size) raises an InvalidInputError naming it, the held inputs unchanged; an
+        input beyond a limit the model applies (a URDF effort limit) is clipped by the
+        model and said once (:meth:`notice`)."""
+        if type(values) is _NDARRAY and values.dtype is _F64 and values.ndim == 1 \
+                and self._inputs_identity:
+            # hot path (a control loop, an FMU/ROS step): a float vector, the model's inputs
+            # are the external ones; the same checks as below in one pass over a list, one
+            # copy, shared by _u_ext and _u (both are replaced, never written in place)
             # (a Euclidean norm within MAX_INPUT means every value is finite and within it;
-            # a larger one, or a NaN/inf, goes the long way below, which names the value)
+            # a larger one, or a NaN/inf, goes the long way below, which names the value;
+            # the same norm screens the effort limits in _hold_plant_inputs)
             lst = values.tolist()
-            if len(lst) == len(self._u_ext) and _hypot(*lst) <= MAX_INPUT:
-                new = values.copy()
-                if self._u_seen is not self._u:  # (the held inputs as a list, made once)
-                    self._u_seen, self._u_list = self._u, self._u.tolist()
-                if lst != self._u_list:
-                    self._hold_plant_inputs(new, lst)
-                    self._u_seen, self._u_list = new, lst
-                self._u_ext = new
-                return
+            if len(lst) == len(self._u_ext):
+                norm = _hypot(*lst)
+                if norm <= MAX_INPUT:
+                    new = values.copy()
+                    if self._u_seen is not self._u:  # (the held inputs as a list, made once)
+                        self._u_seen, self._u_list = self._u, self._u.tolist()
+                    if lst != self._u_list:
+                        if self._has_events or not self._plain_set_inputs:
+                            self._hold_plant_inputs(new, lst, norm)
+                        else:   # _hold_plant_inputs without events to look at
+                            self.integrator.hold_inputs(new)
+                            self._u = new
+                            if self._limit_pairs and norm > self._limit_floor:
+                                self._note_clipped_inputs(lst, 4)
+                        self._u_seen, self._u_list = new, lst
+                    self._u_ext = new
+                    return
         if type(values) is not np.ndarray and isinstance(values, Mapping):  # (an ABC check costs)
             new = self._u_ext.copy()
             for key, value in values.items():
@@ -699,26 +756,32 @@ class Simulation:
             except (TypeError, ValueError):
                 ok = False
             if not ok:
-                new = finite_vector("inputs", values, len(self.input_names))
-        if not _hypot(*new.tolist()) <= MAX_INPUT:
-            i = oversized_input(new.tolist())
+                new = finite_vector("inputs", values, len(self.input_names),
+                                    item=lambda i: f"input {self.input_names[i]!r}")
+        lst = new.tolist()
+        norm = _hypot(*lst)
+        if not norm <= MAX_INPUT:
+            i = oversized_input(lst)
             if i is not None:
                 raise InvalidInputError(f"input {self.input_names[i]!r} must be at most "
                                         f"{MAX_INPUT:g} in size, got {float(new[i])!r}")
         u = self._compose_inputs(new)
-        if u.tolist() != self._u.tolist():
+        if self._inputs_identity:
+            if lst != self._u.tolist():
+                self._hold_plant_inputs(u, lst, norm)
+        elif u.tolist() != self._u.tolist():
             self._hold_plant_inputs(u)
         self._u_ext = new
 
-    def _hold_plant_inputs(self, u, values=None):
+    def _hold_plant_inputs(self, u, values=None, norm=None):
         """New plant inputs from now on: a discontinuity, the integrator restarts
-        (``values``: ``u.tolist()`` where the caller has it)."""
+        (``values``: ``u.tolist()``, ``norm``: its Euclidean norm, where the caller
+        has them)."""
         integ = self.integrator
         hits = ()
         moves = self._has_events and (self._inputs_move_events is None or self._inputs_move_events())
         if moves:  # a switching function the new input moves across zero
-            z_new = event_values(self.model, integ.t, integ.y, u)
-            hits = crossings(self._z, z_new, self._event_directions)
+            z_new, hits = self._input_crossings(u)
             snapshot = self.get_state() if hits else None
         if self._plain_set_inputs:  # Integrator.set_inputs minus re-validating checked values
             integ.hold_inputs(u)
@@ -736,9 +799,29 @@ class Simulation:
         if self._limit_pairs:  # an input beyond the smallest limit: look closer
             if values is None:
                 values = u.tolist()
-            floor = self._limit_floor   # (the norm bounds every value: one C call for most steps)
-            if _hypot(*values) > floor and (max(values) > floor or min(values) < -floor):
+            if norm is None:
+                norm = _hypot(*values)
+            if norm > self._limit_floor:   # (the norm bounds every value: most steps stop here)
                 self._note_clipped_inputs(values)
+
+    def _input_crossings(self, u):
+        """(the switching functions at the integrator's point under new inputs ``u``, the
+        indices of those the new inputs move across zero).  A model with a compiled
+        screen (``quiet_step``, the stops of a URDF robot) is asked first, in one call:
+        none is at or below zero, before or now, so none crossed (the holding stops'
+        reactions included); else the values are compared one by one."""
+        integ = self.integrator
+        if self._screen is not None:
+            kind = self._screen_kind
+            if kind is None or kind[0] is not integ:
+                kind = self._point_kind()
+            if kind[1] == "record":
+                S = integ._S
+                quiet, z = self._screen(S, S, kind[3], 0.0, u, self._z)
+                if quiet:
+                    return z, ()
+        z = event_values(self.model, integ.t, integ.y, u)
+        return z, crossings(self._z, z, self._event_directions)
 
     def _refresh_input_limits(self):
         """The inputs the model clips and has not yet been said of (after a parameter
@@ -747,9 +830,13 @@ class Simulation:
         self._limit_pairs = [x for x in limits if x[0] not in self._clipped_inputs]
         self._limit_floor = min((x[1] for x in self._limit_pairs), default=math.inf)
 
-    def _note_clipped_inputs(self, values):
+    def _note_clipped_inputs(self, values, stacklevel=5):
         """Say once per input that the model clips it (the model's ``input_limits()``:
-        (input index, limit, what the limit is) for each limited input)."""
+        (input index, limit, what the limit is) for each limited input; ``stacklevel``:
+        the warning's, set_inputs' caller)."""
+        floor = self._limit_floor
+        if not (max(values) > floor or min(values) < -floor):
+            return   # (all within the smallest limit: most steps whose norm is not)
         said = False   # (else nothing changed: values beyond the smallest limit only)
         for i, limit, what in self._limit_pairs:
             x = values[i]
@@ -757,18 +844,20 @@ class Simulation:
                 said = True
                 self._clipped_inputs.add(i)
                 self.notice(f"input {self.model.input_names[i]!r} = {x!r} is clipped to "
-                            f"{math.copysign(limit, x)!r} by {what} (said once per input)")
+                            f"{math.copysign(limit, x)!r} by {what} (said once per input)",
+                            stacklevel)
         if said:
             self._refresh_input_limits()
 
-    def notice(self, message):
+    def notice(self, message, stacklevel=5):
         """Tell the user something once (an input clipped): ``on_notice(message)`` when an
         adapter set it (the ROS node's logger, the FMU's FMI logger), else an
-        :class:`~cosim.errors.InputLimitWarning`."""
+        :class:`~cosim.errors.InputLimitWarning` (``stacklevel``: warnings.warn's, from
+        here to the caller of set_inputs)."""
         if self.on_notice is not None:
             self.on_notice(message)
         else:
-            warnings.warn(message, InputLimitWarning, stacklevel=5)  # the caller of set_inputs
+            warnings.warn(message, InputLimitWarning, stacklevel=stacklevel)  # set_inputs' caller
 
     def get_inputs(self):
         """Current external input values in ``input_names`` order."""
@@ -986,6 +1075,8 @@ class Simulation:
         self._set_budget_span()
         self._integrator_lead = (t0, float(integ.t))
         self._start_y = np.concatenate([q0, v0])
+        self._start_view = self._start_y.view()
+        self._start_view.flags.writeable = False
 
     @property
     def constraint_residual_report(self):

@@ -276,7 +276,7 @@ def check_solved_points(integrator, s, path="integrator"):
     parameters applied).  Else the multipliers or accelerations are not this model's:
     the next iteration matrix, formed at them, is garbage (a difference of λ of 3e113 in a
     BDF history: numerically singular).  Within a history the inputs are the state's u
-    (an input change restarts the method)."""
+    (a new input restarts the method, or moves a BDF history onto the new input's past)."""
     declared = getattr(integrator, "state_declaration", None)
     model = integrator.model
     if declared is None or declared.solved is None or model.kind != "multibody":

@@ -123,9 +123,10 @@ def step_count(name, value):
     return int(value)
 
 
-def finite_vector(name, value, size=None):
+def finite_vector(name, value, size=None, item=None):
     """Return ``value`` as a 1-D float array of ``size``; reject NaN/inf and
-    complex, string or boolean entries."""
+    complex, string or boolean entries (``item(i)``: how an error names entry i,
+    else ``name[i]``)."""
     kind = np.asarray(value).dtype.kind if not isinstance(value, (str, bytes)) else "U"
     if kind not in "fiuO":
         raise InvalidInputError(f"{name} must be real numbers, got {np.asarray(value).dtype} {value!r:.80}")
@@ -140,5 +141,6 @@ def finite_vector(name, value, size=None):
     bad = ~np.isfinite(arr)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise InvalidInputError(f"{name}[{i}] must be finite, got {arr[i]!r}")
+        what = f"{name}[{i}]" if item is None else item(i)
+        raise InvalidInputError(f"{what} must be finite, got {float(arr[i])!r}")
     return arr

@@ -149,6 +149,32 @@ def index1_trajectory(model, times, rtol=1e-12, atol=1e-12, u=None, method="DOP8
     return Y[:, :n], Y[:, n:]
 
 
+def held_input_trajectory(model, times, inputs, y0=None, rtol=1e-12, atol=1e-12, method="DOP853"):
+    """(Q, V) of shape (len(times) − 1, n_q) at times[1:] of a multibody ``model`` (an
+    instance or a name) under a zero-order-hold input: ``inputs[k]`` (the model's input
+    vector) held over [times[k], times[k+1]], from ``y0`` (default: the model's initial
+    state) at times[0].  One solve_ivp per held interval, each started from the end of
+    the one before: the jumps of q'' at the input's changes are interval ends, never
+    inside a step of the reference (not cached)."""
+    if isinstance(model, str):
+        model = load_model(model)
+    times = np.asarray(times, dtype=float)
+    if len(inputs) != len(times) - 1:
+        raise ValueError(f"{len(times) - 1} held intervals need as many inputs, got {len(inputs)}")
+    y = model.initial_y() if y0 is None else np.array(y0, dtype=float)
+    out = []
+    for k, u in enumerate(inputs):
+        sol = solve_ivp(index1_rhs(model, u), (times[k], times[k + 1]), y, method=method,
+                        rtol=rtol, atol=atol)
+        if not sol.success:
+            raise RuntimeError(f"held-input reference failed for {model.name} on interval {k}: {sol.message}")
+        y = sol.y[:, -1]
+        out.append(y)
+    Y = np.array(out)
+    n = model.n_q
+    return Y[:, :n], Y[:, n:]
+
+
 # -- named references ------------------------------------------------------------------
 def andrews_reference(t_end=0.03):
     """(q, v) of Andrews' squeezer (default data, torque 0.033 N·m) at t_end.

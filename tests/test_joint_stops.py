@@ -677,3 +677,24 @@ def test_position_limits_opt_out_in_the_cli_spec_and_fmu_builder(tmp_path, capsy
     assert _model_spec(str(path), False)["position_limits"] is False
     with pytest.raises(InvalidInputError, match="position-limits"):
         _model_spec("pendulum", False)
+
+
+def test_a_compiled_run_through_arrivals_holds_and_releases_never_builds_pinocchio():
+    """The compiled Panda driven into joint 4's upper stop: it arrives, bounces, holds and
+    is released by a reversed effort, each decision (hold or leave at once, release) on
+    the compiled stop functions: the model's pinocchio objects (the Python equations)
+    are never made, so no event of a compiled run pays pinocchio's import or its
+    Python-side dynamics."""
+    model = load_urdf(_panda_path(), position_limits=True)
+    sim = Simulation(model, method="rk4", h=1e-3, params={"panda_joint4.q0": -0.3,
+                                                          "panda_joint6.q0": 1.5})
+    assert sim.integrator.backend == "numba"
+    sim.set_inputs({"panda_joint4": 20.0})
+    for _ in range(500):
+        sim.do_step(sim.time, 1e-3)
+    assert sim.model.params["panda_joint4.stop"] == 1.0 and sim.y[3] == sim.model._upper[3]
+    sim.set_inputs({"panda_joint4": -20.0})
+    sim.do_step(sim.time, 1e-3)
+    assert sim.model.params["panda_joint4.stop"] == 0.0
+    assert sim.event_log[-1]["name"] == "panda_joint4_stop_release"
+    assert "_pm" not in vars(sim.model)

@@ -168,6 +168,10 @@ def test_ur5_description_and_frames_match_pinocchio(harness, tmp_path):
                 (msg.header.frame_id, msg.child_frame_id, np.array([t.x, t.y, t.z]),
                  np.array([r.x, r.y, r.z, r.w])))
     hs.node.create_subscription(TransformStamped, "tf_frames", on_frame, 1000)
+    # the frames' publisher is volatile: a state published before it has matched this
+    # subscription is not delivered to it
+    wait_for(lambda: hs.plant.frames.pub.get_subscription_count() >= 1, 10.0,
+             what="the plant's tf_frames publisher to match this subscription")
     late = []
     hs.node.create_subscription(String, "robot_description", lambda m: late.append(m.data), 10)
     wait_for(lambda: late, 10.0, what="/robot_description at a late volatile subscriber")

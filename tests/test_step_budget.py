@@ -139,10 +139,11 @@ def test_sampled_blocks_bound_every_method_below():
 
 
 def test_a_driven_run_is_never_told_to_use_bdf():
-    """Inputs that change at every communication step make bdf restart at order 1 each
-    time, so its held-input estimate does not hold: a driven check suggests dopri5 only.
-    Checked against the driven run itself (pendulum, torque sin 3t in 0.01 s steps, rtol
-    1e-6): dopri5 takes over 10 times fewer steps than generalized-α, and bdf more."""
+    """Inputs that change at every communication step: a driven check suggests dopri5
+    only, the cheapest there.  Checked against the driven run itself (pendulum, torque
+    sin 3t in 0.01 s steps, rtol 1e-6; measured dopri5 101 steps, bdf 115 — its history
+    carried across each new input —, generalized-α 1398): dopri5 takes the fewest steps,
+    bdf fewer than generalized-α, and both over 10 times fewer than generalized-α."""
     def steps(method):
         sim = Simulation("pendulum", method=method, rtol=1e-6)
         t = 0.0
@@ -152,7 +153,7 @@ def test_a_driven_run_is_never_told_to_use_bdf():
             t += 0.01
         return sim.integrator.stats["steps"]
     ga, bdf, dopri5 = steps("generalized-alpha"), steps("bdf"), steps("dopri5")
-    assert dopri5 * 10 < ga < bdf, (ga, bdf, dopri5)
+    assert dopri5 < bdf < ga and bdf * 10 < ga, (ga, bdf, dopri5)
     sim = Simulation("pendulum", method="generalized-alpha", rtol=1e-6)
     with pytest.warns(TightToleranceWarning) as caught:
         step_budget.check(sim, 5.0, 0.01, 500, driven=True)

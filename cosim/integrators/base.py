@@ -16,6 +16,9 @@ Subclass contract
 * ``dense_output(t)``: y at t ∈ [t_prev, t].
 * ``_restart()``: forget history after a discontinuity at the current point
   (inputs changed, event jump); multistep methods go back to order 1.
+* ``_new_inputs(u_old, u_new)``: a new held input replaced ``u_old`` at the current
+  point (``self.u`` is already ``u_new``); default :meth:`restart`.  A method whose
+  history can be carried across the input's jump overrides it (BDF).
 * ``_method_state()`` / ``_restore_method_state(d)``: everything else the method
   needs to continue bit-identically (history, controller memory, h_next).
 
@@ -120,8 +123,9 @@ class Integrator:
         """Hold ``u`` from now on (ZOH).  A changed value is a discontinuity."""
         u = check_inputs(self.model, u)
         if self.t is not None and not np.array_equal(u, self.u):
+            u_old = self.u
             self.u = u
-            self.restart()
+            self._new_inputs(u_old, self.u)
         else:
             self.u = u
 
@@ -199,13 +203,24 @@ class Integrator:
         them (the compiled backend, models with an outputs kernel), else None."""
         return None
 
+    @property
+    def y_view(self):
+        """y as a read-only view (no copy; None before the start), valid until the
+        integrator next moves (:attr:`cosim.Simulation.y_view`)."""
+        if self.y is None:
+            return None
+        view = self.y.view()
+        view.flags.writeable = False
+        return view
+
     def hold_inputs(self, u):
         """Hold ``u`` from now on, already checked and changed (a 1-D C-contiguous
         float vector the caller gives away): :meth:`set_inputs` minus its checks
         (Simulation's per-step path; the compiled wrappers skip the ``u``
         property's conversions too)."""
+        u_old = self.u
         self.u = u
-        self.restart()
+        self._new_inputs(u_old, self.u)
 
     def outputs_into(self, out):
         """Copy :meth:`fresh_outputs` into ``out`` and return True, or return
@@ -277,6 +292,12 @@ class Integrator:
 
     def _restart(self):
         """Default: nothing to forget."""
+
+    def _new_inputs(self, u_old, u_new):
+        """The held input jumped from ``u_old`` to ``u_new`` (already ``self.u``) at
+        the current point (:meth:`set_inputs`, :meth:`hold_inputs`).  Default: a
+        discontinuity, :meth:`restart`."""
+        self.restart()
 
     def _reset_point(self):
         """Recompute derived quantities after ``t``/``y`` were replaced."""

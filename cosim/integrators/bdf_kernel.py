@@ -55,8 +55,8 @@ from .bdf_record import (  # noqa: F401
     O_D, O_DZ, O_HK, O_HT, O_J, O_LAM, O_QDD, O_TAU, O_Y, O_YP, int_length, offsets, system_size,
     workspace, wslots)
 from .bdf_corrector import _newton
-from .kernel_common import (FACTORED, MATRIX_NONFINITE, clamp_step, end_advance, fixed_step_resolved, keeps_matrix,
-    model_outputs, restart_accelerations)
+from .kernel_common import (FACTORED, MATRIX_NONFINITE, clamp_step, end_advance, fixed_step_resolved, keep_alive,
+    keeps_matrix, model_outputs, restart_accelerations, unowned)
 
 
 # ---------------------------------------------------------------------------------
@@ -512,7 +512,8 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     entry except the failure slots F_T, F_H, F_HHAT, F_INFO, I[REASON], I[F_K]."""
     n, m = I[I_N], I[I_M]
     S0, I0, LU0 = S.copy(), I.copy(), LU.copy()
-    work = workspace(n, m, I[I_NS])
+    owned = workspace(n, m, I[I_NS])
+    work = unowned(owned)   # views without reference counts; owned is kept alive below
     count = 0
     status = OK
     while S[T] < t_target and count < max_steps:
@@ -523,6 +524,7 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     k_failed = I[F_K]
     status = end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS,
                          REASON)
+    keep_alive(owned)
     if status != OK:
         I[F_K] = k_failed   # the order of the failed attempt
     return status

@@ -53,7 +53,7 @@ from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
     FN_GAMMA, FN_MASS, FN_MASS_JACOBIAN_TERM, JOB_NORM, JOB_RESIDUAL, MATRIX_NONFINITE, NEWTON_END,
     QN_ABORTED, QN_SOLVED, clamp_step, end_advance, factor_matrix, fixed_step_resolved,
     forget_step, keeps_matrix, model_outputs, newton_begin, quasi_newton, relaxation,
-    restart_accelerations, snapshot_in, weighted_max, weighted_rms)
+    keep_alive, restart_accelerations, snapshot_in, unowned, weighted_max, weighted_rms)
 
 # the record's names the integrator object reads through this module (RecordIntegrator:
 # ``_kernel.STATS``, the modes) besides the ones the functions below use
@@ -501,11 +501,14 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     (with ``whole``: not reaching the target is the failure STEP_BUDGET).
     Returns a status code; on failure S, I and LU are as they were on entry
     (all or nothing) except the failure slots F_T, F_H, F_INFO and I[REASON]."""
-    w, status = workspace(I[I_N], I[I_M], I[I_R], S.shape[0] + LU.size), OK
+    owned, status = workspace(I[I_N], I[I_M], I[I_R], S.shape[0] + LU.size), OK
+    w = unowned(owned)   # views without reference counts; owned is kept alive below
     S0, I0, LU0 = snapshot_in(w[W_SNAPSHOT], S, I, LU)
     while status == OK and S[T] < t_target and max_steps > 0:
         status, max_steps = step(fns, S, I, LU, u, p, t_target, w), max_steps - 1
-    return end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS, REASON)
+    status = end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS, REASON)
+    keep_alive(owned)
+    return status
 
 
 def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):

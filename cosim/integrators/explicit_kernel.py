@@ -40,7 +40,7 @@ import math
 from .dense_lu import lu_solve_inplace
 from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_JACOBIAN, FN_FORCES,
     all_finite, clamp_step, end_advance, error_ratio, fixed_step_resolved, forget_step, model_outputs,
-    next_step, rejected_attempt)
+    keep_alive, next_step, rejected_attempt, unowned)
 
 # the record: every name, so that explicit_kernel is the method's one namespace
 from .explicit_record import (  # noqa: F401
@@ -440,7 +440,8 @@ def complete_step(fns, S, I, LU, u, p):
     n, m, n2 = I[I_N], I[I_M], I[I_NY]
     o = offsets(n, m, n2)
     o_y, o_qdd, o_lam, o_f, o_d = o[O_Y], o[O_QDD], o[O_LAM], o[O_F], o[O_D]
-    w = workspace(n, m, n2)
+    owned = workspace(n, m, n2)
+    w = unowned(owned)   # views without reference counts; owned is kept alive below
     y, lam, f, wi = w[W_Y0], w[W_LAM], w[W_F], _index1_work(w)
     for i in range(n2):
         y[i] = S[o_y + i]
@@ -451,6 +452,7 @@ def complete_step(fns, S, I, LU, u, p):
         I[HAS_DENSE] = 1
     else:
         I[HAS_DENSE] = 0
+    keep_alive(owned)
     return status
 
 
@@ -460,12 +462,15 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole, lazy_end=False):
     ``lazy_end``: see :func:`step`).
     On failure S and I are as on entry (all or nothing) except the failure
     slots F_T (t of the failing step), F_H, F_ERR, F_CT, F_CINFO, I[CAUSE]."""
-    w, status = workspace(I[I_N], I[I_M], I[I_NY]), OK
+    owned, status = workspace(I[I_N], I[I_M], I[I_NY]), OK
+    w = unowned(owned)   # views without reference counts; owned is kept alive below
     wi, wr = _index1_work(w), _rk4_work(w)
     S0, I0, LU0 = S.copy(), I.copy(), LU.copy()
     while status == OK and S[T] < t_target and max_steps > 0:
         status, max_steps = step(fns, S, I, LU, u, p, t_target, w, wi, wr, lazy_end), max_steps - 1
-    return end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS, CAUSE)
+    status = end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS, CAUSE)
+    keep_alive(owned)
+    return status
 
 
 def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):

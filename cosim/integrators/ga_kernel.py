@@ -60,7 +60,7 @@ from .ga_corrector import (  # noqa: F401
     _amax, _cqv, _jacobian, _jacobian_ggl, _newton, _norm, _norm_ggl, _pymax, _residual,
     _residual_ggl, _rows_norm)
 from .kernel_common import (FN_CONSTRAINT_JACOBIAN, FN_MASS, clamp_step, end_advance, fixed_step_resolved,
-    keeps_matrix, model_outputs, relaxation, scaled_max, snapshot_in)
+    keep_alive, keeps_matrix, model_outputs, relaxation, scaled_max, snapshot_in, unowned)
 
 
 # ---------------------------------------------------------------------------------
@@ -488,7 +488,8 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     n, m, ng = I[I_N], I[I_M], n_nonholonomic(I)
     N = matrix_size(n, m, I[GGL], ng)
     r, c = LU.shape
-    work = workspace(n, m + ng, S.shape[0] + r * c + 2 * N + N * N)
+    owned = workspace(n, m + ng, S.shape[0] + r * c + 2 * N + N * N)
+    work = unowned(owned)   # views without reference counts; owned is kept alive below
     rest = work[W_REST]
     S0, I0, LU0 = snapshot_in(rest, S, I, LU)      # all or nothing
     o = S.shape[0] + r * c
@@ -501,8 +502,10 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
         if status != OK:
             break
         k += 1
-    return end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS,
-                       REASON)
+    status = end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS,
+                         REASON)
+    keep_alive(owned)
+    return status
 
 
 def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):

@@ -386,11 +386,6 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
                                   f"(pivot ratio {info:.1e})", t=t, h=h, cause="singular matrix")
 
     # -- inputs, restart, outputs ---------------------------------------------------------------
-    def hold_inputs(self, u):
-        # Integrator.hold_inputs: u is already a 1-D C-contiguous float vector
-        self._u_c = u
-        self.restart()
-
     def restart(self):
         """Forget the step history at the current point (eq. 10 for q'' and λ).
         Deferred while a state exists: the next advance restarts first, in the same

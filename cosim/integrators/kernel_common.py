@@ -598,3 +598,21 @@ def model_outputs(fns, status, S, o_y, n, t, u, p, y_out):
         y_out[:] = 0.0
         fns[FN_OUTPUTS](S[o_y:o_y + n], S[o_y + n:o_y + 2 * n], t, u, p, y_out)
     return status
+
+
+# -- array views without reference counting (compiled methods) ---------------------
+def unowned(arrays):
+    """``arrays`` (an array or a tuple of arrays) as they are.  In a compiled method
+    (cosim.jit.method_entry) this name is a numba intrinsic that returns them without
+    their owner (no NRT meminfo): numba then counts no references on them or on views
+    of them — those atomic increments and decrements were about a third of a
+    two_link generalized-α step.  The caller keeps an owned reference alive for as
+    long as the views are used (:func:`keep_alive`)."""
+    return arrays
+
+
+def keep_alive(owned):
+    """Nothing in Python.  In a compiled method (cosim.jit.method_entry): a use of
+    ``owned`` at this point, so numba releases it (and the memory the views of
+    :func:`unowned` point into) only after it."""
+    return None

@@ -37,7 +37,7 @@ from .kernel_common import (EPS, FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
     FN_NH_OFFSET, JOB_NORM, JOB_RESIDUAL, MATRIX_NONFINITE, NEWTON_END, QN_ABORTED,
     clamp_step, consistent_accelerations, end_advance, factor_matrix, forget_step,
     error_ratio, fixed_step_resolved, model_outputs, newton_begin, next_step, quasi_newton,
-    rejected_attempt, weighted_max)
+    keep_alive, rejected_attempt, unowned, weighted_max)
 from .li1_nullspace import nullspace_gauss, nullspace_qr
 
 from .li1_record import (  # noqa: F401  (FIXED_ERR: record.py reads it through the kernel)
@@ -468,11 +468,14 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     (with ``whole``: not reaching the target is the failure STEP_BUDGET).
     On failure S, I and LU are as on entry (all or nothing) except the failure
     slots F_T (t of the failing step), F_H, F_ERR, F_CT, F_CH, F_CINFO, I[CAUSE]."""
-    w, status = workspace(I[I_N], I[I_M], I[I_NG]), OK
+    owned, status = workspace(I[I_N], I[I_M], I[I_NG]), OK
+    w = unowned(owned)   # views without reference counts; owned is kept alive below
     S0, I0, LU0 = S.copy(), I.copy(), LU.copy()
     while status == OK and S[T] < t_target and max_steps > 0:
         status, max_steps = step(fns, S, I, LU, u, p, t_target, w), max_steps - 1
-    return end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS, CAUSE)
+    status = end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS, CAUSE)
+    keep_alive(owned)
+    return status
 
 
 def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):

@@ -147,6 +147,22 @@ class RecordIntegrator:
         place (the stepper's gross check, its screened points) slices S from here."""
         return self._slices[0][0]
 
+    _y_ro = None   # y_view's view of S (made again with a new S)
+
+    @property
+    def y_view(self):
+        """y as a read-only view of the record (no copy; None before the start).  A
+        deferred restart never moves y, so none is carried out here."""
+        view = self._y_ro
+        if view is None or view.base is not self._S:
+            if not self._has_state:
+                return None
+            start, length = self._slices[0]
+            view = self._S[start:start + length]
+            view.flags.writeable = False
+            self._y_ro = view
+        return view
+
     def save_point(self):
         """The integrator's point as copies of its record (S, I, the kept Newton factor,
         the restart flag, the outputs, BDF's order history length): a few µs less than
@@ -332,6 +348,15 @@ class RecordIntegrator:
         self._u_c = value   # (a new value comes with a restart, which marks the outputs stale)
         self._check_direct()
 
+    def hold_inputs(self, u):
+        """Integrator.hold_inputs for every record method: ``u`` is already a 1-D
+        C-contiguous float vector (what the ``u`` setter converts to and
+        :meth:`_check_direct` accepts), then what the method does at a new held input
+        (:meth:`_new_inputs`: a restart, or BDF's shifted history)."""
+        u_old = self._u_c
+        self._u_c = u
+        self._new_inputs(u_old, u)
+
     def _check_direct(self):
         """Whether the warm path may call the entry's machine code directly: S, I, LU,
         y_out and the model's function addresses are the record's own arrays of its
@@ -509,11 +534,6 @@ class DeferredRestart:
     or writes the record."""
 
     _restart_pending = False
-
-    def hold_inputs(self, u):
-        # Integrator.hold_inputs: u is already a 1-D C-contiguous float vector
-        self._u_c = u
-        self.restart()
 
     def restart(self):
         """Forget what the method knows of the current point (the kernel's

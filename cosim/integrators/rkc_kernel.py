@@ -31,7 +31,7 @@ from .index1_kernel import (_factor_and_rhs, _nh_offset, keep_current_derivative
                             n_nonholonomic)
 from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_JACOBIAN,
     FN_FORCES, FN_GAMMA, FN_MASS, MATRIX_NONFINITE, all_finite, clamp_step, end_advance, error_ratio,
-    factor_matrix, fixed_step_resolved, forget_step, model_outputs, reduced_step)
+    factor_matrix, fixed_step_resolved, forget_step, keep_alive, model_outputs, reduced_step, unowned)
 
 # the record: every name, so that rkc_kernel is the method's one namespace
 from .rkc_record import (  # noqa: F401
@@ -527,11 +527,14 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     (with ``whole``: not reaching the target is the failure STEP_BUDGET).
     On failure S, I and LU are as on entry (all or nothing) except the failure
     slots F_T (t of the failing step), F_H, F_ERR, F_CT, F_CINFO, F_HRHO, I[CAUSE]."""
-    w, status = rkc_workspace(I[I_N], I[I_M], I[I_NY], I[MAX_STAGES]), OK
+    owned, status = rkc_workspace(I[I_N], I[I_M], I[I_NY], I[MAX_STAGES]), OK
+    w = unowned(owned)   # views without reference counts; owned is kept alive below
     S0, I0, LU0 = S.copy(), I.copy(), LU.copy()
     while status == OK and S[T] < t_target and max_steps > 0:
         status, max_steps = step(fns, S, I, LU, u, p, t_target, w), max_steps - 1
-    return end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, RKC_FAILURE_SLOTS, CAUSE)
+    status = end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, RKC_FAILURE_SLOTS, CAUSE)
+    keep_alive(owned)
+    return status
 
 
 def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):

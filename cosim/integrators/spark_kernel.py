@@ -10,7 +10,8 @@ the modified mass M_γ = M + γ(I − S) (body-wise for a natural-coordinate cha
 seed 003 eqs. 22-25, else I − S = C_qᵀ(C_q C_qᵀ)⁻¹C_q, eq. 7), solved by the
 quasi-Newton iteration of seed 000 Algorithm 2 (:mod:`.kernel_common`: the verdict,
 the matrix reuse test, the LU with its checks) on a forward-difference stage
-matrix; then the end point, the velocity constraint by one linear solve with
+matrix (a step that fails after a solve with the kept matrix is taken once more with
+a fresh one); then the end point, the velocity constraint by one linear solve with
 [[M_γ, C_qᵀ], [C_q, 0]], and the consistent accelerations q'', λ (seed 000 eq. 10)
 for the predictor and the dense output.
 
@@ -30,9 +31,10 @@ import math
 
 from .dense_lu import lu_solve_inplace
 from .kernel_common import (FACTORED, FN_CONSTRAINTS, FN_CONSTRAINT_DT,
-    FN_CONSTRAINT_JACOBIAN, FN_FORCES, JOB_NORM, JOB_RESIDUAL, NEWTON_END, QN_ABORTED, QN_SOLVED,
+    FN_CONSTRAINT_JACOBIAN, FN_FORCES, JOB_NORM, JOB_RESIDUAL, NEWTON_END, NS_KEPT, QN_ABORTED, QN_SOLVED,
     clamp_step, end_advance, factor_matrix, fixed_step_resolved, consistent_accelerations,
-    forget_step, keeps_matrix, model_outputs, newton_begin, quasi_newton, relaxation, snapshot_in)
+    forget_step, keep_alive, keeps_matrix, model_outputs, newton_begin, quasi_newton, relaxation,
+    snapshot_in, unowned)
 # the record: every name, so that spark_kernel is the method's one namespace
 from .spark_terms import _kinetic_gradient, _layout, _mass_gamma  # noqa: F401
 from .spark_record import (  # noqa: F401
@@ -284,8 +286,10 @@ def _newton_job(job, fns, S, I, LU, p, u, q0, p0, t0, h, wt, w):
 def _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w):
     """One quasi-Newton solve of the stage equations from z0 (W_Z0) (seed 000
     Algorithm 2, kernel_common.quasi_newton; the norm max|Δz| / (newton_tol·(1 + ‖z0‖∞))).
-    Returns OK, NEWTON_FAILED (I[REASON]) or STAGE_MATRIX (I[REASON] the factor
-    status, S[F_INFO] the pivot ratio); z − z0 in W_DELTA."""
+    Returns (status, kept): OK, NEWTON_FAILED (I[REASON]) or STAGE_MATRIX
+    (I[REASON] the factor status, S[F_INFO] the pivot ratio), and 1 when the solve
+    started with the factor kept from an earlier step and was not retried (the
+    iterate may owe its way to that factor), else 0; z − z0 in W_DELTA."""
     N = matrix_size(I[I_N], I[I_M], I[I_S], I[I_NV])
     piv, F, delta = I[PIV:PIV + N], w[W_RESIDUAL][:N], w[W_DELTA]
     wt = S[NEWTON_REL] * (1.0 + _amax_abs(w[W_Z0], N))
@@ -295,11 +299,11 @@ def _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w):
         x = _newton_job(job, fns, S, I, LU, p, u, q0, p0, t0, h, wt, w)
         job, state = quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, NEWTON_TOL,
                                   NEWTON_ERR_TOL, False, NEWTON_RULE)
-    reason = job - NEWTON_END
+    reason, kept = job - NEWTON_END, state[NS_KEPT]
     if reason == QN_SOLVED or reason == QN_ABORTED:
-        return OK if reason == QN_SOLVED else int(x)
+        return (OK if reason == QN_SOLVED else int(x)), kept
     I[REASON] = reason   # quasi_newton's reasons are R_RESIDUAL, R_UPDATE, R_NO_CONVERGENCE
-    return NEWTON_FAILED
+    return NEWTON_FAILED, kept
 
 
 # ---------------------------------------------------------------------------------
@@ -320,48 +324,43 @@ def _augmented(M, Cq, n, m, K):
 
 def step(fns, S, I, LU, u, p, t_limit, w):
     """One step ending at or before ``t_limit``.  Returns a status code; on failure
-    S[F_H] is the step tried (S[F_CT] the time of a failed end matrix)."""
+    S[F_H] is the step tried (S[F_CT] the time of a failed end matrix).  An attempt
+    (:func:`_attempt`) that fails after a stage solve that started with the kept
+    factor (the solve converged, the step then failed: the factor may have led the
+    iterate astray) is taken once more from the predictor with a fresh matrix
+    (Algorithm 2: a failure with an old matrix is not a failure of the step; a failed
+    solve is retried so in :func:`kernel_common.newton_end`); when that fails too, the
+    first attempt's failure is the one reported (status, failure slots, I[REASON])."""
     n, m, s, nv = I[I_N], I[I_M], I[I_S], I[I_NV]
-    o = _layout(I)
-    o_y, o_yp, o_qdd, o_qddp, o_lam = o[O_Y], o[O_YP], o[O_QDD], o[O_QDDP], o[O_LAM]
     t0 = S[T]
     h, lands, moves = clamp_step(t0, S[H], S[MAX_STEP], I[FIXED] == 1, t_limit)
     if not moves:
         S[F_H] = h
         return STEP_UNDERFLOW
-    q0, p0 = w[W_Q0], w[W_P0]
-    _predict(fns, S, I, p, n, m, s, nv, t0, h, w)
+    sigma = S[SIGMA]
     # Algorithm 3 g: keep the matrix for this h?
-    if I[HAS_FACTOR] == 1 and keeps_matrix(S[SIGMA], h, S[H_JAC]):
+    if I[HAS_FACTOR] == 1 and keeps_matrix(sigma, h, S[H_JAC]):
         I[NEED_JAC] = 0
         S[RELAX] = relaxation(h, S[H_JAC])
     else:
         I[NEED_JAC] = 1
         S[RELAX] = 1.0
-    status = _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w)   # (retried with a fresh matrix there)
-    if status != OK:
-        S[F_H] = h
-        return status
-    N = matrix_size(n, m, s, nv)
-    z, z0, delta = w[W_Z], w[W_Z0], w[W_DELTA]
-    for i in range(N):
-        z[i] = z0[i] + delta[i]
-    t1 = t0 + h
-    _stages(fns, S, I, p, u, z, q0, p0, t0, h, w[W_RESIDUAL], True, w)
-    status = _end_point(fns, S, I, p, u, n, m, t1, h, w)
-    if status != OK:
-        return status
-    if s == 1:   # the second-order methods: no error test decides the step
-        status, err = _estimate(fns, S, I, p, u, n, m, t0, h, w)
-        if status != OK:
+    status, retry = _attempt(fns, S, I, LU, p, u, n, m, s, nv, t0, h, w)
+    if retry:
+        first = (S[F_H], S[F_INFO], S[F_CT], I[REASON])
+        I[NEED_JAC] = 1
+        S[RELAX] = 1.0
+        S[SIGMA] = sigma   # the retry as a step that formed its matrix from the start
+        status2, retry = _attempt(fns, S, I, LU, p, u, n, m, s, nv, t0, h, w)
+        if status2 != OK:
+            S[F_H], S[F_INFO], S[F_CT], I[REASON] = first
             return status
-        if not fixed_step_resolved(S, err, h, FIXED_SLOTS):
-            return FIXED_UNRESOLVED
-    elif s <= TWO_STEP_STAGES and S[T_PREV] < t0:   # orders 4 and 6, after a step of these inputs
-        judged, err = _two_step_estimate(S, I, n, s, t0, h, w)
-        if judged and not fixed_step_resolved(S, err, h, FIXED_SLOTS):
-            return FIXED_UNRESOLVED
+        status = OK
+    if status != OK:
+        return status
     # accept
+    o = _layout(I)
+    o_y, o_yp, o_qdd, o_qddp, o_lam = o[O_Y], o[O_YP], o[O_QDD], o[O_QDDP], o[O_LAM]
     q1, v1, qdd1, lam1 = w[W_Q1], w[W_V1], w[W_QDD1], w[W_LAM1]
     S[T_PREV] = t0
     for i in range(2 * n):
@@ -373,10 +372,40 @@ def step(fns, S, I, LU, u, p, t_limit, w):
         S[o_qdd + i] = qdd1[i]
     for k in range(m):
         S[o_lam + k] = lam1[k]
-    S[T] = t_limit if lands else t1
+    S[T] = t_limit if lands else t0 + h
     S[H_LAST] = h
     I[ST_STEPS] += 1
     return OK
+
+
+def _attempt(fns, S, I, LU, p, u, n, m, s, nv, t0, h, w):
+    """An attempt of step h from t0 with the matrix plan in I[NEED_JAC], S[RELAX]: the
+    predictor, the stage solve (:func:`_newton`), the end point and the verdict on the
+    local error estimate; the accepted values in W_Q1, W_V1, W_QDD1, W_LAM1.  Returns
+    (status, retry): retry is True when the solve started with the kept factor,
+    converged and the attempt then failed (status ≠ OK)."""
+    q0, p0 = w[W_Q0], w[W_P0]
+    _predict(fns, S, I, p, n, m, s, nv, t0, h, w)
+    status, kept = _newton(fns, S, I, LU, p, u, q0, p0, t0, h, w)   # (retried with a fresh matrix there)
+    if status != OK:
+        S[F_H] = h
+        return status, False
+    N = matrix_size(n, m, s, nv)
+    z, z0, delta = w[W_Z], w[W_Z0], w[W_DELTA]
+    for i in range(N):
+        z[i] = z0[i] + delta[i]
+    t1 = t0 + h
+    _stages(fns, S, I, p, u, z, q0, p0, t0, h, w[W_RESIDUAL], True, w)
+    status = _end_point(fns, S, I, p, u, n, m, t1, h, w)
+    if status == OK and s == 1:   # the second-order methods: no error test decides the step
+        status, err = _estimate(fns, S, I, p, u, n, m, t0, h, w)
+        if status == OK and not fixed_step_resolved(S, err, h, FIXED_SLOTS):
+            status = FIXED_UNRESOLVED
+    elif status == OK and s <= TWO_STEP_STAGES and S[T_PREV] < t0:   # orders 4 and 6, after a step of these inputs
+        judged, err = _two_step_estimate(S, I, n, s, t0, h, w)
+        if judged and not fixed_step_resolved(S, err, h, FIXED_SLOTS):
+            status = FIXED_UNRESOLVED
+    return status, status != OK and kept == 1
 
 
 def _predict(fns, S, I, p, n, m, s, nv, t0, h, w):
@@ -553,11 +582,14 @@ def advance(fns, S, I, LU, u, p, t_target, max_steps, whole):
     ``whole``: not reaching the target is the failure STEP_BUDGET).  Returns a status
     code; on failure S, I and LU are as they were on entry (all or nothing) except
     the failure slots F_T, F_H, F_INFO, F_CT and I[REASON]."""
-    w, status = workspace(I[I_N], I[I_M], I[I_S], I[I_NV], S.shape[0] + LU.size), OK
+    owned, status = workspace(I[I_N], I[I_M], I[I_S], I[I_NV], S.shape[0] + LU.size), OK
+    w = unowned(owned)   # views without reference counts; owned is kept alive below
     S0, I0, LU0 = snapshot_in(w[W_SNAPSHOT], S, I, LU)
     while status == OK and S[T] < t_target and max_steps > 0:
         status, max_steps = step(fns, S, I, LU, u, p, t_target, w), max_steps - 1
-    return end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS, REASON)
+    status = end_advance(status, whole, t_target, S, I, LU, S0, I0, LU0, STEP_BUDGET, FAILURE_SLOTS, REASON)
+    keep_alive(owned)
+    return status
 
 
 def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):

@@ -438,7 +438,9 @@ class URDFModel(MultibodyModel):
         step of length h from y0 = x0[start:start + 2n] to y1 (x1 likewise): ``(quiet,
         z)`` with z the switching functions at y1 and ``quiet`` True when no stop
         can have acted in the step (:func:`stop_screen`); else the stepper takes the
-        step again on its event path."""
+        step again on its event path.  Also asked with h = 0 and x0 = x1 when the
+        inputs change (u the new ones): quiet when they move no switching function
+        across zero (a holding stop's reaction depends on them)."""
         z = self._z_buffers[0]
         if z is z_old:  # (the stepper keeps the last z it was given: write the other one)
             z = self._z_buffers[1]
@@ -532,7 +534,9 @@ class URDFModel(MultibodyModel):
             y[n + i] = 0.0  # exactly at rest (the group follows within roundoff)
             y[n + self._group(i)] = 0.0
             self._set_stop(r, side)
-            if -side * self.stop_reactions(y[:n], y[n:], t, u)[r] <= 0.0:
+            # its release function, −mode × the reaction (compiled where the model is:
+            # no pinocchio in a compiled run's event)
+            if self.event_functions(t, y, u)[2 * k + r] <= 0.0:
                 self._set_stop(r, 0.0)  # the load pulls away: the joint leaves at once
         return y
 
