@@ -76,9 +76,9 @@ def test_local_index1_work_array_names_follow_workspace_order():
 def test_generalized_alpha_work_array_names_follow_workspace_order():
     n, m, extra = 3, 2, 7
     n_vectors = ("W_Q", "W_V", "W_QDD", "W_FORCES", "W_Q0", "W_V0", "W_QDD0", "W_X_HAT", "W_SCALE", "W_SPARE",
-                 "W_WV", "W_QD0", "W_Y_HAT", "W_SY", "W_S_MU", "W_QD", "W_QX", "W_Q_START", "W_V_START",
-                 "W_QDD_START", "W_A_START", "W_X_RATE", "W_WEIGHTS", "W_LAM_SCALE", "W_SCALE_R",
-                 "W_LAM_SCALE_R", "W_MINV_DIAG", "W_X", "W_Q1", "W_V1", "W_QDD1")
+                 "W_WV", "W_QD0", "W_Y_HAT", "W_SY", "W_CQT_MU_SCALE", "W_QD", "W_QX", "W_Q_START", "W_V_START",
+                 "W_QDD_START", "W_A_START", "W_X_RATE", "W_WEIGHTS", "W_CQT_LAM_SCALE", "W_SCALE_R",
+                 "W_CQT_LAM_SCALE_R", "W_MINV_DIAG", "W_X", "W_Q1", "W_V1", "W_QDD1")
     m_vectors = ("W_LAM", "W_C", "W_LAM_HAT", "W_MU", "W_CT", "W_G0", "W_G1", "W_LAM_START", "W_LAM_RATE",
                  "W_LAM1")
     declared = {**{name: (n,) for name in n_vectors}, **{name: (m,) for name in m_vectors},

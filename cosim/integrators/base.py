@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -177,6 +178,18 @@ class Integrator:
                 f"{self.name}: advancing from t={self.t!r} to {t_target!r} with steps of at most "
                 f"{h!r} needs {(t_target - self.t) / h:.3g} steps, more than max_steps={self.max_steps} "
                 f"(raise max_steps or the step)")
+
+    def _fixed_step_size(self, default=1e-2):
+        """The step of a method that always steps at a fixed h (spark, block-lstable): ``h``,
+        else ``first_step``, else ``default`` — the last two with a warning that no h was
+        given (called by the method's ``__init__``)."""
+        if self.h_fixed is not None:
+            return self.h_fixed
+        h = self.first_step or default
+        warnings.warn(f"{self.name} is a fixed-step method without error control: no h given, "
+                      f"using h={h!r} (rtol/atol weight its local error estimate: a step beyond "
+                      f"the state fails, a run beyond them is warned about)", stacklevel=5)
+        return h
 
     def too_many_steps(self, t_target):
         """Raise: the step budget of one advance/communication step is spent."""

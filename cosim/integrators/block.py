@@ -56,7 +56,6 @@ object around the kernel: options, the IC analysis, the record (``S``, ``I``,
 error messages.
 """
 import math
-import warnings
 
 import numpy as np
 
@@ -70,7 +69,6 @@ from .block_state import RECORD
 from .record import RecordIntegrator, record_point
 
 NODE_FAMILIES = ("equidistant", "chebyshev", "legendre")
-DEFAULT_H = 1e-2
 
 
 # -- construction ----------------------------------------------------------------------
@@ -313,12 +311,8 @@ class LStableBlock(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam")), R
         nodes_hat = np.concatenate([[0.0], self.c[:-1]])
         V = np.vander(nodes_hat, r_int, increasing=True).T
         self.b_hat = np.linalg.solve(V, 1.0 / np.arange(1, r_int + 1))
-        self._h_step = self.h_fixed if self.h_fixed is not None else (self.first_step or DEFAULT_H)
+        self._h_step = self._fixed_step_size()
         self._S[K.H] = self._h_step
-        if self.h_fixed is None:
-            warnings.warn(f"{self.name} is a fixed-step method without error control: no h given, "
-                          f"using h={self._h_step!r} (rtol/atol weight its local error estimate: a step "
-                          f"beyond the state fails, a run beyond them is warned about)", stacklevel=4)
 
     # -- the record ----------------------------------------------------------------------------
     def _allocate(self):

@@ -1,7 +1,6 @@
 """Shared numerical helpers: error weights and norms, finite-difference
 Jacobians, consistent accelerations (seed 000 eq. 10), LU with a
 singularity check."""
-import math
 
 import numpy as np
 
@@ -25,20 +24,16 @@ def error_weights(y, rtol, atol):
     return rtol * np.abs(y) + atol
 
 
-def initial_step(curvature, fraction, max_step, h_min=1e-10, h_max=1e-2):
-    """The first step of the implicit multibody methods: the h whose position change
-    from the initial acceleration, h²/2·‖q''‖_W, is ``fraction`` of the tolerance
-    (``curvature`` = ‖q''‖_W, max norm in error weights): h = √(2·fraction/‖q''‖),
-    within [h_min, h_max] and ≤ max_step; 1e-3 when q'' = 0.  The controller
-    then grows it.  (The explicit methods use Hairer-Nørsett-Wanner's estimate,
-    explicit.py; RKC its Euler estimate as rkc.f.)"""
-    h = math.sqrt(2.0 * fraction / curvature) if curvature > 0 else 1e-3
-    return min(max(h, h_min), h_max, max_step)
+def weighted_max_norm(x, weights):
+    """‖x‖ = max_k |x_k| / W_k (eq. 35; 0 for an empty x): the initial acceleration's
+    norm of the implicit methods' first step (:func:`.kernel_common.initial_step`)."""
+    return float(np.max(np.abs(x) / weights)) if x.size else 0.0
 
 
 def weighted_rms_norm(x, weights):
     """‖x‖ = √(mean_k (x_k / W_k)²) (the initial-step estimates of dopri5/rk4 and
-    rkc-penalty; the kernels' norms are :mod:`.kernel_common`'s)."""
+    rkc-penalty, :func:`.kernel_common.initial_step`; the kernels' norms are
+    :mod:`.kernel_common`'s)."""
     if x.size == 0:
         return 0.0
     return float(np.sqrt(np.mean((x / weights) ** 2)))

@@ -215,11 +215,10 @@ class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyInt
             d2 = 0.0
         if not math.isfinite(d2):
             d2 = 0.0
-        if d1 <= 1e-15 and d2 <= 1e-15:
-            h1 = max(1e-6, h0 * 1e-3)
-        else:
-            h1 = (0.01 / max(d1, d2)) ** (1.0 / (self.order + 1))
-        return min(100 * h0, h1, self.max_step)
+        # h1 = (0.01 / max(d1, d2))^(1/(order+1)), max(1e-6, h0·1e-3) when both ≤ 1e-15;
+        # at most 100 h0
+        return kernel_common.initial_step(max(d1, d2), 1e-15, 0.01, self.order + 1, 1.0, max(1e-6, h0 * 1e-3),
+                                          0.0, min(100 * h0, self.max_step))
 
     # -- restart / state ---------------------------------------------------------------
     def _restart(self):

@@ -14,7 +14,7 @@ from .ga_terms import (_nh_jacobian, _nh_residual, n_nonholonomic)
 from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_FORCE_JACOBIAN,
     FN_CONSTRAINT_JACOBIAN, FN_FORCES, FN_FORCE_JACOBIANS, FN_MASS, FN_MASS_JACOBIAN_TERM,
     JOB_MATRIX, JOB_NORM, JOB_RESIDUAL, MATRIX_NONFINITE, MATRIX_SINGULAR, NEWTON_END, NS_DNORM, NS_FRESH,
-    NS_ITERATION, QN_ABORTED, QN_SOLVED, factor_matrix, newton_begin, quasi_newton)
+    NS_ITERATION, QN_ABORTED, QN_SOLVED, factor_matrix, newton_begin, quasi_newton, weighted_max)
 
 # kernel_common.newton_begin's rule: Algorithm 2 with the prior-rate test and the stall test
 NEWTON_RULE = (NEWTON_MAX_ITER, 1, 1, HAS_FACTOR, ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX, SIGMA)
@@ -92,11 +92,7 @@ def _jacobian(fns, p, u, n, m, t1, q0, v0, qdd0, lam_hat, bh2, gh, eta, const_ma
 def _norm(dd, n, m, scale, CqT, lam_scale):
     """The Newton norm: position/velocity change of Δx, and
     the multipliers' effect C_qᵀ Δz on q, in the weighted norm eq. 35."""
-    r = 0.0
-    for i in range(n):
-        x = abs(dd[i]) * scale[i]
-        if x > r or x != x:
-            r = x
+    r = weighted_max(dd, scale, n)
     if m > 0:
         r2 = 0.0
         for i in range(n):
@@ -259,12 +255,7 @@ def _norm_ggl(dd, n, m, mz, sx, sy, CqT, s_lam, s_mu, tmp):
     through [C_q; B]ᵀ (λ, ν on the velocity scale) and C_qᵀ (μ, position scale)."""
     if n == 0:
         return 0.0
-    for i in range(n):
-        tmp[i] = abs(dd[i]) * sx[i]
-    a = _amax(tmp)
-    for i in range(n):
-        tmp[i] = abs(dd[n + i]) * sy[i]
-    val = _pymax(a, _amax(tmp))
+    val = _pymax(weighted_max(dd, sx, n), weighted_max(dd[n:], sy, n))
     if mz > 0:
         val = _pymax(val, _rows_norm(dd, 2 * n, n, mz, CqT, s_lam, tmp))
     if m > 0:

@@ -49,9 +49,9 @@ from .ga_record import (  # noqa: F401
     T_PREV, WHOLE_INTERVAL, _block, _cut, int_length, matrix_size, offsets, workspace,
     O_A, O_LAM, O_LR, O_MID, O_MIX, O_QDD, O_QDDP, O_XR, O_Y, O_YP,
     W_A_START, W_C, W_CM, W_CMC, W_CQ, W_CQ_START, W_CQT, W_CT, W_FORCES, W_G0, W_G1, W_LAM,
-    W_LAM1, W_LAM_HAT, W_LAM_RATE, W_LAM_SCALE, W_LAM_SCALE_R, W_LAM_START, W_M, W_MINV_DIAG, W_MU,
+    W_LAM1, W_LAM_HAT, W_LAM_RATE, W_CQT_LAM_SCALE, W_CQT_LAM_SCALE_R, W_LAM_START, W_M, W_MINV_DIAG, W_MU,
     W_Q, W_Q0, W_Q1, W_QD, W_QD0, W_QDD, W_QDD0, W_QDD1, W_QDD_START, W_QX, W_Q_START, W_REST,
-    W_S_MU, W_SCALE, W_SCALE_R, W_SPARE, W_SY, W_V, W_V0, W_V1, W_V_START, W_WEIGHTS, W_WV, W_X,
+    W_CQT_MU_SCALE, W_SCALE, W_SCALE_R, W_SPARE, W_SY, W_V, W_V0, W_V1, W_V_START, W_WEIGHTS, W_WV, W_X,
     W_X_HAT, W_X_RATE, W_Y_HAT)
 from .ga_terms import (  # noqa: F401
     _abt_into, _all_finite, _diag_mass_inverse, _gesv, _inv_mass_diag, _nh_jacobian,
@@ -60,7 +60,7 @@ from .ga_corrector import (  # noqa: F401
     _amax, _cqv, _jacobian, _jacobian_ggl, _newton, _norm, _norm_ggl, _pymax, _residual,
     _residual_ggl, _rows_norm)
 from .kernel_common import (FN_CONSTRAINT_JACOBIAN, FN_MASS, clamp_step, end_advance, fixed_step_resolved,
-    keep_alive, keeps_matrix, model_outputs, relaxation, snapshot_in, unowned)
+    keep_alive, keeps_matrix, model_outputs, relaxation, scaled_max, snapshot_in, unowned)
 
 
 # ---------------------------------------------------------------------------------
@@ -241,9 +241,9 @@ def _solve(fns, S, I, LU, p, u, n, m, ggl, t1, h, delta, F, Jw, work):
     b, g, eta = S[BETA], S[GAMMA], S[ETA]
     cq = b * h if ggl else b * h * h   # q = q0 + cq·x
     return _newton(fns, S, I, LU, p, u, n, m, t1, h, work[W_Q0], work[W_V0], work[W_QDD0],
-                   work[W_LAM_HAT], cq, g * h, eta, work[W_SCALE], work[W_CQT], work[W_LAM_SCALE],
-                   work[W_SCALE_R], work[W_LAM_SCALE_R], delta, F, Jw, work, ggl, work[W_QD0], b, g,
-                   work[W_SY], work[W_S_MU])
+                   work[W_LAM_HAT], cq, g * h, eta, work[W_SCALE], work[W_CQT], work[W_CQT_LAM_SCALE],
+                   work[W_SCALE_R], work[W_CQT_LAM_SCALE_R], delta, F, Jw, work, ggl, work[W_QD0], b, g,
+                   work[W_SY], work[W_CQT_MU_SCALE])
 
 
 def _plan_matrix(S, I, h):
@@ -301,9 +301,9 @@ def _step_start(fns, S, I, p, n, m, mz, t, work):
             qmax = abs(q[i])
     CqT, minv_d = work[W_CQT], work[W_MINV_DIAG]
     CqT[:, :] = 0.0
-    work[W_LAM_SCALE][:] = 0.0
+    work[W_CQT_LAM_SCALE][:] = 0.0
     work[W_SCALE_R][:] = 0.0
-    work[W_LAM_SCALE_R][:] = 0.0
+    work[W_CQT_LAM_SCALE_R][:] = 0.0
     minv_d[:] = 0.0
     if mz > 0:
         Cq0 = work[W_CQ_START]
@@ -356,9 +356,9 @@ def _predict(S, n, mz, ggl, h, h_last, qmax, work):
             qdd0[i] = qdd_p + eta * yh
             scale[i] = bh / w[i]                    # s_x
             work[W_SY][i] = gh / w_v[i]
-            work[W_S_MU][i] = scale[i] / g
+            work[W_CQT_MU_SCALE][i] = scale[i] / g
             if mz > 0:
-                work[W_LAM_SCALE][i] = work[W_SY][i] * minv_d[i] / eta
+                work[W_CQT_LAM_SCALE][i] = work[W_SY][i] * minv_d[i] / eta
             continue
         xh = h * x_rate[i]
         x_hat[i] = xh
@@ -368,8 +368,8 @@ def _predict(S, n, mz, ggl, h, h_last, qmax, work):
         scale[i] = max(bh2 / w[i], gh / w_v[i])
         work[W_SCALE_R][i] = max(bh2 / (w[i] + qfloor), gh / (wv0 + vfloor))
         if mz > 0:
-            work[W_LAM_SCALE][i] = scale[i] * minv_d[i] / eta
-            work[W_LAM_SCALE_R][i] = work[W_SCALE_R][i] * minv_d[i] / eta
+            work[W_CQT_LAM_SCALE][i] = scale[i] * minv_d[i] / eta
+            work[W_CQT_LAM_SCALE_R][i] = work[W_SCALE_R][i] * minv_d[i] / eta
     lam_old, lam_rate, lam_hat = work[W_LAM_START], work[W_LAM_RATE], work[W_LAM_HAT]
     for k in range(mz):
         lam_hat[k] = lam_old[k] + h * lam_rate[k]
@@ -399,13 +399,7 @@ def _error_ggl(S, n, h, delta, work):
 def _fixed_estimate(S, n, h, work):
     """Eq. 34's h²‖x‖_W in the user's weights W = RTOL|q| + ATOL (the fixed step's
     local error estimate; the error test's Ξ³ without the proportionality factor)."""
-    w, x = work[W_WEIGHTS], work[W_X]
-    xm = 0.0
-    for i in range(n):
-        e = abs(x[i]) / w[i]
-        if e > xm or e != e:
-            xm = e
-    return h * h * xm
+    return h * h * scaled_max(work[W_X], work[W_WEIGHTS], 1.0, 0.0, n)
 
 
 def _error_index3(fns, S, I, p, n, m, t1, h, qmax, delta, work):
@@ -431,15 +425,9 @@ def _error_index3(fns, S, I, p, n, m, t1, h, qmax, delta, work):
                     xm = e
             xm = _pymax(et, xm)
         else:
-            for i in range(n):
-                e = abs(x[i]) / (es * w[i] + errfloor)
-                if e > xm:
-                    xm = e
+            xm = scaled_max(x, w, es, errfloor, n)
     else:
-        for i in range(n):
-            e = abs(x[i]) / (es * w[i])
-            if e > xm:
-                xm = e
+        xm = scaled_max(x, w, es, 0.0, n)
     return (h * h * xm) ** (1.0 / 3.0) if n > 0 else 0.0
 
 

@@ -148,14 +148,15 @@ def _block(buf, o, r, c):
 # (q0, v0, q''0, λ̂, x̂), Newton scales s (index 3: s_x), weights w, w_v
 (W_Q, W_V, W_QDD, W_LAM, W_M, W_FORCES, W_CQ, W_C, W_Q0, W_V0, W_QDD0, W_LAM_HAT, W_X_HAT,
  W_SCALE, W_SPARE, W_WV) = range(16)
-# the GGL form's (q'0, ŷ, s_y, s_μ, q', μ, C_t, g0, g1, scratch q + h e_j)
-W_QD0, W_Y_HAT, W_SY, W_S_MU, W_QD, W_MU, W_CT, W_G0, W_G1, W_QX = range(16, 26)
+# the GGL form's (q'0, ŷ, s_y, the scale of C_qᵀμ, q', μ, C_t, g0, g1, scratch q + h e_j)
+W_QD0, W_Y_HAT, W_SY, W_CQT_MU_SCALE, W_QD, W_MU, W_CT, W_G0, W_G1, W_QX = range(16, 26)
 # step(): the record at the step start (q, v, q'', a, λ, x_rate, λ_rate), error weights w,
-# C_qᵀ, the λ scales, the stall scales, 1/|diag M|, C_q at the start, the innovation x,
+# C_qᵀ, the scale of C_qᵀΔλ (the Newton norm's multipliers), the stall scales and the stall
+# test's scale of C_qᵀΔλ, 1/|diag M|, C_q at the start, the innovation x,
 # the accepted point (q, v, q'', λ); the velocity projection's C_q M⁻¹ and C_q M⁻¹ C_qᵀ;
 # and advance()'s room (the snapshot of S and LU, δ, F, the matrix)
 (W_Q_START, W_V_START, W_QDD_START, W_A_START, W_LAM_START, W_X_RATE, W_LAM_RATE, W_WEIGHTS,
- W_CQT, W_LAM_SCALE, W_SCALE_R, W_LAM_SCALE_R, W_MINV_DIAG, W_CQ_START, W_X, W_Q1, W_V1, W_QDD1,
+ W_CQT, W_CQT_LAM_SCALE, W_SCALE_R, W_CQT_LAM_SCALE_R, W_MINV_DIAG, W_CQ_START, W_X, W_Q1, W_V1, W_QDD1,
  W_LAM1, W_CM, W_CMC, W_REST) = range(26, 48)
 
 

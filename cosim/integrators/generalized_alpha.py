@@ -40,7 +40,7 @@ from ..validation import flag
 from . import dense_lu, ga_corrector, ga_record, ga_terms, kernel_common
 from . import ga_kernel as K
 from .base import EPS, MultibodyIntegrator
-from .common import consistent_accelerations, error_weights, hermite_interpolate, initial_step
+from .common import consistent_accelerations, error_weights, hermite_interpolate, weighted_max_norm
 from .ga_record import O_A, O_END, O_LAM, O_LR, O_QDD, O_QDDP, O_XR, O_Y, O_YP
 from .ga_state import RECORD
 from .model_functions import compiled_unsupported, n_nonholonomic, python_functions
@@ -301,10 +301,9 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
         # the initial acceleration, h²‖q''‖/2, is 1/100 of the tolerance-scaled
         # scale — cautious; the controller doubles it per step.
         n = self.model.n_q
-        w = error_weights(self.y[:n], self._err_rtol, self._err_atol)
-        qdd = self.qdd
-        acc = float(np.max(np.abs(qdd) / w)) if qdd.size else 0.0
-        return initial_step(acc, 0.01, self.max_step)
+        acc = weighted_max_norm(self.qdd, error_weights(self.y[:n], self._err_rtol, self._err_atol))
+        # h²/2·‖q''‖ = 0.01, h in [1e-10, 1e-2]; 1e-3 when q'' = 0
+        return kernel_common.initial_step(acc, 0.0, 2.0 * 0.01, 2, 1.0, 1e-3, 1e-10, min(1e-2, self.max_step))
 
     def tangent_part(self, q, t, x):
         """P x, P = I − M⁻¹C_qᵀ(C_q M⁻¹C_qᵀ)⁻¹C_q the M-orthogonal projector onto ker C_q at

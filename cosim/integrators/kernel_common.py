@@ -6,19 +6,43 @@ generalized-α, a stall test), the reuse test of the iteration matrix
 (Algorithm 3 g), forming its LU with the singularity and finiteness checks, the
 consistent accelerations (eq. 10: every kernel's solve of [[M, C_qᵀ], [C_q, 0]]), the
 step clamp towards a target time, the weighted norms (eq. 35) and the one-step
-methods' error ratio, the step-size control after an attempt, and the verdict on a
-fixed step's local error estimate.
+methods' error ratio, the first step of every adaptive method (:func:`initial_step`,
+called by the integrator objects with their estimate), the step-size control after an
+attempt, and the verdict on a fixed step's local error estimate.  A method that always
+steps at a fixed h (spark, block-lstable) takes it from
+:meth:`~cosim.integrators.base.Integrator._fixed_step_size`.
 
 Kept in a method on purpose, because its seed paper's algorithm differs: the
 step-size controllers of generalized-α (eq. 36 with the deadband, Algorithm 3 f),
 of the BDF family (step and order selection) and of rkc-penalty (rkc.f's
-second-order controller), beside :func:`next_step` (dopri5/rk4, local-index1);
-the Newton norms of generalized-α (the multipliers measured through C_qᵀ) and of
-the BDF family (RMS), and spark's relative norm (a fixed-step method without
-tolerances), beside :func:`weighted_max`.  The initial step is chosen by the
-integrator objects: :func:`cosim.integrators.common.initial_step` (generalized-α,
-BDF, local-index1), Hairer-Nørsett-Wanner's estimate (dopri5/rk4) and rkc.f's
-(rkc-penalty); spark, block-lstable and state-transition step at a fixed h.
+second-order controller), beside :func:`next_step` (dopri5/rk4, local-index1).
+
+The norms, all in the error weights W = RTOL·|y| + ATOL of eq. 35 unless said:
+
+* :func:`weighted_max`, max |x_i|·w_i with the inverse weights: the Newton norm of
+  local-index1 and block-lstable, and of generalized-α's Δx (index 3) and Δx, Δy (GGL).
+* :func:`scaled_max`, max |x_i| / (s·W_i + floor): generalized-α's error estimate of
+  eq. 34 (the error test's, with the tolerance factor s and the rounding floor, and
+  the fixed step's).
+* :func:`weighted_rms`, the RMS with squared inverse weights: block-lstable's error
+  estimate.
+* :func:`error_ratio`, the RMS in the weights of max(|y|, |y_new|): the error test of
+  dopri5/rk4, rkc-penalty and local-index1.
+* python side (:mod:`.common`): ``weighted_max_norm`` (‖q''‖ of the first step of
+  generalized-α, BDF and local-index1) and ``weighted_rms_norm`` (the first-step
+  estimates of dopri5/rk4 and rkc-penalty).
+
+Separate because they compute something else: generalized-α's multiplier parts, the
+largest |C_qᵀΔλ|·s and |C_qᵀμ|·s (a product with C_qᵀ per entry), its innovation
+norm of x̂ + δ (never stored), GGL's eq. 39 (velocity weights floored at a fraction of
+‖v‖∞) and the tangent_estimate option's norms of P x and x − P x; the BDF family's
+error norm (the max and the RMS of one weighted column in one pass over its flat
+workspace, velocity weights scaled by ĥ, eq. 80's projected velocity part) and its
+Newton norm (an RMS whose squared weights hold the 1/count); spark's relative Newton
+norm max|Δz| / (ρ·(1 + max|z₀|)) (no tolerances) and its two-step error estimate; rk4's
+fixed-step estimate (weights of the step start only) and dopri5/rk4's projection test
+(a relative and an absolute test in one pass); rkc-penalty's Euclidean norm of the
+power method.
 
 Plain functions of numbers and arrays: pasted into each compiled method
 (``helpers`` of :func:`cosim.jit.method_entry`, after :mod:`.dense_lu`) and
@@ -398,6 +422,18 @@ def weighted_max(x, w, k):
     return s
 
 
+def scaled_max(x, w, s, floor, k):
+    """max_i |x_i| / (s·w_i + ``floor``) over the first ``k`` entries (w: error weights,
+    divided by; ``s`` a scale of them, ``floor`` a rounding floor; s = 1, floor = 0: the
+    plain ‖x‖_W of eq. 35, the same bits); a NaN sticks."""
+    r = 0.0
+    for i in range(k):
+        e = abs(x[i]) / (s * w[i] + floor)
+        if e > r or e != e:
+            r = e
+    return r
+
+
 def weighted_rms(x, w2, k):
     """√(Σ x_i²·w2_i / k) over the first ``k`` entries (w2: squared inverse error
     weights); 0 for k = 0."""
@@ -422,6 +458,30 @@ def error_ratio(y, y_new, e, rtol, atol):
         x = e[i] / (rtol * (a if a >= b else b) + atol)
         s += x * x
     return math.sqrt(s / N)
+
+
+# -- the first step (every adaptive method; seed 000 eq. 35's norm) ------------------------
+def initial_step(est, tiny, c, p, h_ref, h_zero, h_lo, h_hi):
+    """The first step of an adaptive method: the h whose error term of order p,
+    est·(h/h_ref)^p with ``est`` its weighted norm for a step ``h_ref`` (1 ≈ the
+    tolerance), is the fraction ``c`` of the tolerance: h = h_ref·(c/est)^(1/p);
+    ``h_zero`` when est ≤ ``tiny`` (no information, also NaN); then clamped to
+    [h_lo, h_hi].  (p = 2 by √, p = 1 exactly: the numbers of the formulas it
+    replaces.)  The methods supply est: ‖q''‖ (generalized-α, BDF, local-index1:
+    h²/2·‖q''‖ = fraction, i.e. c = 2·fraction, p = 2), Hairer-Nørsett-Wanner's
+    max(‖f‖, ‖f'‖) (dopri5/rk4, p = order + 1) and rkc.f's ‖f‖ and Euler estimate."""
+    if est > tiny:
+        r = c / est
+        if p == 2:
+            g = math.sqrt(r)
+        elif p == 1:
+            g = r
+        else:
+            g = r ** (1.0 / p)
+        h = h_ref * g
+    else:
+        h = h_zero
+    return min(max(h, h_lo), h_hi)
 
 
 # -- step-size control after an attempt (explicit RK, rkc-penalty, local-index1) ----------

@@ -319,14 +319,13 @@ class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "q
             return min(self.first_step, self.max_step)
         y = self.y
         scale = error_weights(y, self.rtol, self.atol)
-        d1 = weighted_rms_norm(f0, scale)
-        h = min(self.max_step, 0.1 / d1 if d1 > 0 else 1e-3)
-        # Euler error estimate (as in rkc.f): ‖h0 (f(y + h0 f) − f)‖ ≈ h0² ‖y''‖
+        # as rkc.f: the Euler step's change h‖f‖ = 0.1 (1e-3 when f = 0), at most max_step
+        h = kernel_common.initial_step(weighted_rms_norm(f0, scale), 0.0, 0.1, 1, 1.0, 1e-3, 0.0, self.max_step)
+        # then its error estimate ‖h0 (f(y + h0 f) − f)‖ ≈ h0² ‖y''‖ = 0.1 (h ≥ h0·1e-3)
         h0 = min(h, 1.0 / max(self.rho, 1e-12))
         f1 = self._f(self.t + h0, y + h0 * f0)
         est = weighted_rms_norm(h0 * (f1 - f0), scale)
-        if est > 0:
-            h = min(h, max(h0 * 1e-3, h0 * math.sqrt(0.1 / est)))
+        h = kernel_common.initial_step(est, 0.0, 0.1, 2, h0, h, h0 * 1e-3, h)
         return max(min(h, self.max_step), 1e-12)
 
     # -- dense output / restart / state -------------------------------------------------

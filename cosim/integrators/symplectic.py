@@ -63,7 +63,6 @@ seed 003 eq. 11, γ_opt = (γ1 δW2 − γ2 δW1)/(δW2 − δW1) with γ1 = 0, 
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 
@@ -77,8 +76,6 @@ from .common import hermite_interpolate
 from .model_functions import compiled_unsupported, python_functions
 from .record import RecordIntegrator, record_point
 from .spark_state import RECORD
-
-DEFAULT_H = 1e-2
 
 
 # -- Lobatto tableaux ------------------------------------------------------------
@@ -334,11 +331,7 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
         else:
             (self.c, self.A, self.b, self.c_lob, self.b_lob,
              self.Ahat, self.Atilde) = gauss_lobatto_spark(s_int)
-        self._h0 = self.h_fixed if self.h_fixed is not None else (self.first_step or DEFAULT_H)
-        if self.h_fixed is None:
-            warnings.warn(f"{self.name} is a fixed-step method without error control: no h given, "
-                          f"using h={self._h0!r} (rtol/atol weight its local error estimate: a step beyond "
-                          f"the state fails, a run beyond them is warned about)", stacklevel=4)
+        self._h0 = self._fixed_step_size()
 
     # -- the record ------------------------------------------------------------------------
     def _allocate(self):
