@@ -218,11 +218,13 @@ def _check(sim, t_end, dt, intervals, driven):
     span = t_end - sim.time
     dt = min(dt, span)
     floor = grid_steps(sim, span, intervals)
-    snapshot = sim.get_state()
+    # the probe moves only the integrator: its point back as do_step's fast path takes
+    # it back (copies of its record), not the whole state through set_state's checks
+    snapshot = sim._snapshot_integrator()
     try:
         times, reached, failure = probe_steps(integ, t_end)
     finally:
-        sim.set_state(snapshot)
+        sim._rollback_integrator(snapshot)
     if failure is not None:
         return None   # the run itself says what failed, with its own hints
     total = max(estimate(times, reached, span), floor)
