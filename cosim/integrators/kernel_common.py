@@ -17,32 +17,10 @@ step-size controllers of generalized-α (eq. 36 with the deadband, Algorithm 3 f
 of the BDF family (step and order selection) and of rkc-penalty (rkc.f's
 second-order controller), beside :func:`next_step` (dopri5/rk4, local-index1).
 
-The norms, all in the error weights W = RTOL·|y| + ATOL of eq. 35 unless said:
-
-* :func:`weighted_max`, max |x_i|·w_i with the inverse weights: the Newton norm of
-  local-index1 and block-lstable, and of generalized-α's Δx (index 3) and Δx, Δy (GGL).
-* :func:`scaled_max`, max |x_i| / (s·W_i + floor): generalized-α's error estimate of
-  eq. 34 (the error test's, with the tolerance factor s and the rounding floor, and
-  the fixed step's).
-* :func:`weighted_rms`, the RMS with squared inverse weights: block-lstable's error
-  estimate.
-* :func:`error_ratio`, the RMS in the weights of max(|y|, |y_new|): the error test of
-  dopri5/rk4, rkc-penalty and local-index1.
-* python side (:mod:`.common`): ``weighted_max_norm`` (‖q''‖ of the first step of
-  generalized-α, BDF and local-index1) and ``weighted_rms_norm`` (the first-step
-  estimates of dopri5/rk4 and rkc-penalty).
-
-Separate because they compute something else: generalized-α's multiplier parts, the
-largest |C_qᵀΔλ|·s and |C_qᵀμ|·s (a product with C_qᵀ per entry), its innovation
-norm of x̂ + δ (never stored), GGL's eq. 39 (velocity weights floored at a fraction of
-‖v‖∞) and the tangent_estimate option's norms of P x and x − P x; the BDF family's
-error norm (the max and the RMS of one weighted column in one pass over its flat
-workspace, velocity weights scaled by ĥ, eq. 80's projected velocity part) and its
-Newton norm (an RMS whose squared weights hold the 1/count); spark's relative Newton
-norm max|Δz| / (ρ·(1 + max|z₀|)) (no tolerances) and its two-step error estimate; rk4's
-fixed-step estimate (weights of the step start only) and dopri5/rk4's projection test
-(a relative and an absolute test in one pass); rkc-penalty's Euclidean norm of the
-power method.
+The norms (eq. 35): :func:`weighted_max`, :func:`scaled_max`, :func:`weighted_rms`,
+  :func:`error_ratio` here, ``weighted_max_norm``/``weighted_rms_norm`` in :mod:`.common`;
+  which method uses which, and why the others stay in their methods: docs/compiled-backend.md
+  ("The norms").
 
 Plain functions of numbers and arrays: pasted into each compiled method
 (``helpers`` of :func:`cosim.jit.method_entry`, after :mod:`.dense_lu`) and

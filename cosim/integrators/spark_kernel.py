@@ -15,17 +15,13 @@ a fresh one); then the end point, the velocity constraint by one linear solve wi
 [[M_γ, C_qᵀ], [C_q, 0]], and the consistent accelerations q'', λ (seed 000 eq. 10)
 for the predictor and the dense output.
 
-The record (everything the method remembers; a snapshot is three array copies):
+The record (S: scalars, y, y_prev, q'', q''_prev, λ, the tableau and the bodies' set-up;
+I: sizes, flags, statistics, pivots; LU: the kept stage-matrix factors) is declared
+in :mod:`.spark_record`.
 
-* ``S`` float64: scalars (:mod:`.spark_record`), then y, y_prev, q'', q''_prev, λ,
-  the tableau (c, A, b, Â, Ã, c̃, b̃) and the bodies' lengths, J_G and point indices (set up once);
-* ``I`` int64: sizes, flags, statistics, the LU pivots;
-* ``LU`` float64 N² (N = nv·n + s·m): the kept stage-matrix factors.
-
-No exceptions inside: functions return status codes that the integrator object
-turns into its error messages; the model's functions are called as ``fns[k](…)``
-(:func:`cosim.jit.kernel_fields` order).  A singular C_q C_qᵀ (γ's projector) gives
-NaN terms, which the Newton iteration or the end matrix reports.
+No exceptions inside: status codes, which the integrator object turns into messages;
+the model's functions are ``fns[k](…)`` (:func:`cosim.jit.kernel_fields` order).  A
+singular C_q C_qᵀ (γ's projector) gives NaN terms that Newton or the end matrix reports.
 """
 import math
 
