@@ -722,13 +722,7 @@ class Simulation:
                     if self._u_seen is not self._u:  # (the held inputs as a list, made once)
                         self._u_seen, self._u_list = self._u, self._u.tolist()
                     if lst != self._u_list:
-                        if self._has_events or not self._plain_set_inputs:
-                            self._hold_plant_inputs(new, lst, norm)
-                        else:   # _hold_plant_inputs without events to look at
-                            self.integrator.hold_inputs(new)
-                            self._u = new
-                            if self._limit_pairs and norm > self._limit_floor:
-                                self._note_clipped_inputs(lst, 4)
+                        self._hold_plant_inputs(new, lst, norm)
                         self._u_seen, self._u_list = new, lst
                     self._u_ext = new
                     return
@@ -812,9 +806,7 @@ class Simulation:
         reactions included); else the values are compared one by one."""
         integ = self.integrator
         if self._screen is not None:
-            kind = self._screen_kind
-            if kind is None or kind[0] is not integ:
-                kind = self._point_kind()
+            kind = self._point_kind()
             if kind[1] == "record":
                 S = integ._S
                 quiet, z = self._screen(S, S, kind[3], 0.0, u, self._z)
@@ -830,10 +822,9 @@ class Simulation:
         self._limit_pairs = [x for x in limits if x[0] not in self._clipped_inputs]
         self._limit_floor = min((x[1] for x in self._limit_pairs), default=math.inf)
 
-    def _note_clipped_inputs(self, values, stacklevel=5):
+    def _note_clipped_inputs(self, values):
         """Say once per input that the model clips it (the model's ``input_limits()``:
-        (input index, limit, what the limit is) for each limited input; ``stacklevel``:
-        the warning's, set_inputs' caller)."""
+        (input index, limit, what the limit is) for each limited input)."""
         floor = self._limit_floor
         if not (max(values) > floor or min(values) < -floor):
             return   # (all within the smallest limit: most steps whose norm is not)
@@ -844,20 +835,18 @@ class Simulation:
                 said = True
                 self._clipped_inputs.add(i)
                 self.notice(f"input {self.model.input_names[i]!r} = {x!r} is clipped to "
-                            f"{math.copysign(limit, x)!r} by {what} (said once per input)",
-                            stacklevel)
+                            f"{math.copysign(limit, x)!r} by {what} (said once per input)")
         if said:
             self._refresh_input_limits()
 
-    def notice(self, message, stacklevel=5):
+    def notice(self, message):
         """Tell the user something once (an input clipped): ``on_notice(message)`` when an
         adapter set it (the ROS node's logger, the FMU's FMI logger), else an
-        :class:`~cosim.errors.InputLimitWarning` (``stacklevel``: warnings.warn's, from
-        here to the caller of set_inputs)."""
+        :class:`~cosim.errors.InputLimitWarning`."""
         if self.on_notice is not None:
             self.on_notice(message)
         else:
-            warnings.warn(message, InputLimitWarning, stacklevel=stacklevel)  # set_inputs' caller
+            warnings.warn(message, InputLimitWarning, stacklevel=5)  # the caller of set_inputs
 
     def get_inputs(self):
         """Current external input values in ``input_names`` order."""
@@ -1380,9 +1369,7 @@ class Simulation:
                 return False
             self._screen_span = math.inf  # try again now and then (an adaptive step grows)
         integ = self.integrator
-        kind = self._screen_kind
-        if kind is None or kind[0] is not integ:
-            kind = self._point_kind()
+        kind = self._point_kind()
         record = kind[1] == "record"
         if record:
             saved = integ.save_point()
@@ -1423,6 +1410,9 @@ class Simulation:
         kernel entry, cosim.integrators.record: ``save_point``/``back_to``), "state"
         (``state()``/``restore``) or "rows" (constraint rows chosen along the run:
         not screened)."""
+        kind = self._screen_kind
+        if kind is not None and kind[0] is self.integrator:
+            return kind
         from .integrators.record import RecordIntegrator  # noqa: PLC0415
         integ = self.integrator
         record = isinstance(integ, RecordIntegrator)
@@ -1434,10 +1424,7 @@ class Simulation:
     def _save_point(self):
         """The integrator's point, to go back to with :meth:`_back_to`."""
         integ = self.integrator
-        kind = self._screen_kind
-        if kind is None or kind[0] is not integ:
-            kind = self._point_kind()
-        return integ.save_point() if kind[1] == "record" else integ.state()
+        return integ.save_point() if self._point_kind()[1] == "record" else integ.state()
 
     def _back_to(self, saved):
         if type(saved) is tuple:
