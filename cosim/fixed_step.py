@@ -68,11 +68,23 @@ def suggested_step(h, estimate, order=ORDER_LOCAL):
 FIXED_ONLY = "a method with error control (an adaptive run of bdf, for example)"
 
 
-def unresolved_error(method, t, h, estimate, rtol, atol, order=ORDER_LOCAL, alternative=None, refusal=1.0):
+def _step_tried(h, step):
+    """(the step an estimate belongs to, the text naming h and it): ``step`` when it is
+    shorter than h (a step cut to land on a communication point), else h."""
+    if step is None or not (0.0 < step < h):
+        return h, f"h={h!r}"
+    return step, f"h={h!r} (its steps cut to {step:.6g} to land on the communication points)"
+
+
+def unresolved_error(method, t, h, estimate, rtol, atol, order=ORDER_LOCAL, alternative=None, refusal=1.0,
+                     step=None):
     """The error of a fixed step beyond the state's scale (the record is unchanged);
     ``refusal``: the method's kernel refuses above UNRESOLVED/(refusal·rtol), an error
-    of 1/refusal of the state (its record module's REFUSAL: local-index1, rk4)."""
-    hs = suggested_step(h, estimate, order)
+    of 1/refusal of the state (its record module's REFUSAL: local-index1, rk4);
+    ``step``: the step tried, when shorter than ``h`` (cut to land on a communication
+    point): the estimate is that step's, so the suggestion scales from it."""
+    tried, h_text = _step_tried(h, step)
+    hs = suggested_step(tried, estimate, order)
     alternative = "run adaptive (no h)" if alternative is None else "take " + alternative
     if refusal == 1.0:
         beyond = f"an error larger than the state itself (above 1/rtol = {UNRESOLVED / rtol:.3g})"
@@ -80,21 +92,24 @@ def unresolved_error(method, t, h, estimate, rtol, atol, order=ORDER_LOCAL, alte
         beyond = (f"an error larger than 1/{refusal:g} of the state (above 1/({refusal:g}·rtol) = "
                   f"{UNRESOLVED / (refusal * rtol):.3g})")
     exc = FixedStepError(
-        f"{method}: the fixed step h={h!r} resolves nothing at t={t!r}: its local error "
+        f"{method}: the fixed step {h_text} resolves nothing at t={t!r}: its local error "
         f"estimate is {estimate:.3g} times the tolerance weights (rtol={rtol!r}, atol={atol!r}), "
         f"{beyond}; the "
         f"step failed and the state is unchanged; take h of {hs:.2g} or less (the estimate "
         f"falls at best as h^{order}) or {alternative}",
-        t=t, h=h, cause="fixed step")
+        t=t, h=tried, cause="fixed step")
     exc.estimate = estimate
     return exc
 
 
-def warning_text(method, h, estimate, rtol, atol, order=ORDER_LOCAL, alternative=None):
-    """The one warning of a fixed-step run whose largest estimate exceeds WARN_FACTOR."""
-    hs = suggested_step(h, estimate, order)
+def warning_text(method, h, estimate, rtol, atol, order=ORDER_LOCAL, alternative=None, step=None):
+    """The one warning of a fixed-step run whose largest estimate exceeds WARN_FACTOR;
+    ``step``: the communication step in which it did, when shorter than h (its steps
+    were cut to it, so the suggestion scales from it)."""
+    tried, h_text = _step_tried(h, step)
+    hs = suggested_step(tried, estimate, order)
     alternative = "an adaptive run (no h)" if alternative is None else alternative
-    return (f"{method}: the fixed step h={h!r} is too large for the tolerances: its local error "
+    return (f"{method}: the fixed step {h_text} is too large for the tolerances: its local error "
             f"estimate reached {estimate:.3g} times the tolerance weights (rtol={rtol!r}, "
             f"atol={atol!r}; warned above {WARN_FACTOR:g}): the results may be inaccurate; h of "
             f"{hs:.2g} or less (the estimate falls at best as h^{order}) or {alternative} "

@@ -1280,7 +1280,7 @@ class Simulation:
             self._time = t_end
             self._n_comm += 1
             if self._fixed_slot is not None and self.integrator._S[self._fixed_slot] > self._fixed_warn_at:
-                self._warn_fixed_step()
+                self._warn_fixed_step(h)
             return t_end
         if self._fast and observer is None and not self._early:
             integ = self.integrator
@@ -1306,7 +1306,7 @@ class Simulation:
             self._time = t_end
             self._n_comm += 1
             if self._fixed_slot is not None and integ._S[self._fixed_slot] > self._fixed_warn_at:
-                self._warn_fixed_step()
+                self._warn_fixed_step(h)
             return t_end
         taken = self._taken   # (the point before it: the rollback point's integrator)
         snapshot = self._rollback_point() if taken is None else self._snapshot(taken[0])
@@ -1334,17 +1334,18 @@ class Simulation:
         self._time = t_end
         self._n_comm += 1
         if self._fixed_slot is not None and self.integrator._S[self._fixed_slot] > self._fixed_warn_at:
-            self._warn_fixed_step()
+            self._warn_fixed_step(h)
         return t_end
 
-    def _warn_fixed_step(self):
+    def _warn_fixed_step(self, dt=None):
         """The one warning of a fixed-step run whose local error estimate went beyond
-        the tolerance weights by fixed_step.WARN_FACTOR (cosim.fixed_step)."""
+        the tolerance weights by fixed_step.WARN_FACTOR (cosim.fixed_step); ``dt``: the
+        communication step during which it did (its steps were at most that long)."""
         self._fixed_warn_at = math.inf
         integ = self.integrator
         msg = fixed_step.warning_text(self.method, integ.fixed_step_size, integ.fixed_step_error,
                                       self.rtol, self.atol, integ.fixed_error_order,
-                                      integ.fixed_step_alternative)
+                                      integ.fixed_step_alternative, step=dt)
         if self.on_notice is not None:
             self.on_notice(msg)
         else:

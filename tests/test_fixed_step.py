@@ -430,3 +430,38 @@ def test_spark_with_four_stages_has_no_estimate():
     sim = Simulation("pendulum", method="spark", h=1e-2, method_options={"stages": 4})
     sim.do_step(0.0, 0.05)
     assert sim.fixed_step_error is None and "fixed_step_error" not in sim.stats
+
+
+@pytest.mark.parametrize("method", ["generalized-alpha", "bdf", "rk4"])
+def test_a_refused_step_cut_to_the_communication_point_is_named_and_scales_the_suggestion(method):
+    """h = 0.2 in communication steps of 0.15 s: every step is cut to 0.15, so the refusal
+    names that step and its suggestion is 0.15 × estimate^(-1/order), not 0.2 × …"""
+    sim = Simulation("two_link" if method != "rk4" else "pendulum", method=method, h=0.2 if method != "rk4" else 0.5,
+                     rtol=1e-6, atol=1e-8)
+    dt = 0.15 if method != "rk4" else 0.3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FixedStepAccuracyWarning)
+        with pytest.raises(FixedStepError) as info:
+            for _ in range(40):
+                sim.do_step(sim.time, dt)
+    text, exc = str(info.value), info.value
+    assert f"(its steps cut to {dt:g} to land on the communication points) resolves nothing" in text
+    assert exc.h == pytest.approx(dt, rel=1e-12)
+    order = float(re.search(r"falls at best as h\^(\d+)", text).group(1))
+    suggested = float(re.search(r"take h of ([0-9.e+-]+) or less", text).group(1))
+    assert suggested == pytest.approx(dt * exc.estimate ** (-1.0 / order), rel=0.05)  # printed to 2 digits
+
+
+def test_the_warning_of_steps_cut_to_the_communication_point_scales_from_them():
+    """rk4 with h = 0.5 in communication steps of 0.3 s on the pendulum: warned (not
+    refused), the warning names the cut step and suggests 0.3 × estimate^(-1/3)."""
+    sim = Simulation("pendulum", method="rk4", h=0.5, rtol=1e-6, atol=1e-8)
+    with pytest.warns(FixedStepAccuracyWarning) as record:
+        for _ in range(3):
+            sim.do_step(sim.time, 0.3)
+    text = str(record[0].message)
+    assert "the fixed step h=0.5 (its steps cut to 0.3 to land on the communication points)" in text
+    order = float(re.search(r"falls at best as h\^(\d+)", text).group(1))
+    suggested = float(re.search(r"h of ([0-9.e+-]+) or less", text).group(1))
+    estimate = float(re.search(r"reached ([0-9.e+-]+) times", text).group(1))
+    assert suggested == pytest.approx(0.3 * estimate ** (-1.0 / order), rel=0.05)  # printed to 2 digits

@@ -474,7 +474,7 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
                     K.UNDERFLOW: ("step size underflow", "step does not advance t")}
         if status == K.FIXED_UNRESOLVED:   # the failed attempt's order k: its estimate ∝ h^(k+1)
             raise fixed_step.unresolved_error(name, t, self.h_fixed, float(S[K.F_INFO]), self.rtol,
-                                              self.atol, int(I[K.F_K]) + 1)
+                                              self.atol, int(I[K.F_K]) + 1, step=h)
         if status in messages:
             message, cause = messages[status]
             hint = tolerance_hint(name, float(S[K.RTOL]), float(S[K.ATOL])) if status == K.MIN_STEP else ""

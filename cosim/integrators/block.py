@@ -415,7 +415,7 @@ class LStableBlock(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "lam")), R
         name = self.name
         if status == K.FIXED_UNRESOLVED:
             raise fixed_step.unresolved_error(name, t, self._h_step, info, self.rtol, self.atol,
-                                              self.fixed_error_order, self.fixed_step_alternative)
+                                              self.fixed_error_order, self.fixed_step_alternative, step=h)
         if status == K.STEP_UNDERFLOW:
             cause = "step does not advance t"
             raise ConvergenceError(f"{name}: step size underflow at t={t!r}, h={h!r} ({cause})",

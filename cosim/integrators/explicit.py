@@ -267,7 +267,7 @@ class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyInt
                                       else "singular matrix")
         if status == K.FIXED_UNRESOLVED:
             raise fixed_step.unresolved_error(self.name, t, self.h_fixed, float(S[K.F_ERR]), self.rtol, self.atol,
-                                              self.fixed_error_order, refusal=self.refusal)
+                                              self.fixed_error_order, refusal=self.refusal, step=h)
         if status == K.NONFINITE_DERIVATIVE:
             message, h, cause = "right-hand side is not finite", 0.0, "non-finite derivative"
         elif status == K.UNDERFLOW:

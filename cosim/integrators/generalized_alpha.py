@@ -373,7 +373,7 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
             raise ConvergenceError(f"{name}: local error test failed repeatedly at t={t!r}, h={h!r} ({cause})",
                                    t=t, h=h, cause=cause)
         if status == K.FIXED_UNRESOLVED:
-            raise fixed_step.unresolved_error(name, t, self.h_fixed, info, self.rtol, self.atol)
+            raise fixed_step.unresolved_error(name, t, self.h_fixed, info, self.rtol, self.atol, step=h)
         if status == K.STEP_UNDERFLOW:
             cause = "step does not advance t"
             raise ConvergenceError(f"{name}: step size underflow at t={t!r}, h={h!r} ({cause})",

@@ -195,7 +195,7 @@ class LocalEquivalentIndex1(record_point(R.T, R.T_PREV, ("y", "y_prev", "qdd", "
         t, h = float(S[R.F_T]), float(S[R.F_H])
         if status == R.FIXED_UNRESOLVED:
             raise fixed_step.unresolved_error(self.name, t, self.h_fixed, float(S[R.F_ERR]), self.rtol,
-                                              self.atol, refusal=R.REFUSAL)
+                                              self.atol, refusal=R.REFUSAL, step=h)
         if status == R.UNDERFLOW:
             message, cause = "step size underflow", "step does not advance t"
         else:

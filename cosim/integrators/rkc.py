@@ -366,7 +366,7 @@ class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "q
             self._raise_singular(K.C_NONFINITE_MATRIX if status == K.NONFINITE_MATRIX else K.C_SINGULAR)
         if status == K.FIXED_UNRESOLVED:
             raise fixed_step.unresolved_error(self.name, t, self.h_fixed, float(S[K.F_ERR]), self.rtol,
-                                              self.atol, refusal=K.RKC_REFUSAL)
+                                              self.atol, refusal=K.RKC_REFUSAL, step=h)
         if status == K.NONFINITE_DERIVATIVE:
             message, h, cause = "right-hand side is not finite", 0.0, "non-finite derivative"
         elif status == K.UNDERFLOW:

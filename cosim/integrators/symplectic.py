@@ -448,7 +448,7 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
         name = self.name
         if status == K.FIXED_UNRESOLVED:
             raise fixed_step.unresolved_error(name, t, self._h0, float(S[K.F_INFO]), self.rtol, self.atol,
-                                              self.fixed_error_order, self.fixed_step_alternative)
+                                              self.fixed_error_order, self.fixed_step_alternative, step=h)
         if status == K.NEWTON_FAILED:
             cause = _NEWTON_REASONS.get(int(I[K.REASON]), "Newton iteration failed")
             raise ConvergenceError(f"{name}: stage equations did not converge at t={t!r}, h={h!r} ({cause})",
