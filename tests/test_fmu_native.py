@@ -146,6 +146,36 @@ def test_dopri5_native_steps_are_the_simulation_bit_for_bit(two_link_dopri5_fmu,
 
 
 @pytest.fixture(scope="module")
+def two_link_bdf_fmu(tmp_path_factory):
+    return build_fmu("two_link", tmp_path_factory.mktemp("native_bdf") / "TwoLinkBdf.fmu", method="bdf")
+
+
+def test_bdf_native_steps_shift_the_history_with_the_bits_of_the_simulation(two_link_bdf_fmu,
+                                                                            monkeypatch):
+    """bdf: a new input in the C entry is mode 3, the history shifted onto the new
+    input's past in the kernel (bdf_shift) and then the advance; the binary takes every
+    step after the first, with the bits of Simulation, and a jump too large to shift
+    (over SHIFT_MAX: a restart at order 1, in Python) is handed back to Python."""
+    monkeypatch.setenv("COSIM_FMU_NATIVE", "1")
+    pair = Pair(two_link_bdf_fmu, "native-bdf", method="bdf")
+    for k in range(200):   # a new input every step, then held
+        got, want = pair.step(torque(pair.t) if k < 120 else None)
+        assert np.array_equal(got, want), k
+    slave = pair.slave()
+    assert slave._sim.method == "bdf" and slave._sim.backend == "numba"
+    assert slave.native_steps == 0   # (not reported yet)
+    assert pair.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == pair.t
+    assert dict(slave._sim.integrator.stats) == dict(pair.sim.integrator.stats)
+    assert slave.native_steps == 199
+    assert slave._sim.integrator._k == pair.sim.integrator._k > 1
+    got, want = pair.step([1e4, 0.0])   # beyond SHIFT_MAX: Python restarts, the same bits
+    assert np.array_equal(got, want)
+    assert slave._sim.integrator.order == pair.sim.integrator.order == 1
+    assert slave.native_steps == 199
+    pair.close()
+
+
+@pytest.fixture(scope="module")
 def two_link_rk4_fmu(tmp_path_factory):
     return build_fmu("two_link", tmp_path_factory.mktemp("native4") / "TwoLinkRk4.fmu",
                      method="rk4", step=H)
