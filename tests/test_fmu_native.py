@@ -24,6 +24,7 @@ from fmpy.fmi1 import FMICallException  # noqa: E402
 from fmpy.fmi2 import (FMU2Slave, defaultCallbacks, fmi2CallbackFunctions,  # noqa: E402
                        fmi2CallbackLoggerTYPE, fmi2Discard, fmi2FMUstate)
 
+from cosim.integrators.bdf_record import N_STEPS  # noqa: E402
 from fmu.builder import build_fmu  # noqa: E402
 
 pytestmark = pytest.mark.fmu
@@ -142,6 +143,38 @@ def test_dopri5_native_steps_are_the_simulation_bit_for_bit(two_link_dopri5_fmu,
     assert pair.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == pair.t
     assert dict(slave._sim.integrator.stats) == dict(pair.sim.integrator.stats)
     assert taken_natively == 0 and slave.native_steps == 199
+    pair.close()
+
+
+@pytest.fixture(scope="module")
+def two_link_bdf_fmu(tmp_path_factory):
+    return build_fmu("two_link", tmp_path_factory.mktemp("native_bdf") / "TwoLinkBdf.fmu", method="bdf")
+
+
+def test_bdf_native_steps_shift_the_history_with_the_bits_of_the_simulation(two_link_bdf_fmu,
+                                                                            monkeypatch):
+    """bdf: a new input in the C entry is mode 3, the history shifted onto the new
+    input's past in the kernel (bdf_shift) and then the advance; the binary takes every
+    step after the first, with the bits of Simulation, and a jump too large to shift
+    (over SHIFT_MAX: a restart at order 1, in Python) is handed back to Python."""
+    monkeypatch.setenv("COSIM_FMU_NATIVE", "1")
+    pair = Pair(two_link_bdf_fmu, "native-bdf", method="bdf")
+    for k in range(200):   # a new input every step, then held
+        got, want = pair.step(torque(pair.t) if k < 120 else None)
+        assert np.array_equal(got, want), k
+    slave = pair.slave()
+    assert slave._sim.method == "bdf" and slave._sim.backend == "numba"
+    assert slave.native_steps == 0   # (not reported yet)
+    assert pair.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME) == pair.t
+    assert dict(slave._sim.integrator.stats) == dict(pair.sim.integrator.stats)
+    assert slave.native_steps == 199
+    assert slave._sim.integrator._k == pair.sim.integrator._k > 1
+    steps = pair.sim.integrator.stats["steps"]
+    got, want = pair.step([1e4, 0.0])   # beyond SHIFT_MAX: Python restarts, the same bits
+    assert np.array_equal(got, want)
+    for integ in (slave._sim.integrator, pair.sim.integrator):   # every step since a restart
+        assert integ._I[N_STEPS] == integ.stats["steps"] - steps > 0
+    assert slave.native_steps == 199
     pair.close()
 
 

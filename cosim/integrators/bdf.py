@@ -89,7 +89,7 @@ import numpy as np
 
 from .. import fixed_step, jit
 from ..errors import ConvergenceError, InvalidInputError, SingularMatrixError
-from . import bdf_corrector, bdf_record, dense_lu, kernel_common
+from . import bdf_corrector, bdf_record, bdf_shift, dense_lu, kernel_common
 from . import bdf_kernel as K
 from .base import MultibodyIntegrator
 from .bdf_record import O_D, O_DZ, O_END, O_HK, O_HT, O_LAM, O_QDD, O_TAU, O_Y, O_YP
@@ -101,8 +101,7 @@ from .record import RecordIntegrator, record_array, record_int, record_time
 MAX_ORDER = K.MAX_ORDER
 ORDER_HISTORY_MAX = 10_000   # (t, k) entries kept in order_history
 TIGHT_RTOL = 1e-9   # below it a collapsed step is most likely the rounding level
-# a new held input whose history shift exceeds this × max(1, |q_i|) restarts instead
-SHIFT_MAX = 0.01
+SHIFT_MAX = K.SHIFT_MAX   # a new held input's shift beyond this × max(1, |q_i|) restarts (bdf_shift)
 
 _NEWTON_REASONS = {K.R_RESIDUAL: "residual is not finite", K.R_UPDATE: "Newton update is not finite",
                    K.R_NO_CONVERGENCE: f"no convergence in {K.NEWTON_MAX_ITER} iterations"}
@@ -127,7 +126,13 @@ def supports(model):
 def compiled_entry():
     """The compiled method, every variant (compiled once per machine, cached;
     cosim.jit.method_entry)."""
-    return jit.method_entry(K, "bdf", helpers=(dense_lu, kernel_common, bdf_record, bdf_corrector))
+    return jit.method_entry(K, "bdf", helpers=(dense_lu, kernel_common, bdf_record, bdf_corrector, bdf_shift))
+
+
+# the C entry the FMU binary runs the compiled method through (one for every method,
+# given the method's own address by cosim.jit.native_addresses); a new input there is
+# the entry's RESTART_THEN_ADVANCE: the history shifted in the kernel, then the advance
+compiled_native_step = jit.native_step_address
 
 
 class _BDF(RecordIntegrator, MultibodyIntegrator):
@@ -137,6 +142,7 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
     _variant = K.INDEX3
     supports_nonholonomic = False
     compiled_entry = staticmethod(compiled_entry)
+    compiled_native_step = staticmethod(compiled_native_step)
     state_declaration = RECORD   # the record, the state dictionary and its schema
 
     # velocity_error: include v in the local error test (seed Algorithm 4 f:
@@ -215,7 +221,7 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
     def _allocate(self, n, m):
         ns = K.system_size(self._variant, n, m)
         self._n, self._offsets = n, K.offsets(n, m, ns)
-        S = np.zeros(self._offsets[O_END])
+        S = np.zeros(self._offsets[O_END] + len(self.model.input_names))   # (then the held input)
         S[K.T] = S[K.T_PREV] = math.nan
         S[K.H_JAC] = -1.0
         S[K.RELAX] = 1.0
@@ -312,94 +318,17 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
         if not self._shift_history(u_old, u_new):
             self.restart()
 
-    def _accelerations(self, t, y, u):
-        """(q'', λ) (copies) at (t, y) under the held input ``u``: eq. 10 solved by the
-        kernel's restart on a scratch copy of the record's scalars and point; None where
-        eq. 10 is singular."""
-        o_qdd, o_D = self._offsets[O_QDD], self._offsets[O_D]
-        S = self._S[:o_D].copy()    # (the restart reads t and y, writes q'' and λ: all before D)
-        S[K.T] = t
-        o_y = self._offsets[O_Y]
-        S[o_y:o_y + y.size] = y
-        status = self._entry(self._fns, K.RESTART, S, self._I, self._LU, u, self._parameters(),
-                             0.0, 0, self._y_out)
-        if status != K.OK:
-            return None
-        n = self._n
-        return S[o_qdd:o_qdd + n], S[o_qdd + n:o_D]
-
     def _shift_history(self, u_old, u_new):
         """Carry the difference arrays across a jump of the held input at t_n (True), or
-        leave everything as it is (False: the caller restarts).
-
-        The solution under ``u_new`` through the current (q, v) differs from the one the
-        history follows by its acceleration jump: Δa = q''(u_new) − q''(u_old) at the
-        current state (eq. 10 twice; M, C_q and γ are the same, so Δa is M⁻¹ΔQ on the
-        constraints' tangent space, C_q Δa = 0).  So the history points s_i = t_{n−i} − t_n
-        are moved by the jump polynomial
-
-            Δq(s) = Δa s²/2 + Δa' s³/6,   Δv(s) = Δa s + Δa' s²/2,   Δq''(s) = Δa + Δa' s
-
-        (λ likewise with Δλ, Δλ'), zero at s = 0 for (q, v): y_n is unchanged.  Δa', the
-        jump of the third derivative, is a backward difference over the last step:
-        q''(u_new) at the previous point moved by the quadratic part, minus q''(u_old)
-        at the previous point, so that it also holds the forces' response to the
-        velocity change (∂Q/∂v Δa).  With Δa' = 0 (no step since the last jump: no
-        difference to take) the history is off by Δa' s³/6, which at order ≥ 3 the
-        first step's error estimate sees (driven Andrews, three forms × rtol 1e-4, 1e-6,
-        1e-8: the Δa' term saves 6-25 % of the steps in 8 of the 9 runs).  The difference arrays are linear in the values: each row j gains
-        the modified divided difference (eqs. 57-58) of the polynomial over the
-        history's grid τ, (∏_{i≤j} τ_i)·[p_0, …, p_j]; with s_0 = 0, [s] = (1, 0, …),
-        [s²] = (s_1, 1, 0, …), [s³] = (s_1², s_1 + s_2, 1, 0, …) in rows 1, 2, 3, …"""
-        S, I = self._S, self._I
-        if not self._has_state or I[K.N_STEPS] == 0:
-            return False    # the order-1 start's history is ẏ_0 alone: the restart renews it
-        n, o = self._n, self._offsets
-        n2, N = 2 * n, n + int(I[K.I_M])
-        o_y, o_yp, o_D, o_Dz, o_tau = o[O_Y], o[O_YP], o[O_D], o[O_DZ], o[O_TAU]
-        t, t_prev = float(S[K.T]), float(S[K.T_PREV])
-        y = S[o_y:o_y + n2]
-        new, old = self._accelerations(t, y, u_new), self._accelerations(t, y, u_old)
-        if new is None or old is None:
+        leave everything as it is (False: the caller restarts): the kernel's
+        :func:`~cosim.integrators.bdf_shift.shift_history` (mode NEW_INPUTS, from the held
+        input ``u_old`` written into the record to ``u_new``), whose docstring derives it."""
+        if not self._has_state:
             return False
-        da, dl = new[0] - old[0], new[1] - old[1]
-        dj = dlj = None
-        if t_prev < t:   # Δa', Δλ' over the last step (taken under u_old)
-            hp = t - t_prev
-            y_prev = S[o_yp:o_yp + n2]
-            moved = y_prev.copy()
-            moved[:n] += (0.5 * hp * hp) * da
-            moved[n:] -= hp * da
-            new_p = self._accelerations(t_prev, moved, u_new)
-            old_p = self._accelerations(t_prev, y_prev, u_old)
-            if new_p is not None and old_p is not None:
-                dj = (da - (new_p[0] - old_p[0])) / hp
-                dlj = (dl - (new_p[1] - old_p[1])) / hp
-        rows = min(int(I[K.VALID]), K.ROWS - 1)
-        tau = [float(x) for x in S[o_tau:o_tau + max(rows, 3)]]
-        # the size test: a bound of the shift over the history points the rows span
-        far = tau[rows - 1]
-        bound = (0.5 * far * far) * np.abs(da)
-        if dj is not None:
-            bound += (far ** 3 / 6.0) * np.abs(dj)
-        if not np.all(bound <= SHIFT_MAX * np.maximum(1.0, np.abs(y[:n]))):
+        o = self._offsets[O_END]
+        self._S[o:o + u_old.size] = u_old
+        if self._call(K.NEW_INPUTS, 0.0, 0) != K.OK:
             return False
-        s1, s2 = -tau[0], -tau[1]
-        p1, p2, p3 = tau[0], tau[0] * tau[1], tau[0] * tau[1] * tau[2]   # ∏_{i≤j} τ_i
-        D = S[o_D:o_D + K.ROWS * n2].reshape(K.ROWS, n2)
-        Dz = S[o_Dz:o_Dz + K.ROWS * N].reshape(K.ROWS, N)
-        rq, rv = min(rows, 3), min(rows, 2)
-        D[1:1 + rq, :n] += np.outer([0.5 * s1 * p1, 0.5 * p2, 0.0][:rq], da)
-        D[1:1 + rv, n:] += np.outer([p1, 0.0][:rv], da)
-        if dj is not None:
-            D[1:1 + rq, :n] += np.outer([s1 * s1 / 6.0 * p1, (s1 + s2) / 6.0 * p2, p3 / 6.0][:rq], dj)
-            D[1:1 + rv, n:] += np.outer([0.5 * s1 * p1, 0.5 * p2][:rv], dj)
-            Dz[1, :n] += p1 * dj
-            Dz[1, n:] += p1 * dlj
-        S[o[O_QDD]:o_D] += np.concatenate((da, dl))   # q'' and λ: adjacent in the record
-        S[K.T_PREV] = t                                # (no dense output across the jump)
-        S[o_yp:o_yp + n2] = y
-        self.invalidate_iteration_matrix()   # the forces' Jacobians may depend on u
         self._outputs_fresh = False
         return True
 

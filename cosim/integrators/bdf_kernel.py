@@ -43,11 +43,11 @@ from .bdf_record import (  # noqa: F401
     HIST_COUNT, H_FIXED, H_JAC, H_NEXT,
     INDEX1, INDEX2, INDEX3, I_M, I_N, I_NS, K_NEXT, K_USED, MAX_FAILURES, MAX_GROWTH, MAX_ORD,
     MAX_ORDER, MAX_RATIO, MAX_REJECT_FACTOR, MAX_STEP, MIN_REJECT_FACTOR, MIN_STEP, NEED_JAC,
-    NEWTON_CUT, NEWTON_ERR_TOL, NEWTON_FAILED, NEWTON_FAILS, NEWTON_MAX_ITER, NEWTON_TOL,
+    NEW_INPUTS, NEWTON_CUT, NEWTON_ERR_TOL, NEWTON_FAILED, NEWTON_FAILS, NEWTON_MAX_ITER, NEWTON_TOL,
     NONFINITE_MATRIX, NOT_IN_KERNEL, N_SCALARS, N_STATS, N_STEPS, OK, ONE_STEP, ORDER,
     ORDER_COUNTS, PIV, POS_WEIGHTS, REASON, RELAX, RESTART, RESTART_STATUS, RESTART_THEN_ADVANCE,
     REUSE, ROUNDOFF_FLOOR, ROWS, RTOL, R_NO_CONVERGENCE, R_RESIDUAL, R_UPDATE, SAFETY_DOWN,
-    SAFETY_SAME, SAFETY_UP, SIGMA, SINGULAR, SKELBOE, STATS, STEP_BUDGET, ST_JAC, ST_LU, ST_NEWTON,
+    SAFETY_SAME, SAFETY_UP, SHIFT_MAX, SHIFT_REFUSED, SIGMA, SINGULAR, SKELBOE, STATS, STEP_BUDGET, ST_JAC, ST_LU, ST_NEWTON,
     ST_REJ, ST_RES, ST_STEPS, T, T_PREV, UNDERFLOW, VALID, VARIANT, VEL_ERROR, VE_OFF, VE_ON,
     VE_SCALED, WEIGHT_FLOOR, WHOLE_INTERVAL, WS_A, WS_A0, WS_CC, WS_CE, WS_COL, WS_CT, WS_DELTA,
     WS_DY, WS_F, WS_G0, WS_G1, WS_LAM, WS_LAM1, WS_LHAT, WS_MU, WS_OMEGA, WS_Q, WS_QDD1, WS_QF,
@@ -55,6 +55,7 @@ from .bdf_record import (  # noqa: F401
     O_D, O_DZ, O_HK, O_HT, O_J, O_LAM, O_QDD, O_TAU, O_Y, O_YP, int_length, offsets, system_size,
     workspace, wslots)
 from .bdf_corrector import _newton
+from .bdf_shift import held_input_into, new_inputs
 from .kernel_common import (FACTORED, MATRIX_NONFINITE, clamp_step, end_advance, fixed_step_resolved, keep_alive,
     keeps_matrix, model_outputs, restart_accelerations, unowned)
 
@@ -550,12 +551,26 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     or run as plain Python.  Modes: WHOLE_INTERVAL advances to ``t_target`` within
     ``max_steps`` (else STEP_BUDGET, record unchanged); ONE_STEP takes at most
     ``max_steps`` steps; RESTART solves q'', λ at the current point (:func:`restart`;
-    the integrator object does the rest of the restart, and RESTART_THEN_ADVANCE is
-    not in the kernel).  After a successful advance the model's outputs at the new
-    state go into ``y_out`` (the outputs kernel, fns[FN_OUTPUTS]) unless it is empty."""
+    the integrator object does the rest of the restart); NEW_INPUTS shifts the
+    history from the held input in the record to ``u`` (:func:`bdf_shift.new_inputs`;
+    SHIFT_REFUSED: the integrator object restarts); RESTART_THEN_ADVANCE (new inputs
+    written into ``u`` in place, the FMU binary's) shifts, then advances as
+    WHOLE_INTERVAL, all or nothing (a refused shift: RESTART_STATUS + NOT_IN_KERNEL).
+    An advance first writes ``u`` into the record's held-input slot.  After a
+    successful advance the model's outputs at the new state go into ``y_out`` (the
+    outputs kernel, fns[FN_OUTPUTS]) unless it is empty."""
     if mode == RESTART:
         return restart(fns, S, I, u, p)
+    if mode == NEW_INPUTS:
+        return new_inputs(fns, S, I, u, p)
+    S0, I0 = S, I
     if mode == RESTART_THEN_ADVANCE:
-        return RESTART_STATUS + NOT_IN_KERNEL
+        S0, I0 = S.copy(), I.copy()
+        if new_inputs(fns, S, I, u, p) != OK:
+            return RESTART_STATUS + NOT_IN_KERNEL
+    held_input_into(S, I, u)
     status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)
+    if status != OK and mode == RESTART_THEN_ADVANCE:
+        S[:] = S0    # (the record before the shift: the caller takes the step again)
+        I[:] = I0
     return model_outputs(fns, status, S, N_SCALARS, I[I_N], S[T], u, p, y_out)

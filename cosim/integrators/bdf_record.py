@@ -21,6 +21,8 @@ MAX_GROWTH = 10.0
 NEWTON_CUT = 0.25
 MAX_FAILURES = 15
 NEWTON_MAX_ITER = 8
+# a new held input whose history shift exceeds this × max(1, |q_i|) restarts instead (bdf_shift)
+SHIFT_MAX = 0.01
 WEIGHT_FLOOR = 100.0   # error weights' rounding floor (bdf.WEIGHT_FLOOR)
 NEWTON_TOL = 1e-4
 NEWTON_ERR_TOL = 1e-3
@@ -41,14 +43,20 @@ STEP_BUDGET = 6          # max_steps steps without reaching the target (record r
                          # the t reached in S[F_T])
 MIN_STEP = 7             # "step size below the minimum"
 UNDERFLOW = 8            # "step size underflow" (h no longer moves t)
-NOT_IN_KERNEL = 9        # RESTART_THEN_ADVANCE: the restart is the wrapper's (bdf.py _restart)
+NOT_IN_KERNEL = 9        # RESTART_THEN_ADVANCE whose shift is refused: the restart is the
+                         # wrapper's (bdf.py _restart; record unchanged)
 FIXED_UNRESOLVED = 10    # a fixed step whose local error estimate (S[F_INFO]) is beyond the
                          # state (kernel_common.fixed_step_resolved; its order in I[F_K])
+SHIFT_REFUSED = 11       # a new held input's history shift is not possible (bdf_shift; record
+                         # unchanged): the integrator object restarts at order 1
 # entry modes (cosim.jit's generated entry)
 WHOLE_INTERVAL = 0       # advance to the target within max_steps, else STEP_BUDGET
 RESTART = 1              # q'', λ at the current point (eq. 10); the integrator object does the rest
 ONE_STEP = 2             # at most max_steps steps towards the target
-RESTART_THEN_ADVANCE = 3  # (not in the kernel: RESTART_STATUS + NOT_IN_KERNEL, nothing changed)
+RESTART_THEN_ADVANCE = 3  # new inputs in u (the old ones in the record's held-input slot): the
+                          # history shifted (bdf_shift), then as WHOLE_INTERVAL; a refused shift is
+                          # RESTART_STATUS + NOT_IN_KERNEL, nothing changed
+NEW_INPUTS = 4           # the history shifted from the held input in the record to u (bdf_shift)
 RESTART_STATUS = 100
 # Newton failure reasons
 R_RESIDUAL = 1           # "residual is not finite"

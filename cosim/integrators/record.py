@@ -498,7 +498,8 @@ class RecordIntegrator:
         (no C entry, python backend, no state yet, a deferred restart, outputs
         computed in Python).  The caller writes new
         inputs into ``u`` in place and then runs mode RESTART_THEN_ADVANCE (3):
-        restart in the kernel, then advance (WHOLE_INTERVAL, 0)."""
+        restart in the kernel (BDF: its history shifted, bdf_shift), then advance
+        (WHOLE_INTERVAL, 0)."""
         K = self._kernel
         if not (self.compiled_native_step is not None and self.backend == "numba"
                 and self._has_state and self._kernel_outputs and self._outputs_fresh
