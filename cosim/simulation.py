@@ -226,7 +226,7 @@ class Simulation:
         # model, else the Python reference (cosim.jit); results agree to 1e-10
         self.requested_backend = check_backend(backend)
         # None or "auto": the default rule (cosim.method_choice); an explicit method wins
-        self.method = resolve_method(method, self.model, fixed_step=h is not None,
+        self.method = resolve_method(method, self.model, fixed_step=h,
                                      driven=bool(blocks))
         self.method_options = dict(method_options or {})
         self.rtol, self.atol, self.h = rtol, atol, h

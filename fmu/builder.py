@@ -108,8 +108,8 @@ def _load_scenario(path, method, rtol, atol, step, backend=None):
         # an FMU is driven (new inputs at every step): the default rule's driven choice
         from cosim.method_choice import default_method
         method = default_method(scen.spec.model_reference(),
-                                fixed_step=(step if step is not None else data.get("h")) is not None,
-                                driven=True)
+                                fixed_step=step if step is not None else data.get("h"),
+                                driven=True, params=data.get("params"))
     data["method"] = str(method) if method is not None else scen.method
     for key, value in (("rtol", rtol), ("atol", atol), ("h", step), ("backend", backend)):
         if value is not None:
@@ -452,7 +452,7 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
         # slave will translate its configuration into (clear cosim errors)
         if method is None or method == "auto":   # driven by the host: cosim.method_choice
             from cosim.method_choice import default_method
-            method = default_method(spec["model"], fixed_step=step is not None, driven=True)
+            method = default_method(spec["model"], fixed_step=step, driven=True, params=params)
         sim = Simulation.from_spec(SimulationSpec.from_dict(
             dict(spec, method=method, params=params, rtol=rtol, atol=atol, h=step,
                  method_options=method_options, communication_step=None), source="cosim fmu build"))

@@ -326,7 +326,8 @@ def simulation_spec(cfg):
     if method == "auto":   # the node drives the plant: new inputs at every step (cosim.method_choice)
         from cosim.method_choice import default_method
         try:
-            method = default_method(model, fixed_step=bool(cfg["integrator_step"]), driven=True)
+            method = default_method(model, fixed_step=cfg["integrator_step"] or None, driven=True,
+                                    params=cfg["params"])
         except CosimError as exc:
             raise SpecError(f"ROS parameters: {exc}") from None
     return SimulationSpec.from_dict({
