@@ -89,7 +89,7 @@ def main(argv=None):
     p.add_argument("--damping", type=float, default=20.0, help="three_link_stiff's joint damping")
     p.add_argument("--repeat", type=int, default=3)
     args = p.parse_args(argv)
-    print("| model | n_q, n_c | h (ms) | h·max|λ| | default | rk4: outcome, error, µs/step "
+    print("| model | n_q, n_c | h (ms) | h·λmax | default | rk4: outcome, error, µs/step "
           "| generalized-alpha: outcome, error, µs/step |")
     print("|---|---|---|---|---|---|---|")
     for name in args.models:

@@ -3,7 +3,8 @@ scenarios, ``cosim simulate``, the FMU builder and the ROS node.  An explicit
 method always wins; ``"auto"`` (or no method) asks for this rule.
 
 The rule (measured with ``benchmarks/work_precision.py --all-methods --quick``,
-``--models andrews crank_slider`` and ``benchmarks/driven_loop.py``;
+``--models andrews crank_slider``, ``benchmarks/driven_loop.py`` and
+``benchmarks/fixed_step_default.py``;
 docs/methods/index.md has the tables and commands):
 
 * LTI state space: ``state-transition`` (exact zero-order hold);

@@ -402,8 +402,8 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
     give the start values of the FMU inputs, its stop time and communication
     step the DefaultExperiment).
     ``method`` (default: the scenario's, else cosim.method_choice's rule for a driven
-    plant: dopri5 for multibody (generalized-alpha with ``step``), state-transition for
-    LTI, dopri5 for other ODEs), ``rtol``/``atol`` (1e-6/1e-8),
+    plant: dopri5 for multibody (with ``step``: rk4 where it is stable at that step,
+    else generalized-alpha), state-transition for LTI, dopri5 for other ODEs), ``rtol``/``atol`` (1e-6/1e-8),
     ``step``: fixed integration step (None: adaptive).
     ``stop_time``/``step_size``: the DefaultExperiment (defaults: the model's
     usual horizon and 1/500 of it, or the blocks' base step).

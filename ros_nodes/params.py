@@ -58,8 +58,8 @@ PLANT = (
     S("position_limits", True, "robot from URDF: the joints' position limits (URDF <limit lower "
       "upper>) as stops that hold; false: the joints move past them"),
     S("method", "auto", "integration method (cosim METHOD_REGISTRY name; auto: the default "
-                        "rule, dopri5 for a multibody plant the node drives, generalized-alpha "
-                        "with integrator_step)"),
+                        "rule, dopri5 for a multibody plant the node drives; with integrator_step "
+                        "rk4 where it is stable at that step, else generalized-alpha)"),
     S("backend", "auto", "auto (compiled numba kernels where the method and model have them), "
       "numba or python (the reference)", choices=("auto", "numba", "python")),
     S("rtol", 1e-6, "integrator relative tolerance", range=(0.0, 1.0)),

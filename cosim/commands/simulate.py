@@ -355,7 +355,8 @@ def register(sub):
                    "or package.module:Class (importable)")
     p.add_argument("--method", default="auto",
                    help="integration method (see `cosim methods`); auto (default): dopri5 for "
-                        "a multibody model or an ODE, generalized-alpha with --h, "
+                        "a multibody model or an ODE; with --h rk4 where it is stable at that step, "
+                        "else generalized-alpha; "
                         "state-transition for LTI")
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default 1e-6)")
     p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default 1e-8)")
