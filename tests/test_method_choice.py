@@ -89,7 +89,8 @@ def test_robot_at_1ms_runs_rk4_and_a_stiff_arm_generalized_alpha():
     error 3e4 times smaller than generalized-alpha's, docs' fixed-step table); three_link with
     joint damping 20: λmax 2700/s, rk4 at 0.5 ms, generalized-alpha from 1 ms — and at 2 ms
     (h·λmax 5.3) rk4 is refused while generalized-alpha ends within 1e-4 of dopri5 at 1e-10."""
-    urdf = pytest.importorskip("cosim.models.urdf")
+    pytest.importorskip("pinocchio")
+    from cosim.models import urdf
     three = urdf.load_urdf(Path(__file__).resolve().parents[1] / "benchmarks" / "three_link.urdf")
     damped = {f"joint{i}.damping": 20.0 for i in (1, 2, 3)}
     assert default_method(three, fixed_step=5e-4, params=damped) == "rk4"
