@@ -312,10 +312,8 @@ class SimulationSpec:
                 from .scenario import default_method
                 # fixed step h: rk4 where it is stable at h, else generalized-alpha
                 # (the plant with the spec's params); driven: blocks or signals
-                params = d.get("params")
                 method = default_method(plant, "model", fixed_step=d.get("h"),
-                                        driven=bool(d.get("blocks") or d.get("inputs")),
-                                        params=params if isinstance(params, Mapping) else None)
+                                        driven=bool(d.get("blocks") or d.get("inputs")), params=params)
             if stop is None:
                 from .run import FALLBACK_T_END, default_stop_time
                 stop = start + (default_stop_time(plant)[0] if plant is not None else FALLBACK_T_END)
