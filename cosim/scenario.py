@@ -198,11 +198,11 @@ def urdf_plant(spec, source):
     return spec
 
 
-def default_method(model, source="<scenario>", *, fixed_step=False, driven=False):
+def default_method(model, source="<scenario>", *, fixed_step=False, driven=False, params=None):
     """The default method for ``model`` (cosim.method_choice: one rule everywhere)."""
     from .method_choice import default_method as rule
     try:
-        return rule(model, fixed_step=fixed_step, driven=driven)
+        return rule(model, fixed_step=fixed_step, driven=driven, params=params)
     except CosimError as exc:
         raise ScenarioError(f"{source}: {exc}") from None
 

@@ -187,7 +187,8 @@ class Simulation:
     also takes the output frames and position limits);
     ``method``: see ``cosim.available_methods()``; None or ``"auto"``: the default rule of
     :mod:`cosim.method_choice` (dopri5 for a multibody model, with blocks or not;
-    generalized-alpha with a fixed ``h``; state-transition for LTI); ``params``: model parameters;
+    with a fixed ``h`` rk4 where it is stable at h, else generalized-alpha;
+    state-transition for LTI); ``params``: model parameters;
     ``rtol``/``atol`` or a fixed step ``h``; ``method_options``: the method's options;
     ``blocks``/``connections``: discrete blocks (:mod:`cosim.blocks`) and ``"src ->
     dst"`` signal connections; ``backend``: ``"auto"``, ``"numba"`` or ``"python"``;
@@ -226,7 +227,7 @@ class Simulation:
         # model, else the Python reference (cosim.jit); results agree to 1e-10
         self.requested_backend = check_backend(backend)
         # None or "auto": the default rule (cosim.method_choice); an explicit method wins
-        self.method = resolve_method(method, self.model, fixed_step=h is not None,
+        self.method = resolve_method(method, self.model, fixed_step=h,
                                      driven=bool(blocks))
         self.method_options = dict(method_options or {})
         self.rtol, self.atol, self.h = rtol, atol, h

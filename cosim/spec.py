@@ -310,9 +310,10 @@ class SimulationSpec:
             plant = _plant_class(model, model_format, urdf_options)
             if method is None:
                 from .scenario import default_method
-                # fixed step, or inputs changed by blocks or signals at every step: generalized-alpha
-                method = default_method(plant, "model", fixed_step=d.get("h") is not None,
-                                        driven=bool(d.get("blocks") or d.get("inputs")))
+                # fixed step h: rk4 where it is stable at h, else generalized-alpha
+                # (the plant with the spec's params); driven: blocks or signals
+                method = default_method(plant, "model", fixed_step=d.get("h"),
+                                        driven=bool(d.get("blocks") or d.get("inputs")), params=params)
             if stop is None:
                 from .run import FALLBACK_T_END, default_stop_time
                 stop = start + (default_stop_time(plant)[0] if plant is not None else FALLBACK_T_END)

@@ -108,8 +108,8 @@ def _load_scenario(path, method, rtol, atol, step, backend=None):
         # an FMU is driven (new inputs at every step): the default rule's driven choice
         from cosim.method_choice import default_method
         method = default_method(scen.spec.model_reference(),
-                                fixed_step=(step if step is not None else data.get("h")) is not None,
-                                driven=True)
+                                fixed_step=step if step is not None else data.get("h"),
+                                driven=True, params=data.get("params"))
     data["method"] = str(method) if method is not None else scen.method
     for key, value in (("rtol", rtol), ("atol", atol), ("h", step), ("backend", backend)):
         if value is not None:
@@ -402,8 +402,8 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
     give the start values of the FMU inputs, its stop time and communication
     step the DefaultExperiment).
     ``method`` (default: the scenario's, else cosim.method_choice's rule for a driven
-    plant: dopri5 for multibody (generalized-alpha with ``step``), state-transition for
-    LTI, dopri5 for other ODEs), ``rtol``/``atol`` (1e-6/1e-8),
+    plant: dopri5 for multibody (with ``step``: rk4 where it is stable at that step,
+    else generalized-alpha), state-transition for LTI, dopri5 for other ODEs), ``rtol``/``atol`` (1e-6/1e-8),
     ``step``: fixed integration step (None: adaptive).
     ``stop_time``/``step_size``: the DefaultExperiment (defaults: the model's
     usual horizon and 1/500 of it, or the blocks' base step).
@@ -452,7 +452,7 @@ def build_fmu(target, output=None, *, method=None, rtol=None, atol=None, step=No
         # slave will translate its configuration into (clear cosim errors)
         if method is None or method == "auto":   # driven by the host: cosim.method_choice
             from cosim.method_choice import default_method
-            method = default_method(spec["model"], fixed_step=step is not None, driven=True)
+            method = default_method(spec["model"], fixed_step=step, driven=True, params=params)
         sim = Simulation.from_spec(SimulationSpec.from_dict(
             dict(spec, method=method, params=params, rtol=rtol, atol=atol, h=step,
                  method_options=method_options, communication_step=None), source="cosim fmu build"))

@@ -84,7 +84,8 @@ def register(subparsers):
     b.add_argument("--method", default=None,
                    help="integration method (see `cosim methods`; default: the scenario's, else "
                         "the rule for a driven plant: dopri5 for multibody models "
-                        "(generalized-alpha with --step), state-transition for lti, dopri5 for "
+                        "(with --step: rk4 where it is stable at that step, else generalized-alpha), "
+                        "state-transition for lti, dopri5 for "
                         "other first-order models)")
     b.add_argument("--rtol", type=float, default=None, help="relative tolerance (default 1e-6)")
     b.add_argument("--atol", type=float, default=None, help="absolute tolerance (default 1e-8)")

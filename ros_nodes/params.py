@@ -58,8 +58,8 @@ PLANT = (
     S("position_limits", True, "robot from URDF: the joints' position limits (URDF <limit lower "
       "upper>) as stops that hold; false: the joints move past them"),
     S("method", "auto", "integration method (cosim METHOD_REGISTRY name; auto: the default "
-                        "rule, dopri5 for a multibody plant the node drives, generalized-alpha "
-                        "with integrator_step)"),
+                        "rule, dopri5 for a multibody plant the node drives; with integrator_step "
+                        "rk4 where it is stable at that step, else generalized-alpha)"),
     S("backend", "auto", "auto (compiled numba kernels where the method and model have them), "
       "numba or python (the reference)", choices=("auto", "numba", "python")),
     S("rtol", 1e-6, "integrator relative tolerance", range=(0.0, 1.0)),
@@ -326,7 +326,8 @@ def simulation_spec(cfg):
     if method == "auto":   # the node drives the plant: new inputs at every step (cosim.method_choice)
         from cosim.method_choice import default_method
         try:
-            method = default_method(model, fixed_step=bool(cfg["integrator_step"]), driven=True)
+            method = default_method(model, fixed_step=cfg["integrator_step"] or None, driven=True,
+                                    params=cfg["params"])
         except CosimError as exc:
             raise SpecError(f"ROS parameters: {exc}") from None
     return SimulationSpec.from_dict({

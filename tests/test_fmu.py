@@ -72,7 +72,8 @@ def pendulum_fixed_fmu(fmu_dir):
     """Pendulum with fixed integration step and a changed parameter."""
     path = fmu_dir / "PendulumFixed.fmu"
     assert cosim_main(["fmu", "build", "pendulum", "-o", str(path), "--step", "0.001",
-                       "--param", "l=1.5", "--option", "rho_inf=0.6", "--name", "PendulumFixed"]) == 0
+                       "--method", "generalized-alpha", "--param", "l=1.5", "--option", "rho_inf=0.6",
+                       "--name", "PendulumFixed"]) == 0
     return path
 
 
@@ -221,8 +222,9 @@ def test_fmpy_simulation_with_input_matches_simulation(pendulum_fmu):
 def test_fmu_matches_cosim_simulate_cli(pendulum_fixed_fmu, tmp_path):
     """The FMU stepped on the CLI's communication grid equals `cosim simulate --out`."""
     csv = tmp_path / "run.csv"
-    assert cosim_main(["simulate", "pendulum", "--h", "0.001", "--param", "l=1.5", "--t-end", "0.5",
-                       "--dt", "0.01", "--option", "rho_inf=0.6", "--out", str(csv)]) == 0
+    assert cosim_main(["simulate", "pendulum", "--h", "0.001", "--method", "generalized-alpha",
+                       "--param", "l=1.5", "--t-end", "0.5", "--dt", "0.01", "--option", "rho_inf=0.6",
+                       "--out", str(csv)]) == 0
     table = np.genfromtxt(csv, delimiter=",", names=True)
     slave = Slave(pendulum_fixed_fmu, "cli")
     t, rows = 0.0, [slave.get(PENDULUM_OUT)]

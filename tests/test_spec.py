@@ -36,7 +36,9 @@ def test_defaults_are_resolved_in_the_spec():
     spec = SimulationSpec.from_dict({"model": "pendulum"})
     # the default rule (cosim.method_choice, docs/methods/index.md "Default method")
     assert spec.method == "dopri5" and spec.stop_time == 5.0
-    assert SimulationSpec.from_dict({"model": "pendulum", "h": 0.001}).method == "generalized-alpha"
+    # a fixed step: rk4 where it is stable at h (the pendulum), else generalized-alpha
+    assert SimulationSpec.from_dict({"model": "pendulum", "h": 0.001}).method == "rk4"
+    assert SimulationSpec.from_dict({"model": "crank_slider", "h": 0.001}).method == "generalized-alpha"
     assert SimulationSpec.from_dict({"model": "pendulum", "method": "auto"}).method == "dopri5"
     assert SimulationSpec.from_dict({"model": "lti"}).method == "state-transition"
     assert SimulationSpec.from_dict({"model": "pendulum", "start_time": 1.0}).stop_time == 6.0

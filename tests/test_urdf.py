@@ -386,7 +386,7 @@ def test_panda_fmu_built_validated_simulated_and_rolled_back(tmp_path):
     path = tmp_path / "panda.fmu"
     assert cosim_main(["fmu", "build", str(_panda().robot and example_robot_path()), "-o",
                        str(path), "--step", "0.001", "--comm-step", "0.01",
-                       "--stop-time", "0.2"]) == 0
+                       "--method", "generalized-alpha", "--stop-time", "0.2"]) == 0
     assert validate_fmu(str(path)) == []
     res = fmpy.simulate_fmu(str(path), stop_time=0.2, output_interval=0.01,
                             output=["panda_joint2_position"])

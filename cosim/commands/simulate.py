@@ -78,7 +78,7 @@ def run_simulation(model, method="auto", *, t_end=None, dt=None, rtol=None,
     if method in (None, "auto"):   # the default rule on the plant the command line loaded
         from ..method_choice import default_method
         method = default_method(plant if isinstance(plant, (type, Model)) else model_class(plant),
-                                fixed_step=h is not None)
+                                fixed_step=h, params=params)
     if dt is not None and finite_float("dt", dt, positive=True) > t_end:
         warn(f"--dt {dt:g} is longer than --t-end {t_end:g}: one communication step of {t_end:g} s")
         dt = t_end
@@ -355,7 +355,8 @@ def register(sub):
                    "or package.module:Class (importable)")
     p.add_argument("--method", default="auto",
                    help="integration method (see `cosim methods`); auto (default): dopri5 for "
-                        "a multibody model or an ODE, generalized-alpha with --h, "
+                        "a multibody model or an ODE; with --h rk4 where it is stable at that step, "
+                        "else generalized-alpha; "
                         "state-transition for LTI")
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default 1e-6)")
     p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default 1e-8)")
