@@ -1567,9 +1567,20 @@ class Simulation:
             tol = max(self.event_tolerance, 4.0 * _EPS * max(1.0, abs(t_b)))
 
             dense = integ.step_interpolant()   # (the step's dense output, its record read once)
+            component = getattr(dense, "component", None)
+
+            linear = {}   # event_coordinate(i) of the functions looked at (the mode is the step's)
 
             def z_at(tt, i):
-                return event_values(model, tt, dense(tt), u)[i]
+                lin = linear.get(i, False)
+                if lin is False:
+                    lin = linear[i] = model.event_coordinate(i)
+                if lin is None:
+                    return event_values(model, tt, dense(tt), u)[i]
+                # z_i = ±(y_j − c) (a position stop): the dense output of y_j alone
+                j, c, sign = lin
+                y_j = component(tt, j) if component is not None else float(dense(tt)[j])
+                return y_j - c if sign > 0.0 else c - y_j
 
             starts = {i: (t_a, z_old[i]) for i in hits}
             immediate = []

@@ -166,20 +166,41 @@ def last_step_interpolant(integ, slope0, slope1):
     if t1 == t0 or d is None:
         return step_interpolant(t0, t1, None, integ.y, None)
     y0, y1, f0, f1 = integ.y_prev, integ.y, d[slope0], d[slope1]
-    return step_interpolant(t0, t1, y0, y1, lambda t: hermite_interpolate(t, t0, t1, y0, f0, y1, f1))
+
+    def inner_j(t, j):  # component j alone: the same operations on its floats
+        return hermite_interpolate(t, t0, t1, float(y0[j]), float(f0[j]), float(y1[j]), float(f1[j]))
+    return step_interpolant(t0, t1, y0, y1, lambda t: hermite_interpolate(t, t0, t1, y0, f0, y1, f1),
+                            inner_j)
 
 
-def step_interpolant(t0, t1, y0, y1, inner):
+def step_interpolant(t0, t1, y0, y1, inner, inner_j=None):
     """A step's dense output as a function of t: y0 and y1 (copies) at its ends t0 and
-    t1, ``inner(t)`` (t a float) between; ``inner`` None: y1 everywhere (no step)."""
+    t1, ``inner(t)`` (t a float) between; ``inner`` None: y1 everywhere (no step).
+    Its ``component(t, j)``: entry j of it as a float, from ``inner_j(t, j)`` where
+    given (an event located on one coordinate evaluates no other)."""
     if inner is None:
-        return lambda t: y1.copy()
-
-    def at(t):
-        t = float(t)
-        if t == t1:
+        def at(t):
             return y1.copy()
-        if t == t0:
-            return y0.copy()
-        return inner(t)
+
+        def component(t, j):
+            return float(y1[j])
+    else:
+        def at(t):
+            t = float(t)
+            if t == t1:
+                return y1.copy()
+            if t == t0:
+                return y0.copy()
+            return inner(t)
+
+        def component(t, j):
+            if inner_j is None:
+                return float(at(t)[j])
+            t = float(t)
+            if t == t1:
+                return float(y1[j])
+            if t == t0:
+                return float(y0[j])
+            return inner_j(t, j)
+    at.component = component
     return at

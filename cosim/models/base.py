@@ -165,6 +165,14 @@ class Model:
         """Switching functions, one per entry of ``events`` (seed 001 §3.7)."""
         return np.zeros(0)
 
+    def event_coordinate(self, index):
+        """``(j, c, s)`` when switching function ``index`` is, in the model's present
+        mode, exactly y[j] − c (s = +1) or c − y[j] (s = −1) with the same rounding as
+        :meth:`event_functions` (a URDF robot's position stop: q_i − limit), else None.
+        The stepper then locates its event on component j of the step's dense output
+        alone."""
+        return None
+
     def apply_event(self, index, t, y, u) -> np.ndarray:
         """Jump map of event ``index`` at its located time; returns new y."""
         return y

@@ -446,6 +446,20 @@ class URDFModel(MultibodyModel):
             z = self._z_buffers[1]
         return self._stop_fns[1](x1, x0, start, h, u, self._p, self._stop_table, z_old, z), z
 
+    def event_coordinate(self, index):
+        """An arrival of a joint no stop holds: q_i − lower or upper − q_i (the rounding
+        of :func:`stop_values` and :meth:`event_functions_reference`); a held joint's
+        arrivals (1) and the releases: None."""
+        k = len(self._limited)
+        if index >= 2 * k:
+            return None
+        r = index % k
+        i = int(self._limited[r])
+        if len(self._held) and i in self._held:
+            return None
+        table = self._stop_table
+        return (i, float(table[2 + k + r]), 1.0) if index < k else (i, float(table[2 + 2 * k + r]), -1.0)
+
     def inputs_move_events(self):
         """Whether a new input can move a switching function: only a holding stop's
         reaction depends on the efforts (the arrivals are positions)."""
