@@ -173,6 +173,26 @@ def last_step_interpolant(integ, slope0, slope1):
                             inner_j)
 
 
+def qv_hermite_interpolant(t0, t1, y0, y1, a0, a1, n):
+    """A second-order method's dense output over its step from (t0, y0 = [q0, v0]) to
+    (t1, y1): cubic Hermite in q from (q, q') and in v from (q', q'') at both ends (a0,
+    a1 the q'' there), as a function of t with ``component(t, j)`` (entry j alone, the
+    same operations on its floats)."""
+    q0, v0, q1, v1 = y0[:n], y0[n:], y1[:n], y1[n:]
+
+    def at(t):
+        return np.concatenate([hermite_interpolate(t, t0, t1, q0, v0, q1, v1),
+                               hermite_interpolate(t, t0, t1, v0, a0, v1, a1)])
+
+    def component(t, j):
+        if j < n:
+            return hermite_interpolate(t, t0, t1, float(q0[j]), float(v0[j]), float(q1[j]), float(v1[j]))
+        j -= n
+        return hermite_interpolate(t, t0, t1, float(v0[j]), float(a0[j]), float(v1[j]), float(a1[j]))
+    at.component = component
+    return at
+
+
 def step_interpolant(t0, t1, y0, y1, inner, inner_j=None):
     """A step's dense output as a function of t: y0 and y1 (copies) at its ends t0 and
     t1, ``inner(t)`` (t a float) between; ``inner`` None: y1 everywhere (no step).

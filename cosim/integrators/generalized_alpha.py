@@ -40,7 +40,7 @@ from ..validation import flag
 from . import dense_lu, ga_corrector, ga_record, ga_terms, kernel_common
 from . import ga_kernel as K
 from .base import EPS, MultibodyIntegrator
-from .common import consistent_accelerations, error_weights, hermite_interpolate, weighted_max_norm
+from .common import consistent_accelerations, error_weights, qv_hermite_interpolant, weighted_max_norm
 from .ga_record import O_A, O_END, O_LAM, O_LR, O_QDD, O_QDDP, O_XR, O_Y, O_YP
 from .ga_state import RECORD
 from .model_functions import compiled_unsupported, n_nonholonomic, python_functions
@@ -323,11 +323,7 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
         y1 = self.y
         if t1 == t0:
             return lambda t: y1.copy()
-        n = self.model.n_q
-        y0, a0, a1 = self.y_prev, self.qdd_prev, self.qdd
-        q0, v0, q1, v1 = y0[:n], y0[n:], y1[:n], y1[n:]
-        return lambda t: np.concatenate([hermite_interpolate(t, t0, t1, q0, v0, q1, v1),
-                                         hermite_interpolate(t, t0, t1, v0, a0, v1, a1)])
+        return qv_hermite_interpolant(t0, t1, self.y_prev, y1, self.qdd_prev, self.qdd, self.model.n_q)
 
     # -- state -------------------------------------------------------------------------------
     def reset_point(self, t, y):

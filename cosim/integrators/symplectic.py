@@ -72,7 +72,7 @@ from ..models.ranges import DEFAULT
 from . import dense_lu, kernel_common, spark_record, spark_terms
 from . import spark_kernel as K
 from .base import MultibodyIntegrator
-from .common import hermite_interpolate
+from .common import qv_hermite_interpolant
 from .model_functions import compiled_unsupported, python_functions
 from .record import RecordIntegrator, record_point
 from .spark_state import RECORD
@@ -426,11 +426,7 @@ class PreadjustedSPARK(record_point(K.T, K.T_PREV, ("y", "y_prev", "qdd", "qdd_p
         y1 = self.y
         if t1 == t0:
             return lambda t: y1.copy()
-        n = self.model.n_q
-        y0, a0, a1 = self.y_prev, self.qdd_prev, self.qdd
-        q0, v0, q1, v1 = y0[:n], y0[n:], y1[:n], y1[n:]
-        return lambda t: np.concatenate([hermite_interpolate(t, t0, t1, q0, v0, q1, v1),
-                                         hermite_interpolate(t, t0, t1, v0, a0, v1, a1)])
+        return qv_hermite_interpolant(t0, t1, self.y_prev, y1, self.qdd_prev, self.qdd, self.model.n_q)
 
     # -- restart / state ----------------------------------------------------------------------
     def restart(self):

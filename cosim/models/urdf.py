@@ -142,6 +142,7 @@ class URDFModel(MultibodyModel):
     _structure = None       # urdf_structure.RobotStructure
     _compiled_terms = None  # (mass, forces) compiled, while a compiled method runs the robot
     _limited = ()           # indices of joints with position limits
+    _event_coords = None    # event_coordinate of every switching function, in the present modes
     _held = ()              # indices of the joints held by a stop (their mimic groups)
     _mimics = ()            # (mimic joint, followed joint, multiplier, offset) per constraint
     _root = _coef = _offs = None  # q_i = _coef[i] q_{_root[i]} + _offs[i] (mimic chains resolved)
@@ -253,6 +254,7 @@ class URDFModel(MultibodyModel):
             if self._modes[r] != 0.0:
                 held.update(self._group(i).tolist())
         self._held = np.array(sorted(held), dtype=int)
+        self._event_coords = None   # (event_coordinate's, for these modes)
         table = getattr(self, "_stop_table", None)
         if table is not None:  # the modes in the compiled functions' table
             k = len(self._limited)
@@ -449,16 +451,17 @@ class URDFModel(MultibodyModel):
     def event_coordinate(self, index):
         """An arrival of a joint no stop holds: q_i − lower or upper − q_i (the rounding
         of :func:`stop_values` and :meth:`event_functions_reference`); a held joint's
-        arrivals (1) and the releases: None."""
-        k = len(self._limited)
-        if index >= 2 * k:
-            return None
-        r = index % k
-        i = int(self._limited[r])
-        if len(self._held) and i in self._held:
-            return None
-        table = self._stop_table
-        return (i, float(table[2 + k + r]), 1.0) if index < k else (i, float(table[2 + 2 * k + r]), -1.0)
+        arrivals (1) and the releases: None.  (Per mode: made again when a stop changes.)"""
+        coords = self._event_coords
+        if coords is None:
+            k, table = len(self._limited), self._stop_table
+            held = set(np.asarray(self._held, dtype=int).tolist())
+            lim = [int(i) for i in self._limited]
+            coords = self._event_coords = tuple(
+                [None if i in held else (i, float(table[2 + k + r]), 1.0) for r, i in enumerate(lim)]
+                + [None if i in held else (i, float(table[2 + 2 * k + r]), -1.0) for r, i in enumerate(lim)]
+                + [None] * k)
+        return coords[index]
 
     def inputs_move_events(self):
         """Whether a new input can move a switching function: only a holding stop's
