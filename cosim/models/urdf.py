@@ -144,6 +144,7 @@ class URDFModel(MultibodyModel):
     _limited = ()           # indices of joints with position limits
     _event_coords = None    # event_coordinate of every switching function, in the present modes
     _held = ()              # indices of the joints held by a stop (their mimic groups)
+    _held_set = frozenset()  # the same, a set
     _mimics = ()            # (mimic joint, followed joint, multiplier, offset) per constraint
     _root = _coef = _offs = None  # q_i = _coef[i] q_{_root[i]} + _offs[i] (mimic chains resolved)
     kernel_name = "urdf_tree"  # one compiled entry for every robot (the robot is in p)
@@ -254,6 +255,7 @@ class URDFModel(MultibodyModel):
             if self._modes[r] != 0.0:
                 held.update(self._group(i).tolist())
         self._held = np.array(sorted(held), dtype=int)
+        self._held_set = frozenset(self._held.tolist())
         self._event_coords = None   # (event_coordinate's, for these modes)
         table = getattr(self, "_stop_table", None)
         if table is not None:  # the modes in the compiled functions' table
@@ -455,7 +457,7 @@ class URDFModel(MultibodyModel):
         coords = self._event_coords
         if coords is None:
             k, table = len(self._limited), self._stop_table
-            held = set(np.asarray(self._held, dtype=int).tolist())
+            held = self._held_set
             lim = [int(i) for i in self._limited]
             coords = self._event_coords = tuple(
                 [None if i in held else (i, float(table[2 + k + r]), 1.0) for r, i in enumerate(lim)]
@@ -527,7 +529,7 @@ class URDFModel(MultibodyModel):
             if mode != 0.0:
                 self._onto_limit(y, i, self._lower[i] if mode < 0 else self._upper[i])
             return y
-        if i in self._held:  # its group is held by another stop already
+        if i in self._held_set:  # its group is held by another stop already
             return y
         side = -1.0 if index < k else 1.0
         self._onto_limit(y, i, self._lower[i] if side < 0 else self._upper[i])
