@@ -445,10 +445,11 @@ def initial_step(est, tiny, c, p, h_ref, h_zero, h_lo, h_hi):
     with ``est`` a weighted norm (1 ≈ the tolerance) for a step ``h_ref``, is the
     fraction ``c`` of the tolerance, h = h_ref·(c/est)^(1/p); ``h_zero`` when est or
     h_ref ≤ ``tiny`` (no information, also NaN); then clamped to [h_lo, h_hi].  (p = 1
-    as c·h_ref/est, p = 2 by √: the numbers of the formulas it replaced.)  The callers
-    and their parameters, one comment line each: generalized-α, BDF, local-index1 (‖q''‖,
-    p = 2), dopri5/rk4 (HNW's pilot 0.01·‖y0‖/‖f0‖ and its h1) and rkc-penalty
-    (rkc.f's pilot h‖f0‖ = 0.1 and its Euler estimate)."""
+    as c·h_ref/est, p = 2 by √: the numbers of the formulas it replaced.)  The callers,
+    with a comment line on their parameters at each call: generalized-α, BDF,
+    local-index1 (‖q''‖, p = 2), dopri5/rk4 (HNW's pilot 0.01·‖y0‖/‖f0‖, 1e-6 when a
+    norm ≤ 1e-5 as in their HINIT, then their h1) and rkc-penalty (rkc.f's pilot
+    h‖f0‖ = 0.1, then its Euler estimate)."""
     if est > tiny and h_ref > tiny:
         if p == 1:
             h = c * h_ref / est
