@@ -22,6 +22,11 @@ def test_initial_step_is_h_ref_times_the_root_clamped():
     # p = 1 exactly c/est; h_ref scales the root: 1e-3·(0.1/1e-5)^(1/2) = 0.1
     assert initial_step(4.0, 0.0, 0.1, 1, 1.0, 1e-3, 0.0, 1.0) == 0.1 / 4.0
     assert initial_step(1e-5, 0.0, 0.1, 2, 1e-3, 1.0, 0.0, 1.0) == pytest.approx(0.1, rel=1e-15)
+    # p = 1 is c·h_ref/est in that order (HNW's pilot 0.01·‖y0‖/‖f0‖; h_ref·(c/est) is
+    # another bit here: 0.007142857142857143)
+    assert initial_step(7.0, 1e-5, 0.01, 1, 5.0, 1e-6, 0.0, math.inf) == 0.0071428571428571435
+    # h_ref ≤ tiny (HNW: ‖y0‖ ≤ 1e-5) is no information as est ≤ tiny: h_zero
+    assert initial_step(7.0, 1e-5, 0.01, 1, 1e-5, 1e-6, 0.0, math.inf) == 1e-6
     # p = 5: (0.01/3.2e-9)^(1/5) = (3.125e6)^(1/5) = 19.7… ; (0.01·32/1e-3)^(1/5) = 320^(1/5)
     assert initial_step(1e-3 / 32.0, 0.0, 0.01, 5, 1.0, 1e-6, 0.0, 100.0) == pytest.approx(
         320.0 ** 0.2, rel=1e-14)

@@ -1,4 +1,4 @@
-"""Shared numerical helpers: error weights and norms, finite-difference
+"""Shared numerical helpers: error weights, finite-difference
 Jacobians, consistent accelerations (seed 000 eq. 10), LU with a
 singularity check."""
 
@@ -20,23 +20,9 @@ def _lapack():
 
 
 def error_weights(y, rtol, atol):
-    """W_k = RTOL·|y_k| + ATOL_k (seed 000 eq. 35)."""
-    return rtol * np.abs(y) + atol
-
-
-def weighted_max_norm(x, weights):
-    """‖x‖ = max_k |x_k| / W_k (eq. 35; 0 for an empty x): the initial acceleration's
-    norm of the implicit methods' first step (:func:`.kernel_common.initial_step`)."""
-    return float(np.max(np.abs(x) / weights)) if x.size else 0.0
-
-
-def weighted_rms_norm(x, weights):
-    """‖x‖ = √(mean_k (x_k / W_k)²) (the initial-step estimates of dopri5/rk4 and
-    rkc-penalty, :func:`.kernel_common.initial_step`; the kernels' norms are
+    """W_k = RTOL·|y_k| + ATOL_k (seed 000 eq. 35; the norms in them are
     :mod:`.kernel_common`'s)."""
-    if x.size == 0:
-        return 0.0
-    return float(np.sqrt(np.mean((x / weights) ** 2)))
+    return rtol * np.abs(y) + atol
 
 
 # forward-difference Jacobian: one helper for the integrators and cosim.derivatives

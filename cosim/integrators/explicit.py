@@ -44,8 +44,8 @@ from . import explicit_kernel as K
 from .base import MultibodyIntegrator
 from .explicit_record import O_END, O_LAM, O_QDD, O_Y, O_YP
 from .explicit_state import RECORD
-from .common import (error_weights, last_step_dense_output, last_step_interpolant, step_interpolant,
-                     weighted_rms_norm)
+from .common import last_step_dense_output, last_step_interpolant, step_interpolant
+from .kernel_common import error_ratio
 from .model_functions import n_nonholonomic, python_functions
 from .record import DeferredRestart, RecordIntegrator, kernel_model_reason, record_point
 
@@ -194,29 +194,29 @@ class ExplicitRungeKutta(DeferredRestart, _POINT, RecordIntegrator, MultibodyInt
         return f
 
     def _initial_step(self, f0):
-        """Hairer-Nørsett-Wanner I, II.4 (as in scipy.integrate)."""
+        """Hairer-Nørsett-Wanner I, II.4 (as in scipy.integrate; HINIT of their dopri5.f)."""
         if self.first_step is not None:
             return min(self.first_step, self.max_step)
         y0 = self.y
         if y0.size == 0:
             return min(1.0, self.max_step)
-        scale = error_weights(y0, self.rtol, self.atol)
+        rtol, atol = self.rtol, self.atol
         with np.errstate(over="ignore"):  # an overflow gives inf, handled below
-            d0, d1 = weighted_rms_norm(y0, scale), weighted_rms_norm(f0, scale)
-        h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
+            d0, d1 = error_ratio(y0, y0, y0, rtol, atol), error_ratio(y0, y0, f0, rtol, atol)
+        # HNW II.4 (a)-(b): the Euler pilot h0·‖f0‖ = 0.01·‖y0‖, 1e-6 when ‖y0‖ or ‖f0‖ ≤ 1e-5
+        h0 = kernel_common.initial_step(d1, 1e-5, 0.01, 1, d0, 1e-6, 0.0, math.inf)
         if not h0 >= 1e-300:  # |f| / |y| beyond the float range: no step can be taken
             self._fail(f"the initial derivative is too large for any step (|f| / |y| = {d1:.3g} / "
                        f"{d0:.3g} in tolerance units; parameters out of range?)", h0,
                        "initial step underflows")
         try:
             f1, _ = self._evaluate(self.t + h0, y0 + h0 * f0)
-            d2 = weighted_rms_norm(f1 - f0, scale) / h0
+            d2 = error_ratio(y0, y0, f1 - f0, rtol, atol) / h0
         except SingularMatrixError:
             d2 = 0.0
         if not math.isfinite(d2):
             d2 = 0.0
-        # h1 = (0.01 / max(d1, d2))^(1/(order+1)), max(1e-6, h0·1e-3) when both ≤ 1e-15;
-        # at most 100 h0
+        # HNW II.4 (c)-(f): h^(order+1)·max(‖f0‖, ‖f'‖) = 0.01, max(1e-6, h0·1e-3) when ≤ 1e-15, ≤ 100 h0
         return kernel_common.initial_step(max(d1, d2), 1e-15, 0.01, self.order + 1, 1.0, max(1e-6, h0 * 1e-3),
                                           0.0, min(100 * h0, self.max_step))
 

@@ -414,11 +414,7 @@ def _error_index3(fns, S, I, p, n, m, t1, h, qmax, delta, work):
         errfloor = (10.0 * ROUNDOFF * EPS / b) * qmax
         if m > 0 and S[ERR_TANGENT] == 1.0:
             xt = _tangent_part(fns, S, I, p, n, m, work[W_Q0] + (b * h * h) * delta[:n], t1, x)
-            et = 0.0
-            for i in range(n):
-                e = abs(xt[i]) / (es * w[i])
-                if e > et:
-                    et = e
+            et = scaled_max(xt, w, es, 0.0, n)
             for i in range(n):
                 e = abs(x[i] - xt[i]) / (es * w[i] + errfloor)
                 if e > xm:

@@ -40,7 +40,7 @@ from ..validation import flag
 from . import dense_lu, ga_corrector, ga_record, ga_terms, kernel_common
 from . import ga_kernel as K
 from .base import EPS, MultibodyIntegrator
-from .common import consistent_accelerations, error_weights, qv_hermite_interpolant, weighted_max_norm
+from .common import consistent_accelerations, error_weights, qv_hermite_interpolant
 from .ga_record import O_A, O_END, O_LAM, O_LR, O_QDD, O_QDDP, O_XR, O_Y, O_YP
 from .ga_state import RECORD
 from .model_functions import compiled_unsupported, n_nonholonomic, python_functions
@@ -301,8 +301,9 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
         # the initial acceleration, h²‖q''‖/2, is 1/100 of the tolerance-scaled
         # scale — cautious; the controller doubles it per step.
         n = self.model.n_q
-        acc = weighted_max_norm(self.qdd, error_weights(self.y[:n], self._err_rtol, self._err_atol))
-        # h²/2·‖q''‖ = 0.01, h in [1e-10, 1e-2]; 1e-3 when q'' = 0
+        weights = error_weights(self.y[:n], self._err_rtol, self._err_atol)
+        acc = kernel_common.scaled_max(self.qdd, weights, 1.0, 0.0, self.qdd.size)
+        # h²/2·‖q''‖ (eq. 35) = 1/100 of the tolerance; h in [1e-10, 1e-2], 1e-3 if q'' = 0
         return kernel_common.initial_step(acc, 0.0, 2.0 * 0.01, 2, 1.0, 1e-3, 1e-10, min(1e-2, self.max_step))
 
     def tangent_part(self, q, t, x):

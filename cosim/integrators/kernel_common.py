@@ -18,9 +18,9 @@ of the BDF family (step and order selection) and of rkc-penalty (rkc.f's
 second-order controller), beside :func:`next_step` (dopri5/rk4, local-index1).
 
 The norms (eq. 35): :func:`weighted_max`, :func:`scaled_max`, :func:`weighted_rms`,
-  :func:`error_ratio` here, ``weighted_max_norm``/``weighted_rms_norm`` in :mod:`.common`;
-  which method uses which, and why the others stay in their methods: docs/compiled-backend.md
-  ("The norms").
+  :func:`error_ratio`, also the first-step estimates' (run as Python by the integrator
+  objects); which method uses which, and why the others stay in their methods:
+  docs/compiled-backend.md ("The norms").
 
 Plain functions of numbers and arrays: pasted into each compiled method
 (``helpers`` of :func:`cosim.jit.method_entry`, after :mod:`.dense_lu`) and
@@ -440,23 +440,23 @@ def error_ratio(y, y_new, e, rtol, atol):
 
 # -- the first step (every adaptive method; seed 000 eq. 35's norm) ------------------------
 def initial_step(est, tiny, c, p, h_ref, h_zero, h_lo, h_hi):
-    """The first step of an adaptive method: the h whose error term of order p,
-    est·(h/h_ref)^p with ``est`` its weighted norm for a step ``h_ref`` (1 ≈ the
-    tolerance), is the fraction ``c`` of the tolerance: h = h_ref·(c/est)^(1/p);
-    ``h_zero`` when est ≤ ``tiny`` (no information, also NaN); then clamped to
-    [h_lo, h_hi].  (p = 2 by √, p = 1 exactly: the numbers of the formulas it
-    replaces.)  The methods supply est: ‖q''‖ (generalized-α, BDF, local-index1:
-    h²/2·‖q''‖ = fraction, i.e. c = 2·fraction, p = 2), Hairer-Nørsett-Wanner's
-    max(‖f‖, ‖f'‖) (dopri5/rk4, p = order + 1) and rkc.f's ‖f‖ and Euler estimate."""
-    if est > tiny:
-        r = c / est
-        if p == 2:
-            g = math.sqrt(r)
-        elif p == 1:
-            g = r
+    """Every step-size guess before the first step, and the pilot steps on the way
+    (Hairer-Nørsett-Wanner I, II.4): the h whose term of order p, est·(h/h_ref)^p
+    with ``est`` a weighted norm (1 ≈ the tolerance) for a step ``h_ref``, is the
+    fraction ``c`` of the tolerance, h = h_ref·(c/est)^(1/p); ``h_zero`` when est or
+    h_ref ≤ ``tiny`` (no information, also NaN); then clamped to [h_lo, h_hi].  (p = 1
+    as c·h_ref/est, p = 2 by √: the numbers of the formulas it replaced.)  The callers,
+    with a comment line on their parameters at each call: generalized-α, BDF,
+    local-index1 (‖q''‖, p = 2), dopri5/rk4 (HNW's pilot 0.01·‖y0‖/‖f0‖, 1e-6 when a
+    norm ≤ 1e-5 as in their HINIT, then their h1) and rkc-penalty (rkc.f's pilot
+    h‖f0‖ = 0.1, then its Euler estimate)."""
+    if est > tiny and h_ref > tiny:
+        if p == 1:
+            h = c * h_ref / est
+        elif p == 2:
+            h = h_ref * math.sqrt(c / est)
         else:
-            g = r ** (1.0 / p)
-        h = h_ref * g
+            h = h_ref * (c / est) ** (1.0 / p)
     else:
         h = h_zero
     return min(max(h, h_lo), h_hi)

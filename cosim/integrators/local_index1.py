@@ -52,7 +52,7 @@ from . import dense_lu, kernel_common, li1_nullspace, li1_record
 from . import li1_kernel as K
 from . import li1_record as R
 from .base import MultibodyIntegrator
-from .common import error_weights, last_step_dense_output, last_step_interpolant, weighted_max_norm
+from .common import error_weights, last_step_dense_output, last_step_interpolant
 from .li1_state import RECORD
 from .model_functions import n_nonholonomic
 from .record import RecordIntegrator, kernel_model_reason, record_point
@@ -163,9 +163,10 @@ class LocalEquivalentIndex1(record_point(R.T, R.T_PREV, ("y", "y_prev", "qdd", "
     def _initial_step(self):
         if self.first_step is not None:
             return min(self.first_step, self.max_step)
-        # trapezoidal error ≈ h³‖x'''‖/12; without x''' take h²/2·‖(v, q'')‖ = 0.005 of the
-        # tolerance (h in [1e-8, 1e-2]; 1e-3 when both vanish)
-        d = weighted_max_norm(np.concatenate([self.v, self.qdd]), error_weights(self.y, self.rtol, self.atol))
+        # trapezoidal error ≈ h³‖x'''‖/12; without x''' take the step's change
+        x = np.concatenate([self.v, self.qdd])
+        d = kernel_common.scaled_max(x, error_weights(self.y, self.rtol, self.atol), 1.0, 0.0, x.size)
+        # h²/2·‖(v, q'')‖ (eq. 35) = 0.005 of the tolerance; h in [1e-8, 1e-2], 1e-3 if both vanish
         return kernel_common.initial_step(d, 0.0, 2.0 * 0.005, 2, 1.0, 1e-3, 1e-8, min(1e-2, self.max_step))
 
     # -- dense output ----------------------------------------------------------------------

@@ -66,7 +66,8 @@ from ..models.ranges import POSITIVE
 from . import dense_lu, explicit_record, index1_kernel, kernel_common, rkc_record
 from . import rkc_kernel as K
 from .base import MultibodyIntegrator
-from .common import error_weights, last_step_dense_output, last_step_interpolant, weighted_rms_norm
+from .common import last_step_dense_output, last_step_interpolant
+from .kernel_common import error_ratio
 from .model_functions import n_nonholonomic, python_functions
 from .record import DeferredRestart, RecordIntegrator, kernel_model_reason, record_point
 from .rkc_record import RKC_O_END, RKC_O_LAM, RKC_O_QDD, RKC_O_Y, RKC_O_YP
@@ -317,14 +318,13 @@ class RKCPenalty(DeferredRestart, record_point(K.T, K.T_PREV, ("y", "y_prev", "q
     def _initial_step(self, f0):
         if self.first_step is not None:
             return min(self.first_step, self.max_step)
-        y = self.y
-        scale = error_weights(y, self.rtol, self.atol)
-        # as rkc.f: the Euler step's change h‖f‖ = 0.1 (1e-3 when f = 0), at most max_step
-        h = kernel_common.initial_step(weighted_rms_norm(f0, scale), 0.0, 0.1, 1, 1.0, 1e-3, 0.0, self.max_step)
-        # then its error estimate ‖h0 (f(y + h0 f) − f)‖ ≈ h0² ‖y''‖ = 0.1 (h ≥ h0·1e-3)
+        y, rtol, atol = self.y, self.rtol, self.atol
+        # rkc.f's pilot: the Euler step's change h‖f0‖ = 0.1 (1e-3 when f0 = 0), ≤ max_step, ≤ 1/ρ
+        h = kernel_common.initial_step(error_ratio(y, y, f0, rtol, atol), 0.0, 0.1, 1, 1.0, 1e-3, 0.0, self.max_step)
         h0 = min(h, 1.0 / max(self.rho, 1e-12))
         f1 = self._f(self.t + h0, y + h0 * f0)
-        est = weighted_rms_norm(h0 * (f1 - f0), scale)
+        # rkc.f's first step: Euler's error estimate ‖h0 (f(y + h0 f0) − f0)‖ ≈ h0²‖y''‖ = 0.1, h ≥ h0·1e-3
+        est = error_ratio(y, y, h0 * (f1 - f0), rtol, atol)
         h = kernel_common.initial_step(est, 0.0, 0.1, 2, h0, h, h0 * 1e-3, h)
         return max(min(h, self.max_step), 1e-12)
 
