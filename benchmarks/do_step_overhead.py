@@ -3,7 +3,9 @@
 Cases (compiled backend, h = 1 ms, one communication step = one integrator step):
 two_link with generalized-α and the Panda (9 joints) with rk4, without and with
 its joint stops (``position_limits``; with them ``do_step`` also screens every
-step for a stop event).  Rows, µs per step
+step for a stop event); then bdf at rtol 1e-6 on both (a communication step is one
+or a few integrator steps; a new input's history shift is made in the step's call;
+``--bdf``: these cases only).  Rows, µs per step
 of CPU time (``time.process_time``: on a busy machine the preemption is left out),
 blocks of N steps from the same state, the rows interleaved block by block:
 
@@ -137,10 +139,11 @@ def main(argv=None):
     # input shifts the history in the same compiled call)
     sim = cosim.Simulation(model="two_link", method="bdf", rtol=1e-6, atol=1e-8, backend="numba")
     case("two_link, bdf, rtol 1e-6", sim, [0.1, -0.05], args.steps, args.repeat)
-    sim = cosim.Simulation(load_urdf(example_robot_path()), method="bdf", rtol=1e-6, atol=1e-8,
-                           backend="numba")
-    case("Panda (9 joints), bdf, rtol 1e-6, its joint stops on (default)", sim,
-         np.full(sim.model.n_inputs, 0.1), args.steps, args.repeat)
+    for limits, what in ((False, "position_limits=False"), (True, "its joint stops on (default)")):
+        sim = cosim.Simulation(load_urdf(example_robot_path(), position_limits=limits), method="bdf",
+                               rtol=1e-6, atol=1e-8, backend="numba")
+        case(f"Panda (9 joints), bdf, rtol 1e-6, {what}", sim, np.full(sim.model.n_inputs, 0.1),
+             args.steps, args.repeat)
     sim = cosim.Simulation(model="two_link", method="bdf", rtol=1e-6, atol=1e-8, backend="numba")
     case("two_link, bdf, the entry a no-op", sim, [0.1, -0.05], args.steps, args.repeat, noop=True)
 

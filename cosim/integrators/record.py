@@ -411,7 +411,8 @@ class RecordIntegrator:
             self._outputs_fresh = self._kernel_outputs
             return t_target
         if pending and status >= self._restart_failed:
-            # generalized-α: the restart itself failed and changed nothing: its own path says why
+            # the restart itself failed and changed nothing (generalized-α: its own path says
+            # why; BDF: the shift refused, its own path restarts)
             self._run(t_target, self._call_budget, self._kernel.WHOLE_INTERVAL)
             return t_target
         self._restart_pending = pending and self._restart_undone
