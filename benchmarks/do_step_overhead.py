@@ -3,7 +3,9 @@
 Cases (compiled backend, h = 1 ms, one communication step = one integrator step):
 two_link with generalized-α and the Panda (9 joints) with rk4, without and with
 its joint stops (``position_limits``; with them ``do_step`` also screens every
-step for a stop event).  Rows, µs per step
+step for a stop event); then bdf at rtol 1e-6 on both (a communication step is one
+or a few integrator steps; a new input's history shift is made in the step's call;
+``--bdf``: these cases only).  Rows, µs per step
 of CPU time (``time.process_time``: on a busy machine the preemption is left out),
 blocks of N steps from the same state, the rows interleaved block by block:
 
@@ -127,11 +129,28 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=31)
+    ap.add_argument("--bdf", action="store_true", help="only the BDF cases")
     args = ap.parse_args(argv)
     print(f"CPU µs per 1 ms step, median of {args.repeat} interleaved blocks of {args.steps} steps")
+    from cosim.models.urdf import example_robot_path, load_urdf
+    if not args.bdf:
+        main_cases(args, load_urdf, example_robot_path)
+    # BDF (adaptive, rtol 1e-6: a communication step is one or a few integrator steps; a new
+    # input shifts the history in the same compiled call)
+    sim = cosim.Simulation(model="two_link", method="bdf", rtol=1e-6, atol=1e-8, backend="numba")
+    case("two_link, bdf, rtol 1e-6", sim, [0.1, -0.05], args.steps, args.repeat)
+    for limits, what in ((False, "position_limits=False"), (True, "its joint stops on (default)")):
+        sim = cosim.Simulation(load_urdf(example_robot_path(), position_limits=limits), method="bdf",
+                               rtol=1e-6, atol=1e-8, backend="numba")
+        case(f"Panda (9 joints), bdf, rtol 1e-6, {what}", sim, np.full(sim.model.n_inputs, 0.1),
+             args.steps, args.repeat)
+    sim = cosim.Simulation(model="two_link", method="bdf", rtol=1e-6, atol=1e-8, backend="numba")
+    case("two_link, bdf, the entry a no-op", sim, [0.1, -0.05], args.steps, args.repeat, noop=True)
+
+
+def main_cases(args, load_urdf, example_robot_path):
     sim = cosim.Simulation(model="two_link", method="generalized-alpha", h=H, backend="numba")
     case("two_link, generalized-alpha, h = 1 ms", sim, [0.1, -0.05], args.steps, args.repeat)
-    from cosim.models.urdf import example_robot_path, load_urdf
     for limits, what in ((False, "position_limits=False"), (True, "its joint stops on (default)")):
         sim = cosim.Simulation(load_urdf(example_robot_path(), position_limits=limits), method="rk4",
                                h=H, backend="numba")

@@ -424,6 +424,103 @@ def test_new_inputs_cost_one_compiled_call_per_communication_step():
     assert np.array_equal(sim.get_outputs(), _python_outputs(sim))
 
 
+
+@pytest.mark.parametrize("method", ["bdf", "bdf-i2", "bdf-i1"])
+def test_bdf_new_input_is_one_call_on_the_warm_path_and_the_same_bits(method):
+    """A BDF do_step after set_inputs is one call of the entry's machine code (mode
+    RESTART_THEN_ADVANCE: the history shifted, then the advance), with the same bits,
+    statistics and order history as the shift carried out at once (the state read
+    between set_inputs and do_step) and as the python backend's (counts, orders)."""
+    def run(backend, read_between, count=False):
+        sim = cosim.Simulation(model="two_link", method=method, rtol=1e-6, atol=1e-8, backend=backend)
+        integ = sim.integrator
+        sim.do_step(sim.time, 1e-3)   # (right after the start a new input restarts)
+        modes = []
+        if count:
+            direct = integ._direct
+            assert integ._hot and direct is not None
+
+            def counted_direct(*args):
+                modes.append(args[1])
+                return direct(*args)
+            integ._direct = counted_direct
+        for k in range(40):
+            sim.set_inputs([0.4 * np.sin(0.3 * k), -0.2 + 0.01 * k])
+            if read_between:
+                sim.serialize_state()
+            sim.do_step(sim.time, 1e-3)
+        return sim, modes
+
+    fused, modes = run("numba", False, count=True)
+    assert modes == [3] * 40   # (RESTART_THEN_ADVANCE, every step on the warm path)
+    settled, _ = run("numba", True)
+    assert fused.y.tobytes() == settled.y.tobytes() and dict(fused.stats) == dict(settled.stats)
+    assert fused.serialize_state() == settled.serialize_state()
+    assert list(fused.integrator.order_history) == list(settled.integrator.order_history)
+    python, _ = run("python", False)
+    assert {k: python.stats[k] for k in COUNTS} == {k: fused.stats[k] for k in COUNTS}
+    assert [k for _, k in python.integrator.order_history] == [k for _, k in fused.integrator.order_history]
+    assert np.max(np.abs(python.y - fused.y)) <= 1e-10
+
+
+def test_bdf_failed_step_after_a_new_input_keeps_the_shift_to_do():
+    """A warm-path step that fails after set_inputs leaves the simulation as before it:
+    the history's shift still to do (the kernel puts the record back before it), so
+    the state and the next step are those of a run that never tried the failed step."""
+    def make():
+        sim = cosim.Simulation(model="two_link", method="bdf", rtol=1e-6, atol=1e-8, backend="numba")
+        for k in range(5):
+            sim.do_step(sim.time, 1e-3)
+        sim.set_inputs([0.5, -0.3])
+        return sim
+
+    failed, ref = make(), make()
+    failed.integrator.max_steps = 3   # (below what the simulation checked the steps against)
+    with pytest.raises(ConvergenceError, match="more than max_steps=3 steps"):
+        failed.do_step(failed.time, 0.05)
+    failed.integrator.max_steps = ref.integrator.max_steps
+    assert failed.integrator._restart_pending
+    assert failed.serialize_state() == ref.serialize_state()   # (both carry the shift out here)
+    for sim in (failed, ref):
+        sim.do_step(sim.time, 1e-3)
+    assert failed.y.tobytes() == ref.y.tobytes() and dict(failed.stats) == dict(ref.stats)
+
+def test_bdf_order_history_is_read_from_the_record_ring():
+    """order_history: the (t, k) of every accepted step while it is read at least every
+    HIST steps (the kernel's ring in the record; nothing runs in Python after a step),
+    else the last HIST; a rollback (save_point / back_to) takes back its steps."""
+    from cosim.integrators.bdf_kernel import HIST
+    sims = [cosim.Simulation(model="two_link", method="bdf", rtol=1e-6, atol=1e-8, backend="numba")
+            for _ in range(2)]
+    for k in range(2 * HIST):
+        for read, sim in enumerate(sims):
+            sim.do_step(sim.time, 1e-3)
+            if read and k % (HIST // 4) == 0:
+                sim.integrator.order_history
+    never, read_often = (s.integrator for s in sims)
+    assert never.stats["steps"] == read_often.stats["steps"] > HIST + 100
+    assert len(read_often.order_history) == read_often.stats["steps"]
+    assert [k for _, k in read_often.order_history] == [k for k in _orders(read_often)]
+    assert list(never.order_history) == list(read_often.order_history)[-HIST:]
+    assert read_often.order_history[-1][0] == read_often.t
+    saved = read_often.save_point()
+    length = len(read_often.order_history)
+    sims[1].do_step(sims[1].time, 5e-3)
+    assert len(read_often.order_history) > length
+    read_often.back_to(saved)
+    assert len(read_often.order_history) == length and read_often.order_history[-1][0] == read_often.t
+    sims[1].do_step(sims[1].time, 5e-3)
+    assert read_often.order_history[-1][0] == read_often.t
+
+
+def _orders(integ):
+    """The order of every step, counted from order_counts' totals (a check of the history's
+    length and contents: each order's number of entries)."""
+    counts = integ.order_counts
+    history = [k for _, k in integ.order_history]
+    assert [history.count(k) for k in range(len(counts))] == list(counts)
+    return history
+
 # -- generalized-alpha-i2 (GGL): ga_kernel's formulation switch (GeneralizedAlphaIndex2) ----
 GGL_FIXED = {
     "pendulum-inputs": dict(model="pendulum", n_steps=300, dt=1e-3, kw=dict(h=1e-3),

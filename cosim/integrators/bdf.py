@@ -99,7 +99,7 @@ from .model_functions import compiled_unsupported
 from .record import RecordIntegrator, record_array, record_int, record_time
 
 MAX_ORDER = K.MAX_ORDER
-ORDER_HISTORY_MAX = 10_000   # (t, k) entries kept in order_history
+ORDER_HISTORY_MAX = 10_000   # (t, k) entries kept in order_history (see _BDF.order_history)
 TIGHT_RTOL = 1e-9   # below it a collapsed step is most likely the rounding level
 SHIFT_MAX = K.SHIFT_MAX   # a new held input's shift beyond this × max(1, |q_i|) restarts (bdf_shift)
 
@@ -144,6 +144,7 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
     compiled_entry = staticmethod(compiled_entry)
     compiled_native_step = staticmethod(compiled_native_step)
     state_declaration = RECORD   # the record, the state dictionary and its schema
+    _restart_undone = True   # a failed RESTART_THEN_ADVANCE: the record before the shift (bdf_kernel)
 
     # velocity_error: include v in the local error test (seed Algorithm 4 f:
     # e^j = ‖(∇^{j+1}q; ∇̂^{j+1}v)‖).  False tests q only, as the index-3
@@ -171,7 +172,7 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
     flag_words = {"velocity_error": ("scaled",)}
 
     t = record_time(K.T)
-    t_prev = record_time(K.T_PREV)
+    t_prev = record_time(K.T_PREV, settle=True)   # (a deferred shift moves it to t)
     h_next = RECORD.view("method_state.h_next")
     h = RECORD.view("method_state.h")
     y = record_array(O_Y, writable=True)   # (_slices: the arrays of S in offsets() order)
@@ -190,7 +191,7 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
         super().__init__(model, **kwargs)
         self._bind_model()
         self._allocate(model.n_q, model.n_c)
-        self.order_history = deque(maxlen=ORDER_HISTORY_MAX)
+        self._order_history = deque(maxlen=ORDER_HISTORY_MAX)
 
     # -- options -------------------------------------------------------------------------
     def check_options(self):
@@ -259,7 +260,7 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
         self._write(O_QDD, report.qdd)
         self._write(O_LAM, report.lam)
         self._has_state = True
-        self.order_history = deque(maxlen=ORDER_HISTORY_MAX)
+        self._order_history = deque(maxlen=ORDER_HISTORY_MAX)
         self._start(self._initial_step())
         self._load_machine_code(K.ONE_STEP)
 
@@ -295,7 +296,8 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
 
     def _restart(self):
         """After a discontinuity: q'' and λ from eq. 10 (the kernel's ``restart``), order 1
-        again."""
+        again (a deferred shift carried out first, as it was due before)."""
+        self._settle()
         status = self._call(K.RESTART, 0.0, 0)
         if status != K.OK:
             # the shared IC helper names the cause (common.consistent_accelerations raises)
@@ -312,35 +314,46 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
     # -- a new held input (zero-order hold) -------------------------------------------------
     def _new_inputs(self, u_old, u_new):
         """A new held input keeps the order and the step: the history is shifted onto
-        the solution's past under ``u_new`` (:meth:`_shift_history`); where it cannot be
-        (no step taken since the last start, eq. 10 singular, a shift over SHIFT_MAX)
-        the restart at order 1 of any discontinuity."""
-        if not self._shift_history(u_old, u_new):
-            self.restart()
-
-    def _shift_history(self, u_old, u_new):
-        """Carry the difference arrays across a jump of the held input at t_n (True), or
-        leave everything as it is (False: the caller restarts): the kernel's
-        :func:`~cosim.integrators.bdf_shift.shift_history` (mode NEW_INPUTS, from the held
-        input ``u_old`` written into the record to ``u_new``), whose docstring derives it."""
+        the solution's past under ``u_new`` (the kernel's
+        :func:`~cosim.integrators.bdf_shift.shift_history`, whose docstring derives it);
+        where it cannot be (no step taken since the last start, eq. 10 singular, a shift
+        over SHIFT_MAX) the restart at order 1 of any discontinuity.  Deferred while a
+        state exists, as a restart of the other methods: ``u_old`` goes into the record's
+        held-input slot, and the next advance shifts in its own call of the entry
+        (RESTART_THEN_ADVANCE, do_step's warm path); :meth:`_settle` shifts first when
+        anything else reads or writes the record."""
         if not self._has_state:
-            return False
+            self.restart()
+            return
+        if self._restart_pending:   # the shift to u_old is still to do: it first, as it was due
+            self._u_c = u_old
+            self._settle()
+            self._u_c = u_new
         o = self._offsets[O_END]
         self._S[o:o + u_old.size] = u_old
-        if self._call(K.NEW_INPUTS, 0.0, 0) != K.OK:
-            return False
+        self._restart_pending = True
         self._outputs_fresh = False
-        return True
+
+    def _settle(self):
+        """Carry out a deferred shift (mode NEW_INPUTS, from the held input in the record
+        to ``u``), or the restart where it is refused."""
+        if self._restart_pending:
+            self._restart_pending = False
+            self._outputs_fresh = False
+            if self._call(K.NEW_INPUTS, 0.0, 0) != K.OK:
+                self.restart()
 
     @property
     def fixed_error_order(self):
         """A fixed step's estimate (the error test's c_e^k‖∇^{k+1}y‖) ∝ h^(k+1) at the
         order k of the last step (cosim.fixed_step)."""
+        self._settle()
         return int(self._I[K.K_USED]) + 1
 
     # -- dense output ---------------------------------------------------------------------
     def dense_output(self, t):
         """Interpolating polynomial of the last step's order through y_{n+1}, …, y_{n+1−k}."""
+        self._settle()
         if self.t == self.t_prev:
             return self.y
         s = float(t) - self.t
@@ -360,19 +373,26 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
     def restore(self, state):
         """Continue from ``state`` (validated before anything is written; all or nothing);
         the order history keeps the steps up to its t."""
+        self._sync_history()
         RECORD.restore(self, state)
         t = float(state["t"])
-        self.order_history = deque((e for e in self.order_history if e[0] <= t), maxlen=ORDER_HISTORY_MAX)
+        self._order_history = deque((e for e in self._order_history if e[0] <= t), maxlen=ORDER_HISTORY_MAX)
         self._hist_seen = int(self._I[K.HIST_COUNT])
 
-    # -- stepping ----------------------------------------------------------------------------
-    def _call(self, mode, t_target, max_steps):
-        status = super()._call(mode, t_target, max_steps)
+    # -- the order history -----------------------------------------------------------------
+    @property
+    def order_history(self):
+        """The (t, k) of the accepted steps, oldest first, the newest ORDER_HISTORY_MAX
+        of them (a deque).  The kernel writes each step's (t, k) into the record's ring
+        of the last HIST (256) steps and nothing runs in Python after a call of the
+        method; reading this property copies the ring's new entries into the deque.
+        So a step is kept when it is among the last HIST steps at the next read: one
+        advance, or the steps between two reads, keep their last HIST."""
         self._sync_history()
-        return status
+        return self._order_history
 
     def _sync_history(self):
-        """New (t, k) entries of the kernel's ring buffer into order_history."""
+        """New (t, k) entries of the kernel's ring buffer into the order history."""
         count = int(self._I[K.HIST_COUNT])
         new = count - self._hist_seen
         if new > 0:
@@ -380,8 +400,17 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
             S = self._S
             for i in range(count - min(new, K.HIST), count):
                 slot = i % K.HIST
-                self.order_history.append((float(S[o_ht + slot]), int(S[o_hk + slot])))
+                self._order_history.append((float(S[o_ht + slot]), int(S[o_hk + slot])))
         self._hist_seen = count
+
+    def _history_back(self):
+        """After :meth:`back_to`: the entries of the steps taken back (read after the
+        point saved) leave the order history."""
+        count = int(self._I[K.HIST_COUNT])
+        history = self._order_history
+        for _ in range(min(self._hist_seen - count, len(history))):
+            history.pop()
+        self._hist_seen = min(self._hist_seen, count)
 
     def _finish(self, status, t_target):
         if status == K.OK:

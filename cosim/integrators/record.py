@@ -140,6 +140,8 @@ class RecordIntegrator:
     _outputs_fresh = False
     _kernel_outputs = False
     _lu_is_state = True       # False where LU is only work space (the explicit methods)
+    _restart_undone = False   # True where a failed RESTART_THEN_ADVANCE leaves the record as
+                              # before the restart, which stays to do (BDF's shift)
 
     @property
     def y_start(self):
@@ -165,17 +167,15 @@ class RecordIntegrator:
 
     def save_point(self):
         """The integrator's point as copies of its record (S, I, the kept Newton factor,
-        the restart flag, the outputs, BDF's order history length): a few µs less than
-        :meth:`state`; :meth:`back_to` returns to it (a rollback within this process)."""
-        history = getattr(self, "order_history", None)
+        the restart flag, the outputs): a few µs less than :meth:`state`;
+        :meth:`back_to` returns to it (a rollback within this process)."""
         return (self._S.copy(), self._I.copy(), self._LU.copy() if self._lu_is_state else None,
                 self._restart_pending, self._outputs_fresh,
-                self._y_out.copy() if self._y_out.size else None,
-                None if history is None else (len(history), self._hist_seen))
+                self._y_out.copy() if self._y_out.size else None)
 
     def back_to(self, saved):
         """Return to a point from :meth:`save_point`."""
-        S, I, LU, pending, fresh, y_out, history = saved
+        S, I, LU, pending, fresh, y_out = saved
         self._S[:] = S
         self._I[:] = I
         if LU is not None:
@@ -184,10 +184,11 @@ class RecordIntegrator:
         self._outputs_fresh = fresh
         if y_out is not None:
             self._y_out[:] = y_out
-        if history is not None:  # the (t, order) entries of the steps taken back
-            while len(self.order_history) > history[0]:
-                self.order_history.pop()
-            self._hist_seen = history[1]
+        self._history_back()
+
+    def _history_back(self):
+        """After :meth:`back_to`: what the method keeps outside its record forgets the
+        steps taken back (BDF's order history; nothing here)."""
 
     def _construct(self, model, backend, supports, n_scalars, kwargs):
         """The integrator's ``__init__``: the backend (``supports(model)``: why the
@@ -233,7 +234,7 @@ class RecordIntegrator:
         probe = getattr(self.model, "kernel_outputs", None)  # KernelModel; a URDF robot has none
         self._kernel_outputs = self.backend == "numba" and bool(probe is not None and probe())
         # do_step's warm path calls the compiled entry itself (_advance_checked): where the
-        # method's _call does more (BDF's order history), it goes through _run
+        # method's _call does more, it goes through _run
         # (with the slot and codes it writes as numbers: t in slot 0, modes 0 and 3, OK 0)
         K = self._kernel
         self._hot = (self.backend == "numba" and type(self)._call is RecordIntegrator._call
@@ -410,10 +411,11 @@ class RecordIntegrator:
             self._outputs_fresh = self._kernel_outputs
             return t_target
         if pending and status >= self._restart_failed:
-            # generalized-α: the restart itself failed and changed nothing: its own path says why
+            # the restart itself failed and changed nothing (generalized-α: its own path says
+            # why; BDF: the shift refused, its own path restarts)
             self._run(t_target, self._call_budget, self._kernel.WHOLE_INTERVAL)
             return t_target
-        self._restart_pending = False
+        self._restart_pending = pending and self._restart_undone
         self._finish(status, t_target)   # raises the method's error (the record is as before)
         return t_target
 
