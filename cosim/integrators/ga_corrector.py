@@ -16,8 +16,12 @@ from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_FORC
     JOB_MATRIX, JOB_NORM, JOB_RESIDUAL, MATRIX_NONFINITE, MATRIX_SINGULAR, NEWTON_END, NS_DNORM, NS_FRESH,
     NS_ITERATION, QN_ABORTED, QN_SOLVED, factor_matrix, newton_begin, quasi_newton, weighted_max)
 
-# kernel_common.newton_begin's rule: Algorithm 2 with the prior-rate test and the stall test
+# kernel_common.newton_begin's rule: Algorithm 2 with the prior-rate test and the stall test;
+# a fixed step (index 3) judges its tolerances relative to its own correction, so its
+# prior-rate test takes a first update of any size
 NEWTON_RULE = (NEWTON_MAX_ITER, 1, 1, HAS_FACTOR, ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX, SIGMA)
+NEWTON_RULE_FIXED = (NEWTON_MAX_ITER, 2, 1, HAS_FACTOR, ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX,
+                     SIGMA)
 
 
 # ---------------------------------------------------------------------------------
@@ -284,12 +288,13 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
     mz = m + n_nonholonomic(I)
     N = matrix_size(n, m, ggl, mz - m)
     piv = I[PIV:PIV + N]
-    # fixed step, index 3: tolerances relative to the step's innovation (FIXED_NEWTON_REL)
+    # fixed step, index 3: tolerances relative to the step's correction (FIXED_NEWTON_REL)
     rel = S[H_FIXED] > 0.0 and not ggl
+    rule = NEWTON_RULE_FIXED if rel else NEWTON_RULE
     rnd, rnd_q = _rounding_floors(n, q0, v0, scale, bh2, gh) if rel else (0.0, 0.0)
     tol = NEWTON_TOL
     err_tol = GGL_RATE_TOL if ggl else NEWTON_ERR_TOL
-    job, state = newton_begin(S, I, delta, N, NEWTON_RULE)
+    job, state = newton_begin(S, I, delta, N, rule)
     x = 0.0
     while job < NEWTON_END:   # kernel_common.quasi_newton's jobs
         if job == JOB_MATRIX:
@@ -306,9 +311,9 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
                 x = _norm_ggl(F, n, m, mz, scale, sy, CqT, lam_scale, s_mu, work[W_QX])  # (q + h e_j: scratch)
             else:
                 x = _norm(F, n, mz, scale, CqT, lam_scale)
-            if rel:
-                tol = _pymax(min(NEWTON_TOL, FIXED_NEWTON_REL * _innovation(n, work[W_X_HAT], delta, scale)), rnd)
-                err_tol = tol * (NEWTON_ERR_TOL / NEWTON_TOL)
+            if rel:   # the Newton error σ/(1−σ)‖Δδ‖ a fraction of the correction δ = x − x̂ so far
+                err_tol = _pymax(FIXED_NEWTON_REL * weighted_max(delta, scale, n), rnd * (NEWTON_ERR_TOL / NEWTON_TOL))
+                tol = err_tol * (NEWTON_TOL / NEWTON_ERR_TOL)
         else:   # JOB_STALL: stalled at the rounding level is converged
             if ggl:
                 stalled = state[NS_DNORM] < NEWTON_TOL and state[NS_FRESH] == 1   # with a matrix formed in this solve
@@ -317,8 +322,7 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
             else:
                 stalled = _norm(F, n, mz, scale_r, CqT, lam_scale_r) < NEWTON_TOL
             x = 1.0 if stalled else 0.0
-        job, state = quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, tol, err_tol, ggl,
-                                  NEWTON_RULE)
+        job, state = quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, tol, err_tol, ggl, rule)
     reason = job - NEWTON_END
     if reason == QN_SOLVED or reason == QN_ABORTED:
         return reason == QN_SOLVED, state[NS_ITERATION], (OK if reason == QN_SOLVED else int(x))

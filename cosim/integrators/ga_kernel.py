@@ -175,7 +175,8 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         if status == SINGULAR or status == NONFINITE_MATRIX:
             S[F_H] = h
             return status
-        if converged and not fresh and iters >= REFRESH_AFTER:
+        if converged and not fresh and (iters >= REFRESH_AFTER or (fixed and iters > 1 and not ggl
+                                                                   and S[SIGMA] > FIXED_NEWTON_REL)):
             S[SIGMA] = 1.0
         if not converged:
             I[ST_REJ] += 1
