@@ -312,7 +312,8 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
             else:
                 x = _norm(F, n, mz, scale, CqT, lam_scale)
             if rel:   # the Newton error σ/(1−σ)‖Δδ‖ a fraction of the correction δ = x − x̂ so far
-                err_tol = _pymax(FIXED_NEWTON_REL * weighted_max(delta, scale, n), rnd * (NEWTON_ERR_TOL / NEWTON_TOL))
+                err_tol = _pymax(FIXED_NEWTON_REL * _norm(delta, n, mz, scale, CqT, lam_scale),
+                                 rnd * (NEWTON_ERR_TOL / NEWTON_TOL))
                 tol = err_tol * (NEWTON_TOL / NEWTON_ERR_TOL)
         else:   # JOB_STALL: stalled at the rounding level is converged
             if ggl:
@@ -350,16 +351,6 @@ def _form_matrix(fns, S, I, LU, piv, N, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat
         S[F_INFO] = ratio
         return SINGULAR
     return OK
-
-
-def _innovation(n, x_hat, delta, scale):
-    """‖x‖ in the Newton norm, x = x̂ + δ the innovation of the step so far."""
-    xn = 0.0
-    for i in range(n):
-        e = abs(x_hat[i] + delta[i]) * scale[i]
-        if e > xn:
-            xn = e
-    return xn
 
 
 def _rounding_floors(n, q0, v0, scale, bh2, gh):
