@@ -17,8 +17,8 @@ from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_FORC
     NS_ITERATION, QN_ABORTED, QN_SOLVED, factor_matrix, newton_begin, quasi_newton, weighted_max)
 
 # kernel_common.newton_begin's rule: Algorithm 2 with the prior-rate test and the stall test;
-# a fixed step (index 3) judges its tolerances relative to its own correction, so its
-# prior-rate test takes a first update of any size
+# a fixed step (index 3), whose tolerances are relative to its own innovation, judges
+# every update on its rate (prior-rate test on a first update of any size)
 NEWTON_RULE = (NEWTON_MAX_ITER, 1, 1, HAS_FACTOR, ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX, SIGMA)
 NEWTON_RULE_FIXED = (NEWTON_MAX_ITER, 2, 1, HAS_FACTOR, ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX,
                      SIGMA)
@@ -288,7 +288,7 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
     mz = m + n_nonholonomic(I)
     N = matrix_size(n, m, ggl, mz - m)
     piv = I[PIV:PIV + N]
-    # fixed step, index 3: tolerances relative to the step's correction (FIXED_NEWTON_REL)
+    # fixed step, index 3: tolerances relative to the step's innovation (FIXED_NEWTON_REL)
     rel = S[H_FIXED] > 0.0 and not ggl
     rule = NEWTON_RULE_FIXED if rel else NEWTON_RULE
     rnd, rnd_q = _rounding_floors(n, q0, v0, scale, bh2, gh) if rel else (0.0, 0.0)
@@ -311,10 +311,9 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
                 x = _norm_ggl(F, n, m, mz, scale, sy, CqT, lam_scale, s_mu, work[W_QX])  # (q + h e_j: scratch)
             else:
                 x = _norm(F, n, mz, scale, CqT, lam_scale)
-            if rel:   # the Newton error σ/(1−σ)‖Δδ‖ a fraction of the correction δ = x − x̂ so far
-                err_tol = _pymax(FIXED_NEWTON_REL * _norm(delta, n, mz, scale, CqT, lam_scale),
-                                 rnd * (NEWTON_ERR_TOL / NEWTON_TOL))
-                tol = err_tol * (NEWTON_TOL / NEWTON_ERR_TOL)
+            if rel:
+                tol = _pymax(min(NEWTON_TOL, FIXED_NEWTON_REL * _innovation(n, work[W_X_HAT], delta, scale)), rnd)
+                err_tol = tol * (NEWTON_ERR_TOL / NEWTON_TOL)
         else:   # JOB_STALL: stalled at the rounding level is converged
             if ggl:
                 stalled = state[NS_DNORM] < NEWTON_TOL and state[NS_FRESH] == 1   # with a matrix formed in this solve
@@ -351,6 +350,16 @@ def _form_matrix(fns, S, I, LU, piv, N, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat
         S[F_INFO] = ratio
         return SINGULAR
     return OK
+
+
+def _innovation(n, x_hat, delta, scale):
+    """‖x‖ in the Newton norm, x = x̂ + δ the innovation of the step so far."""
+    xn = 0.0
+    for i in range(n):
+        e = abs(x_hat[i] + delta[i]) * scale[i]
+        if e > xn:
+            xn = e
+    return xn
 
 
 def _rounding_floors(n, q0, v0, scale, bh2, gh):

@@ -175,8 +175,9 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         if status == SINGULAR or status == NONFINITE_MATRIX:
             S[F_H] = h
             return status
-        if converged and not fresh and (iters >= REFRESH_AFTER or (fixed and iters > 1 and not ggl
-                                                                   and S[SIGMA] > FIXED_NEWTON_REL)):
+        # re-form a kept matrix after a slow solve (in a fixed step, index 3: one of more
+        # than two updates, so that the next steps take one or two)
+        if converged and not fresh and (iters >= REFRESH_AFTER or (fixed and not ggl and iters > 2)):
             S[SIGMA] = 1.0
         if not converged:
             I[ST_REJ] += 1
