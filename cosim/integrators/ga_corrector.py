@@ -296,6 +296,7 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
     err_tol = GGL_RATE_TOL if ggl else NEWTON_ERR_TOL
     job, state = newton_begin(S, I, delta, N, rule)
     x = 0.0
+    stall = False
     while job < NEWTON_END:   # kernel_common.quasi_newton's jobs
         if job == JOB_MATRIX:
             x = float(_form_matrix(fns, S, I, LU, piv, N, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat,
@@ -322,8 +323,17 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
             else:
                 stalled = _norm(F, n, mz, scale_r, CqT, lam_scale_r) < NEWTON_TOL
             x = 1.0 if stalled else 0.0
-        job, state = quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, tol, err_tol, ggl, rule)
+            stall = stalled
+        # (fixed step: a plain ‖Δδ‖ < tol only at the rounding of v, else judged on the rate,
+        # so that σ stays measured)
+        job, state = quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, rnd if rel else tol, err_tol,
+                                  ggl, rule)
     reason = job - NEWTON_END
+    if rel and reason == QN_SOLVED and state[NS_ITERATION] > 2 and state[NS_FRESH] == 0 and not stall:
+        # fixed step: more than two updates with a kept matrix, not a stall at the rounding
+        # level: the matrix is re-formed at the next step (σ = 1 fails the reuse test), so
+        # that the steps after it take one or two
+        S[SIGMA] = 1.0
     if reason == QN_SOLVED or reason == QN_ABORTED:
         return reason == QN_SOLVED, state[NS_ITERATION], (OK if reason == QN_SOLVED else int(x))
     I[REASON] = reason   # quasi_newton's reasons are R_RESIDUAL, R_UPDATE, R_NO_CONVERGENCE

@@ -175,9 +175,7 @@ def step(fns, S, I, LU, u, p, t_limit, work, delta, F, Jw):
         if status == SINGULAR or status == NONFINITE_MATRIX:
             S[F_H] = h
             return status
-        # re-form a kept matrix after a slow solve (in a fixed step, index 3: one of more
-        # than two updates, so that the next steps take one or two)
-        if converged and not fresh and (iters >= REFRESH_AFTER or (fixed and not ggl and iters > 2)):
+        if converged and not fresh and iters >= REFRESH_AFTER:
             S[SIGMA] = 1.0
         if not converged:
             I[ST_REJ] += 1

@@ -62,9 +62,9 @@ def newton_verdict(it, n_j, dnorm, old_norm, sigma, err, tol, err_tol, prior_rat
       rate σ from the previous solve predicts σ/(1−σ)‖Δδ‖ < ``err_tol`` converges,
       and σ is relaxed to σ^0.8 so that an unmeasured rate is re-measured; 2: the
       same test on a first update of any size (tolerances relative to the solve's
-      own correction, where 1 is not the tolerance), no ‖Δδ‖ < ``tol`` test (every
-      convergence judged on a rate, so that σ stays measured), and σ the rate measured
-      in this solve (not held at half the previous one);
+      own correction, where 1 is not the tolerance), and σ the rate measured in this
+      solve (not held at half the previous one; after ‖Δδ‖ < ``tol`` too, when it
+      contracted by half);
     * the rate σ = max(σ/2, ‖Δδ‖/‖Δδ_old‖) measured with this matrix: converged when
       err = σ/(1−σ)‖Δδ‖ < ``err_tol``; refresh the matrix when the iteration would
       not get there within 5 updates of it (err·σ^(5−n_j) > 1/2);
@@ -76,7 +76,9 @@ def newton_verdict(it, n_j, dnorm, old_norm, sigma, err, tol, err_tol, prior_rat
     if dnorm == 0.0:   # the update vanished (the residual is exactly zero): converged in
         return NEWTON_CONVERGED, sigma, err   # every rule (and no 0/0 in the rate below)
     if not rate_only:
-        if dnorm < tol and prior_rate != 2:
+        if dnorm < tol:
+            if prior_rate == 2 and n_j > 1 and dnorm < 0.5 * old_norm:   # the rate it shows
+                sigma = dnorm / old_norm
             return NEWTON_CONVERGED, sigma, err
         if prior_rate > 0 and it == 1 and (dnorm < 1.0 or prior_rate == 2) and 0.0 < sigma < 1.0 \
                 and sigma / (1.0 - sigma) * dnorm < err_tol:
