@@ -5,8 +5,8 @@ import math
 
 import numpy as np
 
-from .ga_record import (CONST_MASS, EPS, FIXED_NEWTON_REL, F_INFO, GGL, GGL_RATE_TOL, HAS_FACTOR,
-    H_FIXED, H_JAC, NEED_JAC, NEWTON_ERR_TOL, NEWTON_FAILED, NEWTON_MAX_ITER, NEWTON_TOL,
+from .ga_record import (CONST_MASS, EPS, FIXED_NEWTON_REL, FIXED_REFRESH_AFTER, F_INFO, GGL, GGL_RATE_TOL,
+    HAS_FACTOR, H_FIXED, H_JAC, NEED_JAC, NEWTON_ERR_TOL, NEWTON_FAILED, NEWTON_MAX_ITER, NEWTON_TOL,
     NONFINITE_MATRIX, OK, PIV, REASON, RELAX, ROUNDOFF,
     SIGMA, SINGULAR, ST_JAC, ST_LU, ST_NEWTON, ST_RES, W_C, W_CQ, W_CT, W_FORCES, W_G0, W_G1, W_LAM,
     W_M, W_MU, W_Q, W_QD, W_QDD, W_QX, W_V, W_X_HAT, matrix_size)
@@ -329,10 +329,11 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
         job, state = quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, rnd if rel else tol, err_tol,
                                   ggl, rule)
     reason = job - NEWTON_END
-    if rel and reason == QN_SOLVED and state[NS_ITERATION] > 2 and state[NS_FRESH] == 0 and not stall:
-        # fixed step: more than two updates with a kept matrix, not a stall at the rounding
-        # level: the matrix is re-formed at the next step (σ = 1 fails the reuse test), so
-        # that the steps after it take one or two
+    if rel and reason == QN_SOLVED and state[NS_ITERATION] >= FIXED_REFRESH_AFTER \
+            and state[NS_FRESH] == 0 and not stall:
+        # fixed step: a slow solve with a kept matrix, not a stall at the rounding level:
+        # the matrix is re-formed at the next step (σ = 1 fails the reuse test), so that
+        # the steps after it take one or two updates
         S[SIGMA] = 1.0
     if reason == QN_SOLVED or reason == QN_ABORTED:
         return reason == QN_SOLVED, state[NS_ITERATION], (OK if reason == QN_SOLVED else int(x))
