@@ -36,13 +36,14 @@ def row(label, model, method, u, steps, repeat, backend):
     start = sim.get_state()
     times = []
     keys = ("newton_iterations", "residual_evaluations", "lu_factorizations")
-    for _ in range(repeat):
+    for k in range(repeat + 1):   # (the first block untimed: warm caches)
         sim.set_state(start)
         s0 = dict(sim.stats)
         c0 = time.process_time()
         for _ in range(steps):
             sim.do_step(sim.time, H)
-        times.append((time.process_time() - c0) / steps * 1e6)
+        if k > 0:
+            times.append((time.process_time() - c0) / steps * 1e6)
     st = sim.stats   # (the counts of the last block: every block starts from the same state)
     per = {k: (st.get(k, 0) - s0.get(k, 0)) / steps for k in keys}
     print(f"  {label:34s} {statistics.median(times):8.2f} µs (min {min(times):7.2f})   "
