@@ -61,10 +61,10 @@ def newton_verdict(it, n_j, dnorm, old_norm, sigma, err, tol, err_tol, prior_rat
     * ``prior_rate`` (Hairer & Wanner's RADAU5 test): a first update ‖Δδ‖ < 1 whose
       rate σ from the previous solve predicts σ/(1−σ)‖Δδ‖ < ``err_tol`` converges,
       and σ is relaxed to σ^0.8 so that an unmeasured rate is re-measured; 2: the
-      same test on a first update of any size (tolerances relative to the solve's
-      own correction, where 1 is not the tolerance), and σ the rate measured in this
-      solve (not held at half the previous one; after ‖Δδ‖ < ``tol`` too, when it
-      contracted by half);
+      same test on a first update of any size (a fixed step's tolerances, relative
+      to the step itself, where 1 is not the tolerance), and σ the rate measured in
+      this solve (not held at half the previous one; after ‖Δδ‖ < ``tol`` too, when
+      it contracted by half);
     * the rate σ = max(σ/2, ‖Δδ‖/‖Δδ_old‖) measured with this matrix: converged when
       err = σ/(1−σ)‖Δδ‖ < ``err_tol``; refresh the matrix when the iteration would
       not get there within 5 updates of it (err·σ^(5−n_j) > 1/2);
