@@ -2,30 +2,25 @@
 decisions (seed 000 §5.1, Algorithm 2: :func:`quasi_newton`, run by every implicit
 method — generalized-α, the BDF family, local-index1, spark, block-lstable — which
 supplies only its iteration matrix, its residual, the norm of an update and, for
-generalized-α, a stall test), the reuse test of the iteration matrix
-(Algorithm 3 g), forming its LU with the singularity and finiteness checks, the
+generalized-α, a stall test), the matrix reuse test (Algorithm 3 g), its LU with checks, the
 consistent accelerations (eq. 10: every kernel's solve of [[M, C_qᵀ], [C_q, 0]]), the
 step clamp towards a target time, the weighted norms (eq. 35) and the one-step
 methods' error ratio, the first step of every adaptive method (:func:`initial_step`,
 called by the integrator objects with their estimate), the step-size control after an
-attempt, and the verdict on a fixed step's local error estimate.  A method that always
-steps at a fixed h (spark, block-lstable) takes it from
-:meth:`~cosim.integrators.base.Integrator._fixed_step_size`.
+attempt, and the verdict on a fixed step's local error estimate.  Spark and
+block-lstable take their fixed h from ``Integrator._fixed_step_size``.
 
 Kept in a method on purpose, because its seed paper's algorithm differs: the
 step-size controllers of generalized-α (eq. 36 with the deadband, Algorithm 3 f),
 of the BDF family (step and order selection) and of rkc-penalty (rkc.f's
 second-order controller), beside :func:`next_step` (dopri5/rk4, local-index1).
 
-The norms (eq. 35): :func:`weighted_max`, :func:`scaled_max`, :func:`weighted_rms`,
-  :func:`error_ratio`, also the first-step estimates' (run as Python by the integrator
-  objects); which method uses which, and why the others stay in their methods:
-  docs/compiled-backend.md ("The norms").
+The norms (eq. 35), also the first-step estimates': which method uses which, and why
+the others stay in their methods: docs/compiled-backend.md ("The norms").
 
-Plain functions of numbers and arrays: pasted into each compiled method
-(``helpers`` of :func:`cosim.jit.method_entry`, after :mod:`.dense_lu`) and
-called as plain Python by the python backend (and ``clamp_step`` by the
-:class:`~cosim.integrators.base.Integrator` base class).
+Plain functions of numbers and arrays: pasted into each compiled method (``helpers``
+of :func:`cosim.jit.method_entry`, after :mod:`.dense_lu`), called as plain Python by
+the python backend (and ``clamp_step`` by the Integrator base class).
 """
 import math
 
