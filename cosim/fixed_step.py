@@ -68,12 +68,12 @@ def suggested_step(h, estimate, order=ORDER_LOCAL):
 FIXED_ONLY = "a method with error control (an adaptive run of bdf, for example)"
 
 
-def _step_tried(h, step):
+def _step_tried(h, step, why):
     """(the step an estimate belongs to, the text naming h and it): ``step`` when it is
-    shorter than h (a step cut to land on a communication point), else h."""
+    shorter than h, else h; ``why``: what the text says of the shorter step."""
     if step is None or not (0.0 < step < h):
         return h, f"h={h!r}"
-    return step, f"h={h!r} (its steps cut to {step:.6g} to land on the communication points)"
+    return step, f"h={h!r} ({why} {step:.6g})"
 
 
 def unresolved_error(method, t, h, estimate, rtol, atol, order=ORDER_LOCAL, alternative=None, refusal=1.0,
@@ -82,8 +82,9 @@ def unresolved_error(method, t, h, estimate, rtol, atol, order=ORDER_LOCAL, alte
     ``refusal``: the method's kernel refuses above UNRESOLVED/(refusal·rtol), an error
     of 1/refusal of the state (its record module's REFUSAL: local-index1, rk4);
     ``step``: the step tried, when shorter than ``h`` (cut to land on a communication
-    point): the estimate is that step's, so the suggestion scales from it."""
-    tried, h_text = _step_tried(h, step)
+    point or an event, or halved after a failed solve): the estimate is that step's, so
+    the suggestion scales from it."""
+    tried, h_text = _step_tried(h, step, "the step tried:")
     hs = suggested_step(tried, estimate, order)
     alternative = "run adaptive (no h)" if alternative is None else "take " + alternative
     if refusal == 1.0:
@@ -106,7 +107,7 @@ def warning_text(method, h, estimate, rtol, atol, order=ORDER_LOCAL, alternative
     """The one warning of a fixed-step run whose largest estimate exceeds WARN_FACTOR;
     ``step``: the communication step in which it did, when shorter than h (its steps
     were cut to it, so the suggestion scales from it)."""
-    tried, h_text = _step_tried(h, step)
+    tried, h_text = _step_tried(h, step, "its steps cut to land on the communication points:")
     hs = suggested_step(tried, estimate, order)
     alternative = "an adaptive run (no h)" if alternative is None else alternative
     return (f"{method}: the fixed step {h_text} is too large for the tolerances: its local error "
