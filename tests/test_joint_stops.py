@@ -408,11 +408,14 @@ def test_events_located_on_one_coordinate_equal_the_switching_functions_bit_for_
     on its coordinate's dense output alone (``event_coordinate``) and the general way
     (every switching function evaluated on the whole dense output) give the same event
     log (times, iterations) and the same state after every step, bit for bit."""
-    runs = []
+    runs, located = [], []
     for one_coordinate in (True, False):
         sim = _panda_1khz(None, method)
         if not one_coordinate:
             sim.model.event_coordinate = lambda index: None
+        else:   # (count the functions the stepper located on one coordinate)
+            coordinate = sim.model.event_coordinate
+            sim.model.event_coordinate = lambda index: located.append(coordinate(index)) or located[-1]
         sim.set_inputs(np.full(sim.model.n_inputs, 0.1))
         states = []
         for _ in range(1300):
@@ -423,6 +426,7 @@ def test_events_located_on_one_coordinate_equal_the_switching_functions_bit_for_
     names = {e["name"] for e in log}
     assert len(log) >= 20 and "panda_finger_joint1_upper_limit" in names and finger == 1.0
     assert any(n.startswith("panda_joint") for n in names)
+    assert any(c is not None for c in located)   # the one-coordinate path did run
     assert log == log_ref and states == states_ref
 
 
