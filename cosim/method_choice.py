@@ -61,10 +61,10 @@ AUTO = "auto"
 RK4_STABLE_H_LAMBDA = 2.0
 
 # The estimate costs 2n_q + 1 solves of eq. 10 (a dense LU of size n_q + m each) and
-# the eigenvalues of a 2n_q × 2n_q matrix, O(n_q⁴): at n_q = 66 (a 22-link chain,
-# m = 44) it took 85 ms, at n_q = 96 2.6 s.  Above this size it is not made (set-up
-# stays well under a second, with nothing to announce) and the rule takes
-# generalized-alpha.
+# the eigenvalues of a 2n_q × 2n_q matrix, O(n_q⁴).  benchmarks/chain_model.py chains
+# (python, on a loaded machine): n_q = 63 (m = 42) 43-61 ms, n_q = 96 (m = 64) 0.09-2.6 s,
+# n_q = 258 (m = 172) 87 s.  Above this size it is not made (set-up stays well under a
+# second, with nothing to announce) and the rule takes generalized-alpha.
 MAX_ESTIMATED_COORDINATES = 64
 
 
@@ -76,7 +76,7 @@ def _compiled_equations(model, backend):
     ``backend`` not "python", the kernels describing the model), so the estimate
     imports nothing that run does not (cosim.models.urdf); the setting is restored."""
     use = getattr(model, "use_compiled_kernels", None)
-    if use is not None and backend != "python":
+    if use is not None and str(backend).strip().lower() != "python":
         from . import jit
         from .integrators.model_functions import compiled_functions, compiled_unsupported
         if jit.numba_available() and compiled_unsupported(model) is None:
