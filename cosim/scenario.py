@@ -198,11 +198,12 @@ def urdf_plant(spec, source):
     return spec
 
 
-def default_method(model, source="<scenario>", *, fixed_step=False, driven=False, params=None):
+def default_method(model, source="<scenario>", *, fixed_step=False, driven=False, params=None,
+                   backend="auto"):
     """The default method for ``model`` (cosim.method_choice: one rule everywhere)."""
     from .method_choice import default_method as rule
     try:
-        return rule(model, fixed_step=fixed_step, driven=driven, params=params)
+        return rule(model, fixed_step=fixed_step, driven=driven, params=params, backend=backend)
     except CosimError as exc:
         raise ScenarioError(f"{source}: {exc}") from None
 

@@ -228,7 +228,7 @@ class Simulation:
         self.requested_backend = check_backend(backend)
         # None or "auto": the default rule (cosim.method_choice); an explicit method wins
         self.method = resolve_method(method, self.model, fixed_step=h,
-                                     driven=bool(blocks))
+                                     driven=bool(blocks), backend=self.requested_backend)
         self.method_options = dict(method_options or {})
         self.rtol, self.atol, self.h = rtol, atol, h
         self.start_time = finite_float("start_time", start_time)

@@ -313,7 +313,8 @@ class SimulationSpec:
                 # fixed step h: rk4 where it is stable at h, else generalized-alpha
                 # (the plant with the spec's params); driven: blocks or signals
                 method = default_method(plant, "model", fixed_step=d.get("h"),
-                                        driven=bool(d.get("blocks") or d.get("inputs")), params=params)
+                                        driven=bool(d.get("blocks") or d.get("inputs")), params=params,
+                                        backend=d.get("backend", "auto"))
             if stop is None:
                 from .run import FALLBACK_T_END, default_stop_time
                 stop = start + (default_stop_time(plant)[0] if plant is not None else FALLBACK_T_END)

@@ -84,6 +84,46 @@ def test_fixed_step_rule_follows_rk4s_stability_bound():
     assert Simulation(Oscillator, params={"omega": 1e4}, backend="python", h=1.9e-4).method == "rk4"
 
 
+def oscillator_bank(n):
+    """n uncoupled x_i'' = −ω² x_i (ω = 2, λmax = 2), counting its calls of M."""
+    from cosim.models.base import MultibodyModel, Parameter
+
+    class Bank(MultibodyModel):
+        name = f"bank{n}"
+        coordinates = tuple(f"x{i}" for i in range(n))
+        parameters = (Parameter("omega", 2.0, "rad/s"),)
+        calls = 0
+
+        def mass(self, q, t):
+            type(self).calls += 1
+            return np.eye(n)
+
+        def forces(self, q, v, t, u):
+            return -self.params["omega"] ** 2 * np.asarray(q, dtype=float)
+
+        def initial_state(self):
+            return np.ones(n), np.zeros(n)
+    return Bank
+
+
+def test_a_model_too_large_to_estimate_gets_generalized_alpha_unevaluated():
+    """Above MAX_ESTIMATED_COORDINATES (64) the O(n_q⁴) estimate is not made: 65
+    uncoupled oscillators at 1 ms get generalized-alpha with the reason, without one
+    evaluation of M; 64 are estimated (λmax = ω = 2, 2n + 1 = 129 evaluations) and
+    get rk4; Simulation takes the same choice."""
+    from cosim.method_choice import MAX_ESTIMATED_COORDINATES
+    assert MAX_ESTIMATED_COORDINATES == 64
+    big = oscillator_bank(65)
+    method, reason = default_method_and_reason(big(), fixed_step=1e-3)
+    assert method == "generalized-alpha" and big.calls == 0
+    assert "too large to estimate at set-up: n_q = 65 > 64" in reason
+    assert largest_rate(big()) == float("inf") and big.calls == 0
+    small = oscillator_bank(64)
+    assert largest_rate(small()) == pytest.approx(2.0, rel=1e-6) and small.calls == 129
+    assert default_method_and_reason(small(), fixed_step=1e-3)[0] == "rk4"
+    assert Simulation(big, backend="python", h=1e-3).method == "generalized-alpha"
+
+
 def test_robot_at_1ms_runs_rk4_and_a_stiff_arm_generalized_alpha():
     """The Panda (its mimic finger one constraint, stops off) at 1 ms: rk4 (h·λmax 0.02; its
     error 3e4 times smaller than generalized-alpha's, docs' fixed-step table); three_link with

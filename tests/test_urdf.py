@@ -615,20 +615,27 @@ def test_structure_read_back_is_pinocchios_and_a_bad_file_is_built_again(tmp_pat
 def test_a_compiled_robot_run_on_a_warm_cache_imports_no_pinocchio():
     """A second process on the same cache builds the Panda, analyses its start and steps
     it on the compiled backend without importing pinocchio (M and Q of the Python
-    equations are the compiled kernels there), to the same numbers as the first."""
+    equations are the compiled kernels there), to the same numbers as the first; so does
+    a fixed step with no method named (the default rule's stiffness estimate evaluates
+    the compiled kernels too: rk4 at 1 ms, h·λmax 0.02)."""
     import json
     import subprocess
     import sys
     pytest.importorskip("numba")
     code = ("import json, sys, cosim\n"
             "from cosim.models.urdf import example_robot_path\n"
+            "fixed = cosim.Simulation(model=str(example_robot_path()), h=1e-3)\n"
+            "fixed.do_step(0.0, 0.01)\n"
             "sim = cosim.Simulation(model=str(example_robot_path()), method='dopri5')\n"
             "sim.do_step(0.0, 0.05)\n"
             "print(json.dumps({'pinocchio': 'pinocchio' in sys.modules, 'backend': sim.backend,\n"
-            "                  'y': sim.y.tobytes().hex()}))\n")
+            "                  'y': sim.y.tobytes().hex(), 'fixed': [fixed.method, fixed.backend],\n"
+            "                  'y_fixed': fixed.y.tobytes().hex()}))\n")
     repo = str(Path(__file__).resolve().parents[1])
     runs = [json.loads(subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True,
                                       text=True, timeout=600, check=True).stdout.splitlines()[-1])
             for _ in range(2)]
     assert runs[1]["backend"] == "numba" and not runs[1]["pinocchio"]
     assert runs[0]["y"] == runs[1]["y"]
+    assert runs[0]["fixed"] == runs[1]["fixed"] == ["rk4", "numba"]
+    assert runs[0]["y_fixed"] == runs[1]["y_fixed"]

@@ -78,7 +78,7 @@ def run_simulation(model, method="auto", *, t_end=None, dt=None, rtol=None,
     if method in (None, "auto"):   # the default rule on the plant the command line loaded
         from ..method_choice import default_method
         method = default_method(plant if isinstance(plant, (type, Model)) else model_class(plant),
-                                fixed_step=h, params=params)
+                                fixed_step=h, params=params, backend=backend)
     if dt is not None and finite_float("dt", dt, positive=True) > t_end:
         warn(f"--dt {dt:g} is longer than --t-end {t_end:g}: one communication step of {t_end:g} s")
         dt = t_end

@@ -86,9 +86,10 @@ joint table pinocchio builds from the URDF, kept per URDF text by
 :mod:`cosim.models.urdf_structure`) and share the joint terms
 (:func:`rigid_body.joint_forces` and its slopes), so saturation, damping and
 friction are written once.  While a compiled method runs the robot, M and Q of
-the Python methods (the initial-condition analysis, the stops' events) are the
-compiled kernels too (:meth:`URDFModel.use_compiled_kernels`): on a warm cache
-such a run never imports pinocchio, which is made on first use for the rest.
+the Python methods (the initial-condition analysis, the stops' events, and before
+it the default rule's stiffness estimate at a fixed step, :mod:`cosim.method_choice`)
+are the compiled kernels too (:meth:`URDFModel.use_compiled_kernels`): on a warm
+cache such a run never imports pinocchio, which is made on first use for the rest.
 Every robot runs the same compiled entry (``kernel_name``): one compilation
 per machine for all URDFs.
 """
@@ -294,9 +295,11 @@ class URDFModel(MultibodyModel):
         (the initial-condition analysis, the stops' events) are the compiled kernels it
         runs (:func:`rigid_body.tree_mass`, :func:`rigid_body.tree_forces`, the same
         numbers as pinocchio's to ~1e-15), so such a run never imports pinocchio;
-        otherwise pinocchio's."""
+        otherwise pinocchio's.  Returns the previous setting (to restore it)."""
+        previous = self._compiled_terms is not None
         self._compiled_terms = jit.compiled_kernels(KERNELS.all_functions(), "mass", "forces") \
             if on else None
+        return previous
 
     def mass(self, q, t):
         if self._compiled_terms is not None:
