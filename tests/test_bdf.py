@@ -3,6 +3,7 @@ bdf-i2 (GGL) and bdf-i1 against independent references (tests/reference.py,
 scipy on the index-1 ODE) and against generalized-α."""
 import math
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -10,8 +11,8 @@ from reference import andrews_reference, held_input_trajectory, index1_rhs, pend
 from scipy.integrate import solve_ivp
 
 import cosim
-from cosim.errors import (ConvergenceError, InvalidInputError, SingularMatrixError,
-                          UnknownParameterError)
+from cosim.errors import (ConvergenceError, FixedStepAccuracyWarning, FixedStepError,
+                          InvalidInputError, SingularMatrixError, UnknownParameterError)
 from cosim.integrators import make_integrator
 from cosim.integrators.common import consistent_accelerations
 from cosim.models import load_model
@@ -574,6 +575,36 @@ def test_a_new_input_shifts_the_history_onto_the_new_inputs_past(method):
     assert integ._k > 1
     integ.set_inputs([1e4, 0.0, 0.0])
     assert integ._k == 1 and integ.order == 1
+
+
+def test_a_fixed_step_refused_right_after_a_new_input_names_its_own_attempt():
+    """The warm path's RESTART_THEN_ADVANCE (do_step after set_inputs) refused at a fixed
+    step puts back the record as it was before the shift, with the failure slots of the
+    refused attempt: the error names that attempt's t, estimate and suggested h, as the
+    same refusal without the new input does (two_link, bdf, h = 0.2 cut to 0.15; a new
+    torque of 1e-12 N·m moves the estimate by round-off)."""
+    pytest.importorskip("numba")
+
+    def refused(steps, nudge):
+        sim = cosim.Simulation("two_link", method="bdf", h=0.2, rtol=1e-6, atol=1e-8, backend="numba")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FixedStepAccuracyWarning)
+            with pytest.raises(FixedStepError) as info:
+                for k in range(steps):
+                    if nudge and k == steps - 1:
+                        sim.set_inputs(np.array([1e-12, 0.0]))
+                    sim.do_step(sim.time, 0.15)
+        return sim, info.value
+
+    plain, exc0 = refused(40, False)
+    k = round(plain.time / 0.15)   # the refused step is the (k+1)-th
+    assert k > 0 and exc0.t == plain.time and exc0.estimate > 1e6
+    sim, exc = refused(k + 1, True)
+    assert sim.integrator._restart_pending and sim.time == plain.time
+    assert exc.t == exc0.t and exc.h == exc0.h and exc.estimate == pytest.approx(exc0.estimate, rel=1e-6)
+    suggested = [float(re.search(r"take h of ([0-9.e+-]+) or less", str(e)).group(1)) for e in (exc, exc0)]
+    order = float(re.search(r"falls at best as h\^(\d+)", str(exc)).group(1))
+    assert suggested[0] == suggested[1] == pytest.approx(0.15 * exc0.estimate ** (-1 / order), rel=0.05)
 
 
 @pytest.mark.parametrize("method", BDF_METHODS)
