@@ -607,6 +607,38 @@ def test_a_fixed_step_refused_right_after_a_new_input_names_its_own_attempt():
     assert suggested[0] == suggested[1] == pytest.approx(0.15 * exc0.estimate ** (-1 / order), rel=0.05)
 
 
+def test_a_model_error_during_the_deferred_shift_leaves_the_shift_to_do():
+    """A model function that raises while the deferred shift runs (python backend, the
+    model's own code): the record is put back and the shift stays pending, so the next
+    advance shifts and continues bit for bit as a run whose model never raised."""
+    from cosim.models import model_class
+
+    class Flaky(model_class("pendulum")):
+        armed = False
+
+        def forces(self, q, v, t, u):
+            if self.armed:
+                self.armed = False
+                raise RuntimeError("the model failed once")
+            return super().forces(q, v, t, u)
+
+    runs = []
+    for fail in (False, True):
+        model = Flaky()
+        integ = make_integrator(model, "bdf", rtol=1e-6, atol=1e-8, backend="python")
+        integ.initialize()
+        integ.advance(0.05)
+        integ.set_inputs([0.5, 0.0, 0.0])
+        assert integ._restart_pending
+        if fail:
+            model.armed = True
+            with pytest.raises(RuntimeError, match="failed once"):
+                integ.advance(0.1)
+            assert integ._restart_pending and integ.t == 0.05
+        integ.advance(0.1)
+        runs.append(integ)
+    assert runs[0].y.tobytes() == runs[1].y.tobytes() and runs[0].stats == runs[1].stats
+
 @pytest.mark.parametrize("method", BDF_METHODS)
 def test_the_compiled_shift_is_the_uncompiled_one_bit_for_bit(method):
     """The history shift at a new held input is one kernel function

@@ -338,9 +338,10 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
         """Carry out a deferred shift (mode NEW_INPUTS, from the held input in the record
         to ``u``), or the restart where it is refused."""
         if self._restart_pending:
-            self._restart_pending = False
             self._outputs_fresh = False
-            if self._call(K.NEW_INPUTS, 0.0, 0) != K.OK:
+            status = self._call(K.NEW_INPUTS, 0.0, 0)   # (the model raised: still to do)
+            self._restart_pending = False
+            if status != K.OK:
                 self.restart()
 
     @property
