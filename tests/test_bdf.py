@@ -639,6 +639,38 @@ def test_a_model_error_during_the_deferred_shift_leaves_the_shift_to_do():
         runs.append(integ)
     assert runs[0].y.tobytes() == runs[1].y.tobytes() and runs[0].stats == runs[1].stats
 
+def test_restoring_a_state_drops_a_pending_shift_without_running_it():
+    """The restored state replaces everything a pending shift would write: restore runs
+    no shift (no NEW_INPUTS call of the entry) and continues bit for bit as a restore
+    into a fresh integrator; a restore refused keeps the shift pending."""
+    pytest.importorskip("numba")
+    from cosim.errors import StateError
+    from cosim.integrators import bdf_kernel as K
+
+    def fresh():
+        integ = make_integrator(load_model("two_link"), "bdf", rtol=1e-6, atol=1e-8, backend="numba")
+        integ.initialize()
+        return integ
+
+    integ = fresh()
+    integ.advance(0.05)
+    state = integ.state()
+    integ.advance(0.08)
+    integ.set_inputs([0.3, -0.2])
+    modes, call = [], integ._call
+    integ._call = lambda mode, *args: (modes.append(mode), call(mode, *args))[1]
+    with pytest.raises(StateError):
+        integ.restore(dict(state, y=state["y"][:-1]))
+    assert integ._restart_pending and modes == []
+    integ.restore(state)
+    assert modes == [] and not integ._restart_pending
+    other = fresh()
+    other.restore(state)
+    for i in (integ, other):
+        i.advance(0.1)
+    assert K.NEW_INPUTS not in modes
+    assert integ.y.tobytes() == other.y.tobytes() and integ.stats == other.stats
+
 @pytest.mark.parametrize("method", BDF_METHODS)
 def test_the_compiled_shift_is_the_uncompiled_one_bit_for_bit(method):
     """The history shift at a new held input is one kernel function

@@ -373,9 +373,15 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
 
     def restore(self, state):
         """Continue from ``state`` (validated before anything is written; all or nothing);
-        the order history keeps the steps up to its t."""
+        the order history keeps the steps up to its t.  A pending shift is dropped, not
+        carried out: the restored record replaces what it would write."""
         self._sync_history()
-        RECORD.restore(self, state)
+        pending, self._restart_pending = self._restart_pending, False
+        try:
+            RECORD.restore(self, state)
+        except BaseException:
+            self._restart_pending = pending   # (refused: nothing changed)
+            raise
         t = float(state["t"])
         self._order_history = deque((e for e in self._order_history if e[0] <= t), maxlen=ORDER_HISTORY_MAX)
         self._hist_seen = int(self._I[K.HIST_COUNT])
