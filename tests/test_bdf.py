@@ -671,6 +671,30 @@ def test_restoring_a_state_drops_a_pending_shift_without_running_it():
     assert K.NEW_INPUTS not in modes
     assert integ.y.tobytes() == other.y.tobytes() and integ.stats == other.stats
 
+def test_a_shift_refused_on_the_warm_path_is_tried_once():
+    """do_step after an input jump over SHIFT_MAX: the entry's RESTART_THEN_ADVANCE
+    refuses the shift, and the integrator restarts at once — no second shift (a
+    NEW_INPUTS call) — with the bits of the restart the shift's own refusal makes."""
+    pytest.importorskip("numba")
+    from cosim.integrators import bdf_kernel as K
+
+    sims = [cosim.Simulation("two_link", method="bdf", rtol=1e-6, atol=1e-8, backend="numba") for _ in range(2)]
+    for sim in sims:
+        for k in range(40):
+            sim.set_inputs(np.array([0.1 * np.sin(0.3 * k), 0.0]))
+            sim.do_step(sim.time, 1e-3)
+        assert sim.integrator.order > 1
+        sim.set_inputs(np.array([1e4, 0.0]))
+    warm, ref = sims
+    modes, call = [], warm.integrator._call
+    warm.integrator._call = lambda mode, *args: (modes.append(mode), call(mode, *args))[1]
+    ref.integrator.y    # (reading settles: NEW_INPUTS refused, the restart)
+    for sim in sims:
+        sim.do_step(sim.time, 1e-3)
+    assert modes == [K.RESTART, K.WHOLE_INTERVAL]
+    assert warm.y.tobytes() == ref.y.tobytes() and dict(warm.stats) == dict(ref.stats)
+    assert warm.serialize_state() == ref.serialize_state()
+
 @pytest.mark.parametrize("method", BDF_METHODS)
 def test_the_compiled_shift_is_the_uncompiled_one_bit_for_bit(method):
     """The history shift at a new held input is one kernel function

@@ -344,6 +344,12 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
             if status != K.OK:
                 self.restart()
 
+    def _restart_refused(self):
+        """The kernel refused the shift (RESTART_THEN_ADVANCE): the restart, without a
+        second try of the same shift in :meth:`_settle`."""
+        self._restart_pending = False
+        self.restart()
+
     @property
     def fixed_error_order(self):
         """A fixed step's estimate (the error test's c_e^k‖∇^{k+1}y‖) ∝ h^(k+1) at the
