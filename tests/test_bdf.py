@@ -695,6 +695,28 @@ def test_a_shift_refused_on_the_warm_path_is_tried_once():
     assert warm.y.tobytes() == ref.y.tobytes() and dict(warm.stats) == dict(ref.stats)
     assert warm.serialize_state() == ref.serialize_state()
 
+def test_a_rollback_over_more_than_hist_steps_keeps_the_history_before_the_save_point():
+    """order_history read between save_point and back_to with more than HIST steps in
+    between (so only the last HIST of them entered it): back_to takes back those
+    entries and no earlier ones; the history then goes on as an uninterrupted run's."""
+    pytest.importorskip("numba")
+    from cosim.integrators.bdf_kernel import HIST
+
+    def run_to(integ, t):
+        integ.advance(t)
+        return list(integ.order_history)
+
+    integ, plain = (make_integrator(load_model("pendulum"), "bdf", h=1e-3, backend="numba") for _ in range(2))
+    for i in (integ, plain):
+        i.initialize()
+    before = run_to(integ, 0.1)
+    assert len(before) > 90 and run_to(plain, 0.1) == before
+    saved = integ.save_point()
+    assert len(run_to(integ, 0.1 + (HIST + 50) * 1e-3)) == len(before) + HIST   # the last HIST of ~HIST + 50
+    integ.back_to(saved)
+    assert list(integ.order_history) == before
+    assert run_to(integ, 0.2) == run_to(plain, 0.2)
+
 @pytest.mark.parametrize("method", BDF_METHODS)
 def test_the_compiled_shift_is_the_uncompiled_one_bit_for_bit(method):
     """The history shift at a new held input is one kernel function

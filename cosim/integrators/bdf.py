@@ -418,10 +418,13 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
 
     def _history_back(self):
         """After :meth:`back_to`: the entries of the steps taken back (read after the
-        point saved) leave the order history."""
-        count = int(self._I[K.HIST_COUNT])
+        point saved) leave the order history: those after its t, at most as many as
+        were taken back (of more than HIST steps read at once only the last HIST entered)."""
+        count, t = int(self._I[K.HIST_COUNT]), float(self._S[K.T])
         history = self._order_history
-        for _ in range(min(self._hist_seen - count, len(history))):
+        for _ in range(self._hist_seen - count):
+            if not history or history[-1][0] <= t:
+                break
             history.pop()
         self._hist_seen = min(self._hist_seen, count)
 
