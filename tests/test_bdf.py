@@ -3,6 +3,7 @@ bdf-i2 (GGL) and bdf-i1 against independent references (tests/reference.py,
 scipy on the index-1 ODE) and against generalized-α."""
 import math
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -10,8 +11,8 @@ from reference import andrews_reference, held_input_trajectory, index1_rhs, pend
 from scipy.integrate import solve_ivp
 
 import cosim
-from cosim.errors import (ConvergenceError, InvalidInputError, SingularMatrixError,
-                          UnknownParameterError)
+from cosim.errors import (ConvergenceError, FixedStepAccuracyWarning, FixedStepError,
+                          InvalidInputError, SingularMatrixError, UnknownParameterError)
 from cosim.integrators import make_integrator
 from cosim.integrators.common import consistent_accelerations
 from cosim.models import load_model
@@ -575,6 +576,146 @@ def test_a_new_input_shifts_the_history_onto_the_new_inputs_past(method):
     integ.set_inputs([1e4, 0.0, 0.0])
     assert integ._k == 1 and integ.order == 1
 
+
+def test_a_fixed_step_refused_right_after_a_new_input_names_its_own_attempt():
+    """The warm path's RESTART_THEN_ADVANCE (do_step after set_inputs) refused at a fixed
+    step puts back the record as it was before the shift, with the failure slots of the
+    refused attempt: the error names that attempt's t, estimate and suggested h, as the
+    same refusal without the new input does (two_link, bdf, h = 0.2 cut to 0.15; a new
+    torque of 1e-12 N·m moves the estimate by round-off)."""
+    pytest.importorskip("numba")
+
+    def refused(steps, nudge):
+        sim = cosim.Simulation("two_link", method="bdf", h=0.2, rtol=1e-6, atol=1e-8, backend="numba")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FixedStepAccuracyWarning)
+            with pytest.raises(FixedStepError) as info:
+                for k in range(steps):
+                    if nudge and k == steps - 1:
+                        sim.set_inputs(np.array([1e-12, 0.0]))
+                    sim.do_step(sim.time, 0.15)
+        return sim, info.value
+
+    plain, exc0 = refused(40, False)
+    k = round(plain.time / 0.15)   # the refused step is the (k+1)-th
+    assert k > 0 and exc0.t == plain.time and exc0.estimate > 1e6
+    sim, exc = refused(k + 1, True)
+    assert sim.integrator._restart_pending and sim.time == plain.time
+    assert exc.t == exc0.t and exc.h == exc0.h and exc.estimate == pytest.approx(exc0.estimate, rel=1e-6)
+    suggested = [float(re.search(r"take h of ([0-9.e+-]+) or less", str(e)).group(1)) for e in (exc, exc0)]
+    order = float(re.search(r"falls at best as h\^(\d+)", str(exc)).group(1))
+    assert suggested[0] == suggested[1] == pytest.approx(0.15 * exc0.estimate ** (-1 / order), rel=0.05)
+
+
+def test_a_model_error_during_the_deferred_shift_leaves_the_shift_to_do():
+    """A model function that raises while the deferred shift runs (python backend, the
+    model's own code): the record is put back and the shift stays pending, so the next
+    advance shifts and continues bit for bit as a run whose model never raised."""
+    from cosim.models import model_class
+
+    class Flaky(model_class("pendulum")):
+        armed = False
+
+        def forces(self, q, v, t, u):
+            if self.armed:
+                self.armed = False
+                raise RuntimeError("the model failed once")
+            return super().forces(q, v, t, u)
+
+    runs = []
+    for fail in (False, True):
+        model = Flaky()
+        integ = make_integrator(model, "bdf", rtol=1e-6, atol=1e-8, backend="python")
+        integ.initialize()
+        integ.advance(0.05)
+        integ.set_inputs([0.5, 0.0, 0.0])
+        assert integ._restart_pending
+        if fail:
+            model.armed = True
+            with pytest.raises(RuntimeError, match="failed once"):
+                integ.advance(0.1)
+            assert integ._restart_pending and integ.t == 0.05
+        integ.advance(0.1)
+        runs.append(integ)
+    assert runs[0].y.tobytes() == runs[1].y.tobytes() and runs[0].stats == runs[1].stats
+
+def test_restoring_a_state_drops_a_pending_shift_without_running_it():
+    """The restored state replaces everything a pending shift would write: restore runs
+    no shift (no NEW_INPUTS call of the entry) and continues bit for bit as a restore
+    into a fresh integrator; a restore refused keeps the shift pending."""
+    pytest.importorskip("numba")
+    from cosim.errors import StateError
+    from cosim.integrators import bdf_kernel as K
+
+    def fresh():
+        integ = make_integrator(load_model("two_link"), "bdf", rtol=1e-6, atol=1e-8, backend="numba")
+        integ.initialize()
+        return integ
+
+    integ = fresh()
+    integ.advance(0.05)
+    state = integ.state()
+    integ.advance(0.08)
+    integ.set_inputs([0.3, -0.2])
+    modes, call = [], integ._call
+    integ._call = lambda mode, *args: (modes.append(mode), call(mode, *args))[1]
+    with pytest.raises(StateError):
+        integ.restore(dict(state, y=state["y"][:-1]))
+    assert integ._restart_pending and modes == []
+    integ.restore(state)
+    assert modes == [] and not integ._restart_pending
+    other = fresh()
+    other.restore(state)
+    for i in (integ, other):
+        i.advance(0.1)
+    assert K.NEW_INPUTS not in modes
+    assert integ.y.tobytes() == other.y.tobytes() and integ.stats == other.stats
+
+def test_a_shift_refused_on_the_warm_path_is_tried_once():
+    """do_step after an input jump over SHIFT_MAX: the entry's RESTART_THEN_ADVANCE
+    refuses the shift, and the integrator restarts at once — no second shift (a
+    NEW_INPUTS call) — with the bits of the restart the shift's own refusal makes."""
+    pytest.importorskip("numba")
+    from cosim.integrators import bdf_kernel as K
+
+    sims = [cosim.Simulation("two_link", method="bdf", rtol=1e-6, atol=1e-8, backend="numba") for _ in range(2)]
+    for sim in sims:
+        for k in range(40):
+            sim.set_inputs(np.array([0.1 * np.sin(0.3 * k), 0.0]))
+            sim.do_step(sim.time, 1e-3)
+        assert sim.integrator.order > 1
+        sim.set_inputs(np.array([1e4, 0.0]))
+    warm, ref = sims
+    modes, call = [], warm.integrator._call
+    warm.integrator._call = lambda mode, *args: (modes.append(mode), call(mode, *args))[1]
+    ref.integrator.y    # (reading settles: NEW_INPUTS refused, the restart)
+    for sim in sims:
+        sim.do_step(sim.time, 1e-3)
+    assert modes == [K.RESTART, K.WHOLE_INTERVAL]
+    assert warm.y.tobytes() == ref.y.tobytes() and dict(warm.stats) == dict(ref.stats)
+    assert warm.serialize_state() == ref.serialize_state()
+
+def test_a_rollback_over_more_than_hist_steps_keeps_the_history_before_the_save_point():
+    """order_history read between save_point and back_to with more than HIST steps in
+    between (so only the last HIST of them entered it): back_to takes back those
+    entries and no earlier ones; the history then goes on as an uninterrupted run's."""
+    pytest.importorskip("numba")
+    from cosim.integrators.bdf_kernel import HIST
+
+    def run_to(integ, t):
+        integ.advance(t)
+        return list(integ.order_history)
+
+    integ, plain = (make_integrator(load_model("pendulum"), "bdf", h=1e-3, backend="numba") for _ in range(2))
+    for i in (integ, plain):
+        i.initialize()
+    before = run_to(integ, 0.1)
+    assert len(before) > 90 and run_to(plain, 0.1) == before
+    saved = integ.save_point()
+    assert len(run_to(integ, 0.1 + (HIST + 50) * 1e-3)) == len(before) + HIST   # the last HIST of ~HIST + 50
+    integ.back_to(saved)
+    assert list(integ.order_history) == before
+    assert run_to(integ, 0.2) == run_to(plain, 0.2)
 
 @pytest.mark.parametrize("method", BDF_METHODS)
 def test_the_compiled_shift_is_the_uncompiled_one_bit_for_bit(method):

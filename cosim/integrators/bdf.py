@@ -338,10 +338,17 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
         """Carry out a deferred shift (mode NEW_INPUTS, from the held input in the record
         to ``u``), or the restart where it is refused."""
         if self._restart_pending:
-            self._restart_pending = False
             self._outputs_fresh = False
-            if self._call(K.NEW_INPUTS, 0.0, 0) != K.OK:
+            status = self._call(K.NEW_INPUTS, 0.0, 0)   # (the model raised: still to do)
+            self._restart_pending = False
+            if status != K.OK:
                 self.restart()
+
+    def _restart_refused(self):
+        """The kernel refused the shift (RESTART_THEN_ADVANCE): the restart, without a
+        second try of the same shift in :meth:`_settle`."""
+        self._restart_pending = False
+        self.restart()
 
     @property
     def fixed_error_order(self):
@@ -372,9 +379,15 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
 
     def restore(self, state):
         """Continue from ``state`` (validated before anything is written; all or nothing);
-        the order history keeps the steps up to its t."""
+        the order history keeps the steps up to its t.  A pending shift is dropped, not
+        carried out: the restored record replaces what it would write."""
         self._sync_history()
-        RECORD.restore(self, state)
+        pending, self._restart_pending = self._restart_pending, False
+        try:
+            RECORD.restore(self, state)
+        except BaseException:
+            self._restart_pending = pending   # (refused: nothing changed)
+            raise
         t = float(state["t"])
         self._order_history = deque((e for e in self._order_history if e[0] <= t), maxlen=ORDER_HISTORY_MAX)
         self._hist_seen = int(self._I[K.HIST_COUNT])
@@ -405,10 +418,13 @@ class _BDF(RecordIntegrator, MultibodyIntegrator):
 
     def _history_back(self):
         """After :meth:`back_to`: the entries of the steps taken back (read after the
-        point saved) leave the order history."""
-        count = int(self._I[K.HIST_COUNT])
+        point saved) leave the order history: those after its t, at most as many as
+        were taken back (of more than HIST steps read at once only the last HIST entered)."""
+        count, t = int(self._I[K.HIST_COUNT]), float(self._S[K.T])
         history = self._order_history
-        for _ in range(min(self._hist_seen - count, len(history))):
+        for _ in range(self._hist_seen - count):
+            if not history or history[-1][0] <= t:
+                break
             history.pop()
         self._hist_seen = min(self._hist_seen, count)
 

@@ -555,7 +555,8 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     history from the held input in the record to ``u`` (:func:`bdf_shift.new_inputs`;
     SHIFT_REFUSED: the integrator object restarts); RESTART_THEN_ADVANCE (new inputs
     written into ``u`` in place, the FMU binary's) shifts, then advances as
-    WHOLE_INTERVAL, all or nothing (a refused shift: RESTART_STATUS + NOT_IN_KERNEL).
+    WHOLE_INTERVAL, all or nothing but :func:`advance`'s failure slots (a refused
+    shift: RESTART_STATUS + NOT_IN_KERNEL).
     An advance first writes ``u`` into the record's held-input slot.  After a
     successful advance the model's outputs at the new state go into ``y_out`` (the
     outputs kernel, fns[FN_OUTPUTS]) unless it is empty."""
@@ -571,6 +572,9 @@ def entry(fns, mode, S, I, LU, u, p, t_target, max_steps, y_out):
     held_input_into(S, I, u)
     status = advance(fns, S, I, LU, u, p, t_target, max_steps, mode != ONE_STEP)
     if status != OK and mode == RESTART_THEN_ADVANCE:
-        S[:] = S0    # (the record before the shift: the caller takes the step again)
+        for j in range(1, len(FAILURE_SLOTS)):   # (the failure slots advance kept, and
+            S0[FAILURE_SLOTS[j]] = S[FAILURE_SLOTS[j]]   # the record before the shift: the
+        I0[REASON], I0[F_K] = I[REASON], I[F_K]          # caller takes the step again)
+        S[:] = S0
         I[:] = I0
     return model_outputs(fns, status, S, N_SCALARS, I[I_N], S[T], u, p, y_out)

@@ -412,12 +412,18 @@ class RecordIntegrator:
             return t_target
         if pending and status >= self._restart_failed:
             # the restart itself failed and changed nothing (generalized-α: its own path says
-            # why; BDF: the shift refused, its own path restarts)
+            # why; BDF: the shift refused, restarted at once)
+            self._restart_refused()
             self._run(t_target, self._call_budget, self._kernel.WHOLE_INTERVAL)
             return t_target
         self._restart_pending = pending and self._restart_undone
         self._finish(status, t_target)   # raises the method's error (the record is as before)
         return t_target
+
+    def _restart_refused(self):
+        """The warm path's deferred restart failed in the kernel (status ≥ RESTART_STATUS,
+        the record unchanged): nothing here, :meth:`_run`'s :meth:`_settle` tries it
+        again on its own path (BDF: the restart the refused shift calls for, at once)."""
 
     def _step(self, t_limit):
         self._run(t_limit, 1, self._kernel.ONE_STEP)
