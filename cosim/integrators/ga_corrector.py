@@ -5,8 +5,8 @@ import math
 
 import numpy as np
 
-from .ga_record import (CONST_MASS, EPS, FIXED_NEWTON_REL, FIXED_REFRESH_AFTER, F_INFO, GGL, GGL_RATE_TOL,
-    HAS_FACTOR, H_FIXED, H_JAC, NEED_JAC, NEWTON_ERR_TOL, NEWTON_FAILED, NEWTON_MAX_ITER, NEWTON_TOL,
+from .ga_record import (CONST_MASS, EPS, FIXED_NEWTON_REL, F_INFO, GGL, GGL_RATE_TOL, HAS_FACTOR,
+    H_FIXED, H_JAC, NEED_JAC, NEWTON_ERR_TOL, NEWTON_FAILED, NEWTON_MAX_ITER, NEWTON_TOL,
     NONFINITE_MATRIX, OK, PIV, REASON, RELAX, ROUNDOFF,
     SIGMA, SINGULAR, ST_JAC, ST_LU, ST_NEWTON, ST_RES, W_C, W_CQ, W_CT, W_FORCES, W_G0, W_G1, W_LAM,
     W_M, W_MU, W_Q, W_QD, W_QDD, W_QX, W_V, W_X_HAT, matrix_size)
@@ -16,12 +16,8 @@ from .kernel_common import (FN_CONSTRAINTS, FN_CONSTRAINT_DT, FN_CONSTRAINT_FORC
     JOB_MATRIX, JOB_NORM, JOB_RESIDUAL, MATRIX_NONFINITE, MATRIX_SINGULAR, NEWTON_END, NS_DNORM, NS_FRESH,
     NS_ITERATION, QN_ABORTED, QN_SOLVED, factor_matrix, newton_begin, quasi_newton, weighted_max)
 
-# kernel_common.newton_begin's rule: Algorithm 2 with the prior-rate test and the stall test;
-# a fixed step (index 3), whose tolerances are relative to its own innovation, judges
-# every update on its rate (prior-rate test on a first update of any size)
+# kernel_common.newton_begin's rule: Algorithm 2 with the prior-rate test and the stall test
 NEWTON_RULE = (NEWTON_MAX_ITER, 1, 1, HAS_FACTOR, ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX, SIGMA)
-NEWTON_RULE_FIXED = (NEWTON_MAX_ITER, 2, 1, HAS_FACTOR, ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX,
-                     SIGMA)
 
 
 # ---------------------------------------------------------------------------------
@@ -290,13 +286,11 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
     piv = I[PIV:PIV + N]
     # fixed step, index 3: tolerances relative to the step's innovation (FIXED_NEWTON_REL)
     rel = S[H_FIXED] > 0.0 and not ggl
-    rule = NEWTON_RULE_FIXED if rel else NEWTON_RULE
     rnd, rnd_q = _rounding_floors(n, q0, v0, scale, bh2, gh) if rel else (0.0, 0.0)
     tol = NEWTON_TOL
     err_tol = GGL_RATE_TOL if ggl else NEWTON_ERR_TOL
-    job, state = newton_begin(S, I, delta, N, rule)
+    job, state = newton_begin(S, I, delta, N, NEWTON_RULE)
     x = 0.0
-    stall = False
     while job < NEWTON_END:   # kernel_common.quasi_newton's jobs
         if job == JOB_MATRIX:
             x = float(_form_matrix(fns, S, I, LU, piv, N, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat,
@@ -323,18 +317,9 @@ def _newton(fns, S, I, LU, p, u, n, m, t1, h, q0, v0, qdd0, lam_hat, bh2, gh, et
             else:
                 stalled = _norm(F, n, mz, scale_r, CqT, lam_scale_r) < NEWTON_TOL
             x = 1.0 if stalled else 0.0
-            stall = stalled
-        # (fixed step: a plain ‖Δδ‖ < tol only at the rounding of v, else judged on the rate,
-        # so that σ stays measured)
-        job, state = quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, rnd if rel else tol, err_tol,
-                                  ggl, rule)
+        job, state = quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, tol, err_tol, ggl,
+                                  NEWTON_RULE)
     reason = job - NEWTON_END
-    if rel and reason == QN_SOLVED and state[NS_ITERATION] >= FIXED_REFRESH_AFTER \
-            and state[NS_FRESH] == 0 and not stall:
-        # fixed step: a slow solve with a kept matrix, not a stall at the rounding level:
-        # the matrix is re-formed at the next step (σ = 1 fails the reuse test), so that
-        # the steps after it take one or two updates
-        S[SIGMA] = 1.0
     if reason == QN_SOLVED or reason == QN_ABORTED:
         return reason == QN_SOLVED, state[NS_ITERATION], (OK if reason == QN_SOLVED else int(x))
     I[REASON] = reason   # quasi_newton's reasons are R_RESIDUAL, R_UPDATE, R_NO_CONVERGENCE

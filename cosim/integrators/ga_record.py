@@ -12,23 +12,17 @@ SAFETY = 0.9
 MAX_GROWTH = 2.0
 DEADBAND = 1.3
 REFRESH_AFTER = 4
-FIXED_REFRESH_AFTER = 3   # fixed step, index 3: re-form the matrix after a solve of this many updates
 TINY_STEP = 1e-5
 MAX_REJECTIONS = 30
 ROUNDOFF = 10.0
 NEWTON_MAX_ITER = 25
 NEWTON_TOL = 1e-4
 NEWTON_ERR_TOL = 1e-3
-# fixed step (no error test): Newton converges when its error σ/(1−σ)‖Δx‖ (σ the rate
-# measured with the kept matrix, or the last solve's for a first update) is below
-# 10·FIXED_NEWTON_REL·‖x‖ (at most NEWTON_ERR_TOL), x the step's own innovation, whose
-# h² x is the scale of the local error eq. 34 (x also carries the constraint forces'
-# change), or when an update is below the rounding of v — not on the user's rtol alone:
-# the error then falls as h² to ~1e-10 whatever rtol (UR5, 1 s, rtol 1e-6: 2.7e-7 at
-# h = 62.5 µs with rtol, the h² line after).  A fraction of the step's correction x − x̂
-# instead (O(h²) on smooth motion) allowed one update per step but not the accuracy:
-# the pendulum's index-3 innovation is not smooth, and 0.1 of it doubled its error at
-# h = 1 ms
+# fixed step (no error test): Newton converges on ‖Δx‖ ≤ FIXED_NEWTON_REL·‖x‖ (the
+# step's own innovation, whose h² x is the scale of the local error eq. 34; x also
+# carries the constraint forces' change) instead of on the user's rtol, floored at
+# the rounding of q: the error then falls as h² to ~1e-10 whatever rtol
+# (UR5, 1 s, rtol 1e-6: 2.7e-7 at h = 62.5 µs before, the h² line after)
 FIXED_NEWTON_REL = 1e-6
 GGL_RATE_TOL = 1e-8      # GGL: accept on σ/(1−σ)‖Δδ‖ < this only
 GGL_VELOCITY_FLOOR = 0.1   # GGL error test: v weights RTOL·max(|v_k|, this·‖v‖∞) + ATOL

@@ -163,11 +163,7 @@ class GeneralizedAlpha(RecordIntegrator, MultibodyIntegrator):
       (``ga_kernel.FIXED_NEWTON_REL``) or at the rounding of v, not at a
       fraction of the user's rtol, whose Newton error added up to a floor (UR5,
       rtol 1e-6: 2.7e-7 at h = 62.5 µs); the error falls as h² whatever rtol
-      (benchmarks/fixed_step_floor.py).  Every update is judged on its rate σ
-      (Hairer & Wanner's test with the last solve's σ on the first update, of
-      any size; σ measured in each solve that takes two), and the kept matrix is
-      re-formed after a solve of more than two updates
-      (benchmarks/ga_fixed_newton.py).
+      (benchmarks/fixed_step_floor.py).
     * tolerance-proportional step control (option ``tolerance_proportional``,
       default on; false = the plain eq. 34): the error test uses the weights
       of tol·(tol/TOL_REF)^(1/2), so the global error follows rtol.

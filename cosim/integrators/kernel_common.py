@@ -55,11 +55,7 @@ def newton_verdict(it, n_j, dnorm, old_norm, sigma, err, tol, err_tol, prior_rat
     * ‖Δδ‖ < ``tol`` converges (not with ``rate_only``);
     * ``prior_rate`` (Hairer & Wanner's RADAU5 test): a first update ‖Δδ‖ < 1 whose
       rate σ from the previous solve predicts σ/(1−σ)‖Δδ‖ < ``err_tol`` converges,
-      and σ is relaxed to σ^0.8 so that an unmeasured rate is re-measured; 2: the
-      same test on a first update of any size (a fixed step's tolerances, relative
-      to the step itself, where 1 is not the tolerance), and σ the rate measured in
-      this solve (not held at half the previous one; after ‖Δδ‖ < ``tol`` too, when
-      it contracted by half);
+      and σ is relaxed to σ^0.8 so that an unmeasured rate is re-measured;
     * the rate σ = max(σ/2, ‖Δδ‖/‖Δδ_old‖) measured with this matrix: converged when
       err = σ/(1−σ)‖Δδ‖ < ``err_tol``; refresh the matrix when the iteration would
       not get there within 5 updates of it (err·σ^(5−n_j) > 1/2);
@@ -72,19 +68,15 @@ def newton_verdict(it, n_j, dnorm, old_norm, sigma, err, tol, err_tol, prior_rat
         return NEWTON_CONVERGED, sigma, err   # every rule (and no 0/0 in the rate below)
     if not rate_only:
         if dnorm < tol:
-            if prior_rate == 2 and n_j > 1 and dnorm < 0.5 * old_norm:   # the rate it shows
-                sigma = dnorm / old_norm
             return NEWTON_CONVERGED, sigma, err
-        if prior_rate > 0 and it == 1 and (dnorm < 1.0 or prior_rate == 2) and 0.0 < sigma < 1.0 \
+        if prior_rate and it == 1 and dnorm < 1.0 and 0.0 < sigma < 1.0 \
                 and sigma / (1.0 - sigma) * dnorm < err_tol:
             return NEWTON_CONVERGED, sigma ** 0.8, err
     if n_j == 1 or old_norm < 0.0:
         return NEWTON_CONTINUE, 0.0, err
     if dnorm > 0.9 * old_norm:
         return NEWTON_SLOW, sigma, err
-    # (the rate measured with this matrix; rule 2: that measured in this solve, not
-    # held at half the rate of an older matrix)
-    sigma = dnorm / old_norm if prior_rate == 2 else max(0.5 * sigma, dnorm / old_norm)
+    sigma = max(0.5 * sigma, dnorm / old_norm)
     err = sigma / (1.0 - sigma) * dnorm
     if err < err_tol:
         return NEWTON_CONVERGED, sigma, err
@@ -218,7 +210,7 @@ def quasi_newton(job, x, state, S, I, LU, piv, F, delta, N, h, tol, err_tol, rat
             I[rule[RULE_NEED_JAC]] = 1
             return newton_end(QN_UPDATE, state, S, I, delta, N, rule)
         verdict, sigma, err = newton_verdict(it, n_j, dnorm, old_norm, sigma, err, tol, err_tol,
-                                             rule[RULE_PRIOR_RATE], rate_only)
+                                             rule[RULE_PRIOR_RATE] == 1, rate_only)
         if verdict == NEWTON_SLOW and rule[RULE_STALL_TEST] == 1:
             return JOB_STALL, (it, n_j, old_norm, err, sigma, dnorm, fresh, kept)
     else:   # JOB_STALL
