@@ -623,8 +623,7 @@ _METHOD_FOOTER = '''
 for _name, _obj in list(globals().items()):
     if isinstance(_obj, _types.FunctionType) and _obj.__module__ == __name__:
         globals()[_name] = _numba.njit(cache=True, nogil=True, error_model="numpy",
-                                       inline="always" if _name in ("entry", "advance", "step", "quasi_newton")
-                                       else "never")(_obj)
+                                       inline="always" if _name in _INLINE else "never")(_obj)
 '''
 
 
@@ -806,6 +805,24 @@ def _loads_without_compiler(dispatcher, lazy_linking=False):
     cache.load_overload = load_overload
 
 
+# The functions of a method inlined by numba into their one caller: entry -> advance
+# -> step and the quasi-Newton loop, and each module's ``INLINED`` (helpers with one
+# caller: tests/test_unowned.py checks that).  A call of a function compiled on its own
+# passes every argument by value, a tuple flattened into its members: the work tuple of
+# ~50 arrays made each call of a generalized-α helper cost a few hundred ns, and
+# inlining the one-caller helpers took a two_link step from 10.2 to 7.7 µs
+# (benchmarks/do_step_overhead.py), at no more compile time (benchmarks/startup.py).
+METHOD_INLINED = ("entry", "advance", "step", "quasi_newton")
+
+
+def method_inlined(modules):
+    """The names numba inlines in a method made of ``modules`` (sorted)."""
+    names = set(METHOD_INLINED)
+    for module in modules:
+        names.update(getattr(module, "INLINED", ()))
+    return tuple(sorted(names))
+
+
 def method_entry(method_module, method_name, helpers=(), estimate="about 1-3 min"):
     """The compiled ``entry_at(addresses, mode, S, I, LU, u, p, t_target, max_steps,
     y_out)`` of ``method_module`` — its ``entry(fns, …)`` with the model's functions
@@ -830,7 +847,7 @@ def method_entry(method_module, method_name, helpers=(), estimate="about 1-3 min
     text = (_METHOD_HEADER.format(method=method_name, digest="{digest}", fmt=METHOD_FORMAT,
                                   sources=", ".join(m.__name__.rsplit(".", 1)[-1] for m in modules))
             + body + _METHOD_ENTRY_AT.format(function_types=types_text, functions=calls)
-            + _UNOWNED + _METHOD_FOOTER)
+            + _UNOWNED + f"\n_INLINE = {method_inlined(modules)!r}\n" + _METHOD_FOOTER)
     module = _generated_module("method", method_name, text)
     signature = method_signature()
     entry = module.entry_at
@@ -962,9 +979,7 @@ def pasted_dispatchers(functions, kind, label, inline_helpers=False):
                              aliases=False, inlined=inlined)
     if pasted is None:
         return None
-    footer = _METHOD_FOOTER
-    if inline_helpers and inlined:
-        footer = f"\n_INLINE = {tuple(sorted(inlined))!r}\n" + _KERNELS_FOOTER
+    footer = f"\n_INLINE = {tuple(sorted(inlined)) if inline_helpers else ()!r}\n" + _KERNELS_FOOTER
     text = _KERNELS_HEADER.format(model=label, digest="{digest}") + pasted + footer
     module = _generated_module(kind, label, text)
     compiled = [getattr(module, fn.__name__) for fn in functions]

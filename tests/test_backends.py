@@ -1536,6 +1536,8 @@ def test_pasted_method_modules_define_each_name_once():
                         elts = target.elts if isinstance(target, ast.Tuple) else [target]
                         names += [e.id for e in elts if isinstance(e, ast.Name)]
                 for name in names:
+                    if name == "INLINED":   # each module's own, read by cosim.jit.method_inlined
+                        continue           # from the module, never by the pasted code
                     if name in seen:   # only equal numbers may be defined twice (EPS)
                         value = getattr(module, name)
                         assert isinstance(value, float) and value == getattr(seen[name], name), \

@@ -62,6 +62,11 @@ from .ga_corrector import (  # noqa: F401
 from .kernel_common import (FN_CONSTRAINT_JACOBIAN, FN_MASS, clamp_step, end_advance, fixed_step_resolved,
     keep_alive, keeps_matrix, model_outputs, relaxation, scaled_max, snapshot_in, unowned)
 
+# inlined by numba into their one caller (cosim.jit.method_inlined): each takes the work
+# tuple, which a call of a function compiled on its own passes member by member
+INLINED = ("_solve", "_predict", "_step_start", "_accept", "_plan_matrix", "_fixed_estimate",
+           "_error_index3", "_step_control")
+
 
 # ---------------------------------------------------------------------------------
 # one step

@@ -29,6 +29,8 @@ import numpy as np
 from .dense_lu import ldl_factor_inplace, lu_factor_inplace, lu_solve_inplace, pivot_ratio, scaled_pivot_ratio
 
 EPS = 2.220446049250313e-16
+# inlined by numba into their one caller in each compiled method (cosim.jit.method_inlined)
+INLINED = ("snapshot_in", "end_advance", "model_outputs")
 
 # -- the model's functions in a kernel's ``fns`` (cosim.jit.kernel_fields() order) -------
 (FN_MASS, FN_FORCES, FN_CONSTRAINTS, FN_CONSTRAINT_JACOBIAN, FN_CONSTRAINT_DT, FN_GAMMA,
