@@ -61,6 +61,10 @@ __all__ = ["N_STATS", "STATS", "ST_REJ", "WHOLE_INTERVAL", "int_length", "entry"
 # kernel_common.newton_begin's rule: plain Algorithm 2 (no prior rate, no stall test)
 NEWTON_RULE = (NEWTON_MAX_ITER, 0, 0, HAS_FACTOR, ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX, SIGMA)
 
+# inlined by numba into their one caller (cosim.jit.method_inlined): each takes the work
+# tuple, which a call of a function compiled on its own passes member by member
+INLINED = ("_step_start", "_newton_job", "_iteration_matrix", "_difference_matrix", "_estimate", "_accept")
+
 
 def restart(fns, S, I, u, p):
     """Integrator.restart (new inputs or parameters, an event's new point): the

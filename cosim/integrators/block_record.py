@@ -9,6 +9,9 @@ import numpy as np
 
 EPS = 2.220446049250313e-16
 
+# inlined by numba into their one caller (cosim.jit.method_inlined)
+INLINED = ("workspace", "_block")
+
 # -- algorithm constants (the values of the object-oriented block.py before) ------
 NEWTON_MAX_ITER = 25     # updates per solve
 NEWTON_TOL = 1.0         # ‖Δδ‖ below this (the norm is scaled to newton_tol): converged

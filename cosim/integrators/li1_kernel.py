@@ -62,6 +62,10 @@ RECORD_INTERFACE = (T, STATS, WHOLE_INTERVAL, ONE_STEP, F_T, H_JAC)
 # kernel_common.newton_begin's rule: plain Algorithm 2 (no prior rate, no stall test)
 NEWTON_RULE = (NEWTON_MAX_ITER, 0, 0, HAS_FACTOR, ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX, SIGMA)
 
+# inlined by numba into their one caller (cosim.jit.method_inlined): each takes the work
+# tuple, which a call of a function compiled on its own passes member by member
+INLINED = ("_attempt", "_newton", "_newton_job", "_residual", "_jacobian", "_velocity_jacobian")
+
 
 def _basis_times_mass(I, C, r, n, M, out, A, V, tau, cols):
     """out[:n−r] ← Vᵀ M with V a basis of null(C[:r]) (eq. 4.4); returns a cause code."""

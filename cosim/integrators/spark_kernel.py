@@ -51,6 +51,11 @@ from .spark_record import (  # noqa: F401
 # kernel_common.newton_begin's rule: plain Algorithm 2 (no prior rate, no stall test)
 NEWTON_RULE = (NEWTON_MAX_ITER, 0, 0, HAS_FACTOR, ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX, SIGMA)
 
+# inlined by numba into their one caller (cosim.jit.method_inlined): each takes the work
+# tuple, which a call of a function compiled on its own passes member by member
+INLINED = ("_newton", "_newton_job", "_stage_matrix", "_lobatto_stages", "_gauss_lobatto_stages", "_predict",
+           "_end_point", "_estimate", "_two_step_estimate")
+
 
 def restart(S, I):
     """Integrator.restart: t_prev = t, y_prev = y, q''_prev = q'' (the dense output of

@@ -7,6 +7,9 @@ import numpy as np
 
 EPS = 2.220446049250313e-16
 
+# inlined by numba into their one caller (cosim.jit.method_inlined)
+INLINED = ("workspace",)
+
 # -- algorithm constants (the stage solve of seed 003, as symplectic.py had them) --
 NEWTON_MAX_ITER = 30
 NEWTON_TOL = 1.0         # ‖Δz‖ / (newton_tol·(1 + ‖z0‖∞)) below this: converged

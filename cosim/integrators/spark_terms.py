@@ -13,6 +13,10 @@ from .spark_record import (CHAIN, CONST_MASS, GAMMA, I_M, I_N, I_NB, I_NV, I_S, 
     W_CCT_INV_CQ, W_CCT_PIV, W_CONSTRAINT_FORCE_JAC, W_CQ, W_CQ_COLUMN, W_MV_Q, W_PROJ_W,
     W_V_TANGENT, O_J, O_L, O_PTS, offsets)
 
+# inlined by numba into its one caller, spark_kernel._force (cosim.jit.method_inlined): it takes
+# the work tuple, which a call of a function compiled on its own passes member by member
+INLINED = ("_kinetic_gradient",)
+
 
 def _layout(I):
     """offsets() of this record."""
