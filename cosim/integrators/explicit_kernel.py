@@ -59,6 +59,12 @@ from .explicit_record import (  # noqa: F401
 from .index1_kernel import (_evaluate, _factorize,  # noqa: F401
                             _nh_offset, _nh_rows, keep_current_derivative, n_nonholonomic)
 
+# inlined by numba into their one caller (cosim.jit.method_inlined): the per-step
+# helpers that take work tuples, which a call of a function compiled on its own
+# passes member by member
+INLINED = ("restart", "_rk4_work", "_project", "_project_stage", "_attempt_dopri5", "_attempt_rk4",
+           "_fixed_estimate", "_accept")
+
 # the end of the last step left to whoever needs it (I[HAS_DENSE]; rk4 fixed step
 # after new inputs): f, q'', λ there and the dense f1 not yet evaluated, I[HAS_F] = 0
 END_PENDING = 2
