@@ -113,14 +113,13 @@ def _project(fns, S, I, LU, p, n, m, t, y_new, y_proj, wi):
     for i in range(n):
         q[i] = y_new[i]
         v[i] = y_new[n + i]
-    its, cause = 0, C_NONE
-    if m > n_nonholonomic(I):
-        its, cause = _project_stage(fns, S, I, LU, p, n, m, t, y_new, wi, 0, 0)
-    if cause != C_NONE:
-        return cause
-    its, cause = _project_stage(fns, S, I, LU, p, n, m, t, y_new, wi, 1, its)
-    if cause != C_NONE:
-        return cause
+    its = 0
+    # stage 0 (positions) only with holonomic rows, then stage 1 (velocities); one
+    # call site: numba inlines _project_stage once
+    for stage in range(0 if m > n_nonholonomic(I) else 1, 2):
+        its, cause = _project_stage(fns, S, I, LU, p, n, m, t, y_new, wi, stage, its)
+        if cause != C_NONE:
+            return cause
     for i in range(n):
         y_proj[i] = q[i]
         y_proj[n + i] = v[i]
