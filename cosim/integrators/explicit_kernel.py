@@ -59,6 +59,12 @@ from .explicit_record import (  # noqa: F401
 from .index1_kernel import (_evaluate, _factorize,  # noqa: F401
                             _nh_offset, _nh_rows, keep_current_derivative, n_nonholonomic)
 
+# inlined by numba into their one caller (cosim.jit.method_inlined): the per-step
+# helpers that take work tuples, which a call of a function compiled on its own
+# passes member by member
+INLINED = ("restart", "_rk4_work", "_project", "_project_stage", "_attempt_dopri5", "_attempt_rk4",
+           "_fixed_estimate", "_accept")
+
 # the end of the last step left to whoever needs it (I[HAS_DENSE]; rk4 fixed step
 # after new inputs): f, q'', λ there and the dense f1 not yet evaluated, I[HAS_F] = 0
 END_PENDING = 2
@@ -107,14 +113,13 @@ def _project(fns, S, I, LU, p, n, m, t, y_new, y_proj, wi):
     for i in range(n):
         q[i] = y_new[i]
         v[i] = y_new[n + i]
-    its, cause = 0, C_NONE
-    if m > n_nonholonomic(I):
-        its, cause = _project_stage(fns, S, I, LU, p, n, m, t, y_new, wi, 0, 0)
-    if cause != C_NONE:
-        return cause
-    its, cause = _project_stage(fns, S, I, LU, p, n, m, t, y_new, wi, 1, its)
-    if cause != C_NONE:
-        return cause
+    its = 0
+    # stage 0 (positions) only with holonomic rows, then stage 1 (velocities); one
+    # call site: numba inlines _project_stage once
+    for stage in range(0 if m > n_nonholonomic(I) else 1, 2):
+        its, cause = _project_stage(fns, S, I, LU, p, n, m, t, y_new, wi, stage, its)
+        if cause != C_NONE:
+            return cause
     for i in range(n):
         y_proj[i] = q[i]
         y_proj[n + i] = v[i]

@@ -49,6 +49,13 @@ from .rkc_record import (  # noqa: F401
     W_F_END, W_F_START, W_F_TRIAL, W_GAMMA, W_LAM_END, W_LAM_TRIAL, W_M, W_PROBE, W_Q, W_RHS,
     W_RHS91, W_STAGES, W_V, W_Y_START, XI, rkc_int_length, rkc_offsets, rkc_workspace)
 
+# inlined by numba into their one caller (cosim.jit.method_inlined): the per-step
+# helpers (most take the work tuples, passed member by member to a function compiled
+# on its own)
+INLINED = ("restart", "_start_point", "_accept", "_control", "_rkc_stages", "stages_for",
+           "rkc_coefficients_into", "chebyshev_w", "_penalty_work", "_bayo_work", "_bayo_evaluate",
+           "estimate_rho", "_norm2")
+
 
 def restart(S, I):
     """Integrator.restart: no f at the current point, no dense output, no controller

@@ -22,6 +22,9 @@ from .explicit_record import (  # noqa: F401
     STEP_FAILED, ST_JAC, ST_LU, ST_NEWTON, ST_REJ, ST_RES, ST_STEPS, T, TOO_SMALL, T_PREV,
     UNDERFLOW, WHOLE_INTERVAL, W_C, W_CQ, W_CT, W_FORCES, W_GAMMA, W_M, W_Q, W_RHS, W_V)
 
+# inlined by numba into its one caller, advance (cosim.jit.method_inlined)
+INLINED = ("rkc_workspace",)
+
 # -- algorithm constants (rkc.f, Sommeijer, Shampine & Verwer 1997) ---------------
 RHO_MAX_ITER = 50        # power-method iterations of one spectral-radius estimate
 RHO_SAFETY = 1.2         # ρ = 1.2 σ
