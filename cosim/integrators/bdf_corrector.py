@@ -17,6 +17,10 @@ from .bdf_record import (CONST_MASS, EPS, F_INFO, HAS_FACTOR, HAS_J, H_JAC, INDE
 # kernel_common.newton_begin's rule: Algorithm 2 with the prior-rate test, no stall test
 NEWTON_RULE = (NEWTON_MAX_ITER, 1, 0, HAS_FACTOR, ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX, SIGMA)
 
+# inlined by numba into their one caller (cosim.jit.method_inlined): the Newton loop and
+# its residuals, called once per iteration with the work arrays and the slot tuple
+INLINED = ("_newton", "_newton_job", "_residual", "_residual2", "_residual1")
+
 
 # ---------------------------------------------------------------------------------
 # model evaluations shared by the three formulations (the kernels accumulate into

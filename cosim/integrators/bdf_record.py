@@ -223,3 +223,6 @@ def wslots(n, m, ns):
 (WS_WINV, WS_YPRED, WS_YDPRED, WS_ZPRED, WS_A0, WS_LHAT, WS_W2, WS_Q, WS_V, WS_A, WS_LAM, WS_QF,
  WS_DELTA, WS_F, WS_DY, WS_QDD1, WS_LAM1, WS_COL, WS_RHS, WS_TAU, WS_OMEGA, WS_CC, WS_CE,
  WS_CT, WS_G0, WS_G1, WS_QX, WS_MU, WS_TQ, WS_VX) = range(30)
+
+# inlined by numba into their one caller (cosim.jit.method_inlined)
+INLINED = ("workspace", "wslots")
