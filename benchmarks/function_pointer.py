@@ -86,7 +86,8 @@ def inlined_entry(model, method):
     body = re.sub(r"fns\[(FN_[A-Z_]+)\]", lambda mt: f"_inl{index[mt.group(1)]}", body)
     text = (jit._METHOD_HEADER.format(method=f"{label} inlined for {model.name}", digest="{digest}",
                                       fmt=jit.METHOD_FORMAT, sources=label)
-            + _INLINED.format(imports="\n".join(imports)) + body + jit._METHOD_FOOTER)
+            + _INLINED.format(imports="\n".join(imports)) + body
+            + f"\n_INLINE = {jit.method_inlined((*helpers, kernel))!r}\n" + jit._METHOD_FOOTER)
     module = jit._generated_module("inlined", f"{label}_{model.name}", text)
     entry = module.entry
     t0 = time.perf_counter()

@@ -806,12 +806,12 @@ def _loads_without_compiler(dispatcher, lazy_linking=False):
 
 
 # The functions of a method inlined by numba into their one caller: entry -> advance
-# -> step and the quasi-Newton loop, and each module's ``INLINED`` (helpers with one
-# caller: tests/test_unowned.py checks that).  A call of a function compiled on its own
-# passes every argument by value, a tuple flattened into its members: the work tuple of
-# ~50 arrays made each call of a generalized-α helper cost a few hundred ns, and
-# inlining the one-caller helpers took a two_link step from 10.2 to 7.7 µs
-# (benchmarks/do_step_overhead.py), at no more compile time (benchmarks/startup.py).
+# -> step and the quasi-Newton loop, and each module's ``INLINED`` (helpers with at
+# most one calling function in the method: tests/test_inlined.py).  A call of a
+# function compiled on its own passes every argument by value, a tuple flattened into
+# its members: the work tuple of ~50 arrays made each call of a helper cost up to a
+# few hundred ns.  docs/compiled-backend.md ("Inlined helpers") has each method's step
+# and compile times before and after.
 METHOD_INLINED = ("entry", "advance", "step", "quasi_newton")
 
 

@@ -4,8 +4,9 @@ A method's helpers named in a module's ``INLINED`` are inlined by numba into the
 caller: a call of a function compiled on its own passes the work tuple member by
 member.  Inlining is only cheap to compile when the helper has one caller; a second
 caller would compile it twice.  Checked here, for every compiled method: each name is
-a function of the module that lists it, called from at most one function of the
-method (kernel_common's helpers are not used by every method), and it reaches the generated module's njit options.
+a function of the module that lists it, called from at most one place in the method
+(kernel_common's helpers are not used by every method; a few tiny ones from several
+places of one function), and it reaches the generated module's njit options.
 """
 import ast
 import importlib
@@ -32,9 +33,9 @@ def _method_modules(name, monkeypatch):
     return seen[0]
 
 
-def _callers(modules):
-    """name -> the set of functions (module.function) of ``modules`` that call it."""
-    callers = {}
+def _call_sites(modules):
+    """name -> the functions (module.function) of ``modules`` that call it, once per call."""
+    sites = {}
     for module in modules:
         tree = ast.parse(inspect.getsource(module))
         for fn in tree.body:
@@ -42,36 +43,42 @@ def _callers(modules):
                 continue
             for node in ast.walk(fn):
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                    callers.setdefault(node.func.id, set()).add(f"{module.__name__}.{fn.name}")
-    return callers
+                    sites.setdefault(node.func.id, []).append(f"{module.__name__}.{fn.name}")
+    return sites
+
+
+# tiny helpers inlined at several call sites of their one calling function (a copy of a
+# few instructions each): a view of the work buffer, a norm, the restart of entry's two modes
+SEVERAL_SITES = {"_block", "_norm2", "restart", "_push_difference"}
 
 
 @pytest.mark.parametrize("name", METHOD_MODULES)
-def test_every_inlined_helper_has_at_most_one_caller_in_its_method(name, monkeypatch):
+def test_every_inlined_helper_has_at_most_one_call_site_in_its_method(name, monkeypatch):
     method, modules = _method_modules(name, monkeypatch)
-    callers = _callers(modules)
-    listed = 0
+    sites = _call_sites(modules)
     for module in modules:
         for helper in getattr(module, "INLINED", ()):
             fn = getattr(module, helper, None)
             assert inspect.isfunction(fn) and fn.__module__ == module.__name__, \
                 f"{module.__name__}.INLINED names {helper!r}, not one of its functions"
-            assert len(callers.get(helper, ())) <= 1, \
-                f"{method}: {helper} is called from {sorted(callers.get(helper, ()))}"
-            listed += 1
-    assert set(jit.method_inlined(modules)) >= set(jit.METHOD_INLINED)
-    assert len(jit.method_inlined(modules)) <= len(jit.METHOD_INLINED) + listed
+            callers = sites.get(helper, [])
+            # one call site (a second would compile the helper's code twice), or a tiny
+            # helper's several sites in one calling function
+            assert len(callers) <= 1 or (helper in SEVERAL_SITES and len(set(callers)) == 1), \
+                f"{method}: {helper} is called from {callers}"
 
 
-def test_the_compiled_method_inlines_exactly_the_listed_helpers(monkeypatch):
+@pytest.mark.parametrize("name", METHOD_MODULES)
+def test_the_compiled_method_inlines_exactly_the_listed_helpers(name, monkeypatch):
     pytest.importorskip("numba")
     with monkeypatch.context() as patch:
-        _, modules = _method_modules("generalized_alpha", patch)
+        _, modules = _method_modules(name, patch)
     inlined = set(jit.method_inlined(modules))
-    assert {"_predict", "_accept", "snapshot_in", "entry", "advance", "step"} <= inlined
-    from cosim.integrators.generalized_alpha import compiled_entry
-    generated = inspect.getmodule(compiled_entry().py_func)
-    options = {name: obj.targetoptions.get("inline") for name, obj in vars(generated).items()
+    generated = inspect.getmodule(importlib.import_module(f"cosim.integrators.{name}").compiled_entry().py_func)
+    options = {fn: obj.targetoptions.get("inline") for fn, obj in vars(generated).items()
                if hasattr(obj, "targetoptions") and hasattr(obj, "py_func")}
-    assert {name for name, how in options.items() if how == "always"} == inlined
-    assert options["_newton"] == "never" and options["_residual"] == "never"
+    assert {fn for fn, how in options.items() if how == "always"} == inlined
+    assert {"entry", "advance", "step"} <= inlined
+    if name == "generalized_alpha":
+        assert {"_predict", "_accept", "_solve"} <= inlined
+        assert options["_newton"] == "never" and options["_residual"] == "never"

@@ -62,7 +62,7 @@ from .kernel_common import (FACTORED, MATRIX_NONFINITE, clamp_step, end_advance,
 # inlined by numba into their one caller (cosim.jit.method_inlined): each takes the work
 # vector and its slot tuple ws (31 ints), which a call of a function compiled on its own
 # passes member by member (not _error_norm: its three calls in _error_norms made the
-# method's compile ~25 % longer for no measurable gain)
+# method's compile about 28 % longer for no measurable gain)
 INLINED = ("_inverse_weights", "_predict", "_plan_matrix", "_newton_weights", "_corrected_point",
            "_difference_columns", "_order_test_norms", "_accept", "_push_difference",
            "_after_newton_failure", "_after_rejection")

@@ -59,9 +59,9 @@ from .explicit_record import (  # noqa: F401
 from .index1_kernel import (_evaluate, _factorize,  # noqa: F401
                             _nh_offset, _nh_rows, keep_current_derivative, n_nonholonomic)
 
-# inlined by numba into their one caller (cosim.jit.method_inlined): the per-step
-# helpers that take work tuples, which a call of a function compiled on its own
-# passes member by member
+# inlined by numba into their one caller (cosim.jit.method_inlined): the helpers of a
+# step, most of which take work tuples, which a call of a function compiled on its own
+# passes member by member, and restart
 INLINED = ("restart", "_rk4_work", "_project", "_project_stage", "_attempt_dopri5", "_attempt_rk4",
            "_fixed_estimate", "_accept")
 

@@ -7,9 +7,10 @@ import numpy as np
 
 EPS = 2.220446049250313e-16
 
-# -- algorithm constants (the same names and values as generalized_alpha.py) --
 # inlined by numba into their one caller (cosim.jit.method_inlined)
 INLINED = ("workspace", "_block")
+
+# -- algorithm constants (the same names and values as generalized_alpha.py) --
 SAFETY = 0.9
 MAX_GROWTH = 2.0
 DEADBAND = 1.3
