@@ -77,8 +77,10 @@ def run(tree, method, blocks, n):
     env = dict(os.environ)
     if tree:
         env["PYTHONPATH"] = os.path.abspath(tree)
+    # (run in the tree: ``python -c`` puts the working folder before PYTHONPATH)
     out = subprocess.run([sys.executable, "-c", CHILD, method, repr(CASES[method]), str(blocks), str(n)],
-                         env=env, capture_output=True, text=True, check=False)
+                         env=env, cwd=os.path.abspath(tree) if tree else None, capture_output=True,
+                         text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"{method} ({tree or 'this cosim'}) failed:\n{out.stderr[-2000:]}")
     return tuple(float(x) for x in out.stdout.split()[-4:])
