@@ -1,26 +1,22 @@
-"""Parameter-preadjusted symplectic SPARK / Lobatto IIIA-IIIB (seed 003) as pure
-functions on one flat state record: the one implementation, run compiled (numba,
-compiled once per machine by :func:`cosim.jit.method_entry`) or as plain Python
-(the same functions); the integrator object around it, with the equations, is
-:mod:`cosim.integrators.symplectic`.
+"""Parameter-preadjusted symplectic SPARK / Lobatto IIIA-IIIB (seed 003) as pure functions on one
+flat state record: the one implementation, run compiled (numba, compiled once per machine by
+:func:`cosim.jit.method_entry`) or as plain Python (the same functions); the integrator object
+around it, with the equations, is :mod:`cosim.integrators.symplectic`.
 
-Per step: the stage equations (Gauss-Lobatto SPARK or Lobatto IIIA-IIIB, written
-for H = T_γ + V with the stage velocities and the impulses h·Λ_j as unknowns) with
-the modified mass M_γ = M + γ(I − S) (body-wise for a natural-coordinate chain,
-seed 003 eqs. 22-25, else I − S = C_qᵀ(C_q C_qᵀ)⁻¹C_q, eq. 7), solved by the
-quasi-Newton iteration of seed 000 Algorithm 2 (:mod:`.kernel_common`: the verdict,
-the matrix reuse test, the LU with its checks) on a forward-difference stage
-matrix (a step that fails after a solve with the kept matrix is taken once more with
-a fresh one); then the end point, the velocity constraint by one linear solve with
-[[M_γ, C_qᵀ], [C_q, 0]], and the consistent accelerations q'', λ (seed 000 eq. 10)
-for the predictor and the dense output.
+Per step: the stage equations (Gauss-Lobatto SPARK or Lobatto IIIA-IIIB, written for H = T_γ + V
+with the stage velocities and the impulses h·Λ_j as unknowns) with the modified mass M_γ = M +
+γ(I − S) (body-wise for a natural-coordinate chain, seed 003 eqs. 22-25, else I − S = C_qᵀ(C_q
+C_qᵀ)⁻¹C_q, eq. 7), solved by the quasi-Newton iteration of seed 000 Algorithm 2
+(:mod:`.kernel_common`: the verdict, the matrix reuse test, the LU with its checks) on a
+forward-difference stage matrix (a step that fails after a solve with the kept matrix is taken
+once more with a fresh one); then the end point, the velocity constraint by one linear solve
+with [[M_γ, C_qᵀ], [C_q, 0]], and the consistent accelerations q'', λ (seed 000 eq. 10) for the
+predictor and the dense output.
 
-The record (S: scalars, y, y_prev, q'', q''_prev, λ, the tableau and the bodies' set-up;
-I: sizes, flags, statistics, pivots; LU: the kept stage-matrix factors) is declared
-in :mod:`.spark_record`.
-
-No exceptions inside: status codes, which the integrator object turns into messages;
-the model's functions are ``fns[k](…)`` (:func:`cosim.jit.kernel_fields` order).  A
+The record (S: scalars, y, y_prev, q'', q''_prev, λ, the tableau and the bodies' set-up; I:
+sizes, flags, statistics, pivots; LU: the kept stage-matrix factors) is declared in
+:mod:`.spark_record`. No exceptions inside: status codes, which the integrator object turns into
+messages; the model's functions are ``fns[k](…)`` (:func:`cosim.jit.kernel_fields` order). A
 singular C_q C_qᵀ (γ's projector) gives NaN terms that Newton or the end matrix reports.
 """
 import math
@@ -51,8 +47,7 @@ from .spark_record import (  # noqa: F401
 # kernel_common.newton_begin's rule: plain Algorithm 2 (no prior rate, no stall test)
 NEWTON_RULE = (NEWTON_MAX_ITER, 0, 0, HAS_FACTOR, ST_LU, NEED_JAC, ST_RES, ST_NEWTON, H_JAC, RELAX, SIGMA)
 
-# inlined by numba into their one caller (cosim.jit.method_inlined): each takes the work
-# tuple, which a call of a function compiled on its own passes member by member
+# inlined by numba into their one caller (cosim.jit.method_inlined): they take the work tuple
 INLINED = ("_newton", "_newton_job", "_stage_matrix", "_lobatto_stages", "_gauss_lobatto_stages", "_predict",
            "_end_point", "_estimate", "_two_step_estimate")
 
