@@ -87,7 +87,7 @@ def inlined_entry(model, method):
     text = (jit._METHOD_HEADER.format(method=f"{label} inlined for {model.name}", digest="{digest}",
                                       fmt=jit.METHOD_FORMAT, sources=label)
             + _INLINED.format(imports="\n".join(imports)) + body
-            + f"\n_INLINE = {jit.method_inlined((*helpers, kernel))!r}\n" + jit._METHOD_FOOTER)
+            + jit.njit_footer(jit.method_inlined((*helpers, kernel))))
     module = jit._generated_module("inlined", f"{label}_{model.name}", text)
     entry = module.entry
     t0 = time.perf_counter()

@@ -186,7 +186,7 @@ def kernel_helper(fn=None, *, inline=False):
     function shared by several kernels): plain Python for the reference, made
     callable from compiled kernels by :func:`model_functions`.
     ``@kernel_helper(inline=True)``: inlined by numba into the compiled kernels that
-    call it (:data:`_KERNELS_FOOTER`) instead of compiled on its own."""
+    call it (:func:`njit_footer`) instead of compiled on its own."""
     if fn is None:
         return lambda f: kernel_helper(f, inline=inline)
     fn.__cosim_kernel_helper__ = True
@@ -823,6 +823,13 @@ def method_inlined(modules):
     return tuple(sorted(names))
 
 
+def njit_footer(inlined):
+    """The end of a generated module: every function of it compiled with the njit
+    options of :data:`_METHOD_FOOTER`, those named in ``inlined`` inlined into their
+    callers."""
+    return f"\n_INLINE = {tuple(inlined)!r}\n" + _METHOD_FOOTER
+
+
 def method_entry(method_module, method_name, helpers=(), estimate="about 1-3 min"):
     """The compiled ``entry_at(addresses, mode, S, I, LU, u, p, t_target, max_steps,
     y_out)`` of ``method_module`` — its ``entry(fns, …)`` with the model's functions
@@ -847,7 +854,7 @@ def method_entry(method_module, method_name, helpers=(), estimate="about 1-3 min
     text = (_METHOD_HEADER.format(method=method_name, digest="{digest}", fmt=METHOD_FORMAT,
                                   sources=", ".join(m.__name__.rsplit(".", 1)[-1] for m in modules))
             + body + _METHOD_ENTRY_AT.format(function_types=types_text, functions=calls)
-            + _UNOWNED + f"\n_INLINE = {method_inlined(modules)!r}\n" + _METHOD_FOOTER)
+            + _UNOWNED + njit_footer(method_inlined(modules)))
     module = _generated_module("method", method_name, text)
     signature = method_signature()
     entry = module.entry_at
@@ -950,20 +957,12 @@ import numba as _numba
 '''
 
 
-# The njit options of a generated model-kernel module (:func:`model_functions`) with
-# helpers marked ``kernel_helper(inline=True)``: those are inlined by numba into the
-# kernels that call them (the same operations, so the same numbers —
+# A generated model-kernel module (:func:`model_functions`) takes the methods' footer
+# (:func:`njit_footer`) with its helpers marked ``kernel_helper(inline=True)`` inlined
+# into the kernels that call them (the same operations, so the same numbers —
 # benchmarks/kernel_bits.py).  A call to a helper compiled on its own increfs and
 # decrefs each of its array arguments (tuple members included); the kernels, called
 # by address from the methods, and the other helpers are compiled on their own.
-_KERNELS_FOOTER = """
-
-# error_model="numpy": as in the method modules
-for _name, _obj in list(globals().items()):
-    if isinstance(_obj, _types.FunctionType) and _obj.__module__ == __name__:
-        globals()[_name] = _numba.njit(cache=True, nogil=True, error_model="numpy",
-                                       inline="always" if _name in _INLINE else "never")(_obj)
-"""
 
 
 def pasted_dispatchers(functions, kind, label, inline_helpers=False):
@@ -973,13 +972,13 @@ def pasted_dispatchers(functions, kind, label, inline_helpers=False):
     function compiled by reference is cached on its own file's stamp only, and a
     changed helper in another file would load stale code.  ``inline_helpers``: the
     helpers marked ``kernel_helper(inline=True)`` inlined into their callers
-    (:data:`_KERNELS_FOOTER`).  None when the functions cannot be pasted."""
+    (:func:`njit_footer`).  None when the functions cannot be pasted."""
     inlined = set()
     pasted = _pasted_kernels(tuple(functions), {"_types", "_numba", "_name", "_obj", "_INLINE"},
                              aliases=False, inlined=inlined)
     if pasted is None:
         return None
-    footer = f"\n_INLINE = {tuple(sorted(inlined)) if inline_helpers else ()!r}\n" + _KERNELS_FOOTER
+    footer = njit_footer(sorted(inlined) if inline_helpers else ())
     text = _KERNELS_HEADER.format(model=label, digest="{digest}") + pasted + footer
     module = _generated_module(kind, label, text)
     compiled = [getattr(module, fn.__name__) for fn in functions]
